@@ -1,0 +1,61 @@
+/*
+ * kvrt — common definitions: visibility, status codes, error messages.
+ *
+ * Every kvrt function that can fail returns an int status: KVRT_OK (0) or one
+ * of the negative kvrt_status codes below.  On failure the calling thread's
+ * error message (kvrt_error_message()) says what was wrong, with which value,
+ * and what is valid.
+ */
+#ifndef KVRT_COMMON_H
+#define KVRT_COMMON_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__) || defined(__clang__)
+#define KVRT_API __attribute__((visibility("default")))
+#else
+#define KVRT_API
+#endif
+
+/* Marker for "this optional value is not set" in transparent structs. */
+#define KVRT_UNSET UINT64_MAX
+
+/* Status codes.  The values are part of the ABI (locked by tests). */
+enum kvrt_status {
+    KVRT_OK = 0,
+    KVRT_ERR_INVALID = -1,   /* invalid argument: bad name, bad number, misuse */
+    KVRT_ERR_OVERFLOW = -2,  /* a size does not fit in 64 bits */
+    KVRT_ERR_NOMEM = -3,     /* host memory exhausted */
+    KVRT_ERR_REFUSED = -4,   /* layout refused or unsatisfiable */
+    KVRT_ERR_NODEV = -5,     /* no backend or no device available */
+    KVRT_ERR_STATE = -6,     /* operation not allowed in the current state */
+    KVRT_ERR_DEVICE = -7,    /* the device or its driver failed */
+    KVRT_ERR_UNSUPPORTED = -8, /* backend does not support this operation/type */
+    KVRT_ERR_PLUGIN = -9,    /* a plugin is malformed or misbehaved */
+    KVRT_ERR_INTERNAL = -10, /* a bug in kvrt */
+};
+
+/**
+ * The message of the last failure on this thread ("" if none).  The string
+ * stays valid until the next kvrt call on the same thread.
+ */
+KVRT_API const char *kvrt_error_message(void);
+
+/** A short constant name for a status code ("KVRT_ERR_INVALID", ...). */
+KVRT_API const char *kvrt_status_name(int status);
+
+/** Free memory that kvrt returned to the caller (arrays, strings). */
+KVRT_API void kvrt_free(void *ptr);
+
+/** libkvrt's version string, e.g. "0.1.0". */
+KVRT_API const char *kvrt_version(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,86 @@
+/*
+ * kvrt — placement of groups of named layers in one allocation.
+ *
+ * Layer-compact layouts give each layer its own region; block-outermost
+ * layouts interleave all layers' pages inside each block.  Groups overlay
+ * the same bytes from offset 0.  Within a group, layers with identical specs
+ * form one set (in order of first appearance), and each set gets one
+ * (layer_stride, block_stride, offset) triple.
+ */
+#ifndef KVRT_PLACEMENT_H
+#define KVRT_PLACEMENT_H
+
+#include <kvrt/common.h>
+#include <kvrt/geometry.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct kvrt_layer_entry {
+    const char *name;        /* copied by kvrt_placement_create */
+    struct kvrt_spec spec;
+};
+
+struct kvrt_group {
+    const struct kvrt_layer_entry *layers;
+    size_t num_layers;
+};
+
+typedef struct kvrt_placement kvrt_placement;
+
+/**
+ * Place the groups.  kernel_block_size 0 = no splitting.
+ * @return KVRT_OK; KVRT_ERR_REFUSED when the layout cannot express mixed page
+ *   sizes (the message names the layout and suggests BLHNC); errors of
+ *   kvrt_spec_derive / kvrt_geometry_compute otherwise.
+ */
+KVRT_API int kvrt_placement_create(enum kvrt_layout layout, const struct kvrt_group *groups,
+                                   size_t num_groups, uint64_t num_blocks,
+                                   uint64_t kernel_block_size, kvrt_placement **out);
+
+KVRT_API void kvrt_placement_destroy(kvrt_placement *p);
+
+/**
+ * Largest number of blocks whose placement fits in budget_bytes.
+ * KVRT_ERR_INVALID when not even one block fits (message gives the bytes of
+ * one block).
+ */
+KVRT_API int kvrt_placement_blocks_for_budget(enum kvrt_layout layout, const struct kvrt_group *groups,
+                                              size_t num_groups, uint64_t budget_bytes,
+                                              uint64_t *num_blocks);
+
+KVRT_API enum kvrt_layout kvrt_placement_layout(const kvrt_placement *p);
+KVRT_API uint64_t kvrt_placement_bytes_per_block(const kvrt_placement *p);
+KVRT_API uint64_t kvrt_placement_size(const kvrt_placement *p);
+KVRT_API uint64_t kvrt_placement_num_blocks(const kvrt_placement *p);
+KVRT_API size_t kvrt_placement_num_sets(const kvrt_placement *p);
+KVRT_API size_t kvrt_placement_num_groups(const kvrt_placement *p);
+
+/* One set of identical specs in a group. */
+struct kvrt_placement_set {
+    size_t group;                 /* index of its group */
+    size_t num_layers;
+    const char *const *layer_names; /* owned by the placement */
+    const struct kvrt_spec *spec;   /* owned by the placement */
+    uint64_t layer_stride;
+    uint64_t block_stride;
+    uint64_t offset;
+    struct kvrt_geometry geometry;  /* strides, views of this set */
+};
+
+/** Describe set i (0 <= i < num_sets); pointers stay valid with p. */
+KVRT_API int kvrt_placement_get_set(const kvrt_placement *p, size_t i, struct kvrt_placement_set *out);
+
+/** View of layer `layer` (index within its set) of set `set`. */
+KVRT_API int kvrt_placement_layer_view(const kvrt_placement *p, size_t set, uint64_t layer,
+                                       struct kvrt_view *out);
+
+/** Find a layer by name: its set and index within the set. */
+KVRT_API int kvrt_placement_find_layer(const kvrt_placement *p, const char *name, size_t *set,
+                                       uint64_t *layer);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,72 @@
+/*
+ * kvrt — resolution: choosing one layout for every backend that touches a cache.
+ *
+ * 1. No backend declares a list: the default preference
+ *    LBNHC, LBHNC, BLNHC, BLHNC, BHLNC, LHBNC.
+ * 2. Identical declarations keep their order; otherwise the intersection,
+ *    ranked by how many backends declare each layout first, ties in table
+ *    order.  An empty intersection is an error listing every declaration.
+ * 3. Mixed shapes keep only block-compact candidates.
+ * 4. VLLM_KV_CACHE_LAYOUT is a hard constraint; a soft preference only warns.
+ * 5. The result is recorded once; a later different result is an error.
+ * Every step is kept in a human-readable trace.
+ */
+#ifndef KVRT_RESOLVE_H
+#define KVRT_RESOLVE_H
+
+#include <stdbool.h>
+#include <kvrt/common.h>
+#include <kvrt/layout.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct kvrt_resolver kvrt_resolver;
+
+KVRT_API int kvrt_resolver_create(kvrt_resolver **out);
+KVRT_API void kvrt_resolver_destroy(kvrt_resolver *r);
+
+/** Declare a backend's ordered list (copied). Duplicates or invalid values: KVRT_ERR_INVALID. */
+KVRT_API int kvrt_resolver_declare(kvrt_resolver *r, const char *backend,
+                                   const enum kvrt_layout *layouts, size_t num_layouts);
+/** Declare a backend that takes any layout. */
+KVRT_API int kvrt_resolver_declare_any(kvrt_resolver *r, const char *backend);
+
+/** The specs mix (H, N, page) shapes. */
+KVRT_API int kvrt_resolver_set_mixed_shapes(kvrt_resolver *r, bool mixed);
+
+/**
+ * The hard constraint as the user spelled it (NULL = unset).  Validated at
+ * kvrt_resolver_resolve time.  kvrt_resolver_create() reads
+ * VLLM_KV_CACHE_LAYOUT from the environment; call this to override.
+ */
+KVRT_API int kvrt_resolver_set_env(kvrt_resolver *r, const char *value);
+
+/** A soft preference as spelled (NULL = none). Invalid names: KVRT_ERR_INVALID. */
+KVRT_API int kvrt_resolver_set_preference(kvrt_resolver *r, const char *name, const char *who);
+
+/**
+ * Resolve.  The first successful result is recorded; a later call whose
+ * result differs fails with KVRT_ERR_STATE (the record is kept).
+ * @return KVRT_OK; KVRT_ERR_INVALID for a malformed env value;
+ *   KVRT_ERR_REFUSED when the constraint is not a candidate or nothing is.
+ */
+KVRT_API int kvrt_resolver_resolve(kvrt_resolver *r, enum kvrt_layout *out);
+
+/** Candidates of the last resolve in rank order; returns their count. */
+KVRT_API size_t kvrt_resolver_candidates(const kvrt_resolver *r, enum kvrt_layout out[KVRT_NUM_LAYOUTS]);
+
+/** true when the last resolve overruled the soft preference. */
+KVRT_API bool kvrt_resolver_warned(const kvrt_resolver *r);
+
+/** true when a layout has been recorded, and which. */
+KVRT_API bool kvrt_resolver_recorded(const kvrt_resolver *r, enum kvrt_layout *out);
+
+/** The trace of every step so far, one step per line ("why this layout?"). */
+KVRT_API const char *kvrt_resolver_trace(const kvrt_resolver *r);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
