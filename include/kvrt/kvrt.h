@@ -11,5 +11,6 @@
 #include <kvrt/placement.h>
 #include <kvrt/transfer.h>
 #include <kvrt/resolve.h>
+#include <kvrt/runtime.h>
 
 #endif

@@ -1,0 +1,193 @@
+/*
+ * kvrt — the runtime: plugins, binding, buffers, caches and operations.
+ *
+ *   kvrt_runtime_open()       discover plugins (KVRT_PLUGIN_PATH, install dir)
+ *   kvrt_runtime_resolve()    one layout across the backends that touch a cache
+ *   kvrt_runtime_bind()       check the layout against the declaration, then bind
+ *   kvrt_cache_create()       one device allocation laid out by a placement
+ *   kvrt_cache_write() ...    device work
+ *   kvrt_runtime_close()      release everything
+ *
+ * Handles are opaque.  A runtime and its backends may be shared by threads;
+ * different caches may be used from different threads at once; one cache is
+ * used by one thread at a time.
+ */
+#ifndef KVRT_RUNTIME_H
+#define KVRT_RUNTIME_H
+
+#include <stdbool.h>
+#include <kvrt/common.h>
+#include <kvrt/layout.h>
+#include <kvrt/dtype.h>
+#include <kvrt/placement.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define KVRT_PLUGIN_PATH_ENV "KVRT_PLUGIN_PATH"
+#define KVRT_BACKEND_ENV "KVRT_BACKEND"
+#define KVRT_ALLOW_INSECURE_PLUGINS_ENV "KVRT_ALLOW_INSECURE_PLUGINS"
+
+typedef struct kvrt_runtime kvrt_runtime;
+typedef struct kvrt_backend kvrt_backend;
+typedef struct kvrt_buffer kvrt_buffer;
+typedef struct kvrt_cache kvrt_cache;
+
+/* Log levels of the runtime's log callback. */
+enum kvrt_log_level {
+    KVRT_LOG_ERROR = 0,
+    KVRT_LOG_WARNING = 1,
+    KVRT_LOG_INFO = 2,
+    KVRT_LOG_DEBUG = 3,
+};
+
+struct kvrt_runtime_options {
+    /* Colon-separated directories or plugin files searched first.  NULL:
+     * KVRT_PLUGIN_PATH (ignored in setuid/setgid processes). */
+    const char *plugin_path;
+    /* Also search the build tree (when libkvrt runs uninstalled) and
+     * <libdir>/kvrt/plugins.  Default true. */
+    bool search_default_paths;
+    /* Receives every report (skipped plugins, passed-over backends, layout
+     * warnings).  NULL: messages at KVRT_LOG_WARNING and above go to stderr
+     * when KVRT_DEBUG is set, else they are only kept for kvrt_runtime_*(). */
+    void (*log)(void *user, enum kvrt_log_level level, const char *message);
+    void *log_user;
+    uint8_t reserved[64];
+};
+
+/** Defaults: plugin_path NULL, search_default_paths true, no log callback. */
+KVRT_API void kvrt_runtime_options_default(struct kvrt_runtime_options *options);
+
+/** Discover plugins.  A bad plugin is skipped with a reason, never fatal. */
+KVRT_API int kvrt_runtime_open(const struct kvrt_runtime_options *options, kvrt_runtime **out);
+/** Destroy every cache, buffer and backend of the runtime, then the runtime. */
+KVRT_API void kvrt_runtime_close(kvrt_runtime *rt);
+
+struct kvrt_plugin_info {
+    const char *name;
+    const char *path;
+    const char *version;
+    const char *description;
+    unsigned abi_major, abi_minor;
+    bool any_layout;
+    size_t num_layouts;
+    enum kvrt_layout layouts[KVRT_NUM_LAYOUTS]; /* in the plugin's preference order */
+    uint32_t dtypes; /* 1u << enum kvrt_dtype */
+    uint32_t ops;    /* enum kvrt_op bits (kvrt/plugin.h) */
+    bool available;  /* probe found a device */
+    const char *reason; /* why not available, "" otherwise */
+};
+
+KVRT_API size_t kvrt_runtime_num_plugins(const kvrt_runtime *rt);
+/** Plugin i in search order; strings stay valid with the runtime. */
+KVRT_API int kvrt_runtime_plugin_info(const kvrt_runtime *rt, size_t i, struct kvrt_plugin_info *out);
+/** Index of the plugin called `name`; KVRT_ERR_NODEV listing the names if none. */
+KVRT_API int kvrt_runtime_find_plugin(const kvrt_runtime *rt, const char *name, size_t *index);
+/** true when plugin i declares `layout` (or any). */
+KVRT_API bool kvrt_runtime_plugin_admits(const kvrt_runtime *rt, size_t i, enum kvrt_layout layout);
+
+/** Files passed over during discovery, each with its reason. */
+KVRT_API size_t kvrt_runtime_num_skipped(const kvrt_runtime *rt);
+KVRT_API int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char **path,
+                                  const char **reason);
+
+/**
+ * The backend that binding would choose without a layout constraint:
+ * KVRT_BACKEND when set, else the first available plugin in priority order
+ * (cuda, rocm, opencl, third-party plugins in search order, cpu).
+ */
+KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **name);
+
+/**
+ * Resolve one layout (DESIGN §4) across the named backends (their
+ * declarations are read, no device code runs).  backends NULL / n 0: the
+ * default backend.  preference: a soft preference as spelled, or NULL.
+ * The result is recorded in the runtime: a later, different result is
+ * KVRT_ERR_STATE.  kvrt_runtime_trace() explains every step.
+ */
+KVRT_API int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends,
+                                  bool mixed_shapes, const char *preference, enum kvrt_layout *out);
+/** The resolution and selection trace so far, one step per line. */
+KVRT_API const char *kvrt_runtime_trace(const kvrt_runtime *rt);
+
+/**
+ * Bind a backend for `layout_name` (as the user spelled it).
+ * backend NULL: KVRT_BACKEND, else the first available backend in priority
+ * order that admits the layout (each passed over is reported).
+ * The layout is checked against the plugin's declaration before any plugin
+ * function other than reading the descriptor runs.
+ * @return KVRT_OK; KVRT_ERR_INVALID for a bad name; KVRT_ERR_REFUSED when
+ *   the backend does not declare the layout (names the layout as spelled,
+ *   the backend and its layouts); KVRT_ERR_NODEV when no device.
+ */
+KVRT_API int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_name,
+                               kvrt_backend **out);
+
+KVRT_API const char *kvrt_backend_name(const kvrt_backend *b);
+KVRT_API enum kvrt_layout kvrt_backend_layout(const kvrt_backend *b);
+KVRT_API bool kvrt_backend_supports_dtype(const kvrt_backend *b, enum kvrt_dtype dtype);
+KVRT_API uint32_t kvrt_backend_ops(const kvrt_backend *b);
+
+/* Device buffers. */
+KVRT_API int kvrt_buffer_create(kvrt_backend *b, uint64_t bytes, kvrt_buffer **out);
+KVRT_API void kvrt_buffer_destroy(kvrt_buffer *buf);
+KVRT_API uint64_t kvrt_buffer_size(const kvrt_buffer *buf);
+KVRT_API int kvrt_buffer_upload(kvrt_buffer *buf, uint64_t offset, const void *src, uint64_t bytes);
+KVRT_API int kvrt_buffer_download(kvrt_buffer *buf, uint64_t offset, void *dst, uint64_t bytes);
+KVRT_API int kvrt_buffer_zero(kvrt_buffer *buf, uint64_t offset, uint64_t bytes);
+
+/**
+ * Create a cache laid out by `p` (whose layout must be the backend's):
+ * one device allocation of kvrt_placement_size(p) bytes, zeroed.  The
+ * placement is copied; layers are numbered in placement order (sets in
+ * order, layers within each set).
+ */
+KVRT_API int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out);
+KVRT_API void kvrt_cache_destroy(kvrt_cache *c);
+KVRT_API kvrt_buffer *kvrt_cache_buffer(kvrt_cache *c);
+KVRT_API const kvrt_placement *kvrt_cache_placement(const kvrt_cache *c);
+KVRT_API uint64_t kvrt_cache_num_layers(const kvrt_cache *c);
+/** Global layer index of a named layer. */
+KVRT_API int kvrt_cache_layer_index(const kvrt_cache *c, const char *name, uint32_t *layer);
+/** Bytes of the staging buffer for `num_blocks` blocks (all layers). */
+KVRT_API int kvrt_cache_staging_bytes(const kvrt_cache *c, uint64_t num_blocks, uint64_t *bytes);
+
+/** Write K [T, H, D] and V [T, H, Dv] of layer `layer` (v NULL when Dv is 0);
+ *  slots[t] < 0 skips token t.  Nothing is written when an argument is bad. */
+KVRT_API int kvrt_cache_write(kvrt_cache *c, uint32_t layer, uint64_t num_tokens, const int64_t *slots,
+                              kvrt_buffer *k, uint64_t k_offset, kvrt_buffer *v, uint64_t v_offset);
+/** Read K and V of the given slots back (rows of negative slots untouched). */
+KVRT_API int kvrt_cache_read(kvrt_cache *c, uint32_t layer, uint64_t num_tokens, const int64_t *slots,
+                             kvrt_buffer *k, uint64_t k_offset, kvrt_buffer *v, uint64_t v_offset);
+/** pairs[2i] -> pairs[2i+1], every layer. */
+KVRT_API int kvrt_cache_copy_blocks(kvrt_cache *c, uint64_t num_pairs, const int64_t *pairs);
+KVRT_API int kvrt_cache_gather(kvrt_cache *c, uint64_t num_blocks, const int64_t *block_ids,
+                               kvrt_buffer *staging, uint64_t staging_offset);
+KVRT_API int kvrt_cache_scatter(kvrt_cache *c, uint64_t num_blocks, const int64_t *block_ids,
+                                kvrt_buffer *staging, uint64_t staging_offset);
+
+struct kvrt_decode_params {
+    uint32_t num_seqs;
+    uint32_t num_q_heads;           /* a multiple of the layer's KV heads */
+    kvrt_buffer *q;                 /* [S, Hq, D] in the layer's dtype */
+    uint64_t q_offset;
+    kvrt_buffer *out;               /* [S, Hq, Dv] */
+    uint64_t out_offset;
+    const int32_t *block_tables;    /* host [S, max_blocks_per_seq] */
+    uint32_t max_blocks_per_seq;
+    const int32_t *seq_lens;        /* host [S], 1 .. max_blocks_per_seq * block_size */
+    float scale;
+    uint8_t reserved[32];
+};
+
+/** Defaults: zeroes, scale 1. */
+KVRT_API void kvrt_decode_params_default(struct kvrt_decode_params *params);
+/** Single-query paged attention decode on one layer (tokens_per_state 1). */
+KVRT_API int kvrt_cache_decode(kvrt_cache *c, uint32_t layer, const struct kvrt_decode_params *params);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
