@@ -32,13 +32,21 @@ int kvrt_fail(int status, const char *fmt, ...)
 
 int kvrt_fail_context(int status, const char *fmt, ...)
 {
-    char prefix[512], old[sizeof(error_text)];
+    char prefix[512];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
-    memcpy(old, error_text, sizeof(old));
-    snprintf(error_text, sizeof(error_text), "%s: %s", prefix, old);
+    /* Shift the old message right and put "<prefix>: " in front, keeping
+     * as much of the old text as fits. */
+    size_t pl = strlen(prefix) + 2;
+    size_t old = strlen(error_text);
+    if (pl + old >= sizeof(error_text))
+        old = sizeof(error_text) - 1 - pl;
+    memmove(error_text + pl, error_text, old);
+    error_text[pl + old] = '\0';
+    memcpy(error_text, prefix, pl - 2);
+    memcpy(error_text + pl - 2, ": ", 2);
     return status;
 }
 

@@ -1,0 +1,294 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "runtime_internal.h"
+
+/* Built-in device backends win over the CPU fallback; a third-party backend
+ * the user dropped in is preferred to the CPU too, since installing it says
+ * the user wants it. */
+static const char *const priority[] = { "cuda", "rocm", "opencl" };
+#define NUM_PRIORITY (sizeof(priority) / sizeof(priority[0]))
+
+static size_t rank_of(const char *name)
+{
+    for (size_t i = 0; i < NUM_PRIORITY; i++)
+        if (strcmp(priority[i], name) == 0)
+            return i;
+    return strcmp(name, "cpu") == 0 ? NUM_PRIORITY + 1 : NUM_PRIORITY;
+}
+
+/* Plugin indices in priority order (stable for equal ranks: search order). */
+static size_t *priority_order(const kvrt_runtime *rt)
+{
+    size_t *order = malloc((rt->num_plugins + 1) * sizeof(*order));
+    if (!order)
+        return NULL;
+    size_t n = 0;
+    for (size_t rank = 0; rank <= NUM_PRIORITY + 1; rank++)
+        for (size_t i = 0; i < rt->num_plugins; i++)
+            if (rank_of(rt->plugins[i].desc->name) == rank)
+                order[n++] = i;
+    return order;
+}
+
+static const char *backend_env(void)
+{
+    const char *v = getenv(KVRT_BACKEND_ENV);
+    return v && *v ? v : NULL;
+}
+
+int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
+{
+    if (!crt || !name)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_default_backend: NULL argument");
+    kvrt_runtime *rt = (kvrt_runtime *)crt;
+    const char *env = backend_env();
+    if (env) {
+        size_t i;
+        int status = kvrt_runtime_find_plugin(rt, env, &i);
+        if (status != KVRT_OK)
+            return kvrt_fail_context(status, "%s=%s", KVRT_BACKEND_ENV, env);
+        *name = rt->plugins[i].desc->name;
+        return KVRT_OK;
+    }
+    size_t *order = priority_order(rt);
+    if (!order)
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory");
+    pthread_mutex_lock(&rt->lock);
+    for (size_t k = 0; k < rt->num_plugins; k++) {
+        struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
+        kvrt_plugin_probe(rt, p);
+        if (p->available) {
+            *name = p->desc->name;
+            pthread_mutex_unlock(&rt->lock);
+            free(order);
+            return KVRT_OK;
+        }
+    }
+    pthread_mutex_unlock(&rt->lock);
+    free(order);
+    return kvrt_fail(KVRT_ERR_NODEV, "no backend has a usable device (%zu plugins found; run `kvrt plugins` "
+                     "to see each one's reason)", rt->num_plugins);
+}
+
+int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends,
+                         bool mixed_shapes, const char *preference, enum kvrt_layout *out)
+{
+    if (!rt || !out || (num_backends && !backends))
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_resolve: NULL argument");
+    const char *fallback[1];
+    if (num_backends == 0) {
+        int status = kvrt_runtime_default_backend(rt, &fallback[0]);
+        if (status != KVRT_OK)
+            return status;
+        backends = fallback;
+        num_backends = 1;
+    }
+    kvrt_resolver *r;
+    int status = kvrt_resolver_create(&r);
+    if (status != KVRT_OK)
+        return status;
+    for (size_t i = 0; i < num_backends && status == KVRT_OK; i++) {
+        size_t idx;
+        status = kvrt_runtime_find_plugin(rt, backends[i], &idx);
+        if (status != KVRT_OK)
+            break;
+        const struct kvrt_plugin_descriptor *d = rt->plugins[idx].desc;
+        if (d->flags & KVRT_PLUGIN_ANY_LAYOUT) {
+            status = kvrt_resolver_declare_any(r, d->name);
+        } else {
+            enum kvrt_layout list[KVRT_NUM_LAYOUTS];
+            for (uint32_t k = 0; k < d->num_layouts; k++)
+                list[k] = (enum kvrt_layout)d->layouts[k];
+            status = kvrt_resolver_declare(r, d->name, list, d->num_layouts);
+        }
+    }
+    if (status == KVRT_OK)
+        status = kvrt_resolver_set_mixed_shapes(r, mixed_shapes);
+    if (status == KVRT_OK && preference)
+        status = kvrt_resolver_set_preference(r, preference, "caller");
+    enum kvrt_layout chosen = KVRT_LAYOUT_LBNHC;
+    if (status == KVRT_OK)
+        status = kvrt_resolver_resolve(r, &chosen);
+
+    pthread_mutex_lock(&rt->lock);
+    kvrt_strbuf_appendf(&rt->trace, "%s", kvrt_resolver_trace(r));
+    if (status == KVRT_OK) {
+        if (rt->has_record && rt->record != chosen) {
+            status = kvrt_fail(KVRT_ERR_STATE,
+                               "the KV-cache layout was already resolved to %s for this runtime; "
+                               "a later resolution chose %s, and a recorded layout cannot change "
+                               "(use one runtime per cache configuration)",
+                               kvrt_layout_name(rt->record), kvrt_layout_name(chosen));
+            kvrt_strbuf_appendf(&rt->trace, "refused: layout already recorded as %s\n",
+                                kvrt_layout_name(rt->record));
+        } else if (!rt->has_record) {
+            rt->has_record = true;
+            rt->record = chosen;
+            kvrt_strbuf_appendf(&rt->trace, "recorded: %s\n", kvrt_layout_name(chosen));
+        }
+    }
+    pthread_mutex_unlock(&rt->lock);
+    kvrt_resolver_destroy(r);
+    if (status == KVRT_OK)
+        *out = chosen;
+    return status;
+}
+
+static void host_log(void *user, int level, const char *message)
+{
+    kvrt_backend *b = user;
+    if (level < KVRT_LOG_ERROR || level > KVRT_LOG_DEBUG)
+        level = KVRT_LOG_DEBUG;
+    kvrt_runtime_log(b->rt, (enum kvrt_log_level)level, "backend \"%s\": %s", b->plugin->desc->name,
+                     message ? message : "");
+}
+
+/* Called with rt->lock held. */
+static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt_layout layout,
+                       kvrt_backend **out)
+{
+    kvrt_backend **grown = realloc(rt->backends, (rt->num_backends + 1) * sizeof(*grown));
+    if (!grown)
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory binding backend \"%s\"", p->desc->name);
+    rt->backends = grown;
+    kvrt_backend *b = calloc(1, sizeof(*b));
+    if (!b)
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory binding backend \"%s\"", p->desc->name);
+    b->rt = rt;
+    b->plugin = p;
+    b->layout = layout;
+    b->host.size = sizeof(b->host);
+    b->host.user = b;
+    b->host.log = host_log;
+    struct kvrt_plugin_bind_info info = { .size = sizeof(info), .layout = (int32_t)layout, .host = &b->host };
+    kvrt_plugin_error err;
+    err.message[0] = '\0';
+    int status = p->desc->bind(&info, &b->dev, &err);
+    err.message[sizeof(err.message) - 1] = '\0';
+    if (status != KVRT_OK) {
+        free(b);
+        if (status > 0 || status < KVRT_ERR_INTERNAL)
+            status = KVRT_ERR_PLUGIN;
+        return kvrt_fail(status, "backend \"%s\" failed to bind layout %s: %s", p->desc->name,
+                         kvrt_layout_name(layout), err.message[0] ? err.message : kvrt_status_name(status));
+    }
+    rt->backends[rt->num_backends++] = b;
+    *out = b;
+    return KVRT_OK;
+}
+
+static int refuse_layout(const struct kvrt_plugin_descriptor *d, const char *spelled, enum kvrt_layout layout)
+{
+    char layouts[128];
+    kvrt_plugin_layouts_text(d, layouts, sizeof(layouts));
+    char as[96] = "";
+    if (strcmp(spelled, kvrt_layout_name(layout)) != 0)
+        snprintf(as, sizeof(as), " (%s)", kvrt_layout_name(layout));
+    return kvrt_fail(KVRT_ERR_REFUSED,
+                     "layout \"%s\"%s is not supported by backend \"%s\", which declares: %s; "
+                     "set %s to one of those, or choose another backend",
+                     spelled, as, d->name, layouts, KVRT_LAYOUT_ENV);
+}
+
+int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_name, kvrt_backend **out)
+{
+    if (!rt || !layout_name || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_bind: NULL argument");
+    *out = NULL;
+    enum kvrt_layout layout;
+    int status = kvrt_layout_parse(layout_name, &layout);
+    if (status != KVRT_OK)
+        return status;
+    if (!backend)
+        backend = backend_env();
+
+    if (backend) {
+        size_t i;
+        status = kvrt_runtime_find_plugin(rt, backend, &i);
+        if (status != KVRT_OK)
+            return status;
+        struct kvrt_loaded_plugin *p = &rt->plugins[i];
+        /* The refusal happens here, from the declaration alone: no plugin
+         * function has run yet. */
+        if (!kvrt_plugin_declares(p->desc, layout))
+            return refuse_layout(p->desc, layout_name, layout);
+        pthread_mutex_lock(&rt->lock);
+        kvrt_plugin_probe(rt, p);
+        if (!p->available) {
+            status = kvrt_fail(KVRT_ERR_NODEV, "backend \"%s\" has no usable device: %s", p->desc->name,
+                               p->reason ? p->reason : "unknown reason");
+        } else {
+            status = bind_plugin(rt, p, layout, out);
+            if (status == KVRT_OK)
+                kvrt_strbuf_appendf(&rt->trace, "bound: backend \"%s\" (requested) with layout %s\n",
+                                    p->desc->name, kvrt_layout_name(layout));
+        }
+        pthread_mutex_unlock(&rt->lock);
+        return status;
+    }
+
+    size_t *order = priority_order(rt);
+    if (!order)
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory");
+    struct kvrt_strbuf passed = { 0 };
+    status = KVRT_ERR_NODEV;
+    pthread_mutex_lock(&rt->lock);
+    for (size_t k = 0; k < rt->num_plugins && status != KVRT_OK; k++) {
+        struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
+        char why[768];
+        if (!kvrt_plugin_declares(p->desc, layout)) {
+            char layouts[128];
+            kvrt_plugin_layouts_text(p->desc, layouts, sizeof(layouts));
+            snprintf(why, sizeof(why), "does not declare %s (declares: %s)", kvrt_layout_name(layout), layouts);
+        } else {
+            kvrt_plugin_probe(rt, p);
+            if (!p->available) {
+                snprintf(why, sizeof(why), "no device: %s", p->reason ? p->reason : "unknown");
+            } else {
+                status = bind_plugin(rt, p, layout, out);
+                if (status == KVRT_OK) {
+                    kvrt_strbuf_appendf(&rt->trace, "bound: backend \"%s\" (first available in priority "
+                                        "order cuda, rocm, opencl, others, cpu) with layout %s\n",
+                                        p->desc->name, kvrt_layout_name(layout));
+                    break;
+                }
+                snprintf(why, sizeof(why), "%s", kvrt_error_message());
+                status = KVRT_ERR_NODEV;
+            }
+        }
+        kvrt_strbuf_appendf(&passed, "%s\"%s\": %s", passed.len ? "; " : "", p->desc->name, why);
+        kvrt_strbuf_appendf(&rt->trace, "passed over backend \"%s\": %s\n", p->desc->name, why);
+        kvrt_runtime_log(rt, KVRT_LOG_INFO, "passed over backend \"%s\": %s", p->desc->name, why);
+    }
+    pthread_mutex_unlock(&rt->lock);
+    free(order);
+    if (status != KVRT_OK)
+        status = kvrt_fail(KVRT_ERR_NODEV, "no backend can take layout \"%s\": %s", layout_name,
+                           rt->num_plugins ? kvrt_strbuf_str(&passed)
+                                           : "no plugins were found (set KVRT_PLUGIN_PATH or install kvrt)");
+    kvrt_strbuf_free(&passed);
+    return status;
+}
+
+const char *kvrt_backend_name(const kvrt_backend *b)
+{
+    return b ? b->plugin->desc->name : NULL;
+}
+
+enum kvrt_layout kvrt_backend_layout(const kvrt_backend *b)
+{
+    return b ? b->layout : KVRT_LAYOUT_LBNHC;
+}
+
+bool kvrt_backend_supports_dtype(const kvrt_backend *b, enum kvrt_dtype dtype)
+{
+    return b && (int)dtype >= 0 && (int)dtype < KVRT_NUM_DTYPES && (b->plugin->desc->dtypes & (1u << dtype));
+}
+
+uint32_t kvrt_backend_ops(const kvrt_backend *b)
+{
+    return b ? b->plugin->desc->ops : 0;
+}

@@ -1,0 +1,155 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checked.h"
+#include "error.h"
+#include "runtime_internal.h"
+
+/* Plugin failures become kvrt errors naming the backend and the operation;
+ * a plugin that returns a value outside the status range is itself at fault. */
+int kvrt_plugin_status(const kvrt_backend *b, int status, const kvrt_plugin_error *err, const char *op)
+{
+    if (status == KVRT_OK)
+        return KVRT_OK;
+    if (status > 0 || status < KVRT_ERR_INTERNAL)
+        status = KVRT_ERR_PLUGIN;
+    char msg[sizeof(err->message)];
+    memcpy(msg, err->message, sizeof(msg));
+    msg[sizeof(msg) - 1] = '\0';
+    return kvrt_fail(status, "backend \"%s\": %s failed: %s", b->plugin->desc->name, op,
+                     msg[0] ? msg : kvrt_status_name(status));
+}
+
+int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_cache, kvrt_buffer **out)
+{
+    if (!b || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_buffer_create: NULL argument");
+    *out = NULL;
+    if (bytes == 0)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_buffer_create: size 0; a buffer needs at least 1 byte");
+    kvrt_buffer *buf = calloc(1, sizeof(*buf));
+    if (!buf)
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_buffer_create: out of memory");
+    kvrt_plugin_error err;
+    err.message[0] = '\0';
+    int status = b->plugin->desc->buffer_alloc(b->dev, bytes, &buf->handle, &err);
+    if (status != KVRT_OK) {
+        free(buf);
+        char op[64];
+        snprintf(op, sizeof(op), "allocating %llu bytes", (unsigned long long)bytes);
+        return kvrt_plugin_status(b, status, &err, op);
+    }
+    buf->backend = b;
+    buf->size = bytes;
+    buf->owned_by_cache = owned_by_cache;
+    pthread_mutex_lock(&b->rt->lock);
+    buf->next = b->buffers;
+    if (b->buffers)
+        b->buffers->prev = buf;
+    b->buffers = buf;
+    pthread_mutex_unlock(&b->rt->lock);
+    *out = buf;
+    return KVRT_OK;
+}
+
+int kvrt_buffer_create(kvrt_backend *b, uint64_t bytes, kvrt_buffer **out)
+{
+    return kvrt_buffer_create_internal(b, bytes, false, out);
+}
+
+/* Caller holds the runtime lock. */
+static void unlink_buffer(kvrt_buffer *buf)
+{
+    kvrt_backend *b = buf->backend;
+    if (buf->prev)
+        buf->prev->next = buf->next;
+    else
+        b->buffers = buf->next;
+    if (buf->next)
+        buf->next->prev = buf->prev;
+}
+
+void kvrt_buffer_destroy_internal(kvrt_buffer *buf)
+{
+    unlink_buffer(buf);
+    buf->backend->plugin->desc->buffer_free(buf->backend->dev, buf->handle);
+    free(buf);
+}
+
+void kvrt_buffer_destroy(kvrt_buffer *buf)
+{
+    if (!buf)
+        return;
+    if (buf->owned_by_cache) {
+        kvrt_runtime_log(buf->backend->rt, KVRT_LOG_WARNING,
+                         "kvrt_buffer_destroy: this buffer belongs to a cache; destroy the cache instead");
+        return;
+    }
+    kvrt_runtime *rt = buf->backend->rt;
+    pthread_mutex_lock(&rt->lock);
+    kvrt_buffer_destroy_internal(buf);
+    pthread_mutex_unlock(&rt->lock);
+}
+
+uint64_t kvrt_buffer_size(const kvrt_buffer *buf)
+{
+    return buf ? buf->size : 0;
+}
+
+static int check_range(const kvrt_buffer *buf, uint64_t offset, uint64_t bytes, const char *fn)
+{
+    uint64_t end;
+    if (!buf)
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: buffer is NULL", fn);
+    if (kvrt_add_overflow(offset, bytes, &end) || end > buf->size)
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "%s: range [%llu, %llu + %llu) is outside the buffer of %llu bytes", fn,
+                         (unsigned long long)offset, (unsigned long long)offset,
+                         (unsigned long long)bytes, (unsigned long long)buf->size);
+    return KVRT_OK;
+}
+
+int kvrt_buffer_upload(kvrt_buffer *buf, uint64_t offset, const void *src, uint64_t bytes)
+{
+    int status = check_range(buf, offset, bytes, "kvrt_buffer_upload");
+    if (status != KVRT_OK)
+        return status;
+    if (!src && bytes)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_buffer_upload: source is NULL");
+    if (bytes == 0)
+        return KVRT_OK;
+    kvrt_plugin_error err;
+    err.message[0] = '\0';
+    kvrt_backend *b = buf->backend;
+    return kvrt_plugin_status(b, b->plugin->desc->buffer_upload(b->dev, buf->handle, offset, src, bytes, &err),
+                              &err, "upload");
+}
+
+int kvrt_buffer_download(kvrt_buffer *buf, uint64_t offset, void *dst, uint64_t bytes)
+{
+    int status = check_range(buf, offset, bytes, "kvrt_buffer_download");
+    if (status != KVRT_OK)
+        return status;
+    if (!dst && bytes)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_buffer_download: destination is NULL");
+    if (bytes == 0)
+        return KVRT_OK;
+    kvrt_plugin_error err;
+    err.message[0] = '\0';
+    kvrt_backend *b = buf->backend;
+    return kvrt_plugin_status(b, b->plugin->desc->buffer_download(b->dev, buf->handle, offset, dst, bytes, &err),
+                              &err, "download");
+}
+
+int kvrt_buffer_zero(kvrt_buffer *buf, uint64_t offset, uint64_t bytes)
+{
+    int status = check_range(buf, offset, bytes, "kvrt_buffer_zero");
+    if (status != KVRT_OK || bytes == 0)
+        return status;
+    kvrt_plugin_error err;
+    err.message[0] = '\0';
+    kvrt_backend *b = buf->backend;
+    return kvrt_plugin_status(b, b->plugin->desc->buffer_zero(b->dev, buf->handle, offset, bytes, &err),
+                              &err, "zero");
+}

@@ -1,0 +1,251 @@
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checked.h"
+#include "error.h"
+#include "runtime_internal.h"
+
+/* Builds the plugin's view of every layer from the placement: the plugin
+ * then addresses the cache only through these offsets and strides. */
+static int describe_layers(kvrt_cache *c)
+{
+    const kvrt_placement *p = c->placement;
+    size_t nsets = kvrt_placement_num_sets(p);
+    uint64_t total = 0;
+    for (size_t s = 0; s < nsets; s++) {
+        struct kvrt_placement_set set;
+        int status = kvrt_placement_get_set(p, s, &set);
+        if (status != KVRT_OK)
+            return status;
+        total += set.num_layers;
+    }
+    if (total == 0)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_create: the placement has no layers");
+    if (total > UINT32_MAX)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_create: %llu layers; at most %u are supported",
+                         (unsigned long long)total, UINT32_MAX);
+    c->layers = calloc(total, sizeof(*c->layers));
+    c->layer_names = calloc(total, sizeof(*c->layer_names));
+    c->layer_info = calloc(total, sizeof(*c->layer_info));
+    c->layer_spec = calloc(total, sizeof(*c->layer_spec));
+    if (!c->layers || !c->layer_names || !c->layer_info || !c->layer_spec)
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_cache_create: out of memory for %llu layers",
+                         (unsigned long long)total);
+    uint64_t n = 0;
+    for (size_t s = 0; s < nsets; s++) {
+        struct kvrt_placement_set set;
+        kvrt_placement_get_set(p, s, &set);
+        const struct kvrt_spec_info *info = &set.geometry.info;
+        uint64_t staging_page = 0;
+        if (kvrt_mul_overflow(info->head_slots, info->states_per_block, &staging_page) ||
+            kvrt_mul_overflow(staging_page, info->content_bytes, &staging_page))
+            return kvrt_fail(KVRT_ERR_OVERFLOW, "kvrt_cache_create: page size overflows");
+        for (uint64_t l = 0; l < set.num_layers; l++, n++) {
+            struct kvrt_view v;
+            int status = kvrt_placement_layer_view(p, s, l, &v);
+            if (status != KVRT_OK)
+                return status;
+            struct kvrt_plugin_layer *L = &c->layers[n];
+            L->size = sizeof(*L);
+            L->kind = (int32_t)set.spec->kind;
+            L->dtype = (int32_t)set.spec->dtype;
+            L->elem_size = (uint32_t)info->elem_size;
+            L->offset = v.offset_bytes;
+            L->num_view_blocks = v.shape_bytes[0];
+            L->blocks_per_block = info->kernel_blocks_per_block;
+            L->view_block_tokens = info->kernel_block_size;
+            L->head_slots = v.shape_bytes[1];
+            L->states = v.shape_bytes[2];
+            L->content_bytes = info->content_bytes;
+            L->head_size = info->head_size;
+            L->head_size_v = info->head_size_v;
+            L->stride_block = v.strides_bytes[0];
+            L->stride_head = v.strides_bytes[1];
+            L->stride_state = v.strides_bytes[2];
+            c->layer_names[n] = set.layer_names[l];
+            c->layer_info[n] = *info;
+            c->layer_spec[n] = set.spec;
+            if (kvrt_add_overflow(c->staging_bytes_per_block, staging_page, &c->staging_bytes_per_block))
+                return kvrt_fail(KVRT_ERR_OVERFLOW, "kvrt_cache_create: staging size per block overflows");
+        }
+    }
+    c->desc.num_layers = total;
+    return KVRT_OK;
+}
+
+static void cache_free(kvrt_cache *c)
+{
+    free(c->layers);
+    free(c->layer_names);
+    free(c->layer_info);
+    free(c->layer_spec);
+    kvrt_placement_destroy(c->placement);
+    free(c);
+}
+
+static int copy_placement(const kvrt_placement *src, kvrt_placement **out)
+{
+    /* A placement is immutable, but the caller may destroy theirs; rebuild
+     * an owned copy from its sets. */
+    size_t nsets = kvrt_placement_num_sets(src), ngroups = kvrt_placement_num_groups(src);
+    uint64_t nlayers = 0;
+    for (size_t s = 0; s < nsets; s++) {
+        struct kvrt_placement_set set;
+        kvrt_placement_get_set(src, s, &set);
+        nlayers += set.num_layers;
+    }
+    struct kvrt_layer_entry *entries = calloc(nlayers ? nlayers : 1, sizeof(*entries));
+    struct kvrt_group *groups = calloc(ngroups ? ngroups : 1, sizeof(*groups));
+    if (!entries || !groups) {
+        free(entries);
+        free(groups);
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_cache_create: out of memory");
+    }
+    uint64_t k = 0;
+    for (size_t g = 0; g < ngroups; g++) {
+        groups[g].layers = &entries[k];
+        for (size_t s = 0; s < nsets; s++) {
+            struct kvrt_placement_set set;
+            kvrt_placement_get_set(src, s, &set);
+            if (set.group != g)
+                continue;
+            for (uint64_t l = 0; l < set.num_layers; l++) {
+                entries[k].name = set.layer_names[l];
+                entries[k].spec = *set.spec;
+                k++;
+                groups[g].num_layers++;
+            }
+        }
+    }
+    struct kvrt_placement_set first;
+    kvrt_placement_get_set(src, 0, &first);
+    uint64_t kernel = first.geometry.info.kernel_blocks_per_block > 1 ? first.geometry.info.kernel_block_size : 0;
+    int status = kvrt_placement_create(kvrt_placement_layout(src), groups, ngroups,
+                                       kvrt_placement_num_blocks(src), kernel, out);
+    free(entries);
+    free(groups);
+    return status;
+}
+
+int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out)
+{
+    if (!b || !p || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_create: NULL argument");
+    *out = NULL;
+    if (kvrt_placement_layout(p) != b->layout)
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "kvrt_cache_create: the placement uses layout %s but backend \"%s\" was bound "
+                         "with %s; place the layers with the bound layout",
+                         kvrt_layout_name(kvrt_placement_layout(p)), b->plugin->desc->name,
+                         kvrt_layout_name(b->layout));
+    if (kvrt_placement_num_sets(p) == 0)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_create: the placement has no layers");
+    kvrt_cache *c = calloc(1, sizeof(*c));
+    if (!c)
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_cache_create: out of memory");
+    c->backend = b;
+    int status = copy_placement(p, &c->placement);
+    if (status == KVRT_OK)
+        status = describe_layers(c);
+    for (uint64_t i = 0; status == KVRT_OK && i < c->desc.num_layers; i++) {
+        enum kvrt_dtype t = (enum kvrt_dtype)c->layers[i].dtype;
+        if (!kvrt_backend_supports_dtype(b, t))
+            status = kvrt_fail(KVRT_ERR_UNSUPPORTED,
+                               "kvrt_cache_create: backend \"%s\" does not support element type %s "
+                               "(layer \"%s\")", b->plugin->desc->name, kvrt_dtype_name(t), c->layer_names[i]);
+    }
+    if (status == KVRT_OK) {
+        c->desc.size = sizeof(c->desc);
+        c->desc.layout = (int32_t)b->layout;
+        c->desc.bytes = kvrt_placement_size(c->placement);
+        c->desc.num_blocks = kvrt_placement_num_blocks(c->placement);
+        struct kvrt_placement_set set;
+        kvrt_placement_get_set(c->placement, 0, &set);
+        c->desc.block_size = set.spec->block_size;
+        c->desc.layers = c->layers;
+        status = kvrt_buffer_create_internal(b, c->desc.bytes, true, &c->buffer);
+    }
+    if (status == KVRT_OK) {
+        status = kvrt_buffer_zero(c->buffer, 0, c->desc.bytes);
+        if (status != KVRT_OK) {
+            pthread_mutex_lock(&b->rt->lock);
+            kvrt_buffer_destroy_internal(c->buffer);
+            pthread_mutex_unlock(&b->rt->lock);
+        }
+    }
+    if (status != KVRT_OK) {
+        cache_free(c);
+        return status;
+    }
+    pthread_mutex_lock(&b->rt->lock);
+    c->next = b->caches;
+    if (b->caches)
+        b->caches->prev = c;
+    b->caches = c;
+    pthread_mutex_unlock(&b->rt->lock);
+    *out = c;
+    return KVRT_OK;
+}
+
+void kvrt_cache_destroy_locked(kvrt_cache *c)
+{
+    kvrt_backend *b = c->backend;
+    if (c->prev)
+        c->prev->next = c->next;
+    else
+        b->caches = c->next;
+    if (c->next)
+        c->next->prev = c->prev;
+    kvrt_buffer_destroy_internal(c->buffer);
+    cache_free(c);
+}
+
+void kvrt_cache_destroy(kvrt_cache *c)
+{
+    if (!c)
+        return;
+    kvrt_runtime *rt = c->backend->rt;
+    pthread_mutex_lock(&rt->lock);
+    kvrt_cache_destroy_locked(c);
+    pthread_mutex_unlock(&rt->lock);
+}
+
+kvrt_buffer *kvrt_cache_buffer(kvrt_cache *c)
+{
+    return c ? c->buffer : NULL;
+}
+
+const kvrt_placement *kvrt_cache_placement(const kvrt_cache *c)
+{
+    return c ? c->placement : NULL;
+}
+
+uint64_t kvrt_cache_num_layers(const kvrt_cache *c)
+{
+    return c ? c->desc.num_layers : 0;
+}
+
+int kvrt_cache_layer_index(const kvrt_cache *c, const char *name, uint32_t *layer)
+{
+    if (!c || !name || !layer)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_layer_index: NULL argument");
+    for (uint64_t i = 0; i < c->desc.num_layers; i++) {
+        if (strcmp(c->layer_names[i], name) == 0) {
+            *layer = (uint32_t)i;
+            return KVRT_OK;
+        }
+    }
+    return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_layer_index: no layer named \"%s\" in this cache (%llu layers, "
+                     "the first is \"%s\")", name, (unsigned long long)c->desc.num_layers, c->layer_names[0]);
+}
+
+int kvrt_cache_staging_bytes(const kvrt_cache *c, uint64_t num_blocks, uint64_t *bytes)
+{
+    if (!c || !bytes)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_staging_bytes: NULL argument");
+    if (kvrt_mul_overflow(num_blocks, c->staging_bytes_per_block, bytes))
+        return kvrt_fail(KVRT_ERR_OVERFLOW, "kvrt_cache_staging_bytes: %llu blocks x %llu bytes overflows",
+                         (unsigned long long)num_blocks, (unsigned long long)c->staging_bytes_per_block);
+    return KVRT_OK;
+}

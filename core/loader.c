@@ -1,0 +1,308 @@
+#include <dirent.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "error.h"
+#include "runtime_internal.h"
+
+/*
+ * Discovery, in the manner of the Vulkan and OpenCL ICD loaders: an explicit
+ * path (option or KVRT_PLUGIN_PATH, ignored for setuid programs), then the
+ * build tree when libkvrt runs uninstalled, else <libdir>/kvrt/plugins.
+ * Every file passed over is recorded with its reason; nothing a plugin does
+ * while being read can take the others down.
+ *
+ * Accepted plugins are never dlclose'd: GPU runtimes register exit handlers
+ * and thread-local state that outlive an unload, and a cache in use must
+ * never lose its code.
+ */
+
+static int add_skipped(kvrt_runtime *rt, const char *path, const char *reason)
+{
+    struct kvrt_skipped_plugin *s =
+        realloc(rt->skipped, (rt->num_skipped + 1) * sizeof(*rt->skipped));
+    if (!s)
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory recording skipped plugin %s", path);
+    rt->skipped = s;
+    s[rt->num_skipped].path = strdup(path);
+    s[rt->num_skipped].reason = strdup(reason);
+    if (!s[rt->num_skipped].path || !s[rt->num_skipped].reason) {
+        free(s[rt->num_skipped].path);
+        free(s[rt->num_skipped].reason);
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory recording skipped plugin %s", path);
+    }
+    rt->num_skipped++;
+    kvrt_runtime_log(rt, KVRT_LOG_WARNING, "plugin %s skipped: %s", path, reason);
+    return KVRT_OK;
+}
+
+static bool insecure_allowed(void)
+{
+    const char *v = kvrt_secure_getenv(KVRT_ALLOW_INSECURE_PLUGINS_ENV);
+    return v && strcmp(v, "1") == 0;
+}
+
+/* A file or folder that another user can write lets that user run code in
+ * every process that loads kvrt. */
+static bool writable_by_others(const char *path, char *why, size_t why_size, const char *what)
+{
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return false; /* dlopen will report the real problem */
+    uid_t me = geteuid();
+    if (st.st_mode & S_IWOTH) {
+        snprintf(why, why_size,
+                 "%s %s is writable by other users (mode %04o); refusing to load plugins from it "
+                 "(fix the permissions, or set %s=1 to accept the risk)",
+                 what, path, (unsigned)(st.st_mode & 07777), KVRT_ALLOW_INSECURE_PLUGINS_ENV);
+        return true;
+    }
+    if (st.st_uid != me && st.st_uid != 0) {
+        snprintf(why, why_size,
+                 "%s %s is owned by uid %u, neither root nor this process (uid %u); refusing to load "
+                 "plugins from it (set %s=1 to accept the risk)",
+                 what, path, (unsigned)st.st_uid, (unsigned)me, KVRT_ALLOW_INSECURE_PLUGINS_ENV);
+        return true;
+    }
+    return false;
+}
+
+static struct kvrt_loaded_plugin *find_by_name(kvrt_runtime *rt, const char *name)
+{
+    for (size_t i = 0; i < rt->num_plugins; i++)
+        if (strcmp(rt->plugins[i].desc->name, name) == 0)
+            return &rt->plugins[i];
+    return NULL;
+}
+
+static struct kvrt_loaded_plugin *find_by_realpath(kvrt_runtime *rt, const char *real)
+{
+    for (size_t i = 0; i < rt->num_plugins; i++) {
+        char other[PATH_MAX];
+        if (realpath(rt->plugins[i].path, other) && strcmp(other, real) == 0)
+            return &rt->plugins[i];
+    }
+    return NULL;
+}
+
+static int load_file(kvrt_runtime *rt, const char *path, bool check_dir)
+{
+    char why[1024];
+    char real[PATH_MAX];
+
+    if (!insecure_allowed()) {
+        if (writable_by_others(path, why, sizeof(why), "plugin file"))
+            return add_skipped(rt, path, why);
+        if (check_dir) {
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof(dir), "%s", path);
+            char *slash = strrchr(dir, '/');
+            if (slash && slash != dir)
+                *slash = '\0';
+            if (writable_by_others(dir, why, sizeof(why), "plugin folder"))
+                return add_skipped(rt, path, why);
+        }
+    }
+    if (realpath(path, real)) {
+        struct kvrt_loaded_plugin *same = find_by_realpath(rt, real);
+        if (same) {
+            snprintf(why, sizeof(why), "the same file as plugin \"%s\", already loaded from %s",
+                     same->desc->name, same->path);
+            return add_skipped(rt, path, why);
+        }
+    }
+
+    dlerror();
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        const char *e = dlerror();
+        snprintf(why, sizeof(why), "dlopen failed: %s", e ? e : "unknown error");
+        return add_skipped(rt, path, why);
+    }
+    dlerror();
+    void *sym = dlsym(handle, KVRT_PLUGIN_ENTRY_SYMBOL);
+    if (!sym) {
+        const char *e = dlerror();
+        snprintf(why, sizeof(why), "no entry symbol %s: %s", KVRT_PLUGIN_ENTRY_SYMBOL,
+                 e ? e : "symbol is NULL");
+        return add_skipped(rt, path, why);
+    }
+    kvrt_plugin_entry_fn entry;
+    memcpy(&entry, &sym, sizeof(entry));
+    const struct kvrt_plugin_descriptor *d = entry();
+    if (kvrt_plugin_validate(d, why, sizeof(why)) != KVRT_OK)
+        return add_skipped(rt, path, why);
+
+    struct kvrt_loaded_plugin *first = find_by_name(rt, d->name);
+    if (first) {
+        snprintf(why, sizeof(why),
+                 "another plugin named \"%s\" was found first, at %s (the first in search order wins)",
+                 d->name, first->path);
+        return add_skipped(rt, path, why);
+    }
+
+    struct kvrt_loaded_plugin *p =
+        realloc(rt->plugins, (rt->num_plugins + 1) * sizeof(*rt->plugins));
+    if (!p)
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory loading plugin %s", path);
+    rt->plugins = p;
+    p = &rt->plugins[rt->num_plugins];
+    memset(p, 0, sizeof(*p));
+    p->path = strdup(path);
+    if (!p->path)
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory loading plugin %s", path);
+    p->handle = handle;
+    p->desc = d;
+    rt->num_plugins++;
+    kvrt_runtime_log(rt, KVRT_LOG_DEBUG, "plugin \"%s\" %s loaded from %s", d->name, d->version, path);
+    return KVRT_OK;
+}
+
+static int name_cmp(const void *a, const void *b)
+{
+    return strcmp(*(char *const *)a, *(char *const *)b);
+}
+
+static bool is_plugin_name(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 8 && strncmp(name, "kvrt-", 5) == 0 && strcmp(name + n - 3, ".so") == 0;
+}
+
+static int scan_dir(kvrt_runtime *rt, const char *dir)
+{
+    char why[1024];
+    if (!insecure_allowed() && writable_by_others(dir, why, sizeof(why), "plugin folder"))
+        return add_skipped(rt, dir, why);
+
+    DIR *d = opendir(dir);
+    if (!d) {
+        /* A missing default folder is normal; a missing explicit one is worth a debug line. */
+        kvrt_runtime_log(rt, KVRT_LOG_DEBUG, "plugin folder %s not searched: %s", dir, strerror(errno));
+        return KVRT_OK;
+    }
+    char **names = NULL;
+    size_t n = 0;
+    int status = KVRT_OK;
+    struct dirent *e;
+    while ((e = readdir(d))) {
+        if (!is_plugin_name(e->d_name))
+            continue;
+        char **grown = realloc(names, (n + 1) * sizeof(*names));
+        if (!grown || !(grown[n] = strdup(e->d_name))) {
+            names = grown ? grown : names;
+            status = kvrt_fail(KVRT_ERR_NOMEM, "out of memory scanning %s", dir);
+            break;
+        }
+        names = grown;
+        n++;
+    }
+    closedir(d);
+    /* readdir order is arbitrary; sorted order makes duplicates deterministic. */
+    if (names)
+        qsort(names, n, sizeof(*names), name_cmp);
+    for (size_t i = 0; i < n; i++) {
+        if (status == KVRT_OK) {
+            char path[PATH_MAX];
+            int len = snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
+            if (len < 0 || (size_t)len >= sizeof(path))
+                status = add_skipped(rt, names[i], "path too long");
+            else
+                status = load_file(rt, path, false);
+        }
+        free(names[i]);
+    }
+    free(names);
+    return status;
+}
+
+static int search_entry(kvrt_runtime *rt, const char *entry)
+{
+    struct stat st;
+    char path[PATH_MAX];
+    /* dlopen searches LD_LIBRARY_PATH for a name without '/'; an explicit
+     * relative entry means a path, so make it one. */
+    snprintf(path, sizeof(path), "%s%s", strchr(entry, '/') ? "" : "./", entry);
+    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+        return load_file(rt, path, true);
+    return scan_dir(rt, path);
+}
+
+/* Colon-separated; empty elements are ignored so that "a::b" or a trailing
+ * colon never means the current directory. */
+static int search_list(kvrt_runtime *rt, const char *list)
+{
+    char *copy = strdup(list);
+    if (!copy)
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory");
+    int status = KVRT_OK;
+    char *save = NULL;
+    for (char *tok = strtok_r(copy, ":", &save); tok && status == KVRT_OK;
+         tok = strtok_r(NULL, ":", &save))
+        status = search_entry(rt, tok);
+    free(copy);
+    return status;
+}
+
+/* libkvrt knows where it was built; when the running library is that very
+ * file, the build tree's plugins are the ones that match it. */
+static bool running_uninstalled(void)
+{
+#ifdef KVRT_BUILD_CORE_DIR
+    static const char anchor = 0;
+    Dl_info info;
+    char here[PATH_MAX], built[PATH_MAX];
+    if (!dladdr(&anchor, &info) || !info.dli_fname)
+        return false;
+    if (!realpath(info.dli_fname, here) || !realpath(KVRT_BUILD_CORE_DIR, built))
+        return false;
+    char *slash = strrchr(here, '/');
+    if (!slash)
+        return false;
+    *slash = '\0';
+    return strcmp(here, built) == 0;
+#else
+    return false;
+#endif
+}
+
+int kvrt_loader_discover(kvrt_runtime *rt)
+{
+    const char *explicit_path = rt->options.plugin_path;
+    if (!explicit_path)
+        explicit_path = kvrt_secure_getenv(KVRT_PLUGIN_PATH_ENV);
+    int status = KVRT_OK;
+    if (explicit_path && *explicit_path)
+        status = search_list(rt, explicit_path);
+    if (status == KVRT_OK && rt->options.search_default_paths) {
+#ifdef KVRT_BUILD_PLUGIN_DIRS
+        if (running_uninstalled())
+            return search_list(rt, KVRT_BUILD_PLUGIN_DIRS);
+#endif
+        status = search_list(rt, KVRT_INSTALL_PLUGIN_DIR);
+    }
+    return status;
+}
+
+void kvrt_loader_release(kvrt_runtime *rt)
+{
+    for (size_t i = 0; i < rt->num_plugins; i++) {
+        free(rt->plugins[i].path);
+        free(rt->plugins[i].reason);
+    }
+    free(rt->plugins);
+    for (size_t i = 0; i < rt->num_skipped; i++) {
+        free(rt->skipped[i].path);
+        free(rt->skipped[i].reason);
+    }
+    free(rt->skipped);
+    rt->plugins = NULL;
+    rt->skipped = NULL;
+    rt->num_plugins = rt->num_skipped = 0;
+}

@@ -1,0 +1,128 @@
+#include <stdio.h>
+#include <string.h>
+
+#include "runtime_internal.h"
+
+#define KNOWN_DTYPES ((1u << KVRT_NUM_DTYPES) - 1u)
+
+static bool valid_name(const char *name)
+{
+    if (!name || !*name || strlen(name) > 64)
+        return false;
+    for (const char *c = name; *c; c++)
+        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+            return false;
+    return true;
+}
+
+/* A descriptor is checked field by field before anything in it is trusted,
+ * so a malformed plugin is skipped with the exact reason instead of crashing
+ * the process later. */
+int kvrt_plugin_validate(const struct kvrt_plugin_descriptor *d, char *why, size_t why_size)
+{
+#define REFUSE(...) do { snprintf(why, why_size, __VA_ARGS__); return KVRT_ERR_PLUGIN; } while (0)
+    if (!d)
+        REFUSE("entry point returned a NULL descriptor");
+    if (d->size < KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE)
+        REFUSE("descriptor is too small: size %u, ABI %d.0 needs at least %zu bytes",
+               (unsigned)d->size, KVRT_PLUGIN_ABI_MAJOR, (size_t)KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE);
+    if (d->abi_major != KVRT_PLUGIN_ABI_MAJOR)
+        REFUSE("incompatible ABI major: plugin has %u.%u, this libkvrt speaks %d.%d",
+               (unsigned)d->abi_major, (unsigned)d->abi_minor, KVRT_PLUGIN_ABI_MAJOR,
+               KVRT_PLUGIN_ABI_MINOR);
+    if (!d->name)
+        REFUSE("malformed descriptor: name is NULL");
+    if (!valid_name(d->name))
+        REFUSE("malformed descriptor: name \"%.64s\" is not 1-64 characters of [a-z0-9_-]", d->name);
+    if (!d->version)
+        REFUSE("malformed descriptor: version of \"%s\" is NULL", d->name);
+    if (d->flags & ~KVRT_PLUGIN_ANY_LAYOUT)
+        REFUSE("malformed descriptor: unknown flags 0x%x (valid: 0x%x KVRT_PLUGIN_ANY_LAYOUT)",
+               (unsigned)d->flags, (unsigned)KVRT_PLUGIN_ANY_LAYOUT);
+    bool any = d->flags & KVRT_PLUGIN_ANY_LAYOUT;
+    if (!any && d->num_layouts == 0)
+        REFUSE("malformed descriptor: declares no layouts and not KVRT_PLUGIN_ANY_LAYOUT");
+    if (d->num_layouts > KVRT_NUM_LAYOUTS)
+        REFUSE("malformed descriptor: %u layouts declared, at most %d exist",
+               (unsigned)d->num_layouts, KVRT_NUM_LAYOUTS);
+    if (d->num_layouts && !d->layouts)
+        REFUSE("malformed descriptor: num_layouts is %u but layouts is NULL", (unsigned)d->num_layouts);
+    bool seen[KVRT_NUM_LAYOUTS] = {false};
+    for (uint32_t i = 0; i < d->num_layouts; i++) {
+        int32_t l = d->layouts[i];
+        if (l < 0 || l >= KVRT_NUM_LAYOUTS)
+            REFUSE("malformed descriptor: layout value %d at position %u is out of range 0..%d",
+                   (int)l, (unsigned)i, KVRT_NUM_LAYOUTS - 1);
+        if (seen[l])
+            REFUSE("malformed descriptor: layout %s declared twice", kvrt_layout_name((enum kvrt_layout)l));
+        seen[l] = true;
+    }
+    if (d->dtypes == 0)
+        REFUSE("malformed descriptor: declares no element types");
+    if (d->dtypes & ~KNOWN_DTYPES)
+        REFUSE("malformed descriptor: unknown element type bits 0x%x (known: 0x%x)",
+               (unsigned)(d->dtypes & ~KNOWN_DTYPES), KNOWN_DTYPES);
+    if (d->ops & ~KVRT_OP_ALL)
+        REFUSE("malformed descriptor: unknown operation bits 0x%x (known: 0x%x)",
+               (unsigned)(d->ops & ~KVRT_OP_ALL), KVRT_OP_ALL);
+
+    static const struct { size_t offset; const char *name; } required[] = {
+        { offsetof(struct kvrt_plugin_descriptor, probe), "probe" },
+        { offsetof(struct kvrt_plugin_descriptor, bind), "bind" },
+        { offsetof(struct kvrt_plugin_descriptor, unbind), "unbind" },
+        { offsetof(struct kvrt_plugin_descriptor, buffer_alloc), "buffer_alloc" },
+        { offsetof(struct kvrt_plugin_descriptor, buffer_free), "buffer_free" },
+        { offsetof(struct kvrt_plugin_descriptor, buffer_zero), "buffer_zero" },
+        { offsetof(struct kvrt_plugin_descriptor, buffer_upload), "buffer_upload" },
+        { offsetof(struct kvrt_plugin_descriptor, buffer_download), "buffer_download" },
+    };
+    for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
+        void (*fn)(void);
+        memcpy(&fn, (const char *)d + required[i].offset, sizeof(fn));
+        if (!fn)
+            REFUSE("malformed descriptor: required function %s is NULL", required[i].name);
+    }
+    static const struct { uint32_t op; size_t offset; const char *name; } per_op[] = {
+        { KVRT_OP_WRITE, offsetof(struct kvrt_plugin_descriptor, write), "write" },
+        { KVRT_OP_READ, offsetof(struct kvrt_plugin_descriptor, read), "read" },
+        { KVRT_OP_COPY_BLOCKS, offsetof(struct kvrt_plugin_descriptor, copy_blocks), "copy_blocks" },
+        { KVRT_OP_GATHER, offsetof(struct kvrt_plugin_descriptor, gather), "gather" },
+        { KVRT_OP_SCATTER, offsetof(struct kvrt_plugin_descriptor, scatter), "scatter" },
+        { KVRT_OP_DECODE, offsetof(struct kvrt_plugin_descriptor, decode), "decode" },
+    };
+    for (size_t i = 0; i < sizeof(per_op) / sizeof(per_op[0]); i++) {
+        void (*fn)(void);
+        memcpy(&fn, (const char *)d + per_op[i].offset, sizeof(fn));
+        if ((d->ops & per_op[i].op) && !fn)
+            REFUSE("malformed descriptor: declares operation %s but its function is NULL", per_op[i].name);
+    }
+#undef REFUSE
+    return KVRT_OK;
+}
+
+bool kvrt_plugin_declares(const struct kvrt_plugin_descriptor *d, enum kvrt_layout layout)
+{
+    if (d->flags & KVRT_PLUGIN_ANY_LAYOUT)
+        return true;
+    for (uint32_t i = 0; i < d->num_layouts; i++)
+        if (d->layouts[i] == (int32_t)layout)
+            return true;
+    return false;
+}
+
+void kvrt_plugin_layouts_text(const struct kvrt_plugin_descriptor *d, char *out, size_t size)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    if (d->flags & KVRT_PLUGIN_ANY_LAYOUT) {
+        snprintf(out, size, "any");
+        return;
+    }
+    for (uint32_t i = 0; i < d->num_layouts && len < size; i++) {
+        int n = snprintf(out + len, size - len, "%s%s", i ? ", " : "",
+                         kvrt_layout_name((enum kvrt_layout)d->layouts[i]));
+        if (n < 0)
+            break;
+        len += (size_t)n;
+    }
+}

@@ -1,0 +1,194 @@
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "error.h"
+#include "runtime_internal.h"
+
+void kvrt_runtime_options_default(struct kvrt_runtime_options *options)
+{
+    memset(options, 0, sizeof(*options));
+    options->search_default_paths = true;
+}
+
+void kvrt_runtime_log(const kvrt_runtime *rt, enum kvrt_log_level level, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    if (rt->options.log) {
+        rt->options.log(rt->options.log_user, level, msg);
+        return;
+    }
+    const char *debug = kvrt_secure_getenv("KVRT_DEBUG");
+    if (debug && *debug && (level <= KVRT_LOG_WARNING || strcmp(debug, "2") == 0))
+        fprintf(stderr, "kvrt: %s: %s\n",
+                level == KVRT_LOG_ERROR ? "error" : level == KVRT_LOG_WARNING ? "warning"
+                : level == KVRT_LOG_INFO ? "info" : "debug", msg);
+}
+
+int kvrt_runtime_open(const struct kvrt_runtime_options *options, kvrt_runtime **out)
+{
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_open: out is NULL");
+    *out = NULL;
+    kvrt_runtime *rt = calloc(1, sizeof(*rt));
+    if (!rt)
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_runtime_open: out of memory");
+    if (options)
+        rt->options = *options;
+    else
+        kvrt_runtime_options_default(&rt->options);
+    if (pthread_mutex_init(&rt->lock, NULL) != 0) {
+        free(rt);
+        return kvrt_fail(KVRT_ERR_INTERNAL, "kvrt_runtime_open: pthread_mutex_init failed");
+    }
+    int status = kvrt_loader_discover(rt);
+    if (status != KVRT_OK) {
+        kvrt_runtime_close(rt);
+        return status;
+    }
+    kvrt_clear_error();
+    *out = rt;
+    return KVRT_OK;
+}
+
+void kvrt_runtime_close(kvrt_runtime *rt)
+{
+    if (!rt)
+        return;
+    for (size_t i = 0; i < rt->num_backends; i++) {
+        kvrt_backend *b = rt->backends[i];
+        /* Caches and buffers the caller left behind go with their runtime. */
+        while (b->caches)
+            kvrt_cache_destroy_locked(b->caches);
+        while (b->buffers)
+            kvrt_buffer_destroy_internal(b->buffers);
+        b->plugin->desc->unbind(b->dev);
+        free(b);
+    }
+    free(rt->backends);
+    kvrt_strbuf_free(&rt->trace);
+    kvrt_loader_release(rt);
+    pthread_mutex_destroy(&rt->lock);
+    free(rt);
+}
+
+void kvrt_plugin_probe(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
+{
+    if (p->probed)
+        return;
+    kvrt_plugin_error why;
+    why.message[0] = '\0';
+    int status = p->desc->probe(&why);
+    why.message[sizeof(why.message) - 1] = '\0';
+    p->available = status == KVRT_OK;
+    if (!p->available && !why.message[0])
+        snprintf(why.message, sizeof(why.message), "probe failed with %s", kvrt_status_name(status));
+    p->reason = strdup(p->available ? "" : why.message);
+    p->probed = true;
+    if (!p->available)
+        kvrt_runtime_log(rt, KVRT_LOG_INFO, "backend \"%s\" has no device: %s", p->desc->name, why.message);
+}
+
+size_t kvrt_runtime_num_plugins(const kvrt_runtime *rt)
+{
+    return rt ? rt->num_plugins : 0;
+}
+
+int kvrt_runtime_plugin_info(const kvrt_runtime *crt, size_t i, struct kvrt_plugin_info *out)
+{
+    if (!crt || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_plugin_info: NULL argument");
+    if (i >= crt->num_plugins)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_plugin_info: index %zu out of range (%zu plugins)",
+                         i, crt->num_plugins);
+    /* Probing is lazy and cached; the runtime stays logically const. */
+    kvrt_runtime *rt = (kvrt_runtime *)crt;
+    struct kvrt_loaded_plugin *p = &rt->plugins[i];
+    pthread_mutex_lock(&rt->lock);
+    kvrt_plugin_probe(rt, p);
+    pthread_mutex_unlock(&rt->lock);
+    const struct kvrt_plugin_descriptor *d = p->desc;
+    memset(out, 0, sizeof(*out));
+    out->name = d->name;
+    out->path = p->path;
+    out->version = d->version;
+    out->description = d->description ? d->description : "";
+    out->abi_major = d->abi_major;
+    out->abi_minor = d->abi_minor;
+    out->any_layout = d->flags & KVRT_PLUGIN_ANY_LAYOUT;
+    out->num_layouts = d->num_layouts;
+    for (uint32_t k = 0; k < d->num_layouts; k++)
+        out->layouts[k] = (enum kvrt_layout)d->layouts[k];
+    out->dtypes = d->dtypes;
+    out->ops = d->ops;
+    out->available = p->available;
+    out->reason = p->reason ? p->reason : "out of memory";
+    return KVRT_OK;
+}
+
+static void names_text(const kvrt_runtime *rt, char *out, size_t size)
+{
+    size_t len = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < rt->num_plugins && len < size; i++) {
+        int n = snprintf(out + len, size - len, "%s%s", i ? ", " : "", rt->plugins[i].desc->name);
+        if (n < 0)
+            break;
+        len += (size_t)n;
+    }
+    if (rt->num_plugins == 0)
+        snprintf(out, size, "none found");
+}
+
+int kvrt_runtime_find_plugin(const kvrt_runtime *rt, const char *name, size_t *index)
+{
+    if (!rt || !name)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_find_plugin: NULL argument");
+    for (size_t i = 0; i < rt->num_plugins; i++) {
+        if (strcmp(rt->plugins[i].desc->name, name) == 0) {
+            if (index)
+                *index = i;
+            return KVRT_OK;
+        }
+    }
+    char names[512];
+    names_text(rt, names, sizeof(names));
+    return kvrt_fail(KVRT_ERR_NODEV, "no backend named \"%s\" (available plugins: %s; search path: %s=%s)",
+                     name, names, KVRT_PLUGIN_PATH_ENV,
+                     kvrt_secure_getenv(KVRT_PLUGIN_PATH_ENV) ? kvrt_secure_getenv(KVRT_PLUGIN_PATH_ENV)
+                                                              : "(unset)");
+}
+
+bool kvrt_runtime_plugin_admits(const kvrt_runtime *rt, size_t i, enum kvrt_layout layout)
+{
+    if (!rt || i >= rt->num_plugins || !kvrt_layout_valid((int)layout))
+        return false;
+    return kvrt_plugin_declares(rt->plugins[i].desc, layout);
+}
+
+size_t kvrt_runtime_num_skipped(const kvrt_runtime *rt)
+{
+    return rt ? rt->num_skipped : 0;
+}
+
+int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char **path, const char **reason)
+{
+    if (!rt || i >= rt->num_skipped)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_skipped: index %zu out of range (%zu skipped)",
+                         i, rt ? rt->num_skipped : 0);
+    if (path)
+        *path = rt->skipped[i].path;
+    if (reason)
+        *reason = rt->skipped[i].reason;
+    return KVRT_OK;
+}
+
+const char *kvrt_runtime_trace(const kvrt_runtime *rt)
+{
+    return rt ? kvrt_strbuf_str(&rt->trace) : "";
+}
