@@ -1,0 +1,76 @@
+/*
+ * Element types.  One table holds size and name so that the two can never
+ * disagree; the enum value indexes it.
+ */
+#include <string.h>
+
+#include <kvrt/dtype.h>
+
+#include "error.h"
+
+struct dtype_entry {
+    const char *name;
+    size_t size;
+};
+
+static const struct dtype_entry dtypes[KVRT_NUM_DTYPES] = {
+    [KVRT_DTYPE_FP32] = {"fp32", 4},
+    [KVRT_DTYPE_FP16] = {"fp16", 2},
+    [KVRT_DTYPE_BF16] = {"bf16", 2},
+    [KVRT_DTYPE_FP8_E4M3] = {"fp8_e4m3", 1},
+    [KVRT_DTYPE_FP8_E5M2] = {"fp8_e5m2", 1},
+    [KVRT_DTYPE_INT8] = {"int8", 1},
+    [KVRT_DTYPE_UINT8] = {"uint8", 1},
+};
+
+/* The long spellings torch users type ("torch.float16" minus the module). */
+static const struct {
+    const char *name;
+    enum kvrt_dtype dtype;
+} aliases[] = {
+    {"float32", KVRT_DTYPE_FP32},
+    {"float16", KVRT_DTYPE_FP16},
+    {"bfloat16", KVRT_DTYPE_BF16},
+};
+
+#define VALID_DTYPE_NAMES \
+    "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, uint8 (also float32, float16, bfloat16)"
+
+static int dtype_valid(enum kvrt_dtype dtype)
+{
+    return (int)dtype >= 0 && (int)dtype < KVRT_NUM_DTYPES;
+}
+
+size_t kvrt_dtype_size(enum kvrt_dtype dtype)
+{
+    return dtype_valid(dtype) ? dtypes[dtype].size : 0;
+}
+
+const char *kvrt_dtype_name(enum kvrt_dtype dtype)
+{
+    return dtype_valid(dtype) ? dtypes[dtype].name : NULL;
+}
+
+int kvrt_dtype_parse(const char *name, enum kvrt_dtype *out)
+{
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_dtype_parse: out is NULL");
+    if (!name)
+        return kvrt_fail(KVRT_ERR_INVALID, "dtype name is NULL; valid names are " VALID_DTYPE_NAMES);
+    for (int i = 0; i < KVRT_NUM_DTYPES; i++) {
+        if (strcmp(name, dtypes[i].name) == 0) {
+            *out = (enum kvrt_dtype)i;
+            return KVRT_OK;
+        }
+    }
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++) {
+        if (strcmp(name, aliases[i].name) == 0) {
+            *out = aliases[i].dtype;
+            return KVRT_OK;
+        }
+    }
+    /* %.64s keeps a hostile or binary string from swallowing the message. */
+    return kvrt_fail(KVRT_ERR_INVALID,
+                     "unknown dtype \"%.64s\"; valid names (exact, case-sensitive) are " VALID_DTYPE_NAMES,
+                     name);
+}
