@@ -1,0 +1,238 @@
+/*
+ * Loader and binding: every broken plugin is passed over with its own
+ * reason while the good ones keep working; the refusal of an undeclared
+ * layout happens before the plugin's bind can run.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <kvrt/kvrt.h>
+
+#include "tap.h"
+
+static const char *dir;
+static char marker[256];
+
+static kvrt_runtime *open_rt(const char *path)
+{
+    struct kvrt_runtime_options o;
+    kvrt_runtime_options_default(&o);
+    o.plugin_path = path;
+    o.search_default_paths = false;
+    kvrt_runtime *rt = NULL;
+    if (kvrt_runtime_open(&o, &rt) != KVRT_OK)
+        tap_diag("kvrt_runtime_open: %s", kvrt_error_message());
+    return rt;
+}
+
+static const char *skip_reason(kvrt_runtime *rt, const char *file)
+{
+    for (size_t i = 0; i < kvrt_runtime_num_skipped(rt); i++) {
+        const char *path, *reason;
+        kvrt_runtime_skipped(rt, i, &path, &reason);
+        const char *base = strrchr(path, '/');
+        if (strcmp(base ? base + 1 : path, file) == 0)
+            return reason;
+    }
+    return NULL;
+}
+
+static void expect_skip(kvrt_runtime *rt, const char *file, const char *needle)
+{
+    const char *r = skip_reason(rt, file);
+    if (!tap_ok(r && strstr(r, needle), "%s is skipped with a reason mentioning '%s'", file, needle))
+        tap_diag("reason: %s", r ? r : "(not skipped)");
+}
+
+static bool loaded(kvrt_runtime *rt, const char *name)
+{
+    size_t i;
+    return kvrt_runtime_find_plugin(rt, name, &i) == KVRT_OK;
+}
+
+static bool marker_has(const char *needle)
+{
+    FILE *f = fopen(marker, "r");
+    if (!f)
+        return false;
+    char buf[4096];
+    size_t n = fread(buf, 1, sizeof(buf) - 1, f);
+    fclose(f);
+    buf[n] = '\0';
+    return strstr(buf, needle) != NULL;
+}
+
+static void test_discovery(void)
+{
+    kvrt_runtime *rt = open_rt(dir);
+    tap_ok(rt != NULL, "a runtime opens although most plugins in the folder are broken");
+    if (!rt)
+        return;
+    expect_skip(rt, "kvrt-noentry.so", "no entry symbol kvrt_plugin_entry");
+    expect_skip(rt, "kvrt-abi.so", "incompatible ABI major");
+    expect_skip(rt, "kvrt-truncated.so", "too small");
+    expect_skip(rt, "kvrt-nolayouts.so", "no layouts");
+    expect_skip(rt, "kvrt-badlayout.so", "layout value 17");
+    expect_skip(rt, "kvrt-duplayout.so", "declared twice");
+    expect_skip(rt, "kvrt-noname.so", "name is NULL");
+    expect_skip(rt, "kvrt-nounbind.so", "unbind is NULL");
+    expect_skip(rt, "kvrt-notelf.so", "dlopen failed");
+    tap_ok(loaded(rt, "subset") && loaded(rt, "failbind") && loaded(rt, "nodev"),
+           "the good plugins are loaded next to the broken ones");
+    tap_ok(!loaded(rt, "abi") && !loaded(rt, "truncated"), "broken plugins are not listed as plugins");
+    kvrt_runtime_close(rt);
+}
+
+static void test_duplicates(void)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s:%s", getenv("KVRT_TEST_SECOND_DIR"), dir);
+    kvrt_runtime *rt = open_rt(path);
+    if (!rt) {
+        tap_ok(false, "runtime with two folders opens");
+        return;
+    }
+    size_t i;
+    kvrt_runtime_find_plugin(rt, "subset", &i);
+    struct kvrt_plugin_info info;
+    kvrt_runtime_plugin_info(rt, i, &info);
+    tap_ok(strstr(info.path, "second/kvrt-subset-again.so") != NULL,
+           "two plugins named 'subset': the first in search order wins (%s)", info.path);
+    expect_skip(rt, "kvrt-subset.so", "was found first");
+    kvrt_runtime_close(rt);
+}
+
+static void test_refusal_before_bind(void)
+{
+    kvrt_runtime *rt = open_rt(dir);
+    if (!rt) {
+        tap_ok(false, "runtime opens");
+        return;
+    }
+    unlink(marker);
+    kvrt_backend *b = NULL;
+    int st = kvrt_runtime_bind(rt, "subset", "BLHNC", &b);
+    tap_ok(st == KVRT_ERR_REFUSED, "binding an undeclared layout is refused (%s)", kvrt_status_name(st));
+    const char *m = kvrt_error_message();
+    tap_ok(strstr(m, "BLHNC") && strstr(m, "subset") && strstr(m, "LBHNC, LBNHC"),
+           "the refusal names the layout, the backend and its layouts");
+    tap_diag("%s", m);
+    tap_ok(!marker_has("subset bind"), "the plugin's bind never ran for the refused layout");
+
+    st = kvrt_runtime_bind(rt, "subset", "NHC", &b);
+    tap_ok(st == KVRT_OK, "alias NHC (LBNHC) is declared and binds");
+    tap_ok(marker_has("subset bind 1"), "bind ran with LBNHC (1) for the accepted alias");
+    tap_ok(b && kvrt_backend_layout(b) == KVRT_LAYOUT_LBNHC, "the backend reports LBNHC");
+
+    unlink(marker);
+    st = kvrt_runtime_bind(rt, "subset", "BHLNC", &b);
+    tap_ok(st == KVRT_ERR_REFUSED && !marker_has("bind"), "a second refusal also runs no plugin code");
+
+    st = kvrt_runtime_bind(rt, "subset", "lbnhc", &b);
+    tap_ok(st == KVRT_ERR_INVALID && strstr(kvrt_error_message(), "lbnhc"),
+           "a misspelt layout is invalid and quoted as spelled");
+
+    st = kvrt_runtime_bind(rt, "failbind", "LBHNC", &b);
+    tap_ok(st != KVRT_OK && strstr(kvrt_error_message(), "failbind") &&
+           strstr(kvrt_error_message(), "TEST_BIND_FAILED"), "a failing bind is reported with the backend's reason");
+    tap_diag("%s", kvrt_error_message());
+
+    st = kvrt_runtime_bind(rt, "nodev", "LBHNC", &b);
+    tap_ok(st == KVRT_ERR_NODEV && strstr(kvrt_error_message(), "TEST_NO_DEVICE"),
+           "an explicitly named backend without a device is a hard error with the reason");
+
+    st = kvrt_runtime_bind(rt, "nosuch", "LBHNC", &b);
+    tap_ok(st == KVRT_ERR_NODEV && strstr(kvrt_error_message(), "nosuch"), "an unknown backend name is reported");
+
+    /* Automatic selection: failbind and nodev come before subset in search
+     * order, each is passed over with its reason. */
+    st = kvrt_runtime_bind(rt, NULL, "LBHNC", &b);
+    tap_ok(st == KVRT_OK && strcmp(kvrt_backend_name(b), "subset") == 0,
+           "automatic selection binds the first backend that can take the layout");
+    const char *trace = kvrt_runtime_trace(rt);
+    tap_ok(strstr(trace, "passed over backend \"failbind\"") && strstr(trace, "passed over backend \"nodev\": no device"),
+           "every backend passed over is reported with its reason");
+    tap_diag("%s", trace);
+
+    st = kvrt_runtime_bind(rt, NULL, "BLNHC", &b);
+    tap_ok(st == KVRT_ERR_NODEV && strstr(kvrt_error_message(), "does not declare BLNHC"),
+           "no backend takes BLNHC: the error lists each one's reason");
+
+    setenv("KVRT_BACKEND", "subset", 1);
+    unlink(marker);
+    st = kvrt_runtime_bind(rt, NULL, "BLNHC", &b);
+    tap_ok(st == KVRT_ERR_REFUSED && !marker_has("bind"), "KVRT_BACKEND names a backend that refuses: hard error, no bind");
+    st = kvrt_runtime_bind(rt, NULL, "LBHNC", &b);
+    tap_ok(st == KVRT_OK && strcmp(kvrt_backend_name(b), "subset") == 0, "KVRT_BACKEND selects the backend");
+    unsetenv("KVRT_BACKEND");
+    kvrt_runtime_close(rt);
+}
+
+static void test_paths(void)
+{
+    char path[1024];
+    /* Empty elements never mean the current directory. */
+    char cwd[512];
+    if (!getcwd(cwd, sizeof(cwd)))
+        cwd[0] = '\0';
+    if (chdir(dir) != 0)
+        tap_diag("chdir failed");
+    kvrt_runtime *rt = open_rt("::");
+    tap_ok(rt && kvrt_runtime_num_plugins(rt) == 0 && kvrt_runtime_num_skipped(rt) == 0,
+           "empty path elements do not search the current directory");
+    kvrt_runtime_close(rt);
+    if (cwd[0] && chdir(cwd) != 0)
+        tap_diag("chdir back failed");
+
+    snprintf(path, sizeof(path), "%s/kvrt-subset.so", dir);
+    rt = open_rt(path);
+    tap_ok(rt && kvrt_runtime_num_plugins(rt) == 1 && loaded(rt, "subset"), "a path element may name a plugin file");
+    kvrt_runtime_close(rt);
+
+    /* A folder anyone can write to is refused unless explicitly allowed. */
+    char tmpl[] = "/tmp/kvrt-loader-XXXXXX";
+    char *tmp = mkdtemp(tmpl);
+    if (!tmp) {
+        tap_ok(false, "mkdtemp");
+        return;
+    }
+    snprintf(path, sizeof(path), "cp %s/kvrt-subset.so %s/", dir, tmp);
+    if (system(path) != 0)
+        tap_diag("copy failed");
+    chmod(tmp, 0777);
+    rt = open_rt(tmp);
+    const char *r = rt ? skip_reason(rt, strrchr(tmp, '/') + 1) : NULL;
+    tap_ok(rt && kvrt_runtime_num_plugins(rt) == 0 && r && strstr(r, "writable by other users") &&
+           strstr(r, "KVRT_ALLOW_INSECURE_PLUGINS"), "a world-writable plugin folder is refused with the reason");
+    if (r)
+        tap_diag("%s", r);
+    kvrt_runtime_close(rt);
+    setenv("KVRT_ALLOW_INSECURE_PLUGINS", "1", 1);
+    rt = open_rt(tmp);
+    tap_ok(rt && loaded(rt, "subset"), "KVRT_ALLOW_INSECURE_PLUGINS=1 accepts it");
+    kvrt_runtime_close(rt);
+    unsetenv("KVRT_ALLOW_INSECURE_PLUGINS");
+    snprintf(path, sizeof(path), "rm -rf %s", tmp);
+    if (system(path) != 0)
+        tap_diag("cleanup failed");
+}
+
+int main(void)
+{
+    dir = getenv("KVRT_TEST_PLUGIN_DIR");
+    if (!dir)
+        tap_skip_all("KVRT_TEST_PLUGIN_DIR is not set; run through meson test");
+    snprintf(marker, sizeof(marker), "/tmp/kvrt-loader-marker-%d", (int)getpid());
+    setenv("KVRT_TEST_MARKER", marker, 1);
+    unsetenv("KVRT_BACKEND");
+    tap_plan_dynamic();
+    test_discovery();
+    test_duplicates();
+    test_refusal_before_bind();
+    test_paths();
+    unlink(marker);
+    return tap_done();
+}

@@ -1,0 +1,166 @@
+/*
+ * Deliberately broken and special-purpose plugins for the loader tests.
+ * One source, compiled once per variant with -DVARIANT_<NAME>; each variant
+ * breaks exactly one rule so that each skip reason is tested on its own.
+ * Device work is a trivial host-memory implementation: these plugins exist
+ * to be loaded, refused and bound, not to be fast.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/plugin.h>
+
+#ifndef PLUGIN_NAME
+#define PLUGIN_NAME "test"
+#endif
+
+struct kvrt_plugin_device {
+    int layout;
+};
+
+static void note(const char *what, int layout)
+{
+    /* The test reads this file to learn whether bind ran. */
+    const char *path = getenv("KVRT_TEST_MARKER");
+    if (!path)
+        return;
+    FILE *f = fopen(path, "a");
+    if (f) {
+        fprintf(f, "%s %s %d\n", PLUGIN_NAME, what, layout);
+        fclose(f);
+    }
+}
+
+static int probe(kvrt_plugin_error *why)
+{
+#ifdef VARIANT_NODEV
+    snprintf(why->message, sizeof(why->message), "TEST_NO_DEVICE: no test device present");
+    return KVRT_ERR_NODEV;
+#else
+    (void)why;
+    return KVRT_OK;
+#endif
+}
+
+static int bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out, kvrt_plugin_error *err)
+{
+    note("bind", info->layout);
+#ifdef VARIANT_FAILBIND
+    snprintf(err->message, sizeof(err->message), "TEST_BIND_FAILED: the test device refuses to open");
+    return KVRT_ERR_DEVICE;
+#else
+    (void)err;
+    *out = calloc(1, sizeof(**out));
+    if (!*out)
+        return KVRT_ERR_NOMEM;
+    (*out)->layout = info->layout;
+    return KVRT_OK;
+#endif
+}
+
+static void unbind(kvrt_plugin_device *dev)
+{
+    free(dev);
+}
+
+static int buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out, kvrt_plugin_error *err)
+{
+    (void)dev;
+    *out = calloc(1, bytes);
+    if (!*out) {
+        snprintf(err->message, sizeof(err->message), "cannot allocate %llu bytes", (unsigned long long)bytes);
+        return KVRT_ERR_NOMEM;
+    }
+    return KVRT_OK;
+}
+
+static void buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
+{
+    (void)dev;
+    free(buf);
+}
+
+static int buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t off, uint64_t n,
+                       kvrt_plugin_error *err)
+{
+    (void)dev, (void)err;
+    memset((char *)buf + off, 0, n);
+    return KVRT_OK;
+}
+
+static int buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t off, const void *src,
+                         uint64_t n, kvrt_plugin_error *err)
+{
+    (void)dev, (void)err;
+    memcpy((char *)buf + off, src, n);
+    return KVRT_OK;
+}
+
+static int buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t off, void *dst,
+                           uint64_t n, kvrt_plugin_error *err)
+{
+    (void)dev, (void)err;
+    memcpy(dst, (char *)buf + off, n);
+    return KVRT_OK;
+}
+
+static const int32_t layouts[] = {
+#if defined(VARIANT_BADLAYOUT)
+    KVRT_LAYOUT_LBHNC, 17,
+#elif defined(VARIANT_DUPLAYOUT)
+    KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBHNC,
+#else
+    KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBNHC,
+#endif
+};
+
+static const struct kvrt_plugin_descriptor descriptor = {
+#ifdef VARIANT_TRUNCATED
+    .size = 24,
+#else
+    .size = sizeof(struct kvrt_plugin_descriptor),
+#endif
+#ifdef VARIANT_ABI
+    .abi_major = KVRT_PLUGIN_ABI_MAJOR + 1,
+#else
+    .abi_major = KVRT_PLUGIN_ABI_MAJOR,
+#endif
+    .abi_minor = KVRT_PLUGIN_ABI_MINOR,
+#ifdef VARIANT_NONAME
+    .name = NULL,
+#else
+    .name = PLUGIN_NAME,
+#endif
+    .version = "0.0-test",
+    .description = "loader test plugin",
+#ifdef VARIANT_NOLAYOUTS
+    .num_layouts = 0,
+#else
+    .num_layouts = 2,
+#endif
+    .layouts = layouts,
+    .dtypes = (1u << KVRT_DTYPE_FP32) | (1u << KVRT_DTYPE_FP16) | (1u << KVRT_DTYPE_BF16),
+    .ops = 0,
+    .probe = probe,
+    .bind = bind,
+#ifndef VARIANT_NOUNBIND
+    .unbind = unbind,
+#endif
+    .buffer_alloc = buffer_alloc,
+    .buffer_free = buffer_free,
+    .buffer_zero = buffer_zero,
+    .buffer_upload = buffer_upload,
+    .buffer_download = buffer_download,
+};
+
+#ifndef VARIANT_NOENTRY
+KVRT_PLUGIN_DEFINE_ENTRY(descriptor)
+#else
+/* Exported, but under the wrong name. */
+KVRT_PLUGIN_EXPORT const struct kvrt_plugin_descriptor *kvrt_plugin_entry_v0(void);
+KVRT_PLUGIN_EXPORT const struct kvrt_plugin_descriptor *kvrt_plugin_entry_v0(void)
+{
+    return &descriptor;
+}
+#endif
