@@ -1,0 +1,180 @@
+/*
+ * The six standardized layouts.  The table below is the only place a layout's
+ * structure is written down; every property is computed from stride_order so
+ * that a property can never disagree with the order it describes.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/layout.h>
+
+#include "error.h"
+#include "layout_internal.h"
+
+struct layout_entry {
+    const char *name;
+    int stride_order[KVRT_NUM_AXES];
+};
+
+/* Table order of DESIGN.md §1; the enum values index this array. */
+static const struct layout_entry layouts[KVRT_NUM_LAYOUTS] = {
+    [KVRT_LAYOUT_LBHNC] = {"LBHNC", {0, 1, 2, 3, 4}},
+    [KVRT_LAYOUT_LBNHC] = {"LBNHC", {0, 1, 3, 2, 4}},
+    [KVRT_LAYOUT_LHBNC] = {"LHBNC", {0, 2, 1, 3, 4}},
+    [KVRT_LAYOUT_BLHNC] = {"BLHNC", {1, 0, 2, 3, 4}},
+    [KVRT_LAYOUT_BLNHC] = {"BLNHC", {1, 0, 3, 2, 4}},
+    [KVRT_LAYOUT_BHLNC] = {"BHLNC", {1, 2, 0, 3, 4}},
+};
+
+/* The spellings vLLM users already type for the two layer-compact layouts
+ * ("D"/"C" both name the content axis). */
+static const struct {
+    const char *name;
+    enum kvrt_layout layout;
+} aliases[] = {
+    {"NHD", KVRT_LAYOUT_LBNHC},
+    {"HND", KVRT_LAYOUT_LBHNC},
+    {"NHC", KVRT_LAYOUT_LBNHC},
+    {"HNC", KVRT_LAYOUT_LBHNC},
+};
+
+bool kvrt_layout_valid(int layout)
+{
+    return layout >= 0 && layout < KVRT_NUM_LAYOUTS;
+}
+
+const char *kvrt_layout_name(enum kvrt_layout layout)
+{
+    return kvrt_layout_valid((int)layout) ? layouts[layout].name : NULL;
+}
+
+const char *kvrt_layout_valid_names(void)
+{
+    return "LBHNC, LBNHC, LHBNC, BLHNC, BLNHC, BHLNC, NHD, HND, NHC, HNC";
+}
+
+void kvrt_layout_quote(const char *value, char *buf, size_t size)
+{
+    size_t n = 0;
+    if (size == 0)
+        return;
+    /* Control bytes are escaped so that the message stays on one line and
+     * the user can see exactly which invisible character they typed. */
+    for (const unsigned char *p = (const unsigned char *)value; *p && n + 5 < size; p++) {
+        if (*p < 0x20 || *p == 0x7f || *p == '"' || *p == '\\')
+            n += (size_t)snprintf(buf + n, size - n, (*p == '"' || *p == '\\') ? "\\%c" : "\\x%02x", *p);
+        else
+            buf[n++] = (char)*p;
+    }
+    buf[n] = '\0';
+}
+
+int kvrt_layout_parse(const char *name, enum kvrt_layout *out)
+{
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_layout_parse: out is NULL");
+    if (!name)
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "layout name is NULL; valid names are %s", kvrt_layout_valid_names());
+    for (int i = 0; i < KVRT_NUM_LAYOUTS; i++) {
+        if (strcmp(name, layouts[i].name) == 0) {
+            *out = (enum kvrt_layout)i;
+            return KVRT_OK;
+        }
+    }
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++) {
+        if (strcmp(name, aliases[i].name) == 0) {
+            *out = aliases[i].layout;
+            return KVRT_OK;
+        }
+    }
+    char quoted[256];
+    kvrt_layout_quote(name, quoted, sizeof(quoted));
+    return kvrt_fail(KVRT_ERR_INVALID,
+                     "unknown layout \"%s\"; valid names (exact, case-sensitive) are %s "
+                     "(NHD and NHC mean LBNHC, HND and HNC mean LBHNC)",
+                     quoted, kvrt_layout_valid_names());
+}
+
+static int check_layout(const char *fn, enum kvrt_layout layout)
+{
+    if (kvrt_layout_valid((int)layout))
+        return KVRT_OK;
+    return kvrt_fail(KVRT_ERR_INVALID, "%s: layout value %d is not one of the %d layouts (0..%d)",
+                     fn, (int)layout, KVRT_NUM_LAYOUTS, KVRT_NUM_LAYOUTS - 1);
+}
+
+int kvrt_layout_stride_order(enum kvrt_layout layout, int out[KVRT_NUM_AXES])
+{
+    int rc = check_layout("kvrt_layout_stride_order", layout);
+    if (rc != KVRT_OK)
+        return rc;
+    memcpy(out, layouts[layout].stride_order, sizeof(layouts[layout].stride_order));
+    return KVRT_OK;
+}
+
+int kvrt_layout_layer_view_order(enum kvrt_layout layout, int out[4])
+{
+    int rc = check_layout("kvrt_layout_layer_view_order", layout);
+    if (rc != KVRT_OK)
+        return rc;
+    /* A per-layer view has no L axis, so the remaining axes keep their
+     * relative physical order and shift down by one. */
+    int n = 0;
+    for (int p = 0; p < KVRT_NUM_AXES; p++) {
+        int axis = layouts[layout].stride_order[p];
+        if (axis != KVRT_AXIS_L)
+            out[n++] = axis - 1;
+    }
+    return KVRT_OK;
+}
+
+static const int *order_of(enum kvrt_layout layout)
+{
+    return kvrt_layout_valid((int)layout) ? layouts[layout].stride_order : NULL;
+}
+
+bool kvrt_layout_layer_compact(enum kvrt_layout layout)
+{
+    const int *o = order_of(layout);
+    return o && o[0] == KVRT_AXIS_L;
+}
+
+bool kvrt_layout_block_outermost(enum kvrt_layout layout)
+{
+    const int *o = order_of(layout);
+    return o && o[0] == KVRT_AXIS_B;
+}
+
+bool kvrt_layout_block_compact(enum kvrt_layout layout)
+{
+    const int *o = order_of(layout);
+    return o && ((o[0] == KVRT_AXIS_L && o[1] == KVRT_AXIS_B) ||
+                 (o[0] == KVRT_AXIS_B && o[1] == KVRT_AXIS_L));
+}
+
+bool kvrt_layout_block_contiguous(enum kvrt_layout layout)
+{
+    const int *o = order_of(layout);
+    return o && o[2] == KVRT_AXIS_H && o[3] == KVRT_AXIS_N && o[4] == KVRT_AXIS_C;
+}
+
+int kvrt_layout_from_env(bool *is_set, enum kvrt_layout *out)
+{
+    if (!is_set || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_layout_from_env: is_set and out must not be NULL");
+    const char *value = getenv(KVRT_LAYOUT_ENV);
+    if (!value) {
+        *is_set = false;
+        return KVRT_OK;
+    }
+    /* A set-but-empty variable is almost always a broken export line; treating
+     * it as "unset" would silently ignore what the user meant to constrain. */
+    int rc = kvrt_layout_parse(value, out);
+    if (rc != KVRT_OK)
+        return kvrt_fail_context(rc, "%s is set but not a valid layout (unset it to let kvrt choose)",
+                                 KVRT_LAYOUT_ENV);
+    *is_set = true;
+    return KVRT_OK;
+}

@@ -1,0 +1,12 @@
+/* Internal: helpers shared by the layout and resolution code. */
+#ifndef KVRT_CORE_LAYOUT_INTERNAL_H
+#define KVRT_CORE_LAYOUT_INTERNAL_H
+
+#include <stddef.h>
+
+/* Copy a user-supplied value for quoting in a message: control bytes, quotes
+ * and backslashes are escaped so the message stays one readable line.  Long
+ * values are truncated to fit `size`. */
+void kvrt_layout_quote(const char *value, char *buf, size_t size);
+
+#endif

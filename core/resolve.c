@@ -1,0 +1,649 @@
+/*
+ * Resolution (DESIGN.md §4): choosing one layout that every backend touching
+ * a cache can handle, with a trace that explains each step to a person who
+ * has never read this file.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/resolve.h>
+
+#include "error.h"
+#include "layout_internal.h"
+
+/* The order kvrt picks from when no backend constrains it: the layouts vLLM
+ * users run most come first (DESIGN.md §4.1). */
+static const enum kvrt_layout default_preference[KVRT_NUM_LAYOUTS] = {
+    KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC,
+    KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
+};
+
+struct declaration {
+    char *backend;
+    bool any;
+    enum kvrt_layout list[KVRT_NUM_LAYOUTS];
+    size_t count;
+};
+
+/* A list of layouts in rank order; at most one of each. */
+struct ranking {
+    enum kvrt_layout at[KVRT_NUM_LAYOUTS];
+    size_t count;
+};
+
+struct kvrt_resolver {
+    struct declaration *decls;
+    size_t num_decls, cap_decls;
+    bool mixed_shapes;
+
+    char *env;            /* as spelled; NULL = unset */
+    bool env_from_caller; /* set by kvrt_resolver_set_env, not the process env */
+
+    char *pref;           /* as spelled; NULL = none */
+    char *pref_who;
+    enum kvrt_layout pref_layout;
+
+    struct ranking candidates; /* of the last resolve */
+    bool warned;
+    bool recorded;
+    enum kvrt_layout record;
+    unsigned resolves;
+
+    char *trace;
+    size_t trace_len, trace_cap;
+    bool trace_oom; /* a step could not be kept: resolve reports NOMEM */
+};
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static char *dup_string(const char *s)
+{
+    size_t n = strlen(s) + 1;
+    char *d = malloc(n);
+    if (d)
+        memcpy(d, s, n);
+    return d;
+}
+
+static bool ranking_has(const struct ranking *r, enum kvrt_layout l)
+{
+    for (size_t i = 0; i < r->count; i++)
+        if (r->at[i] == l)
+            return true;
+    return false;
+}
+
+static bool declaration_has(const struct declaration *d, enum kvrt_layout l)
+{
+    if (d->any)
+        return true;
+    for (size_t i = 0; i < d->count; i++)
+        if (d->list[i] == l)
+            return true;
+    return false;
+}
+
+/* "LBNHC, LBHNC" into buf. */
+static const char *join_layouts(const enum kvrt_layout *l, size_t n, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "",
+                                 kvrt_layout_name(l[i]));
+    if (n == 0)
+        snprintf(buf, size, "(none)");
+    return buf;
+}
+
+/* The constraint as the user typed it, with the canonical name when the
+ * spelling was an alias, so "HND" never reads like a different layout. */
+static const char *spelled(const char *as_typed, enum kvrt_layout l, char *buf, size_t size)
+{
+    char quoted[128];
+    kvrt_layout_quote(as_typed, quoted, sizeof(quoted));
+    if (strcmp(as_typed, kvrt_layout_name(l)) == 0)
+        snprintf(buf, size, "%s", quoted);
+    else
+        snprintf(buf, size, "%s (%s)", quoted, kvrt_layout_name(l));
+    return buf;
+}
+
+/* Append one step (one line) to the trace. */
+static void step(kvrt_resolver *r, const char *fmt, ...) KVRT_PRINTF(2, 3);
+static void step(kvrt_resolver *r, const char *fmt, ...)
+{
+    char line[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(line, sizeof(line), fmt, ap);
+    va_end(ap);
+    size_t n = strlen(line);
+    if (r->trace_len + n + 2 > r->trace_cap) {
+        size_t cap = r->trace_cap ? r->trace_cap : 1024;
+        while (cap < r->trace_len + n + 2)
+            cap *= 2;
+        char *t = realloc(r->trace, cap);
+        if (!t) {
+            r->trace_oom = true;
+            return;
+        }
+        r->trace = t;
+        r->trace_cap = cap;
+    }
+    memcpy(r->trace + r->trace_len, line, n);
+    r->trace_len += n;
+    r->trace[r->trace_len++] = '\n';
+    r->trace[r->trace_len] = '\0';
+}
+
+/* Record a refusal in both the trace and the thread's message. */
+static int refuse(kvrt_resolver *r, int status, const char *fmt, ...) KVRT_PRINTF(3, 4);
+static int refuse(kvrt_resolver *r, int status, const char *fmt, ...)
+{
+    char msg[2048];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof(msg), fmt, ap);
+    va_end(ap);
+    step(r, "refused: %s", msg);
+    return kvrt_fail(status, "%s", msg);
+}
+
+/* "backend "cpu" declares LBNHC, LBHNC; backend "x" accepts any layout" */
+static void describe_declarations(const kvrt_resolver *r, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->num_decls && used < size; i++) {
+        const struct declaration *d = &r->decls[i];
+        char name[128], list[128];
+        kvrt_layout_quote(d->backend, name, sizeof(name));
+        if (d->any)
+            used += (size_t)snprintf(buf + used, size - used, "%sbackend \"%s\" accepts any layout",
+                                     i ? "; " : "", name);
+        else
+            used += (size_t)snprintf(buf + used, size - used, "%sbackend \"%s\" declares %s",
+                                     i ? "; " : "", name,
+                                     join_layouts(d->list, d->count, list, sizeof(list)));
+    }
+}
+
+/* ---- life cycle and inputs --------------------------------------------- */
+
+int kvrt_resolver_create(kvrt_resolver **out)
+{
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_create: out is NULL");
+    kvrt_resolver *r = calloc(1, sizeof(*r));
+    if (!r)
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_create: out of memory");
+    /* Kept as spelled and validated at resolve time, so that an error names
+     * exactly what the user exported, and the resolver is never half-built. */
+    const char *env = getenv(KVRT_LAYOUT_ENV);
+    if (env && !(r->env = dup_string(env))) {
+        free(r);
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_create: out of memory");
+    }
+    *out = r;
+    kvrt_clear_error();
+    return KVRT_OK;
+}
+
+void kvrt_resolver_destroy(kvrt_resolver *r)
+{
+    if (!r)
+        return;
+    for (size_t i = 0; i < r->num_decls; i++)
+        free(r->decls[i].backend);
+    free(r->decls);
+    free(r->env);
+    free(r->pref);
+    free(r->pref_who);
+    free(r->trace);
+    free(r);
+}
+
+static int add_declaration(kvrt_resolver *r, const char *backend, struct declaration **out)
+{
+    if (!backend || !backend[0])
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "kvrt_resolver_declare: the backend name is %s; give each backend a "
+                         "non-empty name so messages can say which one is meant",
+                         backend ? "empty" : "NULL");
+    for (size_t i = 0; i < r->num_decls; i++) {
+        if (strcmp(r->decls[i].backend, backend) == 0) {
+            char name[128];
+            kvrt_layout_quote(backend, name, sizeof(name));
+            return kvrt_fail(KVRT_ERR_INVALID,
+                             "backend \"%s\" is already declared; each backend declares its "
+                             "layouts once", name);
+        }
+    }
+    if (r->num_decls == r->cap_decls) {
+        size_t cap = r->cap_decls ? 2 * r->cap_decls : 4;
+        struct declaration *d = realloc(r->decls, cap * sizeof(*d));
+        if (!d)
+            return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_declare: out of memory");
+        r->decls = d;
+        r->cap_decls = cap;
+    }
+    struct declaration *d = &r->decls[r->num_decls];
+    memset(d, 0, sizeof(*d));
+    if (!(d->backend = dup_string(backend)))
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_declare: out of memory");
+    r->num_decls++;
+    *out = d;
+    return KVRT_OK;
+}
+
+int kvrt_resolver_declare(kvrt_resolver *r, const char *backend,
+                          const enum kvrt_layout *layouts, size_t num_layouts)
+{
+    if (!r)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_declare: resolver is NULL");
+    char name[128];
+    kvrt_layout_quote(backend ? backend : "", name, sizeof(name));
+    if (num_layouts == 0 || !layouts)
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "backend \"%s\" declares no layouts; declare at least one, or use "
+                         "kvrt_resolver_declare_any for a backend that takes any layout", name);
+    if (num_layouts > KVRT_NUM_LAYOUTS)
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "backend \"%s\" declares %zu layouts, but there are only %d; each "
+                         "layout may appear once", name, num_layouts, KVRT_NUM_LAYOUTS);
+    for (size_t i = 0; i < num_layouts; i++) {
+        if (!kvrt_layout_valid((int)layouts[i]))
+            return kvrt_fail(KVRT_ERR_INVALID,
+                             "backend \"%s\": layout value %d at position %zu is not one of the "
+                             "%d layouts (0..%d)", name, (int)layouts[i], i, KVRT_NUM_LAYOUTS,
+                             KVRT_NUM_LAYOUTS - 1);
+        for (size_t j = 0; j < i; j++)
+            if (layouts[j] == layouts[i])
+                return kvrt_fail(KVRT_ERR_INVALID,
+                                 "backend \"%s\" lists %s twice (positions %zu and %zu); each "
+                                 "layout may appear once", name, kvrt_layout_name(layouts[i]), j, i);
+    }
+    struct declaration *d;
+    int rc = add_declaration(r, backend, &d);
+    if (rc != KVRT_OK)
+        return rc;
+    memcpy(d->list, layouts, num_layouts * sizeof(*layouts));
+    d->count = num_layouts;
+    kvrt_clear_error();
+    return KVRT_OK;
+}
+
+int kvrt_resolver_declare_any(kvrt_resolver *r, const char *backend)
+{
+    if (!r)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_declare_any: resolver is NULL");
+    struct declaration *d;
+    int rc = add_declaration(r, backend, &d);
+    if (rc != KVRT_OK)
+        return rc;
+    d->any = true;
+    kvrt_clear_error();
+    return KVRT_OK;
+}
+
+int kvrt_resolver_set_mixed_shapes(kvrt_resolver *r, bool mixed)
+{
+    if (!r)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_set_mixed_shapes: resolver is NULL");
+    r->mixed_shapes = mixed;
+    return KVRT_OK;
+}
+
+int kvrt_resolver_set_env(kvrt_resolver *r, const char *value)
+{
+    if (!r)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_set_env: resolver is NULL");
+    char *copy = NULL;
+    if (value && !(copy = dup_string(value)))
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_set_env: out of memory");
+    free(r->env);
+    r->env = copy;
+    r->env_from_caller = true;
+    return KVRT_OK;
+}
+
+int kvrt_resolver_set_preference(kvrt_resolver *r, const char *name, const char *who)
+{
+    if (!r)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_set_preference: resolver is NULL");
+    if (!name) {
+        free(r->pref);
+        free(r->pref_who);
+        r->pref = r->pref_who = NULL;
+        return KVRT_OK;
+    }
+    enum kvrt_layout l;
+    int rc = kvrt_layout_parse(name, &l);
+    if (rc != KVRT_OK)
+        return kvrt_fail_context(rc, "soft layout preference%s%s",
+                                 who ? " of " : "", who ? who : "");
+    char *p = dup_string(name);
+    char *w = dup_string(who ? who : "the caller");
+    if (!p || !w) {
+        free(p);
+        free(w);
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_set_preference: out of memory");
+    }
+    free(r->pref);
+    free(r->pref_who);
+    r->pref = p;
+    r->pref_who = w;
+    r->pref_layout = l;
+    kvrt_clear_error();
+    return KVRT_OK;
+}
+
+/* ---- the steps of DESIGN.md §4 ----------------------------------------- */
+
+static void trace_declarations(kvrt_resolver *r)
+{
+    if (r->num_decls == 0)
+        step(r, "declarations: no backend has declared anything");
+    for (size_t i = 0; i < r->num_decls; i++) {
+        const struct declaration *d = &r->decls[i];
+        char name[128], list[128];
+        kvrt_layout_quote(d->backend, name, sizeof(name));
+        if (d->any)
+            step(r, "declaration: backend \"%s\" accepts any layout (it adds no constraint)", name);
+        else
+            step(r, "declaration: backend \"%s\" supports %s (its first choice first)", name,
+                 join_layouts(d->list, d->count, list, sizeof(list)));
+    }
+}
+
+/* Steps 1 and 2: the ranked candidates before any narrowing. */
+static int rank_candidates(kvrt_resolver *r, struct ranking *out)
+{
+    char buf[512];
+    const struct declaration *first = NULL;
+    bool identical = true;
+    size_t listing = 0;
+    for (size_t i = 0; i < r->num_decls; i++) {
+        const struct declaration *d = &r->decls[i];
+        if (d->any)
+            continue;
+        listing++;
+        if (!first)
+            first = d;
+        else if (d->count != first->count ||
+                 memcmp(d->list, first->list, d->count * sizeof(d->list[0])) != 0)
+            identical = false;
+    }
+
+    if (!first) {
+        memcpy(out->at, default_preference, sizeof(default_preference));
+        out->count = KVRT_NUM_LAYOUTS;
+        step(r, "default: no backend declares a list of layouts, so kvrt's default preference "
+                "applies: %s", join_layouts(out->at, out->count, buf, sizeof(buf)));
+        return KVRT_OK;
+    }
+    if (identical) {
+        memcpy(out->at, first->list, first->count * sizeof(first->list[0]));
+        out->count = first->count;
+        step(r, "fast path: %s, so that order is kept as is: %s",
+             listing == 1 ? "only one backend declares a list"
+                          : "every backend that declares a list declares the same one",
+             join_layouts(out->at, out->count, buf, sizeof(buf)));
+        return KVRT_OK;
+    }
+
+    /* Intersection, collected in table order so that the stable ranking
+     * below breaks ties in table order. */
+    struct ranking common = {.count = 0};
+    for (int l = 0; l < KVRT_NUM_LAYOUTS; l++) {
+        bool everyone = true;
+        for (size_t i = 0; i < r->num_decls && everyone; i++)
+            everyone = declaration_has(&r->decls[i], (enum kvrt_layout)l);
+        if (everyone)
+            common.at[common.count++] = (enum kvrt_layout)l;
+    }
+    if (common.count == 0) {
+        char decls[1536];
+        describe_declarations(r, decls, sizeof(decls));
+        step(r, "intersection: no layout is supported by every backend");
+        return refuse(r, KVRT_ERR_REFUSED,
+                      "no layout is supported by every backend (%s); use backends that share at "
+                      "least one layout", decls);
+    }
+    step(r, "intersection: the declarations differ, so only layouts every backend supports "
+            "remain: %s", join_layouts(common.at, common.count, buf, sizeof(buf)));
+
+    unsigned votes[KVRT_NUM_LAYOUTS] = {0};
+    for (size_t i = 0; i < r->num_decls; i++)
+        if (!r->decls[i].any)
+            votes[r->decls[i].list[0]]++;
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < common.count; i++)
+        used += (size_t)snprintf(buf + used, sizeof(buf) - used, "%s%s %u", i ? ", " : "",
+                                 kvrt_layout_name(common.at[i]), votes[common.at[i]]);
+    step(r, "votes: how many backends name each remaining layout as their first choice: %s "
+            "(ties are broken in table order LBHNC, LBNHC, LHBNC, BLHNC, BLNHC, BHLNC)", buf);
+
+    /* Insertion sort: stable, so equal votes keep table order. */
+    for (size_t i = 1; i < common.count; i++) {
+        enum kvrt_layout l = common.at[i];
+        size_t j = i;
+        for (; j > 0 && votes[common.at[j - 1]] < votes[l]; j--)
+            common.at[j] = common.at[j - 1];
+        common.at[j] = l;
+    }
+    *out = common;
+    step(r, "ranking: %s", join_layouts(out->at, out->count, buf, sizeof(buf)));
+    return KVRT_OK;
+}
+
+/* Step 3. */
+static int narrow_for_mixed_shapes(kvrt_resolver *r, struct ranking *c)
+{
+    char kept_s[128], dropped_s[128];
+    if (!r->mixed_shapes) {
+        step(r, "shapes: every spec has the same head, state and page shape, so no layout is "
+                "ruled out by shape");
+        return KVRT_OK;
+    }
+    struct ranking kept = {.count = 0}, dropped = {.count = 0};
+    for (size_t i = 0; i < c->count; i++) {
+        struct ranking *to = kvrt_layout_block_compact(c->at[i]) ? &kept : &dropped;
+        to->at[to->count++] = c->at[i];
+    }
+    join_layouts(dropped.at, dropped.count, dropped_s, sizeof(dropped_s));
+    if (kept.count == 0) {
+        join_layouts(c->at, c->count, kept_s, sizeof(kept_s));
+        c->count = 0;
+        return refuse(r, KVRT_ERR_REFUSED,
+                      "the specs mix head, state or page shapes, which only a block-compact layout "
+                      "(L and B outermost: LBHNC, LBNHC, BLHNC or BLNHC) can hold, but none of the "
+                      "candidates (%s) is block-compact; have a backend declare a block-compact "
+                      "layout, or give every layer the same shape", kept_s);
+    }
+    step(r, "narrowing: the specs mix head, state or page shapes, so only block-compact layouts "
+            "(L and B outermost, each page one contiguous run) remain: %s; ruled out: %s",
+         join_layouts(kept.at, kept.count, kept_s, sizeof(kept_s)),
+         dropped.count ? dropped_s : "none");
+    *c = kept;
+    return KVRT_OK;
+}
+
+/* Why `l` is not a candidate, naming the backend(s) that exclude it. */
+static void explain_exclusion(const kvrt_resolver *r, enum kvrt_layout l, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < r->num_decls && used < size; i++) {
+        const struct declaration *d = &r->decls[i];
+        if (declaration_has(d, l))
+            continue;
+        char name[128], list[128];
+        kvrt_layout_quote(d->backend, name, sizeof(name));
+        used += (size_t)snprintf(buf + used, size - used,
+                                 "%sbackend \"%s\" does not support it (it declares %s)",
+                                 used ? "; " : "", name,
+                                 join_layouts(d->list, d->count, list, sizeof(list)));
+    }
+    if (used == 0 && r->mixed_shapes && !kvrt_layout_block_compact(l))
+        snprintf(buf, size, "it is not block-compact, and the specs mix head, state or page "
+                            "shapes, which only a block-compact layout can hold");
+    else if (used == 0)
+        snprintf(buf, size, "it is not among the candidates");
+}
+
+/* Step 4.  *choice is set on success. */
+static int apply_env_and_preference(kvrt_resolver *r, const struct ranking *c,
+                                    enum kvrt_layout *choice)
+{
+    char cands[128], who[128], buf[256];
+    join_layouts(c->at, c->count, cands, sizeof(cands));
+    const char *source = r->env_from_caller ? "given by the caller" : "from the environment";
+
+    bool have_env = false;
+    enum kvrt_layout env_layout = KVRT_LAYOUT_LBNHC;
+    if (!r->env) {
+        step(r, "env: %s is not set, so there is no hard constraint", KVRT_LAYOUT_ENV);
+    } else {
+        char quoted[128];
+        kvrt_layout_quote(r->env, quoted, sizeof(quoted));
+        step(r, "env: %s is set to \"%s\" (%s)", KVRT_LAYOUT_ENV, quoted, source);
+        int rc = kvrt_layout_parse(r->env, &env_layout);
+        if (rc != KVRT_OK) {
+            char why[1024];
+            snprintf(why, sizeof(why), "%s", kvrt_error_message());
+            return refuse(r, rc, "%s=\"%s\" is not a valid layout: %s; fix or unset it",
+                          KVRT_LAYOUT_ENV, quoted, why);
+        }
+        spelled(r->env, env_layout, buf, sizeof(buf));
+        if (!ranking_has(c, env_layout)) {
+            char why[1024];
+            explain_exclusion(r, env_layout, why, sizeof(why));
+            return refuse(r, KVRT_ERR_REFUSED,
+                          "%s=%s cannot be used: %s; the valid candidates are %s; set %s to one "
+                          "of them or unset it", KVRT_LAYOUT_ENV, buf, why, cands, KVRT_LAYOUT_ENV);
+        }
+        have_env = true;
+        step(r, "env: %s=%s is a hard constraint, and it is a candidate", KVRT_LAYOUT_ENV, buf);
+    }
+
+    r->warned = false;
+    if (!r->pref) {
+        step(r, "preference: no soft preference was given");
+    } else {
+        kvrt_layout_quote(r->pref_who, who, sizeof(who));
+        spelled(r->pref, r->pref_layout, buf, sizeof(buf));
+        if (!ranking_has(c, r->pref_layout)) {
+            /* A soft preference (e.g. a transfer connector) must never break a
+             * configuration that works; it only tells the user it was ignored. */
+            r->warned = true;
+            step(r, "preference: %s prefers %s, but it is not a candidate (%s), so it is "
+                    "ignored with a warning", who, buf, cands);
+        } else if (have_env && env_layout != r->pref_layout) {
+            step(r, "preference: %s prefers %s, but %s takes precedence", who, buf,
+                 KVRT_LAYOUT_ENV);
+        } else {
+            step(r, "preference: %s prefers %s, and it is a candidate", who, buf);
+        }
+    }
+
+    if (have_env) {
+        *choice = env_layout;
+        step(r, "choice: %s, because %s requires it", kvrt_layout_name(*choice), KVRT_LAYOUT_ENV);
+    } else if (r->pref && !r->warned) {
+        *choice = r->pref_layout;
+        step(r, "choice: %s, the soft preference of %s", kvrt_layout_name(*choice), who);
+    } else {
+        *choice = c->at[0];
+        step(r, "choice: %s, the best-ranked candidate", kvrt_layout_name(*choice));
+    }
+    return KVRT_OK;
+}
+
+/* Step 5: a cache's bytes are laid out once; changing the layout later would
+ * silently reinterpret them. */
+static int record(kvrt_resolver *r, enum kvrt_layout choice)
+{
+    if (!r->recorded) {
+        r->recorded = true;
+        r->record = choice;
+        step(r, "recorded: %s is now this cache's layout; later resolves must agree with it",
+             kvrt_layout_name(choice));
+        return KVRT_OK;
+    }
+    if (r->record == choice) {
+        step(r, "recorded: %s agrees with the layout recorded earlier", kvrt_layout_name(choice));
+        return KVRT_OK;
+    }
+    return refuse(r, KVRT_ERR_STATE,
+                  "the layout was already recorded as %s, but this resolve chose %s; a cache's "
+                  "layout cannot change once chosen (create a new resolver for a new cache)",
+                  kvrt_layout_name(r->record), kvrt_layout_name(choice));
+}
+
+int kvrt_resolver_resolve(kvrt_resolver *r, enum kvrt_layout *out)
+{
+    if (!r || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_resolve: resolver and out must not be NULL");
+    r->candidates.count = 0;
+    r->warned = false;
+    r->trace_oom = false;
+    step(r, "resolve #%u: choosing one layout for every backend that touches the cache",
+         ++r->resolves);
+    trace_declarations(r);
+
+    struct ranking c;
+    enum kvrt_layout choice;
+    int rc = rank_candidates(r, &c);
+    if (rc == KVRT_OK)
+        rc = narrow_for_mixed_shapes(r, &c);
+    if (rc == KVRT_OK) {
+        char buf[128];
+        r->candidates = c;
+        step(r, "candidates: %s (best first)", join_layouts(c.at, c.count, buf, sizeof(buf)));
+        rc = apply_env_and_preference(r, &c, &choice);
+    }
+    if (rc == KVRT_OK)
+        rc = record(r, choice);
+    if (rc == KVRT_OK && r->trace_oom)
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_resolve: out of memory for the trace");
+    if (rc != KVRT_OK)
+        return rc;
+    *out = choice;
+    kvrt_clear_error();
+    return KVRT_OK;
+}
+
+/* ---- results ----------------------------------------------------------- */
+
+size_t kvrt_resolver_candidates(const kvrt_resolver *r, enum kvrt_layout out[KVRT_NUM_LAYOUTS])
+{
+    if (!r)
+        return 0;
+    if (out)
+        memcpy(out, r->candidates.at, r->candidates.count * sizeof(out[0]));
+    return r->candidates.count;
+}
+
+bool kvrt_resolver_warned(const kvrt_resolver *r)
+{
+    return r && r->warned;
+}
+
+bool kvrt_resolver_recorded(const kvrt_resolver *r, enum kvrt_layout *out)
+{
+    if (!r || !r->recorded)
+        return false;
+    if (out)
+        *out = r->record;
+    return true;
+}
+
+const char *kvrt_resolver_trace(const kvrt_resolver *r)
+{
+    return (r && r->trace) ? r->trace : "";
+}

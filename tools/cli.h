@@ -1,0 +1,102 @@
+/*
+ * The kvrt command-line tool: what every subcommand shares.
+ *
+ * Exit status (documented in `kvrt --help`):
+ *   0 success, 1 internal error, 2 invalid input or usage, 3 layout refused
+ *   or unsatisfiable.  Errors go to stderr as one line "kvrt: error: ...".
+ */
+#ifndef KVRT_TOOLS_CLI_H
+#define KVRT_TOOLS_CLI_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+enum cli_exit {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_INTERNAL = 1,
+    CLI_EXIT_USAGE = 2,
+    CLI_EXIT_REFUSED = 3,
+};
+
+/* One subcommand.  `run` gets argv with argv[0] = the subcommand name. */
+struct cli_command {
+    const char *name;
+    const char *summary;
+    int (*run)(int argc, char **argv);
+    void (*help)(FILE *out);
+};
+
+extern const struct cli_command cli_layouts_command;
+extern const struct cli_command cli_plan_command;
+extern const struct cli_command cli_resolve_command;
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CLI_PRINTF(a, b)
+#endif
+
+/* Print "kvrt: error: <message>" as one line on stderr; return `code`. */
+int cli_error(int code, const char *fmt, ...) CLI_PRINTF(2, 3);
+
+/* Report a failed libkvrt call (its thread message) and return the exit
+ * status for its status code: invalid/overflow 2, refused 3, else 1. */
+int cli_fail_status(int status);
+
+/* The exit status for a libkvrt status code. */
+int cli_exit_for_status(int status);
+
+/* ---- options ------------------------------------------------------------ */
+
+struct cli_option {
+    const char *name;   /* "--layers" */
+    bool takes_value;
+    bool repeatable;
+    int id;
+};
+
+struct cli_args {
+    const char *command; /* for messages: "plan" */
+    int argc;
+    char **argv;
+    int next;            /* index of the next unread argument */
+    unsigned long seen;  /* bit i: option i of the table was given */
+};
+
+enum cli_next {
+    CLI_NEXT_END,    /* no more arguments */
+    CLI_NEXT_OPTION, /* *opt and *value are set */
+    CLI_NEXT_HELP,   /* --help / -h was given */
+    CLI_NEXT_ERROR,  /* an error line was printed; exit CLI_EXIT_USAGE */
+};
+
+void cli_args_init(struct cli_args *a, const char *command, int argc, char **argv);
+
+/* The next option of `table` (terminated by a NULL name).  Accepts
+ * "--name value" and "--name=value"; refuses unknown options, positional
+ * arguments, missing values and non-repeatable options given twice. */
+enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *table,
+                            const struct cli_option **opt, const char **value);
+
+/* Strict unsigned parse: decimal digits only, the whole string, within
+ * [min, max].  Prints the error and returns false otherwise. */
+bool cli_parse_u64(const char *option, const char *text, uint64_t min, uint64_t max,
+                   uint64_t *out);
+
+/* ---- JSON output --------------------------------------------------------- */
+
+/* A JSON integer for a 64-bit size; NULL (error printed) when it exceeds the
+ * largest JSON integer jansson can hold. */
+json_t *cli_json_u64(uint64_t value, const char *what);
+
+/* A JSON array of n sizes; NULL (error printed) on failure. */
+json_t *cli_json_u64_array(const uint64_t *values, size_t n, const char *what);
+json_t *cli_json_int_array(const int *values, size_t n);
+
+/* Print `root` (stealing the reference) on stdout with a trailing newline. */
+int cli_json_print(json_t *root);
+
+#endif

@@ -1,0 +1,59 @@
+/* JSON output through jansson, so quoting and escaping are never hand-made. */
+#include <limits.h>
+#include <stdlib.h>
+
+#include "cli.h"
+
+#if JSON_INTEGER_IS_LONG_LONG
+#define CLI_JSON_INT_MAX LLONG_MAX
+#else
+#define CLI_JSON_INT_MAX LONG_MAX
+#endif
+
+json_t *cli_json_u64(uint64_t value, const char *what)
+{
+    /* jansson integers are signed 64-bit; a larger size must not wrap into a
+     * negative number that a consumer would trust. */
+    if (value > (uint64_t)CLI_JSON_INT_MAX) {
+        cli_error(CLI_EXIT_USAGE, "%s %llu exceeds the largest JSON integer %lld; use smaller "
+                  "numbers or the human-readable output", what, (unsigned long long)value,
+                  (long long)CLI_JSON_INT_MAX);
+        return NULL;
+    }
+    return json_integer((json_int_t)value);
+}
+
+json_t *cli_json_u64_array(const uint64_t *values, size_t n, const char *what)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        json_t *v = cli_json_u64(values[i], what);
+        if (!v || json_array_append_new(a, v) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+json_t *cli_json_int_array(const int *values, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++)
+        json_array_append_new(a, json_integer(values[i]));
+    return a;
+}
+
+int cli_json_print(json_t *root)
+{
+    if (!root)
+        return cli_error(CLI_EXIT_INTERNAL, "could not build the JSON output (out of memory)");
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!text)
+        return cli_error(CLI_EXIT_INTERNAL, "could not format the JSON output (out of memory)");
+    fputs(text, stdout);
+    fputc('\n', stdout);
+    free(text);
+    return CLI_EXIT_OK;
+}

@@ -1,0 +1,207 @@
+/* kvrt resolve: choose one layout for a set of backend declarations, and
+ * explain why. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/resolve.h>
+
+#include "cli.h"
+
+static void resolve_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: kvrt resolve [--json] --declare NAME=LIST ... [--prefer LAYOUT]\n"
+            "                    [--mixed-shapes]\n"
+            "\n"
+            "Choose the one layout every backend can handle, following the resolution\n"
+            "rules of kvrt (and vLLM): with no declared list the default preference\n"
+            "LBNHC, LBHNC, BLNHC, BLHNC, BHLNC, LHBNC applies; identical lists keep\n"
+            "their order; different lists are intersected and ranked by how many\n"
+            "backends name each layout first (ties in table order); mixed shapes keep\n"
+            "only block-compact layouts; %s is a hard constraint; a\n"
+            "preference is only a wish.  Prints the choice, the ranked candidates, and\n"
+            "the trace of every step.\n"
+            "\n"
+            "Options:\n"
+            "  --declare NAME=LIST  backend NAME supports LIST: layouts or aliases,\n"
+            "                       comma-separated, best first; or \"any\".  Repeat per\n"
+            "                       backend (none given: the default preference applies)\n"
+            "  --prefer LAYOUT      a soft preference (e.g. a transfer connector's); if it\n"
+            "                       is not a candidate, a warning is reported instead\n"
+            "  --mixed-shapes       the layers' specs differ in head slots, states or page\n"
+            "                       size\n"
+            "  --json               print one JSON object: layout, candidates, warning,\n"
+            "                       trace (one string per step)\n"
+            "  --help               show this help\n"
+            "\n"
+            "Environment:\n"
+            "  %s  the layout the user requires; refused (exit 3) when it\n"
+            "      is not a candidate, an error (exit 2) when set but not a valid name\n"
+            "\n"
+            "Example:\n"
+            "  kvrt resolve --declare cuda=LBNHC,LBHNC --declare cpu=any --prefer HND\n",
+            KVRT_LAYOUT_ENV, KVRT_LAYOUT_ENV);
+}
+
+/* --declare NAME=LIST into the resolver. */
+static int declare(kvrt_resolver *r, const char *spec)
+{
+    const char *eq = strchr(spec, '=');
+    if (!eq || eq == spec || eq[1] == '\0')
+        return cli_error(CLI_EXIT_USAGE, "--declare \"%s\" is not NAME=LIST: give a backend name, "
+                         "\"=\", and comma-separated layouts or \"any\" (e.g. cuda=LBNHC,LBHNC)", spec);
+    char name[256];
+    size_t n = (size_t)(eq - spec);
+    if (n >= sizeof(name))
+        return cli_error(CLI_EXIT_USAGE, "--declare: the backend name is longer than %zu characters",
+                         sizeof(name) - 1);
+    memcpy(name, spec, n);
+    name[n] = '\0';
+    const char *list = eq + 1;
+    int rc;
+    if (strcmp(list, "any") == 0) {
+        rc = kvrt_resolver_declare_any(r, name);
+    } else {
+        enum kvrt_layout layouts[KVRT_NUM_LAYOUTS + 1];
+        size_t count = 0;
+        for (const char *p = list;; p++) {
+            const char *comma = strchr(p, ',');
+            size_t len = comma ? (size_t)(comma - p) : strlen(p);
+            char item[64];
+            if (len == 0 || len >= sizeof(item))
+                return cli_error(CLI_EXIT_USAGE, "--declare %s: the list \"%s\" has %s item; give "
+                                 "layouts separated by single commas, or \"any\"", name, list,
+                                 len == 0 ? "an empty" : "an over-long");
+            memcpy(item, p, len);
+            item[len] = '\0';
+            if (count == KVRT_NUM_LAYOUTS)
+                return cli_error(CLI_EXIT_USAGE, "--declare %s: the list \"%s\" has more than %d "
+                                 "layouts; each layout may appear once", name, list, KVRT_NUM_LAYOUTS);
+            if (kvrt_layout_parse(item, &layouts[count]) != KVRT_OK)
+                return cli_error(CLI_EXIT_USAGE, "--declare %s: %s (or \"any\")", name, kvrt_error_message());
+            count++;
+            if (!comma)
+                break;
+            p = comma;
+        }
+        rc = kvrt_resolver_declare(r, name, layouts, count);
+    }
+    return rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
+}
+
+static int parse(kvrt_resolver *r, int argc, char **argv, bool *json, bool *help)
+{
+    enum { OPT_JSON, OPT_DECLARE, OPT_PREFER, OPT_MIXED };
+    static const struct cli_option options[] = {
+        {"--json", false, false, OPT_JSON},
+        {"--declare", true, true, OPT_DECLARE},
+        {"--prefer", true, false, OPT_PREFER},
+        {"--mixed-shapes", false, false, OPT_MIXED},
+        {NULL, false, false, 0},
+    };
+    struct cli_args args;
+    const struct cli_option *opt;
+    const char *value;
+    int code;
+    cli_args_init(&args, "resolve", argc, argv);
+    for (;;) {
+        switch (cli_args_next(&args, options, &opt, &value)) {
+        case CLI_NEXT_END:
+            return CLI_EXIT_OK;
+        case CLI_NEXT_HELP:
+            *help = true;
+            return CLI_EXIT_OK;
+        case CLI_NEXT_ERROR:
+            return CLI_EXIT_USAGE;
+        case CLI_NEXT_OPTION:
+            break;
+        }
+        switch (opt->id) {
+        case OPT_JSON:
+            *json = true;
+            break;
+        case OPT_DECLARE:
+            if ((code = declare(r, value)) != CLI_EXIT_OK)
+                return code;
+            break;
+        case OPT_PREFER:
+            if (kvrt_resolver_set_preference(r, value, "the command line (--prefer)") != KVRT_OK)
+                return cli_error(CLI_EXIT_USAGE, "%s", kvrt_error_message());
+            break;
+        case OPT_MIXED:
+            kvrt_resolver_set_mixed_shapes(r, true);
+            break;
+        }
+    }
+}
+
+static json_t *trace_lines(const char *trace)
+{
+    json_t *a = json_array();
+    for (const char *p = trace; a && *p;) {
+        const char *nl = strchr(p, '\n');
+        size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        json_array_append_new(a, json_stringn(p, len));
+        p += len + (nl ? 1 : 0);
+    }
+    return a;
+}
+
+static int report(const kvrt_resolver *r, enum kvrt_layout chosen, bool json)
+{
+    enum kvrt_layout c[KVRT_NUM_LAYOUTS];
+    size_t n = kvrt_resolver_candidates(r, c);
+    bool warned = kvrt_resolver_warned(r);
+    if (json) {
+        json_t *root = json_object(), *cands = json_array();
+        for (size_t i = 0; cands && i < n; i++)
+            json_array_append_new(cands, json_string(kvrt_layout_name(c[i])));
+        json_object_set_new(root, "layout", json_string(kvrt_layout_name(chosen)));
+        json_object_set_new(root, "candidates", cands);
+        json_object_set_new(root, "warning", json_boolean(warned));
+        json_object_set_new(root, "trace", trace_lines(kvrt_resolver_trace(r)));
+        return cli_json_print(root);
+    }
+    printf("layout:     %s\ncandidates:", kvrt_layout_name(chosen));
+    for (size_t i = 0; i < n; i++)
+        printf("%s %s", i ? "," : "", kvrt_layout_name(c[i]));
+    printf("\n");
+    if (warned)
+        printf("warning:    the --prefer layout is not a candidate, so it was ignored\n");
+    printf("\nwhy:\n");
+    const char *t = kvrt_resolver_trace(r);
+    for (const char *p = t; *p;) {
+        const char *nl = strchr(p, '\n');
+        int len = nl ? (int)(nl - p) : (int)strlen(p);
+        printf("  %.*s\n", len, p);
+        p += len + (nl ? 1 : 0);
+    }
+    return CLI_EXIT_OK;
+}
+
+static int resolve_run(int argc, char **argv)
+{
+    kvrt_resolver *r = NULL;
+    bool json = false, help = false;
+    enum kvrt_layout chosen;
+    /* Reads VLLM_KV_CACHE_LAYOUT as spelled; it is validated by resolve. */
+    int rc = kvrt_resolver_create(&r);
+    if (rc != KVRT_OK)
+        return cli_fail_status(rc);
+    int code = parse(r, argc, argv, &json, &help);
+    if (help)
+        resolve_help(stdout);
+    else if (code == CLI_EXIT_OK)
+        code = (rc = kvrt_resolver_resolve(r, &chosen)) == KVRT_OK ? report(r, chosen, json)
+                                                                  : cli_fail_status(rc);
+    kvrt_resolver_destroy(r);
+    return code;
+}
+
+const struct cli_command cli_resolve_command = {
+    .name = "resolve",
+    .summary = "choose one layout for a set of backend declarations, and say why",
+    .run = resolve_run,
+    .help = resolve_help,
+};
