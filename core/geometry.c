@@ -51,7 +51,9 @@ static int walk_strides(const char *layout_name, const int order[KVRT_NUM_AXES],
     for (int p = KVRT_NUM_AXES - 1; p >= 0; p--) {
         const int axis = order[p];
         uint64_t stride = span;
-        if (p == page_pos && padded_page)
+        /* The padded size is a floor: fixed inner strides may already have
+         * made the page longer. */
+        if (p == page_pos && padded_page > span)
             stride = span = padded_page;
         if (fixed[axis] != KVRT_UNSET) {
             /* A fixed stride below the span inside it would make two indices

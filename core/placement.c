@@ -49,10 +49,8 @@ struct flat_layer {
     size_t set;
 };
 
-void kvrt_placement_destroy(kvrt_placement *p)
+static void placement_clear(kvrt_placement *p)
 {
-    if (!p)
-        return;
     for (size_t i = 0; p->names_storage && i < p->num_names; i++)
         free(p->names_storage[i]);
     free(p->names_storage);
@@ -60,6 +58,13 @@ void kvrt_placement_destroy(kvrt_placement *p)
     for (size_t i = 0; p->sets && i < p->num_sets; i++)
         free(p->sets[i].names);
     free(p->sets);
+}
+
+void kvrt_placement_destroy(kvrt_placement *p)
+{
+    if (!p)
+        return;
+    placement_clear(p);
     free(p);
 }
 
@@ -226,8 +231,36 @@ static int build_sets(kvrt_placement *p, struct flat_layer *flat, size_t n, cons
     return KVRT_OK;
 }
 
+/*
+ * Views count in elements, and kernels load whole elements: every set must
+ * start and step on its element size.  Pages of other element types (a state
+ * spec of 77 bytes, say) can shift a set off that grid.  Silently rounding
+ * would break the documented sizes, so this is refused with the fix.
+ */
+static int check_alignment(const struct placement_set *set, bool block_outer)
+{
+    const uint64_t elem = set->geom.info.elem_size;
+    const char *what;
+    uint64_t value;
+    if (set->offset % elem != 0) {
+        what = block_outer ? "its offset inside each block" : "its offset in the allocation";
+        value = set->offset;
+    } else if (set->geom.block_stride % elem != 0) {
+        what = "the block stride (the bytes of one block across all layers)";
+        value = set->geom.block_stride;
+    } else {
+        return KVRT_OK;
+    }
+    return kvrt_fail(KVRT_ERR_INVALID,
+                     "layer \"%.128s\" (%s, %llu-byte elements) cannot be placed: %s is %llu bytes, "
+                     "not a multiple of %llu, because the pages of the other layers add up to that; "
+                     "pad their pages (page_size_padded) to multiples of %llu bytes",
+                     set->names[0], kvrt_dtype_name(set->spec.dtype), ULL(elem), what, ULL(value),
+                     ULL(elem), ULL(elem));
+}
+
 /* Strides and offsets of every set. */
-static int lay_out_sets(kvrt_placement *p)
+static int lay_out_sets(kvrt_placement *p, bool check_align)
 {
     const bool block_outer = kvrt_layout_block_outermost(p->layout);
     uint64_t offset = 0;
@@ -248,6 +281,11 @@ static int lay_out_sets(kvrt_placement *p)
         if (rc != KVRT_OK)
             return kvrt_fail_context(rc, "layers of \"%.128s\" (group %zu)", set->names[0], set->group);
         set->offset = offset;
+        if (check_align) {
+            rc = check_alignment(set, block_outer);
+            if (rc != KVRT_OK)
+                return rc;
+        }
         /* Sizes below are bounded by bytes_per_block * num_blocks, which
          * the caller has already computed without overflow. */
         if (block_outer)
@@ -259,7 +297,8 @@ static int lay_out_sets(kvrt_placement *p)
 }
 
 static int placement_build(enum kvrt_layout layout, const struct kvrt_group *groups, size_t num_groups,
-                           uint64_t num_blocks, uint64_t kernel_block_size, kvrt_placement *p)
+                           uint64_t num_blocks, uint64_t kernel_block_size, bool check_align,
+                           kvrt_placement *p)
 {
     struct flat_layer *flat = NULL;
     size_t n = 0, *first = NULL;
@@ -307,7 +346,7 @@ static int placement_build(enum kvrt_layout layout, const struct kvrt_group *gro
     if (rc == KVRT_OK)
         rc = build_sets(p, flat, n, first);
     if (rc == KVRT_OK)
-        rc = lay_out_sets(p);
+        rc = lay_out_sets(p, check_align);
     free(first);
     free(flat);
     return rc;
@@ -322,7 +361,7 @@ int kvrt_placement_create(enum kvrt_layout layout, const struct kvrt_group *grou
     kvrt_placement *p = calloc(1, sizeof(*p));
     if (!p)
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory creating a placement");
-    int rc = placement_build(layout, groups, num_groups, num_blocks, kernel_block_size, p);
+    int rc = placement_build(layout, groups, num_groups, num_blocks, kernel_block_size, true, p);
     if (rc != KVRT_OK) {
         kvrt_placement_destroy(p);
         return rc;
@@ -334,23 +373,40 @@ int kvrt_placement_create(enum kvrt_layout layout, const struct kvrt_group *grou
 int kvrt_placement_blocks_for_budget(enum kvrt_layout layout, const struct kvrt_group *groups,
                                      size_t num_groups, uint64_t budget_bytes, uint64_t *num_blocks)
 {
-    kvrt_placement *p;
+    kvrt_placement probe, *p;
     if (!num_blocks)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_placement_blocks_for_budget: num_blocks is NULL");
-    /* One block validates everything and gives bytes_per_block; the size is
-     * exactly bytes_per_block * num_blocks for every layout. */
-    int rc = kvrt_placement_create(layout, groups, num_groups, 1, 0, &p);
+    /* One block gives bytes_per_block: the size is exactly bytes_per_block *
+     * num_blocks for every layout.  The alignment check is left out here
+     * because its outcome can depend on the number of blocks. */
+    memset(&probe, 0, sizeof(probe));
+    int rc = placement_build(layout, groups, num_groups, 1, 0, false, &probe);
+    const uint64_t per_block = probe.bytes_per_block;
+    placement_clear(&probe);
     if (rc != KVRT_OK)
         return rc;
-    uint64_t per_block = p->bytes_per_block;
-    kvrt_placement_destroy(p);
     if (budget_bytes < per_block)
         return kvrt_fail(KVRT_ERR_INVALID,
                          "a budget of %llu bytes does not hold one block: one block of every layer "
                          "takes %llu bytes; raise the budget or place fewer layers",
                          ULL(budget_bytes), ULL(per_block));
-    *num_blocks = budget_bytes / per_block;
-    return KVRT_OK;
+    /* Element sizes are at most 4 bytes, so some count among the last four
+     * puts every layer-compact region on its element grid. */
+    const uint64_t most = budget_bytes / per_block;
+    for (uint64_t n = most; n >= 1 && most - n < 4; n--) {
+        rc = kvrt_placement_create(layout, groups, num_groups, n, 0, &p);
+        kvrt_placement_destroy(p);
+        if (rc == KVRT_OK) {
+            *num_blocks = n;
+            return KVRT_OK;
+        }
+        if (rc != KVRT_ERR_INVALID)
+            return rc;
+    }
+    /* Report the refusal of the count the budget asked for. */
+    rc = kvrt_placement_create(layout, groups, num_groups, most, 0, &p);
+    kvrt_placement_destroy(p);
+    return rc;
 }
 
 enum kvrt_layout kvrt_placement_layout(const kvrt_placement *p)
@@ -417,7 +473,10 @@ int kvrt_placement_layer_view(const kvrt_placement *p, size_t set, uint64_t laye
     int rc = check_set("kvrt_placement_layer_view", p, set);
     if (rc != KVRT_OK)
         return rc;
-    return kvrt_geometry_layer_view(&p->sets[set].geom, p->sets[set].offset, layer, out);
+    rc = kvrt_geometry_layer_view(&p->sets[set].geom, p->sets[set].offset, layer, out);
+    if (rc != KVRT_OK)
+        return kvrt_fail_context(rc, "set %zu (first layer \"%.128s\")", set, p->sets[set].names[0]);
+    return KVRT_OK;
 }
 
 int kvrt_placement_find_layer(const kvrt_placement *p, const char *name, size_t *set, uint64_t *layer)

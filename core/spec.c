@@ -105,11 +105,12 @@ static int derive_head_cell(const struct kvrt_spec *spec, struct kvrt_spec_info 
     info->elem_size = kvrt_dtype_size(spec->dtype);
     if (spec->num_kv_heads == 0)
         return kvrt_fail(KVRT_ERR_INVALID,
-                         "num_kv_heads 0 is not valid for an %s spec: it needs at least 1 KV head", kind);
+                         "num_kv_heads 0 is not valid for an %s spec: it needs at least 1 KV head; set "
+                         "num_kv_heads to the model's KV heads per layer (per rank)", kind);
     if (spec->head_size == 0)
         return kvrt_fail(KVRT_ERR_INVALID,
-                         "head_size 0 is not valid for an %s spec: it needs at least 1 element per head",
-                         kind);
+                         "head_size 0 is not valid for an %s spec: it needs at least 1 element per head; "
+                         "set head_size to the K head dimension", kind);
     if (spec->kind == KVRT_SPEC_MLA) {
         if (hsv == KVRT_UNSET)
             hsv = 0;
@@ -233,12 +234,12 @@ static int derive_states(const struct kvrt_spec *spec, uint64_t kernel_block_siz
 static int derive_page(const struct kvrt_spec *spec, struct kvrt_spec_info *info)
 {
     uint64_t hn;
-    int rc = mul_checked(info->head_slots, "head slots (H)", info->states_per_block, "states per block (N)", &hn);
-    if (rc != KVRT_OK)
-        return rc;
-    rc = mul_checked(hn, "H*N", info->content_bytes, "content bytes (C)", &info->unpadded_page_size);
-    if (rc != KVRT_OK)
-        return rc;
+    if (kvrt_mul_overflow(info->head_slots, info->states_per_block, &hn) ||
+        kvrt_mul_overflow(hn, info->content_bytes, &info->unpadded_page_size))
+        return kvrt_fail(KVRT_ERR_OVERFLOW,
+                         "the page H * N * C = head slots %llu * states per block %llu * content bytes "
+                         "%llu does not fit in 64 bits; use fewer heads, smaller heads or smaller blocks",
+                         ULL(info->head_slots), ULL(info->states_per_block), ULL(info->content_bytes));
 
     info->page_size = info->unpadded_page_size;
     if (spec->page_size_padded == KVRT_UNSET)
@@ -274,7 +275,8 @@ int kvrt_spec_derive(const struct kvrt_spec *spec, uint64_t kernel_block_size, s
         return rc;
     if (spec->block_size == 0)
         return kvrt_fail(KVRT_ERR_INVALID,
-                         "block_size 0 is not valid: a block holds at least 1 token");
+                         "block_size 0 is not valid: a block holds at least 1 token; set block_size to the "
+                         "tokens per block (e.g. 16)");
     if (spec->tokens_per_state_num == 0 || spec->tokens_per_state_den == 0)
         return kvrt_fail(KVRT_ERR_INVALID,
                          "tokens_per_state %llu/%llu is not valid: both parts must be at least 1 "
