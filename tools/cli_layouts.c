@@ -23,8 +23,11 @@ static void layouts_help(FILE *out)
             "  --json   print one JSON object instead of a table\n"
             "  --help   show this help\n"
             "\n"
+            "Environment:\n"
+            "  none read; every name listed here is a valid value of %s\n"
+            "\n"
             "Example:\n"
-            "  kvrt layouts --json\n");
+            "  kvrt layouts --json\n", KVRT_LAYOUT_ENV);
 }
 
 /* Aliases are every valid spelling that is not a canonical name, so this

@@ -323,8 +323,9 @@ static int print_table(const struct plan_request *req, const struct kvrt_geometr
     if (in->kernel_blocks_per_block > 1)
         printf("kernel blocks %" PRIu64 " per block, %" PRIu64 " tokens each\n",
                in->kernel_blocks_per_block, in->kernel_block_size);
-    printf("total         %" PRIu64 " bytes for %" PRIu64 " layers x %" PRIu64 " blocks\n",
-           g->total_bytes, g->num_layers, g->num_blocks);
+    printf("total         %" PRIu64 " bytes for %" PRIu64 " layer%s x %" PRIu64 " block%s\n",
+           g->total_bytes, g->num_layers, g->num_layers == 1 ? "" : "s", g->num_blocks,
+           g->num_blocks == 1 ? "" : "s");
     printf("layer stride  %" PRIu64 " bytes\n", g->layer_stride);
     printf("block stride  %" PRIu64 " bytes\n", g->block_stride);
 

@@ -32,7 +32,7 @@ static void resolve_help(FILE *out)
             "  --mixed-shapes       the layers' specs differ in head slots, states or page\n"
             "                       size\n"
             "  --json               print one JSON object: layout, candidates, warning,\n"
-            "                       trace (one string per step)\n"
+            "                       env (as spelled, or null), trace (one string per step)\n"
             "  --help               show this help\n"
             "\n"
             "Environment:\n"
@@ -160,6 +160,9 @@ static int report(const kvrt_resolver *r, enum kvrt_layout chosen, bool json)
         json_object_set_new(root, "layout", json_string(kvrt_layout_name(chosen)));
         json_object_set_new(root, "candidates", cands);
         json_object_set_new(root, "warning", json_boolean(warned));
+        /* As spelled, the way kvrt_resolver_create read it. */
+        const char *env = getenv(KVRT_LAYOUT_ENV);
+        json_object_set_new(root, "env", env ? json_string(env) : json_null());
         json_object_set_new(root, "trace", trace_lines(kvrt_resolver_trace(r)));
         return cli_json_print(root);
     }

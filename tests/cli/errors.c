@@ -174,6 +174,12 @@ static void check_env(void)
     l = json_layout(ARGS("resolve", "--json", "--declare", "cuda=LBNHC,LBHNC"), ARGS("VLLM_KV_CACHE_LAYOUT=HNC"));
     tap_ok(l && strcmp(l, "LBHNC") == 0, "resolve honours VLLM_KV_CACHE_LAYOUT=HNC: LBHNC");
     free(l);
+    struct spawn_result res = cli_run(ARGS("resolve", "--json"), ARGS("VLLM_KV_CACHE_LAYOUT=HNC"));
+    json_t *root = cli_expect_json(&res, "resolve --json with VLLM_KV_CACHE_LAYOUT=HNC");
+    const char *env = json_string_value(json_object_get(root, "env"));
+    tap_ok(env && strcmp(env, "HNC") == 0, "resolve --json reports the env value as spelled");
+    json_decref(root);
+    spawn_result_free(&res);
     expect_error(ARGS("resolve", "--declare", "cuda=LBNHC"), ARGS("VLLM_KV_CACHE_LAYOUT=HND"), 3,
                  MENTIONS("HND (LBHNC)", "\"cuda\"", "candidates are LBNHC"));
     expect_error(ARGS("resolve", "--declare", "cuda=LBNHC"), ARGS("VLLM_KV_CACHE_LAYOUT="), 2,
