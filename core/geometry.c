@@ -39,7 +39,7 @@ static int page_position(const int order[KVRT_NUM_AXES])
 
 /*
  * The walk.  `fixed` is per kernel block for B.  `padded_page` (0 = none)
- * is the stride of the page axis unless the caller fixed that axis too.
+ * is the least stride of the page axis; a fixed stride there must reach it.
  */
 static int walk_strides(const char *layout_name, const int order[KVRT_NUM_AXES],
                         const uint64_t extent[KVRT_NUM_AXES], const uint64_t fixed[KVRT_NUM_AXES],

@@ -44,16 +44,19 @@ struct kvrt_view {
     uint64_t elem_size;      /* 1 for state specs (views stay in bytes) */
     uint64_t shape[4];       /* C in elements */
     uint64_t strides[4];     /* in elements */
-    uint64_t shape_bytes[4];
-    uint64_t strides_bytes[4];
+    uint64_t shape_bytes[4];   /* C in bytes */
+    uint64_t strides_bytes[4]; /* C stride 1: the byte pair matches shape_bytes */
 };
 
 /**
  * Compute shape, strides, total size and the layer/block strides.
- * Refusals (KVRT_ERR_INVALID / KVRT_ERR_REFUSED) name the layout and say what
- * to change: kernel splitting of a block that is not one dense unpadded page;
- * a padded page whose outer axes are not L, B or of extent 1; padding
- * combined with kernel splitting.
+ * Refusals name the layout and say what to change: KVRT_ERR_REFUSED for
+ * kernel splitting of a block that is not one dense unpadded page and for a
+ * padded page whose outer axes are not L, B or of extent 1;
+ * KVRT_ERR_INVALID for padding combined with kernel splitting, a fixed
+ * stride below the span of the axes inside it (axes of extent > 1), a fixed
+ * C stride other than 1, and the errors of kvrt_spec_derive.
+ * A padded page is a floor: fixed inner strides may make the page longer.
  */
 KVRT_API int kvrt_geometry_compute(const struct kvrt_geometry_params *params,
                                    struct kvrt_geometry *out);

@@ -32,8 +32,12 @@ typedef struct kvrt_placement kvrt_placement;
 /**
  * Place the groups.  kernel_block_size 0 = no splitting.
  * @return KVRT_OK; KVRT_ERR_REFUSED when the layout cannot express mixed page
- *   sizes (the message names the layout and suggests BLHNC); errors of
- *   kvrt_spec_derive / kvrt_geometry_compute otherwise.
+ *   sizes (the message names the layout and suggests BLHNC);
+ *   KVRT_ERR_INVALID for no groups, an empty group, a missing or duplicated
+ *   layer name, and a set whose offset or block stride is not a multiple of
+ *   its element size (pages of other layers, e.g. an odd-sized state page,
+ *   pushed it off its grid: pad those pages); errors of kvrt_spec_derive /
+ *   kvrt_geometry_compute otherwise, prefixed with the layer's name.
  */
 KVRT_API int kvrt_placement_create(enum kvrt_layout layout, const struct kvrt_group *groups,
                                    size_t num_groups, uint64_t num_blocks,
@@ -42,9 +46,10 @@ KVRT_API int kvrt_placement_create(enum kvrt_layout layout, const struct kvrt_gr
 KVRT_API void kvrt_placement_destroy(kvrt_placement *p);
 
 /**
- * Largest number of blocks whose placement fits in budget_bytes.
+ * Largest number of blocks whose placement (without kernel splitting) fits
+ * in budget_bytes and can be created.
  * KVRT_ERR_INVALID when not even one block fits (message gives the bytes of
- * one block).
+ * one block); the errors of kvrt_placement_create otherwise.
  */
 KVRT_API int kvrt_placement_blocks_for_budget(enum kvrt_layout layout, const struct kvrt_group *groups,
                                               size_t num_groups, uint64_t budget_bytes,

@@ -40,7 +40,7 @@ KVRT_API void kvrt_spec_default(struct kvrt_spec *spec);
 
 /* Quantities derived from a spec (DESIGN §2), for one kernel block. */
 struct kvrt_spec_info {
-    uint64_t elem_size;       /* bytes per element */
+    uint64_t elem_size;       /* bytes per element; 1 for state specs (opaque bytes) */
     uint64_t head_slots;      /* H */
     uint64_t states_per_block;        /* N for a whole manager block */
     uint64_t kernel_block_size;       /* k (== block_size when not split) */
@@ -55,16 +55,24 @@ struct kvrt_spec_info {
 
 /**
  * Validate a spec and derive its quantities.  kernel_block_size 0 means
- * "no splitting" (k = block_size).
+ * "no splitting" (k = block_size).  N is rounded down per block
+ * (floor(k * den / num)); a kernel split must keep every state of the block:
+ * N(block_size) == r * N(k), else it is refused.
  * @return KVRT_OK; KVRT_ERR_INVALID for a zero size, a padded page smaller
- *   than the page, a kernel block size that does not divide the block size,
- *   zero states per block, content bytes not divisible by the element size;
+ *   than the page or not a whole number of elements, a kernel block size
+ *   that does not divide the block size, zero states per (kernel) block, a
+ *   kernel split whose states do not add up or that splits a state spec,
+ *   content bytes not divisible by the element size, head_size_v != 0 for
+ *   MLA or == 0 for attention, an invalid kind or dtype;
  *   KVRT_ERR_OVERFLOW when a product does not fit in 64 bits.
  */
 KVRT_API int kvrt_spec_derive(const struct kvrt_spec *spec, uint64_t kernel_block_size,
                               struct kvrt_spec_info *out);
 
-/** true when two specs describe the same per-layer cache (all fields equal). */
+/** true when two specs describe the same per-layer cache: all fields equal
+ *  once defaults are resolved (head_size_v and num_head_slots unset vs. their
+ *  defaults, tokens_per_state reduced, a padded size equal to the page, the
+ *  head fields of state specs ignored).  Leaves the error message alone. */
 KVRT_API int kvrt_spec_equal(const struct kvrt_spec *a, const struct kvrt_spec *b);
 
 /** Kind name ("attention", "mla", "state") or NULL. */

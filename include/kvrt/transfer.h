@@ -19,7 +19,10 @@ struct kvrt_region {
 /**
  * The minimal sorted list of contiguous (offset, length) runs that covers
  * exactly the pages of the given blocks for every layer of every set, with
- * adjacent runs merged.  Duplicated block ids are allowed (covered once).
+ * adjacent and overlapping (overlaid groups) runs merged.  A padded page is
+ * covered with its padding (the run is page_size_padded long), so padded
+ * block-outermost pages still merge into one run per block.  Duplicated
+ * block ids are allowed (covered once).  No ids: KVRT_OK, NULL, 0.
  * *regions is allocated by kvrt; release it with kvrt_free().
  * @return KVRT_OK; KVRT_ERR_INVALID for a block id out of range (message gives
  *   the id and the number of blocks).
