@@ -125,7 +125,7 @@ struct random_case {
     size_t num_groups;
     struct kvrt_group groups[3];
     struct kvrt_layer_entry layers[3][4];
-    char names[3][4][16];
+    char names[3][4][48];
 };
 
 static void random_case(struct random_case *c)
@@ -445,7 +445,7 @@ static void check_scale(void)
 {
     enum { LAYERS = 6, BLOCKS = 50000, IDS = 20000 };
     struct kvrt_layer_entry layers[LAYERS];
-    char names[LAYERS][16];
+    char names[LAYERS][24];
     static uint64_t ids[IDS];
     struct kvrt_spec s;
 
