@@ -1,0 +1,67 @@
+/*
+ * The placements under test: small (every operation on every layout stays
+ * in the milliseconds), yet each exercises one thing a backend can get
+ * wrong: several layers, two sets of different head sizes in one
+ * allocation, and manager blocks split into kernel blocks.
+ */
+#include "conformance.h"
+
+const char *conf_shape_name(enum conf_shape shape)
+{
+    switch (shape) {
+    case CONF_SHAPE_BASIC:
+        return "basic";
+    case CONF_SHAPE_TWO_SETS:
+        return "two-sets";
+    case CONF_SHAPE_SPLIT:
+        return "kernel-split";
+    }
+    return "?";
+}
+
+/* Splitting needs a block to be one dense page: only LBHNC and LBNHC. */
+bool conf_shape_applies(enum conf_shape shape, enum kvrt_layout layout)
+{
+    if (shape != CONF_SHAPE_SPLIT)
+        return true;
+    return layout == KVRT_LAYOUT_LBHNC || layout == KVRT_LAYOUT_LBNHC;
+}
+
+static struct kvrt_spec attention(enum kvrt_dtype dtype, uint64_t block_size, uint64_t heads, uint64_t head_size)
+{
+    struct kvrt_spec s;
+    kvrt_spec_default(&s);
+    s.dtype = dtype;
+    s.block_size = block_size;
+    s.num_kv_heads = heads;
+    s.head_size = head_size;
+    return s;
+}
+
+int conf_placement(enum conf_shape shape, enum kvrt_layout layout, enum kvrt_dtype dtype, bool split,
+                   kvrt_placement **out)
+{
+    struct kvrt_layer_entry layers[3];
+    size_t n = 2;
+    uint64_t kernel = 0;
+    switch (shape) {
+    case CONF_SHAPE_BASIC:
+        layers[0] = (struct kvrt_layer_entry){ "layer.0", attention(dtype, 4, 2, 16) };
+        layers[1] = (struct kvrt_layer_entry){ "layer.1", attention(dtype, 4, 2, 16) };
+        break;
+    case CONF_SHAPE_TWO_SETS:
+        /* Equal pages (H x C) so that every layout can hold both sets. */
+        layers[0] = (struct kvrt_layer_entry){ "wide.0", attention(dtype, 4, 2, 16) };
+        layers[1] = (struct kvrt_layer_entry){ "narrow.0", attention(dtype, 4, 4, 8) };
+        layers[2] = (struct kvrt_layer_entry){ "wide.1", attention(dtype, 4, 2, 16) };
+        n = 3;
+        break;
+    case CONF_SHAPE_SPLIT:
+        layers[0] = (struct kvrt_layer_entry){ "layer.0", attention(dtype, 8, 2, 16) };
+        layers[1] = (struct kvrt_layer_entry){ "layer.1", attention(dtype, 8, 2, 16) };
+        kernel = split ? 4 : 0;
+        break;
+    }
+    struct kvrt_group group = { layers, n };
+    return kvrt_placement_create(layout, &group, 1, CONF_NUM_BLOCKS, kernel, out);
+}
