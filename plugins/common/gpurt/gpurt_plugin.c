@@ -1,0 +1,250 @@
+/*
+ * kvrt-cuda / kvrt-rocm: descriptor, probe, bind and buffers.  Compiled once
+ * per runtime (gpurt_api.h); the operations are the shared ones
+ * (../host/gpu_ops.c) over kvrt_gpurt_backend.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "../host/gpu_error.h"
+#include "../host/gpu_layouts.h"
+#include "../host/gpu_ops.h"
+#include "gpurt_backend.h"
+
+static int rt_probe(kvrt_plugin_error *why)
+{
+    int ordinal;
+    char name[128];
+    return kvrt_gpurt_select(&ordinal, name, sizeof(name), why);
+}
+
+static int query_limits(kvrt_plugin_device *dev, kvrt_plugin_error *err)
+{
+    int shared = 0, grid_x = 0;
+    gpurt_error rc = gpurtDeviceGetAttribute(&shared, gpurtAttrMaxSharedPerBlock, dev->ordinal);
+    if (rc == gpurtSuccess)
+        rc = gpurtDeviceGetAttribute(&grid_x, gpurtAttrMaxGridX, dev->ordinal);
+    if (rc != gpurtSuccess)
+        return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("DeviceGetAttribute"));
+    dev->limits.move_local = 256;
+    dev->limits.decode_local = 128;
+    dev->limits.max_groups = 65535; /* grid-stride past this */
+    dev->limits.max_decode_groups = (uint64_t)(grid_x > 0 ? grid_x : 65535);
+    dev->limits.shared_bytes = (uint64_t)(shared > 0 ? shared : 0);
+    return KVRT_OK;
+}
+
+static int rt_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
+                   kvrt_plugin_error *err)
+{
+    kvrt_plugin_device *dev = calloc(1, sizeof(*dev));
+    if (!dev)
+        return kvrt_gpu_fail(err, KVRT_ERR_NOMEM,
+                             "out of host memory for a " GPURT_API_NAME " device");
+    dev->layout = info->layout;
+    if (info->size >= offsetof(struct kvrt_plugin_bind_info, host) + sizeof(info->host) &&
+        info->host && info->host->size >= sizeof(struct kvrt_plugin_host))
+        dev->host = *info->host;
+    int status = kvrt_gpurt_select(&dev->ordinal, dev->name, sizeof(dev->name), err);
+    if (status == KVRT_OK)
+        status = kvrt_gpurt_use(dev->ordinal, err);
+    if (status == KVRT_OK)
+        status = query_limits(dev, err);
+    if (status != KVRT_OK) {
+        free(dev);
+        return status;
+    }
+    kvrt_scratch_pool_init(&dev->scratch, dev, kvrt_gpurt_scratch_alloc, kvrt_gpurt_scratch_free);
+    kvrt_gpu_log(dev->host.size ? &dev->host : NULL, 2, "kvrt-" GPURT_PLUGIN_NAME
+                 ": using device %d '%s'", dev->ordinal, dev->name);
+    *out = dev;
+    return KVRT_OK;
+}
+
+static void rt_unbind(kvrt_plugin_device *dev)
+{
+    if (!dev)
+        return;
+    kvrt_gpurt_use(dev->ordinal, NULL);
+    kvrt_scratch_pool_destroy(&dev->scratch);
+    free(dev);
+}
+
+static int rt_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out,
+                           kvrt_plugin_error *err)
+{
+    int status = kvrt_gpurt_use(dev->ordinal, err);
+    if (status != KVRT_OK)
+        return status;
+    kvrt_plugin_buffer *buf = calloc(1, sizeof(*buf));
+    if (!buf)
+        return kvrt_gpu_fail(err, KVRT_ERR_NOMEM, "out of host memory for a buffer handle");
+    gpurt_error rc = gpurtMalloc(&buf->ptr, (size_t)(bytes ? bytes : 1));
+    if (rc != gpurtSuccess) {
+        free(buf);
+        char text[256];
+        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
+                             GPURT_FN("Malloc") " of %llu bytes on device %d '%s' failed: %s",
+                             (unsigned long long)bytes, dev->ordinal, dev->name,
+                             kvrt_gpurt_describe(rc, text, sizeof(text)));
+    }
+    buf->bytes = bytes;
+    *out = buf;
+    return KVRT_OK;
+}
+
+static void rt_buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
+{
+    if (!buf)
+        return;
+    kvrt_gpurt_use(dev->ordinal, NULL);
+    gpurtFree(buf->ptr);
+    free(buf);
+}
+
+static int sync_stream(const char *what, kvrt_plugin_error *err)
+{
+    gpurt_error rc = gpurtStreamSynchronize(gpurtStreamPerThread);
+    if (rc != gpurtSuccess)
+        return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, what);
+    return KVRT_OK;
+}
+
+static int rt_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+                          uint64_t bytes, kvrt_plugin_error *err)
+{
+    int status = kvrt_gpurt_use(dev->ordinal, err);
+    if (status != KVRT_OK || bytes == 0)
+        return status;
+    gpurt_error rc = gpurtMemsetAsync((char *)buf->ptr + offset, 0, (size_t)bytes,
+                                      gpurtStreamPerThread);
+    if (rc != gpurtSuccess)
+        return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("MemsetAsync"));
+    return sync_stream(GPURT_FN("MemsetAsync"), err);
+}
+
+static int rt_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+                            const void *src, uint64_t bytes, kvrt_plugin_error *err)
+{
+    int status = kvrt_gpurt_use(dev->ordinal, err);
+    if (status != KVRT_OK || bytes == 0)
+        return status;
+    gpurt_error rc = gpurtMemcpyAsync((char *)buf->ptr + offset, src, (size_t)bytes,
+                                      gpurtMemcpyHostToDevice, gpurtStreamPerThread);
+    if (rc != gpurtSuccess)
+        return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("MemcpyAsync") " to device");
+    return sync_stream(GPURT_FN("MemcpyAsync") " to device", err);
+}
+
+static int rt_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+                              void *dst, uint64_t bytes, kvrt_plugin_error *err)
+{
+    int status = kvrt_gpurt_use(dev->ordinal, err);
+    if (status != KVRT_OK || bytes == 0)
+        return status;
+    gpurt_error rc = gpurtMemcpyAsync(dst, (const char *)buf->ptr + offset, (size_t)bytes,
+                                      gpurtMemcpyDeviceToHost, gpurtStreamPerThread);
+    if (rc != gpurtSuccess)
+        return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("MemcpyAsync") " to host");
+    return sync_stream(GPURT_FN("MemcpyAsync") " to host", err);
+}
+
+/* Operations: make the device current on this thread, then the shared code. */
+#define USE_OR_RETURN(dev, err)                                                \
+    do {                                                                       \
+        int use_status_ = kvrt_gpurt_use((dev)->ordinal, (err));               \
+        if (use_status_ != KVRT_OK)                                            \
+            return use_status_;                                                \
+    } while (0)
+
+static int rt_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                    kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
+                    const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+                    kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
+{
+    USE_OR_RETURN(dev, err);
+    return kvrt_gpu_write(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, num_tokens, slots,
+                          k, k_offset, v, v_offset, err);
+}
+
+static int rt_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                   kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
+                   const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+                   kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
+{
+    USE_OR_RETURN(dev, err);
+    return kvrt_gpu_read(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, num_tokens, slots, k,
+                         k_offset, v, v_offset, err);
+}
+
+static int rt_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                          kvrt_plugin_buffer *cache_buf, uint64_t num_pairs, const int64_t *pairs,
+                          kvrt_plugin_error *err)
+{
+    USE_OR_RETURN(dev, err);
+    return kvrt_gpu_copy_blocks(&kvrt_gpurt_backend, dev, cache, cache_buf, num_pairs, pairs,
+                                err);
+}
+
+static int rt_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                     kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
+                     kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err)
+{
+    USE_OR_RETURN(dev, err);
+    return kvrt_gpu_gather(&kvrt_gpurt_backend, dev, cache, cache_buf, num_blocks, block_ids,
+                           staging, staging_offset, err);
+}
+
+static int rt_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                      kvrt_plugin_buffer *cache_buf, uint64_t num_blocks,
+                      const int64_t *block_ids, kvrt_plugin_buffer *staging,
+                      uint64_t staging_offset, kvrt_plugin_error *err)
+{
+    USE_OR_RETURN(dev, err);
+    return kvrt_gpu_scatter(&kvrt_gpurt_backend, dev, cache, cache_buf, num_blocks, block_ids,
+                            staging, staging_offset, err);
+}
+
+static int rt_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                     kvrt_plugin_buffer *cache_buf, uint32_t layer,
+                     const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err)
+{
+    USE_OR_RETURN(dev, err);
+    return kvrt_gpu_decode(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, args, err);
+}
+
+#if defined(KVRT_GPURT_HIP)
+#define DESCRIPTION "ROCm/HIP backend (built for " KVRT_HIP_ARCHS "); device from " GPURT_DEVICE_ENV
+#else
+#define DESCRIPTION "CUDA backend (sm_90 code, compute_75 PTX); device from " GPURT_DEVICE_ENV
+#endif
+
+static const struct kvrt_plugin_descriptor descriptor = {
+    .size = sizeof(struct kvrt_plugin_descriptor),
+    .abi_major = KVRT_PLUGIN_ABI_MAJOR,
+    .abi_minor = KVRT_PLUGIN_ABI_MINOR,
+    .name = GPURT_PLUGIN_NAME,
+    .version = KVRT_GPU_PLUGIN_VERSION,
+    .description = DESCRIPTION,
+    .flags = 0,
+    .num_layouts = KVRT_GPU_NUM_LAYOUTS,
+    .layouts = kvrt_gpu_layouts,
+    .dtypes = KVRT_GPU_DTYPES,
+    .ops = KVRT_OP_ALL,
+    .probe = rt_probe,
+    .bind = rt_bind,
+    .unbind = rt_unbind,
+    .buffer_alloc = rt_buffer_alloc,
+    .buffer_free = rt_buffer_free,
+    .buffer_zero = rt_buffer_zero,
+    .buffer_upload = rt_buffer_upload,
+    .buffer_download = rt_buffer_download,
+    .write = rt_write,
+    .read = rt_read,
+    .copy_blocks = rt_copy_blocks,
+    .gather = rt_gather,
+    .scatter = rt_scatter,
+    .decode = rt_decode,
+};
+
+KVRT_PLUGIN_DEFINE_ENTRY(descriptor)

@@ -1,0 +1,294 @@
+#include <stdlib.h>
+
+#include "gpu_error.h"
+#include "gpu_kernels.h"
+#include "gpu_ops.h"
+#include "gpu_plan.h"
+
+/* The kernel source spells element types as the ABI values. */
+_Static_assert(KVRT_DT_F32 == KVRT_DTYPE_FP32, "kernel fp32 id");
+_Static_assert(KVRT_DT_F16 == KVRT_DTYPE_FP16, "kernel fp16 id");
+_Static_assert(KVRT_DT_BF16 == KVRT_DTYPE_BF16, "kernel bf16 id");
+
+#define ARG(x) ((struct kvrt_gpu_arg){&(x), sizeof(x)})
+
+static int tokens(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev, uint64_t dir,
+                  const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                  uint32_t layer, uint64_t num_tokens, const int64_t *slots,
+                  kvrt_plugin_buffer *k, uint64_t k_offset, kvrt_plugin_buffer *v,
+                  uint64_t v_offset, kvrt_plugin_error *err)
+{
+    const struct kvrt_plugin_layer *l = &cache->layers[layer];
+    const uint64_t k_bytes = l->head_size * l->elem_size;
+    const uint64_t v_bytes = l->head_size_v * l->elem_size;
+    if (num_tokens == 0 || l->head_slots == 0 || k_bytes + v_bytes == 0)
+        return KVRT_OK;
+    if (!v)
+        v_offset = 0; /* Dv == 0: V is never touched */
+
+    const uint64_t aligned[] = {l->offset, l->stride_block, l->stride_head, l->stride_state,
+                                k_bytes, v_bytes, k_offset, v_offset};
+    const uint32_t unit = kvrt_plan_unit(aligned, sizeof(aligned) / sizeof(aligned[0]));
+    uint64_t rows = num_tokens * l->head_slots;
+    uint64_t heads = l->head_slots;
+    uint64_t k_units = k_bytes / unit;
+    uint64_t v_units = v_bytes / unit;
+    uint64_t view_tokens = l->view_block_tokens;
+    uint64_t offset = l->offset, sb = l->stride_block, sh = l->stride_head, ss = l->stride_state;
+    const uint64_t total = rows * (k_units + v_units);
+    const uint64_t indexed[] = {total, l->num_view_blocks * l->view_block_tokens};
+    const int idx32 = kvrt_plan_idx32(indexed, 2);
+    const struct kvrt_gpu_limits *lim = be->limits(dev);
+
+    struct kvrt_gpu_call call = {0};
+    struct kvrt_gpu_arg slots_arg;
+    int rc = be->upload(dev, &call, slots, num_tokens * sizeof(int64_t), &slots_arg, err);
+    if (rc == KVRT_OK) {
+        const struct kvrt_gpu_arg cache_arg = be->buffer_arg(cache_buf);
+        const struct kvrt_gpu_arg k_arg = be->buffer_arg(k);
+        const struct kvrt_gpu_arg v_arg = v ? be->buffer_arg(v) : k_arg;
+        const struct kvrt_gpu_arg args[] = {
+            ARG(dir),   cache_arg,   k_arg,   v_arg,      slots_arg, ARG(rows),
+            ARG(heads), ARG(k_units), ARG(v_units), ARG(view_tokens), ARG(offset), ARG(sb),
+            ARG(sh),    ARG(ss),     ARG(k_offset), ARG(v_offset),
+        };
+        rc = be->launch(dev, &call, kvrt_gpu_tokens_kernel(unit, idx32), args,
+                        sizeof(args) / sizeof(args[0]),
+                        kvrt_plan_groups(total, lim->move_local, lim->max_groups),
+                        lim->move_local, 0, err);
+    }
+    return be->finish(dev, &call, rc, err);
+}
+
+int kvrt_gpu_write(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
+                   const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                   uint32_t layer, uint64_t num_tokens, const int64_t *slots,
+                   kvrt_plugin_buffer *k, uint64_t k_offset, kvrt_plugin_buffer *v,
+                   uint64_t v_offset, kvrt_plugin_error *err)
+{
+    return tokens(be, dev, KVRT_TOKENS_WRITE, cache, cache_buf, layer, num_tokens, slots, k,
+                  k_offset, v, v_offset, err);
+}
+
+int kvrt_gpu_read(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
+                  const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                  uint32_t layer, uint64_t num_tokens, const int64_t *slots,
+                  kvrt_plugin_buffer *k, uint64_t k_offset, kvrt_plugin_buffer *v,
+                  uint64_t v_offset, kvrt_plugin_error *err)
+{
+    return tokens(be, dev, KVRT_TOKENS_READ, cache, cache_buf, layer, num_tokens, slots, k,
+                  k_offset, v, v_offset, err);
+}
+
+/* Bytes of one layer's staging page: [H, r * N, C], unpadded. */
+static uint64_t stage_page(const struct kvrt_plugin_layer *l)
+{
+    return l->head_slots * l->blocks_per_block * l->states * l->content_bytes;
+}
+
+/* One pages launch: `blocks` entries of ids from id_base, one layer. */
+static int pages(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
+                 struct kvrt_gpu_call *call, uint64_t mode, const struct kvrt_plugin_layer *l,
+                 struct kvrt_gpu_arg src, struct kvrt_gpu_arg dst, struct kvrt_gpu_arg ids,
+                 uint64_t id_base, uint64_t blocks, uint64_t stage_offset,
+                 uint64_t stage_stride, kvrt_plugin_error *err)
+{
+    if (blocks == 0 || stage_page(l) == 0)
+        return KVRT_OK;
+    const uint64_t aligned[] = {l->offset,        l->stride_block, l->stride_head,
+                                l->stride_state,  l->content_bytes, stage_offset,
+                                stage_stride};
+    const uint32_t unit = kvrt_plan_unit(aligned, sizeof(aligned) / sizeof(aligned[0]));
+    uint64_t heads = l->head_slots;
+    uint64_t block_states = l->blocks_per_block * l->states;
+    uint64_t cell_units = l->content_bytes / unit;
+    uint64_t states = l->states, r = l->blocks_per_block;
+    uint64_t offset = l->offset, sb = l->stride_block, sh = l->stride_head, ss = l->stride_state;
+    const uint64_t total = blocks * heads * block_states * cell_units;
+    const int idx32 = kvrt_plan_idx32(&total, 1);
+    const struct kvrt_gpu_limits *lim = be->limits(dev);
+    const struct kvrt_gpu_arg args[] = {
+        ARG(mode),   src,          dst,          ids,          ARG(id_base),
+        ARG(blocks), ARG(heads),   ARG(block_states), ARG(cell_units), ARG(states),
+        ARG(r),      ARG(offset),  ARG(sb),      ARG(sh),      ARG(ss),
+        ARG(stage_offset), ARG(stage_stride),
+    };
+    return be->launch(dev, call, kvrt_gpu_pages_kernel(unit, idx32), args,
+                      sizeof(args) / sizeof(args[0]),
+                      kvrt_plan_groups(total, lim->move_local, lim->max_groups), lim->move_local,
+                      0, err);
+}
+
+int kvrt_gpu_copy_blocks(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
+                         const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                         uint64_t num_pairs, const int64_t *pairs, kvrt_plugin_error *err)
+{
+    if (num_pairs == 0)
+        return KVRT_OK;
+    uint8_t *marks = calloc(cache->num_blocks ? cache->num_blocks : 1, 1);
+    if (!marks)
+        return kvrt_gpu_fail(err, KVRT_ERR_NOMEM,
+                             "copy_blocks: out of host memory for %llu block marks",
+                             (unsigned long long)cache->num_blocks);
+    struct kvrt_gpu_call call = {0};
+    struct kvrt_gpu_arg ids;
+    int rc = be->upload(dev, &call, pairs, num_pairs * 2 * sizeof(int64_t), &ids, err);
+    const struct kvrt_gpu_arg buf = be->buffer_arg(cache_buf);
+    /* Pairs that depend on earlier ones (chains, overwrites) go in later
+     * launches; the queue runs launches in order. */
+    for (uint64_t start = 0; rc == KVRT_OK && start < num_pairs;) {
+        const uint64_t end = kvrt_plan_wave(pairs, pairs + 1, 2, start, num_pairs, marks);
+        for (uint64_t i = 0; rc == KVRT_OK && i < cache->num_layers; i++)
+            rc = pages(be, dev, &call, KVRT_PAGES_COPY, &cache->layers[i], buf, buf, ids, start,
+                       end - start, 0, 0, err);
+        start = end;
+    }
+    free(marks);
+    return be->finish(dev, &call, rc, err);
+}
+
+static int stage(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev, uint64_t mode,
+                 const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                 uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging,
+                 uint64_t staging_offset, kvrt_plugin_error *err)
+{
+    if (num_blocks == 0)
+        return KVRT_OK;
+    uint64_t stride = 0;
+    for (uint64_t i = 0; i < cache->num_layers; i++)
+        stride += stage_page(&cache->layers[i]);
+    uint8_t *marks = NULL;
+    if (mode == KVRT_PAGES_SCATTER) {
+        marks = calloc(cache->num_blocks ? cache->num_blocks : 1, 1);
+        if (!marks)
+            return kvrt_gpu_fail(err, KVRT_ERR_NOMEM,
+                                 "scatter: out of host memory for %llu block marks",
+                                 (unsigned long long)cache->num_blocks);
+    }
+    struct kvrt_gpu_call call = {0};
+    struct kvrt_gpu_arg ids;
+    int rc = be->upload(dev, &call, block_ids, num_blocks * sizeof(int64_t), &ids, err);
+    const struct kvrt_gpu_arg c = be->buffer_arg(cache_buf);
+    const struct kvrt_gpu_arg s = be->buffer_arg(staging);
+    for (uint64_t start = 0; rc == KVRT_OK && start < num_blocks;) {
+        /* A block scattered twice: the later page wins, as in order. */
+        const uint64_t end =
+            marks ? kvrt_plan_wave(NULL, block_ids, 1, start, num_blocks, marks) : num_blocks;
+        uint64_t prefix = 0;
+        for (uint64_t i = 0; rc == KVRT_OK && i < cache->num_layers; i++) {
+            const struct kvrt_plugin_layer *l = &cache->layers[i];
+            const uint64_t at = staging_offset + start * stride + prefix;
+            rc = pages(be, dev, &call, mode, l, mode == KVRT_PAGES_GATHER ? c : s,
+                       mode == KVRT_PAGES_GATHER ? s : c, ids, start, end - start, at, stride,
+                       err);
+            prefix += stage_page(l);
+        }
+        start = end;
+    }
+    free(marks);
+    return be->finish(dev, &call, rc, err);
+}
+
+int kvrt_gpu_gather(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
+                    const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                    uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging,
+                    uint64_t staging_offset, kvrt_plugin_error *err)
+{
+    return stage(be, dev, KVRT_PAGES_GATHER, cache, cache_buf, num_blocks, block_ids, staging,
+                 staging_offset, err);
+}
+
+int kvrt_gpu_scatter(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
+                     const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                     uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging,
+                     uint64_t staging_offset, kvrt_plugin_error *err)
+{
+    return stage(be, dev, KVRT_PAGES_SCATTER, cache, cache_buf, num_blocks, block_ids, staging,
+                 staging_offset, err);
+}
+
+int kvrt_gpu_decode(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
+                    const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                    uint32_t layer, const struct kvrt_plugin_decode_args *a,
+                    kvrt_plugin_error *err)
+{
+    const struct kvrt_plugin_layer *l = &cache->layers[layer];
+    char name[16];
+    const int kernel = kvrt_gpu_decode_kernel(l->dtype);
+    if (kernel < 0)
+        return kvrt_gpu_fail(err, KVRT_ERR_UNSUPPORTED,
+                             "%s decode: layer %u is %s; decode supports fp32, fp16 and bf16 "
+                             "(the byte types are moved, not computed on)",
+                             be->api, layer, kvrt_gpu_dtype_name(l->dtype, name));
+    if (l->head_slots == 0 || a->num_q_heads % l->head_slots != 0)
+        return kvrt_gpu_fail(err, KVRT_ERR_INVALID,
+                             "%s decode: %u query heads is not a multiple of the %llu KV head "
+                             "slots of layer %u",
+                             be->api, a->num_q_heads, (unsigned long long)l->head_slots, layer);
+    const uint64_t es = l->elem_size;
+    const uint64_t aligned[] = {l->offset, l->stride_block, l->stride_head, l->stride_state,
+                                a->q_offset, a->out_offset};
+    for (unsigned i = 0; i < sizeof(aligned) / sizeof(aligned[0]); i++)
+        if (es == 0 || aligned[i] % es != 0)
+            return kvrt_gpu_fail(
+                err, KVRT_ERR_UNSUPPORTED,
+                "%s decode: layer %u needs every offset and stride to be a multiple of its "
+                "%llu-byte elements (offset %llu, strides %llu/%llu/%llu, q_offset %llu, "
+                "out_offset %llu); pad pages to a multiple of the element size",
+                be->api, layer, (unsigned long long)es, (unsigned long long)l->offset,
+                (unsigned long long)l->stride_block, (unsigned long long)l->stride_head,
+                (unsigned long long)l->stride_state, (unsigned long long)a->q_offset,
+                (unsigned long long)a->out_offset);
+    if (a->num_seqs == 0 || a->num_q_heads == 0 || l->head_size_v == 0)
+        return KVRT_OK; /* no output element */
+
+    const struct kvrt_gpu_limits *lim = be->limits(dev);
+    uint32_t local = lim->decode_local;
+    uint64_t shared = kvrt_plan_decode_shared(local, l->head_size, l->head_size_v);
+    while (shared > lim->shared_bytes && local > 32) {
+        local /= 2;
+        shared = kvrt_plan_decode_shared(local, l->head_size, l->head_size_v);
+    }
+    if (shared > lim->shared_bytes)
+        return kvrt_gpu_fail(err, KVRT_ERR_UNSUPPORTED,
+                             "%s decode: head sizes D=%llu, Dv=%llu need %llu bytes of local "
+                             "memory per work-group; the device offers %llu",
+                             be->api, (unsigned long long)l->head_size,
+                             (unsigned long long)l->head_size_v, (unsigned long long)shared,
+                             (unsigned long long)lim->shared_bytes);
+    const uint64_t groups = (uint64_t)a->num_seqs * a->num_q_heads;
+    if (groups > lim->max_decode_groups)
+        return kvrt_gpu_fail(err, KVRT_ERR_UNSUPPORTED,
+                             "%s decode: %u sequences x %u query heads = %llu work-groups; the "
+                             "device launches at most %llu",
+                             be->api, a->num_seqs, a->num_q_heads, (unsigned long long)groups,
+                             (unsigned long long)lim->max_decode_groups);
+
+    uint64_t q_offset = a->q_offset, out_offset = a->out_offset;
+    uint64_t q_heads = a->num_q_heads, group = a->num_q_heads / l->head_slots;
+    uint64_t d = l->head_size, dv = l->head_size_v, max_blocks = a->max_blocks_per_seq;
+    uint64_t block_size = cache->block_size, view_tokens = l->view_block_tokens;
+    uint64_t offset = l->offset, sb = l->stride_block, sh = l->stride_head, ss = l->stride_state;
+    float scale = a->scale;
+
+    struct kvrt_gpu_call call = {0};
+    struct kvrt_gpu_arg tables, lens;
+    int rc = be->upload(dev, &call, a->block_tables,
+                        (uint64_t)a->num_seqs * a->max_blocks_per_seq * sizeof(int32_t), &tables,
+                        err);
+    if (rc == KVRT_OK)
+        rc = be->upload(dev, &call, a->seq_lens, (uint64_t)a->num_seqs * sizeof(int32_t), &lens,
+                        err);
+    if (rc == KVRT_OK) {
+        const struct kvrt_gpu_arg args[] = {
+            be->buffer_arg(cache_buf), be->buffer_arg(a->q), be->buffer_arg(a->out),
+            tables,          lens,          ARG(q_offset), ARG(out_offset),
+            ARG(q_heads),    ARG(group),    ARG(d),        ARG(dv),
+            ARG(max_blocks), ARG(block_size), ARG(view_tokens), ARG(offset),
+            ARG(sb),         ARG(sh),       ARG(ss),       ARG(scale),
+        };
+        rc = be->launch(dev, &call, kernel, args, sizeof(args) / sizeof(args[0]), groups, local,
+                        shared, err);
+    }
+    return be->finish(dev, &call, rc, err);
+}

@@ -1,0 +1,35 @@
+/*
+ * The kernel variants, as X-macros shared by the kernel source and the host
+ * code, so kernel names and launch ids cannot drift apart.
+ *
+ * Byte-moving kernels come in a unit size (the widest load every address and
+ * length of the call is aligned to) and an index width (32-bit index
+ * arithmetic when every count of the call fits, because 64-bit division is
+ * several times slower on GPUs).  Decode comes per element type; the values
+ * are enum kvrt_dtype.
+ */
+#ifndef KVRT_VARIANTS_H
+#define KVRT_VARIANTS_H
+
+/* X(suffix, unit bytes, 32-bit index) */
+#define KVRT_MOVE_VARIANTS(X)                                                  \
+    X(u8_i32, 1, 1) X(u8_i64, 1, 0) X(u32_i32, 4, 1) X(u32_i64, 4, 0)          \
+    X(u128_i32, 16, 1) X(u128_i64, 16, 0)
+
+#define KVRT_DT_F32 0
+#define KVRT_DT_F16 1
+#define KVRT_DT_BF16 2
+
+/* X(suffix, element type) */
+#define KVRT_DECODE_VARIANTS(X) X(f32, KVRT_DT_F32) X(f16, KVRT_DT_F16) X(bf16, KVRT_DT_BF16)
+
+/* Modes of the pages kernel. */
+#define KVRT_PAGES_COPY 0    /* cache block -> cache block */
+#define KVRT_PAGES_GATHER 1  /* cache block -> staging */
+#define KVRT_PAGES_SCATTER 2 /* staging -> cache block */
+
+/* Directions of the tokens kernel. */
+#define KVRT_TOKENS_WRITE 0 /* K/V rows -> cache cells */
+#define KVRT_TOKENS_READ 1  /* cache cells -> K/V rows */
+
+#endif

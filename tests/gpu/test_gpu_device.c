@@ -1,0 +1,229 @@
+/*
+ * Device checks of one GPU plugin ($KVRT_TEST_PLUGIN): every declared layout
+ * with fp32, bf16, fp16 and a byte type, against host emulation and an fp64
+ * decode reference.  Without a usable device the plan is "1..0 # SKIP" with
+ * the probe's reason; with KVRT_TEST_EXPECT_NODEV set (the OpenCL no-ICD
+ * run) the probe *must* fail with a reason, and that reason is the skip.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gpu_cache.h"
+#include "gpu_checks.h"
+#include "gpu_plugin.h"
+#include "tap.h"
+
+struct config {
+    int dtype;
+    uint64_t elem, d, dv;
+    const char *name;
+};
+
+/* Head sizes chosen so the byte-moving kernels take every unit width:
+ * 16-byte (fp32, fp16), 4-byte (bf16 D6), 1-byte (int8 D5). */
+static const struct config configs[] = {
+    {KVRT_DTYPE_FP32, 4, 16, 16, "fp32 D16/16"},
+    {KVRT_DTYPE_BF16, 2, 6, 4, "bf16 D6/4"},
+    {KVRT_DTYPE_FP16, 2, 8, 8, "fp16 D8/8"},
+    {KVRT_DTYPE_INT8, 1, 5, 2, "int8 D5/2"},
+};
+#define NUM_CONFIGS (sizeof(configs) / sizeof(configs[0]))
+
+static struct gpu_geom geom(int layout, const struct config *cfg, uint64_t pad)
+{
+    struct gpu_geom g = {
+        .layout = layout,
+        .dtype = cfg->dtype,
+        .elem = cfg->elem,
+        .layers = 3,
+        .blocks = 7,
+        .block_size = 8,
+        .heads = 2,
+        .d = cfg->d,
+        .dv = cfg->dv,
+        .r = gpu_split_legal(layout) && !pad ? 2 : 1,
+        .pad = pad,
+        .base = 32,
+    };
+    return g;
+}
+
+static void rig_init(struct gpu_rig *rig, char *tag, size_t size,
+                     const struct kvrt_plugin_descriptor *p, kvrt_plugin_device *dev, int layout,
+                     const char *what)
+{
+    snprintf(tag, size, "%s %s", gpu_layout_name(layout), what);
+    rig->p = p;
+    rig->dev = dev;
+    rig->tag = tag;
+}
+
+static void run_layout(const struct kvrt_plugin_descriptor *p, kvrt_plugin_device **devs, int li)
+{
+    const int layout = p->layouts[li];
+    const int other = p->layouts[(li + 1) % (int)p->num_layouts];
+    char tag[96], tag_b[96];
+    struct gpu_rig rig, rig_b;
+    struct gpu_cache c, cb;
+
+    for (size_t i = 0; i < NUM_CONFIGS; i++) {
+        const struct gpu_geom g = geom(layout, &configs[i], 0);
+        const struct gpu_geom gb = geom(other, &configs[i], 0);
+        gpu_cache_build(&c, &g);
+        gpu_cache_build(&cb, &gb);
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, configs[i].name);
+        rig_init(&rig_b, tag_b, sizeof(tag_b), p, devs[other], other, configs[i].name);
+        gpu_check_write_read(&rig, &c);
+        gpu_check_copy(&rig, &c);
+        gpu_check_stage(&rig, &c, &rig_b, &cb);
+    }
+
+    /* Decode: 70 tokens span more than one work-group chunk. */
+    static const int32_t lens[] = {1, 37, 70};
+    for (size_t i = 0; i < 3; i++) {
+        struct config cfg = configs[i];
+        if (cfg.dtype == KVRT_DTYPE_BF16) {
+            cfg.d = 12; /* D != Dv */
+            cfg.dv = 8;
+            cfg.name = "bf16 D12/8";
+        }
+        struct gpu_geom g = geom(layout, &cfg, 0);
+        g.blocks = 16;
+        gpu_cache_build(&c, &g);
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, cfg.name);
+        gpu_check_decode(&rig, &c, 4, lens, 3);
+    }
+    struct gpu_geom g = geom(layout, &configs[3], 0);
+    gpu_cache_build(&c, &g);
+    rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, configs[3].name);
+    gpu_check_decode_refused(&rig, &c);
+}
+
+/* Padded pages (where a layout allows them): strides no longer a product. */
+static void run_padded(const struct kvrt_plugin_descriptor *p, kvrt_plugin_device **devs)
+{
+    char tag[96], tag_b[96];
+    struct gpu_rig rig, rig_b;
+    struct gpu_cache c, cb;
+    static const int32_t lens[] = {9, 23};
+    for (uint32_t li = 0; li < p->num_layouts; li++) {
+        const int layout = p->layouts[li];
+        if (!gpu_block_compact(layout))
+            continue;
+        const int other = layout == KVRT_LAYOUT_LBHNC ? KVRT_LAYOUT_BHLNC : KVRT_LAYOUT_LBHNC;
+        const struct gpu_geom g = geom(layout, &configs[0], 48);
+        const struct gpu_geom gb = geom(other, &configs[0], 0);
+        gpu_cache_build(&c, &g);
+        gpu_cache_build(&cb, &gb);
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, "fp32 padded page");
+        rig_init(&rig_b, tag_b, sizeof(tag_b), p, devs[other], other, "fp32");
+        gpu_check_write_read(&rig, &c);
+        gpu_check_copy(&rig, &c);
+        gpu_check_stage(&rig, &c, &rig_b, &cb);
+        gpu_check_decode(&rig, &c, 2, lens, 2);
+    }
+}
+
+/* Realistic head size and grouped-query ratio on the preferred layout. */
+static void run_large_decode(const struct kvrt_plugin_descriptor *p, kvrt_plugin_device **devs)
+{
+    char tag[96];
+    struct gpu_rig rig;
+    struct gpu_cache c;
+    const struct config cfg = {KVRT_DTYPE_BF16, 2, 128, 128, "bf16 D128 Hq8/H2"};
+    struct gpu_geom g = geom(p->layouts[0], &cfg, 0);
+    g.blocks = 48;
+    g.block_size = 16;
+    g.r = gpu_split_legal(g.layout) ? 2 : 1;
+    g.layers = 2;
+    gpu_cache_build(&c, &g);
+    rig_init(&rig, tag, sizeof(tag), p, devs[g.layout], g.layout, cfg.name);
+    static const int32_t lens[] = {300, 5, 129};
+    gpu_check_decode(&rig, &c, 8, lens, 3);
+}
+
+/* The 64-bit index variants, forced on small data. */
+static void run_index64(const struct kvrt_plugin_descriptor *p, kvrt_plugin_device **devs)
+{
+    char tag[96], tag_b[96];
+    struct gpu_rig rig, rig_b;
+    struct gpu_cache c, cb;
+    setenv("KVRT_GPU_INDEX64", "1", 1);
+    for (size_t i = 0; i < NUM_CONFIGS; i += 3) { /* fp32 and int8: 16- and 1-byte units */
+        const int layout = p->layouts[0], other = p->layouts[p->num_layouts - 1];
+        const struct gpu_geom g = geom(layout, &configs[i], 0);
+        const struct gpu_geom gb = geom(other, &configs[i], 0);
+        gpu_cache_build(&c, &g);
+        gpu_cache_build(&cb, &gb);
+        char what[64];
+        snprintf(what, sizeof(what), "%s 64-bit index", configs[i].name);
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, what);
+        rig_init(&rig_b, tag_b, sizeof(tag_b), p, devs[other], other, what);
+        gpu_check_write_read(&rig, &c);
+        gpu_check_copy(&rig, &c);
+        gpu_check_stage(&rig, &c, &rig_b, &cb);
+    }
+    unsetenv("KVRT_GPU_INDEX64");
+}
+
+static int expect_nodev(const struct kvrt_plugin_descriptor *p, int rc, const char *why)
+{
+    kvrt_plugin_device *dev = NULL;
+    kvrt_plugin_error err = {""};
+    struct kvrt_plugin_bind_info info = {sizeof(info), p->layouts[0], NULL};
+    int brc = rc == KVRT_ERR_NODEV ? p->bind(&info, &dev, &err) : KVRT_OK;
+    if (rc == KVRT_ERR_NODEV && why[0] && brc == KVRT_ERR_NODEV && err.message[0])
+        tap_skip_all("%s: no device, as arranged: %s", p->name, why);
+    tap_ok(rc == KVRT_ERR_NODEV && why[0], "probe without a device: KVRT_ERR_NODEV with a reason "
+           "(got %d '%s')", rc, why);
+    tap_ok(brc == KVRT_ERR_NODEV && err.message[0],
+           "bind without a device: KVRT_ERR_NODEV with a reason (got %d '%s')", brc, err.message);
+    if (dev)
+        p->unbind(dev);
+    return tap_done();
+}
+
+int main(void)
+{
+    tap_plan_dynamic();
+    const struct kvrt_plugin_descriptor *p = gpu_plugin_load();
+    if (!p)
+        return tap_done();
+    kvrt_plugin_error why = {""};
+    const int rc = p->probe(&why);
+    if (getenv("KVRT_TEST_EXPECT_NODEV"))
+        return expect_nodev(p, rc, why.message);
+    if (rc != KVRT_OK) {
+        if (rc == KVRT_ERR_NODEV && why.message[0])
+            tap_skip_all("%s: no usable device: %s", p->name, why.message);
+        tap_ok(false, "probe: KVRT_OK, or KVRT_ERR_NODEV with a reason (got %d '%s')", rc,
+               why.message);
+        return tap_done();
+    }
+    tap_diag("%s probe: ok", p->name);
+
+    kvrt_plugin_device *devs[KVRT_NUM_LAYOUTS] = {NULL};
+    bool bound = true;
+    for (uint32_t i = 0; i < p->num_layouts; i++)
+        bound &= gpu_bind(p, p->layouts[i], &devs[p->layouts[i]]) == KVRT_OK;
+    if (bound) {
+        for (uint32_t i = 0; i < p->num_layouts; i++)
+            run_layout(p, devs, (int)i);
+        run_padded(p, devs);
+        run_large_decode(p, devs);
+        run_index64(p, devs);
+        char tag[96];
+        struct gpu_rig rig;
+        struct gpu_cache c;
+        const struct config cfg = {KVRT_DTYPE_FP32, 4, 16, 16, "fp32"};
+        const struct gpu_geom g = geom(p->layouts[0], &cfg, 0);
+        gpu_cache_build(&c, &g);
+        rig_init(&rig, tag, sizeof(tag), p, devs[g.layout], g.layout, cfg.name);
+        gpu_check_threads(&rig, &c);
+    }
+    for (int l = 0; l < KVRT_NUM_LAYOUTS; l++)
+        if (devs[l])
+            p->unbind(devs[l]);
+    return tap_done();
+}
