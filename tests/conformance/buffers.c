@@ -28,8 +28,7 @@ kvrt_buffer *conf_buffer(kvrt_backend *b, uint64_t bytes, const void *init)
     return buf;
 }
 
-/* A pattern no operation produces by accident from random data: a byte
- * that still holds it was not written. */
+/* Position-dependent, so that a write at a shifted offset shows too. */
 void conf_sentinel(uint8_t *dst, uint64_t bytes)
 {
     for (uint64_t i = 0; i < bytes; i++)

@@ -5,6 +5,7 @@
  * entries past a sequence's end are -1 and must never be read.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -82,6 +83,35 @@ static void setup(struct conf_case *cs, uint32_t layer, struct decode_setup *d)
         conf_fill(r, L->dtype, d->q, NUM_SEQS * d->hq * L->head_size);
 }
 
+/* Decode must compute these; fp8 is optional: the descriptor cannot say
+ * "decode for some of my types", so a backend that stores fp8 but cannot
+ * decode it refuses with KVRT_ERR_UNSUPPORTED. */
+static bool required(enum kvrt_dtype t)
+{
+    return t == KVRT_DTYPE_FP32 || t == KVRT_DTYPE_FP16 || t == KVRT_DTYPE_BF16;
+}
+
+/* A declined optional type: a skip, as long as the refusal wrote nothing. */
+static void declined(struct conf_case *cs, uint32_t layer, kvrt_buffer *out, const char *why)
+{
+    char reason[512];
+    snprintf(reason, sizeof(reason), "%s", why);
+    uint8_t *got = conf_download(out), *want = malloc(kvrt_buffer_size(out));
+    bool untouched = got && want;
+    if (untouched) {
+        conf_sentinel(want, kvrt_buffer_size(out));
+        untouched = memcmp(got, want, kvrt_buffer_size(out)) == 0 && conf_cache_matches(&cs->cache);
+    }
+    if (untouched)
+        tap_skip("%s: decode layer %u: the backend declines %s: %s", cs->label, layer,
+                 kvrt_dtype_name(cs->dtype), reason);
+    else
+        tap_ok(false, "%s: decode layer %u: declined with KVRT_ERR_UNSUPPORTED, but wrote its output or the cache",
+               cs->label, layer);
+    free(got);
+    free(want);
+}
+
 static void decode_layer(struct conf_case *cs, uint32_t layer)
 {
     struct conf_cache *c = &cs->cache;
@@ -109,6 +139,10 @@ static void decode_layer(struct conf_case *cs, uint32_t layer)
         p.seq_lens = d.lens;
         p.scale = d.scale;
         int status = kvrt_cache_decode(c->cache, layer, &p);
+        if (status == KVRT_ERR_UNSUPPORTED && !required(L->dtype)) {
+            declined(cs, layer, out, kvrt_error_message());
+            goto done;
+        }
         if (status != KVRT_OK)
             conf_diag_status("kvrt_cache_decode", status);
         ok = status == KVRT_OK && (got = conf_download(out)) != NULL;
@@ -149,6 +183,7 @@ static void decode_layer(struct conf_case *cs, uint32_t layer)
            "(max err %.2g x max|v|, tolerance %.0e), writes only its output",
            cs->label, layer, NUM_SEQS, (unsigned long long)d.hq, GROUP, d.lens[0], d.lens[1], d.lens[2], worst,
            conf_tolerance(L->dtype));
+done:
     free(d.q);
     free(got);
     free(want);

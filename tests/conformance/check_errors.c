@@ -6,6 +6,7 @@
  * hold for every backend alike; they are run against each one anyway,
  * because "nothing written" is only true if the backend is never reached.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -283,6 +284,12 @@ static void decode_errors(struct conf_case *cs)
              (unsigned long long)L->heads);
     guard_begin(&g, c, out, NULL, NULL);
     judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &bad)), KVRT_ERR_INVALID, what, "num_q_heads", value);
+
+    bad = p;
+    bad.scale = INFINITY;
+    guard_begin(&g, c, out, NULL, NULL);
+    judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &bad)), KVRT_ERR_INVALID, "decode with scale inf", "scale",
+          NULL);
 
     int32_t zero[2] = { 3, 0 };
     bad = p;

@@ -31,8 +31,7 @@ static uint64_t expected_per_block(const struct conf_cache *c)
 }
 
 /* Every K/V of the given blocks, read through the cache: [layer][token][H][D or Dv]. */
-static uint8_t *read_blocks(struct conf_case *cs, struct conf_cache *c, kvrt_backend *b, const int64_t *ids,
-                            uint64_t *size)
+static uint8_t *read_blocks(struct conf_cache *c, kvrt_backend *b, const int64_t *ids, uint64_t *size)
 {
     uint64_t tokens = NUM_STAGED * c->block_size, total = 0;
     for (uint32_t l = 0; l < c->num_layers; l++)
@@ -54,7 +53,6 @@ static uint8_t *read_blocks(struct conf_case *cs, struct conf_cache *c, kvrt_bac
         kvrt_buffer_destroy(k);
         kvrt_buffer_destroy(v);
     }
-    (void)cs;
     free(slots);
     if (!ok) {
         free(out);
@@ -83,7 +81,10 @@ static void scatter_other(struct conf_case *cs, const uint8_t *staged, uint64_t 
         return;
     }
     int64_t *perm = conf_rng_permutation(&p->rng, dst.num_blocks);
-    kvrt_buffer *staging = conf_buffer(b, staged_size, staged);
+    /* The staging buffer belongs to the source binding: bindings of one
+     * plugin share a device, so its buffers serve every binding (the core
+     * checks a buffer's plugin, not its binding). */
+    kvrt_buffer *staging = conf_buffer(cs->backend, staged_size, staged);
     bool ok = perm && staging;
     if (ok) {
         status = kvrt_cache_scatter(dst.cache, NUM_STAGED, perm, staging, STAGING_OFFSET);
@@ -93,16 +94,17 @@ static void scatter_other(struct conf_case *cs, const uint8_t *staged, uint64_t 
     }
     if (ok)
         conf_model_scatter(&dst, NUM_STAGED, perm, staged + STAGING_OFFSET);
-    tap_ok(ok && conf_cache_matches(&dst), "%s: scatter under %s puts the blocks at %s's cells, nothing else",
-           cs->label, tname, tname);
+    tap_ok(ok && conf_cache_matches(&dst),
+           "%s: scatter under %s (staging buffer of the %s binding) puts the blocks at %s's cells, nothing else",
+           cs->label, tname, kvrt_layout_name(cs->layout), tname);
 
     if (!conf_has_op(cs, KVRT_OP_READ)) {
         tap_skip("%s: %s -> %s K/V comparison: the backend does not declare read", cs->label,
                  kvrt_layout_name(cs->layout), tname);
     } else if (ok) {
         uint64_t na = 0, nb = 0;
-        uint8_t *a = read_blocks(cs, &cs->cache, cs->backend, ids, &na);
-        uint8_t *c = read_blocks(cs, &dst, b, perm, &nb);
+        uint8_t *a = read_blocks(&cs->cache, cs->backend, ids, &na);
+        uint8_t *c = read_blocks(&dst, b, perm, &nb);
         tap_ok(a && c && na == nb && memcmp(a, c, na) == 0,
                "%s: gather under %s -> scatter under %s: identical K/V read back", cs->label,
                kvrt_layout_name(cs->layout), tname);

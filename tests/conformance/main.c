@@ -128,8 +128,11 @@ int main(int argc, char **argv)
     if (count == 1) {
         struct kvrt_plugin_info info;
         if (kvrt_runtime_plugin_info(rt, first, &info) == KVRT_OK && !info.available) {
+            /* The strings live with the runtime. */
+            char why[1024];
+            snprintf(why, sizeof(why), "backend \"%s\" has no device: %s", info.name, info.reason);
             kvrt_runtime_close(rt);
-            tap_skip_all("backend \"%s\" has no device: %s", info.name, info.reason);
+            tap_skip_all("%s", why);
         }
     }
 
