@@ -155,14 +155,30 @@ int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out
                                "kvrt_cache_create: backend \"%s\" does not support element type %s "
                                "(layer \"%s\")", b->plugin->desc->name, kvrt_dtype_name(t), c->layer_names[i]);
     }
+    /* Slots and block tables count in one block size for the whole cache
+     * (struct kvrt_plugin_cache has one): every layer with tokens must use
+     * it.  State layers have no tokens and may differ (a hybrid model gives
+     * its Mamba layers their own block size). */
+    uint64_t token_layer = c->desc.num_layers;
+    for (uint64_t i = 0; status == KVRT_OK && i < c->desc.num_layers; i++) {
+        if (c->layer_spec[i]->kind == KVRT_SPEC_STATE)
+            continue;
+        if (token_layer == c->desc.num_layers)
+            token_layer = i;
+        else if (c->layer_spec[i]->block_size != c->layer_spec[token_layer]->block_size)
+            status = kvrt_fail(KVRT_ERR_INVALID,
+                               "kvrt_cache_create: layer \"%s\" has block_size %llu but layer \"%s\" has %llu; "
+                               "slots and block tables count in one block size per cache, so place layers "
+                               "of different block sizes in separate caches", c->layer_names[i],
+                               (unsigned long long)c->layer_spec[i]->block_size, c->layer_names[token_layer],
+                               (unsigned long long)c->layer_spec[token_layer]->block_size);
+    }
     if (status == KVRT_OK) {
         c->desc.size = sizeof(c->desc);
         c->desc.layout = (int32_t)b->layout;
         c->desc.bytes = kvrt_placement_size(c->placement);
         c->desc.num_blocks = kvrt_placement_num_blocks(c->placement);
-        struct kvrt_placement_set set;
-        kvrt_placement_get_set(c->placement, 0, &set);
-        c->desc.block_size = set.spec->block_size;
+        c->desc.block_size = c->layer_spec[token_layer < c->desc.num_layers ? token_layer : 0]->block_size;
         c->desc.layers = c->layers;
         status = kvrt_buffer_create_internal(b, c->desc.bytes, true, &c->buffer);
     }

@@ -1,3 +1,4 @@
+#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -225,7 +226,7 @@ int kvrt_cache_decode(kvrt_cache *c, uint32_t layer, const struct kvrt_decode_pa
     if (p->num_q_heads == 0 || p->num_q_heads % L->head_slots != 0)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: num_q_heads %u must be a positive multiple of the layer's %llu KV heads",
                          fn, p->num_q_heads, (unsigned long long)L->head_slots);
-    if (!(p->scale == p->scale) || p->scale == 0.0f)
+    if (!isfinite(p->scale) || p->scale == 0.0f)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: scale %g must be a finite non-zero number (usually 1/sqrt(head_size))",
                          fn, (double)p->scale);
     if (p->max_blocks_per_seq == 0 || !p->block_tables || !p->seq_lens)
