@@ -280,8 +280,15 @@ static const uint8_t *decode_kv_row(void *ctx, uint64_t s, uint64_t t, uint64_t 
 
 static void fill_values(int dtype, uint8_t *p, uint64_t count, uint64_t es)
 {
-    for (uint64_t i = 0; i < count; i++)
-        gpu_elem_put(dtype, p + i * es, (double)(gpu_rand() % 20001) / 10000.0 - 1.0);
+    for (uint64_t i = 0; i < count; i++) {
+        if (es == 1) { /* fp8: any finite encoding of magnitude <= 1 */
+            do
+                p[i] = (uint8_t)(gpu_rand() >> 40);
+            while (!(fabs(gpu_elem_get(dtype, p + i)) <= 1.0));
+        } else {
+            gpu_elem_put(dtype, p + i * es, (double)(gpu_rand() % 20001) / 10000.0 - 1.0);
+        }
+    }
 }
 
 void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint64_t q_heads,
@@ -366,7 +373,8 @@ void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint
     bool close = ok;
     for (uint64_t i = 0; ok && i < seqs * q_heads * dv; i++) {
         const double got = gpu_elem_get(c->g.dtype, out + out_off + i * es);
-        const double tol = 2e-5 + 2.0 * gpu_elem_eps(c->g.dtype) * fabs(ref[i]);
+        const double tol =
+            2e-5 + gpu_elem_tiny(c->g.dtype) + 2.0 * gpu_elem_eps(c->g.dtype) * fabs(ref[i]);
         const double e = fabs(got - ref[i]);
         if (!(e <= tol))
             close = false;

@@ -35,7 +35,7 @@ static float half_to_f32(uint16_t h)
     const int exp = (h >> 10) & 0x1f;
     const uint32_t man = h & 0x3ffu;
     if (exp == 0) /* zero or subnormal: man * 2^-24 */
-        return bits_f32(sign) + (sign ? -1.0f : 1.0f) * ldexpf((float)man, -24);
+        return sign ? -ldexpf((float)man, -24) : ldexpf((float)man, -24);
     if (exp == 31)
         return bits_f32(sign | 0x7f800000u | (man << 13));
     return bits_f32(sign | ((uint32_t)(exp - 15 + 127) << 23) | (man << 13));
@@ -67,11 +67,25 @@ static uint16_t f32_to_half(float f)
     return sign | (uint16_t)(exp << 10) | (uint16_t)mant;
 }
 
+/* OCP E4M3 ("fn"): bias 7, no infinity, S.1111.111 is NaN. */
+static double e4m3_value(uint8_t b)
+{
+    const int exp = (b >> 3) & 0xf, mant = b & 7;
+    const double sign = (b & 0x80) ? -1.0 : 1.0;
+    if ((b & 0x7f) == 0x7f)
+        return NAN;
+    return exp == 0 ? sign * ldexp(mant, -9) : sign * ldexp(8 + mant, exp - 10);
+}
+
 double gpu_elem_get(int dtype, const uint8_t *p)
 {
     uint16_t h;
     float f;
     switch (dtype) {
+    case KVRT_DTYPE_FP8_E4M3:
+        return e4m3_value(p[0]);
+    case KVRT_DTYPE_FP8_E5M2:
+        return half_to_f32((uint16_t)(p[0] << 8));
     case KVRT_DTYPE_BF16:
         memcpy(&h, p, 2);
         return bits_f32((uint32_t)h << 16);
@@ -102,9 +116,32 @@ void gpu_elem_put(int dtype, uint8_t *p, double v)
     }
 }
 
+uint64_t gpu_elem_size(int dtype)
+{
+    return dtype == KVRT_DTYPE_FP32 ? 4 : dtype == KVRT_DTYPE_FP16 || dtype == KVRT_DTYPE_BF16 ? 2 : 1;
+}
+
+double gpu_elem_tiny(int dtype)
+{
+    switch (dtype) {
+    case KVRT_DTYPE_FP8_E4M3:
+        return ldexp(1.0, -10);
+    case KVRT_DTYPE_FP8_E5M2:
+        return ldexp(1.0, -17);
+    case KVRT_DTYPE_FP16:
+        return ldexp(1.0, -25);
+    default:
+        return 0;
+    }
+}
+
 double gpu_elem_eps(int dtype)
 {
     switch (dtype) {
+    case KVRT_DTYPE_FP8_E4M3:
+        return ldexp(1.0, -4);
+    case KVRT_DTYPE_FP8_E5M2:
+        return ldexp(1.0, -3);
     case KVRT_DTYPE_BF16:
         return ldexp(1.0, -8);
     case KVRT_DTYPE_FP16:
@@ -118,7 +155,7 @@ void gpu_ref_decode(int dtype, uint64_t seqs, uint64_t q_heads, uint64_t kv_head
                     uint64_t dv, const uint8_t *q, const int32_t *seq_lens, double scale,
                     gpu_kv_fn kv, void *ctx, double *out)
 {
-    const uint64_t es = dtype == KVRT_DTYPE_FP32 ? 4 : 2;
+    const uint64_t es = gpu_elem_size(dtype);
     const uint64_t group = q_heads / kv_heads;
     double *scores = NULL;
     for (uint64_t s = 0; s < seqs; s++) {

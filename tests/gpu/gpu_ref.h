@@ -1,6 +1,7 @@
 /*
- * Host reference arithmetic: element encodings (fp32, fp16, bf16; fp16 and
- * bf16 rounded to nearest even) and paged decode in double precision.
+ * Host reference arithmetic: element encodings (fp32, fp16, bf16 rounded to
+ * nearest even; fp8 OCP E4M3fn and E5M2 decoded only) and paged decode in
+ * double precision.
  */
 #ifndef KVRT_TESTS_GPU_REF_H
 #define KVRT_TESTS_GPU_REF_H
@@ -11,6 +12,10 @@ double gpu_elem_get(int dtype, const uint8_t *p);
 void gpu_elem_put(int dtype, uint8_t *p, double v);
 /* Half an ulp at 1.0 of the type's storage: its relative rounding error. */
 double gpu_elem_eps(int dtype);
+/* Half the smallest subnormal: the absolute rounding error near zero. */
+double gpu_elem_tiny(int dtype);
+/* Bytes per element of the value types. */
+uint64_t gpu_elem_size(int dtype);
 
 /* out[s][qh][x] for q [S, Hq, D]; K/V of token t of sequence s are the
  * arrays returned by kv(ctx, s, t, kv_head, is_v) (D or Dv elements). */

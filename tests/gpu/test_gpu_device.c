@@ -28,6 +28,14 @@ static const struct config configs[] = {
     {KVRT_DTYPE_FP16, 2, 8, 8, "fp16 D8/8"},
     {KVRT_DTYPE_INT8, 1, 5, 2, "int8 D5/2"},
 };
+/* Decode on every computed type; fp8 outputs are rounded to fp8. */
+static const struct config decode_configs[] = {
+    {KVRT_DTYPE_FP32, 4, 16, 16, "fp32 D16/16"},
+    {KVRT_DTYPE_BF16, 2, 12, 8, "bf16 D12/8"},
+    {KVRT_DTYPE_FP16, 2, 8, 8, "fp16 D8/8"},
+    {KVRT_DTYPE_FP8_E4M3, 1, 16, 16, "fp8_e4m3 D16/16"},
+    {KVRT_DTYPE_FP8_E5M2, 1, 8, 12, "fp8_e5m2 D8/12"},
+};
 #define NUM_CONFIGS (sizeof(configs) / sizeof(configs[0]))
 
 static struct gpu_geom geom(int layout, const struct config *cfg, uint64_t pad)
@@ -81,13 +89,8 @@ static void run_layout(const struct kvrt_plugin_descriptor *p, kvrt_plugin_devic
 
     /* Decode: 70 tokens span more than one work-group chunk. */
     static const int32_t lens[] = {1, 37, 70};
-    for (size_t i = 0; i < 3; i++) {
-        struct config cfg = configs[i];
-        if (cfg.dtype == KVRT_DTYPE_BF16) {
-            cfg.d = 12; /* D != Dv */
-            cfg.dv = 8;
-            cfg.name = "bf16 D12/8";
-        }
+    for (size_t i = 0; i < sizeof(decode_configs) / sizeof(decode_configs[0]); i++) {
+        const struct config cfg = decode_configs[i];
         struct gpu_geom g = geom(layout, &cfg, 0);
         g.blocks = 16;
         gpu_cache_build(&c, &g);

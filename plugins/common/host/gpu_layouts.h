@@ -29,9 +29,10 @@ static const int32_t kvrt_gpu_layouts[KVRT_GPU_NUM_LAYOUTS] = {
     KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
 };
 
-/* Decode computes on fp32/fp16/bf16; the byte types are moved by write,
- * read, copy_blocks, gather and scatter, and refused by decode with
- * KVRT_ERR_UNSUPPORTED. */
+/* Decode computes on fp32, fp16, bf16 and both fp8 formats; int8/uint8
+ * (quantised data whose scales live elsewhere) are moved by write, read,
+ * copy_blocks, gather and scatter, and refused by decode with
+ * KVRT_ERR_UNSUPPORTED before anything is written. */
 #define KVRT_GPU_DTYPES                                                        \
     ((1u << KVRT_DTYPE_FP32) | (1u << KVRT_DTYPE_FP16) | (1u << KVRT_DTYPE_BF16) |          \
      (1u << KVRT_DTYPE_FP8_E4M3) | (1u << KVRT_DTYPE_FP8_E5M2) | (1u << KVRT_DTYPE_INT8) | \

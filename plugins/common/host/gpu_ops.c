@@ -9,6 +9,8 @@
 _Static_assert(KVRT_DT_F32 == KVRT_DTYPE_FP32, "kernel fp32 id");
 _Static_assert(KVRT_DT_F16 == KVRT_DTYPE_FP16, "kernel fp16 id");
 _Static_assert(KVRT_DT_BF16 == KVRT_DTYPE_BF16, "kernel bf16 id");
+_Static_assert(KVRT_DT_E4M3 == KVRT_DTYPE_FP8_E4M3, "kernel fp8 e4m3 id");
+_Static_assert(KVRT_DT_E5M2 == KVRT_DTYPE_FP8_E5M2, "kernel fp8 e5m2 id");
 
 #define ARG(x) ((struct kvrt_gpu_arg){&(x), sizeof(x)})
 
@@ -217,8 +219,9 @@ int kvrt_gpu_decode(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
     const int kernel = kvrt_gpu_decode_kernel(l->dtype);
     if (kernel < 0)
         return kvrt_gpu_fail(err, KVRT_ERR_UNSUPPORTED,
-                             "%s decode: layer %u is %s; decode supports fp32, fp16 and bf16 "
-                             "(the byte types are moved, not computed on)",
+                             "%s decode: layer %u is %s; decode computes on fp32, fp16, bf16, "
+                             "fp8_e4m3 and fp8_e5m2 (int8/uint8 carry no scale to compute "
+                             "with: they are stored and moved only)",
                              be->api, layer, kvrt_gpu_dtype_name(l->dtype, name));
     if (l->head_slots == 0 || a->num_q_heads % l->head_slots != 0)
         return kvrt_gpu_fail(err, KVRT_ERR_INVALID,

@@ -19,9 +19,13 @@
 #define KVRT_DT_F32 0
 #define KVRT_DT_F16 1
 #define KVRT_DT_BF16 2
+#define KVRT_DT_E4M3 3
+#define KVRT_DT_E5M2 4
 
 /* X(suffix, element type) */
-#define KVRT_DECODE_VARIANTS(X) X(f32, KVRT_DT_F32) X(f16, KVRT_DT_F16) X(bf16, KVRT_DT_BF16)
+#define KVRT_DECODE_VARIANTS(X)                                                \
+    X(f32, KVRT_DT_F32) X(f16, KVRT_DT_F16) X(bf16, KVRT_DT_BF16)              \
+    X(e4m3, KVRT_DT_E4M3) X(e5m2, KVRT_DT_E5M2)
 
 /* Modes of the pages kernel. */
 #define KVRT_PAGES_COPY 0    /* cache block -> cache block */
