@@ -201,6 +201,12 @@ void conf_check_decode(struct conf_case *cs)
         tap_skip("%s: decode: integer caches have no values without scales (none in the ABI)", cs->label);
         return;
     }
-    for (uint32_t l = 0; l < cs->cache.num_layers; l++)
-        decode_layer(cs, l);
+    for (uint32_t l = 0; l < cs->cache.num_layers; l++) {
+        if (!cs->cache.layers[l].has_tokens)
+            tap_skip("%s: decode layer %u: a layer without one state per token cannot be decoded", cs->label, l);
+        else if (cs->cache.layers[l].head_size_v == 0)
+            tap_skip("%s: decode layer %u: an MLA layer has no V to attend over", cs->label, l);
+        else
+            decode_layer(cs, l);
+    }
 }

@@ -30,7 +30,8 @@ static uint64_t expected_per_block(const struct conf_cache *c)
     return sum;
 }
 
-/* Every K/V of the given blocks, read through the cache: [layer][token][H][D or Dv]. */
+/* Every K/V of the given blocks, read through the cache: [layer][token][H][D or Dv]
+ * (layers without tokens are compared through the cache bytes only). */
 static uint8_t *read_blocks(struct conf_cache *c, kvrt_backend *b, const int64_t *ids, uint64_t *size)
 {
     uint64_t tokens = NUM_STAGED * c->block_size, total = 0;
@@ -42,6 +43,8 @@ static uint8_t *read_blocks(struct conf_cache *c, kvrt_backend *b, const int64_t
     for (uint64_t t = 0; ok && t < tokens; t++)
         slots[t] = ids[t / c->block_size] * (int64_t)c->block_size + (int64_t)(t % c->block_size);
     for (uint32_t l = 0; ok && l < c->num_layers; l++) {
+        if (!c->layers[l].has_tokens)
+            continue;
         uint64_t kb = conf_k_bytes(c, l, tokens), vb = conf_v_bytes(c, l, tokens);
         kvrt_buffer *k = conf_buffer(b, kb, NULL), *v = vb ? conf_buffer(b, vb, NULL) : NULL;
         int status = k && (v || !vb) ? kvrt_cache_read(c->cache, l, tokens, slots, k, 0, v, 0) : KVRT_ERR_NOMEM;

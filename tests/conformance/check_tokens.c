@@ -51,6 +51,8 @@ static bool batch_make(struct conf_case *cs, uint64_t n, uint64_t skipped, struc
         t->v[l] = malloc(conf_v_bytes(c, l, n) + 1);
         if (!t->k[l] || !t->v[l])
             return false;
+        if (!L->has_tokens)
+            continue;
         conf_fill(r, L->dtype, t->k[l], n * L->heads * L->head_size);
         conf_fill(r, L->dtype, t->v[l], n * L->heads * L->head_size_v);
     }
@@ -63,6 +65,8 @@ static bool batch_write(struct conf_case *cs, const struct token_batch *t)
     struct conf_cache *c = &cs->cache;
     bool ok = true;
     for (uint32_t l = 0; l < c->num_layers && ok; l++) {
+        if (!c->layers[l].has_tokens)
+            continue;
         uint64_t kb = conf_k_bytes(c, l, t->n), vb = conf_v_bytes(c, l, t->n);
         kvrt_buffer *k = conf_sentinel_buffer(cs->backend, ROW_OFFSET + kb + TAIL);
         kvrt_buffer *v = vb ? conf_sentinel_buffer(cs->backend, ROW_OFFSET + vb + TAIL) : NULL;
@@ -93,6 +97,8 @@ static void batch_read(struct conf_case *cs, const struct token_batch *t, bool *
     *rows_ok = *rest_ok = true;
     for (uint32_t l = 0; l < c->num_layers; l++) {
         const struct conf_layer *L = &c->layers[l];
+        if (!L->has_tokens)
+            continue;
         uint64_t kb = conf_k_bytes(c, l, t->n), vb = conf_v_bytes(c, l, t->n);
         uint64_t ksize = ROW_OFFSET + kb + TAIL, vsize = ROW_OFFSET + vb + TAIL;
         kvrt_buffer *k = conf_sentinel_buffer(cs->backend, ksize);
@@ -176,6 +182,31 @@ void conf_check_tokens(struct conf_case *cs)
     batch_free(&t, c->num_layers);
 }
 
+/* Layers without tokens (state layers, several tokens per state) have no
+ * write: their cells get random bytes through the cache buffer itself, so
+ * that the block operations have something to move. */
+static void fill_pages(struct conf_case *cs)
+{
+    struct conf_cache *c = &cs->cache;
+    kvrt_buffer *buf = kvrt_cache_buffer(c->cache);
+    for (uint32_t l = 0; l < c->num_layers; l++) {
+        const struct conf_layer *L = &c->layers[l];
+        if (L->has_tokens)
+            continue;
+        bool ok = true;
+        for (uint64_t b = 0; b < c->num_blocks; b++)
+            for (uint64_t h = 0; h < L->heads; h++)
+                for (uint64_t s = 0; s < L->states * L->blocks_per_block; s++) {
+                    uint64_t at = conf_cell(c, l, b, s, h);
+                    for (uint64_t i = 0; i < L->content; i++)
+                        c->image[at + i] = (uint8_t)conf_rng_next(&cs->plugin->rng);
+                    ok &= kvrt_buffer_upload(buf, at, c->image + at, L->content) == KVRT_OK;
+                }
+        tap_ok(ok && conf_cache_matches(c), "%s: layer \"%s\" (no tokens) filled through the cache buffer", cs->label,
+               L->name);
+    }
+}
+
 void conf_fill_cache(struct conf_case *cs)
 {
     struct conf_cache *c = &cs->cache;
@@ -187,4 +218,5 @@ void conf_fill_cache(struct conf_case *cs)
     bool ok = batch_make(cs, conf_num_slots(c), 0, &t) && batch_write(cs, &t) && conf_cache_matches(c);
     batch_free(&t, c->num_layers);
     tap_ok(ok, "%s: write of every slot of every layer", cs->label);
+    fill_pages(cs);
 }

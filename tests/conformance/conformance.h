@@ -40,8 +40,11 @@ enum conf_shape {
     CONF_SHAPE_BASIC,    /* 2 layers, H 2, D 16 */
     CONF_SHAPE_TWO_SETS, /* two sets: H 2 D 16 and H 4 D 8 (equal pages) */
     CONF_SHAPE_SPLIT,    /* kernel block = block / 2 (LBHNC, LBNHC only) */
+    CONF_SHAPE_MLA,      /* 2 MLA layers: one latent vector per token, no V */
+    CONF_SHAPE_HYBRID,   /* attention, a state (Mamba-like) layer and one
+                          * storing a state per 2 tokens, equal pages */
 };
-#define CONF_NUM_SHAPES 3
+#define CONF_NUM_SHAPES 5
 #define CONF_NUM_BLOCKS 6
 const char *conf_shape_name(enum conf_shape shape);
 bool conf_shape_applies(enum conf_shape shape, enum kvrt_layout layout);
@@ -52,6 +55,7 @@ int conf_placement(enum conf_shape shape, enum kvrt_layout layout, enum kvrt_dty
 /* model.c: a cache under test and its expected bytes. */
 struct conf_layer {
     const char *name;
+    bool has_tokens; /* write/read/decode apply: not a state layer, one state per token */
     struct kvrt_view view;
     enum kvrt_dtype dtype;
     uint64_t elem, heads, head_size, head_size_v, content;

@@ -29,6 +29,8 @@ static int describe(struct conf_cache *c, const kvrt_placement *p)
             if (status != KVRT_OK)
                 return status;
             L->name = set.layer_names[l];
+            L->has_tokens = set.spec->kind != KVRT_SPEC_STATE &&
+                            set.spec->tokens_per_state_num == set.spec->tokens_per_state_den;
             L->dtype = set.spec->dtype;
             L->elem = info->elem_size;
             L->heads = info->head_slots;
@@ -109,12 +111,16 @@ uint64_t conf_num_slots(const struct conf_cache *c)
 uint64_t conf_k_bytes(const struct conf_cache *c, uint32_t layer, uint64_t tokens)
 {
     const struct conf_layer *L = &c->layers[layer];
+    if (!L->has_tokens)
+        return 0;
     return tokens * L->heads * L->head_size * L->elem;
 }
 
 uint64_t conf_v_bytes(const struct conf_cache *c, uint32_t layer, uint64_t tokens)
 {
     const struct conf_layer *L = &c->layers[layer];
+    if (!L->has_tokens)
+        return 0;
     return tokens * L->heads * L->head_size_v * L->elem;
 }
 
@@ -210,10 +216,14 @@ void conf_describe_offset(const struct conf_cache *c, uint64_t offset, char *out
                     if (offset < cell || offset >= cell + L->content)
                         continue;
                     uint64_t byte = offset - cell, kb = L->head_size * L->elem;
-                    snprintf(out, size, "layer %u \"%s\", block %llu, head %llu, token/state %llu, %s element %llu",
-                             l, L->name, (unsigned long long)b, (unsigned long long)h, (unsigned long long)s,
-                             byte < kb ? "K" : "V",
-                             (unsigned long long)((byte < kb ? byte : byte - kb) / L->elem));
+                    if (!L->has_tokens)
+                        snprintf(out, size, "layer %u \"%s\", block %llu, head %llu, state %llu, byte %llu", l,
+                                 L->name, (unsigned long long)b, (unsigned long long)h, (unsigned long long)s,
+                                 (unsigned long long)byte);
+                    else
+                        snprintf(out, size, "layer %u \"%s\", block %llu, head %llu, token %llu, %s element %llu",
+                                 l, L->name, (unsigned long long)b, (unsigned long long)h, (unsigned long long)s,
+                                 byte < kb ? "K" : "V", (unsigned long long)((byte < kb ? byte : byte - kb) / L->elem));
                     return;
                 }
     }

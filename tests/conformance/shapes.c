@@ -15,6 +15,10 @@ const char *conf_shape_name(enum conf_shape shape)
         return "two-sets";
     case CONF_SHAPE_SPLIT:
         return "kernel-split";
+    case CONF_SHAPE_MLA:
+        return "mla";
+    case CONF_SHAPE_HYBRID:
+        return "hybrid";
     }
     return "?";
 }
@@ -41,7 +45,7 @@ static struct kvrt_spec attention(enum kvrt_dtype dtype, uint64_t block_size, ui
 int conf_placement(enum conf_shape shape, enum kvrt_layout layout, enum kvrt_dtype dtype, bool split,
                    kvrt_placement **out)
 {
-    struct kvrt_layer_entry layers[3];
+    struct kvrt_layer_entry layers[4];
     size_t n = 2;
     uint64_t kernel = 0;
     switch (shape) {
@@ -60,6 +64,26 @@ int conf_placement(enum conf_shape shape, enum kvrt_layout layout, enum kvrt_dty
         layers[0] = (struct kvrt_layer_entry){ "layer.0", attention(dtype, 8, 2, 16) };
         layers[1] = (struct kvrt_layer_entry){ "layer.1", attention(dtype, 8, 2, 16) };
         kernel = split ? 4 : 0;
+        break;
+    case CONF_SHAPE_MLA:
+        /* head_size_v 0: V arguments are NULL, decode is refused. */
+        for (int i = 0; i < 2; i++) {
+            layers[i] = (struct kvrt_layer_entry){ i ? "latent.1" : "latent.0", attention(dtype, 4, 1, 24) };
+            layers[i].spec.kind = KVRT_SPEC_MLA;
+            layers[i].spec.head_size_v = 0;
+        }
+        break;
+    case CONF_SHAPE_HYBRID:
+        /* Every page 2 heads x 4 tokens x 32 elements: any layout holds them.
+         * Only block operations reach the last two layers. */
+        layers[0] = (struct kvrt_layer_entry){ "attn.0", attention(dtype, 4, 2, 16) };
+        layers[1] = (struct kvrt_layer_entry){ "ssm.0", attention(dtype, 4, 1, 0) };
+        layers[1].spec.kind = KVRT_SPEC_STATE;
+        layers[1].spec.state_content_bytes = 2 * 4 * 32 * kvrt_dtype_size(dtype);
+        layers[2] = (struct kvrt_layer_entry){ "packed.0", attention(dtype, 4, 2, 32) };
+        layers[2].spec.tokens_per_state_num = 2;
+        layers[3] = (struct kvrt_layer_entry){ "attn.1", attention(dtype, 4, 2, 16) };
+        n = 4;
         break;
     }
     struct kvrt_group group = { layers, n };

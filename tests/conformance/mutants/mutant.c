@@ -22,6 +22,7 @@ enum {
     DECODE_SCALE,       /* decode scales scores by 1.01 x scale */
     DECODE_LAST_TOKEN,  /* decode drops each sequence's last token */
     DECODE_GQA,         /* decode reads KV head 0 for every query head */
+    COPY_SKIPS_STATE,   /* copy_blocks forgets state (Mamba-like) layers */
 };
 
 static int m_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
@@ -85,6 +86,17 @@ static int m_copy(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache
                                from.data + tpl_cell(L, (uint64_t)p[2 * i], s, h), (size_t)L->content_bytes);
             }
         free(saved);
+    } else if (MUTANT == COPY_SKIPS_STATE) {
+        struct kvrt_plugin_layer *layers = malloc(cache->num_layers * sizeof(*layers));
+        struct kvrt_plugin_cache c = *cache;
+        c.num_layers = 0;
+        for (uint64_t l = 0; layers && l < cache->num_layers; l++)
+            if (cache->layers[l].kind != KVRT_SPEC_STATE)
+                layers[c.num_layers++] = cache->layers[l];
+        c.layers = layers;
+        status = layers ? tpl_copy_blocks(dev, &c, cache_buf, n, p, err)
+                        : tpl_fail(err, KVRT_ERR_NOMEM, "out of memory");
+        free(layers);
     } else {
         status = tpl_copy_blocks(dev, cache, cache_buf, n, p, err);
     }
