@@ -1,8 +1,31 @@
 #!/usr/bin/env bash
 # The whole test suite: set-up, build, then every test through meson.
-#   tools/test.sh [meson test arguments...]
+#   tools/test.sh [--asan | --tsan | --valgrind] [meson test arguments...]
+#     (no flag)   build/       the default build, every test
+#     --asan      build-asan/  gcc ASan + UBSan build, `--setup asan`
+#     --tsan      build-tsan/  clang ThreadSanitizer build, `--setup tsan`
+#     --valgrind  build/       the default build under memcheck, `--setup valgrind`
 set -uo pipefail
 cd "$(dirname "$0")/.."
-bash tools/setup.sh build || exit 1
+mode=default
+case "${1:-}" in
+  --asan|--tsan|--valgrind) mode=${1#--}; shift ;;
+esac
 if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
-meson test -C build --print-errorlogs --num-processes 2 "$@"
+
+case $mode in
+  default)
+    bash tools/setup.sh build || exit 1
+    exec meson test -C build --print-errorlogs --num-processes 2 "$@" ;;
+  valgrind)
+    bash tools/setup.sh build || exit 1
+    exec meson test -C build --setup valgrind --print-errorlogs --num-processes 2 "$@" ;;
+  asan)
+    CC=gcc CXX=g++ bash tools/setup.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false || exit 1
+    exec meson test -C build-asan --setup asan --print-errorlogs --num-processes 2 "$@" ;;
+  tsan)
+    command -v clang >/dev/null || { echo "tools/test.sh --tsan needs clang" >&2; exit 1; }
+    CC=clang CXX=clang++ bash tools/setup.sh build-tsan -Db_sanitize=thread -Db_lundef=false \
+      -Dcuda=disabled -Drocm=disabled || exit 1
+    exec meson test -C build-tsan --setup tsan --print-errorlogs --num-processes 2 "$@" ;;
+esac
