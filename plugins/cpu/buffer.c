@@ -1,0 +1,114 @@
+/*
+ * kvrt CPU backend — buffers: host memory standing in for device memory.
+ */
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops.h"
+
+#define CPU_BUFFER_ALIGN 64u
+/* Large transfers are split across the pool in pieces of this many bytes. */
+#define CPU_BULK_CHUNK (4u << 20)
+
+struct bulk {
+    unsigned char *dst;
+    const unsigned char *src; /* NULL: zero */
+    uint64_t bytes;
+};
+
+static void bulk_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end)
+{
+    const struct bulk *b = ctx;
+    (void)worker;
+    uint64_t lo = begin * CPU_BULK_CHUNK;
+    uint64_t hi = end * CPU_BULK_CHUNK < b->bytes ? end * CPU_BULK_CHUNK : b->bytes;
+    if (b->src)
+        memcpy(b->dst + lo, b->src + lo, hi - lo);
+    else
+        memset(b->dst + lo, 0, hi - lo);
+}
+
+static void bulk(kvrt_plugin_device *dev, void *dst, const void *src, uint64_t bytes)
+{
+    struct bulk b = {dst, src, bytes};
+    uint64_t chunks = (bytes + CPU_BULK_CHUNK - 1) / CPU_BULK_CHUNK;
+    cpu_pool_run(dev->pool, chunks, 1, bulk_task, &b);
+}
+
+static int check_range(const kvrt_plugin_buffer *buf, uint64_t offset, uint64_t bytes,
+                       const char *what, kvrt_plugin_error *err)
+{
+    /* The core validates ranges; this only guards against a core bug
+     * turning into a wild pointer. */
+    if (offset > buf->bytes || bytes > buf->bytes - offset)
+        return cpu_fail(err, KVRT_ERR_INVALID,
+                        "%s of %llu bytes at offset %llu is outside the %llu-byte buffer", what,
+                        (unsigned long long)bytes, (unsigned long long)offset,
+                        (unsigned long long)buf->bytes);
+    return KVRT_OK;
+}
+
+int cpu_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out,
+                     kvrt_plugin_error *err)
+{
+    (void)dev;
+    *out = NULL;
+    /* aligned_alloc wants a multiple of the alignment; a zero-byte buffer
+     * still gets a distinct pointer. */
+    uint64_t rounded = bytes == 0 ? CPU_BUFFER_ALIGN
+                                  : (bytes + CPU_BUFFER_ALIGN - 1) & ~(uint64_t)(CPU_BUFFER_ALIGN - 1);
+    if (rounded < bytes || rounded > PTRDIFF_MAX)
+        return cpu_fail(err, KVRT_ERR_NOMEM,
+                        "cannot allocate a buffer of %llu bytes: larger than the address space",
+                        (unsigned long long)bytes);
+    kvrt_plugin_buffer *buf = malloc(sizeof(*buf));
+    void *data = buf ? aligned_alloc(CPU_BUFFER_ALIGN, (size_t)rounded) : NULL;
+    if (!data) {
+        free(buf);
+        return cpu_fail(err, KVRT_ERR_NOMEM,
+                        "cannot allocate a buffer of %llu bytes (%.1f MiB) in host memory",
+                        (unsigned long long)bytes, (double)bytes / (1024.0 * 1024.0));
+    }
+    buf->data = data;
+    buf->bytes = bytes;
+    *out = buf;
+    return KVRT_OK;
+}
+
+void cpu_buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
+{
+    (void)dev;
+    if (!buf)
+        return;
+    free(buf->data);
+    free(buf);
+}
+
+int cpu_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+                    uint64_t bytes, kvrt_plugin_error *err)
+{
+    int rc = check_range(buf, offset, bytes, "zero", err);
+    if (rc == KVRT_OK)
+        bulk(dev, buf->data + offset, NULL, bytes);
+    return rc;
+}
+
+int cpu_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+                      const void *src, uint64_t bytes, kvrt_plugin_error *err)
+{
+    int rc = check_range(buf, offset, bytes, "upload", err);
+    if (rc == KVRT_OK && bytes > 0)
+        bulk(dev, buf->data + offset, src, bytes);
+    return rc;
+}
+
+int cpu_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+                        void *dst, uint64_t bytes, kvrt_plugin_error *err)
+{
+    int rc = check_range(buf, offset, bytes, "download", err);
+    if (rc == KVRT_OK && bytes > 0)
+        bulk(dev, dst, buf->data + offset, bytes);
+    return rc;
+}

@@ -1,0 +1,51 @@
+/*
+ * kvrt CPU backend — the device and buffer handles, and error/log helpers
+ * shared by the module's files.
+ */
+#ifndef KVRT_CPU_DEVICE_H
+#define KVRT_CPU_DEVICE_H
+
+#include <stdbool.h>
+
+#include <kvrt/plugin.h>
+
+#include "pool.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define CPU_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define CPU_PRINTF(a, b)
+#endif
+
+/* Work smaller than this runs on the calling thread: waking a worker costs
+ * more than it saves. */
+#define CPU_PARALLEL_MIN_BYTES (256u * 1024u)
+
+struct kvrt_plugin_device {
+    int32_t layout;
+    struct cpu_pool *pool;
+    bool use_avx2; /* decode with the AVX2/FMA/F16C kernel */
+    /* A copy of the host services: the core's struct need not outlive bind. */
+    void *log_user;
+    void (*log)(void *user, int level, const char *message);
+};
+
+/* "Device memory" is host memory, 64-byte aligned. */
+struct kvrt_plugin_buffer {
+    unsigned char *data;
+    uint64_t bytes;
+};
+
+/* Write "cpu: <message>" into err (if any) and return status. */
+int cpu_fail(kvrt_plugin_error *err, int status, const char *fmt, ...) CPU_PRINTF(3, 4);
+
+/* Log through the host, if it gave a logger. */
+void cpu_log(const kvrt_plugin_device *dev, int level, const char *fmt, ...) CPU_PRINTF(3, 4);
+
+/* Threads a job may use on this device. */
+static inline unsigned cpu_threads(const kvrt_plugin_device *dev)
+{
+    return cpu_pool_threads(dev->pool);
+}
+
+#endif

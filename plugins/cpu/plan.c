@@ -1,0 +1,281 @@
+/*
+ * kvrt CPU backend — block plans (see plan.h).
+ */
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "plan.h"
+
+struct axis {
+    uint64_t extent;
+    uint64_t stride;
+};
+
+struct builder {
+    struct cpu_plan *plan;
+    uint64_t stage; /* staging bytes enumerated so far in this block */
+    bool oom;
+};
+
+static void push(struct builder *b, uint64_t cache_off, uint64_t cache_step, uint64_t len,
+                 uint64_t count, uint64_t block_stride)
+{
+    struct cpu_plan *p = b->plan;
+    uint64_t stage_off = b->stage;
+    b->stage += len * count;
+
+    /* A repeat whose pieces touch in memory is a single run. */
+    if (count > 1 && cache_step == len) {
+        len *= count;
+        count = 1;
+    }
+    if (p->count > 0) {
+        struct cpu_run *last = &p->runs[p->count - 1];
+        bool same_block = last->block_stride == block_stride;
+        uint64_t last_end = last->cache_off + (last->count - 1) * last->cache_step + last->len;
+        if (same_block && count == 1 && last->count == 1 && cache_off == last_end) {
+            last->len += len; /* staging is always contiguous in enumeration order */
+            return;
+        }
+        if (same_block && count == 1 && len == last->len) {
+            if (last->count == 1 && cache_off > last->cache_off) {
+                last->cache_step = cache_off - last->cache_off;
+                last->stage_step = stage_off - last->stage_off;
+                last->count = 2;
+                return;
+            }
+            if (last->count > 1 && cache_off == last->cache_off + last->count * last->cache_step &&
+                stage_off == last->stage_off + last->count * last->stage_step) {
+                last->count++;
+                return;
+            }
+        }
+    }
+    if (p->count == p->capacity) {
+        size_t cap = p->capacity ? 2 * p->capacity : 16;
+        struct cpu_run *runs = realloc(p->runs, cap * sizeof(*runs));
+        if (!runs) {
+            b->oom = true;
+            return;
+        }
+        p->runs = runs;
+        p->capacity = cap;
+    }
+    p->runs[p->count++] = (struct cpu_run){
+        .cache_off = cache_off,
+        .cache_step = cache_step,
+        .block_stride = block_stride,
+        .stage_off = stage_off,
+        .stage_step = len,
+        .len = len,
+        .count = count,
+    };
+}
+
+static uint64_t sort_key(struct axis a)
+{
+    return a.extent == 1 ? UINT64_MAX : a.stride;
+}
+
+/* Enumerate one layer's page of a manager block, axes outermost first; the
+ * innermost axis goes in as one repeated run. */
+static void add_layer(struct builder *b, const struct kvrt_plugin_layer *ly,
+                      const struct axis ax[3])
+{
+    const uint64_t c = ly->content_bytes;
+    const uint64_t block_stride = ly->blocks_per_block * ly->stride_block;
+    for (uint64_t i0 = 0; i0 < ax[0].extent; i0++)
+        for (uint64_t i1 = 0; i1 < ax[1].extent; i1++) {
+            uint64_t off = ly->offset + i0 * ax[0].stride + i1 * ax[1].stride;
+            if (ax[2].extent == 1 || ax[2].stride == c)
+                push(b, off, c, c * ax[2].extent, 1, block_stride);
+            else
+                push(b, off, ax[2].stride, c, ax[2].extent, block_stride);
+        }
+}
+
+int cpu_plan_build(const struct kvrt_plugin_cache *cache, enum cpu_plan_order order,
+                   struct cpu_plan *out, kvrt_plugin_error *err)
+{
+    memset(out, 0, sizeof(*out));
+    struct builder b = {.plan = out};
+
+    for (uint64_t l = 0; l < cache->num_layers && !b.oom; l++) {
+        const struct kvrt_plugin_layer *ly = &cache->layers[l];
+        /* The manager block's sub-blocks (u), heads (h), states (n). */
+        struct axis u = {ly->blocks_per_block, ly->stride_block};
+        struct axis h = {ly->head_slots, ly->stride_head};
+        struct axis n = {ly->states, ly->stride_state};
+        struct axis ax[3];
+        if (order == CPU_PLAN_STAGING) {
+            ax[0] = h, ax[1] = u, ax[2] = n;
+        } else {
+            /* Memory order: larger strides outside.  Extent-1 axes go
+             * outermost so the innermost axis is a real one. */
+            ax[0] = u, ax[1] = h, ax[2] = n;
+            for (int i = 0; i < 3; i++)
+                for (int j = 0; j + 1 < 3 - i; j++)
+                    if (sort_key(ax[j]) < sort_key(ax[j + 1])) {
+                        struct axis t = ax[j];
+                        ax[j] = ax[j + 1];
+                        ax[j + 1] = t;
+                    }
+        }
+        add_layer(&b, ly, ax);
+    }
+    if (b.oom) {
+        cpu_plan_free(out);
+        return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate the block plan for %llu layers",
+                        (unsigned long long)cache->num_layers);
+    }
+    uint64_t first = 0;
+    for (size_t i = 0; i < out->count; i++) {
+        out->runs[i].first = first;
+        first += out->runs[i].len * out->runs[i].count;
+    }
+    out->block_bytes = first;
+    return KVRT_OK;
+}
+
+void cpu_plan_free(struct cpu_plan *plan)
+{
+    free(plan->runs);
+    memset(plan, 0, sizeof(*plan));
+}
+
+struct plan_job {
+    const struct cpu_plan *plan;
+    enum cpu_move mode;
+    unsigned char *cache;
+    unsigned char *staging;
+    const int64_t *ids;
+};
+
+/* The run holding byte `rem` of a block: the last run with first <= rem. */
+static size_t find_run(const struct cpu_plan *p, uint64_t rem)
+{
+    size_t lo = 0, hi = p->count;
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (p->runs[mid].first <= rem)
+            lo = mid;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
+/* Bytes [begin, end) of the stream "item 0's block, item 1's block, ...". */
+static void plan_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end)
+{
+    const struct plan_job *job = ctx;
+    const struct cpu_plan *p = job->plan;
+    (void)worker;
+
+    uint64_t item = begin / p->block_bytes;
+    uint64_t rem = begin % p->block_bytes;
+    size_t r = find_run(p, rem);
+    rem -= p->runs[r].first;
+    uint64_t rep = rem / p->runs[r].len;
+    uint64_t off = rem % p->runs[r].len;
+
+    for (uint64_t pos = begin; pos < end;) {
+        const struct cpu_run *run = &p->runs[r];
+        uint64_t n = run->len - off;
+        if (n > end - pos)
+            n = end - pos;
+        uint64_t in_block = run->cache_off + rep * run->cache_step + off;
+        switch (job->mode) {
+        case CPU_MOVE_GATHER:
+        case CPU_MOVE_SCATTER: {
+            unsigned char *c = job->cache + (uint64_t)job->ids[item] * run->block_stride + in_block;
+            unsigned char *s = job->staging + item * p->block_bytes + run->stage_off +
+                               rep * run->stage_step + off;
+            if (job->mode == CPU_MOVE_GATHER)
+                memcpy(s, c, n);
+            else
+                memcpy(c, s, n);
+            break;
+        }
+        case CPU_MOVE_COPY: {
+            uint64_t src = (uint64_t)job->ids[2 * item], dst = (uint64_t)job->ids[2 * item + 1];
+            if (src != dst)
+                memcpy(job->cache + dst * run->block_stride + in_block,
+                       job->cache + src * run->block_stride + in_block, n);
+            break;
+        }
+        }
+        pos += n;
+        off += n;
+        if (off == run->len) {
+            off = 0;
+            if (++rep == run->count) {
+                rep = 0;
+                if (++r == p->count) {
+                    r = 0;
+                    item++;
+                }
+            }
+        }
+    }
+}
+
+void cpu_plan_run(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu_move mode,
+                  unsigned char *cache, unsigned char *staging, const int64_t *ids,
+                  uint64_t items)
+{
+    if (items == 0 || plan->block_bytes == 0)
+        return;
+    struct plan_job job = {plan, mode, cache, staging, ids};
+    uint64_t total = items * plan->block_bytes;
+    /* A few chunks per thread, none too small to be worth a wake-up. */
+    uint64_t grain = total / (4u * cpu_threads(dev)) + 1;
+    if (grain < CPU_PARALLEL_MIN_BYTES)
+        grain = CPU_PARALLEL_MIN_BYTES;
+    cpu_pool_run(dev->pool, total, grain, plan_task, &job);
+}
+
+enum { MARK_READ = 1, MARK_WRITTEN = 2 };
+
+void cpu_plan_run_ordered(kvrt_plugin_device *dev, const struct cpu_plan *plan,
+                          enum cpu_move mode, unsigned char *cache, unsigned char *staging,
+                          const int64_t *ids, uint64_t items, uint64_t num_blocks)
+{
+    /* Per item: the block it reads (copy only) and the block it writes. */
+    const uint64_t per_item = mode == CPU_MOVE_COPY ? 2 : 1;
+    uint64_t stage_step = mode == CPU_MOVE_COPY ? 0 : plan->block_bytes;
+    unsigned char *marks = calloc(num_blocks ? num_blocks : 1, 1);
+    if (!marks) {
+        /* Still correct, only slower: one item at a time. */
+        for (uint64_t i = 0; i < items; i++)
+            cpu_plan_run(dev, plan, mode, cache, staging ? staging + i * stage_step : NULL,
+                         ids + per_item * i, 1);
+        return;
+    }
+
+    uint64_t start = 0;
+    for (uint64_t i = 0; i <= items; i++) {
+        bool flush = i == items;
+        if (!flush) {
+            const int64_t *it = ids + per_item * i;
+            uint64_t dst = (uint64_t)it[per_item - 1];
+            flush = (marks[dst] & (MARK_READ | MARK_WRITTEN)) ||
+                    (per_item == 2 && (marks[it[0]] & MARK_WRITTEN));
+        }
+        if (flush) {
+            cpu_plan_run(dev, plan, mode, cache, staging ? staging + start * stage_step : NULL,
+                         ids + per_item * start, i - start);
+            for (uint64_t j = start * per_item; j < i * per_item; j++)
+                marks[ids[j]] = 0;
+            start = i;
+        }
+        if (i < items) {
+            const int64_t *it = ids + per_item * i;
+            if (per_item == 2)
+                marks[it[0]] |= MARK_READ;
+            marks[it[per_item - 1]] |= MARK_WRITTEN;
+        }
+    }
+    free(marks);
+}

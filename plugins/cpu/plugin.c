@@ -1,0 +1,110 @@
+/*
+ * kvrt CPU backend — the descriptor, probe, bind and unbind.
+ *
+ * Host memory stands in for device memory and every operation is plain C
+ * on a small worker pool, so the backend works everywhere and serves as the
+ * reference the device backends are checked against.
+ */
+#include <stdlib.h>
+
+#include "isa.h"
+#include "ops.h"
+
+#ifndef KVRT_CPU_VERSION
+#error "KVRT_CPU_VERSION must be defined by the build (the project version)"
+#endif
+
+/*
+ * Most preferred first.  The order comes from bench-cpu's measurements on
+ * this backend (numbers and reasoning in README.md): block-compact layouts
+ * move blocks in long runs; among them the ones whose pages are already in
+ * staging order ([H, N, C]) gather without a transpose.
+ */
+static const int32_t cpu_layouts[] = {
+    KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_LBNHC,
+    KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_LHBNC, KVRT_LAYOUT_BHLNC,
+};
+
+#define DTYPE_BIT(t) (1u << (t))
+
+static const struct kvrt_plugin_descriptor cpu_descriptor = {
+    .size = sizeof(struct kvrt_plugin_descriptor),
+    .abi_major = KVRT_PLUGIN_ABI_MAJOR,
+    .abi_minor = KVRT_PLUGIN_ABI_MINOR,
+    .name = "cpu",
+    .version = KVRT_CPU_VERSION,
+    .description = "portable C11 backend: host memory, pthread worker pool",
+    .flags = 0,
+    .num_layouts = sizeof(cpu_layouts) / sizeof(cpu_layouts[0]),
+    .layouts = cpu_layouts,
+    /* Byte-moving operations take every type; decode checks its own. */
+    .dtypes = DTYPE_BIT(KVRT_DTYPE_FP32) | DTYPE_BIT(KVRT_DTYPE_FP16) |
+              DTYPE_BIT(KVRT_DTYPE_BF16) | DTYPE_BIT(KVRT_DTYPE_FP8_E4M3) |
+              DTYPE_BIT(KVRT_DTYPE_FP8_E5M2) | DTYPE_BIT(KVRT_DTYPE_INT8) |
+              DTYPE_BIT(KVRT_DTYPE_UINT8),
+    .ops = KVRT_OP_ALL,
+
+    .probe = cpu_probe,
+    .bind = cpu_bind,
+    .unbind = cpu_unbind,
+    .buffer_alloc = cpu_buffer_alloc,
+    .buffer_free = cpu_buffer_free,
+    .buffer_zero = cpu_buffer_zero,
+    .buffer_upload = cpu_buffer_upload,
+    .buffer_download = cpu_buffer_download,
+    .write = cpu_write,
+    .read = cpu_read,
+    .copy_blocks = cpu_copy_blocks,
+    .gather = cpu_gather,
+    .scatter = cpu_scatter,
+    .decode = cpu_decode,
+};
+
+KVRT_PLUGIN_DEFINE_ENTRY(cpu_descriptor)
+
+int cpu_probe(kvrt_plugin_error *why)
+{
+    (void)why;
+    return KVRT_OK; /* the host CPU is always there */
+}
+
+int cpu_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
+             kvrt_plugin_error *err)
+{
+    *out = NULL;
+    kvrt_plugin_device *dev = calloc(1, sizeof(*dev));
+    if (!dev)
+        return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate the device context (%zu bytes)",
+                        sizeof(*dev));
+    dev->layout = info->layout;
+    const struct kvrt_plugin_host *host = info->host;
+    if (host && host->size >= offsetof(struct kvrt_plugin_host, log) + sizeof(host->log)) {
+        dev->log_user = host->user;
+        dev->log = host->log;
+    }
+
+    dev->use_avx2 = cpu_isa_use_avx2();
+    unsigned want = cpu_pool_default_threads();
+    dev->pool = cpu_pool_create(want);
+    if (!dev->pool) {
+        free(dev);
+        return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate a worker pool of %u threads",
+                        want);
+    }
+    unsigned got = cpu_pool_threads(dev->pool);
+    if (got < want)
+        cpu_log(dev, 1, "could start only %u of %u worker threads; running on %u", got - 1,
+                want - 1, got);
+    cpu_log(dev, 3, "bound: %u thread%s, %s decode kernel", got, got == 1 ? "" : "s",
+            dev->use_avx2 ? "avx2" : "generic");
+    *out = dev;
+    return KVRT_OK;
+}
+
+void cpu_unbind(kvrt_plugin_device *dev)
+{
+    if (!dev)
+        return;
+    cpu_pool_destroy(dev->pool);
+    free(dev);
+}
