@@ -26,9 +26,7 @@ static int cl_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device 
     if (!dev)
         return kvrt_gpu_fail(err, KVRT_ERR_NOMEM, "out of host memory for an OpenCL device");
     dev->layout = info->layout;
-    if (info->size >= offsetof(struct kvrt_plugin_bind_info, host) + sizeof(info->host) &&
-        info->host && info->host->size >= sizeof(struct kvrt_plugin_host))
-        dev->host = *info->host;
+    kvrt_gpu_host_from_bind(info, &dev->host);
     int status = kvrt_cl_shared_get(dev->host.size ? &dev->host : NULL, &dev->shared, err);
     if (status != KVRT_OK) {
         free(dev);

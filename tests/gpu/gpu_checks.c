@@ -305,7 +305,7 @@ void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint
         total += (uint64_t)seq_lens[s];
         used_blocks += nb;
     }
-    if (used_blocks > c->g.blocks) {
+    if (seqs == 0 || used_blocks > c->g.blocks) {
         tap_ok(false, "%s: decode geometry has %llu blocks, needs %llu", rig->tag,
                (unsigned long long)c->g.blocks, (unsigned long long)used_blocks);
         free(first);
@@ -316,11 +316,11 @@ void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint
     for (uint64_t i = 0; i < c->g.blocks; i++)
         pool[i] = (int64_t)i;
     shuffle(pool, c->g.blocks);
-    int32_t *tables = calloc(seqs * max_blocks, sizeof(int32_t));
-    int64_t *slots = malloc(total * sizeof(int64_t));
+    int32_t *tables = calloc(seqs * max_blocks + 1, sizeof(int32_t));
+    int64_t *slots = malloc(total * sizeof(int64_t) + 1);
     uint64_t next = 0;
     for (uint64_t s = 0; s < seqs; s++) {
-        for (uint64_t i = 0; i * bs < (uint64_t)seq_lens[s]; i++)
+        for (uint64_t i = 0; i * bs < (uint64_t)seq_lens[s] && next < c->g.blocks; i++)
             tables[s * max_blocks + i] = (int32_t)pool[next++];
         for (uint64_t t = 0; t < (uint64_t)seq_lens[s]; t++)
             slots[first[s] + t] =

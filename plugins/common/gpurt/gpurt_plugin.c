@@ -42,9 +42,7 @@ static int rt_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device 
         return kvrt_gpu_fail(err, KVRT_ERR_NOMEM,
                              "out of host memory for a " GPURT_API_NAME " device");
     dev->layout = info->layout;
-    if (info->size >= offsetof(struct kvrt_plugin_bind_info, host) + sizeof(info->host) &&
-        info->host && info->host->size >= sizeof(struct kvrt_plugin_host))
-        dev->host = *info->host;
+    kvrt_gpu_host_from_bind(info, &dev->host);
     int status = kvrt_gpurt_select(&dev->ordinal, dev->name, sizeof(dev->name), err);
     if (status == KVRT_OK)
         status = kvrt_gpurt_use(dev->ordinal, err);

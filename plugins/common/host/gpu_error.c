@@ -1,5 +1,7 @@
 #include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "gpu_error.h"
 
@@ -22,6 +24,15 @@ const char *kvrt_gpu_dtype_name(int dtype, char buf[16])
         return names[dtype];
     snprintf(buf, 16, "dtype %d", dtype);
     return buf;
+}
+
+void kvrt_gpu_host_from_bind(const struct kvrt_plugin_bind_info *info,
+                             struct kvrt_plugin_host *out)
+{
+    const size_t need = offsetof(struct kvrt_plugin_bind_info, host) + sizeof(void *);
+    memset(out, 0, sizeof(*out));
+    if (info->size >= need && info->host && info->host->size >= sizeof(struct kvrt_plugin_host))
+        *out = *info->host;
 }
 
 void kvrt_gpu_log(const struct kvrt_plugin_host *host, int level, const char *fmt, ...)
