@@ -62,8 +62,11 @@ static int parse(int argc, char **argv, struct options *o)
                 return 2;
             }
         } else {
-            fprintf(stderr, "kvrt-conformance: unknown argument \"%s\"%s\n", a,
-                    strncmp(a, "--", 2) == 0 && !has_value ? " (or its value is missing)" : "");
+            bool takes_value = strcmp(a, "--backend") == 0 || strcmp(a, "--plugin") == 0 || strcmp(a, "--seed") == 0;
+            if (takes_value)
+                fprintf(stderr, "kvrt-conformance: %s needs a value\n", a);
+            else
+                fprintf(stderr, "kvrt-conformance: unknown argument \"%s\"\n", a);
             usage(stderr);
             return 2;
         }
@@ -104,7 +107,9 @@ int main(int argc, char **argv)
     kvrt_runtime *rt;
     int status = kvrt_runtime_open(&ro, &rt);
     if (status != KVRT_OK) {
-        printf("1..1\nnot ok 1 - kvrt_runtime_open: %s\n", kvrt_error_message());
+        tap_plan_dynamic();
+        tap_ok(false, "kvrt_runtime_open: %s", kvrt_error_message());
+        tap_done();
         return o.fail_exit ? 1 : 0;
     }
 
