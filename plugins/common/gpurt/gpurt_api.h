@@ -30,6 +30,7 @@ typedef hipError_t gpurt_error;
 #define gpurtAttrCcMinor hipDeviceAttributeComputeCapabilityMinor
 #define gpurtGetDeviceCount hipGetDeviceCount
 #define gpurtSetDevice hipSetDevice
+#define gpurtGetDevice hipGetDevice
 #define gpurtDeviceGetAttribute hipDeviceGetAttribute
 #define gpurtGetErrorName hipGetErrorName
 #define gpurtGetErrorString hipGetErrorString
@@ -62,6 +63,7 @@ typedef cudaError_t gpurt_error;
 #define gpurtAttrCcMinor cudaDevAttrComputeCapabilityMinor
 #define gpurtGetDeviceCount cudaGetDeviceCount
 #define gpurtSetDevice cudaSetDevice
+#define gpurtGetDevice cudaGetDevice
 #define gpurtDeviceGetAttribute cudaDeviceGetAttribute
 #define gpurtGetErrorName cudaGetErrorName
 #define gpurtGetErrorString cudaGetErrorString

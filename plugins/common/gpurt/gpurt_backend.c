@@ -104,12 +104,22 @@ int kvrt_gpurt_select(int *ordinal, char *name, size_t name_size, kvrt_plugin_er
     return KVRT_OK;
 }
 
-int kvrt_gpurt_use(int ordinal, kvrt_plugin_error *err)
+int kvrt_gpurt_enter(int ordinal, struct kvrt_gpurt_scope *scope, kvrt_plugin_error *err)
 {
+    scope->changed = 0;
+    if (gpurtGetDevice(&scope->previous) == gpurtSuccess && scope->previous == ordinal)
+        return KVRT_OK;
     gpurt_error rc = gpurtSetDevice(ordinal);
     if (rc != gpurtSuccess)
         return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("SetDevice"));
+    scope->changed = 1;
     return KVRT_OK;
+}
+
+void kvrt_gpurt_leave(const struct kvrt_gpurt_scope *scope)
+{
+    if (scope->changed)
+        gpurtSetDevice(scope->previous);
 }
 
 int kvrt_gpurt_scratch_alloc(void *ctx, uint64_t bytes, void **mem, kvrt_plugin_error *err)

@@ -25,6 +25,7 @@ struct kvrt_plugin_device {
 struct kvrt_plugin_buffer {
     void *ptr;
     uint64_t bytes;
+    int ordinal; /* its device: buffer_free must not need the binding */
 };
 
 extern const struct kvrt_gpu_backend kvrt_gpurt_backend;
@@ -39,8 +40,14 @@ int kvrt_gpurt_fail(kvrt_plugin_error *err, int status, gpurt_error rc, const ch
  * against the devices present and the code this module carries. */
 int kvrt_gpurt_select(int *ordinal, char *name, size_t name_size, kvrt_plugin_error *why);
 
-/* Make ordinal current on this thread (runtime state is per thread). */
-int kvrt_gpurt_use(int ordinal, kvrt_plugin_error *err);
+/* The calling thread's current device is the caller's state: every entry
+ * point makes the bound device current and gives the previous one back. */
+struct kvrt_gpurt_scope {
+    int previous;
+    int changed;
+};
+int kvrt_gpurt_enter(int ordinal, struct kvrt_gpurt_scope *scope, kvrt_plugin_error *err);
+void kvrt_gpurt_leave(const struct kvrt_gpurt_scope *scope);
 
 int kvrt_gpurt_scratch_alloc(void *ctx, uint64_t bytes, void **mem, kvrt_plugin_error *err);
 void kvrt_gpurt_scratch_free(void *ctx, void *mem);

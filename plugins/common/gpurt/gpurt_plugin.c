@@ -43,11 +43,13 @@ static int rt_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device 
                              "out of host memory for a " GPURT_API_NAME " device");
     dev->layout = info->layout;
     kvrt_gpu_host_from_bind(info, &dev->host);
+    struct kvrt_gpurt_scope scope = {0, 0};
     int status = kvrt_gpurt_select(&dev->ordinal, dev->name, sizeof(dev->name), err);
     if (status == KVRT_OK)
-        status = kvrt_gpurt_use(dev->ordinal, err);
+        status = kvrt_gpurt_enter(dev->ordinal, &scope, err);
     if (status == KVRT_OK)
         status = query_limits(dev, err);
+    kvrt_gpurt_leave(&scope);
     if (status != KVRT_OK) {
         free(dev);
         return status;
@@ -63,17 +65,17 @@ static void rt_unbind(kvrt_plugin_device *dev)
 {
     if (!dev)
         return;
-    kvrt_gpurt_use(dev->ordinal, NULL);
+    struct kvrt_gpurt_scope scope;
+    const int entered = kvrt_gpurt_enter(dev->ordinal, &scope, NULL) == KVRT_OK;
     kvrt_scratch_pool_destroy(&dev->scratch);
+    if (entered)
+        kvrt_gpurt_leave(&scope);
     free(dev);
 }
 
-static int rt_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out,
-                           kvrt_plugin_error *err)
+static int buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out,
+                        kvrt_plugin_error *err)
 {
-    int status = kvrt_gpurt_use(dev->ordinal, err);
-    if (status != KVRT_OK)
-        return status;
     kvrt_plugin_buffer *buf = calloc(1, sizeof(*buf));
     if (!buf)
         return kvrt_gpu_fail(err, KVRT_ERR_NOMEM, "out of host memory for a buffer handle");
@@ -87,16 +89,21 @@ static int rt_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_
                              kvrt_gpurt_describe(rc, text, sizeof(text)));
     }
     buf->bytes = bytes;
+    buf->ordinal = dev->ordinal;
     *out = buf;
     return KVRT_OK;
 }
 
 static void rt_buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
 {
+    (void)dev;
     if (!buf)
         return;
-    kvrt_gpurt_use(dev->ordinal, NULL);
+    struct kvrt_gpurt_scope scope;
+    const int entered = kvrt_gpurt_enter(buf->ordinal, &scope, NULL) == KVRT_OK;
     gpurtFree(buf->ptr);
+    if (entered)
+        kvrt_gpurt_leave(&scope);
     free(buf);
 }
 
@@ -108,12 +115,11 @@ static int sync_stream(const char *what, kvrt_plugin_error *err)
     return KVRT_OK;
 }
 
-static int rt_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+static int buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
                           uint64_t bytes, kvrt_plugin_error *err)
 {
-    int status = kvrt_gpurt_use(dev->ordinal, err);
-    if (status != KVRT_OK || bytes == 0)
-        return status;
+    if (bytes == 0)
+        return KVRT_OK;
     gpurt_error rc = gpurtMemsetAsync((char *)buf->ptr + offset, 0, (size_t)bytes,
                                       gpurtStreamPerThread);
     if (rc != gpurtSuccess)
@@ -121,12 +127,11 @@ static int rt_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint
     return sync_stream(GPURT_FN("MemsetAsync"), err);
 }
 
-static int rt_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+static int buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
                             const void *src, uint64_t bytes, kvrt_plugin_error *err)
 {
-    int status = kvrt_gpurt_use(dev->ordinal, err);
-    if (status != KVRT_OK || bytes == 0)
-        return status;
+    if (bytes == 0)
+        return KVRT_OK;
     gpurt_error rc = gpurtMemcpyAsync((char *)buf->ptr + offset, src, (size_t)bytes,
                                       gpurtMemcpyHostToDevice, gpurtStreamPerThread);
     if (rc != gpurtSuccess)
@@ -134,12 +139,11 @@ static int rt_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, ui
     return sync_stream(GPURT_FN("MemcpyAsync") " to device", err);
 }
 
-static int rt_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+static int buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
                               void *dst, uint64_t bytes, kvrt_plugin_error *err)
 {
-    int status = kvrt_gpurt_use(dev->ordinal, err);
-    if (status != KVRT_OK || bytes == 0)
-        return status;
+    if (bytes == 0)
+        return KVRT_OK;
     gpurt_error rc = gpurtMemcpyAsync(dst, (const char *)buf->ptr + offset, (size_t)bytes,
                                       gpurtMemcpyDeviceToHost, gpurtStreamPerThread);
     if (rc != gpurtSuccess)
@@ -147,22 +151,104 @@ static int rt_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, 
     return sync_stream(GPURT_FN("MemcpyAsync") " to host", err);
 }
 
-/* Operations: make the device current on this thread, then the shared code. */
-#define USE_OR_RETURN(dev, err)                                                \
+/* The operations: the shared code over the runtime backend. */
+static int op_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                    kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
+                    const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+                    kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
+{
+    return kvrt_gpu_write(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, num_tokens, slots,
+                          k, k_offset, v, v_offset, err);
+}
+
+static int op_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                   kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
+                   const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+                   kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
+{
+    return kvrt_gpu_read(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, num_tokens, slots, k,
+                         k_offset, v, v_offset, err);
+}
+
+static int op_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                          kvrt_plugin_buffer *cache_buf, uint64_t num_pairs, const int64_t *pairs,
+                          kvrt_plugin_error *err)
+{
+    return kvrt_gpu_copy_blocks(&kvrt_gpurt_backend, dev, cache, cache_buf, num_pairs, pairs,
+                                err);
+}
+
+static int op_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                     kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
+                     kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err)
+{
+    return kvrt_gpu_gather(&kvrt_gpurt_backend, dev, cache, cache_buf, num_blocks, block_ids,
+                           staging, staging_offset, err);
+}
+
+static int op_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                      kvrt_plugin_buffer *cache_buf, uint64_t num_blocks,
+                      const int64_t *block_ids, kvrt_plugin_buffer *staging,
+                      uint64_t staging_offset, kvrt_plugin_error *err)
+{
+    return kvrt_gpu_scatter(&kvrt_gpurt_backend, dev, cache, cache_buf, num_blocks, block_ids,
+                            staging, staging_offset, err);
+}
+
+static int op_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
+                     kvrt_plugin_buffer *cache_buf, uint32_t layer,
+                     const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err)
+{
+    return kvrt_gpu_decode(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, args, err);
+}
+
+/*
+ * Entry points: the bound device current for the call, the caller's device
+ * back afterwards.  WITH_DEVICE(dev, err, call) evaluates to call's status.
+ */
+#define WITH_DEVICE(ordinal, err, call)                                        \
     do {                                                                       \
-        int use_status_ = kvrt_gpurt_use((dev)->ordinal, (err));               \
-        if (use_status_ != KVRT_OK)                                            \
-            return use_status_;                                                \
+        struct kvrt_gpurt_scope scope_;                                        \
+        int status_ = kvrt_gpurt_enter((ordinal), &scope_, (err));             \
+        if (status_ == KVRT_OK) {                                              \
+            status_ = (call);                                                  \
+            kvrt_gpurt_leave(&scope_);                                         \
+        }                                                                      \
+        return status_;                                                        \
     } while (0)
+
+static int rt_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out,
+                           kvrt_plugin_error *err)
+{
+    WITH_DEVICE(dev->ordinal, err, buffer_alloc(dev, bytes, out, err));
+}
+
+static int rt_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+                          uint64_t bytes, kvrt_plugin_error *err)
+{
+    WITH_DEVICE(buf->ordinal, err, buffer_zero(dev, buf, offset, bytes, err));
+}
+
+static int rt_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+                            const void *src, uint64_t bytes, kvrt_plugin_error *err)
+{
+    WITH_DEVICE(buf->ordinal, err, buffer_upload(dev, buf, offset, src, bytes, err));
+}
+
+static int rt_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
+                              void *dst, uint64_t bytes, kvrt_plugin_error *err)
+{
+    WITH_DEVICE(buf->ordinal, err, buffer_download(dev, buf, offset, dst, bytes, err));
+}
 
 static int rt_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
                     kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
                     const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
                     kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
 {
-    USE_OR_RETURN(dev, err);
-    return kvrt_gpu_write(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, num_tokens, slots,
-                          k, k_offset, v, v_offset, err);
+    WITH_DEVICE(dev->ordinal, err,
+                op_write(dev, cache, cache_buf, layer, num_tokens, slots, k, k_offset, v,
+                         v_offset, err));
 }
 
 static int rt_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
@@ -170,27 +256,25 @@ static int rt_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cach
                    const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
                    kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
 {
-    USE_OR_RETURN(dev, err);
-    return kvrt_gpu_read(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, num_tokens, slots, k,
-                         k_offset, v, v_offset, err);
+    WITH_DEVICE(dev->ordinal, err,
+                op_read(dev, cache, cache_buf, layer, num_tokens, slots, k, k_offset, v,
+                        v_offset, err));
 }
 
 static int rt_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
                           kvrt_plugin_buffer *cache_buf, uint64_t num_pairs, const int64_t *pairs,
                           kvrt_plugin_error *err)
 {
-    USE_OR_RETURN(dev, err);
-    return kvrt_gpu_copy_blocks(&kvrt_gpurt_backend, dev, cache, cache_buf, num_pairs, pairs,
-                                err);
+    WITH_DEVICE(dev->ordinal, err, op_copy_blocks(dev, cache, cache_buf, num_pairs, pairs, err));
 }
 
 static int rt_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
                      kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
                      kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err)
 {
-    USE_OR_RETURN(dev, err);
-    return kvrt_gpu_gather(&kvrt_gpurt_backend, dev, cache, cache_buf, num_blocks, block_ids,
-                           staging, staging_offset, err);
+    WITH_DEVICE(dev->ordinal, err,
+                op_gather(dev, cache, cache_buf, num_blocks, block_ids, staging, staging_offset,
+                          err));
 }
 
 static int rt_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
@@ -198,17 +282,16 @@ static int rt_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *c
                       const int64_t *block_ids, kvrt_plugin_buffer *staging,
                       uint64_t staging_offset, kvrt_plugin_error *err)
 {
-    USE_OR_RETURN(dev, err);
-    return kvrt_gpu_scatter(&kvrt_gpurt_backend, dev, cache, cache_buf, num_blocks, block_ids,
-                            staging, staging_offset, err);
+    WITH_DEVICE(dev->ordinal, err,
+                op_scatter(dev, cache, cache_buf, num_blocks, block_ids, staging, staging_offset,
+                           err));
 }
 
 static int rt_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
                      kvrt_plugin_buffer *cache_buf, uint32_t layer,
                      const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err)
 {
-    USE_OR_RETURN(dev, err);
-    return kvrt_gpu_decode(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, args, err);
+    WITH_DEVICE(dev->ordinal, err, op_decode(dev, cache, cache_buf, layer, args, err));
 }
 
 #if defined(KVRT_GPURT_HIP)
