@@ -2,8 +2,9 @@
  * The kvrt command-line tool: what every subcommand shares.
  *
  * Exit status (documented in `kvrt --help`):
- *   0 success, 1 internal error, 2 invalid input or usage, 3 layout refused
- *   or unsatisfiable.  Errors go to stderr as one line "kvrt: error: ...".
+ *   0 success, 1 internal error or a result that did not verify, 2 invalid
+ *   input or usage, 3 layout refused or unsatisfiable, 4 no backend or no
+ *   device.  Errors go to stderr as one line "kvrt: error: ...".
  */
 #ifndef KVRT_TOOLS_CLI_H
 #define KVRT_TOOLS_CLI_H
@@ -19,6 +20,7 @@ enum cli_exit {
     CLI_EXIT_INTERNAL = 1,
     CLI_EXIT_USAGE = 2,
     CLI_EXIT_REFUSED = 3,
+    CLI_EXIT_NODEV = 4,
 };
 
 /* One subcommand.  `run` gets argv with argv[0] = the subcommand name. */
@@ -32,6 +34,21 @@ struct cli_command {
 extern const struct cli_command cli_layouts_command;
 extern const struct cli_command cli_plan_command;
 extern const struct cli_command cli_resolve_command;
+extern const struct cli_command cli_plugins_command;
+extern const struct cli_command cli_explain_command;
+extern const struct cli_command cli_run_command;
+extern const struct cli_command cli_bench_command;
+extern const struct cli_command cli_draw_command;
+
+/* Every subcommand, in the order `kvrt --help` lists them. */
+extern const struct cli_command *const cli_commands[];
+extern const size_t cli_num_commands;
+
+/* The top-level help (also the man page's synopsis and exit statuses). */
+void cli_main_help(FILE *out);
+
+/* `kvrt --man`: the manual page kvrt(1) in roff, built from the help texts. */
+int cli_print_man(FILE *out);
 
 #if defined(__GNUC__) || defined(__clang__)
 #define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
@@ -43,7 +60,8 @@ extern const struct cli_command cli_resolve_command;
 int cli_error(int code, const char *fmt, ...) CLI_PRINTF(2, 3);
 
 /* Report a failed libkvrt call (its thread message) and return the exit
- * status for its status code: invalid/overflow 2, refused 3, else 1. */
+ * status for its status code: invalid/overflow 2, refused 3, no device 4,
+ * else 1. */
 int cli_fail_status(int status);
 
 /* The exit status for a libkvrt status code. */
@@ -86,6 +104,31 @@ enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *table,
 bool cli_parse_u64(const char *option, const char *text, uint64_t min, uint64_t max,
                    uint64_t *out);
 
+/* A byte size: plain bytes, or a number (fractions allowed) followed by B,
+ * KiB, MiB, GiB or TiB.  Prints the error and returns false otherwise. */
+bool cli_parse_size(const char *option, const char *text, uint64_t *out);
+
+/* "1.50 GiB", "512 B": for people; JSON always carries exact bytes. */
+void cli_format_bytes(uint64_t bytes, char *buf, size_t size);
+
+/* ---- progress on a terminal ---------------------------------------------- */
+
+/* One status line on stderr, redrawn in place; only when stderr is a
+ * terminal and the output is not JSON, so logs and pipes stay clean. */
+struct cli_progress {
+    bool on;
+    const char *what;
+    double started;
+    double last_drawn;
+};
+
+void cli_progress_begin(struct cli_progress *p, const char *what, bool json);
+void cli_progress_update(struct cli_progress *p, uint64_t done, uint64_t total, const char *detail);
+void cli_progress_end(struct cli_progress *p);
+
+/* Monotonic seconds. */
+double cli_now(void);
+
 /* ---- JSON output --------------------------------------------------------- */
 
 /* A JSON integer for a 64-bit size; NULL (error printed) when it exceeds the
@@ -98,5 +141,8 @@ json_t *cli_json_int_array(const int *values, size_t n);
 
 /* Print `root` (stealing the reference) on stdout with a trailing newline. */
 int cli_json_print(json_t *root);
+
+/* json_object_set_new that reports whether `value` could be built. */
+bool cli_json_put(json_t *obj, const char *key, json_t *value);
 
 #endif

@@ -57,3 +57,12 @@ int cli_json_print(json_t *root)
     free(text);
     return CLI_EXIT_OK;
 }
+
+bool cli_json_put(json_t *obj, const char *key, json_t *value)
+{
+    if (!obj || !value) {
+        json_decref(value);
+        return false;
+    }
+    return json_object_set_new(obj, key, value) == 0;
+}

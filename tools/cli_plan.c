@@ -1,4 +1,5 @@
-/* kvrt plan: the geometry of one set of same-shaped layers under one layout. */
+/* kvrt plan: where every byte of a cache goes — one set of same-shaped layers
+ * from flags (geometry), or a whole model's groups (placement). */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -6,15 +7,12 @@
 
 #include <kvrt/geometry.h>
 #include <kvrt/layout.h>
+#include <kvrt/placement.h>
 #include <kvrt/spec.h>
 
 #include "cli.h"
-
-/* More layers than any model has; the bound keeps a typo from printing
- * gigabytes of per-layer views. */
-#define PLAN_MAX_LAYERS 65536u
-/* Sizes stay below KVRT_UNSET and within JSON's signed integers. */
-#define PLAN_MAX_SIZE ((uint64_t)INT64_MAX)
+#include "cli_model.h"
+#include "cli_plan.h"
 
 static const char axis_letters[KVRT_NUM_AXES] = {'L', 'B', 'H', 'N', 'C'};
 
@@ -25,217 +23,75 @@ static void plan_help(FILE *out)
             "                 [--kind attention|mla|state] [--kv-heads H --head-size D]\n"
             "                 [--head-size-v V] [--dtype T] [--tokens-per-state P[/Q]]\n"
             "                 [--kernel-block-size K] [--page-size-padded P]\n"
-            "                 [--head-slots S] [--state-content-bytes C]\n"
+            "                 [--head-slots S] [--state-content-bytes C] [--memory SIZE]\n"
+            "       kvrt plan [--json] [--layout NAME] --model FILE (--blocks B | --memory SIZE)\n"
+            "                 [--dtype T] [--block-size N]\n"
             "\n"
-            "Compute where every byte of a paged KV cache goes: the logical shape\n"
-            "[L, B, H, N, C] in bytes, the byte strides, the total size, the layer and\n"
-            "block strides, and one [B, H, N, C] view per layer (offset, shape and\n"
+            "Compute where every byte of a paged KV cache goes.  From flags: the logical\n"
+            "shape [L, B, H, N, C] in bytes, the byte strides, the total size, the layer\n"
+            "and block strides, and one [B, H, N, C] view per layer (offset, shape and\n"
             "strides in elements of the cache's type; in bytes for state specs).\n"
+            "From a model: its layers grouped the way vLLM groups them (full attention,\n"
+            "sliding window, state), each group's pages, bytes per block and in total,\n"
+            "and the placement of every set of same-shaped layers.  Groups share memory\n"
+            "(group g's layer i overlays every other group's layer i), so the cache is\n"
+            "the size of its largest group.\n"
             "\n"
             "Options:\n"
             "  --layout NAME            layout or alias (default: $%s if set, else LBNHC)\n"
-            "  --layers L               number of same-shaped layers (1..%u, required)\n"
-            "  --blocks B               number of blocks (required)\n"
-            "  --block-size N           tokens per block (required)\n"
-            "  --kind KIND              attention (default), mla or state\n"
-            "  --kv-heads H             KV heads (required for attention; default 1 for mla)\n"
-            "  --head-size D            elements per head (required for attention and mla)\n"
-            "  --head-size-v V          elements of a V vector (default D; mla: 0)\n"
-            "  --dtype T                fp32, fp16 (default), bf16, fp8_e4m3, fp8_e5m2, int8,\n"
-            "                           uint8 (also float32, float16, bfloat16)\n"
-            "  --tokens-per-state P[/Q] tokens stored per state (default 1; 1/2 = two states\n"
-            "                           per token)\n"
             "  --kernel-block-size K    split each block into kernel blocks of K tokens\n"
-            "  --page-size-padded P     pad each page to P bytes\n"
-            "  --head-slots S           head slots if not one per KV head\n"
-            "  --state-content-bytes C  bytes per cell (required for --kind state, which takes\n"
-            "                           no head options and no dtype)\n"
             "  --json                   print one JSON object instead of tables\n"
             "  --help                   show this help\n"
+            "%s"
             "\n"
+            "With flags, --layers, --block-size and --blocks (or --memory) are required,\n"
+            "--kv-heads and --head-size too for attention, --head-size for mla.\n"
             "Numbers are plain decimal.  Sizes are bytes unless named elements.\n"
             "\n"
             "Environment:\n"
             "  %s  layout used when --layout is not given; set but\n"
             "      invalid (including empty) is an error\n"
             "\n"
-            "Example:\n"
+            "Examples:\n"
             "  kvrt plan --layout HND --layers 32 --blocks 1024 --block-size 16 \\\n"
-            "            --kv-heads 8 --head-size 128 --dtype bf16\n",
-            KVRT_LAYOUT_ENV, PLAN_MAX_LAYERS, KVRT_LAYOUT_ENV);
+            "            --kv-heads 8 --head-size 128 --dtype bf16\n"
+            "  kvrt plan --model examples/models/gpt-oss-20b.json --memory 24GiB\n",
+            KVRT_LAYOUT_ENV, cli_model_options_help, KVRT_LAYOUT_ENV);
 }
 
-enum plan_opt {
-    OPT_JSON, OPT_LAYOUT, OPT_LAYERS, OPT_BLOCKS, OPT_BLOCK_SIZE, OPT_KIND, OPT_KV_HEADS,
-    OPT_HEAD_SIZE, OPT_HEAD_SIZE_V, OPT_DTYPE, OPT_TOKENS_PER_STATE, OPT_KERNEL_BLOCK_SIZE,
-    OPT_PAGE_SIZE_PADDED, OPT_HEAD_SLOTS, OPT_STATE_CONTENT_BYTES, NUM_PLAN_OPTS
-};
+enum plan_opt { OPT_JSON, OPT_LAYOUT, OPT_KERNEL_BLOCK_SIZE };
 
-/* Indexed by enum plan_opt. */
 static const struct cli_option plan_options[] = {
     {"--json", false, false, OPT_JSON},
     {"--layout", true, false, OPT_LAYOUT},
-    {"--layers", true, false, OPT_LAYERS},
-    {"--blocks", true, false, OPT_BLOCKS},
-    {"--block-size", true, false, OPT_BLOCK_SIZE},
-    {"--kind", true, false, OPT_KIND},
-    {"--kv-heads", true, false, OPT_KV_HEADS},
-    {"--head-size", true, false, OPT_HEAD_SIZE},
-    {"--head-size-v", true, false, OPT_HEAD_SIZE_V},
-    {"--dtype", true, false, OPT_DTYPE},
-    {"--tokens-per-state", true, false, OPT_TOKENS_PER_STATE},
     {"--kernel-block-size", true, false, OPT_KERNEL_BLOCK_SIZE},
-    {"--page-size-padded", true, false, OPT_PAGE_SIZE_PADDED},
-    {"--head-slots", true, false, OPT_HEAD_SLOTS},
-    {"--state-content-bytes", true, false, OPT_STATE_CONTENT_BYTES},
+    CLI_MODEL_OPTION_ROWS,
     {NULL, false, false, 0},
 };
 
 struct plan_request {
     bool json;
-    bool given[NUM_PLAN_OPTS];
+    bool layout_given;
     enum kvrt_layout layout;
     const char *layout_source;
+    uint64_t kernel_block_size;
+    struct cli_model_flags flags;
+    struct kvrt_model *model;
+    uint64_t num_blocks;
+    /* The flags path: one set, as kvrt_geometry_compute takes it. */
     struct kvrt_geometry_params params;
     struct kvrt_spec spec;
 };
-
-static bool parse_kind(const char *text, enum kvrt_spec_kind *out)
-{
-    for (int k = KVRT_SPEC_ATTENTION; k <= KVRT_SPEC_STATE; k++) {
-        if (strcmp(text, kvrt_spec_kind_name((enum kvrt_spec_kind)k)) == 0) {
-            *out = (enum kvrt_spec_kind)k;
-            return true;
-        }
-    }
-    cli_error(CLI_EXIT_USAGE, "--kind \"%s\" is not a spec kind: valid kinds are attention, mla, state",
-              text);
-    return false;
-}
-
-static bool parse_ratio(const char *text, uint64_t *num, uint64_t *den)
-{
-    const char *slash = strchr(text, '/');
-    if (!slash) {
-        *den = 1;
-        return cli_parse_u64("--tokens-per-state", text, 1, PLAN_MAX_SIZE, num);
-    }
-    char head[32];
-    size_t n = (size_t)(slash - text);
-    if (n >= sizeof(head)) {
-        cli_error(CLI_EXIT_USAGE, "--tokens-per-state \"%s\" is not P or P/Q with whole numbers", text);
-        return false;
-    }
-    memcpy(head, text, n);
-    head[n] = '\0';
-    return cli_parse_u64("--tokens-per-state numerator", head, 1, PLAN_MAX_SIZE, num) &&
-           cli_parse_u64("--tokens-per-state denominator", slash + 1, 1, PLAN_MAX_SIZE, den);
-}
-
-/* One option's value into the request; false after printing an error. */
-static bool apply_option(struct plan_request *req, int id, const char *v)
-{
-    struct kvrt_spec *s = &req->spec;
-    enum kvrt_layout layout;
-    switch (id) {
-    case OPT_JSON:
-        req->json = true;
-        return true;
-    case OPT_LAYOUT:
-        if (kvrt_layout_parse(v, &layout) != KVRT_OK) {
-            cli_error(CLI_EXIT_USAGE, "--layout: %s", kvrt_error_message());
-            return false;
-        }
-        req->layout = layout;
-        req->layout_source = "--layout";
-        return true;
-    case OPT_LAYERS:
-        return cli_parse_u64("--layers", v, 1, PLAN_MAX_LAYERS, &req->params.num_layers);
-    case OPT_BLOCKS:
-        return cli_parse_u64("--blocks", v, 1, PLAN_MAX_SIZE, &req->params.num_blocks);
-    case OPT_BLOCK_SIZE:
-        return cli_parse_u64("--block-size", v, 1, PLAN_MAX_SIZE, &s->block_size);
-    case OPT_KIND:
-        return parse_kind(v, &s->kind);
-    case OPT_KV_HEADS:
-        return cli_parse_u64("--kv-heads", v, 1, PLAN_MAX_SIZE, &s->num_kv_heads);
-    case OPT_HEAD_SIZE:
-        return cli_parse_u64("--head-size", v, 1, PLAN_MAX_SIZE, &s->head_size);
-    case OPT_HEAD_SIZE_V:
-        return cli_parse_u64("--head-size-v", v, 0, PLAN_MAX_SIZE, &s->head_size_v);
-    case OPT_DTYPE:
-        if (kvrt_dtype_parse(v, &s->dtype) != KVRT_OK) {
-            cli_error(CLI_EXIT_USAGE, "--dtype: %s", kvrt_error_message());
-            return false;
-        }
-        return true;
-    case OPT_TOKENS_PER_STATE:
-        return parse_ratio(v, &s->tokens_per_state_num, &s->tokens_per_state_den);
-    case OPT_KERNEL_BLOCK_SIZE:
-        return cli_parse_u64("--kernel-block-size", v, 1, PLAN_MAX_SIZE, &req->params.kernel_block_size);
-    case OPT_PAGE_SIZE_PADDED:
-        return cli_parse_u64("--page-size-padded", v, 1, PLAN_MAX_SIZE, &s->page_size_padded);
-    case OPT_HEAD_SLOTS:
-        return cli_parse_u64("--head-slots", v, 1, PLAN_MAX_SIZE, &s->num_head_slots);
-    case OPT_STATE_CONTENT_BYTES:
-        return cli_parse_u64("--state-content-bytes", v, 1, PLAN_MAX_SIZE, &s->state_content_bytes);
-    default:
-        cli_error(CLI_EXIT_INTERNAL, "plan: option id %d has no handler", id);
-        return false;
-    }
-}
-
-/* Options that must or must not appear together, checked once all are read
- * so the message can name the kind. */
-static bool check_combinations(const struct plan_request *req)
-{
-    static const int required[] = {OPT_LAYERS, OPT_BLOCKS, OPT_BLOCK_SIZE};
-    static const char *const what[] = {"the number of layers", "the number of blocks",
-                                       "the tokens per block"};
-    for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++)
-        if (!req->given[required[i]]) {
-            cli_error(CLI_EXIT_USAGE, "plan: %s is required (%s); see 'kvrt plan --help'",
-                      plan_options[required[i]].name, what[i]);
-            return false;
-        }
-    const char *kind = kvrt_spec_kind_name(req->spec.kind);
-    if (req->spec.kind == KVRT_SPEC_STATE) {
-        static const int head_only[] = {OPT_KV_HEADS, OPT_HEAD_SIZE, OPT_HEAD_SIZE_V, OPT_DTYPE,
-                                        OPT_TOKENS_PER_STATE};
-        for (size_t i = 0; i < sizeof(head_only) / sizeof(head_only[0]); i++)
-            if (req->given[head_only[i]]) {
-                cli_error(CLI_EXIT_USAGE, "plan: %s does not apply to --kind state, whose cell is "
-                          "--state-content-bytes opaque bytes (one state per block); drop it",
-                          plan_options[head_only[i]].name);
-                return false;
-            }
-        if (!req->given[OPT_STATE_CONTENT_BYTES]) {
-            cli_error(CLI_EXIT_USAGE, "plan: --kind state needs --state-content-bytes (the bytes "
-                      "of the layer's state tensors per block)");
-            return false;
-        }
-        return true;
-    }
-    if (!req->given[OPT_HEAD_SIZE]) {
-        cli_error(CLI_EXIT_USAGE, "plan: --kind %s needs --head-size (elements per head)", kind);
-        return false;
-    }
-    if (req->spec.kind == KVRT_SPEC_ATTENTION && !req->given[OPT_KV_HEADS]) {
-        cli_error(CLI_EXIT_USAGE, "plan: --kind attention needs --kv-heads (the number of KV heads)");
-        return false;
-    }
-    return true;
-}
 
 static int parse_request(int argc, char **argv, struct plan_request *req, bool *help)
 {
     struct cli_args args;
     const struct cli_option *opt;
     const char *value;
+    bool ok;
 
     memset(req, 0, sizeof(*req));
-    kvrt_geometry_params_default(&req->params);
-    kvrt_spec_default(&req->spec);
+    cli_model_flags_init(&req->flags, "plan");
     cli_args_init(&args, "plan", argc, argv);
     for (;;) {
         switch (cli_args_next(&args, plan_options, &opt, &value)) {
@@ -247,27 +103,46 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
         case CLI_NEXT_ERROR:
             return CLI_EXIT_USAGE;
         case CLI_NEXT_OPTION:
-            if (!apply_option(req, opt->id, value))
+            break;
+        }
+        if (cli_model_flags_apply(&req->flags, opt->id, value, &ok)) {
+            if (!ok)
                 return CLI_EXIT_USAGE;
-            req->given[opt->id] = true;
+            continue;
+        }
+        switch (opt->id) {
+        case OPT_JSON:
+            req->json = true;
+            break;
+        case OPT_LAYOUT:
+            if (kvrt_layout_parse(value, &req->layout) != KVRT_OK)
+                return cli_error(CLI_EXIT_USAGE, "--layout: %s", kvrt_error_message());
+            req->layout_given = true;
+            break;
+        case OPT_KERNEL_BLOCK_SIZE:
+            if (!cli_parse_u64("--kernel-block-size", value, 1, (uint64_t)INT64_MAX, &req->kernel_block_size))
+                return CLI_EXIT_USAGE;
             break;
         }
     }
-parsed:
-    if (!check_combinations(req))
-        return CLI_EXIT_USAGE;
-    if (req->spec.kind == KVRT_SPEC_MLA && !req->given[OPT_KV_HEADS])
-        req->spec.num_kv_heads = 1;
-    if (!req->given[OPT_LAYOUT]) {
-        bool set = false;
-        int rc = kvrt_layout_from_env(&set, &req->layout);
-        if (rc != KVRT_OK)
-            return cli_fail_status(rc);
-        req->layout = set ? req->layout : KVRT_LAYOUT_LBNHC;
-        req->layout_source = set ? KVRT_LAYOUT_ENV : "default";
-    }
+parsed:;
+    int code = cli_model_build(&req->flags, req->flags.file != NULL, &req->model);
+    if (code != CLI_EXIT_OK)
+        return code;
+    code = cli_layout_or_env(req->layout_given, req->layout, KVRT_LAYOUT_LBNHC, &req->layout,
+                             &req->layout_source);
+    if (code != CLI_EXIT_OK)
+        return code;
+    code = cli_model_num_blocks(&req->flags, req->model, req->layout, 0, &req->num_blocks);
+    if (code != CLI_EXIT_OK)
+        return code;
+    kvrt_geometry_params_default(&req->params);
+    req->spec = req->model->groups[0].layers[0].spec;
     req->params.layout = req->layout;
     req->params.spec = &req->spec;
+    req->params.num_layers = req->model->num_layers;
+    req->params.num_blocks = req->num_blocks;
+    req->params.kernel_block_size = req->kernel_block_size;
     return CLI_EXIT_OK;
 }
 
@@ -326,6 +201,13 @@ static int print_table(const struct plan_request *req, const struct kvrt_geometr
     printf("total         %" PRIu64 " bytes for %" PRIu64 " layer%s x %" PRIu64 " block%s\n",
            g->total_bytes, g->num_layers, g->num_layers == 1 ? "" : "s", g->num_blocks,
            g->num_blocks == 1 ? "" : "s");
+    if (cli_model_flag_given(&req->flags, CLI_OPT_MEMORY)) {
+        char budget[32], used[32];
+        cli_format_bytes(req->flags.memory, budget, sizeof(budget));
+        cli_format_bytes(g->total_bytes, used, sizeof(used));
+        printf("memory        %" PRIu64 " blocks fit in --memory %s (%s used)\n", g->num_blocks, budget,
+               used);
+    }
     printf("layer stride  %" PRIu64 " bytes\n", g->layer_stride);
     printf("block stride  %" PRIu64 " bytes\n", g->block_stride);
 
@@ -350,11 +232,7 @@ static int print_table(const struct plan_request *req, const struct kvrt_geometr
     return CLI_EXIT_OK;
 }
 
-/* json_object_set_new that reports whether `value` could be built. */
-static bool put(json_t *obj, const char *key, json_t *value)
-{
-    return value && json_object_set_new(obj, key, value) == 0;
-}
+#define put cli_json_put
 
 static json_t *layer_json(const struct kvrt_geometry *g, uint64_t layer)
 {
@@ -411,7 +289,10 @@ static int print_json(const struct plan_request *req, const struct kvrt_geometry
                   cli_json_u64_array(g->strides_bytes, KVRT_NUM_AXES, "strides_bytes")) &&
               put(root, "total_bytes", cli_json_u64(g->total_bytes, "total_bytes")) &&
               put(root, "layer_stride", cli_json_u64(g->layer_stride, "layer_stride")) &&
-              put(root, "block_stride", cli_json_u64(g->block_stride, "block_stride"));
+              put(root, "block_stride", cli_json_u64(g->block_stride, "block_stride")) &&
+              put(root, "budget_bytes", cli_model_flag_given(&req->flags, CLI_OPT_MEMORY)
+                                            ? cli_json_u64(req->flags.memory, "budget_bytes")
+                                            : json_null());
     for (uint64_t l = 0; ok && l < g->num_layers; l++) {
         json_t *e = layer_json(g, l);
         ok = e && json_array_append_new(layers, e) == 0;
@@ -434,19 +315,21 @@ static int plan_run(int argc, char **argv)
     int code = parse_request(argc, argv, &req, &help);
     if (help) {
         plan_help(stdout);
-        return CLI_EXIT_OK;
+    } else if (code == CLI_EXIT_OK && req.flags.file) {
+        code = plan_model(req.model, req.layout, req.layout_source, req.num_blocks, req.kernel_block_size,
+                          cli_model_flag_given(&req.flags, CLI_OPT_MEMORY) ? req.flags.memory : 0,
+                          req.json);
+    } else if (code == CLI_EXIT_OK) {
+        int rc = kvrt_geometry_compute(&req.params, &g);
+        code = rc != KVRT_OK ? cli_fail_status(rc) : req.json ? print_json(&req, &g) : print_table(&req, &g);
     }
-    if (code != CLI_EXIT_OK)
-        return code;
-    int rc = kvrt_geometry_compute(&req.params, &g);
-    if (rc != KVRT_OK)
-        return cli_fail_status(rc);
-    return req.json ? print_json(&req, &g) : print_table(&req, &g);
+    kvrt_model_free(req.model);
+    return code;
 }
 
 const struct cli_command cli_plan_command = {
     .name = "plan",
-    .summary = "compute the shape, strides, size and per-layer views of a cache",
+    .summary = "compute the shape, strides, size and views of a cache or a model's groups",
     .run = plan_run,
     .help = plan_help,
 };

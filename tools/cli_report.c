@@ -31,6 +31,8 @@ int cli_exit_for_status(int status)
         return CLI_EXIT_USAGE;
     case KVRT_ERR_REFUSED:
         return CLI_EXIT_REFUSED;
+    case KVRT_ERR_NODEV:
+        return CLI_EXIT_NODEV;
     default:
         return CLI_EXIT_INTERNAL;
     }

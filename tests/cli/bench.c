@@ -1,0 +1,106 @@
+/*
+ * `kvrt bench`: the JSON schema on tiny shapes (no speed is asserted), the
+ * bar chart as SVG and rendered to PNG, and bad options refused.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_env.h"
+#include "svg_scan.h"
+#include "vectors_json.h"
+
+#define TINY "--tokens", "64", "--layers", "1", "--pairs", "4", "--gather-blocks", "4", "--seqs", "2", \
+             "--context", "32", "--repeat", "2"
+
+static void check_schema(void)
+{
+    json_t *r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "write", "--layout", "LBNHC", TINY), NULL);
+    const json_t *results = json_object_get(r, "results"), *first = json_array_get(results, 0);
+    tap_ok(json_number_value(json_object_get(r, "memcpy_gbps")) > 0, "bench --json: memcpy_gbps is a positive number");
+    tap_ok(json_array_size(results) == 1, "bench --json --op write --layout LBNHC: one result");
+    tap_ok(first && strcmp(js(first, "backend"), "cpu") == 0 && strcmp(js(first, "op"), "write") == 0 &&
+               strcmp(js(first, "layout"), "LBNHC") == 0 && strcmp(js(first, "dtype"), "bf16") == 0 &&
+               json_is_number(json_object_get(first, "gbps")) &&
+               json_is_number(json_object_get(first, "ratio_to_memcpy")),
+           "bench --json: backend, op, layout, dtype, gbps, ratio_to_memcpy");
+    tap_ok(json_integer_value(json_object_get(first, "bytes")) == 1 * 64 * 8 * 256 * 2,
+           "bench --json: write counts layers x tokens x heads x (D + Dv) x element bytes");
+    json_decref(r);
+
+    r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--layout", "BLHNC", "--layout", "HND", TINY), NULL);
+    results = json_object_get(r, "results");
+    bool all = json_array_size(results) == 12;
+    for (size_t i = 0; all && i < json_array_size(results); i++)
+        all = json_is_number(json_object_get(json_array_get(results, i), "gbps"));
+    tap_ok(all, "bench --json: six ops x two layouts, each with a number");
+    json_decref(r);
+
+    r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "decode", "--dtype", "int8", "--layout", "LBNHC", TINY),
+                 NULL);
+    first = json_array_get(json_object_get(r, "results"), 0);
+    tap_ok(first && json_is_true(json_object_get(first, "skipped")) && json_is_null(json_object_get(first, "gbps")) &&
+               strstr(js(first, "reason"), "floating-point"),
+           "bench: decode on int8 is skipped with the reason");
+    json_decref(r);
+}
+
+static void check_plot(void)
+{
+    char dir[] = "/tmp/kvrt-cli-bench-XXXXXX", svg[128], png[128];
+    if (!mkdtemp(dir)) {
+        tap_skip("cannot make a temporary folder");
+        return;
+    }
+    snprintf(svg, sizeof(svg), "%s/bench.svg", dir);
+    snprintf(png, sizeof(png), "%s/bench.png", dir);
+    json_t *r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "copy", "--op", "gather", "--plot", svg, TINY),
+                         NULL);
+    size_t results = json_array_size(json_object_get(r, "results"));
+    json_decref(r);
+    size_t len;
+    char *text = vectors_read_file(svg, &len);
+    struct svg_elem *rects = NULL, *lines = NULL;
+    size_t nr = text ? svg_scan(text, "rect", &rects) : 0, nl = text ? svg_scan(text, "line", &lines) : 0;
+    size_t bars = 0, memcpy_lines = 0;
+    for (size_t i = 0; i < nr && nr != (size_t)-1; i++)
+        bars += svg_attr(&rects[i], "class") && strcmp(svg_attr(&rects[i], "class"), "bar") == 0;
+    for (size_t i = 0; i < nl && nl != (size_t)-1; i++)
+        memcpy_lines += svg_attr(&lines[i], "class") && strcmp(svg_attr(&lines[i], "class"), "memcpy") == 0;
+    tap_ok(text && strncmp(text, "<?xml", 5) == 0 && bars == results && results == 12 && memcpy_lines == 1,
+           "bench --plot: one bar per result (%zu) and one memcpy line", bars);
+    svg_scan_free(rects, nr == (size_t)-1 ? 0 : nr);
+    svg_scan_free(lines, nl == (size_t)-1 ? 0 : nl);
+    if (!*cli_env.rsvg) {
+        tap_skip("rsvg-convert not found");
+    } else {
+        char cmd[512];
+        snprintf(cmd, sizeof(cmd), "'%s' '%s' -o '%s'", cli_env.rsvg, svg, png);
+        unsigned w = 0, h = 0;
+        long bytes = 0;
+        struct svg_elem *root = NULL;
+        size_t n = text ? svg_scan(text, "svg", &root) : 0;
+        unsigned want_w = n == 1 ? (unsigned)atoi(svg_attr(root, "width")) : 0;
+        unsigned want_h = n == 1 ? (unsigned)atoi(svg_attr(root, "height")) : 0;
+        tap_ok(system(cmd) == 0 && png_size(png, &w, &h, &bytes) && w == want_w && h == want_h && bytes > 1000,
+               "bench --plot renders to a %ux%u PNG (%ld bytes)", w, h, bytes);
+        svg_scan_free(root, n == (size_t)-1 ? 0 : n);
+    }
+    free(text);
+    unlink(svg);
+    unlink(png);
+    rmdir(dir);
+}
+
+int main(int argc, char **argv)
+{
+    cli_env_init(argc, argv);
+    check_schema();
+    check_plot();
+    cli_error_case(ARGS("bench", "--op", "frob"), NULL, 2, MENTIONS("\"frob\"", "write"));
+    cli_error_case(ARGS("bench", "--layout", "bogus"), NULL, 2, MENTIONS("\"bogus\""));
+    cli_error_case(ARGS("bench", "--backend", "nosuch", "--op", "write"), NULL, 4, MENTIONS("nosuch"));
+    cli_error_case(ARGS("bench", "--repeat", "0"), NULL, 2, MENTIONS("--repeat"));
+    return tap_done();
+}

@@ -1,0 +1,397 @@
+/* kvrt bench: throughput of every operation on every layout, measured next to
+ * the machine's own memcpy so the numbers mean something on any machine. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/runtime.h>
+
+#include "bench.h"
+
+#define MAX_BACKENDS 8
+#define MEMCPY_BYTES (256ull << 20)
+
+static void bench_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: kvrt bench [--json] [--backend NAME ...] [--layout NAME ...]\n"
+            "                  [--op write|read|copy|gather|scatter|decode ...] [--dtype T]\n"
+            "                  [--kv-heads H] [--head-size D] [--block-size N] [--layers L]\n"
+            "                  [--tokens T] [--pairs P] [--gather-blocks G] [--seqs S]\n"
+            "                  [--context C] [--q-heads Q] [--repeat N] [--threads N]\n"
+            "                  [--plot FILE.svg]\n"
+            "\n"
+            "Measure each operation's throughput on each layout of a backend, and the\n"
+            "machine's memcpy in the same run (a 256 MiB copy, single-threaded libc\n"
+            "memcpy, best of --repeat), and report each as GB/s (10^9 bytes per second)\n"
+            "and as a ratio to memcpy.  Every op runs once to warm up, then --repeat\n"
+            "times; the best time is reported (the median is in the JSON).\n"
+            "\n"
+            "Bytes counted per repetition:\n"
+            "  write, read      layers x tokens x KV heads x (D + Dv) x element size: the\n"
+            "                   K and V bytes moved through the slot mapping (every layer)\n"
+            "  copy             pairs x the bytes of one block across all layers\n"
+            "  gather, scatter  the staging buffer: blocks x the page of every layer\n"
+            "  decode           seqs x context x KV heads x (D + Dv) x element size: the K\n"
+            "                   and V bytes one layer's paged decode reads\n"
+            "\n"
+            "Options (defaults: a Llama-3-8B-like attention layer):\n"
+            "  --backend NAME     backend to measure; repeat for several (default:\n"
+            "                     $%s, else the first available)\n"
+            "  --layout NAME      layout to measure; repeat for several (default: every\n"
+            "                     layout the backend declares, or %s when set)\n"
+            "  --op OP            write, read, copy, gather, scatter or decode; repeat\n"
+            "                     (default: all)\n"
+            "  --dtype T          element type (default bf16)\n"
+            "  --kv-heads H       KV heads (default 8)\n"
+            "  --head-size D      elements per head, K and V (default 128)\n"
+            "  --block-size N     tokens per block (default 16)\n"
+            "  --layers L         layers in the cache (default 4)\n"
+            "  --tokens T         tokens written and read per layer (default 4096)\n"
+            "  --pairs P          block pairs copied (default 256)\n"
+            "  --gather-blocks G  random blocks gathered and scattered (default 256)\n"
+            "  --seqs S           decode: sequences (default 16)\n"
+            "  --context C        decode: tokens per sequence (default 2048)\n"
+            "  --q-heads Q        decode: query heads (default 32)\n"
+            "  --repeat N         timed repetitions (default 5)\n"
+            "  --threads N        worker threads of the cpu backend (sets KVRT_CPU_THREADS;\n"
+            "                     default: one per CPU)\n"
+            "  --plot FILE.svg    also draw a bar chart of GB/s per layout and op, with\n"
+            "                     the memcpy line\n"
+            "  --json             print one JSON object: {\"memcpy_gbps\", \"results\":\n"
+            "                     [{\"backend\", \"op\", \"layout\", \"dtype\", \"gbps\",\n"
+            "                     \"ratio_to_memcpy\", \"median_gbps\", \"bytes\", \"seconds\",\n"
+            "                     \"skipped\", \"reason\"}], \"shape\": {...}}\n"
+            "  --help             show this help\n"
+            "\n"
+            "Environment:\n"
+            "  %s  the backend when --backend is not given\n"
+            "  %s  the only layout measured when --layout is not given\n"
+            "  KVRT_CPU_THREADS  worker threads of the cpu backend\n"
+            "  %s  plugin folders or files searched first\n"
+            "\n"
+            "A progress line is shown on a terminal (not with --json).  The defaults take\n"
+            "a few seconds per layout on a small CPU.\n"
+            "\n"
+            "Example:\n"
+            "  kvrt bench --backend cpu --op write --op decode --plot bench.svg\n",
+            KVRT_BACKEND_ENV, KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_LAYOUT_ENV, KVRT_PLUGIN_PATH_ENV);
+}
+
+enum bench_opt {
+    OPT_JSON, OPT_BACKEND, OPT_LAYOUT, OPT_OP, OPT_DTYPE, OPT_KV_HEADS, OPT_HEAD_SIZE, OPT_BLOCK_SIZE,
+    OPT_LAYERS, OPT_TOKENS, OPT_PAIRS, OPT_GATHER, OPT_SEQS, OPT_CONTEXT, OPT_Q_HEADS, OPT_REPEAT,
+    OPT_THREADS, OPT_PLOT
+};
+
+static const struct cli_option bench_options[] = {
+    {"--json", false, false, OPT_JSON},
+    {"--backend", true, true, OPT_BACKEND},
+    {"--layout", true, true, OPT_LAYOUT},
+    {"--op", true, true, OPT_OP},
+    {"--dtype", true, false, OPT_DTYPE},
+    {"--kv-heads", true, false, OPT_KV_HEADS},
+    {"--head-size", true, false, OPT_HEAD_SIZE},
+    {"--block-size", true, false, OPT_BLOCK_SIZE},
+    {"--layers", true, false, OPT_LAYERS},
+    {"--tokens", true, false, OPT_TOKENS},
+    {"--pairs", true, false, OPT_PAIRS},
+    {"--gather-blocks", true, false, OPT_GATHER},
+    {"--seqs", true, false, OPT_SEQS},
+    {"--context", true, false, OPT_CONTEXT},
+    {"--q-heads", true, false, OPT_Q_HEADS},
+    {"--repeat", true, false, OPT_REPEAT},
+    {"--threads", true, false, OPT_THREADS},
+    {"--plot", true, false, OPT_PLOT},
+    {NULL, false, false, 0},
+};
+
+struct bench_request {
+    bool json;
+    const char *backends[MAX_BACKENDS];
+    size_t num_backends;
+    bool layouts[KVRT_NUM_LAYOUTS];
+    bool any_layout;
+    bool ops[BENCH_NUM_OPS];
+    bool any_op;
+    const char *plot;
+    struct bench_shape sh;
+};
+
+static bool number(const char *opt, const char *v, uint64_t max, uint64_t *out)
+{
+    return cli_parse_u64(opt, v, 1, max, out);
+}
+
+static int parse(int argc, char **argv, struct bench_request *r, bool *help)
+{
+    struct cli_args args;
+    const struct cli_option *opt;
+    const char *v;
+    uint64_t n;
+    memset(r, 0, sizeof(*r));
+    r->sh = (struct bench_shape){KVRT_DTYPE_BF16, 8, 128, 16, 4, 4096, 256, 256, 16, 2048, 32, 5};
+    cli_args_init(&args, "bench", argc, argv);
+    for (;;) {
+        switch (cli_args_next(&args, bench_options, &opt, &v)) {
+        case CLI_NEXT_END:
+            return CLI_EXIT_OK;
+        case CLI_NEXT_HELP:
+            *help = true;
+            return CLI_EXIT_OK;
+        case CLI_NEXT_ERROR:
+            return CLI_EXIT_USAGE;
+        case CLI_NEXT_OPTION:
+            break;
+        }
+        bool ok = true;
+        enum kvrt_layout l;
+        switch (opt->id) {
+        case OPT_JSON: r->json = true; break;
+        case OPT_PLOT: r->plot = v; break;
+        case OPT_BACKEND:
+            if (r->num_backends == MAX_BACKENDS)
+                return cli_error(CLI_EXIT_USAGE, "bench: at most %d --backend options", MAX_BACKENDS);
+            r->backends[r->num_backends++] = v;
+            break;
+        case OPT_LAYOUT:
+            if (kvrt_layout_parse(v, &l) != KVRT_OK)
+                return cli_error(CLI_EXIT_USAGE, "--layout: %s", kvrt_error_message());
+            r->layouts[l] = r->any_layout = true;
+            break;
+        case OPT_OP: {
+            int k = 0;
+            while (k < BENCH_NUM_OPS && strcmp(bench_op_names[k], v) != 0)
+                k++;
+            if (k == BENCH_NUM_OPS)
+                return cli_error(CLI_EXIT_USAGE, "--op \"%s\" is not an operation: valid ones are write, read, "
+                                 "copy, gather, scatter, decode", v);
+            r->ops[k] = r->any_op = true;
+            break;
+        }
+        case OPT_DTYPE:
+            if (kvrt_dtype_parse(v, &r->sh.dtype) != KVRT_OK)
+                return cli_error(CLI_EXIT_USAGE, "--dtype: %s", kvrt_error_message());
+            break;
+        case OPT_KV_HEADS: ok = number("--kv-heads", v, 1u << 16, &r->sh.kv_heads); break;
+        case OPT_HEAD_SIZE: ok = number("--head-size", v, 1u << 16, &r->sh.head_size); break;
+        case OPT_BLOCK_SIZE: ok = number("--block-size", v, 1u << 16, &r->sh.block_size); break;
+        case OPT_LAYERS: ok = number("--layers", v, 4096, &r->sh.layers); break;
+        case OPT_TOKENS: ok = number("--tokens", v, 1u << 24, &r->sh.tokens); break;
+        case OPT_PAIRS: ok = number("--pairs", v, 1u << 20, &r->sh.pairs); break;
+        case OPT_GATHER: ok = number("--gather-blocks", v, 1u << 20, &r->sh.blocks); break;
+        case OPT_SEQS: ok = number("--seqs", v, 4096, &r->sh.seqs); break;
+        case OPT_CONTEXT: ok = number("--context", v, 1u << 24, &r->sh.context); break;
+        case OPT_Q_HEADS: ok = number("--q-heads", v, 1u << 16, &r->sh.q_heads); break;
+        case OPT_REPEAT:
+            ok = number("--repeat", v, 1000, &n);
+            r->sh.repeat = (unsigned)n;
+            break;
+        case OPT_THREADS:
+            ok = number("--threads", v, 1024, &n);
+            if (ok)
+                setenv("KVRT_CPU_THREADS", v, 1);
+            break;
+        }
+        if (!ok)
+            return CLI_EXIT_USAGE;
+    }
+}
+
+/* The layouts to measure on backend i: asked for, else the env, else all
+ * the backend declares (in its order of preference). */
+static size_t pick_layouts(const struct bench_request *r, const kvrt_runtime *rt, size_t i,
+                           enum kvrt_layout out[KVRT_NUM_LAYOUTS])
+{
+    size_t n = 0;
+    bool set = false;
+    enum kvrt_layout env;
+    if (!r->any_layout && kvrt_layout_from_env(&set, &env) == KVRT_OK && set) {
+        out[n++] = env;
+        return n;
+    }
+    if (r->any_layout) {
+        for (int l = 0; l < KVRT_NUM_LAYOUTS; l++)
+            if (r->layouts[l])
+                out[n++] = (enum kvrt_layout)l;
+        return n;
+    }
+    struct kvrt_plugin_info in;
+    if (kvrt_runtime_plugin_info(rt, i, &in) != KVRT_OK)
+        return 0;
+    if (in.any_layout) {
+        for (int l = 0; l < KVRT_NUM_LAYOUTS; l++)
+            out[n++] = (enum kvrt_layout)l;
+        return n;
+    }
+    for (size_t k = 0; k < in.num_layouts; k++)
+        out[n++] = in.layouts[k];
+    return n;
+}
+
+static int print_json(const struct bench_request *r, double memcpy_gbps, const struct bench_result *res, size_t n)
+{
+    json_t *root = json_object(), *results = json_array(), *shape = json_object();
+    for (size_t i = 0; i < n; i++) {
+        const double g = bench_gbps(res[i].bytes, res[i].best_s);
+        json_t *o = json_object();
+        bool skip = res[i].skipped;
+        cli_json_put(o, "backend", json_string(res[i].backend));
+        cli_json_put(o, "op", json_string(bench_op_names[res[i].op]));
+        cli_json_put(o, "layout", json_string(kvrt_layout_name(res[i].layout)));
+        cli_json_put(o, "dtype", json_string(kvrt_dtype_name(res[i].dtype)));
+        cli_json_put(o, "gbps", skip ? json_null() : json_real(g));
+        cli_json_put(o, "ratio_to_memcpy", skip || memcpy_gbps <= 0 ? json_null() : json_real(g / memcpy_gbps));
+        cli_json_put(o, "median_gbps", skip ? json_null() : json_real(bench_gbps(res[i].bytes, res[i].median_s)));
+        cli_json_put(o, "bytes", cli_json_u64(res[i].bytes, "bytes"));
+        cli_json_put(o, "seconds", skip ? json_null() : json_real(res[i].best_s));
+        cli_json_put(o, "skipped", json_boolean(skip));
+        cli_json_put(o, "reason", json_string(res[i].reason));
+        json_array_append_new(results, o);
+    }
+    const struct bench_shape *s = &r->sh;
+    cli_json_put(shape, "dtype", json_string(kvrt_dtype_name(s->dtype)));
+    cli_json_put(shape, "kv_heads", json_integer((json_int_t)s->kv_heads));
+    cli_json_put(shape, "head_size", json_integer((json_int_t)s->head_size));
+    cli_json_put(shape, "block_size", json_integer((json_int_t)s->block_size));
+    cli_json_put(shape, "layers", json_integer((json_int_t)s->layers));
+    cli_json_put(shape, "tokens", json_integer((json_int_t)s->tokens));
+    cli_json_put(shape, "pairs", json_integer((json_int_t)s->pairs));
+    cli_json_put(shape, "gather_blocks", json_integer((json_int_t)s->blocks));
+    cli_json_put(shape, "seqs", json_integer((json_int_t)s->seqs));
+    cli_json_put(shape, "context", json_integer((json_int_t)s->context));
+    cli_json_put(shape, "q_heads", json_integer((json_int_t)s->q_heads));
+    cli_json_put(shape, "repeat", json_integer((json_int_t)s->repeat));
+    bool ok = cli_json_put(root, "memcpy_gbps", json_real(memcpy_gbps)) && cli_json_put(root, "results", results) &&
+              cli_json_put(root, "shape", shape) &&
+              cli_json_put(root, "memcpy_bytes", json_integer((json_int_t)MEMCPY_BYTES));
+    if (!ok) {
+        json_decref(root);
+        return cli_error(CLI_EXIT_INTERNAL, "bench: could not build the JSON output");
+    }
+    return cli_json_print(root);
+}
+
+static void print_human(double memcpy_gbps, const struct bench_result *res, size_t n)
+{
+    printf("memcpy    %.2f GB/s (256 MiB, one thread, best of the repetitions)\n\n", memcpy_gbps);
+    printf("%-8s %-8s %-7s %-8s %9s %9s  %s\n", "backend", "op", "layout", "dtype", "GB/s", "x memcpy", "bytes");
+    for (size_t i = 0; i < n; i++) {
+        char b[32];
+        cli_format_bytes(res[i].bytes, b, sizeof(b));
+        if (res[i].skipped) {
+            printf("%-8s %-8s %-7s %-8s %9s %9s  skipped: %s\n", res[i].backend, bench_op_names[res[i].op],
+                   kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), "-", "-", res[i].reason);
+            continue;
+        }
+        const double g = bench_gbps(res[i].bytes, res[i].best_s);
+        printf("%-8s %-8s %-7s %-8s %9.2f %9.2f  %s\n", res[i].backend, bench_op_names[res[i].op],
+               kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), g,
+               memcpy_gbps > 0 ? g / memcpy_gbps : 0, b);
+    }
+}
+
+static int bench_run(int argc, char **argv)
+{
+    struct bench_request r;
+    bool help = false;
+    int code = parse(argc, argv, &r, &help);
+    if (help) {
+        bench_help(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (code != CLI_EXIT_OK)
+        return code;
+    if (!r.any_op)
+        for (int k = 0; k < BENCH_NUM_OPS; k++)
+            r.ops[k] = true;
+    kvrt_runtime *rt = NULL;
+    int rc = kvrt_runtime_open(NULL, &rt);
+    if (rc != KVRT_OK)
+        return cli_fail_status(rc);
+    if (r.num_backends == 0 && (rc = kvrt_runtime_default_backend(rt, &r.backends[r.num_backends++])) != KVRT_OK) {
+        kvrt_runtime_close(rt);
+        return cli_fail_status(rc);
+    }
+    /* Plan every step first, for the progress line and the result table. */
+    enum kvrt_layout layouts[MAX_BACKENDS][KVRT_NUM_LAYOUTS];
+    size_t num_layouts[MAX_BACKENDS], ops = 0, total = 0;
+    for (int k = 0; k < BENCH_NUM_OPS; k++)
+        ops += r.ops[k];
+    for (size_t b = 0; b < r.num_backends; b++) {
+        size_t i;
+        if ((rc = kvrt_runtime_find_plugin(rt, r.backends[b], &i)) != KVRT_OK) {
+            kvrt_runtime_close(rt);
+            return cli_fail_status(rc);
+        }
+        num_layouts[b] = pick_layouts(&r, rt, i, layouts[b]);
+        total += num_layouts[b] * ops;
+    }
+    struct bench_result *res = calloc(total + 1, sizeof(*res));
+    if (!res) {
+        kvrt_runtime_close(rt);
+        return cli_error(CLI_EXIT_INTERNAL, "bench: out of memory");
+    }
+    struct cli_progress progress;
+    cli_progress_begin(&progress, "bench", r.json);
+    cli_progress_update(&progress, 0, total + 1, "memcpy");
+    const double memcpy_gbps = bench_memcpy_gbps(MEMCPY_BYTES, r.sh.repeat);
+    uint64_t done = 0;
+    size_t n = 0;
+    for (size_t b = 0; code == CLI_EXIT_OK && b < r.num_backends; b++) {
+        for (size_t l = 0; code == CLI_EXIT_OK && l < num_layouts[b]; l++) {
+            kvrt_backend *be;
+            if ((rc = kvrt_runtime_bind(rt, r.backends[b], kvrt_layout_name(layouts[b][l]), &be)) != KVRT_OK) {
+                code = cli_fail_status(rc);
+                break;
+            }
+            struct bench_result one[BENCH_NUM_OPS];
+            memset(one, 0, sizeof(one));
+            code = bench_layout(be, &r.sh, r.ops, one, &progress, &done, total + 1);
+            for (int k = 0; code == CLI_EXIT_OK && k < BENCH_NUM_OPS; k++) {
+                if (!r.ops[k])
+                    continue;
+                res[n] = one[k];
+                res[n].backend = r.backends[b];
+                res[n].op = (enum bench_op)k;
+                res[n].layout = layouts[b][l];
+                res[n].dtype = r.sh.dtype;
+                n++;
+            }
+        }
+    }
+    cli_progress_end(&progress);
+    if (code == CLI_EXIT_OK) {
+        /* Group the table and the chart by operation, layouts in table order. */
+        struct bench_result *sorted = calloc(n + 1, sizeof(*sorted));
+        size_t m = 0;
+        for (size_t b = 0; sorted && b < r.num_backends; b++)
+            for (int k = 0; k < BENCH_NUM_OPS; k++)
+                for (int l = 0; l < KVRT_NUM_LAYOUTS; l++)
+                    for (size_t i = 0; i < n; i++)
+                        if (res[i].op == (enum bench_op)k && res[i].layout == (enum kvrt_layout)l &&
+                            res[i].backend == r.backends[b])
+                            sorted[m++] = res[i];
+        if (sorted)
+            memcpy(res, sorted, n * sizeof(*res));
+        free(sorted);
+        if (r.plot)
+            code = bench_plot_svg(r.plot, memcpy_gbps, res, n);
+        if (code == CLI_EXIT_OK) {
+            if (r.json)
+                code = print_json(&r, memcpy_gbps, res, n);
+            else
+                print_human(memcpy_gbps, res, n);
+        }
+    }
+    free(res);
+    kvrt_runtime_close(rt);
+    return code;
+}
+
+const struct cli_command cli_bench_command = {
+    .name = "bench",
+    .summary = "measure each operation's GB/s per layout against the machine's memcpy",
+    .run = bench_run,
+    .help = bench_help,
+};

@@ -1,0 +1,439 @@
+/*
+ * kvrt explain: why this layout.  Runs the real resolution across the
+ * backends that would be bound (kvrt_runtime_resolve) and retells its trace
+ * in sections a person can follow without knowing kvrt, then checks every
+ * layout against each rule so each refusal is visible.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/placement.h>
+#include <kvrt/runtime.h>
+
+#include "cli_model.h"
+
+#define MAX_BACKENDS 8
+
+static void explain_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: kvrt explain [--json] [--backend NAME ...] [--prefer LAYOUT]\n"
+            "                    [--model FILE | model flags]\n"
+            "\n"
+            "Explain, step by step, which KV-cache layout kvrt would choose and why:\n"
+            "  - which backends would touch the cache, and what each declares (the\n"
+            "    layouts its kernels handle, best first, or \"any\");\n"
+            "  - how the declarations are combined: kept as they are when identical,\n"
+            "    otherwise intersected and ranked by votes (how many backends name a\n"
+            "    layout first);\n"
+            "  - the narrowing for a model whose layers mix head, state or page shapes\n"
+            "    (only layouts where every page is one contiguous run remain);\n"
+            "  - the environment variable %s (a hard constraint);\n"
+            "  - the soft preference (--prefer; only a wish);\n"
+            "  - every refusal, and the final choice;\n"
+            "then checks all six layouts against each of these rules and against the\n"
+            "model's placement, so you can see why any other layout was not chosen.\n"
+            "Nothing is allocated and no device code runs.\n"
+            "\n"
+            "Options:\n"
+            "  --backend NAME   a backend that touches the cache; repeat for several (a\n"
+            "                   GPU backend and a transfer engine, say).  Default:\n"
+            "                   $%s, else the first available backend\n"
+            "  --prefer LAYOUT  a soft preference (e.g. a KV-transfer connector's)\n"
+            "  --json           print one JSON object: backends, steps (the raw trace,\n"
+            "                   one object per step), layout, refused, error, layouts\n"
+            "  --help           show this help\n"
+            "%s"
+            "(--blocks and --memory are accepted and ignored here.)\n"
+            "\n"
+            "Environment:\n"
+            "  %s  the hard layout constraint being explained\n"
+            "  %s  the default backend\n"
+            "  %s  plugin folders or files searched first\n"
+            "\n"
+            "Exit status: 0 a layout was chosen (and the model can be placed in it);\n"
+            "3 refused (the explanation is still printed on stdout); 4 no backend.\n"
+            "\n"
+            "Example:\n"
+            "  VLLM_KV_CACHE_LAYOUT=HND kvrt explain --model examples/models/qwen3-next-80b-a3b.json\n",
+            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, cli_model_options_help, KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV,
+            KVRT_PLUGIN_PATH_ENV);
+}
+
+struct explain {
+    bool json;
+    const char *backends[MAX_BACKENDS];
+    size_t num_backends;
+    const char *backend_source;
+    const char *prefer;
+    struct cli_model_flags flags;
+    struct kvrt_model *model;
+    kvrt_runtime *rt;
+    bool mixed;
+    bool chosen_ok;
+    bool placement_refused; /* resolution chose a layout the model cannot be placed in */
+    enum kvrt_layout chosen;
+    int status;
+    char error[1024];
+};
+
+/* The trace's steps, grouped under headings for people. */
+static const struct {
+    const char *heading;
+    const char *intro;
+    const char *tags[6];
+} sections[] = {
+    {"1. What each backend can handle",
+     "Every backend plugin declares the layouts its kernels can read and write, best first\n"
+     "   (or \"any\").  kvrt reads these declarations without running any plugin code.",
+     {"declaration", "declarations", NULL}},
+    {"2. Agreeing on candidates",
+     "All backends must use one layout.  Identical lists keep their order; otherwise only\n"
+     "   layouts every backend supports survive, ranked by how many backends put each first.",
+     {"default", "fast path", "intersection", "votes", "ranking", NULL}},
+    {"3. The model's shapes",
+     "If the layers differ in head slots, states per block or page size, each page must be\n"
+     "   one contiguous run of bytes (L and B outermost), so other layouts are ruled out.",
+     {"shapes", "narrowing", "candidates", NULL}},
+    {"4. Your environment",
+     "VLLM_KV_CACHE_LAYOUT, when set, is a hard requirement: if it is not a candidate,\n"
+     "   kvrt refuses rather than silently picking something else.",
+     {"env", NULL}},
+    {"5. Soft preference",
+     "A preference (for example a KV-transfer connector's) is honoured only if it is a\n"
+     "   candidate; otherwise it is ignored with a warning.",
+     {"preference", NULL}},
+    {"6. Result", NULL, {"choice", "recorded", "refused", NULL}},
+};
+#define NUM_SECTIONS (sizeof(sections) / sizeof(sections[0]))
+
+static int section_of(const char *line, size_t *tag_len)
+{
+    for (size_t s = 0; s < NUM_SECTIONS; s++)
+        for (size_t t = 0; sections[s].tags[t]; t++) {
+            size_t n = strlen(sections[s].tags[t]);
+            if (strncmp(line, sections[s].tags[t], n) == 0 && line[n] == ':') {
+                *tag_len = n;
+                return (int)s;
+            }
+        }
+    return -1;
+}
+
+static int parse(int argc, char **argv, struct explain *e, bool *help)
+{
+    enum { OPT_JSON, OPT_BACKEND, OPT_PREFER };
+    static const struct cli_option options[] = {
+        {"--json", false, false, OPT_JSON},
+        {"--backend", true, true, OPT_BACKEND},
+        {"--prefer", true, false, OPT_PREFER},
+        CLI_MODEL_OPTION_ROWS,
+        {NULL, false, false, 0},
+    };
+    struct cli_args args;
+    const struct cli_option *opt;
+    const char *v;
+    bool ok;
+    cli_model_flags_init(&e->flags, "explain");
+    cli_args_init(&args, "explain", argc, argv);
+    for (;;) {
+        switch (cli_args_next(&args, options, &opt, &v)) {
+        case CLI_NEXT_END:
+            return CLI_EXIT_OK;
+        case CLI_NEXT_HELP:
+            *help = true;
+            return CLI_EXIT_OK;
+        case CLI_NEXT_ERROR:
+            return CLI_EXIT_USAGE;
+        case CLI_NEXT_OPTION:
+            break;
+        }
+        if (cli_model_flags_apply(&e->flags, opt->id, v, &ok)) {
+            if (!ok)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        if (opt->id == OPT_JSON) {
+            e->json = true;
+        } else if (opt->id == OPT_PREFER) {
+            enum kvrt_layout l;
+            if (kvrt_layout_parse(v, &l) != KVRT_OK)
+                return cli_error(CLI_EXIT_USAGE, "--prefer: %s", kvrt_error_message());
+            e->prefer = v;
+        } else if (e->num_backends == MAX_BACKENDS) {
+            return cli_error(CLI_EXIT_USAGE, "explain: at most %d --backend options", MAX_BACKENDS);
+        } else {
+            e->backends[e->num_backends++] = v;
+        }
+    }
+}
+
+/* Model flags are optional here: no model means uniform shapes. */
+static bool any_model_flag(const struct cli_model_flags *f)
+{
+    for (int id = CLI_MODEL_OPT_FIRST; id < CLI_MODEL_OPT_END; id++)
+        if (id != CLI_OPT_BLOCKS && id != CLI_OPT_MEMORY && cli_model_flag_given(f, id))
+            return true;
+    return false;
+}
+
+static void layouts_text(const kvrt_runtime *rt, size_t i, char *buf, size_t size)
+{
+    struct kvrt_plugin_info in;
+    size_t used = 0;
+    buf[0] = '\0';
+    if (kvrt_runtime_plugin_info(rt, i, &in) != KVRT_OK)
+        return;
+    if (in.any_layout) {
+        snprintf(buf, size, "any layout");
+        return;
+    }
+    for (size_t k = 0; k < in.num_layouts && used < size; k++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", k ? ", " : "", kvrt_layout_name(in.layouts[k]));
+}
+
+/* Why a layout is or is not usable, rule by rule. */
+struct verdict {
+    bool declared, shapes, env, placeable, checked_placement;
+    char why[512];
+};
+
+static void judge(const struct explain *e, enum kvrt_layout l, struct verdict *v)
+{
+    memset(v, 0, sizeof(*v));
+    v->declared = true;
+    for (size_t b = 0; b < e->num_backends; b++) {
+        size_t i;
+        if (kvrt_runtime_find_plugin(e->rt, e->backends[b], &i) == KVRT_OK &&
+            !kvrt_runtime_plugin_admits(e->rt, i, l)) {
+            v->declared = false;
+            snprintf(v->why, sizeof(v->why), "backend \"%s\" does not declare it", e->backends[b]);
+            break;
+        }
+    }
+    v->shapes = !e->mixed || kvrt_layout_block_compact(l);
+    if (v->declared && !v->shapes)
+        snprintf(v->why, sizeof(v->why), "the model mixes shapes and %s is not block-compact (a page "
+                 "would not be one contiguous run)", kvrt_layout_name(l));
+    bool set = false;
+    enum kvrt_layout env;
+    v->env = kvrt_layout_from_env(&set, &env) != KVRT_OK ? false : !set || env == l;
+    if (v->declared && v->shapes && !v->env)
+        snprintf(v->why, sizeof(v->why), "%s asks for another layout", KVRT_LAYOUT_ENV);
+    v->placeable = true;
+    if (e->model) {
+        struct kvrt_group *groups = kvrt_model_placement_groups(e->model);
+        kvrt_placement *p = NULL;
+        int rc = groups ? kvrt_placement_create(l, groups, e->model->num_groups, 1, 0, &p) : KVRT_ERR_NOMEM;
+        v->checked_placement = true;
+        v->placeable = rc == KVRT_OK;
+        if (!v->placeable && v->declared && v->shapes && v->env)
+            snprintf(v->why, sizeof(v->why), "the model cannot be placed: %s", kvrt_error_message());
+        kvrt_placement_destroy(p);
+        free(groups);
+    }
+}
+
+static void print_human(const struct explain *e)
+{
+    const char *trace = kvrt_runtime_trace(e->rt);
+    printf("Why this layout?\n\n");
+    printf("Backends that would touch the cache (%s):\n", e->backend_source);
+    for (size_t b = 0; b < e->num_backends; b++) {
+        size_t i;
+        struct kvrt_plugin_info in;
+        char layouts[160];
+        if (kvrt_runtime_find_plugin(e->rt, e->backends[b], &i) != KVRT_OK ||
+            kvrt_runtime_plugin_info(e->rt, i, &in) != KVRT_OK)
+            continue;
+        layouts_text(e->rt, i, layouts, sizeof(layouts));
+        printf("  %-8s %s; device %s%s%s\n", in.name, layouts, in.available ? "available" : "not available",
+               in.available ? "" : ": ", in.available ? "" : in.reason);
+    }
+    if (e->model) {
+        printf("\nModel: %s, %llu layers in %zu group%s; shapes %s.\n", e->model->source,
+               (unsigned long long)e->model->num_layers, e->model->num_groups, e->model->num_groups == 1 ? "" : "s",
+               e->mixed ? "mixed (head slots, states per block or page sizes differ)" : "all alike");
+    } else {
+        printf("\nNo model given: the layers are taken to share one shape.\n");
+    }
+    for (size_t s = 0; s < NUM_SECTIONS; s++) {
+        bool heading = false;
+        for (const char *p = trace; *p;) {
+            size_t len = strcspn(p, "\n"), tag_len;
+            if (section_of(p, &tag_len) == (int)s) {
+                if (!heading) {
+                    printf("\n%s\n", sections[s].heading);
+                    if (sections[s].intro)
+                        printf("   %s\n", sections[s].intro);
+                    heading = true;
+                }
+                const char *text = p + tag_len + 1;
+                while (*text == ' ')
+                    text++;
+                enum kvrt_layout only;
+                char word[16];
+                snprintf(word, sizeof(word), "%.*s", (int)(len - (size_t)(text - p)), text);
+                /* The runtime repeats the recording as a bare name: say it once. */
+                if (kvrt_layout_parse(word, &only) != KVRT_OK)
+                    printf("   - %.*s\n", (int)len, p);
+            }
+            p += len + (p[len] == '\n');
+        }
+    }
+    if (e->placement_refused)
+        printf("   - placement: %s\n", e->error);
+    printf("\nEvery layout against each rule:\n");
+    printf("  %-7s %-9s %-6s %-5s %-10s %s\n", "layout", "declared", "shape", "env", "placement", "verdict");
+    for (int l = 0; l < KVRT_NUM_LAYOUTS; l++) {
+        struct verdict v;
+        judge(e, (enum kvrt_layout)l, &v);
+        bool ok = v.declared && v.shapes && v.env && v.placeable;
+        bool chosen = e->chosen_ok && e->chosen == (enum kvrt_layout)l;
+        printf("  %-7s %-9s %-6s %-5s %-10s %s\n", kvrt_layout_name((enum kvrt_layout)l), v.declared ? "yes" : "no",
+               v.shapes ? "yes" : "no", v.env ? "yes" : "no",
+               !v.checked_placement ? "-" : v.placeable ? "yes" : "no",
+               chosen ? "chosen" : ok ? "usable, ranked lower" : v.why);
+    }
+    printf("  (declared: by every backend; shape: allowed for the model's shapes; env: allowed by\n"
+           "  %s; placement: the model's groups fit this layout%s)\n", KVRT_LAYOUT_ENV,
+           e->model ? "" : ", '-' without a model");
+    if (e->chosen_ok)
+        printf("\nChoice: %s.\n", kvrt_layout_name(e->chosen));
+    else
+        printf("\nNo layout: %s\n", e->error);
+}
+
+static int print_json(const struct explain *e)
+{
+    json_t *root = json_object(), *backends = json_array(), *steps = json_array(), *layouts = json_array();
+    for (size_t b = 0; b < e->num_backends; b++) {
+        size_t i;
+        struct kvrt_plugin_info in;
+        if (kvrt_runtime_find_plugin(e->rt, e->backends[b], &i) != KVRT_OK ||
+            kvrt_runtime_plugin_info(e->rt, i, &in) != KVRT_OK)
+            continue;
+        json_t *o = json_object(), *list = in.any_layout ? json_string("any") : json_array();
+        for (size_t k = 0; !in.any_layout && k < in.num_layouts; k++)
+            json_array_append_new(list, json_string(kvrt_layout_name(in.layouts[k])));
+        cli_json_put(o, "name", json_string(in.name));
+        cli_json_put(o, "path", json_string(in.path));
+        cli_json_put(o, "layouts", list);
+        cli_json_put(o, "available", json_boolean(in.available));
+        cli_json_put(o, "reason", json_string(in.reason));
+        json_array_append_new(backends, o);
+    }
+    const char *trace = kvrt_runtime_trace(e->rt);
+    for (const char *p = trace; *p;) {
+        size_t len = strcspn(p, "\n");
+        const char *colon = memchr(p, ':', len);
+        json_t *o = json_object();
+        cli_json_put(o, "step", json_stringn(p, colon ? (size_t)(colon - p) : 0));
+        const char *text = colon ? colon + 1 : p;
+        while (*text == ' ')
+            text++;
+        cli_json_put(o, "text", json_stringn(text, len - (size_t)(text - p)));
+        json_array_append_new(steps, o);
+        p += len + (p[len] == '\n');
+    }
+    for (int l = 0; l < KVRT_NUM_LAYOUTS; l++) {
+        struct verdict v;
+        judge(e, (enum kvrt_layout)l, &v);
+        json_t *o = json_object();
+        cli_json_put(o, "name", json_string(kvrt_layout_name((enum kvrt_layout)l)));
+        cli_json_put(o, "declared", json_boolean(v.declared));
+        cli_json_put(o, "shapes", json_boolean(v.shapes));
+        cli_json_put(o, "env", json_boolean(v.env));
+        cli_json_put(o, "placeable", v.checked_placement ? json_boolean(v.placeable) : json_null());
+        cli_json_put(o, "usable", json_boolean(v.declared && v.shapes && v.env && v.placeable));
+        cli_json_put(o, "reason", json_string(v.why));
+        json_array_append_new(layouts, o);
+    }
+    const char *env = getenv(KVRT_LAYOUT_ENV);
+    bool ok = cli_json_put(root, "backends", backends) &&
+              cli_json_put(root, "backend_source", json_string(e->backend_source)) &&
+              cli_json_put(root, "model", e->model ? cli_model_json(e->model) : json_null()) &&
+              cli_json_put(root, "mixed_shapes", json_boolean(e->mixed)) &&
+              cli_json_put(root, "env", env ? json_string(env) : json_null()) &&
+              cli_json_put(root, "preference", e->prefer ? json_string(e->prefer) : json_null()) &&
+              cli_json_put(root, "steps", steps) &&
+              cli_json_put(root, "layout", e->chosen_ok ? json_string(kvrt_layout_name(e->chosen)) : json_null()) &&
+              cli_json_put(root, "refused", json_boolean(!e->chosen_ok)) &&
+              cli_json_put(root, "error", e->chosen_ok ? json_null() : json_string(e->error)) &&
+              cli_json_put(root, "layouts", layouts);
+    if (!ok) {
+        json_decref(root);
+        return cli_error(CLI_EXIT_INTERNAL, "explain: could not build the JSON output");
+    }
+    return cli_json_print(root);
+}
+
+static int explain_run(int argc, char **argv)
+{
+    struct explain e;
+    bool help = false;
+    memset(&e, 0, sizeof(e));
+    int code = parse(argc, argv, &e, &help);
+    if (help) {
+        explain_help(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (code == CLI_EXIT_OK && (e.flags.file || any_model_flag(&e.flags)))
+        code = cli_model_build(&e.flags, true, &e.model);
+    int rc = KVRT_OK;
+    if (code == CLI_EXIT_OK && (rc = kvrt_runtime_open(NULL, &e.rt)) != KVRT_OK)
+        code = cli_fail_status(rc);
+    if (code == CLI_EXIT_OK && e.num_backends == 0) {
+        const char *name;
+        if ((rc = kvrt_runtime_default_backend(e.rt, &name)) != KVRT_OK)
+            code = cli_fail_status(rc);
+        e.backends[e.num_backends++] = name;
+        e.backend_source = getenv(KVRT_BACKEND_ENV) && *getenv(KVRT_BACKEND_ENV)
+                               ? "named by " KVRT_BACKEND_ENV
+                               : "the first available in priority order cuda, rocm, opencl, others, cpu";
+    } else {
+        e.backend_source = "given with --backend";
+    }
+    for (size_t b = 0; code == CLI_EXIT_OK && b < e.num_backends; b++) {
+        size_t i;
+        if ((rc = kvrt_runtime_find_plugin(e.rt, e.backends[b], &i)) != KVRT_OK)
+            code = cli_fail_status(rc);
+    }
+    if (code != CLI_EXIT_OK) {
+        kvrt_model_free(e.model);
+        kvrt_runtime_close(e.rt);
+        return code;
+    }
+    e.mixed = e.model && kvrt_model_mixed_shapes(e.model);
+    rc = kvrt_runtime_resolve(e.rt, e.backends, e.num_backends, e.mixed, e.prefer, &e.chosen);
+    e.chosen_ok = rc == KVRT_OK;
+    if (!e.chosen_ok) {
+        e.status = rc;
+        snprintf(e.error, sizeof(e.error), "%s", kvrt_error_message());
+    } else if (e.model) {
+        struct verdict v;
+        judge(&e, e.chosen, &v);
+        if (!v.placeable) {
+            e.chosen_ok = false;
+            e.placement_refused = true;
+            e.status = KVRT_ERR_REFUSED;
+            snprintf(e.error, sizeof(e.error), "%s was chosen, but %s", kvrt_layout_name(e.chosen), v.why);
+        }
+    }
+    code = e.json ? print_json(&e) : (print_human(&e), CLI_EXIT_OK);
+    if (code == CLI_EXIT_OK && !e.chosen_ok) {
+        fflush(stdout);
+        code = cli_error(cli_exit_for_status(e.status), "%s", e.error);
+    }
+    kvrt_model_free(e.model);
+    kvrt_runtime_close(e.rt);
+    return code;
+}
+
+const struct cli_command cli_explain_command = {
+    .name = "explain",
+    .summary = "explain step by step which layout would be chosen, and why not the others",
+    .run = explain_run,
+    .help = explain_help,
+};

@@ -1,0 +1,413 @@
+/* The model options shared by plan, run, draw and explain (cli_model.h). */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/placement.h>
+
+#include "cli_model.h"
+
+/* Sizes stay below KVRT_UNSET and within JSON's signed integers. */
+#define MAX_SIZE ((uint64_t)INT64_MAX)
+
+const char cli_model_options_help[] =
+    "Model (a file, or one group of same-shaped layers from flags):\n"
+    "  --model FILE             a Hugging Face config.json (or a folder holding one),\n"
+    "                           or a kvrt model file (docs/model-format.md)\n"
+    "  --layers L               number of same-shaped layers (1..65536)\n"
+    "  --kind KIND              attention (default), mla or state\n"
+    "  --kv-heads H             KV heads (attention; default 1 for mla)\n"
+    "  --head-size D            elements per head (attention and mla)\n"
+    "  --head-size-v V          elements of a V vector (default D; mla: 0)\n"
+    "  --dtype T                fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, uint8\n"
+    "                           (also float32, float16, bfloat16); with --model it\n"
+    "                           replaces the KV-cache type of the file\n"
+    "  --block-size N           tokens per block; with --model it replaces the\n"
+    "                           default of 16\n"
+    "  --tokens-per-state P[/Q] tokens stored per state (default 1; 1/2 = two states\n"
+    "                           per token)\n"
+    "  --page-size-padded P     pad each page to P bytes\n"
+    "  --head-slots S           head slots if not one per KV head\n"
+    "  --state-content-bytes C  bytes per cell (--kind state: the bytes of the\n"
+    "                           layer's state tensors; no head options, no dtype)\n"
+    "  --blocks B               blocks in the cache\n"
+    "  --memory SIZE            as many blocks as fit in SIZE bytes (suffixes KiB,\n"
+    "                           MiB, GiB, TiB; e.g. 24GiB); replaces --blocks\n";
+
+static const char *const option_names[CLI_MODEL_NUM_OPTS] = {
+    "--model", "--layers", "--kind", "--kv-heads", "--head-size", "--head-size-v", "--dtype",
+    "--block-size", "--tokens-per-state", "--page-size-padded", "--head-slots",
+    "--state-content-bytes", "--blocks", "--memory",
+};
+
+void cli_model_flags_init(struct cli_model_flags *f, const char *command)
+{
+    memset(f, 0, sizeof(*f));
+    f->command = command;
+    kvrt_spec_default(&f->spec);
+}
+
+bool cli_model_flag_given(const struct cli_model_flags *f, int id)
+{
+    return id >= CLI_MODEL_OPT_FIRST && id < CLI_MODEL_OPT_END && f->given[id - CLI_MODEL_OPT_FIRST];
+}
+
+static bool parse_kind(const char *text, enum kvrt_spec_kind *out)
+{
+    for (int k = KVRT_SPEC_ATTENTION; k <= KVRT_SPEC_STATE; k++) {
+        if (strcmp(text, kvrt_spec_kind_name((enum kvrt_spec_kind)k)) == 0) {
+            *out = (enum kvrt_spec_kind)k;
+            return true;
+        }
+    }
+    cli_error(CLI_EXIT_USAGE, "--kind \"%s\" is not a spec kind: valid kinds are attention, mla, state",
+              text);
+    return false;
+}
+
+static bool parse_ratio(const char *text, uint64_t *num, uint64_t *den)
+{
+    const char *slash = strchr(text, '/');
+    if (!slash) {
+        *den = 1;
+        return cli_parse_u64("--tokens-per-state", text, 1, MAX_SIZE, num);
+    }
+    char head[32];
+    size_t n = (size_t)(slash - text);
+    if (n >= sizeof(head)) {
+        cli_error(CLI_EXIT_USAGE, "--tokens-per-state \"%s\" is not P or P/Q with whole numbers", text);
+        return false;
+    }
+    memcpy(head, text, n);
+    head[n] = '\0';
+    return cli_parse_u64("--tokens-per-state numerator", head, 1, MAX_SIZE, num) &&
+           cli_parse_u64("--tokens-per-state denominator", slash + 1, 1, MAX_SIZE, den);
+}
+
+static bool apply(struct cli_model_flags *f, int id, const char *v)
+{
+    struct kvrt_spec *s = &f->spec;
+    switch (id) {
+    case CLI_OPT_MODEL:
+        f->file = v;
+        return true;
+    case CLI_OPT_LAYERS:
+        return cli_parse_u64("--layers", v, 1, KVRT_MODEL_MAX_LAYERS, &f->layers);
+    case CLI_OPT_KIND:
+        return parse_kind(v, &s->kind);
+    case CLI_OPT_KV_HEADS:
+        return cli_parse_u64("--kv-heads", v, 1, MAX_SIZE, &s->num_kv_heads);
+    case CLI_OPT_HEAD_SIZE:
+        return cli_parse_u64("--head-size", v, 1, MAX_SIZE, &s->head_size);
+    case CLI_OPT_HEAD_SIZE_V:
+        return cli_parse_u64("--head-size-v", v, 0, MAX_SIZE, &s->head_size_v);
+    case CLI_OPT_DTYPE:
+        if (kvrt_dtype_parse(v, &s->dtype) != KVRT_OK) {
+            cli_error(CLI_EXIT_USAGE, "--dtype: %s", kvrt_error_message());
+            return false;
+        }
+        return true;
+    case CLI_OPT_BLOCK_SIZE:
+        return cli_parse_u64("--block-size", v, 1, MAX_SIZE, &s->block_size);
+    case CLI_OPT_TOKENS_PER_STATE:
+        return parse_ratio(v, &s->tokens_per_state_num, &s->tokens_per_state_den);
+    case CLI_OPT_PAGE_SIZE_PADDED:
+        return cli_parse_u64("--page-size-padded", v, 1, MAX_SIZE, &s->page_size_padded);
+    case CLI_OPT_HEAD_SLOTS:
+        return cli_parse_u64("--head-slots", v, 1, MAX_SIZE, &s->num_head_slots);
+    case CLI_OPT_STATE_CONTENT_BYTES:
+        return cli_parse_u64("--state-content-bytes", v, 1, MAX_SIZE, &s->state_content_bytes);
+    case CLI_OPT_BLOCKS:
+        return cli_parse_u64("--blocks", v, 1, MAX_SIZE, &f->blocks);
+    case CLI_OPT_MEMORY:
+        return cli_parse_size("--memory", v, &f->memory);
+    default:
+        return false;
+    }
+}
+
+bool cli_model_flags_apply(struct cli_model_flags *f, int id, const char *value, bool *ok)
+{
+    if (id < CLI_MODEL_OPT_FIRST || id >= CLI_MODEL_OPT_END)
+        return false;
+    *ok = apply(f, id, value);
+    if (*ok)
+        f->given[id - CLI_MODEL_OPT_FIRST] = true;
+    return true;
+}
+
+static bool given(const struct cli_model_flags *f, int id)
+{
+    return f->given[id - CLI_MODEL_OPT_FIRST];
+}
+
+static const char *name_of(int id)
+{
+    return option_names[id - CLI_MODEL_OPT_FIRST];
+}
+
+/* Options that must or must not appear together, checked once all are read
+ * so the message can name the kind. */
+static bool check_flags(const struct cli_model_flags *f, bool defaults)
+{
+    const char *cmd = f->command;
+    if (!defaults) {
+        static const int required[] = {CLI_OPT_LAYERS, CLI_OPT_BLOCKS, CLI_OPT_BLOCK_SIZE};
+        static const char *const what[] = {"the number of layers", "the number of blocks",
+                                           "the tokens per block"};
+        for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
+            if (given(f, required[i]) || (required[i] == CLI_OPT_BLOCKS && given(f, CLI_OPT_MEMORY)))
+                continue;
+            cli_error(CLI_EXIT_USAGE, "%s: %s is required (%s)%s; see 'kvrt %s --help'", cmd,
+                      name_of(required[i]), what[i],
+                      required[i] == CLI_OPT_BLOCKS ? ", or --memory" : "", cmd);
+            return false;
+        }
+    }
+    const char *kind = kvrt_spec_kind_name(f->spec.kind);
+    if (f->spec.kind == KVRT_SPEC_STATE) {
+        static const int head_only[] = {CLI_OPT_KV_HEADS, CLI_OPT_HEAD_SIZE, CLI_OPT_HEAD_SIZE_V,
+                                        CLI_OPT_DTYPE, CLI_OPT_TOKENS_PER_STATE};
+        for (size_t i = 0; i < sizeof(head_only) / sizeof(head_only[0]); i++)
+            if (given(f, head_only[i])) {
+                cli_error(CLI_EXIT_USAGE, "%s: %s does not apply to --kind state, whose cell is "
+                          "--state-content-bytes opaque bytes (one state per block); drop it", cmd,
+                          name_of(head_only[i]));
+                return false;
+            }
+        if (!given(f, CLI_OPT_STATE_CONTENT_BYTES)) {
+            cli_error(CLI_EXIT_USAGE, "%s: --kind state needs --state-content-bytes (the bytes "
+                      "of the layer's state tensors per block)", cmd);
+            return false;
+        }
+        return true;
+    }
+    if (!given(f, CLI_OPT_HEAD_SIZE)) {
+        cli_error(CLI_EXIT_USAGE, "%s: --kind %s needs --head-size (elements per head)%s", cmd, kind,
+                  defaults ? ", or give --model FILE" : "");
+        return false;
+    }
+    if (f->spec.kind == KVRT_SPEC_ATTENTION && !given(f, CLI_OPT_KV_HEADS)) {
+        cli_error(CLI_EXIT_USAGE, "%s: --kind attention needs --kv-heads (the number of KV heads)", cmd);
+        return false;
+    }
+    return true;
+}
+
+static int from_file(struct cli_model_flags *f, struct kvrt_model **out)
+{
+    static const int spec_only[] = {CLI_OPT_LAYERS, CLI_OPT_KIND, CLI_OPT_KV_HEADS, CLI_OPT_HEAD_SIZE,
+                                    CLI_OPT_HEAD_SIZE_V, CLI_OPT_TOKENS_PER_STATE,
+                                    CLI_OPT_PAGE_SIZE_PADDED, CLI_OPT_HEAD_SLOTS,
+                                    CLI_OPT_STATE_CONTENT_BYTES};
+    for (size_t i = 0; i < sizeof(spec_only) / sizeof(spec_only[0]); i++)
+        if (given(f, spec_only[i]))
+            return cli_error(CLI_EXIT_USAGE, "%s: %s cannot be combined with --model, which gives the "
+                             "layers and their specs (only --dtype and --block-size override it); drop "
+                             "one of them", f->command, name_of(spec_only[i]));
+    struct kvrt_model_options opt;
+    kvrt_model_options_default(&opt);
+    opt.dtype_given = given(f, CLI_OPT_DTYPE);
+    opt.dtype = f->spec.dtype;
+    opt.block_size = given(f, CLI_OPT_BLOCK_SIZE) ? f->spec.block_size : 0;
+    char err[1024];
+    int rc = kvrt_model_load(f->file, &opt, out, err, sizeof(err));
+    if (rc != KVRT_OK)
+        return cli_error(cli_exit_for_status(rc), "%s", err);
+    return CLI_EXIT_OK;
+}
+
+static int from_flags(struct cli_model_flags *f, bool defaults, struct kvrt_model **out)
+{
+    if (!check_flags(f, defaults))
+        return CLI_EXIT_USAGE;
+    struct kvrt_spec *s = &f->spec;
+    if (!given(f, CLI_OPT_LAYERS))
+        f->layers = 1;
+    if (!given(f, CLI_OPT_BLOCK_SIZE))
+        s->block_size = KVRT_MODEL_DEFAULT_BLOCK_SIZE;
+    if (s->kind == KVRT_SPEC_MLA && !given(f, CLI_OPT_KV_HEADS))
+        s->num_kv_heads = 1;
+    if (s->kind == KVRT_SPEC_STATE)
+        s->num_kv_heads = 1;
+    struct kvrt_model *m = calloc(1, sizeof(*m));
+    struct kvrt_model_group *g = calloc(1, sizeof(*g));
+    struct kvrt_layer_entry *layers = calloc(f->layers, sizeof(*layers));
+    if (m)
+        m->groups = g;
+    if (g)
+        g->layers = layers;
+    bool ok = m && g && layers && (m->name = strdup("flags")) && (m->source = strdup("(flags)")) &&
+              (m->format = strdup("flags")) && (m->architecture = strdup("")) &&
+              (g->name = strdup("layers")) && (g->what = strdup(s->kind == KVRT_SPEC_STATE ? "state"
+                                                                                           : "attention"));
+    if (m && g)
+        m->num_groups = 1;
+    for (uint64_t i = 0; ok && i < f->layers; i++) {
+        char name[32];
+        snprintf(name, sizeof(name), "layer.%" PRIu64, i);
+        ok = (layers[i].name = strdup(name)) != NULL;
+        layers[i].spec = *s;
+        g->num_layers = i + 1;
+    }
+    if (!ok) {
+        if (m)
+            kvrt_model_free(m);
+        else {
+            free(g);
+            free(layers);
+        }
+        return cli_error(CLI_EXIT_INTERNAL, "%s: out of memory", f->command);
+    }
+    m->num_layers = f->layers;
+    m->num_q_heads = s->kind == KVRT_SPEC_ATTENTION ? s->num_kv_heads : 0;
+    *out = m;
+    return CLI_EXIT_OK;
+}
+
+int cli_model_build(struct cli_model_flags *f, bool defaults, struct kvrt_model **out)
+{
+    *out = NULL;
+    if (f->file)
+        return from_file(f, out);
+    return from_flags(f, defaults, out);
+}
+
+int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_model *m,
+                         enum kvrt_layout layout, uint64_t fallback, uint64_t *blocks)
+{
+    if (given(f, CLI_OPT_MEMORY) && given(f, CLI_OPT_BLOCKS))
+        return cli_error(CLI_EXIT_USAGE, "%s: give --blocks or --memory, not both", f->command);
+    if (given(f, CLI_OPT_MEMORY)) {
+        struct kvrt_group *groups = kvrt_model_placement_groups(m);
+        if (!groups)
+            return cli_error(CLI_EXIT_INTERNAL, "%s: out of memory", f->command);
+        int rc = kvrt_placement_blocks_for_budget(layout, groups, m->num_groups, f->memory, blocks);
+        free(groups);
+        return rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
+    }
+    if (given(f, CLI_OPT_BLOCKS)) {
+        *blocks = f->blocks;
+        return CLI_EXIT_OK;
+    }
+    if (fallback) {
+        *blocks = fallback;
+        return CLI_EXIT_OK;
+    }
+    return cli_error(CLI_EXIT_USAGE, "%s: give --blocks (the number of blocks) or --memory (a budget "
+                     "such as 24GiB); see 'kvrt %s --help'", f->command, f->command);
+}
+
+int cli_layout_or_env(bool was_given, enum kvrt_layout given_layout, enum kvrt_layout fallback,
+                      enum kvrt_layout *out, const char **source)
+{
+    if (was_given) {
+        *out = given_layout;
+        *source = "--layout";
+        return CLI_EXIT_OK;
+    }
+    bool set = false;
+    int rc = kvrt_layout_from_env(&set, out);
+    if (rc != KVRT_OK)
+        return cli_fail_status(rc);
+    if (!set)
+        *out = fallback;
+    *source = set ? KVRT_LAYOUT_ENV : "default";
+    return CLI_EXIT_OK;
+}
+
+void cli_describe_spec(const struct kvrt_spec *s, char *buf, size_t size)
+{
+    struct kvrt_spec_info in;
+    if (kvrt_spec_derive(s, 0, &in) != KVRT_OK) {
+        snprintf(buf, size, "%s (invalid)", kvrt_spec_kind_name(s->kind));
+        return;
+    }
+    size_t used;
+    if (s->kind == KVRT_SPEC_STATE) {
+        used = (size_t)snprintf(buf, size, "state, %" PRIu64 " bytes per block", in.content_bytes);
+    } else {
+        used = (size_t)snprintf(buf, size, "%s, %s, %" PRIu64 " %s x %" PRIu64,
+                                kvrt_spec_kind_name(s->kind), kvrt_dtype_name(s->dtype), in.head_slots,
+                                s->kind == KVRT_SPEC_MLA ? (in.head_slots == 1 ? "slot" : "slots")
+                                                         : (in.head_slots == 1 ? "KV head" : "KV heads"),
+                                in.head_size);
+        if (used < size)
+            used += (size_t)(in.head_size_v ? snprintf(buf + used, size - used, " (V %" PRIu64 ")", in.head_size_v)
+                                            : snprintf(buf + used, size - used, " (no V)"));
+        if (used < size)
+            used += (size_t)snprintf(buf + used, size - used, ", block %" PRIu64 " tokens", s->block_size);
+        if ((s->tokens_per_state_num != 1 || s->tokens_per_state_den != 1) && used < size)
+            used += (size_t)snprintf(buf + used, size - used, ", %" PRIu64 "/%" PRIu64 " tokens per state",
+                                     s->tokens_per_state_num, s->tokens_per_state_den);
+    }
+    if (in.page_size != in.unpadded_page_size && used < size)
+        snprintf(buf + used, size - used, ", page padded to %" PRIu64 " bytes", in.page_size);
+}
+
+static json_t *opt_u64(uint64_t v, const char *what)
+{
+    return v == KVRT_UNSET ? json_null() : cli_json_u64(v, what);
+}
+
+static json_t *spec_json(const struct kvrt_spec *s)
+{
+    struct kvrt_spec_info in;
+    json_t *o = json_object();
+    bool state = s->kind == KVRT_SPEC_STATE;
+    if (kvrt_spec_derive(s, 0, &in) != KVRT_OK) {
+        json_decref(o);
+        return NULL;
+    }
+    json_t *tps = json_array();
+    json_array_append_new(tps, cli_json_u64(s->tokens_per_state_num, "tokens_per_state"));
+    json_array_append_new(tps, cli_json_u64(s->tokens_per_state_den, "tokens_per_state"));
+    bool ok = cli_json_put(o, "kind", json_string(kvrt_spec_kind_name(s->kind))) &&
+              cli_json_put(o, "dtype", state ? json_null() : json_string(kvrt_dtype_name(s->dtype))) &&
+              cli_json_put(o, "block_size", cli_json_u64(s->block_size, "block_size")) &&
+              cli_json_put(o, "kv_heads", state ? json_null() : cli_json_u64(s->num_kv_heads, "kv_heads")) &&
+              cli_json_put(o, "head_slots", cli_json_u64(in.head_slots, "head_slots")) &&
+              cli_json_put(o, "head_size", state ? json_null() : cli_json_u64(in.head_size, "head_size")) &&
+              cli_json_put(o, "head_size_v", state ? json_null() : cli_json_u64(in.head_size_v, "head_size_v")) &&
+              cli_json_put(o, "tokens_per_state", tps) &&
+              cli_json_put(o, "content_bytes", cli_json_u64(in.content_bytes, "content_bytes")) &&
+              cli_json_put(o, "page_size_padded", opt_u64(s->page_size_padded, "page_size_padded")) &&
+              cli_json_put(o, "page_bytes", cli_json_u64(in.page_size, "page_bytes"));
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+json_t *cli_model_json(const struct kvrt_model *m)
+{
+    json_t *o = json_object(), *groups = json_array(), *notes = json_array();
+    for (size_t i = 0; notes && i < m->num_notes; i++)
+        json_array_append_new(notes, json_string(m->notes[i]));
+    bool ok = cli_json_put(o, "name", json_string(m->name)) &&
+              cli_json_put(o, "source", json_string(m->source)) &&
+              cli_json_put(o, "format", json_string(m->format)) &&
+              cli_json_put(o, "architecture", json_string(m->architecture)) &&
+              cli_json_put(o, "num_layers", cli_json_u64(m->num_layers, "num_layers")) &&
+              cli_json_put(o, "num_q_heads", cli_json_u64(m->num_q_heads, "num_q_heads")) &&
+              cli_json_put(o, "notes", notes);
+    for (size_t g = 0; ok && g < m->num_groups; g++) {
+        const struct kvrt_model_group *grp = &m->groups[g];
+        json_t *e = json_object(), *names = json_array();
+        for (size_t i = 0; names && i < grp->num_layers; i++)
+            json_array_append_new(names, json_string(grp->layers[i].name));
+        ok = cli_json_put(e, "name", json_string(grp->name)) &&
+             cli_json_put(e, "what", json_string(grp->what)) &&
+             cli_json_put(e, "window", grp->window ? cli_json_u64(grp->window, "window") : json_null()) &&
+             cli_json_put(e, "num_layers", cli_json_u64(grp->num_layers, "num_layers")) &&
+             cli_json_put(e, "layers", names) && cli_json_put(e, "spec", spec_json(&grp->layers[0].spec)) &&
+             json_array_append_new(groups, e) == 0;
+    }
+    if (!ok || !cli_json_put(o, "groups", groups)) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}

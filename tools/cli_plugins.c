@@ -1,0 +1,267 @@
+/* kvrt plugins: every backend kvrt found, what it declares, whether it has a
+ * device and whether it could be chosen now; and every file passed over. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/plugin.h>
+#include <kvrt/runtime.h>
+
+#include "cli.h"
+
+static void plugins_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: kvrt plugins [--json]\n"
+            "\n"
+            "List the backend plugins kvrt finds, in search order: name, file, plugin\n"
+            "ABI, the layouts it declares (best first, or \"any\"), its element types,\n"
+            "whether a device is available (probing runs no kernels and allocates\n"
+            "nothing), and whether it is selectable now: available, and declaring the\n"
+            "layout %s asks for (when set).  Also lists the files that were\n"
+            "passed over, each with its reason (not a plugin, missing entry symbol,\n"
+            "incompatible ABI, malformed descriptor, duplicate name).\n"
+            "\n"
+            "An invalid %s is not an error here: every plugin is then\n"
+            "listed as not selectable, with the reason, so this command still helps\n"
+            "when the environment is wrong.\n"
+            "\n"
+            "Options:\n"
+            "  --json   print one JSON object:\n"
+            "           {\"plugins\": [{\"name\", \"path\", \"version\", \"abi\", \"layouts\" (list or\n"
+            "           \"any\"), \"dtypes\", \"ops\", \"available\", \"selectable\", \"reason\",\n"
+            "           \"default\"}], \"skipped\": [{\"path\", \"reason\"}], \"env\": {...},\n"
+            "           \"default_backend\"}\n"
+            "  --help   show this help\n"
+            "\n"
+            "Environment:\n"
+            "  %s  the layout a plugin must declare to be selectable\n"
+            "  %s  the backend binding uses by default (marked \"default\")\n"
+            "  %s  plugin folders or files searched first\n"
+            "\n"
+            "Example:\n"
+            "  kvrt plugins --json\n",
+            KVRT_LAYOUT_ENV, KVRT_LAYOUT_ENV, KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV);
+}
+
+/* VLLM_KV_CACHE_LAYOUT as the selection sees it. */
+struct env_layout {
+    const char *value; /* as spelled; NULL when unset */
+    bool valid;
+    enum kvrt_layout layout;
+    char error[512];
+};
+
+static void read_env(struct env_layout *e)
+{
+    bool set = false;
+    memset(e, 0, sizeof(*e));
+    e->value = getenv(KVRT_LAYOUT_ENV);
+    if (kvrt_layout_from_env(&set, &e->layout) == KVRT_OK) {
+        e->valid = true;
+    } else {
+        snprintf(e->error, sizeof(e->error), "%s", kvrt_error_message());
+    }
+}
+
+static void layouts_text(const struct kvrt_plugin_info *in, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    if (in->any_layout) {
+        snprintf(buf, size, "any");
+        return;
+    }
+    for (size_t i = 0; i < in->num_layouts && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", kvrt_layout_name(in->layouts[i]));
+}
+
+static void dtypes_text(uint32_t dtypes, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (int t = 0; t < KVRT_NUM_DTYPES && used < size; t++)
+        if (dtypes & (1u << t))
+            used += (size_t)snprintf(buf + used, size - used, "%s%s", used ? ", " : "",
+                                     kvrt_dtype_name((enum kvrt_dtype)t));
+}
+
+static const char *const op_names[] = {"write", "read", "copy", "gather", "scatter", "decode"};
+
+static bool selectable(const kvrt_runtime *rt, size_t i, const struct kvrt_plugin_info *in,
+                       const struct env_layout *env, char *reason, size_t size)
+{
+    reason[0] = '\0';
+    if (!in->available) {
+        snprintf(reason, size, "no device: %s", in->reason[0] ? in->reason : "the probe found none");
+        return false;
+    }
+    if (!env->value)
+        return true;
+    if (!env->valid) {
+        snprintf(reason, size, "%s", env->error);
+        return false;
+    }
+    if (!kvrt_runtime_plugin_admits(rt, i, env->layout)) {
+        char layouts[128];
+        layouts_text(in, layouts, sizeof(layouts));
+        snprintf(reason, size, "%s=%s is not among the layouts it declares (%s)", KVRT_LAYOUT_ENV,
+                 env->value, layouts);
+        return false;
+    }
+    return true;
+}
+
+static json_t *plugin_json(const kvrt_runtime *rt, size_t i, const struct env_layout *env,
+                           const char *default_name)
+{
+    struct kvrt_plugin_info in;
+    char reason[768], abi[32];
+    if (kvrt_runtime_plugin_info(rt, i, &in) != KVRT_OK)
+        return NULL;
+    json_t *layouts = in.any_layout ? json_string("any") : json_array();
+    for (size_t k = 0; !in.any_layout && k < in.num_layouts; k++)
+        json_array_append_new(layouts, json_string(kvrt_layout_name(in.layouts[k])));
+    json_t *dtypes = json_array(), *ops = json_array();
+    for (int t = 0; t < KVRT_NUM_DTYPES; t++)
+        if (in.dtypes & (1u << t))
+            json_array_append_new(dtypes, json_string(kvrt_dtype_name((enum kvrt_dtype)t)));
+    for (size_t k = 0; k < sizeof(op_names) / sizeof(op_names[0]); k++)
+        if (in.ops & (1u << k))
+            json_array_append_new(ops, json_string(op_names[k]));
+    bool sel = selectable(rt, i, &in, env, reason, sizeof(reason));
+    snprintf(abi, sizeof(abi), "%u.%u", in.abi_major, in.abi_minor);
+    json_t *o = json_object();
+    bool ok = cli_json_put(o, "name", json_string(in.name)) && cli_json_put(o, "path", json_string(in.path)) &&
+              cli_json_put(o, "version", json_string(in.version ? in.version : "")) &&
+              cli_json_put(o, "description", json_string(in.description ? in.description : "")) &&
+              cli_json_put(o, "abi", json_string(abi)) && cli_json_put(o, "layouts", layouts) &&
+              cli_json_put(o, "dtypes", dtypes) && cli_json_put(o, "ops", ops) &&
+              cli_json_put(o, "available", json_boolean(in.available)) &&
+              cli_json_put(o, "device_reason", json_string(in.reason ? in.reason : "")) &&
+              cli_json_put(o, "selectable", json_boolean(sel)) &&
+              cli_json_put(o, "reason", json_string(reason)) &&
+              cli_json_put(o, "default", json_boolean(default_name && strcmp(default_name, in.name) == 0));
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+static int print_json(const kvrt_runtime *rt, const struct env_layout *env, const char *default_name)
+{
+    json_t *root = json_object(), *plugins = json_array(), *skipped = json_array(), *e = json_object();
+    bool ok = root && plugins && skipped && e;
+    for (size_t i = 0; ok && i < kvrt_runtime_num_plugins(rt); i++) {
+        json_t *p = plugin_json(rt, i, env, default_name);
+        ok = p && json_array_append_new(plugins, p) == 0;
+    }
+    for (size_t i = 0; ok && i < kvrt_runtime_num_skipped(rt); i++) {
+        const char *path = "", *reason = "";
+        kvrt_runtime_skipped(rt, i, &path, &reason);
+        json_t *s = json_object();
+        ok = cli_json_put(s, "path", json_string(path)) && cli_json_put(s, "reason", json_string(reason)) &&
+             json_array_append_new(skipped, s) == 0;
+    }
+    ok = ok && cli_json_put(e, "name", json_string(KVRT_LAYOUT_ENV)) &&
+         cli_json_put(e, "value", env->value ? json_string(env->value) : json_null()) &&
+         cli_json_put(e, "valid", json_boolean(env->valid)) &&
+         cli_json_put(e, "error", json_string(env->error));
+    ok = ok && cli_json_put(root, "plugins", plugins) && cli_json_put(root, "skipped", skipped) &&
+         cli_json_put(root, "env", e) &&
+         cli_json_put(root, "default_backend", default_name ? json_string(default_name) : json_null());
+    if (!ok) {
+        json_decref(root);
+        return cli_error(CLI_EXIT_INTERNAL, "plugins: could not build the JSON output");
+    }
+    return cli_json_print(root);
+}
+
+static void print_human(const kvrt_runtime *rt, const struct env_layout *env, const char *default_name)
+{
+    size_t n = kvrt_runtime_num_plugins(rt);
+    printf("%zu plugin%s found", n, n == 1 ? "" : "s");
+    if (env->value)
+        printf("; %s=%s%s", KVRT_LAYOUT_ENV, env->value, env->valid ? "" : " (invalid)");
+    printf("\n");
+    for (size_t i = 0; i < n; i++) {
+        struct kvrt_plugin_info in;
+        char layouts[128], dtypes[128], reason[768];
+        if (kvrt_runtime_plugin_info(rt, i, &in) != KVRT_OK)
+            continue;
+        layouts_text(&in, layouts, sizeof(layouts));
+        dtypes_text(in.dtypes, dtypes, sizeof(dtypes));
+        bool sel = selectable(rt, i, &in, env, reason, sizeof(reason));
+        bool is_default = default_name && strcmp(default_name, in.name) == 0;
+        printf("\n%s%s  %s\n", in.name, is_default ? " (default)" : "", in.path);
+        printf("  version    %s, plugin ABI %u.%u\n", in.version ? in.version : "?", in.abi_major, in.abi_minor);
+        printf("  layouts    %s\n", layouts);
+        printf("  dtypes     %s\n", dtypes);
+        printf("  device     %s%s%s\n", in.available ? "available" : "not available",
+               in.available ? "" : ": ", in.available ? "" : in.reason);
+        printf("  selectable %s%s%s\n", sel ? "yes" : "no", sel ? "" : ": ", reason);
+    }
+    size_t s = kvrt_runtime_num_skipped(rt);
+    if (s)
+        printf("\npassed over:\n");
+    for (size_t i = 0; i < s; i++) {
+        const char *path = "", *reason = "";
+        kvrt_runtime_skipped(rt, i, &path, &reason);
+        printf("  %s: %s\n", path, reason);
+    }
+    if (env->value && !env->valid)
+        printf("\nnote: %s\n", env->error);
+}
+
+static int plugins_run(int argc, char **argv)
+{
+    static const struct cli_option options[] = {
+        {"--json", false, false, 0},
+        {NULL, false, false, 0},
+    };
+    struct cli_args args;
+    const struct cli_option *opt;
+    const char *value;
+    bool json = false;
+    cli_args_init(&args, "plugins", argc, argv);
+    for (bool done = false; !done;) {
+        switch (cli_args_next(&args, options, &opt, &value)) {
+        case CLI_NEXT_END:
+            done = true;
+            break;
+        case CLI_NEXT_HELP:
+            plugins_help(stdout);
+            return CLI_EXIT_OK;
+        case CLI_NEXT_ERROR:
+            return CLI_EXIT_USAGE;
+        case CLI_NEXT_OPTION:
+            json = true;
+            break;
+        }
+    }
+    struct env_layout env;
+    read_env(&env);
+    kvrt_runtime *rt = NULL;
+    int rc = kvrt_runtime_open(NULL, &rt);
+    if (rc != KVRT_OK)
+        return cli_fail_status(rc);
+    /* Which backend binding would take: not an error when there is none. */
+    const char *default_name = NULL;
+    if (kvrt_runtime_default_backend(rt, &default_name) != KVRT_OK)
+        default_name = NULL;
+    int code = CLI_EXIT_OK;
+    if (json)
+        code = print_json(rt, &env, default_name);
+    else
+        print_human(rt, &env, default_name);
+    kvrt_runtime_close(rt);
+    return code;
+}
+
+const struct cli_command cli_plugins_command = {
+    .name = "plugins",
+    .summary = "list the backend plugins, their declarations and devices, and skipped files",
+    .run = plugins_run,
+    .help = plugins_help,
+};

@@ -1,0 +1,425 @@
+/* kvrt run: resolve, bind, place and allocate a real cache on a backend, push
+ * a synthetic batch through it, and verify every byte and every decode. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/placement.h>
+#include <kvrt/runtime.h>
+
+#include "cli_model.h"
+#include "run.h"
+
+#define RUN_MAX_SEQS 4096u
+/* seq_lens are int32 in the decode ABI. */
+#define RUN_MAX_CONTEXT (1u << 24)
+
+static void run_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: kvrt run [--json] [--backend NAME] [--layout NAME]\n"
+            "                (--model FILE | --layers L --kv-heads H --head-size D ...)\n"
+            "                [--seqs S] [--context T] [--q-heads Q] [--blocks B | --memory SIZE]\n"
+            "                [--seed N] [--no-decode]\n"
+            "\n"
+            "Run a cache for real on a backend and check it on the host:\n"
+            "  1. resolve the layout across the backend (kvrt_runtime_resolve: its\n"
+            "     declaration, the model's shapes, %s), or take --layout;\n"
+            "  2. bind the backend (a layout it does not declare is refused first);\n"
+            "  3. place every group of the model in one allocation and create the cache;\n"
+            "  4. write random K/V for S sequences x T tokens into random, distinct blocks\n"
+            "     of every layer, read them back and compare bit for bit;\n"
+            "  5. run paged decode on every attention layer (query heads Q, scale\n"
+            "     1/sqrt(D), the first sequence T tokens long, the others between T/2\n"
+            "     and T) and compare with a reference computed in double precision from\n"
+            "     the stored values;\n"
+            "  6. for state layers (Mamba, linear attention) and compressed layers, which\n"
+            "     take no token operations: put random pages where the geometry says,\n"
+            "     gather them, wipe them, scatter them back and gather again.\n"
+            "MLA layers have no V: they are written and read back, and decode is\n"
+            "skipped with the reason.  Sliding windows do not change the check (decode\n"
+            "attends to every token).\n"
+            "\n"
+            "Bytes and throughput (GB/s = 10^9 bytes per second, per operation, summed\n"
+            "over layers): write and read count the K and V bytes moved, decode the K\n"
+            "and V bytes of every token it attends to, gather and scatter the staging\n"
+            "bytes.  The decode tolerance is (2u + 1e-5) * max|reference| + 1e-6, u the\n"
+            "unit roundoff of the cache type (bf16 2^-8, fp16 2^-11, fp32 2^-24).\n"
+            "\n"
+            "Options:\n"
+            "  --backend NAME    backend to run on (default: $%s, else the first\n"
+            "                    available in priority order cuda, rocm, opencl, cpu)\n"
+            "  --layout NAME     use this layout (a name or alias); refused (exit 3) when\n"
+            "                    the backend does not declare it.  Default: resolved\n"
+            "  --seqs S          sequences in the batch (default 4, at most %u)\n"
+            "  --context T       tokens per sequence (default 512)\n"
+            "  --q-heads Q       query heads for decode (default: the model's attention\n"
+            "                    heads; with flags 4 x --kv-heads)\n"
+            "  --blocks B        blocks in the cache (default: what the batch needs plus\n"
+            "                    a quarter, so blocks are drawn from a larger pool)\n"
+            "  --memory SIZE     as many blocks as fit in SIZE\n"
+            "  --seed N          seed of the random data and blocks (default 1)\n"
+            "  --no-decode       skip paged decode\n"
+            "  --json            print one JSON object: backend, layout, verified,\n"
+            "                    max_abs_error, tolerance, bytes, gbps, timings, ...\n"
+            "  --help            show this help\n"
+            "%s"
+            "\n"
+            "Environment:\n"
+            "  %s  the layout the resolution must honour (without --layout)\n"
+            "  %s  the backend when --backend is not given\n"
+            "  %s  plugin folders or files searched first\n"
+            "\n"
+            "Exit status: 0 verified; 1 a check failed (or an internal error); 2 bad\n"
+            "input; 3 the layout is refused; 4 no such backend or no device.\n"
+            "A progress line is shown on a terminal (not with --json).\n"
+            "\n"
+            "Example (a Llama-3-8B-shaped cache on the CPU, in seconds):\n"
+            "  kvrt run --backend cpu --model examples/models/llama-3.1-8b.json \\\n"
+            "           --seqs 4 --context 512\n",
+            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, RUN_MAX_SEQS, cli_model_options_help, KVRT_LAYOUT_ENV,
+            KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV);
+}
+
+enum run_opt { OPT_JSON, OPT_BACKEND, OPT_LAYOUT, OPT_SEQS, OPT_CONTEXT, OPT_Q_HEADS, OPT_SEED, OPT_NO_DECODE };
+
+static const struct cli_option run_options[] = {
+    {"--json", false, false, OPT_JSON},
+    {"--backend", true, false, OPT_BACKEND},
+    {"--layout", true, false, OPT_LAYOUT},
+    {"--seqs", true, false, OPT_SEQS},
+    {"--context", true, false, OPT_CONTEXT},
+    {"--q-heads", true, false, OPT_Q_HEADS},
+    {"--seed", true, false, OPT_SEED},
+    {"--no-decode", false, false, OPT_NO_DECODE},
+    CLI_MODEL_OPTION_ROWS,
+    {NULL, false, false, 0},
+};
+
+struct run_request {
+    bool json, decode;
+    const char *backend, *layout;
+    uint64_t seqs, context, q_heads, seed;
+    struct cli_model_flags flags;
+};
+
+static int parse(int argc, char **argv, struct run_request *r, bool *help)
+{
+    struct cli_args args;
+    const struct cli_option *opt;
+    const char *v;
+    bool ok;
+    memset(r, 0, sizeof(*r));
+    r->decode = true;
+    r->seqs = 4;
+    r->context = 512;
+    r->seed = 1;
+    cli_model_flags_init(&r->flags, "run");
+    cli_args_init(&args, "run", argc, argv);
+    for (;;) {
+        switch (cli_args_next(&args, run_options, &opt, &v)) {
+        case CLI_NEXT_END:
+            return CLI_EXIT_OK;
+        case CLI_NEXT_HELP:
+            *help = true;
+            return CLI_EXIT_OK;
+        case CLI_NEXT_ERROR:
+            return CLI_EXIT_USAGE;
+        case CLI_NEXT_OPTION:
+            break;
+        }
+        if (cli_model_flags_apply(&r->flags, opt->id, v, &ok)) {
+            if (!ok)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        ok = true;
+        switch (opt->id) {
+        case OPT_JSON: r->json = true; break;
+        case OPT_BACKEND: r->backend = v; break;
+        case OPT_LAYOUT: r->layout = v; break;
+        case OPT_NO_DECODE: r->decode = false; break;
+        case OPT_SEQS: ok = cli_parse_u64("--seqs", v, 1, RUN_MAX_SEQS, &r->seqs); break;
+        case OPT_CONTEXT: ok = cli_parse_u64("--context", v, 1, RUN_MAX_CONTEXT, &r->context); break;
+        case OPT_Q_HEADS: ok = cli_parse_u64("--q-heads", v, 1, 1u << 16, &r->q_heads); break;
+        case OPT_SEED: ok = cli_parse_u64("--seed", v, 0, UINT64_MAX, &r->seed); break;
+        }
+        if (!ok)
+            return CLI_EXIT_USAGE;
+    }
+}
+
+/* Everything the run holds, released in one place. */
+struct run_state {
+    kvrt_runtime *rt;
+    kvrt_backend *backend;
+    kvrt_placement *placement;
+    kvrt_cache *cache;
+    struct kvrt_model *model;
+    struct run_batch batch;
+    const char *backend_name, *backend_source;
+    enum kvrt_layout layout;
+    const char *layout_source;
+    char layout_reason[512];
+    uint64_t num_blocks, needed;
+};
+
+static void state_free(struct run_state *s)
+{
+    run_batch_free(&s->batch);
+    kvrt_placement_destroy(s->placement);
+    kvrt_model_free(s->model);
+    kvrt_runtime_close(s->rt); /* destroys the cache, buffers and backend */
+}
+
+/* The "choice: ..." step of the trace, for the report. */
+static void choice_from_trace(const char *trace, char *out, size_t size)
+{
+    const char *p = strstr(trace, "choice: ");
+    out[0] = '\0';
+    if (!p)
+        return;
+    p += strlen("choice: ");
+    /* "LBHNC, the best-ranked candidate": the name is printed separately. */
+    const char *comma = strstr(p, ", ");
+    if (comma && comma < p + strcspn(p, "\n"))
+        p = comma + 2;
+    size_t n = strcspn(p, "\n");
+    snprintf(out, size, "%.*s", (int)n, p);
+}
+
+static int choose_layout(struct run_request *r, struct run_state *s)
+{
+    const char *names[1] = {s->backend_name};
+    if (r->layout) {
+        /* The user's spelling goes to bind, which refuses it by that name. */
+        if (kvrt_layout_parse(r->layout, &s->layout) != KVRT_OK)
+            return cli_error(CLI_EXIT_USAGE, "--layout: %s", kvrt_error_message());
+        s->layout_source = "--layout";
+        snprintf(s->layout_reason, sizeof(s->layout_reason), "given with --layout %s", r->layout);
+        return CLI_EXIT_OK;
+    }
+    int rc = kvrt_runtime_resolve(s->rt, names, 1, kvrt_model_mixed_shapes(s->model), NULL, &s->layout);
+    if (rc != KVRT_OK)
+        return cli_fail_status(rc);
+    s->layout_source = "resolved";
+    choice_from_trace(kvrt_runtime_trace(s->rt), s->layout_reason, sizeof(s->layout_reason));
+    return CLI_EXIT_OK;
+}
+
+static int check_dtypes(const struct run_state *s)
+{
+    for (size_t g = 0; g < s->model->num_groups; g++) {
+        const struct kvrt_spec *sp = &s->model->groups[g].layers[0].spec;
+        if (sp->kind != KVRT_SPEC_STATE && !kvrt_backend_supports_dtype(s->backend, sp->dtype))
+            return cli_error(CLI_EXIT_USAGE, "backend \"%s\" does not support %s caches (group %s); "
+                             "choose another --dtype or backend (see 'kvrt plugins')", s->backend_name,
+                             kvrt_dtype_name(sp->dtype), s->model->groups[g].name);
+    }
+    return CLI_EXIT_OK;
+}
+
+static int set_up(struct run_request *r, struct run_state *s)
+{
+    int code = cli_model_build(&r->flags, true, &s->model);
+    if (code != CLI_EXIT_OK)
+        return code;
+    if (!r->flags.file && !r->q_heads && s->model->num_q_heads)
+        s->model->num_q_heads *= 4; /* flags give KV heads; a typical GQA ratio */
+    int rc = kvrt_runtime_open(NULL, &s->rt);
+    if (rc != KVRT_OK)
+        return cli_fail_status(rc);
+    size_t index;
+    if (r->backend) {
+        if ((rc = kvrt_runtime_find_plugin(s->rt, r->backend, &index)) != KVRT_OK)
+            return cli_fail_status(rc);
+        s->backend_name = r->backend;
+        s->backend_source = "--backend";
+    } else {
+        if ((rc = kvrt_runtime_default_backend(s->rt, &s->backend_name)) != KVRT_OK)
+            return cli_fail_status(rc);
+        s->backend_source = getenv(KVRT_BACKEND_ENV) && *getenv(KVRT_BACKEND_ENV) ? KVRT_BACKEND_ENV
+                                                                                  : "first available";
+    }
+    if ((code = choose_layout(r, s)) != CLI_EXIT_OK)
+        return code;
+    rc = kvrt_runtime_bind(s->rt, s->backend_name, r->layout ? r->layout : kvrt_layout_name(s->layout),
+                           &s->backend);
+    if (rc != KVRT_OK)
+        return cli_fail_status(rc);
+    if ((code = check_dtypes(s)) != CLI_EXIT_OK)
+        return code;
+
+    s->needed = run_blocks_needed(s->model, r->seqs, r->context);
+    code = cli_model_num_blocks(&r->flags, s->model, s->layout, s->needed + s->needed / 4 + 1, &s->num_blocks);
+    if (code != CLI_EXIT_OK)
+        return code;
+    if (s->num_blocks < s->needed)
+        return cli_error(CLI_EXIT_USAGE, "run: the batch needs %" PRIu64 " blocks (%" PRIu64 " sequences x "
+                         "%" PRIu64 " tokens in every group) but the cache has %" PRIu64 "; raise --blocks "
+                         "or --memory, or lower --seqs or --context", s->needed, r->seqs, r->context,
+                         s->num_blocks);
+    if (s->num_blocks > INT32_MAX)
+        return cli_error(CLI_EXIT_USAGE, "run: %" PRIu64 " blocks is more than decode's block tables "
+                         "address (%d); lower --blocks or --memory", s->num_blocks, INT32_MAX);
+    struct kvrt_group *groups = kvrt_model_placement_groups(s->model);
+    if (!groups)
+        return cli_error(CLI_EXIT_INTERNAL, "run: out of memory");
+    rc = kvrt_placement_create(s->layout, groups, s->model->num_groups, s->num_blocks, 0, &s->placement);
+    free(groups);
+    if (rc == KVRT_OK)
+        rc = kvrt_cache_create(s->backend, s->placement, &s->cache);
+    return rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
+}
+
+static double gbps(const struct run_op *op)
+{
+    return op->seconds > 0 ? (double)op->bytes / op->seconds / 1e9 : 0;
+}
+
+static json_t *op_json(const struct run_op *op, bool seconds)
+{
+    if (!op->layers)
+        return json_null();
+    return seconds ? json_real(op->seconds) : json_real(gbps(op));
+}
+
+static int print_json(const struct run_request *r, const struct run_state *s, const struct run_totals *t,
+                      bool verified)
+{
+    const struct run_op *ops[] = {&t->write, &t->read, &t->decode, &t->gather, &t->scatter};
+    static const char *const names[] = {"write", "read", "decode", "gather", "scatter"};
+    json_t *root = json_object(), *bytes = json_object(), *rates = json_object(), *times = json_object();
+    bool ok = cli_json_put(bytes, "cache", cli_json_u64(kvrt_placement_size(s->placement), "bytes"));
+    for (size_t i = 0; ok && i < 5; i++)
+        ok = cli_json_put(bytes, names[i], cli_json_u64(ops[i]->bytes, "bytes")) &&
+             cli_json_put(rates, names[i], op_json(ops[i], false)) &&
+             cli_json_put(times, names[i], op_json(ops[i], true));
+    bool decoded = t->decode.layers > 0;
+    json_t *skipped = json_object();
+    ok = ok && cli_json_put(skipped, "layers", cli_json_u64(t->decode_skipped, "layers")) &&
+         cli_json_put(skipped, "reason", json_string(t->skip_reason));
+    ok = ok && cli_json_put(root, "backend", json_string(s->backend_name)) &&
+         cli_json_put(root, "backend_source", json_string(s->backend_source)) &&
+         cli_json_put(root, "layout", json_string(kvrt_layout_name(s->layout))) &&
+         cli_json_put(root, "layout_source", json_string(s->layout_source)) &&
+         cli_json_put(root, "layout_reason", json_string(s->layout_reason)) &&
+         cli_json_put(root, "verified", json_boolean(verified)) &&
+         cli_json_put(root, "max_abs_error", decoded ? json_real(t->max_abs_error) : json_null()) &&
+         cli_json_put(root, "tolerance", decoded ? json_real(t->tolerance) : json_null()) &&
+         cli_json_put(root, "failure", verified ? json_null() : json_string(t->failure)) &&
+         cli_json_put(root, "decode_layers", cli_json_u64(t->decode.layers, "layers")) &&
+         cli_json_put(root, "decode_skipped", skipped) &&
+         cli_json_put(root, "state_layers", cli_json_u64(t->gather.layers, "layers")) &&
+         cli_json_put(root, "bytes", bytes) && cli_json_put(root, "gbps", rates) &&
+         cli_json_put(root, "timings", times) &&
+         cli_json_put(root, "num_blocks", cli_json_u64(s->num_blocks, "num_blocks")) &&
+         cli_json_put(root, "blocks_needed", cli_json_u64(s->needed, "blocks_needed")) &&
+         cli_json_put(root, "bytes_per_block", cli_json_u64(kvrt_placement_bytes_per_block(s->placement), "b")) &&
+         cli_json_put(root, "seqs", cli_json_u64(r->seqs, "seqs")) &&
+         cli_json_put(root, "context", cli_json_u64(r->context, "context")) &&
+         cli_json_put(root, "q_heads", cli_json_u64(t->q_heads, "q_heads")) &&
+         cli_json_put(root, "seed", json_integer((json_int_t)r->seed)) &&
+         cli_json_put(root, "model", cli_model_json(s->model));
+    if (!ok) {
+        json_decref(root);
+        return cli_error(CLI_EXIT_INTERNAL, "run: could not build the JSON output");
+    }
+    return cli_json_print(root);
+}
+
+static void print_op(const char *name, const struct run_op *op, const char *what, const char *tail)
+{
+    char b[32];
+    if (!op->layers)
+        return;
+    cli_format_bytes(op->bytes, b, sizeof(b));
+    printf("%-9s %" PRIu64 " layer%s, %s%s in %.4f s = %.2f GB/s%s\n", name, op->layers,
+           op->layers == 1 ? "" : "s", b, what, op->seconds, gbps(op), tail);
+}
+
+static void print_human(const struct run_request *r, const struct run_state *s, const struct run_totals *t,
+                        bool verified)
+{
+    char a[32], b[64], spec[256];
+    printf("backend   %s (%s)\n", s->backend_name, s->backend_source);
+    printf("layout    %s (%s)\n", kvrt_layout_name(s->layout), s->layout_reason);
+    printf("model     %s: %" PRIu64 " layer%s in %zu group%s\n", s->model->source, s->model->num_layers,
+           s->model->num_layers == 1 ? "" : "s", s->model->num_groups, s->model->num_groups == 1 ? "" : "s");
+    for (size_t g = 0; g < s->model->num_groups; g++) {
+        cli_describe_spec(&s->model->groups[g].layers[0].spec, spec, sizeof(spec));
+        printf("  group %zu %s: %zu layer%s, %s\n", g, s->model->groups[g].name, s->model->groups[g].num_layers,
+               s->model->groups[g].num_layers == 1 ? "" : "s", spec);
+    }
+    cli_format_bytes(kvrt_placement_bytes_per_block(s->placement), a, sizeof(a));
+    cli_format_bytes(kvrt_placement_size(s->placement), b, sizeof(b));
+    printf("cache     %" PRIu64 " blocks x %s = %s (%" PRIu64 " bytes; the batch uses %" PRIu64 " blocks)\n",
+           s->num_blocks, a, b, kvrt_placement_size(s->placement), s->needed);
+    printf("batch     %" PRIu64 " sequence%s x %" PRIu64 " tokens, %" PRIu64 " query heads, seed %" PRIu64 "\n",
+           r->seqs, r->seqs == 1 ? "" : "s", r->context, t->q_heads, r->seed);
+    print_op("write", &t->write, "", "");
+    print_op("read", &t->read, "", t->read.failed ? "; read back DIFFERS" : "; read back bit-exact");
+    snprintf(b, sizeof(b), "; max |error| %.3g <= %.3g", t->max_abs_error, t->tolerance);
+    print_op("decode", &t->decode, " of K+V", t->max_abs_error <= t->tolerance ? b : "; ABOVE tolerance");
+    if (t->decode_skipped)
+        printf("          decode skipped on %" PRIu64 " layer%s: %s\n", t->decode_skipped,
+               t->decode_skipped == 1 ? "" : "s", t->skip_reason);
+    print_op("gather", &t->gather, " of state pages", "");
+    print_op("scatter", &t->scatter, " of state pages", t->scatter.failed ? "" : "; round trip exact");
+    printf("verified  %s%s%s\n", verified ? "yes" : "NO: ", verified ? "" : t->failure, "");
+}
+
+static int run_run(int argc, char **argv)
+{
+    struct run_request r;
+    struct run_state s;
+    struct run_totals t;
+    bool help = false;
+    int code = parse(argc, argv, &r, &help);
+    if (help) {
+        run_help(stdout);
+        return CLI_EXIT_OK;
+    }
+    if (code != CLI_EXIT_OK)
+        return code;
+    memset(&s, 0, sizeof(s));
+    memset(&t, 0, sizeof(t));
+    code = set_up(&r, &s);
+    struct numeric_rng rng = {r.seed};
+    if (code == CLI_EXIT_OK && run_batch_create(s.model, r.seqs, r.context, s.num_blocks, &rng, &s.batch) != KVRT_OK)
+        code = cli_error(CLI_EXIT_INTERNAL, "run: out of memory for the batch");
+    if (code == CLI_EXIT_OK) {
+        struct cli_progress progress;
+        struct run_ctx ctx = {
+            .backend = s.backend, .cache = s.cache, .model = s.model, .batch = &s.batch, .rng = rng,
+            .q_heads = r.q_heads ? r.q_heads : s.model->num_q_heads, .decode = r.decode,
+            .progress = &progress, .layers_total = s.model->num_layers,
+        };
+        cli_progress_begin(&progress, "run", r.json);
+        for (size_t g = 0; code == CLI_EXIT_OK && g < s.model->num_groups; g++)
+            if (run_token_layer(&s.model->groups[g].layers[0].spec))
+                code = run_attention_group(&ctx, g, &t);
+        if (code == CLI_EXIT_OK)
+            code = run_state_groups(&ctx, &t);
+        cli_progress_end(&progress);
+    }
+    if (code == CLI_EXIT_OK) {
+        bool verified = t.mismatches == 0;
+        code = r.json ? print_json(&r, &s, &t, verified) : (print_human(&r, &s, &t, verified), CLI_EXIT_OK);
+        if (code == CLI_EXIT_OK && !verified) {
+            fflush(stdout);
+            code = cli_error(CLI_EXIT_INTERNAL, "run: not verified on backend \"%s\", layout %s: %s",
+                             s.backend_name, kvrt_layout_name(s.layout), t.failure);
+        }
+    }
+    state_free(&s);
+    return code;
+}
+
+const struct cli_command cli_run_command = {
+    .name = "run",
+    .summary = "run a synthetic batch through a real cache on a backend and verify it",
+    .run = run_run,
+    .help = run_help,
+};

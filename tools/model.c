@@ -1,0 +1,164 @@
+/* Entry points of the model readers: which format a file is, loading it,
+ * and what the rest of the tool asks of a model. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include <kvrt/common.h>
+#include <kvrt/spec.h>
+
+#include "model_internal.h"
+
+/* Larger than any published config; a guard against reading a wrong file. */
+#define MODEL_MAX_FILE_BYTES (16u << 20)
+
+void kvrt_model_options_default(struct kvrt_model_options *opt)
+{
+    memset(opt, 0, sizeof(*opt));
+    opt->dtype = KVRT_DTYPE_BF16;
+}
+
+void kvrt_model_free(struct kvrt_model *m)
+{
+    if (!m)
+        return;
+    for (size_t g = 0; g < m->num_groups; g++) {
+        for (size_t i = 0; i < m->groups[g].num_layers; i++)
+            free((char *)m->groups[g].layers[i].name);
+        free(m->groups[g].layers);
+        free(m->groups[g].name);
+        free(m->groups[g].what);
+    }
+    for (size_t i = 0; i < m->num_notes; i++)
+        free(m->notes[i]);
+    free(m->groups);
+    free(m->name);
+    free(m->source);
+    free(m->format);
+    free(m->architecture);
+    free(m);
+}
+
+static const char *base_name(const char *path)
+{
+    const char *slash = strrchr(path, '/');
+    return slash ? slash + 1 : path;
+}
+
+int kvrt_model_parse_buffer(const char *json, size_t len, const char *filename,
+                            const struct kvrt_model_options *opt, struct kvrt_model **out,
+                            char *err, size_t err_size)
+{
+    struct model_ctx c = {filename ? filename : "(model)", err, err_size};
+    struct kvrt_model_options defaults;
+    if (err && err_size)
+        err[0] = '\0';
+    if (!json || !out)
+        return model_fail(&c, KVRT_ERR_INVALID, "no model text to parse");
+    *out = NULL;
+    if (!opt) {
+        kvrt_model_options_default(&defaults);
+        opt = &defaults;
+    }
+    json_error_t jerr;
+    /* No duplicate keys: a config with two "num_hidden_layers" is ambiguous. */
+    json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root)
+        return model_fail(&c, KVRT_ERR_INVALID, "line %d, column %d: not valid JSON: %s", jerr.line,
+                          jerr.column, jerr.text);
+    if (!json_is_object(root)) {
+        int rc = model_fail(&c, KVRT_ERR_INVALID, "the file is %s; a model file is a JSON object "
+                            "(a Hugging Face config.json or a kvrt model file)", model_json_type(root));
+        json_decref(root);
+        return rc;
+    }
+    struct kvrt_model *m = calloc(1, sizeof(*m));
+    int rc = KVRT_OK;
+    if (!m || !(m->source = model_strdup(c.file)) || !(m->name = model_strdup(base_name(c.file)))) {
+        rc = model_fail(&c, KVRT_ERR_NOMEM, "out of memory reading the model");
+    } else {
+        /* A kvrt model file says so; anything else is read as a config.json. */
+        const json_t *format = json_object_get(root, "format");
+        if (format)
+            rc = model_parse_kvrt(&c, root, opt, m);
+        else
+            rc = model_parse_hf(&c, root, opt, m);
+    }
+    json_decref(root);
+    if (rc == KVRT_OK && (!m->format || !m->architecture))
+        rc = model_fail(&c, KVRT_ERR_NOMEM, "out of memory reading the model");
+    if (rc != KVRT_OK) {
+        kvrt_model_free(m);
+        return rc;
+    }
+    *out = m;
+    return KVRT_OK;
+}
+
+int kvrt_model_load(const char *path, const struct kvrt_model_options *opt, struct kvrt_model **out,
+                    char *err, size_t err_size)
+{
+    char joined[4096];
+    struct stat st;
+    struct model_ctx c = {path, err, err_size};
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        /* A downloaded model folder: its config.json describes it. */
+        snprintf(joined, sizeof(joined), "%s/config.json", path);
+        path = joined;
+        c.file = path;
+    }
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return model_fail(&c, KVRT_ERR_INVALID, "cannot open the model file: %s; give a config.json, "
+                          "a model folder or a kvrt model file", strerror(errno));
+    char *buf = malloc(MODEL_MAX_FILE_BYTES + 1);
+    size_t n = buf ? fread(buf, 1, MODEL_MAX_FILE_BYTES + 1, f) : 0;
+    bool failed = ferror(f);
+    fclose(f);
+    int rc;
+    if (!buf)
+        rc = model_fail(&c, KVRT_ERR_NOMEM, "out of memory reading the model file");
+    else if (failed)
+        rc = model_fail(&c, KVRT_ERR_INVALID, "cannot read the model file");
+    else if (n > MODEL_MAX_FILE_BYTES)
+        rc = model_fail(&c, KVRT_ERR_INVALID, "the file is larger than %u MiB; a model file is a "
+                        "small JSON object", MODEL_MAX_FILE_BYTES >> 20);
+    else
+        rc = kvrt_model_parse_buffer(buf, n, path, opt, out, err, err_size);
+    free(buf);
+    return rc;
+}
+
+struct kvrt_group *kvrt_model_placement_groups(const struct kvrt_model *m)
+{
+    struct kvrt_group *g = calloc(m->num_groups ? m->num_groups : 1, sizeof(*g));
+    for (size_t i = 0; g && i < m->num_groups; i++) {
+        g[i].layers = m->groups[i].layers;
+        g[i].num_layers = m->groups[i].num_layers;
+    }
+    return g;
+}
+
+bool kvrt_model_mixed_shapes(const struct kvrt_model *m)
+{
+    bool have = false;
+    struct kvrt_spec_info first;
+    for (size_t g = 0; g < m->num_groups; g++) {
+        for (size_t i = 0; i < m->groups[g].num_layers; i++) {
+            struct kvrt_spec_info info;
+            if (kvrt_spec_derive(&m->groups[g].layers[i].spec, 0, &info) != KVRT_OK)
+                continue;
+            if (!have) {
+                first = info;
+                have = true;
+            } else if (info.head_slots != first.head_slots ||
+                       info.states_per_block != first.states_per_block ||
+                       info.page_size != first.page_size) {
+                return true;
+            }
+        }
+    }
+    return false;
+}

@@ -1,0 +1,81 @@
+/* What the two model readers share: errors, field access, and the grouping
+ * of typed layers into vLLM-style groups. */
+#ifndef KVRT_TOOLS_MODEL_INTERNAL_H
+#define KVRT_TOOLS_MODEL_INTERNAL_H
+
+#include <jansson.h>
+
+#include "model.h"
+
+#if defined(__GNUC__) || defined(__clang__)
+#define MODEL_PRINTF(a, b) __attribute__((format(printf, a, b)))
+#else
+#define MODEL_PRINTF(a, b)
+#endif
+
+/* Where messages go while one file is read. */
+struct model_ctx {
+    const char *file;
+    char *err;
+    size_t err_size;
+};
+
+/* Write "<file>: <message>" into the context's buffer; return `status`. */
+int model_fail(const struct model_ctx *c, int status, const char *fmt, ...) MODEL_PRINTF(3, 4);
+
+/* A JSON value's type, for messages ("a string", "null", ...). */
+const char *model_json_type(const json_t *v);
+
+/*
+ * Field readers.  `where` prefixes the field name in messages ("" at top
+ * level, "groups[1].spec." inside).  *_opt: absent or null leaves *out alone
+ * and returns KVRT_OK with *found false.
+ */
+int model_get_u64(const struct model_ctx *c, const json_t *obj, const char *where, const char *key,
+                  uint64_t min, uint64_t max, uint64_t *out);
+int model_get_u64_opt(const struct model_ctx *c, const json_t *obj, const char *where,
+                      const char *key, uint64_t min, uint64_t max, uint64_t *out, bool *found);
+int model_get_string_opt(const struct model_ctx *c, const json_t *obj, const char *where,
+                         const char *key, const char **out);
+int model_get_bool_opt(const struct model_ctx *c, const json_t *obj, const char *where,
+                       const char *key, bool *out, bool *found);
+
+/* One layer before grouping. */
+struct model_layer {
+    char *name;
+    char *type;   /* "full_attention", "sliding_attention", "linear_attention", "mamba", ... */
+    char *what;   /* for people */
+    uint64_t window;
+    struct kvrt_spec spec;
+};
+
+struct model_builder {
+    struct model_layer *layers;
+    size_t num_layers, cap;
+};
+
+/* Append a layer (strings copied). */
+int model_builder_add(const struct model_ctx *c, struct model_builder *b, const char *name,
+                      const char *type, const char *what, uint64_t window,
+                      const struct kvrt_spec *spec);
+void model_builder_free(struct model_builder *b);
+
+/* Group the layers like vLLM (see model.h) into m->groups. */
+int model_group_like_vllm(const struct model_ctx *c, struct model_builder *b, struct kvrt_model *m);
+
+/* One explicit group (kvrt model files): the layers in order. */
+int model_add_group(const struct model_ctx *c, struct kvrt_model *m, const char *name,
+                    const char *what, uint64_t window, struct model_layer *layers, size_t n);
+
+/* Record a decision for the reader. */
+void model_note(struct kvrt_model *m, const char *fmt, ...) MODEL_PRINTF(2, 3);
+
+char *model_strdup(const char *s);
+
+/* The two formats. */
+int model_parse_hf(const struct model_ctx *c, const json_t *root, const struct kvrt_model_options *opt,
+                   struct kvrt_model *m);
+int model_parse_kvrt(const struct model_ctx *c, const json_t *root,
+                     const struct kvrt_model_options *opt, struct kvrt_model *m);
+
+#endif
