@@ -23,6 +23,10 @@
  * device; calls on one buffer never overlap.
  *
  * Memory: every `kvrt_plugin_buffer` is device memory owned by the plugin.
+ * A buffer allocated through one binding must be usable with every other
+ * binding of the same plugin in the process: bindings of one plugin share
+ * its device, so that gathering under one layout and scattering under
+ * another can use one staging buffer.
  * Index arrays (slots, block ids, block tables, sequence lengths) are host
  * memory, valid for the duration of the call.  The core validates every
  * argument (ranges, sizes, types) before calling a plugin function, so a
