@@ -106,7 +106,11 @@ fi
 
 # 5. the benchmark, where the CLI has one
 KVRT="$BUILD/tools/kvrt"
-if [ -x "$KVRT" ] && "$KVRT" bench --help > /dev/null 2>&1; then
+no_cuda=$(grep -E '"name": "([^"]* / )?cuda-device"' "$BUILD/meson-logs/gpu-check-gpu.json" 2>/dev/null |
+          grep -c '"result": "SKIP"')
+if [ "${no_cuda:-0}" -gt 0 ]; then
+    note "bench (cuda): skipped, no CUDA device (see the gpu tests' skip reason)"
+elif [ -x "$KVRT" ] && "$KVRT" bench --help > /dev/null 2>&1; then
     if timeout $(( $(remaining) < 90 ? $(remaining) : 90 )) \
             "$KVRT" bench --backend cuda --json > "$LOGS/bench.json" 2> "$LOGS/bench.err"; then
         note "bench (cuda): $LOGS/bench.json ($(wc -c < "$LOGS/bench.json") bytes)"
