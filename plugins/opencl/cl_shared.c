@@ -94,7 +94,12 @@ static int build(struct kvrt_cl_shared *s, const struct kvrt_plugin_host *host,
     const int cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
     const size_t move = cpu ? 64 : 256;
     const size_t decode = cpu ? 64 : 128;
-    s->limits.move_local = (uint32_t)(move < kernel_wg ? move : kernel_wg);
+    /* Rows are shared by power-of-two lane groups: keep the group a power
+     * of two too. */
+    size_t move_local = move < kernel_wg ? move : kernel_wg;
+    while (move_local & (move_local - 1))
+        move_local &= move_local - 1;
+    s->limits.move_local = (uint32_t)move_local;
     s->limits.decode_local = (uint32_t)(decode < kernel_wg ? decode : kernel_wg);
     s->limits.max_groups = 65536;
     s->limits.max_decode_groups = (uint64_t)1 << 40;

@@ -38,6 +38,10 @@ static void groups(void)
     TAP_EQ_U64(kvrt_plan_groups(0, 64, 100), 1, "empty launch still has one group");
     TAP_EQ_U64(kvrt_plan_groups(65, 64, 100), 2, "groups round up");
     TAP_EQ_U64(kvrt_plan_groups(1u << 30, 256, 65535), 65535, "groups capped (grid-stride)");
+    TAP_EQ_U64(kvrt_plan_lane_shift(1, 256), 0, "a one-unit row: one lane");
+    TAP_EQ_U64(kvrt_plan_lane_shift(32, 256), 5, "32 units: 32 lanes");
+    TAP_EQ_U64(kvrt_plan_lane_shift(33, 256), 6, "33 units: 64 lanes");
+    TAP_EQ_U64(kvrt_plan_lane_shift(5000, 256), 8, "long rows: the whole group");
     TAP_EQ_U64(kvrt_plan_decode_shared(64, 128, 128), 64 * 8 + (128 + 128 + 128) * 4,
                "decode local memory: offsets, q, scores, weights, acc");
 }

@@ -167,7 +167,7 @@ static int rt_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const 
     return KVRT_OK;
 }
 
-#define MAX_ARGS 24
+#define MAX_ARGS 32
 
 static int rt_launch(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int kernel,
                      const struct kvrt_gpu_arg *args, unsigned num_args, uint64_t groups,

@@ -26,7 +26,7 @@ struct kvrt_gpu_arg {
 };
 
 struct kvrt_gpu_limits {
-    uint32_t move_local;   /* work-items per group of byte-moving kernels */
+    uint32_t move_local;   /* work-items per group of byte movers: a power of two */
     uint32_t decode_local; /* work-items per group of decode */
     uint64_t max_groups;   /* for grid-stride kernels */
     uint64_t max_decode_groups;

@@ -31,16 +31,16 @@ static int tokens(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev, ui
     const uint64_t aligned[] = {l->offset, l->stride_block, l->stride_head, l->stride_state,
                                 k_bytes, v_bytes, k_offset, v_offset};
     const uint32_t unit = kvrt_plan_unit(aligned, sizeof(aligned) / sizeof(aligned[0]));
+    const struct kvrt_gpu_limits *lim = be->limits(dev);
     uint64_t rows = num_tokens * l->head_slots;
     uint64_t heads = l->head_slots;
     uint64_t k_units = k_bytes / unit;
     uint64_t v_units = v_bytes / unit;
+    uint64_t lane_shift = kvrt_plan_lane_shift(k_units + v_units, lim->move_local);
     uint64_t view_tokens = l->view_block_tokens;
     uint64_t offset = l->offset, sb = l->stride_block, sh = l->stride_head, ss = l->stride_state;
-    const uint64_t total = rows * (k_units + v_units);
-    const uint64_t indexed[] = {total, l->num_view_blocks * l->view_block_tokens};
+    const uint64_t indexed[] = {rows, l->num_view_blocks * l->view_block_tokens};
     const int idx32 = kvrt_plan_idx32(indexed, 2);
-    const struct kvrt_gpu_limits *lim = be->limits(dev);
 
     struct kvrt_gpu_call call = {0};
     struct kvrt_gpu_arg slots_arg;
@@ -50,14 +50,15 @@ static int tokens(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev, ui
         const struct kvrt_gpu_arg k_arg = be->buffer_arg(k);
         const struct kvrt_gpu_arg v_arg = v ? be->buffer_arg(v) : k_arg;
         const struct kvrt_gpu_arg args[] = {
-            ARG(dir),   cache_arg,   k_arg,   v_arg,      slots_arg, ARG(rows),
-            ARG(heads), ARG(k_units), ARG(v_units), ARG(view_tokens), ARG(offset), ARG(sb),
-            ARG(sh),    ARG(ss),     ARG(k_offset), ARG(v_offset),
+            ARG(dir),        cache_arg,   k_arg,      v_arg,   slots_arg,     ARG(rows),
+            ARG(heads),      ARG(k_units), ARG(v_units), ARG(lane_shift), ARG(view_tokens),
+            ARG(offset),     ARG(sb),     ARG(sh),    ARG(ss), ARG(k_offset), ARG(v_offset),
         };
+        const uint32_t per_group = lim->move_local >> lane_shift;
         rc = be->launch(dev, &call, kvrt_gpu_tokens_kernel(unit, idx32), args,
                         sizeof(args) / sizeof(args[0]),
-                        kvrt_plan_groups(total, lim->move_local, lim->max_groups),
-                        lim->move_local, 0, err);
+                        kvrt_plan_groups(rows, per_group, lim->max_groups), lim->move_local, 0,
+                        err);
     }
     return be->finish(dev, &call, rc, err);
 }
@@ -97,28 +98,43 @@ static int pages(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
 {
     if (blocks == 0 || stage_page(l) == 0)
         return KVRT_OK;
-    const uint64_t aligned[] = {l->offset,        l->stride_block, l->stride_head,
-                                l->stride_state,  l->content_bytes, stage_offset,
+    /* Runs contiguous in the cache and in the staging page: the states of a
+     * view block when they are adjacent, and then the whole page when the
+     * heads are adjacent too and the block is not split (staging keeps a
+     * head's Nm states together, the cache a view block's). */
+    const uint64_t C = l->content_bytes;
+    const int states_adjacent = l->stride_state == C;
+    const int page_adjacent = states_adjacent && l->blocks_per_block == 1 &&
+                              l->stride_head == l->states * C;
+    uint64_t states_per_run = states_adjacent ? l->states : 1;
+    uint64_t heads_per_run = page_adjacent ? l->head_slots : 1;
+    uint64_t block_states = l->blocks_per_block * l->states;
+    uint64_t state_runs = block_states / states_per_run;
+    uint64_t head_runs = l->head_slots / heads_per_run;
+    const uint64_t aligned[] = {l->offset,       l->stride_block, l->stride_head,
+                                l->stride_state, C,               stage_offset,
                                 stage_stride};
     const uint32_t unit = kvrt_plan_unit(aligned, sizeof(aligned) / sizeof(aligned[0]));
-    uint64_t heads = l->head_slots;
-    uint64_t block_states = l->blocks_per_block * l->states;
-    uint64_t cell_units = l->content_bytes / unit;
-    uint64_t states = l->states, r = l->blocks_per_block;
-    uint64_t offset = l->offset, sb = l->stride_block, sh = l->stride_head, ss = l->stride_state;
-    const uint64_t total = blocks * heads * block_states * cell_units;
-    const int idx32 = kvrt_plan_idx32(&total, 1);
     const struct kvrt_gpu_limits *lim = be->limits(dev);
+    uint64_t run_units = heads_per_run * states_per_run * C / unit;
+    uint64_t lane_shift = kvrt_plan_lane_shift(run_units, lim->move_local);
+    uint64_t rows = blocks * head_runs * state_runs;
+    uint64_t states = l->states, r = l->blocks_per_block, cell_bytes = C;
+    uint64_t offset = l->offset, sb = l->stride_block, sh = l->stride_head, ss = l->stride_state;
+    const int idx32 = kvrt_plan_idx32(&rows, 1);
     const struct kvrt_gpu_arg args[] = {
-        ARG(mode),   src,          dst,          ids,          ARG(id_base),
-        ARG(blocks), ARG(heads),   ARG(block_states), ARG(cell_units), ARG(states),
-        ARG(r),      ARG(offset),  ARG(sb),      ARG(sh),      ARG(ss),
+        ARG(mode),         src,               dst,             ids,
+        ARG(id_base),      ARG(rows),         ARG(head_runs),  ARG(heads_per_run),
+        ARG(state_runs),   ARG(states_per_run), ARG(block_states), ARG(states),
+        ARG(r),            ARG(cell_bytes),   ARG(run_units),  ARG(lane_shift),
+        ARG(offset),       ARG(sb),           ARG(sh),         ARG(ss),
         ARG(stage_offset), ARG(stage_stride),
     };
+    const uint32_t per_group = lim->move_local >> lane_shift;
     return be->launch(dev, call, kvrt_gpu_pages_kernel(unit, idx32), args,
                       sizeof(args) / sizeof(args[0]),
-                      kvrt_plan_groups(total, lim->move_local, lim->max_groups), lim->move_local,
-                      0, err);
+                      kvrt_plan_groups(rows, per_group, lim->max_groups), lim->move_local, 0,
+                      err);
 }
 
 int kvrt_gpu_copy_blocks(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,

@@ -58,6 +58,14 @@ size_t kvrt_plan_wave(const int64_t *src, const int64_t *dst, size_t stride, siz
     return end;
 }
 
+uint32_t kvrt_plan_lane_shift(uint64_t units, uint32_t local)
+{
+    uint32_t shift = 0;
+    while ((UINT64_C(1) << shift) < units && (UINT32_C(1) << (shift + 1)) <= local)
+        shift++;
+    return shift;
+}
+
 uint64_t kvrt_plan_decode_shared(uint32_t local, uint64_t d, uint64_t dv)
 {
     return (uint64_t)local * 8u + (d + 2u * (uint64_t)local + dv) * 4u;

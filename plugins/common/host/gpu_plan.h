@@ -34,6 +34,10 @@ uint64_t kvrt_plan_groups(uint64_t total, uint32_t local, uint64_t max_groups);
 size_t kvrt_plan_wave(const int64_t *src, const int64_t *dst, size_t stride, size_t start,
                       size_t n, uint8_t *marks);
 
+/* log2 of the work-items that share one row of `units`: the smallest power
+ * of two covering the row, at most `local` (itself a power of two). */
+uint32_t kvrt_plan_lane_shift(uint64_t units, uint32_t local);
+
 /* Dynamic local memory of the decode kernel for `local` work-items. */
 uint64_t kvrt_plan_decode_shared(uint32_t local, uint64_t d, uint64_t dv);
 
