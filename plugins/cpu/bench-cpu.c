@@ -3,7 +3,7 @@
  * memcpy on the same machine.  Not a test: the numbers justify the layout
  * preference order in plugin.c (see README.md).
  *
- *   bench-cpu [module.so] [--reps N] [--layout NAME] [--op NAME]
+ *   bench-cpu [module.so] [--reps N] [--layout NAME] [--op NAME] [--warm]
  *
  * Shapes: bf16, 8 KV heads, head size 128 (K and V), 16-token blocks, 4
  * layers.  write/read: 4096 tokens of one layer; copy: 64 block pairs;
@@ -45,6 +45,7 @@ static kvrt_plugin_device *dev;
 static kvrt_plugin_error err;
 static unsigned char *flush_buf;
 static int reps = 7;
+static int warm; /* --warm: skip the cache flush (compute cost only) */
 
 static double now(void)
 {
@@ -63,6 +64,8 @@ static double cpu_now(void)
 static void flush_caches(void)
 {
     static unsigned char v;
+    if (warm)
+        return;
     memset(flush_buf, ++v, FLUSH_BYTES);
 }
 
@@ -261,12 +264,14 @@ int main(int argc, char **argv)
             reps = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--layout") && i + 1 < argc)
             only_layout = argv[++i];
+        else if (!strcmp(argv[i], "--warm"))
+            warm = 1;
         else if (!strcmp(argv[i], "--op") && i + 1 < argc)
             only_op = argv[++i];
         else if (argv[i][0] != '-')
             path = argv[i];
         else {
-            fprintf(stderr, "usage: %s [module.so] [--reps N] [--layout NAME] [--op NAME]\n",
+            fprintf(stderr, "usage: %s [module.so] [--reps N] [--layout NAME] [--op NAME] [--warm]\n",
                     argv[0]);
             return 2;
         }

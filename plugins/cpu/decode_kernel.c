@@ -12,6 +12,7 @@
  * FMA latency.
  */
 #include <math.h>
+#include <stdbool.h>
 #include <string.h>
 
 #include "decode.h"
@@ -25,87 +26,194 @@
 #define KERNEL CPU_CAT(cpu_decode_items_, CPU_KERNEL_ISA)
 
 #define TILE CPU_DECODE_TILE
+/* Tokens of K/V requested ahead of the tile being computed.  Each item hops
+ * between blocks the hardware prefetchers cannot predict (and, in [N, H, C]
+ * layouts, strides across pages), so the kernel asks for the rows itself. */
+#define PREFETCH_TOKENS 48u
+
+#if defined(__GNUC__) || defined(__clang__)
+#define PREFETCH(p) __builtin_prefetch((p), 0, 3)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
+/* The tile starting at token t of a sequence: its first cell and length. */
+struct tile {
+    const unsigned char *cell;
+    uint64_t n;
+};
+
+static inline struct tile tile_at(const struct cpu_decode_job *job, const int32_t *table,
+                                  uint64_t head, uint64_t t, uint64_t len, uint64_t tile_max)
+{
+    const struct kvrt_plugin_layer *ly = job->layer;
+    const uint64_t k = ly->view_block_tokens, bs = job->block_size;
+    const uint64_t slot = (uint64_t)table[t / bs] * bs + t % bs;
+    const uint64_t j = slot % k;
+    uint64_t n = k - j;
+    if (n > len - t)
+        n = len - t;
+    if (n > tile_max)
+        n = tile_max;
+    struct tile r = {job->cache + ly->offset + (slot / k) * ly->stride_block +
+                         head * ly->stride_head + j * ly->stride_state,
+                     n};
+    return r;
+}
+
+static inline void prefetch_tile(struct tile tl, uint64_t stride, uint64_t bytes)
+{
+    for (uint64_t u = 0; u < tl.n; u++) {
+        uintptr_t a = (uintptr_t)(tl.cell + u * stride) & ~(uintptr_t)63;
+        uintptr_t end = (uintptr_t)(tl.cell + u * stride) + bytes;
+        for (; a < end; a += 64)
+            PREFETCH((const void *)a);
+    }
+}
 
 static uint64_t round8(uint64_t n)
 {
     return (n + 7) & ~(uint64_t)7;
 }
 
-/* sc[i][u] = q[i] . K[u] for qb query rows (q rows dp apart, zero padded). */
+/*
+ * sc[i][u] = q[i] . K[u] for qb (1, 2 or 4) query rows, q rows dp floats
+ * apart and zero padded.  Two tokens at a time share each q load, and the
+ * chunks are split into 4/qb independent sums, so every variant keeps eight
+ * FMA chains in flight.
+ */
 CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
                             const unsigned char *k, uint64_t stride, uint64_t n, uint64_t d,
                             uint64_t e, float *sc)
 {
+    const int lanes = 4 / qb;
     const uint64_t full = d / 8, rest = d % 8;
-    for (uint64_t u = 0; u < n; u++, k += stride) {
-        vec8 a[4], b[4];
+    uint64_t u = 0;
+    for (; u < n; u += 2) {
+        const bool pair = u + 1 < n;
+        const unsigned char *k0 = k + u * stride, *k1 = pair ? k0 + stride : k0;
+        vec8 a[4][4], b[4][4];
         for (int i = 0; i < 4; i++)
-            a[i] = b[i] = v8_zero();
+            for (int j = 0; j < 4; j++)
+                a[i][j] = b[i][j] = v8_zero();
         uint64_t c = 0;
-        for (; c + 2 <= full; c += 2) {
-            vec8 k0 = v8_load_elems(dtype, k + c * 8 * e);
-            vec8 k1 = v8_load_elems(dtype, k + (c + 1) * 8 * e);
+        for (; c + (uint64_t)lanes <= full; c += (uint64_t)lanes)
+            for (int j = 0; j < lanes; j++) {
+                vec8 x0 = v8_load_elems(dtype, k0 + (c + (uint64_t)j) * 8 * e);
+                vec8 x1 = v8_load_elems(dtype, k1 + (c + (uint64_t)j) * 8 * e);
+                for (int i = 0; i < qb; i++) {
+                    vec8 qv = v8_load(q + (uint64_t)i * dp + (c + (uint64_t)j) * 8);
+                    a[i][j] = v8_fma(qv, x0, a[i][j]);
+                    b[i][j] = v8_fma(qv, x1, b[i][j]);
+                }
+            }
+        for (; c < full; c++) {
+            vec8 x0 = v8_load_elems(dtype, k0 + c * 8 * e);
+            vec8 x1 = v8_load_elems(dtype, k1 + c * 8 * e);
             for (int i = 0; i < qb; i++) {
-                a[i] = v8_fma(v8_load(q + i * dp + c * 8), k0, a[i]);
-                b[i] = v8_fma(v8_load(q + i * dp + c * 8 + 8), k1, b[i]);
+                vec8 qv = v8_load(q + (uint64_t)i * dp + c * 8);
+                a[i][0] = v8_fma(qv, x0, a[i][0]);
+                b[i][0] = v8_fma(qv, x1, b[i][0]);
             }
         }
-        if (c < full) {
-            vec8 k0 = v8_load_elems(dtype, k + c * 8 * e);
-            for (int i = 0; i < qb; i++)
-                a[i] = v8_fma(v8_load(q + i * dp + c * 8), k0, a[i]);
-        }
         if (rest) {
-            vec8 k0 = v8_load_partial(dtype, k + full * 8 * e, rest);
-            for (int i = 0; i < qb; i++)
-                b[i] = v8_fma(v8_load(q + i * dp + full * 8), k0, b[i]);
+            vec8 x0 = v8_load_partial(dtype, k0 + full * 8 * e, rest);
+            vec8 x1 = v8_load_partial(dtype, k1 + full * 8 * e, rest);
+            for (int i = 0; i < qb; i++) {
+                vec8 qv = v8_load(q + (uint64_t)i * dp + full * 8);
+                a[i][0] = v8_fma(qv, x0, a[i][0]);
+                b[i][0] = v8_fma(qv, x1, b[i][0]);
+            }
         }
-        for (int i = 0; i < 4; i++)
-            a[i] = v8_add(a[i], b[i]);
+        vec8 sa[4], sb[4];
+        for (int i = 0; i < qb; i++) {
+            sa[i] = a[i][0];
+            sb[i] = b[i][0];
+            for (int j = 1; j < lanes; j++) {
+                sa[i] = v8_add(sa[i], a[i][j]);
+                sb[i] = v8_add(sb[i], b[i][j]);
+            }
+        }
+        float r[4];
         if (qb == 4) {
-            float s[4];
-            v8_hsum4(a, s);
+            v8_hsum4(sa, r);
             for (int i = 0; i < 4; i++)
-                sc[i * TILE + u] = s[i];
+                sc[i * TILE + u] = r[i];
+            if (pair) {
+                v8_hsum4(sb, r);
+                for (int i = 0; i < 4; i++)
+                    sc[i * TILE + u + 1] = r[i];
+            }
         } else {
-            for (int i = 0; i < qb; i++)
-                sc[i * TILE + u] = v8_hsum(a[i]);
+            for (int i = 0; i < qb; i++) {
+                sc[i * TILE + u] = v8_hsum(sa[i]);
+                if (pair)
+                    sc[i * TILE + u + 1] = v8_hsum(sb[i]);
+            }
         }
     }
 }
 
-/* acc[i] += sum over u of p[i][u] V[u] for qb query rows (acc rows dvp apart). */
+/* One chunk of eight V columns for qb query rows: the generic path, used
+ * for chunks left over by the blocked loop and for a partial last chunk. */
+CPU_INLINE void values_chunk(int32_t dtype, int qb, float *acc, uint64_t dvp, const float *p,
+                             const unsigned char *vc, uint64_t stride, uint64_t n, uint64_t w)
+{
+    vec8 a[4], b[4];
+    for (int i = 0; i < 4; i++) {
+        a[i] = i < qb ? v8_load(acc + (uint64_t)i * dvp) : v8_zero();
+        b[i] = v8_zero();
+    }
+    for (uint64_t u = 0; u < n; u++) {
+        vec8 x = w == 8 ? v8_load_elems(dtype, vc + u * stride)
+                        : v8_load_partial(dtype, vc + u * stride, w);
+        for (int i = 0; i < qb; i++) {
+            if (u & 1)
+                b[i] = v8_fma(v8_set1(p[i * TILE + u]), x, b[i]);
+            else
+                a[i] = v8_fma(v8_set1(p[i * TILE + u]), x, a[i]);
+        }
+    }
+    for (int i = 0; i < qb; i++)
+        v8_store(acc + (uint64_t)i * dvp, v8_add(a[i], b[i]));
+}
+
+/*
+ * acc[i] += sum over u of p[i][u] V[u] for qb query rows (acc rows dvp
+ * apart).  8/qb chunks of V are accumulated at once, so the accumulators
+ * (eight registers) stay in registers for the whole tile and each
+ * probability is broadcast once per block of chunks.
+ */
 CPU_INLINE void tile_values(int32_t dtype, int qb, float *acc, uint64_t dvp, const float *p,
                             const unsigned char *v, uint64_t stride, uint64_t n, uint64_t dv,
                             uint64_t e)
 {
-    for (uint64_t c = 0; c * 8 < dv; c++) {
-        const uint64_t w = dv - c * 8 < 8 ? dv - c * 8 : 8;
+    const int width = 8 / qb;
+    const uint64_t full = dv / 8;
+    uint64_t c = 0;
+    for (; c + (uint64_t)width <= full; c += (uint64_t)width) {
+        vec8 a[4][8];
+        for (int i = 0; i < qb; i++)
+            for (int j = 0; j < width; j++)
+                a[i][j] = v8_load(acc + (uint64_t)i * dvp + (c + (uint64_t)j) * 8);
         const unsigned char *vc = v + c * 8 * e;
-        vec8 a[4], b[4];
-        for (int i = 0; i < 4; i++) {
-            a[i] = i < qb ? v8_load(acc + i * dvp + c * 8) : v8_zero();
-            b[i] = v8_zero();
-        }
-        uint64_t u = 0;
-        if (w == 8) {
-            for (; u + 2 <= n; u += 2) {
-                vec8 v0 = v8_load_elems(dtype, vc + u * stride);
-                vec8 v1 = v8_load_elems(dtype, vc + (u + 1) * stride);
-                for (int i = 0; i < qb; i++) {
-                    a[i] = v8_fma(v8_set1(p[i * TILE + u]), v0, a[i]);
-                    b[i] = v8_fma(v8_set1(p[i * TILE + u + 1]), v1, b[i]);
-                }
+        for (uint64_t u = 0; u < n; u++, vc += stride) {
+            vec8 pb[4];
+            for (int i = 0; i < qb; i++)
+                pb[i] = v8_set1(p[i * TILE + u]);
+            for (int j = 0; j < width; j++) {
+                vec8 x = v8_load_elems(dtype, vc + (uint64_t)j * 8 * e);
+                for (int i = 0; i < qb; i++)
+                    a[i][j] = v8_fma(pb[i], x, a[i][j]);
             }
         }
-        for (; u < n; u++) {
-            vec8 v0 = w == 8 ? v8_load_elems(dtype, vc + u * stride)
-                             : v8_load_partial(dtype, vc + u * stride, w);
-            for (int i = 0; i < qb; i++)
-                a[i] = v8_fma(v8_set1(p[i * TILE + u]), v0, a[i]);
-        }
         for (int i = 0; i < qb; i++)
-            v8_store(acc + i * dvp + c * 8, v8_add(a[i], b[i]));
+            for (int j = 0; j < width; j++)
+                v8_store(acc + (uint64_t)i * dvp + (c + (uint64_t)j) * 8, a[i][j]);
+    }
+    for (; c * 8 < dv; c++) {
+        const uint64_t w = dv - c * 8 < 8 ? dv - c * 8 : 8;
+        values_chunk(dtype, qb, acc + c * 8, dvp, p, v + c * 8 * e, stride, n, w);
     }
 }
 
@@ -153,17 +261,25 @@ static void tile_softmax(uint64_t group, uint64_t n, float *sc, float *m, float 
             /* exp(-inf) = 0 also clears the empty starting state. */
             float corr = expf(m[g] - tmax);
             l[g] *= corr;
+            vec8 cv = v8_set1(corr);
             float *a = acc + g * dvp;
-            for (uint64_t i = 0; i < dvp; i++)
-                a[i] *= corr;
+            for (uint64_t i = 0; i < dvp; i += 8)
+                v8_store(a + i, v8_mul(v8_load(a + i), cv));
             m[g] = tmax;
         }
-        float sum = 0.0f;
-        for (uint64_t u = 0; u < n; u++) {
-            s[u] = expf(s[u] - tmax);
-            sum += s[u];
+        vec8 mv = v8_set1(tmax), sum = v8_zero();
+        uint64_t u = 0;
+        for (; u + 8 <= n; u += 8) {
+            vec8 x = v8_exp_neg(v8_add(v8_load(s + u), v8_mul(mv, v8_set1(-1.0f))));
+            v8_store(s + u, x);
+            sum = v8_add(sum, x);
         }
-        l[g] += sum;
+        float total = v8_hsum(sum);
+        for (; u < n; u++) {
+            s[u] = expf(s[u] - tmax);
+            total += s[u];
+        }
+        l[g] += total;
     }
 }
 
@@ -174,8 +290,8 @@ CPU_INLINE void run_items(const struct cpu_decode_job *job, unsigned worker, uin
     const uint64_t e = ly->elem_size, d = ly->head_size, dv = ly->head_size_v;
     const uint64_t dp = round8(d), dvp = round8(dv);
     const uint64_t heads = ly->head_slots, group = job->group;
-    const uint64_t k = ly->view_block_tokens, bs = job->block_size;
-    const uint64_t ss = ly->stride_state;
+    const uint64_t k = ly->view_block_tokens;
+    const uint64_t ss = ly->stride_state, row_bytes = (d + dv) * e;
     const uint64_t tile_max = k < TILE ? k : TILE;
     /* Query heads per pass over K and V: as many as fit four registers. */
     const int qb = group % 4 == 0 ? 4 : group % 2 == 0 ? 2 : 1;
@@ -202,16 +318,18 @@ CPU_INLINE void run_items(const struct cpu_decode_job *job, unsigned worker, uin
         }
         memset(acc, 0, group * dvp * sizeof(float));
 
+        uint64_t ahead = 0; /* first token not yet prefetched */
         for (uint64_t t = 0; t < len;) {
-            const uint64_t slot = (uint64_t)table[t / bs] * bs + t % bs;
-            const uint64_t j = slot % k;
-            uint64_t n = k - j;
-            if (n > len - t)
-                n = len - t;
-            if (n > tile_max)
-                n = tile_max;
-            const unsigned char *cell = job->cache + ly->offset + (slot / k) * ly->stride_block +
-                                        h * ly->stride_head + j * ss;
+            const struct tile tl = tile_at(job, table, h, t, len, tile_max);
+            const uint64_t n = tl.n;
+            const unsigned char *cell = tl.cell;
+            if (ahead < t + n)
+                ahead = t + n;
+            while (ahead < len && ahead < t + n + PREFETCH_TOKENS) {
+                const struct tile pf = tile_at(job, table, h, ahead, len, tile_max);
+                prefetch_tile(pf, ss, row_bytes);
+                ahead += pf.n;
+            }
 
             for (uint64_t g = 0; g < group; g += (uint64_t)qb) {
                 const float *q = qf + g * dp;
@@ -237,8 +355,10 @@ CPU_INLINE void run_items(const struct cpu_decode_job *job, unsigned worker, uin
             t += n;
         }
 
+        /* An empty sequence (the core never sends one) gives zeros. */
         for (uint64_t g = 0; g < group; g++)
-            store_row(dtype, acc + g * dvp, 1.0f / l[g], job->out + (qh0 + g) * dv * e, dv);
+            store_row(dtype, acc + g * dvp, len ? 1.0f / l[g] : 0.0f,
+                      job->out + (qh0 + g) * dv * e, dv);
     }
 }
 

@@ -152,6 +152,25 @@ struct plan_job {
     const int64_t *ids;
 };
 
+/* Repeats of a short run requested ahead of the one being copied. */
+#define PREFETCH_AHEAD 8u
+#define PREFETCH_MAX_RUN 4096u
+
+static inline void prefetch_run(const unsigned char *p, uint64_t len, bool for_write)
+{
+#if defined(__GNUC__) || defined(__clang__)
+    uintptr_t a = (uintptr_t)p & ~(uintptr_t)63, end = (uintptr_t)p + len;
+    for (; a < end; a += 64) {
+        if (for_write)
+            __builtin_prefetch((const void *)a, 1, 3);
+        else
+            __builtin_prefetch((const void *)a, 0, 3);
+    }
+#else
+    (void)p, (void)len, (void)for_write;
+#endif
+}
+
 /* The run holding byte `rem` of a block: the last run with first <= rem. */
 static size_t find_run(const struct cpu_plan *p, uint64_t rem)
 {
@@ -189,9 +208,16 @@ static void plan_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end)
         switch (job->mode) {
         case CPU_MOVE_GATHER:
         case CPU_MOVE_SCATTER: {
-            unsigned char *c = job->cache + (uint64_t)job->ids[item] * run->block_stride + in_block;
+            unsigned char *block = job->cache + (uint64_t)job->ids[item] * run->block_stride;
+            unsigned char *c = block + in_block;
             unsigned char *s = job->staging + item * p->block_bytes + run->stage_off +
                                rep * run->stage_step + off;
+            /* Short strided runs (a [N, H, C] page transposed cell by cell)
+             * defeat the hardware prefetchers: ask for the cells a few
+             * repeats ahead on the cache side. */
+            if (off == 0 && run->len <= PREFETCH_MAX_RUN && rep + PREFETCH_AHEAD < run->count)
+                prefetch_run(block + run->cache_off + (rep + PREFETCH_AHEAD) * run->cache_step,
+                             run->len, job->mode == CPU_MOVE_SCATTER);
             if (job->mode == CPU_MOVE_GATHER)
                 memcpy(s, c, n);
             else

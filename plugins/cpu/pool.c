@@ -8,6 +8,7 @@
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <sys/types.h>
 #include <unistd.h>
 
 #define CPU_POOL_MAX_THREADS 256
@@ -36,6 +37,7 @@ struct cpu_pool {
     unsigned busy;       /* workers still inside the current job */
     bool stop;
     struct cpu_job *job;
+    pid_t pid; /* a forked child has none of the workers */
 };
 
 static void run_chunks(struct cpu_job *job, unsigned worker)
@@ -123,6 +125,7 @@ struct cpu_pool *cpu_pool_create(unsigned threads)
         pool->started++;
     }
     pool->threads = pool->started + 1;
+    pool->pid = getpid();
     return pool;
 }
 
@@ -157,9 +160,11 @@ void cpu_pool_run(struct cpu_pool *pool, uint64_t n, uint64_t grain, cpu_task_fn
     if (grain == 0)
         grain = (n + threads - 1) / threads;
 
-    /* Inline: nothing to share, no workers, or the pool is taken by another
-     * submitter (whose job already keeps the other cores busy). */
-    if (n <= grain || threads == 1 || pthread_mutex_trylock(&pool->submit) != 0) {
+    /* Inline: nothing to share, no workers (or none in this forked child),
+     * or the pool is taken by another submitter, whose job already keeps the
+     * other cores busy. */
+    if (n <= grain || threads == 1 || pool->pid != getpid() ||
+        pthread_mutex_trylock(&pool->submit) != 0) {
         fn(ctx, 0, 0, n);
         return;
     }

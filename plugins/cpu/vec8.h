@@ -9,6 +9,8 @@
 #ifndef KVRT_CPU_VEC8_H
 #define KVRT_CPU_VEC8_H
 
+#include <math.h>
+
 #include <kvrt/dtype.h>
 
 #include "convert.h"
@@ -89,6 +91,28 @@ CPU_INLINE void v8_hsum4(const vec8 v[4], float out[4])
     _mm_storeu_ps(out, _mm_add_ps(_mm256_castps256_ps128(abcd), _mm256_extractf128_ps(abcd, 1)));
 }
 
+/* e^x for x <= 0 (softmax arguments), within 2 ulp: x = n ln2 + r with
+ * |r| <= ln2/2, e^r by a degree-6 polynomial, 2^n built in the exponent.
+ * Below -87 (where e^x is not a normal float) it returns ~1e-38: nothing
+ * next to the tile maximum's e^0 = 1. */
+CPU_INLINE vec8 v8_exp_neg(vec8 x)
+{
+    x = _mm256_max_ps(x, _mm256_set1_ps(-87.0f));
+    __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                               _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    __m256 r = _mm256_fnmadd_ps(n, _mm256_set1_ps(0.693359375f), x);
+    r = _mm256_fnmadd_ps(n, _mm256_set1_ps(-2.12194440e-4f), r);
+    __m256 p = _mm256_set1_ps(1.9875691500e-4f);
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.3981999507e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(8.3334519073e-3f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(4.1665795894e-2f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.6666665459e-1f));
+    p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(5.0000001201e-1f));
+    p = _mm256_fmadd_ps(p, _mm256_mul_ps(r, r), _mm256_add_ps(r, _mm256_set1_ps(1.0f)));
+    __m256i e = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+    return _mm256_mul_ps(p, _mm256_castsi256_ps(e));
+}
+
 CPU_INLINE float v8_hsum(vec8 v)
 {
     __m128 s = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
@@ -166,6 +190,14 @@ CPU_INLINE void v8_hsum4(const vec8 v[4], float out[4])
 {
     for (int i = 0; i < 4; i++)
         out[i] = v8_hsum(v[i]);
+}
+
+/* e^x lane by lane, from libm: the portable build is the reference. */
+CPU_INLINE vec8 v8_exp_neg(vec8 x)
+{
+    for (int i = 0; i < 8; i++)
+        x.v[i] = expf(x.v[i]);
+    return x;
 }
 
 #endif

@@ -117,26 +117,28 @@ static void test_convert(const struct bshape *s, int from, int to)
     cpu->unbind(dev2);
 }
 
-/* Scatter naming a block twice keeps the later copy, as if done in order. */
+/* Scatter naming a block twice keeps the later copy, as if done in order
+ * (big shapes run on several threads). */
 static void test_scatter_repeat(const struct bshape *s, int layout)
 {
     struct test_cache tc;
     setup(s, layout, &tc);
     const uint64_t bb = block_bytes(&tc);
-    int64_t ids[4] = {2, 0, 2, 1};
+    int64_t ids[8] = {2, 0, 2, 1, 3, 4, 5, 2};
     kvrt_plugin_device *dev = harness_bind(layout);
     kvrt_plugin_buffer *c = harness_alloc(dev, tc.cache.bytes);
-    kvrt_plugin_buffer *st = harness_alloc(dev, 4 * bb);
-    unsigned char *stage = malloc(4 * bb), *img = calloc(1, tc.cache.bytes);
+    kvrt_plugin_buffer *st = harness_alloc(dev, 8 * bb);
+    unsigned char *stage = malloc(8 * bb), *img = calloc(1, tc.cache.bytes);
     unsigned char *got = malloc(tc.cache.bytes);
-    rnd_bytes(stage, 4 * bb);
-    harness_upload(dev, st, stage, 4 * bb);
-    for (int i = 0; i < 4; i++)
+    rnd_bytes(stage, 8 * bb);
+    harness_upload(dev, st, stage, 8 * bb);
+    for (int i = 0; i < 8; i++)
         stage_block(&tc, img, ids[i], stage + (uint64_t)i * bb, false);
-    int rc = cpu->scatter(dev, &tc.cache, c, 4, ids, st, 0, &cpu_err);
+    int rc = cpu->scatter(dev, &tc.cache, c, 8, ids, st, 0, &cpu_err);
     harness_download(dev, c, got, tc.cache.bytes);
     tap_ok(rc == KVRT_OK && memcmp(got, img, tc.cache.bytes) == 0,
-           "scatter %s naming block 2 twice keeps the later copy", layout_name[layout]);
+           "scatter %s %s naming block 2 three times keeps the last copy", s->what,
+           layout_name[layout]);
     free(stage), free(img), free(got);
     cpu->buffer_free(dev, c);
     cpu->buffer_free(dev, st);
@@ -148,15 +150,16 @@ static void test_copy(const struct bshape *s, int layout, uint64_t independent)
     struct test_cache tc;
     setup(s, layout, &tc);
     const uint64_t bb = block_bytes(&tc);
-    /* Dependent pairs first (a chain, a swap through a third block, a
-     * self-copy), then independent ones onto fresh blocks. */
-    uint64_t np = 6 + independent;
+    /* Dependent pairs first (a chain, a swap, a self-copy, one block
+     * written twice), then independent ones onto fresh blocks. */
+    enum { FIXED = 8 };
+    uint64_t np = FIXED + independent;
     int64_t *pairs = malloc(2 * np * sizeof(int64_t));
-    int64_t fixed[12] = {0, 1, 1, 2, 3, 4, 4, 3, 5, 5, 6, 0};
+    int64_t fixed[2 * FIXED] = {0, 1, 1, 2, 3, 4, 4, 3, 5, 5, 6, 0, 7, 9, 8, 9};
     memcpy(pairs, fixed, sizeof(fixed));
     for (uint64_t i = 0; i < independent; i++) {
-        pairs[2 * (6 + i)] = (int64_t)(7 + i);
-        pairs[2 * (6 + i) + 1] = (int64_t)(7 + independent + i);
+        pairs[2 * (FIXED + i)] = (int64_t)(10 + i);
+        pairs[2 * (FIXED + i) + 1] = (int64_t)(10 + independent + i);
     }
     kvrt_plugin_device *dev = harness_bind(layout);
     kvrt_plugin_buffer *c = harness_alloc(dev, tc.cache.bytes);
@@ -181,11 +184,11 @@ static void test_copy(const struct bshape *s, int layout, uint64_t independent)
 int main(void)
 {
     harness_load();
-    static const struct bshape small = {"fp16", 2, 3, 9, 1, 4, 3, 0, 4, 4, 0, 0};
+    static const struct bshape small = {"fp16", 2, 3, 12, 1, 4, 3, 0, 4, 4, 0, 0};
     static const struct bshape odd = {"C>K+V, 2 states/view block", 1, 2, 8, 1, 4, 2, 2,
                                       3, 2, 9, 0};
-    static const struct bshape split = {"r=2", 4, 2, 8, 2, 4, 3, 0, 2, 2, 0, 0};
-    static const struct bshape padded = {"padded page", 2, 3, 8, 1, 4, 2, 0, 4, 4, 0, 80};
+    static const struct bshape split = {"r=2", 4, 2, 10, 2, 4, 3, 0, 2, 2, 0, 0};
+    static const struct bshape padded = {"padded page", 2, 3, 10, 1, 4, 2, 0, 4, 4, 0, 80};
     static const struct bshape big = {"big", 2, 4, 96, 1, 16, 4, 0, 64, 64, 0, 0};
 
     tap_plan_dynamic();
@@ -204,8 +207,10 @@ int main(void)
     for (int a = 0; a < 6; a++)
         test_convert(&big, a, 5 - a);
 
-    for (int a = 0; a < 6; a++)
+    for (int a = 0; a < 6; a++) {
         test_scatter_repeat(&small, a);
+        test_scatter_repeat(&big, a);
+    }
 
     for (int a = 0; a < 6; a++) {
         test_copy(&small, a, 1);

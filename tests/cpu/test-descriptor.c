@@ -7,6 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "harness.h"
 #include "tap.h"
@@ -205,6 +207,30 @@ static void test_concurrency(void)
     cpu->unbind(dev);
 }
 
+/* A child forked after bind has no worker threads: jobs must still run. */
+static void test_fork(void)
+{
+    kvrt_plugin_device *dev = harness_bind(KVRT_LAYOUT_LBHNC);
+    const uint64_t big = 8u << 20;
+    kvrt_plugin_buffer *b = harness_alloc(dev, big);
+    fflush(stdout);
+    pid_t pid = fork();
+    if (pid == 0) {
+        unsigned char *src = malloc(big), *dst = malloc(big);
+        memset(src, 0x5a, big);
+        int rc = cpu->buffer_upload(dev, b, 0, src, big, &cpu_err);
+        rc |= cpu->buffer_download(dev, b, 0, dst, big, &cpu_err);
+        _exit(rc == KVRT_OK && memcmp(src, dst, big) == 0 ? 0 : 3);
+    }
+    int status = -1;
+    if (pid > 0)
+        waitpid(pid, &status, 0);
+    tap_ok(pid > 0 && WIFEXITED(status) && WEXITSTATUS(status) == 0,
+           "a forked child uses the device without the parent's workers");
+    cpu->buffer_free(dev, b);
+    cpu->unbind(dev);
+}
+
 int main(void)
 {
     harness_load();
@@ -213,5 +239,6 @@ int main(void)
     test_bind();
     test_buffers();
     test_concurrency();
+    test_fork();
     return tap_done();
 }
