@@ -9,7 +9,6 @@
 
 #include "cli_env.h"
 #include "svg_scan.h"
-#include "vectors_json.h"
 
 #define TINY "--tokens", "64", "--layers", "1", "--pairs", "4", "--gather-blocks", "4", "--seqs", "2", \
              "--context", "32", "--repeat", "2"
@@ -59,8 +58,7 @@ static void check_plot(void)
                          NULL);
     size_t results = json_array_size(json_object_get(r, "results"));
     json_decref(r);
-    size_t len;
-    char *text = vectors_read_file(svg, &len);
+    char *text = cli_read_text(svg);
     struct svg_elem *rects = NULL, *lines = NULL;
     size_t nr = text ? svg_scan(text, "rect", &rects) : 0, nl = text ? svg_scan(text, "line", &lines) : 0;
     size_t bars = 0, memcpy_lines = 0;

@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "cli_env.h"
+#include "vectors_json.h"
 
 struct cli_env cli_env;
 
@@ -75,4 +76,17 @@ const char *js(const json_t *o, const char *key)
 double jnum(const json_t *o, const char *key)
 {
     return json_number_value(json_object_get(o, key));
+}
+
+char *cli_read_text(const char *path)
+{
+    size_t len;
+    char *raw = vectors_read_file(path, &len);
+    char *text = raw ? realloc(raw, len + 1) : NULL;
+    if (!text) {
+        free(raw);
+        return NULL;
+    }
+    text[len] = '\0';
+    return text;
 }

@@ -38,6 +38,9 @@ void cli_error_case(const char *const *args, const char *const *env, int status,
 /* Run and expect exit 0 with every `mentions` on stdout (one TAP point). */
 void cli_ok_case(const char *const *args, const char *const *env, const char *const *mentions);
 
+/* A whole file as a NUL-terminated string (free it); NULL when unreadable. */
+char *cli_read_text(const char *path);
+
 /* JSON helpers that tolerate NULL. */
 const char *js(const json_t *o, const char *key);
 double jnum(const json_t *o, const char *key);

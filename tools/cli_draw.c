@@ -1,0 +1,152 @@
+/* kvrt draw: a picture of where every page of the first few blocks lives,
+ * as SVG and for the terminal. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/placement.h>
+
+#include "cli_model.h"
+#include "draw.h"
+
+#define DRAW_DEFAULT_BLOCKS 3
+#define DRAW_MAX_BLOCKS 64
+/* More rows than this make a picture nobody can read. */
+#define DRAW_MAX_ROWS 6000
+
+static void draw_help(FILE *out)
+{
+    fprintf(out,
+            "Usage: kvrt draw [--layout NAME] (--model FILE | model flags) [--blocks B]\n"
+            "                 (--svg FILE | --ascii | both)\n"
+            "\n"
+            "Draw the memory map of a small cache of B blocks (default %d) under one\n"
+            "layout: memory runs left to right and wraps every page, so a row is one\n"
+            "page where pages are contiguous.  Each page is coloured by layer (hue) and\n"
+            "block (shade), its head slots are striped, state pages hatched; a black\n"
+            "bar marks where a new block starts and a red underline the contiguous\n"
+            "byte runs that move block 0 (kvrt_transfer_regions: one run per block for\n"
+            "BLHNC/BLNHC, one per layer for LBHNC/LBNHC, one per layer and head for\n"
+            "LHBNC).  Groups of a hybrid model overlay the same bytes and are drawn as\n"
+            "separate panels.  The layout repeats for more blocks, so a few show it all.\n"
+            "\n"
+            "In the SVG every page piece is a <rect class=\"page\"> with data-group,\n"
+            "data-layer (placement order), data-name, data-block, data-head (when the\n"
+            "piece holds one head), data-offset and data-length (bytes), so the picture\n"
+            "can be checked against 'kvrt plan --json'.\n"
+            "\n"
+            "Options:\n"
+            "  --layout NAME   layout or alias (default: $%s if set, else LBNHC)\n"
+            "  --blocks B      blocks in the drawn cache (default %d, at most %d)\n"
+            "  --svg FILE      write the picture as SVG\n"
+            "  --ascii         print the map on stdout (64 cells per row)\n"
+            "  --help          show this help\n"
+            "%s"
+            "(--memory does not apply here.)\n"
+            "\n"
+            "Environment:\n"
+            "  %s  the layout when --layout is not given\n"
+            "\n"
+            "Examples:\n"
+            "  kvrt draw --layout BLHNC --model examples/models/llama-3.1-8b.json --svg blhnc.svg\n"
+            "  kvrt draw --layout LBNHC --layers 2 --kv-heads 2 --head-size 8 --block-size 4 --ascii\n",
+            DRAW_DEFAULT_BLOCKS, KVRT_LAYOUT_ENV, DRAW_DEFAULT_BLOCKS, DRAW_MAX_BLOCKS, cli_model_options_help,
+            KVRT_LAYOUT_ENV);
+}
+
+static int draw_run(int argc, char **argv)
+{
+    enum { OPT_LAYOUT, OPT_SVG, OPT_ASCII };
+    static const struct cli_option options[] = {
+        {"--layout", true, false, OPT_LAYOUT},
+        {"--svg", true, false, OPT_SVG},
+        {"--ascii", false, false, OPT_ASCII},
+        CLI_MODEL_OPTION_ROWS,
+        {NULL, false, false, 0},
+    };
+    struct cli_args args;
+    struct cli_model_flags flags;
+    const struct cli_option *opt;
+    const char *v, *svg = NULL, *source;
+    bool ascii = false, layout_given = false, ok;
+    enum kvrt_layout layout = KVRT_LAYOUT_LBNHC;
+    cli_model_flags_init(&flags, "draw");
+    cli_args_init(&args, "draw", argc, argv);
+    for (bool done = false; !done;) {
+        switch (cli_args_next(&args, options, &opt, &v)) {
+        case CLI_NEXT_END:
+            done = true;
+            continue;
+        case CLI_NEXT_HELP:
+            draw_help(stdout);
+            return CLI_EXIT_OK;
+        case CLI_NEXT_ERROR:
+            return CLI_EXIT_USAGE;
+        case CLI_NEXT_OPTION:
+            break;
+        }
+        if (cli_model_flags_apply(&flags, opt->id, v, &ok)) {
+            if (!ok)
+                return CLI_EXIT_USAGE;
+        } else if (opt->id == OPT_LAYOUT) {
+            if (kvrt_layout_parse(v, &layout) != KVRT_OK)
+                return cli_error(CLI_EXIT_USAGE, "--layout: %s", kvrt_error_message());
+            layout_given = true;
+        } else if (opt->id == OPT_SVG) {
+            svg = v;
+        } else {
+            ascii = true;
+        }
+    }
+    if (!svg && !ascii)
+        return cli_error(CLI_EXIT_USAGE, "draw: give --svg FILE, --ascii, or both (see 'kvrt draw --help')");
+    if (cli_model_flag_given(&flags, CLI_OPT_MEMORY))
+        return cli_error(CLI_EXIT_USAGE, "draw: --memory does not apply; the picture shows --blocks blocks "
+                         "(default %d)", DRAW_DEFAULT_BLOCKS);
+    if (cli_model_flag_given(&flags, CLI_OPT_BLOCKS) && flags.blocks > DRAW_MAX_BLOCKS)
+        return cli_error(CLI_EXIT_USAGE, "--blocks \"%" PRIu64 "\" is too many to draw: give 1 to %d (the "
+                         "layout repeats, a few blocks show it)", flags.blocks, DRAW_MAX_BLOCKS);
+    struct kvrt_model *m = NULL;
+    int code = cli_model_build(&flags, true, &m);
+    if (code == CLI_EXIT_OK)
+        code = cli_layout_or_env(layout_given, layout, KVRT_LAYOUT_LBNHC, &layout, &source);
+    uint64_t blocks = cli_model_flag_given(&flags, CLI_OPT_BLOCKS) ? flags.blocks : DRAW_DEFAULT_BLOCKS;
+    kvrt_placement *p = NULL;
+    struct draw_map map;
+    memset(&map, 0, sizeof(map));
+    if (code == CLI_EXIT_OK) {
+        struct kvrt_group *groups = kvrt_model_placement_groups(m);
+        int rc = groups ? kvrt_placement_create(layout, groups, m->num_groups, blocks, 0, &p) : KVRT_ERR_NOMEM;
+        free(groups);
+        if (rc == KVRT_OK)
+            rc = draw_map_build(p, &map);
+        if (rc != KVRT_OK)
+            code = cli_fail_status(rc);
+    }
+    uint64_t rows = 0;
+    for (size_t g = 0; code == CLI_EXIT_OK && g < map.num_groups; g++)
+        rows += draw_map_rows(&map, g);
+    if (code == CLI_EXIT_OK && rows > DRAW_MAX_ROWS)
+        code = cli_error(CLI_EXIT_USAGE, "draw: the map has %" PRIu64 " rows, more than %d can show; draw fewer "
+                         "--blocks or layers", rows, DRAW_MAX_ROWS);
+    if (code == CLI_EXIT_OK && svg)
+        code = draw_svg(&map, m, svg);
+    if (code == CLI_EXIT_OK && ascii)
+        code = draw_ascii(&map, m, stdout);
+    else if (code == CLI_EXIT_OK)
+        printf("wrote %s: %s, %" PRIu64 " layers x %" PRIu64 " blocks, %zu page pieces in %" PRIu64
+               " rows; block 0 moves as %zu contiguous run%s\n", svg, kvrt_layout_name(layout), map.num_layers, blocks,
+               map.num_pieces, rows, map.num_runs, map.num_runs == 1 ? "" : "s");
+    draw_map_free(&map);
+    kvrt_placement_destroy(p);
+    kvrt_model_free(m);
+    return code;
+}
+
+const struct cli_command cli_draw_command = {
+    .name = "draw",
+    .summary = "draw the memory map of the first blocks as SVG or text",
+    .run = draw_run,
+    .help = draw_help,
+};
