@@ -306,6 +306,10 @@ static int bench_run(int argc, char **argv)
     if (!r.any_op)
         for (int k = 0; k < BENCH_NUM_OPS; k++)
             r.ops[k] = true;
+    bool env_set;
+    enum kvrt_layout env_layout;
+    if (!r.any_layout && kvrt_layout_from_env(&env_set, &env_layout) != KVRT_OK)
+        return cli_fail_status(KVRT_ERR_INVALID);
     kvrt_runtime *rt = NULL;
     int rc = kvrt_runtime_open(NULL, &rt);
     if (rc != KVRT_OK)

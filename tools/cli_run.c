@@ -335,7 +335,7 @@ static void print_op(const char *name, const struct run_op *op, const char *what
     if (!op->layers)
         return;
     cli_format_bytes(op->bytes, b, sizeof(b));
-    printf("%-9s %" PRIu64 " layer%s, %s%s in %.4f s = %.2f GB/s%s\n", name, op->layers,
+    printf("%-9s %" PRIu64 " layer%s, %s%s in %.4f s = %.3g GB/s%s\n", name, op->layers,
            op->layers == 1 ? "" : "s", b, what, op->seconds, gbps(op), tail);
 }
 

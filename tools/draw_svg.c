@@ -115,7 +115,7 @@ static void draw_labels(struct svg *s, const struct geom *g, const struct draw_m
         if (w >= 62)
         {
             char head[24] = "";
-            if (p->head >= 0 && m->heads_max > 1)
+            if (p->head >= 0 && m->heads_max > 1 && !p->state)
                 snprintf(head, sizeof(head), " h%" PRId64, p->head);
             svg_text(s, x + 4, y + BAR_H - 2, 8, "start", "#ffffff", "L%" PRIu32 " B%" PRIu64 "%s", p->layer,
                      p->block, head);

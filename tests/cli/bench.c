@@ -100,5 +100,12 @@ int main(int argc, char **argv)
     cli_error_case(ARGS("bench", "--layout", "bogus"), NULL, 2, MENTIONS("\"bogus\""));
     cli_error_case(ARGS("bench", "--backend", "nosuch", "--op", "write"), NULL, 4, MENTIONS("nosuch"));
     cli_error_case(ARGS("bench", "--repeat", "0"), NULL, 2, MENTIONS("--repeat"));
+    cli_error_case(ARGS("bench", "--op", "write"), ENV("VLLM_KV_CACHE_LAYOUT=nhd"), 2,
+                   MENTIONS("VLLM_KV_CACHE_LAYOUT", "\"nhd\""));
+    json_t *r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "read", TINY), ENV("VLLM_KV_CACHE_LAYOUT=HND"));
+    const json_t *results = json_object_get(r, "results");
+    tap_ok(json_array_size(results) == 1 && strcmp(js(json_array_get(results, 0), "layout"), "LBHNC") == 0,
+           "bench without --layout measures only VLLM_KV_CACHE_LAYOUT when set");
+    json_decref(r);
     return tap_done();
 }
