@@ -15,7 +15,7 @@ int cpu_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cac
     if (num_pairs == 0)
         return KVRT_OK;
     struct cpu_plan plan;
-    int rc = cpu_plan_build(cache, CPU_PLAN_PHYSICAL, &plan, err);
+    int rc = cpu_plan_build(cache, CPU_PLAN_COPY, &plan, err);
     if (rc != KVRT_OK)
         return rc;
     cpu_plan_run_ordered(dev, &plan, CPU_MOVE_COPY, cache_buf->data, NULL, pairs, num_pairs,

@@ -7,46 +7,50 @@
 
 #include "plan.h"
 
+/* One axis of a layer's manager-block page: extent, byte stride in the
+ * cache, byte stride in the staging order. */
 struct axis {
     uint64_t extent;
     uint64_t stride;
+    uint64_t stage;
 };
 
 struct builder {
     struct cpu_plan *plan;
-    uint64_t stage; /* staging bytes enumerated so far in this block */
+    bool staged; /* staging offsets matter (gather/scatter), not for copy */
     bool oom;
 };
 
-static void push(struct builder *b, uint64_t cache_off, uint64_t cache_step, uint64_t len,
-                 uint64_t count, uint64_t block_stride)
+static void push(struct builder *b, uint64_t cache_off, uint64_t cache_step, uint64_t stage_off,
+                 uint64_t stage_step, uint64_t len, uint64_t count, uint64_t block_stride)
 {
     struct cpu_plan *p = b->plan;
-    uint64_t stage_off = b->stage;
-    b->stage += len * count;
+    const bool staged = b->staged;
 
-    /* A repeat whose pieces touch in memory is a single run. */
-    if (count > 1 && cache_step == len) {
+    /* A repeat whose pieces touch on both sides is a single run. */
+    if (count > 1 && cache_step == len && (!staged || stage_step == len)) {
         len *= count;
         count = 1;
     }
     if (p->count > 0) {
         struct cpu_run *last = &p->runs[p->count - 1];
-        bool same_block = last->block_stride == block_stride;
-        uint64_t last_end = last->cache_off + (last->count - 1) * last->cache_step + last->len;
-        if (same_block && count == 1 && last->count == 1 && cache_off == last_end) {
-            last->len += len; /* staging is always contiguous in enumeration order */
+        const bool same_block = last->block_stride == block_stride;
+        const uint64_t last_end = last->cache_off + (last->count - 1) * last->cache_step + last->len;
+        if (same_block && count == 1 && last->count == 1 && cache_off == last_end &&
+            (!staged || stage_off == last->stage_off + last->len)) {
+            last->len += len;
             return;
         }
         if (same_block && count == 1 && len == last->len) {
-            if (last->count == 1 && cache_off > last->cache_off) {
+            if (last->count == 1 && cache_off > last->cache_off &&
+                (!staged || stage_off > last->stage_off)) {
                 last->cache_step = cache_off - last->cache_off;
-                last->stage_step = stage_off - last->stage_off;
+                last->stage_step = staged ? stage_off - last->stage_off : 0;
                 last->count = 2;
                 return;
             }
             if (last->count > 1 && cache_off == last->cache_off + last->count * last->cache_step &&
-                stage_off == last->stage_off + last->count * last->stage_step) {
+                (!staged || stage_off == last->stage_off + last->count * last->stage_step)) {
                 last->count++;
                 return;
             }
@@ -66,8 +70,8 @@ static void push(struct builder *b, uint64_t cache_off, uint64_t cache_step, uin
         .cache_off = cache_off,
         .cache_step = cache_step,
         .block_stride = block_stride,
-        .stage_off = stage_off,
-        .stage_step = len,
+        .stage_off = staged ? stage_off : 0,
+        .stage_step = staged ? stage_step : 0,
         .len = len,
         .count = count,
     };
@@ -80,7 +84,7 @@ static uint64_t sort_key(struct axis a)
 
 /* Enumerate one layer's page of a manager block, axes outermost first; the
  * innermost axis goes in as one repeated run. */
-static void add_layer(struct builder *b, const struct kvrt_plugin_layer *ly,
+static void add_layer(struct builder *b, const struct kvrt_plugin_layer *ly, uint64_t stage_base,
                       const struct axis ax[3])
 {
     const uint64_t c = ly->content_bytes;
@@ -88,10 +92,8 @@ static void add_layer(struct builder *b, const struct kvrt_plugin_layer *ly,
     for (uint64_t i0 = 0; i0 < ax[0].extent; i0++)
         for (uint64_t i1 = 0; i1 < ax[1].extent; i1++) {
             uint64_t off = ly->offset + i0 * ax[0].stride + i1 * ax[1].stride;
-            if (ax[2].extent == 1 || ax[2].stride == c)
-                push(b, off, c, c * ax[2].extent, 1, block_stride);
-            else
-                push(b, off, ax[2].stride, c, ax[2].extent, block_stride);
+            uint64_t st = stage_base + i0 * ax[0].stage + i1 * ax[1].stage;
+            push(b, off, ax[2].stride, st, ax[2].stage, c, ax[2].extent, block_stride);
         }
 }
 
@@ -99,14 +101,17 @@ int cpu_plan_build(const struct kvrt_plugin_cache *cache, enum cpu_plan_order or
                    struct cpu_plan *out, kvrt_plugin_error *err)
 {
     memset(out, 0, sizeof(*out));
-    struct builder b = {.plan = out};
+    struct builder b = {.plan = out, .staged = order != CPU_PLAN_COPY};
+    uint64_t stage_base = 0;
 
     for (uint64_t l = 0; l < cache->num_layers && !b.oom; l++) {
         const struct kvrt_plugin_layer *ly = &cache->layers[l];
-        /* The manager block's sub-blocks (u), heads (h), states (n). */
-        struct axis u = {ly->blocks_per_block, ly->stride_block};
-        struct axis h = {ly->head_slots, ly->stride_head};
-        struct axis n = {ly->states, ly->stride_state};
+        const uint64_t c = ly->content_bytes, nm = ly->blocks_per_block * ly->states;
+        /* The manager block's sub-blocks (u), heads (h), states (n); the
+         * staging order is [h][u, n][c]. */
+        struct axis u = {ly->blocks_per_block, ly->stride_block, ly->states * c};
+        struct axis h = {ly->head_slots, ly->stride_head, nm * c};
+        struct axis n = {ly->states, ly->stride_state, c};
         struct axis ax[3];
         if (order == CPU_PLAN_STAGING) {
             ax[0] = h, ax[1] = u, ax[2] = n;
@@ -122,7 +127,8 @@ int cpu_plan_build(const struct kvrt_plugin_cache *cache, enum cpu_plan_order or
                         ax[j + 1] = t;
                     }
         }
-        add_layer(&b, ly, ax);
+        add_layer(&b, ly, stage_base, ax);
+        stage_base += ly->head_slots * nm * c;
     }
     if (b.oom) {
         cpu_plan_free(out);
@@ -255,8 +261,9 @@ void cpu_plan_run(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu
         return;
     struct plan_job job = {plan, mode, cache, staging, ids};
     uint64_t total = items * plan->block_bytes;
-    /* A few chunks per thread, none too small to be worth a wake-up. */
-    uint64_t grain = total / (4u * cpu_threads(dev)) + 1;
+    /* Several chunks per thread, none too small to be worth a wake-up: a
+     * thread the scheduler holds back leaves its share to the others. */
+    uint64_t grain = total / (8u * cpu_threads(dev)) + 1;
     if (grain < CPU_PARALLEL_MIN_BYTES)
         grain = CPU_PARALLEL_MIN_BYTES;
     cpu_pool_run(dev->pool, total, grain, plan_task, &job);

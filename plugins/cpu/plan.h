@@ -4,10 +4,10 @@
  *
  * A plan lists, for one block, every cell of every layer's page as a short
  * list of repeated runs, merged wherever the layout makes neighbouring cells
- * adjacent in memory.  Enumerated in staging order ([layer][H, N, C]) it
- * drives gather and scatter; enumerated in physical order it drives
- * copy_blocks.  Dense pages become one run per layer, and block-outermost
- * layouts whose layers sit side by side become one run per block.
+ * adjacent on both sides (cache and staging).  Each cell keeps its place in
+ * the staging order ([layer][H, N, C]), whatever order the plan walks them
+ * in.  Dense pages become one run per layer, and block-outermost layouts
+ * whose layers sit side by side become one run per block.
  *
  * Executing a plan splits the bytes of all requested blocks evenly across
  * the pool, so threads copy long runs and finish together.
@@ -39,8 +39,11 @@ struct cpu_plan {
 };
 
 enum cpu_plan_order {
-    CPU_PLAN_STAGING, /* layers in placement order, each [H, N, C] */
-    CPU_PLAN_PHYSICAL /* each layer's cells in memory order */
+    /* Cells in staging order, so the staging side streams (gather and
+     * scatter; walking the cache side in memory order instead measured the
+     * same for [N, H, C] pages). */
+    CPU_PLAN_STAGING,
+    CPU_PLAN_COPY /* cells in memory order, staging offsets ignored */
 };
 
 int cpu_plan_build(const struct kvrt_plugin_cache *cache, enum cpu_plan_order order,

@@ -34,8 +34,10 @@ void harness_load(void)
         printf("Bail out! dlopen %s: %s\n", path, dlerror());
         exit(1);
     }
-    kvrt_plugin_entry_fn entry =
-        (kvrt_plugin_entry_fn)(uintptr_t)dlsym(h, KVRT_PLUGIN_ENTRY_SYMBOL);
+    /* memcpy: ISO C has no cast from void * to a function pointer. */
+    void *sym = dlsym(h, KVRT_PLUGIN_ENTRY_SYMBOL);
+    kvrt_plugin_entry_fn entry;
+    memcpy(&entry, &sym, sizeof(entry));
     if (!entry) {
         printf("Bail out! %s has no %s\n", path, KVRT_PLUGIN_ENTRY_SYMBOL);
         exit(1);
