@@ -28,6 +28,7 @@ static int describe_layers(kvrt_cache *c)
     c->layers = calloc(total, sizeof(*c->layers));
     c->layer_names = calloc(total, sizeof(*c->layer_names));
     c->layer_info = calloc(total, sizeof(*c->layer_info));
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers, as in bind.c */
     c->layer_spec = calloc(total, sizeof(*c->layer_spec));
     if (!c->layers || !c->layer_names || !c->layer_info || !c->layer_spec)
         return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_cache_create: out of memory for %llu layers",
@@ -70,6 +71,11 @@ static int describe_layers(kvrt_cache *c)
                 return kvrt_fail(KVRT_ERR_OVERFLOW, "kvrt_cache_create: staging size per block overflows");
         }
     }
+    /* Both walks read the same immutable placement; a mismatch would leave
+     * layers undescribed (and their spec pointers NULL). */
+    if (n != total)
+        return kvrt_fail(KVRT_ERR_INTERNAL, "kvrt_cache_create: described %llu of %llu layers",
+                         (unsigned long long)n, (unsigned long long)total);
     c->desc.num_layers = total;
     return KVRT_OK;
 }

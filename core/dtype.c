@@ -7,6 +7,7 @@
 #include <kvrt/dtype.h>
 
 #include "error.h"
+#include "layout_internal.h"
 
 struct dtype_entry {
     const char *name;
@@ -69,8 +70,12 @@ int kvrt_dtype_parse(const char *name, enum kvrt_dtype *out)
             return KVRT_OK;
         }
     }
-    /* %.64s keeps a hostile or binary string from swallowing the message. */
+    /* Names come from config files and the command line: quoting escapes
+     * control bytes (a newline or a terminal escape would otherwise end up
+     * raw in the message) and bounds the length, as for layout names. */
+    char quoted[128];
+    kvrt_layout_quote(name, quoted, sizeof(quoted));
     return kvrt_fail(KVRT_ERR_INVALID,
-                     "unknown dtype \"%.64s\"; valid names (exact, case-sensitive) are " VALID_DTYPE_NAMES,
-                     name);
+                     "unknown dtype \"%s\"; valid names (exact, case-sensitive) are " VALID_DTYPE_NAMES,
+                     quoted);
 }

@@ -21,16 +21,15 @@ void kvrt_clear_error(void)
     error_text[0] = '\0';
 }
 
-int kvrt_fail(int status, const char *fmt, ...)
+void kvrt_error_set(const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(error_text, sizeof(error_text), fmt, ap);
     va_end(ap);
-    return status;
 }
 
-int kvrt_fail_context(int status, const char *fmt, ...)
+void kvrt_error_prefix(const char *fmt, ...)
 {
     char prefix[512];
     va_list ap;
@@ -47,7 +46,6 @@ int kvrt_fail_context(int status, const char *fmt, ...)
     error_text[pl + old] = '\0';
     memcpy(error_text, prefix, pl - 2);
     memcpy(error_text + pl - 2, ": ", 2);
-    return status;
 }
 
 const char *kvrt_status_name(int status)

@@ -10,12 +10,22 @@
 #define KVRT_PRINTF(a, b)
 #endif
 
-/* Record a failure for this thread and return `status`, so that a call site
- * reads `return kvrt_fail(KVRT_ERR_INVALID, "...", ...);`. */
-int kvrt_fail(int status, const char *fmt, ...) KVRT_PRINTF(2, 3);
+/* Set this thread's message. */
+void kvrt_error_set(const char *fmt, ...) KVRT_PRINTF(1, 2);
 
-/* Prefix the current message with "<context>: " (keeps the status). */
-int kvrt_fail_context(int status, const char *fmt, ...) KVRT_PRINTF(2, 3);
+/* Prefix this thread's message with "<context>: ". */
+void kvrt_error_prefix(const char *fmt, ...) KVRT_PRINTF(1, 2);
+
+/* Record a failure and yield `status`, so that a call site reads
+ * `return kvrt_fail(KVRT_ERR_INVALID, "...", ...);`.  kvrt_fail_context
+ * prefixes the current message instead and keeps the status.
+ *
+ * Macros, not functions, so that the status is visible at the call site:
+ * a static analyser that cannot see into error.c would otherwise assume a
+ * failing helper might return KVRT_OK without filling its outputs, and
+ * report every caller that trusts them. */
+#define kvrt_fail(status, ...) (kvrt_error_set(__VA_ARGS__), (status))
+#define kvrt_fail_context(status, ...) (kvrt_error_prefix(__VA_ARGS__), (status))
 
 /* Clear this thread's message (on success paths of public entry points). */
 void kvrt_clear_error(void);

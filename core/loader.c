@@ -91,40 +91,16 @@ static struct kvrt_loaded_plugin *find_by_realpath(kvrt_runtime *rt, const char 
     return NULL;
 }
 
-static int load_file(kvrt_runtime *rt, const char *path, bool check_dir)
+/*
+ * Read an opened module's declaration and accept or skip it.  Either way the
+ * module stays loaded (`handle` is never dlclose'd, also not when skipped):
+ * its constructors have already run and may have started a device runtime
+ * whose exit handlers must outlive it, as for accepted plugins above.
+ */
+static int admit_module(kvrt_runtime *rt, const char *path, void *handle)
 {
     char why[1024];
-    char real[PATH_MAX];
 
-    if (!insecure_allowed()) {
-        if (writable_by_others(path, why, sizeof(why), "plugin file"))
-            return add_skipped(rt, path, why);
-        if (check_dir) {
-            char dir[PATH_MAX];
-            snprintf(dir, sizeof(dir), "%s", path);
-            char *slash = strrchr(dir, '/');
-            if (slash && slash != dir)
-                *slash = '\0';
-            if (writable_by_others(dir, why, sizeof(why), "plugin folder"))
-                return add_skipped(rt, path, why);
-        }
-    }
-    if (realpath(path, real)) {
-        struct kvrt_loaded_plugin *same = find_by_realpath(rt, real);
-        if (same) {
-            snprintf(why, sizeof(why), "the same file as plugin \"%s\", already loaded from %s",
-                     same->desc->name, same->path);
-            return add_skipped(rt, path, why);
-        }
-    }
-
-    dlerror();
-    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
-    if (!handle) {
-        const char *e = dlerror();
-        snprintf(why, sizeof(why), "dlopen failed: %s", e ? e : "unknown error");
-        return add_skipped(rt, path, why);
-    }
     dlerror();
     void *sym = dlsym(handle, KVRT_PLUGIN_ENTRY_SYMBOL);
     if (!sym) {
@@ -162,6 +138,43 @@ static int load_file(kvrt_runtime *rt, const char *path, bool check_dir)
     rt->num_plugins++;
     kvrt_runtime_log(rt, KVRT_LOG_DEBUG, "plugin \"%s\" %s loaded from %s", d->name, d->version, path);
     return KVRT_OK;
+}
+
+static int load_file(kvrt_runtime *rt, const char *path, bool check_dir)
+{
+    char why[1024];
+    char real[PATH_MAX];
+
+    if (!insecure_allowed()) {
+        if (writable_by_others(path, why, sizeof(why), "plugin file"))
+            return add_skipped(rt, path, why);
+        if (check_dir) {
+            char dir[PATH_MAX];
+            snprintf(dir, sizeof(dir), "%s", path);
+            char *slash = strrchr(dir, '/');
+            if (slash && slash != dir)
+                *slash = '\0';
+            if (writable_by_others(dir, why, sizeof(why), "plugin folder"))
+                return add_skipped(rt, path, why);
+        }
+    }
+    if (realpath(path, real)) {
+        struct kvrt_loaded_plugin *same = find_by_realpath(rt, real);
+        if (same) {
+            snprintf(why, sizeof(why), "the same file as plugin \"%s\", already loaded from %s",
+                     same->desc->name, same->path);
+            return add_skipped(rt, path, why);
+        }
+    }
+
+    dlerror();
+    void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (!handle) {
+        const char *e = dlerror();
+        snprintf(why, sizeof(why), "dlopen failed: %s", e ? e : "unknown error");
+        return add_skipped(rt, path, why);
+    }
+    return admit_module(rt, path, handle);
 }
 
 static int name_cmp(const void *a, const void *b)

@@ -19,7 +19,8 @@
 struct placement_set {
     size_t group;
     size_t num_layers;
-    char **names; /* pointers into the placement's name storage */
+    size_t names_start; /* this set's slice of set_names */
+    char **names;       /* = set_names + names_start */
     struct kvrt_spec spec;
     uint64_t page_size;
     uint64_t offset;
@@ -37,6 +38,7 @@ struct kvrt_placement {
     struct placement_set *sets;
     char **names_storage; /* one strdup'd name per layer, all sets */
     size_t num_names;
+    char **set_names;     /* names_storage entries again, grouped by set */
 };
 
 /* The flat list of layers being placed, with what the checks need. */
@@ -54,9 +56,7 @@ static void placement_clear(kvrt_placement *p)
     for (size_t i = 0; p->names_storage && i < p->num_names; i++)
         free(p->names_storage[i]);
     free(p->names_storage);
-    /* A failed build may leave num_sets counted but the sets unallocated. */
-    for (size_t i = 0; p->sets && i < p->num_sets; i++)
-        free(p->sets[i].names);
+    free(p->set_names);
     free(p->sets);
 }
 
@@ -104,12 +104,15 @@ static int cmp_flat_by_name(const void *a, const void *b)
  * find_layer ambiguous.  Sorting keeps this O(n log n) for big models. */
 static int check_unique_names(struct flat_layer *flat, size_t n)
 {
+    /* An array of pointers, so sizeof(*sorted) is right; clang-tidy 14 flags
+     * every sizeof of a pointer to a struct and has no option to tell. */
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
     struct flat_layer **sorted = malloc(n * sizeof(*sorted));
     if (!sorted)
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory checking %zu layer names", n);
     for (size_t i = 0; i < n; i++)
         sorted[i] = &flat[i];
-    qsort(sorted, n, sizeof(*sorted), cmp_flat_by_name);
+    qsort(sorted, n, sizeof(*sorted), cmp_flat_by_name); /* NOLINT(bugprone-sizeof-expression) */
     int rc = KVRT_OK;
     for (size_t i = 1; i < n && rc == KVRT_OK; i++) {
         if (strcmp(sorted[i - 1]->name, sorted[i]->name) != 0)
@@ -201,23 +204,29 @@ static int compute_bytes_per_block(const struct flat_layer *flat, size_t n, uint
     return KVRT_OK;
 }
 
-static int build_sets(kvrt_placement *p, struct flat_layer *flat, size_t n, const size_t *first)
+static int build_sets(kvrt_placement *p, const struct flat_layer *flat, size_t n, const size_t *first,
+                      size_t num_sets)
 {
-    p->sets = calloc(p->num_sets, sizeof(*p->sets));
+    p->sets = calloc(num_sets, sizeof(*p->sets));
     p->names_storage = calloc(n, sizeof(*p->names_storage));
-    if (!p->sets || !p->names_storage)
+    p->set_names = calloc(n, sizeof(*p->set_names));
+    if (!p->sets || !p->names_storage || !p->set_names)
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory placing %zu layers", n);
-    for (size_t s = 0; s < p->num_sets; s++) {
+    p->num_sets = num_sets;
+    for (size_t s = 0; s < num_sets; s++) {
         p->sets[s].group = flat[first[s]].group;
         p->sets[s].spec = *flat[first[s]].spec;
         p->sets[s].page_size = flat[first[s]].page_size;
     }
     for (size_t i = 0; i < n; i++)
         p->sets[flat[i].set].num_layers++;
-    for (size_t s = 0; s < p->num_sets; s++) {
-        p->sets[s].names = malloc(p->sets[s].num_layers * sizeof(char *));
-        if (!p->sets[s].names)
-            return kvrt_fail(KVRT_ERR_NOMEM, "out of memory placing %zu layers", n);
+    /* One array holds every set's names, each set a slice in set order;
+     * the slices are filled through their start index and only then turned
+     * into pointers, so no set ever holds a pointer to an unfilled list. */
+    size_t start = 0;
+    for (size_t s = 0; s < num_sets; s++) {
+        p->sets[s].names_start = start;
+        start += p->sets[s].num_layers;
         p->sets[s].num_layers = 0;
     }
     for (size_t i = 0; i < n; i++) {
@@ -226,8 +235,10 @@ static int build_sets(kvrt_placement *p, struct flat_layer *flat, size_t n, cons
         if (!p->names_storage[i])
             return kvrt_fail(KVRT_ERR_NOMEM, "out of memory copying layer names");
         p->num_names = i + 1;
-        set->names[set->num_layers++] = p->names_storage[i];
+        p->set_names[set->names_start + set->num_layers++] = p->names_storage[i];
     }
+    for (size_t s = 0; s < num_sets; s++)
+        p->sets[s].names = p->set_names + p->sets[s].names_start;
     return KVRT_OK;
 }
 
@@ -301,7 +312,7 @@ static int placement_build(enum kvrt_layout layout, const struct kvrt_group *gro
                            kvrt_placement *p)
 {
     struct flat_layer *flat = NULL;
-    size_t n = 0, *first = NULL;
+    size_t n = 0, num_sets = 0, *first = NULL;
     int rc;
 
     p->layout = layout;
@@ -334,7 +345,7 @@ static int placement_build(enum kvrt_layout layout, const struct kvrt_group *gro
 
     rc = check_unique_names(flat, n);
     if (rc == KVRT_OK)
-        rc = assign_sets(flat, n, kernel_block_size, &p->num_sets, &first);
+        rc = assign_sets(flat, n, kernel_block_size, &num_sets, &first);
     if (rc == KVRT_OK)
         rc = check_mixed_pages(layout, flat, n, num_groups);
     if (rc == KVRT_OK)
@@ -344,7 +355,7 @@ static int placement_build(enum kvrt_layout layout, const struct kvrt_group *gro
                        "bytes per block %llu * num_blocks %llu does not fit in 64 bits; use fewer blocks",
                        ULL(p->bytes_per_block), ULL(num_blocks));
     if (rc == KVRT_OK)
-        rc = build_sets(p, flat, n, first);
+        rc = build_sets(p, flat, n, first, num_sets);
     if (rc == KVRT_OK)
         rc = lay_out_sets(p, check_align);
     free(first);

@@ -140,8 +140,8 @@ static void step(kvrt_resolver *r, const char *fmt, ...)
 }
 
 /* Record a refusal in both the trace and the thread's message. */
-static int refuse(kvrt_resolver *r, int status, const char *fmt, ...) KVRT_PRINTF(3, 4);
-static int refuse(kvrt_resolver *r, int status, const char *fmt, ...)
+static void refusal(kvrt_resolver *r, const char *fmt, ...) KVRT_PRINTF(2, 3);
+static void refusal(kvrt_resolver *r, const char *fmt, ...)
 {
     char msg[2048];
     va_list ap;
@@ -149,8 +149,12 @@ static int refuse(kvrt_resolver *r, int status, const char *fmt, ...)
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
     step(r, "refused: %s", msg);
-    return kvrt_fail(status, "%s", msg);
+    kvrt_error_set("%s", msg);
 }
+
+/* `return refuse(r, status, ...);` records the refusal and fails with
+ * `status`; a macro for the reason given at kvrt_fail in error.h. */
+#define refuse(r, status, ...) (refusal((r), __VA_ARGS__), (status))
 
 /* "backend "cpu" declares LBNHC, LBHNC; backend "x" accepts any layout" */
 static void describe_declarations(const kvrt_resolver *r, char *buf, size_t size)

@@ -345,7 +345,7 @@ static void resolve(const struct kvrt_spec *s, struct resolved_spec *r)
         r->content_bytes = info.content_bytes;
         r->page_size = info.page_size;
     }
-    kvrt_fail(KVRT_OK, "%s", saved);
+    kvrt_error_set("%s", saved);
 }
 
 int kvrt_spec_equal(const struct kvrt_spec *a, const struct kvrt_spec *b)
