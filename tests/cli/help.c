@@ -38,9 +38,9 @@ int main(int argc, char **argv)
     /* No help line may start a roff request by accident. */
     bool escaped = true;
     for (const char *p = res.out; *p; p = strchr(p, '\n') ? strchr(p, '\n') + 1 : p + strlen(p))
-        if (*p == '.' && strncmp(p, ".TH", 3) && strncmp(p, ".SH", 3) && strncmp(p, ".SS", 3) && strncmp(p, ".nf", 3) &&
-            strncmp(p, ".fi", 3) && strncmp(p, ".B", 2) && strncmp(p, ".I", 2) && strncmp(p, ".br", 3) &&
-            strncmp(p, ".TP", 3))
+        if (*p == '.' && strncmp(p, ".TH", 3) != 0 && strncmp(p, ".SH", 3) != 0 && strncmp(p, ".SS", 3) != 0 &&
+            strncmp(p, ".nf", 3) != 0 && strncmp(p, ".fi", 3) != 0 && strncmp(p, ".B", 2) != 0 &&
+            strncmp(p, ".I", 2) != 0 && strncmp(p, ".br", 3) != 0 && strncmp(p, ".TP", 3) != 0)
             escaped = false;
     tap_ok(res.status == 0 && strncmp(res.out, ".TH KVRT 1", 10) == 0 && sections && escaped &&
                strstr(res.out, "Bytes counted per repetition"),

@@ -53,7 +53,13 @@ size_t svg_scan(const char *text, const char *element, struct svg_elem **out)
             continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 256;
-            list = realloc(list, cap * sizeof(*list));
+            struct svg_elem *grown = realloc(list, cap * sizeof(*list));
+            if (!grown) {
+                svg_scan_free(list, n);
+                *out = NULL;
+                return (size_t)-1;
+            }
+            list = grown;
         }
         memset(&list[n], 0, sizeof(list[n]));
         const char *q = p + 1 + len;

@@ -166,7 +166,7 @@ static void decode_layer(struct conf_case *cs, uint32_t layer)
                     }
                 }
         worst = vmax > 0 ? worst / vmax : worst;
-        if (!(worst <= conf_tolerance(L->dtype)))
+        if (!(worst <= conf_tolerance(L->dtype)) && L->head_size_v > 0 && d.hq > 0)
             tap_diag("  worst at seq %llu, q head %llu, element %llu: got %.6g, reference %.6g",
                      (unsigned long long)(worst_at / L->head_size_v / d.hq),
                      (unsigned long long)(worst_at / L->head_size_v % d.hq),

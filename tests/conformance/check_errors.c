@@ -223,13 +223,13 @@ static void block_errors(struct conf_case *cs, struct args *a)
         }
         kvrt_buffer *staging = conf_sentinel_buffer(cs->backend, 2 * per);
         int64_t ids[2] = { 1, nb + 3 };
-        snprintf(value, sizeof(value), "%lld", (long long)(nb + 3));
+        snprintf(value, sizeof(value), "%lld", (long long)nb + 3);
         snprintf(what, sizeof(what), "%s of block %s after a valid one", fn, value);
         guard_begin(&g, c, staging, NULL, NULL);
         judge(cs, &g, capture(call(c->cache, 2, ids, staging, 0)), KVRT_ERR_INVALID, what, "block", value);
 
         int64_t valid[2] = { 1, 2 };
-        snprintf(value, sizeof(value), "%llu", (unsigned long long)(2 * per));
+        snprintf(value, sizeof(value), "%llu", 2 * (unsigned long long)per);
         snprintf(what, sizeof(what), "%s of 2 blocks with staging 1 byte short", fn);
         guard_begin(&g, c, staging, NULL, NULL);
         judge(cs, &g, capture(call(c->cache, 2, valid, staging, 1)), KVRT_ERR_INVALID, what, "staging", value);
@@ -279,7 +279,7 @@ static void decode_errors(struct conf_case *cs)
 
     struct kvrt_decode_params bad = p;
     bad.num_q_heads = (uint32_t)(hq + 1);
-    snprintf(value, sizeof(value), "%llu", (unsigned long long)(hq + 1));
+    snprintf(value, sizeof(value), "%llu", (unsigned long long)hq + 1);
     snprintf(what, sizeof(what), "decode with Hq %s, not a multiple of H %llu", value,
              (unsigned long long)L->heads);
     guard_begin(&g, c, out, NULL, NULL);
@@ -315,7 +315,7 @@ static void decode_errors(struct conf_case *cs)
 
     bad = p;
     bad.out_offset = out_bytes - seqs * hq * L->head_size_v * L->elem + L->elem;
-    snprintf(value, sizeof(value), "%llu", (unsigned long long)(seqs * hq * L->head_size_v * L->elem));
+    snprintf(value, sizeof(value), "%llu", (unsigned long long)seqs * hq * L->head_size_v * L->elem);
     guard_begin(&g, c, out, NULL, NULL);
     judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &bad)), KVRT_ERR_INVALID,
           "decode with an output buffer one element short", "out", value);

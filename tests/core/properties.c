@@ -145,7 +145,7 @@ static void random_case(struct random_case *c)
     c->num_blocks = pick(1, 6);
     if (pick(0, 3) == 0) {
         uint64_t k = pick(1, pool[0].block_size);
-        while (pool[0].block_size % k)
+        while (k > 1 && pool[0].block_size % k)
             k--;
         c->kernel_block_size = k;
     }

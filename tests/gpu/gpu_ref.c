@@ -160,7 +160,12 @@ void gpu_ref_decode(int dtype, uint64_t seqs, uint64_t q_heads, uint64_t kv_head
     double *scores = NULL;
     for (uint64_t s = 0; s < seqs; s++) {
         const uint64_t len = (uint64_t)seq_lens[s];
-        scores = realloc(scores, len * sizeof(double));
+        double *grown = realloc(scores, (len ? len : 1) * sizeof(double));
+        if (!grown) {
+            free(scores);
+            abort(); /* the reference has no way to report failure: fail loudly */
+        }
+        scores = grown;
         for (uint64_t qh = 0; qh < q_heads; qh++) {
             const uint8_t *qrow = q + (s * q_heads + qh) * d * es;
             const uint64_t h = qh / group;

@@ -66,7 +66,7 @@ static void one_round(struct worker *w, kvrt_runtime *rt, int round)
     int64_t slots[T];
     uint32_t seed = 0x9e3779b9u * (uint32_t)(w->id * 131 + round + 1);
     for (int t = 0; t < T; t++)
-        slots[t] = (int64_t)(t * 2 + (int)(next(&seed) & 1));
+        slots[t] = (int64_t)t * 2 + (int64_t)(next(&seed) & 1);
     for (int i = 0; i < T * H * D; i++) {
         kin[i] = (float)(next(&seed) % 1000);
         vin[i] = -(float)(next(&seed) % 1000);
@@ -80,7 +80,7 @@ static void one_round(struct worker *w, kvrt_runtime *rt, int round)
         kvrt_cache_read(c, 1, T, slots, k2, 0, v2, 0) != KVRT_OK ||
         kvrt_buffer_download(k2, 0, kout, bytes) != KVRT_OK || kvrt_buffer_download(v2, 0, vout, bytes) != KVRT_OK) {
         fail(w, "cache round trip");
-    } else if (memcmp(kin, kout, bytes) || memcmp(vin, vout, bytes)) {
+    } else if (memcmp(kin, kout, bytes) != 0 || memcmp(vin, vout, bytes) != 0) {
         fail(w, "read back differs from what was written");
     }
     int64_t pairs[2] = { 0, BLOCKS - 1 };

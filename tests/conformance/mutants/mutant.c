@@ -48,11 +48,13 @@ static int m_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache
                   kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
 {
     int status = tpl_read(dev, cache, cache_buf, layer, n, slots, k, k_offset, v, v_offset, err);
-    const struct kvrt_plugin_layer *L = &cache->layers[layer];
-    uint64_t row = L->head_slots * L->head_size * L->elem_size;
-    for (uint64_t t = 0; MUTANT == READ_CLOBBERS && t < n; t++)
-        if (slots[t] < 0)
-            memset(k->data + k_offset + t * row, 0, (size_t)row);
+    if (MUTANT == READ_CLOBBERS) {
+        const struct kvrt_plugin_layer *L = &cache->layers[layer];
+        uint64_t row = L->head_slots * L->head_size * L->elem_size;
+        for (uint64_t t = 0; t < n; t++)
+            if (slots[t] < 0)
+                memset(k->data + k_offset + t * row, 0, (size_t)row);
+    }
     return status;
 }
 
