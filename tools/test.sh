@@ -5,11 +5,12 @@
 #     --asan      build-asan/  gcc ASan + UBSan build, `--setup asan`
 #     --tsan      build-tsan/  clang ThreadSanitizer build, `--setup tsan`
 #     --valgrind  build/       the default build under memcheck, `--setup valgrind`
+#     --fuzz      build-fuzz/  clang libFuzzer build, the bounded `fuzz` suite
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=default
 case "${1:-}" in
-  --asan|--tsan|--valgrind) mode=${1#--}; shift ;;
+  --asan|--tsan|--valgrind|--fuzz) mode=${1#--}; shift ;;
 esac
 if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 
@@ -23,6 +24,11 @@ case $mode in
   asan)
     CC=gcc CXX=g++ bash tools/setup.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false || exit 1
     exec meson test -C build-asan --setup asan --print-errorlogs --num-processes 2 "$@" ;;
+  fuzz)
+    command -v clang >/dev/null || { echo "tools/test.sh --fuzz needs clang" >&2; exit 1; }
+    CC=clang CXX=clang++ bash tools/setup.sh build-fuzz -Dfuzzers=enabled -Dopencl=disabled \
+      -Dcuda=disabled -Drocm=disabled || exit 1
+    exec meson test -C build-fuzz --suite fuzz --print-errorlogs --num-processes 2 "$@" ;;
   tsan)
     command -v clang >/dev/null || { echo "tools/test.sh --tsan needs clang" >&2; exit 1; }
     CC=clang CXX=clang++ bash tools/setup.sh build-tsan -Db_sanitize=thread -Db_lundef=false \
