@@ -5,10 +5,17 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 
 #include "ops.h"
 
 #define CPU_BUFFER_ALIGN 64u
+/* Buffers this large are aligned to and sized in huge pages, and the kernel
+ * is asked to back them with huge pages where it does so only on request
+ * (transparent_hugepage=madvise): decode and the block operations hop
+ * between blocks all over a cache, and 4 KiB pages make every hop a TLB
+ * miss. */
+#define CPU_HUGE_PAGE (2u << 20)
 /* Large transfers are split across the pool in pieces of this many bytes. */
 #define CPU_BULK_CHUNK (4u << 20)
 
@@ -57,20 +64,24 @@ int cpu_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer
     *out = NULL;
     /* aligned_alloc wants a multiple of the alignment; a zero-byte buffer
      * still gets a distinct pointer. */
-    uint64_t rounded = bytes == 0 ? CPU_BUFFER_ALIGN
-                                  : (bytes + CPU_BUFFER_ALIGN - 1) & ~(uint64_t)(CPU_BUFFER_ALIGN - 1);
+    uint64_t align = bytes >= CPU_HUGE_PAGE ? CPU_HUGE_PAGE : CPU_BUFFER_ALIGN;
+    uint64_t rounded = bytes == 0 ? align : (bytes + align - 1) & ~(align - 1);
     if (rounded < bytes || rounded > PTRDIFF_MAX)
         return cpu_fail(err, KVRT_ERR_NOMEM,
                         "cannot allocate a buffer of %llu bytes: larger than the address space",
                         (unsigned long long)bytes);
     kvrt_plugin_buffer *buf = malloc(sizeof(*buf));
-    void *data = buf ? aligned_alloc(CPU_BUFFER_ALIGN, (size_t)rounded) : NULL;
+    void *data = buf ? aligned_alloc((size_t)align, (size_t)rounded) : NULL;
     if (!data) {
         free(buf);
         return cpu_fail(err, KVRT_ERR_NOMEM,
                         "cannot allocate a buffer of %llu bytes (%.1f MiB) in host memory",
                         (unsigned long long)bytes, (double)bytes / (1024.0 * 1024.0));
     }
+#ifdef MADV_HUGEPAGE
+    if (align == CPU_HUGE_PAGE)
+        (void)madvise(data, (size_t)rounded, MADV_HUGEPAGE); /* a hint; failure is harmless */
+#endif
     buf->data = data;
     buf->bytes = bytes;
     *out = buf;

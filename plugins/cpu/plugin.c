@@ -16,15 +16,17 @@
 
 /*
  * Most preferred first, from bench-cpu's measurements (README.md has the
- * numbers).  Write, read and decode cost the same in every layout, so the
- * order follows the block operations: pages already in staging order
- * ([H, N, C]) gather without a transpose, and a block-outermost,
- * block-compact layout makes a whole block (all layers) one run.  [N, H, C]
- * pages gather and scatter 1.3-1.9x slower (one cell at a time).
+ * numbers and the reasoning).  Write and read cost the same everywhere.
+ * Block-compact layouts come first: a page is one run, decode reads the
+ * heads of a block from one region, and mixed page sizes need them.  Among
+ * those, [H, N, C] pages gather without a transpose, and block-outermost
+ * ones make a whole block (all layers) one run.  The two layouts that
+ * scatter a block's heads across the cache (BHLNC, LHBNC) decode ~15%
+ * slower and copy in one run per head.
  */
 static const int32_t cpu_layouts[] = {
-    KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BHLNC,
-    KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LHBNC, KVRT_LAYOUT_BLNHC,
+    KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC,
+    KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
 };
 
 #define DTYPE_BIT(t) (1u << (t))
