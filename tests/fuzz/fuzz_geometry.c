@@ -636,7 +636,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     rc = kvrt_geometry_compute(&gp, &g);
     FUZZ_LOG("geometry: %s\n", rc == KVRT_OK ? "ok" : kvrt_error_message());
     check_outcome(rc, "kvrt_geometry_compute");
-    if (rc == KVRT_OK)
+    const bool have_geometry = rc == KVRT_OK;
+    if (have_geometry)
         check_geometry(&gp, &g);
 
     /* Placement reuses layout, block count and kernel block size. */
@@ -657,5 +658,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     if (fuzz_u8(&in) & 1)
         fuzz_budget(&in, &f, gp.layout);
+
+    /* Read last so that the seed format above stays stable: a view of the
+     * last layer at any base offset is placed there or refused as an
+     * overflow, never wrapped. */
+    if (have_geometry) {
+        const uint64_t base = fuzz_value(&in), l = g.num_layers - 1;
+        struct kvrt_view v;
+        rc = kvrt_geometry_layer_view(&g, base, l, &v);
+        check_outcome(rc, "kvrt_geometry_layer_view");
+        const u128 want = (u128)base + (u128)l * g.layer_stride;
+        if (rc == KVRT_OK)
+            FUZZ_CHECK(want == v.offset_bytes, "view at base %llu has offset %llu", ULL(base), ULL(v.offset_bytes));
+        else if (rc == KVRT_ERR_OVERFLOW)
+            FUZZ_CHECK(want > UINT64_MAX, "view at base %llu refused as an overflow, but it fits", ULL(base));
+    }
     return 0;
 }

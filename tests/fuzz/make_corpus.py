@@ -135,6 +135,9 @@ def geometry_corpus(vectors):
     write("geometry", "edge-tokens-per-state",
           geometry_input(dict(attn, tokens_per_state=[3, 2]), "BHLNC", 2, 5))
     write("geometry", "edge-zero", geometry_input(dict(attn, block_size=0), "LBNHC", 0, 0))
+    write("geometry", "edge-split-fixed-block",
+          geometry_input(dict(attn, block_size=64, num_kv_heads=1), "LBNHC", 2, 3, kernel=16,
+                         fixed=[None, 2048, None, None, None]))
     small = dict(attn, num_kv_heads=1)
     write("geometry", "edge-block-outer-sets",
           geometry_input(attn, "BLHNC", 2, 4, groups=[[(0, None), (0, None), (0, small)]], ids=[3, 1]))
