@@ -8,13 +8,14 @@
  *
  * Moves 1024 random 64 KiB pages (256 blocks x 4 layers of the benchmark
  * shape: 8 heads x 16 tokens x 512-byte cells) out of a 512 MiB cache into a
- * packed staging buffer, on 2 threads, four ways:
+ * packed staging buffer, on 2 threads, six ways:
  *   page/memcpy      one memcpy per page (an [H, N, C] page: LBHNC gather)
  *   page/stream      the same with non-temporal (streaming) stores
  *   nhc/staging+mc   an [N, H, C] page transposed cell by cell in staging
  *                    order with memcpy (what kvrt-cpu's plan does today)
- *   nhc/cache+stream the same transposition walked in cache (memory) order
- *                    with streaming stores
+ *   nhc/staging+st   the same with streaming stores
+ *   nhc/cache+mc     the transposition walked in cache (memory) order, memcpy
+ *   nhc/cache+st     the same with streaming stores
  * Each round runs every variant once (interleaved, so they share the
  * machine's load); best and median GB/s and the ratio of the best to the
  * best memcpy are printed.
@@ -60,9 +61,18 @@ static void stream_copy(unsigned char *d, const unsigned char *s, size_t n)
     }
 }
 
-enum variant { PAGE_MEMCPY, PAGE_STREAM, NHC_STAGING_MEMCPY, NHC_CACHE_STREAM, NUM_VARIANTS };
-static const char *const names[NUM_VARIANTS] = {"page/memcpy", "page/stream", "nhc/staging+mc",
-                                                "nhc/cache+stream"};
+enum variant {
+    PAGE_MEMCPY,
+    PAGE_STREAM,
+    NHC_STAGING_MEMCPY,
+    NHC_STAGING_STREAM,
+    NHC_CACHE_MEMCPY,
+    NHC_CACHE_STREAM,
+    NUM_VARIANTS
+};
+static const char *const names[NUM_VARIANTS] = {"page/memcpy",    "page/stream",
+                                                "nhc/staging+mc", "nhc/staging+st",
+                                                "nhc/cache+mc",   "nhc/cache+st"};
 
 struct task {
     unsigned begin, end;
@@ -83,14 +93,28 @@ static void *work(void *arg)
             stream_copy(d, s, PAGE);
             break;
         case NHC_STAGING_MEMCPY: /* staging [h][n] <- cache [n][h] */
+        case NHC_STAGING_STREAM:
             for (unsigned h = 0; h < HEADS; h++)
-                for (unsigned n = 0; n < TOKENS; n++)
-                    memcpy(d + (h * TOKENS + n) * CELL, s + (n * HEADS + h) * CELL, CELL);
+                for (unsigned n = 0; n < TOKENS; n++) {
+                    unsigned char *dc = d + (h * TOKENS + n) * CELL;
+                    const unsigned char *sc = s + (n * HEADS + h) * CELL;
+                    if (t->v == NHC_STAGING_MEMCPY)
+                        memcpy(dc, sc, CELL);
+                    else
+                        stream_copy(dc, sc, CELL);
+                }
             break;
+        case NHC_CACHE_MEMCPY:
         case NHC_CACHE_STREAM:
             for (unsigned n = 0; n < TOKENS; n++)
-                for (unsigned h = 0; h < HEADS; h++)
-                    stream_copy(d + (h * TOKENS + n) * CELL, s + (n * HEADS + h) * CELL, CELL);
+                for (unsigned h = 0; h < HEADS; h++) {
+                    unsigned char *dc = d + (h * TOKENS + n) * CELL;
+                    const unsigned char *sc = s + (n * HEADS + h) * CELL;
+                    if (t->v == NHC_CACHE_MEMCPY)
+                        memcpy(dc, sc, CELL);
+                    else
+                        stream_copy(dc, sc, CELL);
+                }
             break;
         default:
             break;
