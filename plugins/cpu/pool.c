@@ -133,16 +133,20 @@ void cpu_pool_destroy(struct cpu_pool *pool)
 {
     if (!pool)
         return;
-    pthread_mutex_lock(&pool->lock);
-    pool->stop = true;
-    pthread_cond_broadcast(&pool->wake);
-    pthread_mutex_unlock(&pool->lock);
-    for (unsigned i = 0; i < pool->started; i++)
-        pthread_join(pool->workers[i], NULL);
-    pthread_cond_destroy(&pool->done);
-    pthread_cond_destroy(&pool->wake);
-    pthread_mutex_destroy(&pool->lock);
-    pthread_mutex_destroy(&pool->submit);
+    /* In a forked child the workers do not exist and the locks may have
+     * been copied held: only the memory is ours to release. */
+    if (pool->pid == getpid()) {
+        pthread_mutex_lock(&pool->lock);
+        pool->stop = true;
+        pthread_cond_broadcast(&pool->wake);
+        pthread_mutex_unlock(&pool->lock);
+        for (unsigned i = 0; i < pool->started; i++)
+            pthread_join(pool->workers[i], NULL);
+        pthread_cond_destroy(&pool->done);
+        pthread_cond_destroy(&pool->wake);
+        pthread_mutex_destroy(&pool->lock);
+        pthread_mutex_destroy(&pool->submit);
+    }
     free(pool->workers);
     free(pool);
 }

@@ -7,8 +7,8 @@
  * balance themselves.  One job runs on the pool at a time: a thread that
  * submits while another job is running does its whole job alone instead of
  * waiting, which keeps concurrent submitters correct and both cores busy.
- * A child process forked from the owner has no workers and runs every job
- * inline.
+ * A child process forked from the owner has no workers: it runs every job
+ * inline, and destroying the pool there only frees memory.
  */
 #ifndef KVRT_CPU_POOL_H
 #define KVRT_CPU_POOL_H
