@@ -11,7 +11,7 @@
 
 #include <math.h>
 
-#include <kvrt/dtype.h>
+#include <kvrt/plugin.h>
 
 #include "convert.h"
 
