@@ -174,7 +174,7 @@ static double bench_memcpy(uint64_t bytes, int threads)
     unsigned char *src = malloc(bytes), *dst = malloc(bytes);
     memset(src, 1, bytes);
     memset(dst, 2, bytes);
-    double t[64];
+    double t[64] = {0};
     for (int r = 0; r < reps; r++) {
         flush_caches();
         double t0 = now();
@@ -361,7 +361,7 @@ int main(int argc, char **argv)
             /* memcpy of the same bytes, timed alternately with the op, so a
              * busy or throttled machine moves both numbers together. */
             uint64_t bytes = op_bytes(ops[o]);
-            double t_op[64], t_mc[64], t_cpu[64];
+            double t_op[64] = {0}, t_mc[64] = {0}, t_cpu[64] = {0};
             check(run_op(&x, ops[o]), ops[o]); /* warm-up: code, page tables */
             for (int r = 0; r < reps; r++) {
                 flush_caches();
