@@ -638,7 +638,7 @@ def svg_chart(rows, path, title):
                 s.append('<text x="%.1f" y="%.1f" text-anchor="middle" font-size="9">%s</text>'
                          % (x + bw / 2, y(val) - 2, ("%.2f" % val) if val >= 0.1 else ("%.3f" % val)))
         s.append('<text x="%d" y="%d"><tspan font-weight="bold" font-size="12">%s</tspan>'
-                 '<tspan fill="#555" font-size="9">   GB/s as a ratio to libc memcpy (1 thread) measured in the same rounds</tspan></text>'
+                 '<tspan dx="10" fill="#555" font-size="9">GB/s as a ratio to libc memcpy (1 thread) measured in the same rounds</tspan></text>'
                  % (left, y0 - 2, op))
     s.append("</svg>")
     with open(path, "w") as f:
@@ -694,7 +694,7 @@ def update_benchmarks_md(path, text):
 
 
 def main():
-    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap = argparse.ArgumentParser(prog="bench/run.sh", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--build", default=os.path.join(ROOT, "build"), help="kvrt build folder (default: build)")
     ap.add_argument("--layout", action="append", choices=LAYOUTS, help="layout to run; repeat (default: all six)")
     ap.add_argument("--op", action="append", choices=OPS, help="operation to run; repeat (default: all)")

@@ -15,6 +15,9 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 py=/usr/bin/python3
+case "${1:-}" in
+  -h|--help) exec "$py" bench/compare.py --help ;;
+esac
 if [ ! -x "$py" ]; then
   echo "bench: error: $py not found: install python3 (Debian's python3-torch is only visible to it)" >&2
   exit 2
