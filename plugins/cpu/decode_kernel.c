@@ -95,14 +95,18 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
         const bool pair = u + 1 < n;
         const unsigned char *k0 = k + u * stride, *k1 = pair ? k0 + stride : k0;
         vec8 a[4][4], b[4][4];
+        #pragma GCC unroll 8
         for (int i = 0; i < 4; i++)
+            #pragma GCC unroll 8
             for (int j = 0; j < 4; j++)
                 a[i][j] = b[i][j] = v8_zero();
         uint64_t c = 0;
         for (; c + (uint64_t)lanes <= full; c += (uint64_t)lanes)
+            #pragma GCC unroll 8
             for (int j = 0; j < lanes; j++) {
                 vec8 x0 = v8_load_elems(dtype, k0 + (c + (uint64_t)j) * 8 * e);
                 vec8 x1 = v8_load_elems(dtype, k1 + (c + (uint64_t)j) * 8 * e);
+                #pragma GCC unroll 8
                 for (int i = 0; i < qb; i++) {
                     vec8 qv = v8_load(q + (uint64_t)i * dp + (c + (uint64_t)j) * 8);
                     a[i][j] = v8_fma(qv, x0, a[i][j]);
@@ -112,6 +116,7 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
         for (; c < full; c++) {
             vec8 x0 = v8_load_elems(dtype, k0 + c * 8 * e);
             vec8 x1 = v8_load_elems(dtype, k1 + c * 8 * e);
+            #pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
                 vec8 qv = v8_load(q + (uint64_t)i * dp + c * 8);
                 a[i][0] = v8_fma(qv, x0, a[i][0]);
@@ -121,6 +126,7 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
         if (rest) {
             vec8 x0 = v8_load_partial(dtype, k0 + full * 8 * e, rest);
             vec8 x1 = v8_load_partial(dtype, k1 + full * 8 * e, rest);
+            #pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
                 vec8 qv = v8_load(q + (uint64_t)i * dp + full * 8);
                 a[i][0] = v8_fma(qv, x0, a[i][0]);
@@ -128,9 +134,11 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
             }
         }
         vec8 sa[4], sb[4];
+        #pragma GCC unroll 8
         for (int i = 0; i < qb; i++) {
             sa[i] = a[i][0];
             sb[i] = b[i][0];
+            #pragma GCC unroll 8
             for (int j = 1; j < lanes; j++) {
                 sa[i] = v8_add(sa[i], a[i][j]);
                 sb[i] = v8_add(sb[i], b[i][j]);
@@ -139,14 +147,17 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
         float r[4];
         if (qb == 4) {
             v8_hsum4(sa, r);
+            #pragma GCC unroll 8
             for (int i = 0; i < 4; i++)
                 sc[i * TILE + u] = r[i];
             if (pair) {
                 v8_hsum4(sb, r);
+                #pragma GCC unroll 8
                 for (int i = 0; i < 4; i++)
                     sc[i * TILE + u + 1] = r[i];
             }
         } else {
+            #pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
                 sc[i * TILE + u] = v8_hsum(sa[i]);
                 if (pair)
@@ -162,6 +173,7 @@ CPU_INLINE void values_chunk(int32_t dtype, int qb, float *acc, uint64_t dvp, co
                              const unsigned char *vc, uint64_t stride, uint64_t n, uint64_t w)
 {
     vec8 a[4], b[4];
+    #pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         a[i] = i < qb ? v8_load(acc + (uint64_t)i * dvp) : v8_zero();
         b[i] = v8_zero();
@@ -169,6 +181,7 @@ CPU_INLINE void values_chunk(int32_t dtype, int qb, float *acc, uint64_t dvp, co
     for (uint64_t u = 0; u < n; u++) {
         vec8 x = w == 8 ? v8_load_elems(dtype, vc + u * stride)
                         : v8_load_partial(dtype, vc + u * stride, w);
+        #pragma GCC unroll 8
         for (int i = 0; i < qb; i++) {
             if (u & 1)
                 b[i] = v8_fma(v8_set1(p[i * TILE + u]), x, b[i]);
@@ -176,6 +189,7 @@ CPU_INLINE void values_chunk(int32_t dtype, int qb, float *acc, uint64_t dvp, co
                 a[i] = v8_fma(v8_set1(p[i * TILE + u]), x, a[i]);
         }
     }
+    #pragma GCC unroll 8
     for (int i = 0; i < qb; i++)
         v8_store(acc + (uint64_t)i * dvp, v8_add(a[i], b[i]));
 }
@@ -195,21 +209,28 @@ CPU_INLINE void tile_values(int32_t dtype, int qb, float *acc, uint64_t dvp, con
     uint64_t c = 0;
     for (; c + (uint64_t)width <= full; c += (uint64_t)width) {
         vec8 a[4][8];
+        #pragma GCC unroll 8
         for (int i = 0; i < qb; i++)
+            #pragma GCC unroll 8
             for (int j = 0; j < width; j++)
                 a[i][j] = v8_load(acc + (uint64_t)i * dvp + (c + (uint64_t)j) * 8);
         const unsigned char *vc = v + c * 8 * e;
         for (uint64_t u = 0; u < n; u++, vc += stride) {
             vec8 pb[4];
+            #pragma GCC unroll 8
             for (int i = 0; i < qb; i++)
                 pb[i] = v8_set1(p[i * TILE + u]);
+            #pragma GCC unroll 8
             for (int j = 0; j < width; j++) {
                 vec8 x = v8_load_elems(dtype, vc + (uint64_t)j * 8 * e);
+                #pragma GCC unroll 8
                 for (int i = 0; i < qb; i++)
                     a[i][j] = v8_fma(pb[i], x, a[i][j]);
             }
         }
+        #pragma GCC unroll 8
         for (int i = 0; i < qb; i++)
+            #pragma GCC unroll 8
             for (int j = 0; j < width; j++)
                 v8_store(acc + (uint64_t)i * dvp + (c + (uint64_t)j) * 8, a[i][j]);
     }

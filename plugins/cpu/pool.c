@@ -64,6 +64,9 @@ static void *worker_main(void *arg)
             break;
         seen = pool->generation;
         struct cpu_job *job = pool->job;
+        if (!job)
+            continue; /* woke after the submitter finished the job alone */
+        pool->busy++;
         pthread_mutex_unlock(&pool->lock);
 
         /* Worker ids in the order workers arrive, so the ids in use are
@@ -179,7 +182,7 @@ void cpu_pool_run(struct cpu_pool *pool, uint64_t n, uint64_t grain, cpu_task_fn
 
     pthread_mutex_lock(&pool->lock);
     pool->job = &job;
-    pool->busy = pool->started;
+    pool->busy = 0; /* counted by the workers that pick the job up */
     pool->generation++;
     pthread_cond_broadcast(&pool->wake);
     pthread_mutex_unlock(&pool->lock);
@@ -188,9 +191,9 @@ void cpu_pool_run(struct cpu_pool *pool, uint64_t n, uint64_t grain, cpu_task_fn
 
     /* `job` lives on this stack: wait until no worker can touch it. */
     pthread_mutex_lock(&pool->lock);
+    pool->job = NULL; /* a worker not awake yet skips this job */
     while (pool->busy > 0)
         pthread_cond_wait(&pool->done, &pool->lock);
-    pool->job = NULL;
     pthread_mutex_unlock(&pool->lock);
     pthread_mutex_unlock(&pool->submit);
 }
