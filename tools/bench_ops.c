@@ -47,7 +47,7 @@ double bench_memcpy_gbps(uint64_t bytes, unsigned repeat)
         memcpy(dst, src, bytes);
         double t = cli_now() - t0;
         best = t < best ? t : best;
-        src[i % bytes] ^= dst[(i * 4099) % bytes]; /* the copy is used */
+        src[i % bytes] ^= dst[((size_t)i * 4099) % bytes]; /* the copy is used */
     }
     free(src);
     free(dst);
@@ -57,13 +57,16 @@ double bench_memcpy_gbps(uint64_t bytes, unsigned repeat)
 /* Distinct random block ids 0..num_blocks-1, the first n of a shuffle. */
 static int64_t *random_blocks(struct numeric_rng *rng, uint64_t num_blocks, uint64_t n)
 {
-    int64_t *ids = malloc(num_blocks * sizeof(*ids));
+    /* calloc: every entry is defined even where the analyser cannot follow
+     * the fill loop (callers read the first n, n <= num_blocks). */
+    int64_t *ids = calloc(num_blocks, sizeof(*ids));
     if (!ids)
         return NULL;
     for (uint64_t i = 0; i < num_blocks; i++)
         ids[i] = (int64_t)i;
-    for (uint64_t i = 0; i < n; i++) {
-        uint64_t j = i + numeric_next(rng) % (num_blocks - i);
+    /* left = num_blocks - i, the ids not yet drawn: never 0 while i < n. */
+    for (uint64_t i = 0, left = num_blocks; i < n && left > 0; i++, left--) {
+        uint64_t j = i + numeric_next(rng) % left;
         int64_t t = ids[i];
         ids[i] = ids[j];
         ids[j] = t;

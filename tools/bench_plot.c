@@ -51,7 +51,8 @@ int bench_plot_svg(const char *path, double memcpy_gbps, const struct bench_resu
         return CLI_EXIT_USAGE;
     svg_text(&s, LEFT, 24, 15, "start", "#222", "kvrt bench: GB/s per operation and layout (higher is better)");
     /* Axis and grid. */
-    for (double v = 0; v <= top + step / 2; v += step) {
+    for (unsigned t = 0; (double)t * step <= top + step / 2; t++) {
+        const double v = (double)t * step;
         double y = TOP + PLOT_H - v / top * PLOT_H;
         svg_line(&s, LEFT, y, width - 150, y, "#dddddd", 1, NULL);
         svg_text(&s, LEFT - 6, y + 4, 11, "end", "#444", "%g", v);
@@ -68,8 +69,8 @@ int bench_plot_svg(const char *path, double memcpy_gbps, const struct bench_resu
         const double x0 = LEFT + GROUP_GAP / 2 + (double)g * group_w;
         if (fresh)
             svg_text(&s, x0 + (double)most * BAR_W / 2, TOP + PLOT_H + 18, 12, "middle", "#222", "%s%s%s",
-                     bench_op_names[r[i].op], n && strcmp(r[0].backend, r[n - 1].backend) ? " / " : "",
-                     n && strcmp(r[0].backend, r[n - 1].backend) ? r[i].backend : "");
+                     bench_op_names[r[i].op], n && strcmp(r[0].backend, r[n - 1].backend) != 0 ? " / " : "",
+                     n && strcmp(r[0].backend, r[n - 1].backend) != 0 ? r[i].backend : "");
         const double x = x0 + (double)k * BAR_W;
         if (r[i].skipped) {
             svg_text(&s, x + BAR_W / 2, TOP + PLOT_H - 4, 9, "middle", "#888", "n/a");

@@ -385,11 +385,13 @@ static int explain_run(int argc, char **argv)
     if (code == CLI_EXIT_OK && (rc = kvrt_runtime_open(NULL, &e.rt)) != KVRT_OK)
         code = cli_fail_status(rc);
     if (code == CLI_EXIT_OK && e.num_backends == 0) {
-        const char *name;
+        const char *name = NULL;
         if ((rc = kvrt_runtime_default_backend(e.rt, &name)) != KVRT_OK)
             code = cli_fail_status(rc);
-        e.backends[e.num_backends++] = name;
-        e.backend_source = getenv(KVRT_BACKEND_ENV) && *getenv(KVRT_BACKEND_ENV)
+        else
+            e.backends[e.num_backends++] = name;
+        const char *env = getenv(KVRT_BACKEND_ENV);
+        e.backend_source = env && *env
                                ? "named by " KVRT_BACKEND_ENV
                                : "the first available in priority order cuda, rocm, opencl, others, cpu";
     } else {

@@ -234,16 +234,19 @@ static int from_flags(struct cli_model_flags *f, bool defaults, struct kvrt_mode
     struct kvrt_model *m = calloc(1, sizeof(*m));
     struct kvrt_model_group *g = calloc(1, sizeof(*g));
     struct kvrt_layer_entry *layers = calloc(f->layers, sizeof(*layers));
-    if (m)
-        m->groups = g;
-    if (g)
-        g->layers = layers;
-    bool ok = m && g && layers && (m->name = strdup("flags")) && (m->source = strdup("(flags)")) &&
+    if (!m || !g || !layers) {
+        free(m);
+        free(g);
+        free(layers);
+        return cli_error(CLI_EXIT_INTERNAL, "%s: out of memory", f->command);
+    }
+    m->groups = g;
+    g->layers = layers;
+    m->num_groups = 1;
+    bool ok = (m->name = strdup("flags")) && (m->source = strdup("(flags)")) &&
               (m->format = strdup("flags")) && (m->architecture = strdup("")) &&
               (g->name = strdup("layers")) && (g->what = strdup(s->kind == KVRT_SPEC_STATE ? "state"
                                                                                            : "attention"));
-    if (m && g)
-        m->num_groups = 1;
     for (uint64_t i = 0; ok && i < f->layers; i++) {
         char name[32];
         snprintf(name, sizeof(name), "layer.%" PRIu64, i);
@@ -252,12 +255,7 @@ static int from_flags(struct cli_model_flags *f, bool defaults, struct kvrt_mode
         g->num_layers = i + 1;
     }
     if (!ok) {
-        if (m)
-            kvrt_model_free(m);
-        else {
-            free(g);
-            free(layers);
-        }
+        kvrt_model_free(m);
         return cli_error(CLI_EXIT_INTERNAL, "%s: out of memory", f->command);
     }
     m->num_layers = f->layers;

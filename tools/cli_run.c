@@ -239,8 +239,8 @@ static int set_up(struct run_request *r, struct run_state *s)
     } else {
         if ((rc = kvrt_runtime_default_backend(s->rt, &s->backend_name)) != KVRT_OK)
             return cli_fail_status(rc);
-        s->backend_source = getenv(KVRT_BACKEND_ENV) && *getenv(KVRT_BACKEND_ENV) ? KVRT_BACKEND_ENV
-                                                                                  : "first available";
+        const char *env = getenv(KVRT_BACKEND_ENV);
+        s->backend_source = env && *env ? KVRT_BACKEND_ENV : "first available";
     }
     if ((code = choose_layout(r, s)) != CLI_EXIT_OK)
         return code;

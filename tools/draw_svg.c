@@ -51,17 +51,20 @@ static double x_of(const struct geom *g, uint64_t offset)
 
 static double y_of(const struct geom *g, uint64_t offset)
 {
-    return g->y0 + (double)(offset / g->row_bytes) * ROW_H;
+    const uint64_t row = offset / g->row_bytes; /* whole rows */
+    return g->y0 + (double)row * ROW_H;
 }
 
 /* Call fn for each row-bounded segment of [offset, offset + length). */
+/* seg_off and seg_len name the loop variables it declares, so they cannot
+ * be parenthesised there. */
 #define FOR_SEGMENTS(g, offset, length, seg_off, seg_len)                                              \
-    for (uint64_t seg_off = (offset), seg_end_ = (offset) + (length), seg_len;                          \
-         seg_off < seg_end_ &&                                                                          \
-         ((seg_len = ((seg_off / (g)->row_bytes + 1) * (g)->row_bytes < seg_end_                        \
-                          ? (seg_off / (g)->row_bytes + 1) * (g)->row_bytes                             \
-                          : seg_end_) - seg_off), 1);                                                   \
-         seg_off += seg_len)
+    for (uint64_t seg_off = (offset), seg_end_ = (offset) + (length), seg_len; /* NOLINT(bugprone-macro-parentheses): declares the named variables */ \
+         (seg_off) < seg_end_ &&                                                                        \
+         (((seg_len) = (((seg_off) / (g)->row_bytes + 1) * (g)->row_bytes < seg_end_                    \
+                            ? ((seg_off) / (g)->row_bytes + 1) * (g)->row_bytes                         \
+                            : seg_end_) - (seg_off)), 1);                                               \
+         (seg_off) += (seg_len))
 
 static void draw_piece(struct svg *s, const struct geom *g, const struct draw_map *m, const struct draw_piece *p,
                        bool stripes)
@@ -147,6 +150,8 @@ static void legend(struct svg *s, const struct draw_map *m, const struct kvrt_mo
         for (size_t i = 0; i < m->num_pieces && !p; i++)
             if (m->pieces[i].layer == l)
                 p = &m->pieces[i];
+        if (!p) /* no piece of this layer in the map: nothing to show */
+            continue;
         struct draw_piece tmp = *p;
         char fill[8];
         for (uint64_t b = 0; b < 3 && b < m->num_blocks; b++) {
@@ -170,8 +175,10 @@ static void legend(struct svg *s, const struct draw_map *m, const struct kvrt_mo
         "grey: padding or bytes of no page",
         "one row = one page of the largest set",
     };
-    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++, y += 14)
+    for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
         svg_text(s, x, y, 10, "start", "#333", "%s", lines[i]);
+        y += 14;
+    }
     (void)model;
 }
 
@@ -228,7 +235,7 @@ int draw_svg(const struct draw_map *m, const struct kvrt_model *model, const cha
                 svg_text(&s, LEFT - 6, geo.y0 + (double)r * ROW_H + 8.5, 8, "end", "#555", "%" PRIu64,
                          r * m->row_bytes);
         }
-        const bool stripes = m->heads_max * m->num_blocks <= MAX_STRIPES_PER_ROW * 8;
+        const bool stripes = m->heads_max * m->num_blocks <= (uint64_t)MAX_STRIPES_PER_ROW * 8;
         for (size_t i = 0; i < m->num_pieces; i++)
             if (m->pieces[i].group == g)
                 draw_piece(&s, &geo, m, &m->pieces[i], stripes);

@@ -273,7 +273,7 @@ static int state_bytes(struct hf *h, enum layer_kind kind, uint64_t *bytes, char
     } else {
         uint64_t hidden, expand, d_state, heads, d_head, groups;
         bool mamba2;
-        if ((rc = model_get_u64(c, r, "", "hidden_size", 1, MAX_STATE_DIM * 16, &hidden)) ||
+        if ((rc = model_get_u64(c, r, "", "hidden_size", 1, (uint64_t)MAX_STATE_DIM * 16, &hidden)) ||
             (rc = model_get_u64(c, r, "", "mamba_d_state", 1, MAX_STATE_DIM, &d_state)) ||
             (rc = model_get_u64(c, r, "", "mamba_d_conv", 2, 64, &kernel)) ||
             (rc = model_get_u64(c, r, "", "mamba_expand", 1, 64, &expand)) ||
@@ -333,7 +333,7 @@ static int unify_pages(struct hf *h, uint64_t state_max)
         model_note(h->m, "block size raised from %llu to %llu tokens so that one attention page "
                    "(%llu bytes) holds one state page (%llu bytes), as vLLM does for hybrid models",
                    (unsigned long long)h->block_size, (unsigned long long)needed,
-                   (unsigned long long)(needed * per_token), (unsigned long long)state_max);
+                   (unsigned long long)needed * per_token, (unsigned long long)state_max);
         h->block_size = needed;
     }
     return KVRT_OK;

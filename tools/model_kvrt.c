@@ -181,6 +181,7 @@ static int parse_group(const struct model_ctx *c, const json_t *g, size_t index,
     char spec_where[80];
     snprintf(spec_where, sizeof(spec_where), "%sspec", w);
     struct kvrt_spec spec;
+    memset(&spec, 0, sizeof(spec)); /* defined even on a path where model_fail's status were 0 */
     if ((rc = parse_spec(c, json_object_get(g, "spec"), spec_where, d, opt, &spec)))
         return rc;
     const json_t *layers = json_object_get(g, "layers");

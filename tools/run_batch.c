@@ -57,7 +57,13 @@ int run_batch_create(const struct kvrt_model *m, uint64_t seqs, uint64_t context
         }
         /* A partial Fisher-Yates shuffle: each draw is a fresh block. */
         for (uint64_t i = 0; i < n; i++, next++) {
-            uint64_t j = next + numeric_next(rng) % (num_blocks - next);
+            const uint64_t left = num_blocks - next; /* blocks not yet drawn */
+            if (left == 0) { /* the caller gave too few blocks */
+                free(ids);
+                run_batch_free(out);
+                return KVRT_ERR_INVALID;
+            }
+            uint64_t j = next + numeric_next(rng) % left;
             uint32_t tmp = ids[next];
             ids[next] = ids[j];
             ids[j] = tmp;

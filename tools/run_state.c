@@ -197,9 +197,10 @@ int run_state_groups(struct run_ctx *ctx, struct run_totals *t)
                          (unsigned long long)bytes);
     }
     if (rc == KVRT_OK) {
-        ps.expect = calloc(bytes, 1);
-        ps.got = malloc(bytes);
-        ps.again = malloc(bytes);
+        const size_t alloc = bytes ? bytes : 1; /* no zero-byte allocation (NULL would read as NOMEM) */
+        ps.expect = calloc(alloc, 1);
+        ps.got = malloc(alloc);
+        ps.again = malloc(alloc);
         rc = ps.expect && ps.got && ps.again ? kvrt_buffer_create(ctx->backend, bytes, &ps.staging)
                                              : KVRT_ERR_NOMEM;
     }

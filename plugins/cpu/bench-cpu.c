@@ -288,7 +288,10 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench-cpu: %s\n", dlerror());
         return 1;
     }
-    kvrt_plugin_entry_fn entry = (kvrt_plugin_entry_fn)(uintptr_t)dlsym(h, KVRT_PLUGIN_ENTRY_SYMBOL);
+    /* memcpy: ISO C has no cast from void * to a function pointer. */
+    void *sym = dlsym(h, KVRT_PLUGIN_ENTRY_SYMBOL);
+    kvrt_plugin_entry_fn entry;
+    memcpy(&entry, &sym, sizeof(entry));
     if (!entry) {
         fprintf(stderr, "bench-cpu: %s\n", dlerror());
         return 1;
@@ -314,7 +317,7 @@ int main(int argc, char **argv)
     memset(mc_dst, 2, mc_bytes);
 
     for (int lay = 0; lay < 6; lay++) {
-        if (only_layout && strcmp(only_layout, layout_names[lay]))
+        if (only_layout && strcmp(only_layout, layout_names[lay]) != 0)
             continue;
         bi.layout = lay;
         check(desc->bind(&bi, &dev, &err), "bind");
@@ -342,9 +345,9 @@ int main(int argc, char **argv)
             x.slots[t] = perm[t / BLOCK] * BLOCK + t % BLOCK;
         x.blocks = malloc(GATHER_BLOCKS * sizeof(int64_t));
         memcpy(x.blocks, perm, GATHER_BLOCKS * sizeof(int64_t));
-        x.pairs = malloc(2 * COPY_PAIRS * sizeof(int64_t));
+        x.pairs = malloc((size_t)2 * COPY_PAIRS * sizeof(int64_t));
         for (int i = 0; i < COPY_PAIRS; i++) {
-            x.pairs[2 * i] = perm[i];
+            x.pairs[(size_t)2 * i] = perm[i];
             x.pairs[2 * i + 1] = perm[COPY_PAIRS + i];
         }
         x.tables = malloc((size_t)DEC_SEQS * (DEC_LEN / BLOCK) * sizeof(int32_t));
@@ -356,7 +359,7 @@ int main(int argc, char **argv)
         }
 
         for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
-            if (only_op && strcmp(only_op, ops[o]))
+            if (only_op && strcmp(only_op, ops[o]) != 0)
                 continue;
             /* memcpy of the same bytes, timed alternately with the op, so a
              * busy or throttled machine moves both numbers together. */

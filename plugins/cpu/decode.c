@@ -108,7 +108,7 @@ int cpu_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
     job.scratch = aligned_alloc(64, threads * job.scratch_floats * sizeof(float));
     if (!job.scratch)
         return cpu_fail(err, KVRT_ERR_NOMEM, "decode: cannot allocate %llu bytes of scratch",
-                        (unsigned long long)(threads * job.scratch_floats * sizeof(float)));
+                        (unsigned long long)threads * job.scratch_floats * sizeof(float));
 
     /* Items are small and uneven (sequence lengths differ): hand them out
      * one at a time, unless the whole job is too small to share. */

@@ -66,10 +66,13 @@ static inline struct tile tile_at(const struct cpu_decode_job *job, const int32_
 static inline void prefetch_tile(struct tile tl, uint64_t stride, uint64_t bytes)
 {
     for (uint64_t u = 0; u < tl.n; u++) {
-        uintptr_t a = (uintptr_t)(tl.cell + u * stride) & ~(uintptr_t)63;
-        uintptr_t end = (uintptr_t)(tl.cell + u * stride) + bytes;
-        for (; a < end; a += 64)
-            PREFETCH((const void *)a);
+        /* From the start of the cache line that holds the row: pointer
+         * arithmetic, no integer-to-pointer cast (cache buffers are 64-byte
+         * aligned, so the line start stays inside the buffer). */
+        const unsigned char *row = tl.cell + u * stride;
+        const unsigned char *end = row + bytes;
+        for (const unsigned char *a = row - ((uintptr_t)row & 63); a < end; a += 64)
+            PREFETCH(a);
     }
 }
 
@@ -149,19 +152,19 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
             v8_hsum4(sa, r);
             #pragma GCC unroll 8
             for (int i = 0; i < 4; i++)
-                sc[i * TILE + u] = r[i];
+                sc[(size_t)i * TILE + u] = r[i];
             if (pair) {
                 v8_hsum4(sb, r);
                 #pragma GCC unroll 8
                 for (int i = 0; i < 4; i++)
-                    sc[i * TILE + u + 1] = r[i];
+                    sc[(size_t)i * TILE + u + 1] = r[i];
             }
         } else {
             #pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
-                sc[i * TILE + u] = v8_hsum(sa[i]);
+                sc[(size_t)i * TILE + u] = v8_hsum(sa[i]);
                 if (pair)
-                    sc[i * TILE + u + 1] = v8_hsum(sb[i]);
+                    sc[(size_t)i * TILE + u + 1] = v8_hsum(sb[i]);
             }
         }
     }
@@ -184,9 +187,9 @@ CPU_INLINE void values_chunk(int32_t dtype, int qb, float *acc, uint64_t dvp, co
         #pragma GCC unroll 8
         for (int i = 0; i < qb; i++) {
             if (u & 1)
-                b[i] = v8_fma(v8_set1(p[i * TILE + u]), x, b[i]);
+                b[i] = v8_fma(v8_set1(p[(size_t)i * TILE + u]), x, b[i]);
             else
-                a[i] = v8_fma(v8_set1(p[i * TILE + u]), x, a[i]);
+                a[i] = v8_fma(v8_set1(p[(size_t)i * TILE + u]), x, a[i]);
         }
     }
     #pragma GCC unroll 8
@@ -219,7 +222,7 @@ CPU_INLINE void tile_values(int32_t dtype, int qb, float *acc, uint64_t dvp, con
             vec8 pb[4];
             #pragma GCC unroll 8
             for (int i = 0; i < qb; i++)
-                pb[i] = v8_set1(p[i * TILE + u]);
+                pb[i] = v8_set1(p[(size_t)i * TILE + u]);
             #pragma GCC unroll 8
             for (int j = 0; j < width; j++) {
                 vec8 x = v8_load_elems(dtype, vc + (uint64_t)j * 8 * e);

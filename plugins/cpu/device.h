@@ -19,7 +19,7 @@
 
 /* Work smaller than this runs on the calling thread: waking a worker costs
  * more than it saves. */
-#define CPU_PARALLEL_MIN_BYTES (256u * 1024u)
+#define CPU_PARALLEL_MIN_BYTES ((uint64_t)256 * 1024)
 
 struct kvrt_plugin_device {
     int32_t layout;

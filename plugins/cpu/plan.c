@@ -280,7 +280,7 @@ void cpu_plan_run(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu
     uint64_t total = items * plan->block_bytes;
     /* Several chunks per thread, none too small to be worth a wake-up: a
      * thread the scheduler holds back leaves its share to the others. */
-    uint64_t grain = total / (8u * cpu_threads(dev)) + 1;
+    uint64_t grain = total / ((uint64_t)8 * cpu_threads(dev)) + 1;
     if (grain < CPU_PARALLEL_MIN_BYTES)
         grain = CPU_PARALLEL_MIN_BYTES;
     cpu_pool_run(dev->pool, total, grain, plan_task, &job);

@@ -96,7 +96,7 @@ static int token_op(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cac
     uint64_t min_tokens = CPU_PARALLEL_MIN_BYTES / (token_bytes ? token_bytes : 1) + 1;
     /* Several chunks per thread: skipped slots and a thread the scheduler
      * holds back balance out. */
-    uint64_t grain = num_tokens / (8u * cpu_threads(dev)) + 1;
+    uint64_t grain = num_tokens / ((uint64_t)8 * cpu_threads(dev)) + 1;
     if (grain < min_tokens)
         grain = min_tokens;
     cpu_pool_run(dev->pool, num_tokens, grain, token_task, &job);
