@@ -59,10 +59,12 @@ static int bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **o
 #endif
 }
 
+#ifndef VARIANT_NOUNBIND
 static void unbind(kvrt_plugin_device *dev)
 {
     free(dev);
 }
+#endif
 
 static int buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out, kvrt_plugin_error *err)
 {
