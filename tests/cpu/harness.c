@@ -1,6 +1,7 @@
 #include "harness.h"
 
 #include <dlfcn.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -141,10 +142,17 @@ uint64_t cell_offset(const struct test_cache *c, uint64_t l, uint64_t vb, uint64
     return ly->offset + vb * ly->stride_block + h * ly->stride_head + n * ly->stride_state;
 }
 
-static uint64_t rng_state = 0x2545f4914f6cdd1dull;
+/* One generator per thread, each with its own seed: the concurrency test's
+ * workers must not share state (a data race) nor draw the same data (a
+ * worker writing into another's cache would then go unnoticed).  The first
+ * thread to draw gets the historical seed, so single-threaded runs repeat. */
+static _Thread_local uint64_t rng_state;
+static atomic_uint rng_threads;
 
 uint64_t rnd(void)
 {
+    if (rng_state == 0)
+        rng_state = 0x2545f4914f6cdd1dull + 0x9e3779b97f4a7c15ull * atomic_fetch_add(&rng_threads, 1u);
     rng_state ^= rng_state >> 12;
     rng_state ^= rng_state << 25;
     rng_state ^= rng_state >> 27;
