@@ -65,15 +65,9 @@ int kvrt_model_parse_buffer(const char *json, size_t len, const char *filename,
     json_error_t jerr;
     /* No duplicate keys: a config with two "num_hidden_layers" is ambiguous. */
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
-    if (!root) {
-        /* jansson quotes the input near the error, control bytes included;
-         * messages are one line (found by fuzz-model). */
-        for (char *p = jerr.text; *p; p++)
-            if ((unsigned char)*p < 0x20 || *p == 0x7f)
-                *p = ' ';
+    if (!root)
         return model_fail(&c, KVRT_ERR_INVALID, "line %d, column %d: not valid JSON: %s", jerr.line,
                           jerr.column, jerr.text);
-    }
     if (!json_is_object(root)) {
         int rc = model_fail(&c, KVRT_ERR_INVALID, "the file is %s; a model file is a JSON object "
                             "(a Hugging Face config.json or a kvrt model file)", model_json_type(root));

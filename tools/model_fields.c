@@ -20,6 +20,12 @@ int model_fail(const struct model_ctx *c, int status, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(c->err + n, c->err_size - (size_t)n, fmt, ap);
     va_end(ap);
+    /* Messages quote values from the file (field names, strings, jansson's
+     * "near" text) and must stay one line: control bytes become spaces
+     * here, for every message at once (found by fuzz-model). */
+    for (char *p = c->err; *p; p++)
+        if ((unsigned char)*p < 0x20 || *p == 0x7f)
+            *p = ' ';
     return status;
 }
 
