@@ -25,7 +25,9 @@ set -- "$work/corpus"
 
 # -rss_limit_mb also caps single allocations (malloc_limit_mb defaults to
 # it): a request for gigabytes is a finding, not something to wait for.
-"$fuzzer" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
+# A fixed seed (KVRT_FUZZ_SEED, default 1) makes a CI run repeat the same
+# mutations; KVRT_FUZZ_SEED=0 lets libFuzzer pick one for exploring by hand.
+"$fuzzer" -seed="${KVRT_FUZZ_SEED:-1}" -max_total_time="$seconds" -rss_limit_mb=2048 -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$work/artifacts/" "$@" > "$work/log" 2>&1
 rc=$?
 runs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$work/log")
