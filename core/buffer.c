@@ -34,6 +34,14 @@ int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_c
     kvrt_plugin_error err;
     err.message[0] = '\0';
     int status = b->plugin->desc->buffer_alloc(b->dev, bytes, &buf->handle, &err);
+    if (status == KVRT_OK && !buf->handle) {
+        /* The handle is all the core ever passes back; a NULL one would be
+         * handed to the plugin's own functions as if it were a buffer. */
+        free(buf);
+        return kvrt_fail(KVRT_ERR_PLUGIN, "backend \"%s\": allocating %llu bytes returned success "
+                         "but no buffer (a NULL handle); the plugin is at fault",
+                         b->plugin->desc->name, (unsigned long long)bytes);
+    }
     if (status != KVRT_OK) {
         free(buf);
         char op[64];

@@ -76,6 +76,11 @@ int cpu_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
              kvrt_plugin_error *err)
 {
     *out = NULL;
+    unsigned want = 1;
+    const char *bad = NULL;
+    if (!cpu_pool_default_threads(&want, &bad))
+        return cpu_fail(err, KVRT_ERR_INVALID, "KVRT_CPU_THREADS=\"%s\" is not a thread count; give a "
+                        "whole number from 1 to %d, or unset it to use every CPU", bad, CPU_POOL_MAX_THREADS);
     kvrt_plugin_device *dev = calloc(1, sizeof(*dev));
     if (!dev)
         return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate the device context (%zu bytes)",
@@ -88,7 +93,6 @@ int cpu_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
     }
 
     dev->use_avx2 = cpu_isa_use_avx2();
-    unsigned want = cpu_pool_default_threads();
     dev->pool = cpu_pool_create(want);
     if (!dev->pool) {
         free(dev);
