@@ -295,6 +295,19 @@ static void decode_errors(struct conf_case *cs)
         return;
     }
     const struct conf_layer *L = &c->layers[0];
+    if (!(cs->plugin->info.decode_dtypes & (1u << cs->dtype))) {
+        /* ABI 1.1: the core refuses a type outside decode_dtypes by name,
+         * before the plugin runs and before any other argument matters. */
+        kvrt_buffer *none = conf_sentinel_buffer(cs->backend, 64);
+        struct kvrt_decode_params p;
+        kvrt_decode_params_default(&p);
+        struct guard g;
+        guard_begin(&g, c, none, NULL, NULL);
+        judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &p)), KVRT_ERR_UNSUPPORTED,
+              "decode of a type outside decode_dtypes", "decode", kvrt_dtype_name(cs->dtype));
+        kvrt_buffer_destroy(none);
+        return;
+    }
     /* Buffers big enough for the largest Hq used below, so that only the
      * one thing each call gets wrong is wrong. */
     const uint64_t hq = 4 * L->heads, seqs = 2, max_hq = hq + 1;
@@ -387,6 +400,27 @@ static void decode_errors(struct conf_case *cs)
     kvrt_buffer_destroy(out);
 }
 
+/* Backends with host addresses: the host side of an upload or download
+ * pointing into the buffer itself. */
+static void host_overlap_errors(struct conf_case *cs)
+{
+    struct conf_cache *c = &cs->cache;
+    kvrt_buffer *own = kvrt_cache_buffer(c->cache);
+    void *addr = NULL;
+    if (kvrt_buffer_address(own, &addr, NULL) != KVRT_OK) {
+        tap_skip("%s: upload/download from the buffer's own bytes: the backend's buffers have no host address",
+                 cs->label);
+        return;
+    }
+    struct guard g;
+    guard_begin(&g, c, NULL, NULL, NULL);
+    judge(cs, &g, capture(kvrt_buffer_upload(own, 8, (const uint8_t *)addr + 4, 16)), KVRT_ERR_INVALID,
+          "upload into the cache buffer from its own bytes 4 apart", "kvrt_buffer_upload", "overlaps");
+    guard_begin(&g, c, NULL, NULL, NULL);
+    judge(cs, &g, capture(kvrt_buffer_download(own, 0, (uint8_t *)addr + 15, 16)), KVRT_ERR_INVALID,
+          "download from the cache buffer into its own bytes", "kvrt_buffer_download", "[0, 16)");
+}
+
 void conf_check_errors(struct conf_case *cs)
 {
     struct args a;
@@ -399,5 +433,6 @@ void conf_check_errors(struct conf_case *cs)
     token_errors(cs, &a, false);
     block_errors(cs, &a);
     decode_errors(cs);
+    host_overlap_errors(cs);
     args_free(&a);
 }

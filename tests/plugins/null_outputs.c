@@ -209,6 +209,7 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     RETURNS(kvrt_backend_layout, "NULL", kvrt_layout_valid((int)kvrt_backend_layout(NULL)));
     RETURNS(kvrt_backend_supports_dtype, "NULL", !kvrt_backend_supports_dtype(NULL, KVRT_DTYPE_FP32));
     RETURNS(kvrt_backend_ops, "NULL", kvrt_backend_ops(NULL) == 0);
+    INVALID(kvrt_backend_device_info, "NULL, out", NULL, &(struct kvrt_device_info){0});
 
     kvrt_backend *b = NULL;
     if (!tap_ok(kvrt_runtime_bind(rt, "fault", "LBHNC", &b) == KVRT_OK, "fault backend bound")) {
@@ -220,6 +221,8 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     RETURNS(kvrt_buffer_size, "NULL", kvrt_buffer_size(NULL) == 0);
     kvrt_buffer *buf = NULL;
     kvrt_buffer_create(b, 64, &buf);
+    INVALID(kvrt_backend_device_info, "b, NULL", b, NULL);
+    INVALID(kvrt_buffer_address, "buf, NULL, NULL", buf, NULL, NULL);
     INVALID(kvrt_buffer_upload, "NULL, ...", NULL, 0, "x", 1);
     INVALID(kvrt_buffer_download, "buf, 0, NULL, 8", buf, 0, NULL, 8);
     INVALID(kvrt_buffer_zero, "NULL, 0, 8", NULL, 0, 8);
@@ -249,7 +252,7 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
 static void check_coverage(const char *include_dir)
 {
     static const char *const headers[] = {"common.h", "dtype.h", "geometry.h", "layout.h", "placement.h",
-                                          "resolve.h", "runtime.h", "spec.h", "transfer.h"};
+                                          "resolve.h", "runtime.h", "spec.h", "transfer.h", "device.h"};
     size_t seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof(headers) / sizeof(headers[0]); h++) {
         char path[1024];
