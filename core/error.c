@@ -37,7 +37,7 @@ size_t kvrt_escape_controls(char *dst, size_t size, const char *src)
             len = 1;
         } else if (*p == '\n' || *p == '\t' || *p == '\r') {
             esc[0] = '\\';
-            esc[1] = *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
+            esc[1] = (char)(*p == '\n' ? 'n' : *p == '\t' ? 't' : 'r');
             len = 2;
         } else {
             esc[0] = '\\';

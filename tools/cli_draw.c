@@ -154,9 +154,9 @@ static int draw_run(int argc, char **argv)
         struct kvrt_group *groups = kvrt_model_placement_groups(m);
         int rc = groups ? kvrt_placement_create(layout, groups, m->num_groups, blocks, 0, &p) : KVRT_ERR_NOMEM;
         free(groups);
+        if (rc == KVRT_OK && (code = check_size(p)) == CLI_EXIT_OK)
+            rc = draw_map_build(p, &map);
         if (rc != KVRT_OK)
-            code = cli_fail_status(rc);
-        else if ((code = check_size(p)) == CLI_EXIT_OK && (rc = draw_map_build(p, &map)) != KVRT_OK)
             code = cli_fail_status(rc);
     }
     uint64_t rows = 0;

@@ -102,8 +102,9 @@ json_t *cli_json_strn(const char *text, size_t len)
             o += n;
             i += n;
         } else {
-            memcpy(fixed + o, "\xef\xbf\xbd", 3);
-            o += 3;
+            fixed[o++] = (char)0xef;
+            fixed[o++] = (char)0xbf;
+            fixed[o++] = (char)0xbd;
             i++;
         }
     }

@@ -35,7 +35,7 @@ void cli_escape_controls(char *dst, size_t size, const char *src)
         size_t len = 1;
         if (*p == '\n' || *p == '\t' || *p == '\r') {
             esc[0] = '\\';
-            esc[1] = *p == '\n' ? 'n' : *p == '\t' ? 't' : 'r';
+            esc[1] = (char)(*p == '\n' ? 'n' : *p == '\t' ? 't' : 'r');
             len = 2;
         } else if (*p < 0x20 || *p == 0x7f) {
             esc[0] = '\\';

@@ -194,7 +194,7 @@ static void make_text(struct fuzz_input *in, const char *fixed, size_t max, stru
         if (t->block)
             for (size_t i = 0; i < n; i++) {
                 const uint8_t b = fuzz_u8(in);
-                t->block[i] = b ? (char)b : 'x';
+                t->block[i] = (char)(b ? b : 'x');
             }
         t->terminated = false;
     }
@@ -280,7 +280,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct fuzz_input in = {data, size};
     struct kvrt_plugin_descriptor d;
-    char name[80], version[8] = "1.0", description[8] = "fuzz";
+    /* Static: the texts of the descriptor are kept in globals. */
+    static char version[8] = "1.0", description[8] = "fuzz";
+    char name[80];
     int32_t *layouts = NULL;
     size_t layouts_given = 0;
 
