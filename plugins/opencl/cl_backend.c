@@ -136,7 +136,7 @@ static int cl_finish(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int st
     return status;
 }
 
-const struct kvrt_gpu_backend kvrt_cl_backend = {
+const struct kvrt_gpu_backend kvrt_gpu_plugin_backend = {
     .api = "OpenCL",
     .limits = cl_limits,
     .buffer_arg = cl_buffer_arg,

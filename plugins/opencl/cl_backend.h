@@ -24,7 +24,7 @@ struct kvrt_plugin_buffer {
     uint64_t bytes;
 };
 
-extern const struct kvrt_gpu_backend kvrt_cl_backend;
+extern const struct kvrt_gpu_backend kvrt_gpu_plugin_backend;
 
 /* Scratch pool callbacks (ctx is the kvrt_cl_shared). */
 int kvrt_cl_scratch_alloc(void *ctx, uint64_t bytes, void **mem, kvrt_plugin_error *err);

@@ -104,7 +104,7 @@ int kvrt_gpurt_select(int *ordinal, char *name, size_t name_size, kvrt_plugin_er
     return KVRT_OK;
 }
 
-int kvrt_gpurt_enter(int ordinal, struct kvrt_gpurt_scope *scope, kvrt_plugin_error *err)
+int kvrt_gpurt_enter(int ordinal, struct kvrt_gpu_scope *scope, kvrt_plugin_error *err)
 {
     scope->changed = 0;
     if (gpurtGetDevice(&scope->previous) == gpurtSuccess && scope->previous == ordinal)
@@ -116,7 +116,7 @@ int kvrt_gpurt_enter(int ordinal, struct kvrt_gpurt_scope *scope, kvrt_plugin_er
     return KVRT_OK;
 }
 
-void kvrt_gpurt_leave(const struct kvrt_gpurt_scope *scope)
+void kvrt_gpurt_leave(const struct kvrt_gpu_scope *scope)
 {
     if (scope->changed)
         gpurtSetDevice(scope->previous);
@@ -212,11 +212,18 @@ static int rt_finish(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int st
     return status;
 }
 
-const struct kvrt_gpu_backend kvrt_gpurt_backend = {
+static int rt_enter(kvrt_plugin_device *dev, struct kvrt_gpu_scope *scope, kvrt_plugin_error *err)
+{
+    return kvrt_gpurt_enter(dev->ordinal, scope, err);
+}
+
+const struct kvrt_gpu_backend kvrt_gpu_plugin_backend = {
     .api = GPURT_API_NAME,
     .limits = rt_limits,
     .buffer_arg = rt_buffer_arg,
     .upload = rt_upload,
     .launch = rt_launch,
     .finish = rt_finish,
+    .enter = rt_enter,
+    .leave = kvrt_gpurt_leave,
 };

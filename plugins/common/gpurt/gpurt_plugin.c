@@ -1,14 +1,14 @@
 /*
  * kvrt-cuda / kvrt-rocm: descriptor, probe, bind and buffers.  Compiled once
- * per runtime (gpurt_api.h); the operations are the shared ones
- * (../host/gpu_ops.c) over kvrt_gpurt_backend.
+ * per runtime (gpurt_api.h); the operation entry points are the shared
+ * ones (../host/gpu_entry.c) over kvrt_gpu_plugin_backend (gpurt_backend.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../host/gpu_error.h"
 #include "../host/gpu_layouts.h"
-#include "../host/gpu_ops.h"
+#include "../host/gpu_entry.h"
 #include "gpurt_backend.h"
 
 static int rt_probe(kvrt_plugin_error *why)
@@ -43,7 +43,7 @@ static int rt_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device 
                              "out of host memory for a " GPURT_API_NAME " device");
     dev->layout = info->layout;
     kvrt_gpu_host_from_bind(info, &dev->host);
-    struct kvrt_gpurt_scope scope = {0, 0};
+    struct kvrt_gpu_scope scope = {0};
     int status = kvrt_gpurt_select(&dev->ordinal, dev->name, sizeof(dev->name), err);
     if (status == KVRT_OK)
         status = kvrt_gpurt_enter(dev->ordinal, &scope, err);
@@ -65,7 +65,7 @@ static void rt_unbind(kvrt_plugin_device *dev)
 {
     if (!dev)
         return;
-    struct kvrt_gpurt_scope scope;
+    struct kvrt_gpu_scope scope = {0};
     const int entered = kvrt_gpurt_enter(dev->ordinal, &scope, NULL) == KVRT_OK;
     kvrt_scratch_pool_destroy(&dev->scratch);
     if (entered)
@@ -99,7 +99,7 @@ static void rt_buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
     (void)dev;
     if (!buf)
         return;
-    struct kvrt_gpurt_scope scope;
+    struct kvrt_gpu_scope scope = {0};
     const int entered = kvrt_gpurt_enter(buf->ordinal, &scope, NULL) == KVRT_OK;
     gpurtFree(buf->ptr);
     if (entered)
@@ -151,64 +151,14 @@ static int buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uin
     return sync_stream(GPURT_FN("MemcpyAsync") " to host", err);
 }
 
-/* The operations: the shared code over the runtime backend. */
-static int op_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                    kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                    const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
-                    kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_write(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, num_tokens, slots,
-                          k, k_offset, v, v_offset, err);
-}
-
-static int op_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                   kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                   const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
-                   kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_read(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, num_tokens, slots, k,
-                         k_offset, v, v_offset, err);
-}
-
-static int op_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                          kvrt_plugin_buffer *cache_buf, uint64_t num_pairs, const int64_t *pairs,
-                          kvrt_plugin_error *err)
-{
-    return kvrt_gpu_copy_blocks(&kvrt_gpurt_backend, dev, cache, cache_buf, num_pairs, pairs,
-                                err);
-}
-
-static int op_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                     kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
-                     kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_gather(&kvrt_gpurt_backend, dev, cache, cache_buf, num_blocks, block_ids,
-                           staging, staging_offset, err);
-}
-
-static int op_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                      kvrt_plugin_buffer *cache_buf, uint64_t num_blocks,
-                      const int64_t *block_ids, kvrt_plugin_buffer *staging,
-                      uint64_t staging_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_scatter(&kvrt_gpurt_backend, dev, cache, cache_buf, num_blocks, block_ids,
-                            staging, staging_offset, err);
-}
-
-static int op_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                     kvrt_plugin_buffer *cache_buf, uint32_t layer,
-                     const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_decode(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, args, err);
-}
-
 /*
- * Entry points: the bound device current for the call, the caller's device
- * back afterwards.  WITH_DEVICE(dev, err, call) evaluates to call's status.
+ * Buffer entry points: the buffer's device current for the call, the
+ * caller's device back afterwards.  WITH_DEVICE(ordinal, err, call) returns
+ * call's status.
  */
 #define WITH_DEVICE(ordinal, err, call)                                        \
     do {                                                                       \
-        struct kvrt_gpurt_scope scope_;                                        \
+        struct kvrt_gpu_scope scope_ = {0};                                        \
         int status_ = kvrt_gpurt_enter((ordinal), &scope_, (err));             \
         if (status_ == KVRT_OK) {                                              \
             status_ = (call);                                                  \
@@ -241,59 +191,6 @@ static int rt_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, 
     WITH_DEVICE(buf->ordinal, err, buffer_download(dev, buf, offset, dst, bytes, err));
 }
 
-static int rt_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                    kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                    const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
-                    kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err,
-                op_write(dev, cache, cache_buf, layer, num_tokens, slots, k, k_offset, v,
-                         v_offset, err));
-}
-
-static int rt_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                   kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                   const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
-                   kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err,
-                op_read(dev, cache, cache_buf, layer, num_tokens, slots, k, k_offset, v,
-                        v_offset, err));
-}
-
-static int rt_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                          kvrt_plugin_buffer *cache_buf, uint64_t num_pairs, const int64_t *pairs,
-                          kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err, op_copy_blocks(dev, cache, cache_buf, num_pairs, pairs, err));
-}
-
-static int rt_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                     kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
-                     kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err,
-                op_gather(dev, cache, cache_buf, num_blocks, block_ids, staging, staging_offset,
-                          err));
-}
-
-static int rt_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                      kvrt_plugin_buffer *cache_buf, uint64_t num_blocks,
-                      const int64_t *block_ids, kvrt_plugin_buffer *staging,
-                      uint64_t staging_offset, kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err,
-                op_scatter(dev, cache, cache_buf, num_blocks, block_ids, staging, staging_offset,
-                           err));
-}
-
-static int rt_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                     kvrt_plugin_buffer *cache_buf, uint32_t layer,
-                     const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err, op_decode(dev, cache, cache_buf, layer, args, err));
-}
-
 #if defined(KVRT_GPURT_HIP)
 #define DESCRIPTION "ROCm/HIP backend (built for " KVRT_HIP_ARCHS "); device from " GPURT_DEVICE_ENV
 #else
@@ -320,12 +217,7 @@ static const struct kvrt_plugin_descriptor descriptor = {
     .buffer_zero = rt_buffer_zero,
     .buffer_upload = rt_buffer_upload,
     .buffer_download = rt_buffer_download,
-    .write = rt_write,
-    .read = rt_read,
-    .copy_blocks = rt_copy_blocks,
-    .gather = rt_gather,
-    .scatter = rt_scatter,
-    .decode = rt_decode,
+    KVRT_GPU_ENTRY_OPS,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(descriptor)

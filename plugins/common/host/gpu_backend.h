@@ -42,6 +42,14 @@ struct kvrt_gpu_call {
     void *pending; /* backend's own: e.g. the call's last OpenCL event */
 };
 
+/* What an enter hook saves for its leave hook (the caller's device or
+ * context), on the entry point's stack. */
+struct kvrt_gpu_scope {
+    int previous;
+    int changed;
+    void *context;
+};
+
 struct kvrt_gpu_backend {
     const char *api; /* "OpenCL", "CUDA", "HIP": for messages */
     const struct kvrt_gpu_limits *(*limits)(kvrt_plugin_device *dev);
@@ -58,6 +66,11 @@ struct kvrt_gpu_backend {
      * failure unless `status` already is one. */
     int (*finish)(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int status,
                   kvrt_plugin_error *err);
+    /* Optional (NULL: nothing to do), around every operation entry point
+     * (gpu_entry.c): make dev usable on the calling thread, then give the
+     * thread's previous state back.  leave runs only after enter succeeded. */
+    int (*enter)(kvrt_plugin_device *dev, struct kvrt_gpu_scope *scope, kvrt_plugin_error *err);
+    void (*leave)(const struct kvrt_gpu_scope *scope);
 };
 
 #endif
