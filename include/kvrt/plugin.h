@@ -196,7 +196,9 @@ struct kvrt_plugin_descriptor {
     /* --- one per declared operation (NULL when the op bit is clear) --- */
 
     /* K [T, H, D] at k/k_offset, V [T, H, Dv] at v/v_offset (v NULL when
-     * Dv == 0); slots[t] < 0 skips token t. */
+     * Dv == 0); slots[t] < 0 skips token t.  The core never passes a slot
+     * twice: when the caller names one slot for several tokens, the last
+     * of them wins and the core turns the earlier ones into -1. */
     int (*write)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
                  kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
                  const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
