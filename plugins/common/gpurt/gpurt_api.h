@@ -26,6 +26,7 @@ typedef hipError_t gpurt_error;
 #define gpurtMemcpyDeviceToHost hipMemcpyDeviceToHost
 #define gpurtAttrMaxSharedPerBlock hipDeviceAttributeMaxSharedMemoryPerBlock
 #define gpurtAttrMaxGridX hipDeviceAttributeMaxGridDimX
+#define gpurtAttrMultiProcessors hipDeviceAttributeMultiprocessorCount
 #define gpurtAttrCcMajor hipDeviceAttributeComputeCapabilityMajor
 #define gpurtAttrCcMinor hipDeviceAttributeComputeCapabilityMinor
 #define gpurtGetDeviceCount hipGetDeviceCount
@@ -59,6 +60,7 @@ typedef cudaError_t gpurt_error;
 #define gpurtMemcpyDeviceToHost cudaMemcpyDeviceToHost
 #define gpurtAttrMaxSharedPerBlock cudaDevAttrMaxSharedMemoryPerBlock
 #define gpurtAttrMaxGridX cudaDevAttrMaxGridDimX
+#define gpurtAttrMultiProcessors cudaDevAttrMultiProcessorCount
 #define gpurtAttrCcMajor cudaDevAttrComputeCapabilityMajor
 #define gpurtAttrCcMinor cudaDevAttrComputeCapabilityMinor
 #define gpurtGetDeviceCount cudaGetDeviceCount

@@ -20,16 +20,20 @@ static int rt_probe(kvrt_plugin_error *why)
 
 static int query_limits(kvrt_plugin_device *dev, kvrt_plugin_error *err)
 {
-    int shared = 0, grid_x = 0;
+    int shared = 0, units = 0;
     gpurt_error rc = gpurtDeviceGetAttribute(&shared, gpurtAttrMaxSharedPerBlock, dev->ordinal);
     if (rc == gpurtSuccess)
-        rc = gpurtDeviceGetAttribute(&grid_x, gpurtAttrMaxGridX, dev->ordinal);
+        rc = gpurtDeviceGetAttribute(&units, gpurtAttrMultiProcessors, dev->ordinal);
     if (rc != gpurtSuccess)
         return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("DeviceGetAttribute"));
     dev->limits.move_local = 256;
     dev->limits.decode_local = 128;
-    dev->limits.max_groups = 65535; /* grid-stride past this */
-    dev->limits.max_decode_groups = (uint64_t)(grid_x > 0 ? grid_x : 65535);
+    dev->limits.decode_lanes = 0;
+    /* Every kernel loops grid-stride, so this cap only bounds the launch:
+     * within CUDA's grid y/z-free limit and, with 256 work-items, far
+     * below HIP's 2^32 - 1 work-items per launch. */
+    dev->limits.max_groups = 65535;
+    dev->limits.compute_units = (uint64_t)(units > 0 ? units : 1);
     dev->limits.shared_bytes = (uint64_t)(shared > 0 ? shared : 0);
     return KVRT_OK;
 }
@@ -192,7 +196,7 @@ static int rt_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, 
 }
 
 #if defined(KVRT_GPURT_HIP)
-#define DESCRIPTION "ROCm/HIP backend (built for " KVRT_HIP_ARCHS "); device from " GPURT_DEVICE_ENV
+#define DESCRIPTION "ROCm/HIP backend (" KVRT_HIP_BUILD_NOTE "); device from " GPURT_DEVICE_ENV
 #else
 #define DESCRIPTION "CUDA backend (sm_90 code, compute_75 PTX); device from " GPURT_DEVICE_ENV
 #endif
