@@ -154,6 +154,8 @@ static const struct kvrt_plugin_descriptor descriptor = {
     .buffer_upload = cl_buffer_upload,
     .buffer_download = cl_buffer_download,
     KVRT_GPU_ENTRY_OPS,
+    .decode_dtypes = KVRT_GPU_DECODE_DTYPES,
+    .describe = kvrt_cl_describe,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(descriptor)
