@@ -257,6 +257,14 @@ struct kvrt_plugin_descriptor {
      * lives. */
     int (*buffer_address)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address,
                           kvrt_plugin_error *err);
+    /* The device's copy roofline for benchmarks: copy `bytes` from one
+     * device buffer to another many times after a warm-up, timed on the
+     * device (events) where the API has them, and report bytes copied per
+     * second, each byte counted once (as benchmarks count an operation's
+     * bytes).  Optional (NULL: benchmarks compare with host memcpy).  The
+     * plugin allocates and frees its own buffers. */
+    int (*measure_copy)(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second,
+                        kvrt_plugin_error *err);
 };
 
 /*

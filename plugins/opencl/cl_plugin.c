@@ -156,6 +156,8 @@ static const struct kvrt_plugin_descriptor descriptor = {
     KVRT_GPU_ENTRY_OPS,
     .decode_dtypes = KVRT_GPU_DECODE_DTYPES,
     .describe = kvrt_cl_describe,
+    .buffer_address = NULL,
+    .measure_copy = kvrt_cl_measure_copy,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(descriptor)

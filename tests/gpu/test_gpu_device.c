@@ -316,6 +316,15 @@ int main(void)
         gpu_cache_build(&c, &g);
         rig_init(&rig, tag, sizeof(tag), p, devs[g.layout], g.layout, cfg.name);
         gpu_check_threads(&rig, &c);
+        /* The copy roofline kvrt bench divides by. */
+        double bps = 0;
+        kvrt_plugin_error err = {""};
+        const int mrc = KVRT_PLUGIN_HAS(p, measure_copy) && p->measure_copy
+                            ? p->measure_copy(devs[g.layout], 8u << 20, &bps, &err)
+                            : KVRT_ERR_UNSUPPORTED;
+        if (!tap_ok(mrc == KVRT_OK && bps > 0, "measure_copy: 8 MiB device copies at %.2f GB/s",
+                    bps / 1e9))
+            tap_diag("  %d: %s", mrc, err.message);
     }
     for (int l = 0; l < KVRT_NUM_LAYOUTS; l++)
         if (devs[l])

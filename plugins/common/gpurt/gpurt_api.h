@@ -24,6 +24,13 @@ typedef hipError_t gpurt_error;
 #define gpurtStreamPerThread hipStreamPerThread
 #define gpurtMemcpyHostToDevice hipMemcpyHostToDevice
 #define gpurtMemcpyDeviceToHost hipMemcpyDeviceToHost
+#define gpurtMemcpyDeviceToDevice hipMemcpyDeviceToDevice
+typedef hipEvent_t gpurt_event;
+#define gpurtEventCreate hipEventCreate
+#define gpurtEventRecord hipEventRecord
+#define gpurtEventSynchronize hipEventSynchronize
+#define gpurtEventElapsedTime hipEventElapsedTime
+#define gpurtEventDestroy hipEventDestroy
 #define gpurtAttrMaxSharedPerBlock hipDeviceAttributeMaxSharedMemoryPerBlock
 #define gpurtAttrMaxGridX hipDeviceAttributeMaxGridDimX
 #define gpurtAttrMultiProcessors hipDeviceAttributeMultiprocessorCount
@@ -58,6 +65,13 @@ typedef cudaError_t gpurt_error;
 #define gpurtStreamPerThread cudaStreamPerThread
 #define gpurtMemcpyHostToDevice cudaMemcpyHostToDevice
 #define gpurtMemcpyDeviceToHost cudaMemcpyDeviceToHost
+#define gpurtMemcpyDeviceToDevice cudaMemcpyDeviceToDevice
+typedef cudaEvent_t gpurt_event;
+#define gpurtEventCreate cudaEventCreate
+#define gpurtEventRecord cudaEventRecord
+#define gpurtEventSynchronize cudaEventSynchronize
+#define gpurtEventElapsedTime cudaEventElapsedTime
+#define gpurtEventDestroy cudaEventDestroy
 #define gpurtAttrMaxSharedPerBlock cudaDevAttrMaxSharedMemoryPerBlock
 #define gpurtAttrMaxGridX cudaDevAttrMaxGridDimX
 #define gpurtAttrMultiProcessors cudaDevAttrMultiProcessorCount

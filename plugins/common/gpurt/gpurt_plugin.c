@@ -256,6 +256,7 @@ static const struct kvrt_plugin_descriptor descriptor = {
     .decode_dtypes = KVRT_GPU_DECODE_DTYPES,
     .describe = rt_describe,
     .buffer_address = rt_buffer_address,
+    .measure_copy = kvrt_gpurt_measure_copy,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(descriptor)
