@@ -162,7 +162,9 @@ fi
 
 # 4. conformance on the CUDA backend
 if [ "$FAILED" -eq 0 ] || [ -f "$BUILD/build.ninja" ]; then
-    if meson test -C "$BUILD" --list 2> /dev/null | grep -q 'conformance-cuda$'; then
+    # Not `| grep -q`: with pipefail, grep quitting early fails the pipeline.
+    listed=$(meson test -C "$BUILD" --list 2> /dev/null)
+    if grep -q 'conformance-cuda$' <<< "$listed"; then
         if out=$(run_tests "conformance (cuda)" gpu-check-conf 150 conformance-cuda); then
             note "${out%%$'\n'*}"
         else
