@@ -196,6 +196,19 @@ static void run_decode_shapes(const struct kvrt_plugin_descriptor *p, kvrt_plugi
         unsetenv("KVRT_GPU_DECODE_PARTITION");
         unsetenv("KVRT_GPU_MAX_GROUPS");
     }
+    /* Head size 256, GQA 8, one partition per sequence and several tiles. */
+    {
+        const struct config big = {KVRT_DTYPE_BF16, 2, 256, 256, "bf16 D256/256"};
+        struct gpu_geom g = geom(layout, &big, 0);
+        g.blocks = 48;
+        g.layers = 1;
+        g.heads = 1;
+        g.r = 1;
+        gpu_cache_build(&c, &g);
+        static const int32_t big_lens[] = {300, 17};
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, "bf16 D256/256, GQA 8");
+        gpu_check_decode(&rig, &c, 8, big_lens, 2);
+    }
     /* MLA 576/512, 8 query heads on one latent head, under 48 KiB. */
     {
         const struct config mla = {KVRT_DTYPE_BF16, 2, 576, 512, "bf16 MLA 576/512"};
