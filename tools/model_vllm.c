@@ -4,7 +4,6 @@
  * MLA backend rule and the hybrid attention + state rule), max_model_len,
  * and the capacity figures vLLM logs for a KV-cache budget.
  */
-#include <math.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -163,31 +162,102 @@ static double number(const json_t *v)
     return json_is_integer(v) ? (double)json_integer_value(v) : json_is_real(v) ? json_real_value(v) : -1;
 }
 
+/* One rope entry's type ("rope_type", or "type" in older files). */
+static const char *rope_type(const json_t *rp)
+{
+    const char *t = json_string_value(json_object_get(rp, "rope_type"));
+    return t ? t : json_string_value(json_object_get(rp, "type"));
+}
+
+/*
+ * The rope parameters: "rope_parameters" (transformers v5) or
+ * "rope_scaling", either one entry or one per layer type.  Applies vLLM's
+ * scaling to *len; *longrope is set when any entry is LongRoPE.
+ */
+static int scale_by_rope(struct hf *h, uint64_t *len, const char **from, bool *scaled, bool *longrope,
+                         char *how, size_t size)
+{
+    const char *key = "rope_parameters";
+    const json_t *rope = json_object_get(h->cfg, key);
+    if (!json_is_object(rope)) {
+        key = "rope_scaling";
+        rope = json_object_get(h->cfg, key);
+    }
+    *scaled = *longrope = false;
+    if (!json_is_object(rope))
+        return KVRT_OK;
+    const json_t *entries[16];
+    size_t n = 0;
+    if (rope_type(rope)) {
+        entries[n++] = rope;
+    } else {
+        const char *k;
+        const json_t *v;
+        json_object_foreach((json_t *)rope, k, v)
+            if (json_is_object(v) && rope_type(v) && n < 16)
+                entries[n++] = v;
+    }
+    double factor = 1.0, base = (double)*len;
+    bool applies = false;
+    for (size_t i = 0; i < n; i++) {
+        const char *t = rope_type(entries[i]);
+        *longrope = *longrope || strcmp(t, "longrope") == 0;
+        if (strcmp(t, "su") == 0 || strcmp(t, "longrope") == 0 || strcmp(t, "llama3") == 0)
+            continue;
+        applies = true;
+        const json_t *fv = json_object_get(entries[i], "factor");
+        if (fv)
+            factor = number(fv);
+        if (strcmp(t, "yarn") == 0) {
+            *from = strcmp(key, "rope_scaling") == 0 ? "rope_scaling.original_max_position_embeddings"
+                                                     : "rope_parameters.original_max_position_embeddings";
+            base = number(json_object_get(entries[i], "original_max_position_embeddings"));
+            if (base <= 0)
+                return model_fail(h->c, KVRT_ERR_INVALID, "\"%s%s\" is yarn without a positive "
+                                  "\"original_max_position_embeddings\"", h->where, key);
+        }
+        snprintf(how, size, " x %s factor %g (%s)", key, factor, t);
+    }
+    /* Gemma 3's length is already scaled (vLLM skips it). */
+    if (!applies || strstr(h->model_type, "gemma3"))
+        return KVRT_OK;
+    if (!(factor > 0) || base * factor >= 4294967296.0)
+        return model_fail(h->c, KVRT_ERR_INVALID, "\"%s%s\" factor %g gives no length below 2^32",
+                          h->where, key, factor);
+    *len = (uint64_t)(base * factor);
+    *scaled = true;
+    return KVRT_OK;
+}
+
 /*
  * vLLM's _get_and_verify_max_len: the smallest of the length keys the
- * config has, scaled by rope_scaling's factor unless the rope type already
- * counts it (su, longrope, llama3) or the model is Gemma 3; YaRN scales
- * original_max_position_embeddings instead.
+ * config has (model_max_length wins when set), scaled by the rope
+ * parameters' factor unless the rope type already counts it (su, longrope,
+ * llama3) or the model is Gemma 3; YaRN scales
+ * original_max_position_embeddings instead; LongRoPE models default to
+ * original_max_position_embeddings.
  */
 int hf_max_model_len(struct hf *h)
 {
     static const char *const keys[] = {"max_position_embeddings", "n_positions", "max_seq_len",
-                                       "seq_length", "model_max_length", "max_sequence_length",
-                                       "max_seq_length", "seq_len"};
-    uint64_t len = 0;
+                                       "seq_length", "model_max_length", "max_target_positions",
+                                       "max_sequence_length", "max_seq_length", "seq_len"};
+    uint64_t len = 0, v;
     const char *from = NULL;
+    bool found;
+    int rc;
     for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
-        uint64_t v;
-        bool found;
-        int rc = model_get_u64_opt(h->c, h->cfg, h->where, keys[i], 1, UINT32_MAX, &v, &found);
-        if (rc != KVRT_OK)
+        if ((rc = model_get_u64_opt(h->c, h->cfg, h->where, keys[i], 1, UINT32_MAX, &v, &found)))
             return rc;
         if (found && (!from || v < len)) {
             len = v;
             from = keys[i];
         }
     }
-    char source[256];
+    if ((rc = model_get_u64_opt(h->c, h->cfg, h->where, "model_max_length", 1, UINT32_MAX, &v, &found)))
+        return rc;
+    if (found)
+        len = v, from = "model_max_length"; /* Command-R, Cohere2 */
     if (!from) {
         /* vLLM would take the transformers config class's default, which
          * kvrt does not know: no length rather than a guessed one. */
@@ -195,32 +265,20 @@ int hf_max_model_len(struct hf *h)
                    "transformers class default, so give --max-model-len for the concurrency");
         return KVRT_OK;
     }
-    snprintf(source, sizeof(source), "config %s%s", h->where, from);
-    const json_t *rope = json_object_get(h->cfg, "rope_scaling");
-    const char *type = json_string_value(json_object_get(rope, "rope_type"));
-    if (!type)
-        type = json_string_value(json_object_get(rope, "type"));
-    const bool gemma3 = strstr(h->model_type, "gemma3") != NULL;
-    if (json_is_object(rope) && type && !gemma3 && strcmp(type, "su") != 0 &&
-        strcmp(type, "longrope") != 0 && strcmp(type, "llama3") != 0) {
-        const json_t *fv = json_object_get(rope, "factor");
-        const double factor = fv ? number(fv) : 1.0;
-        double base = (double)len;
-        if (strcmp(type, "yarn") == 0) {
-            const double orig = number(json_object_get(rope, "original_max_position_embeddings"));
-            if (orig <= 0)
-                return model_fail(h->c, KVRT_ERR_INVALID, "\"%srope_scaling\" is yarn without a "
-                                  "positive \"original_max_position_embeddings\"", h->where);
-            base = orig;
-        }
-        if (!(factor > 0) || base * factor >= 4294967296.0)
-            return model_fail(h->c, KVRT_ERR_INVALID, "\"%srope_scaling.factor\" must be a positive "
-                              "number that keeps the length below 2^32", h->where);
-        len = (uint64_t)floor(base * factor);
-        snprintf(source, sizeof(source), "config %s%s scaled by rope_scaling (%s, factor %g)",
-                 h->where, strcmp(type, "yarn") == 0 ? "rope_scaling.original_max_position_embeddings"
-                                                     : from, type, factor);
+    char how[160] = "", source[320];
+    bool scaled, longrope;
+    const char *length_key = from;
+    if ((rc = scale_by_rope(h, &len, &from, &scaled, &longrope, how, sizeof(how))) != KVRT_OK)
+        return rc;
+    snprintf(source, sizeof(source), "config %s%s%s", h->where, scaled ? from : length_key,
+             scaled ? how : "");
+    if (longrope && (rc = model_get_u64_opt(h->c, h->cfg, h->where, "original_max_position_embeddings",
+                                            1, UINT32_MAX, &v, &found)) == KVRT_OK && found) {
+        len = v;
+        snprintf(source, sizeof(source), "config %soriginal_max_position_embeddings (LongRoPE)", h->where);
     }
+    if (rc != KVRT_OK)
+        return rc;
     h->m->max_model_len = len;
     h->m->max_model_len_source = model_strdup(source);
     return h->m->max_model_len_source ? KVRT_OK : model_fail(h->c, KVRT_ERR_NOMEM, "out of memory");
