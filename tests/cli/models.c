@@ -58,6 +58,13 @@ static size_t num_groups(const json_t *root)
     return json_array_size(json_object_get(json_object_get(root, "model"), "groups"));
 }
 
+/* Bytes a token of one layer of group g: its page over its block size. */
+static json_int_t per_token(const json_t *root, size_t g)
+{
+    json_int_t bs = spec_i(group(root, g), "block_size");
+    return bs ? spec_i(group(root, g), "page_bytes") / bs : -1;
+}
+
 static const json_t *vllm(const json_t *root)
 {
     return json_object_get(root, "vllm");
@@ -108,7 +115,8 @@ static void check_llama(void)
      * (rope llama3: not scaled) takes 131072 / 16 = 8192 blocks, so
      * 12288 / 8192 = 1.50x. */
     json_t *r = plan_example("llama-3.1-8b.json", ARGS("--memory", "24GiB"));
-    tap_ok(all_groups(r, 1, 32, 65536, 16) && strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 &&
+    tap_ok(all_groups(r, 1, 32, 65536, 16) && per_token(r, 0) == 4096 &&
+               strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 &&
                spec_i(group(r, 0), "kv_heads") == 8 && spec_i(group(r, 0), "head_size") == 128 &&
                gi(r, "bytes_per_block") == 2097152 && gi(r, "num_blocks") == 12288 &&
                gi(r, "total_bytes") == GIB24,
@@ -162,7 +170,8 @@ static void check_qwen_and_gemma(void)
      * blocks = 449376 tokens; 131072 / 16 = 8192 blocks a request, 28086 /
      * 8192 = 3.43x. */
     json_t *r = plan_example("qwen2.5-7b.json", ARGS("--memory", "24GiB"));
-    tap_ok(all_groups(r, 1, 28, 32768, 16) && json_is_null(json_object_get(group(r, 0), "window")) &&
+    tap_ok(all_groups(r, 1, 28, 32768, 16) && per_token(r, 0) == 2048 &&
+               json_is_null(json_object_get(group(r, 0), "window")) &&
                gi(r, "bytes_per_block") == 917504 && capacity(r, 28086, 449376, 131072, 8192, 3.43),
            "qwen2.5-7b: 28 full layers (window off), 28086 blocks, 449376 tokens, 3.43x");
     json_decref(r);
@@ -175,7 +184,8 @@ static void check_qwen_and_gemma(void)
      * sliding cdiv(min(4095 + 8192, 8192), 16) + 1 = 513, so 1025; 30247 /
      * 1025 = 29.51x. */
     r = plan_example("gemma-2-2b-it.json", ARGS("--memory", "24GiB"));
-    tap_ok(all_groups(r, 2, 13, 65536, 16) && gi(group(r, 0), "window") == 4096 &&
+    tap_ok(all_groups(r, 2, 13, 65536, 16) && per_token(r, 0) == 4096 && per_token(r, 1) == 4096 &&
+               gi(group(r, 0), "window") == 4096 &&
                strcmp(js(group(r, 0), "usage"), "sliding_window") == 0 && gi(r, "bytes_per_block") == 851968 &&
                capacity(r, 30247, 241968, 8192, 1025, 29.51),
            "gemma-2-2b-it: 13 sliding + 13 full layers, 30247 blocks, 241968 tokens, 29.51x");
@@ -196,7 +206,8 @@ static void check_deepseek(void)
      * tokens.  max_model_len: yarn 4096 x 40 = 163840, 2560 blocks a
      * request; 5729 / 2560 = 2.24x. */
     json_t *r = plan_example("deepseek-v3.json", ARGS("--memory", "24GiB"));
-    tap_ok(all_groups(r, 1, 61, 73728, 64) && strcmp(spec_s(group(r, 0), "kind"), "mla") == 0 &&
+    tap_ok(all_groups(r, 1, 61, 73728, 64) && per_token(r, 0) == 1152 &&
+               gi(r, "bytes_per_block") / 64 == 70272 && strcmp(spec_s(group(r, 0), "kind"), "mla") == 0 &&
                spec_i(group(r, 0), "head_size") == 576 && spec_i(group(r, 0), "head_size_v") == 0 &&
                gi(r, "bytes_per_block") == 4497408 && capacity(r, 5729, 366656, 163840, 2560, 2.24) &&
                has(setting(r, "block_size", "source"), "FLASHMLA forces 64") &&
@@ -237,7 +248,8 @@ static void check_deepseek(void)
     const json_t *layers = json_object_get(g, "layers");
     tap_ok(num_groups(r) == 1 && gi(g, "num_layers") == 122 &&
                strcmp(json_string_value(json_array_get(layers, 1)), "layers.0.indexer") == 0 &&
-               gi(r, "bytes_per_block") == 5012736 && capacity(r, 5140, 328960, 163840, 2560, 2.01) &&
+               gi(r, "bytes_per_block") == 5012736 && gi(r, "bytes_per_block") / 64 == 78324 &&
+               capacity(r, 5140, 328960, 163840, 2560, 2.01) &&
                strcmp(setting(r, "attention_backend", "value"), "FLASHMLA_SPARSE") == 0,
            "deepseek-v3.2-exp: 61 MLA + 61 indexer layers in one group, 5012736-byte blocks, 5140 blocks, 2.01x");
     json_decref(r);
@@ -245,7 +257,8 @@ static void check_deepseek(void)
      * layer; 61 x 64 x 788 = 3076352 a block; 25769803776 / 3076352 = 8376
      * blocks = 536064 tokens. */
     r = plan_example("deepseek-v3.2-exp.json", ARGS("--memory", "24GiB", "--kv-cache-dtype", "fp8"));
-    tap_ok(gi(r, "bytes_per_block") == 3076352 && gi(vllm(r), "kv_cache_tokens") == 536064 &&
+    tap_ok(gi(r, "bytes_per_block") == 3076352 && gi(r, "bytes_per_block") / 64 == 61 * 788 &&
+               gi(vllm(r), "kv_cache_tokens") == 536064 &&
                spec_i(group(r, 0), "page_bytes") == 64 * 656 &&
                strcmp(setting(r, "kv_cache_dtype", "value"), "fp8_ds_mla") == 0,
            "deepseek-v3.2-exp --kv-cache-dtype fp8: fp8_ds_mla, 3076352-byte blocks, 536064 tokens");
@@ -262,7 +275,8 @@ static void check_gpt_oss(void)
      * (yarn): full 8192 blocks, sliding cdiv(127 + 8192, 16) + 1 = 521;
      * 65536 / 8713 = 7.52x. */
     json_t *r = plan_example("gpt-oss-20b.json", ARGS("--memory", "24GiB"));
-    tap_ok(all_groups(r, 2, 12, 32768, 16) && strcmp(js(group(r, 0), "name"), "sliding_attention") == 0 &&
+    tap_ok(all_groups(r, 2, 12, 32768, 16) && per_token(r, 0) == 2048 &&
+               strcmp(js(group(r, 0), "name"), "sliding_attention") == 0 &&
                gi(group(r, 0), "window") == 128 && strcmp(spec_s(group(r, 1), "dtype"), "bf16") == 0 &&
                gi(r, "bytes_per_block") == 393216 && capacity(r, 65536, 524288, 131072, 8713, 7.52),
            "gpt-oss-20b: 12 sliding + 12 full layers, bf16, 65536 blocks, 524288 tokens, 7.52x");
@@ -287,7 +301,8 @@ static void check_hybrids(void)
     bool ok = all_groups(r, 4, 12, 1114112, 544);
     for (size_t i = 0; ok && i < 3; i++)
         ok = strcmp(spec_s(group(r, i), "kind"), "state") == 0 && spec_i(group(r, i), "content_bytes") == 1097728;
-    tap_ok(ok && strcmp(js(group(r, 3), "name"), "full_attention") == 0 && gi(r, "bytes_per_block") == 13369344 &&
+    tap_ok(ok && strcmp(js(group(r, 3), "name"), "full_attention") == 0 && per_token(r, 3) == 2048 &&
+               gi(r, "bytes_per_block") == 13369344 &&
                capacity(r, 1927, 261664, 262144, 485, 3.97) &&
                has(setting(r, "block_size", "source"), "hybrid rule"),
            "qwen3-next: 3 state groups + 1 attention group of 12, 544-token blocks, 1927 blocks, 3.97x");
@@ -301,7 +316,8 @@ static void check_hybrids(void)
      * length, so --max-model-len 8192: 8192 / 80 = 103 blocks + 7 = 110;
      * 19660 / 110 = 178.73x. */
     r = plan_example("jamba-v0.1.json", ARGS("--memory", "24GiB", "--max-model-len", "8192"));
-    tap_ok(all_groups(r, 8, 4, 327680, 80) && spec_i(group(r, 0), "content_bytes") == 311296 &&
+    tap_ok(all_groups(r, 8, 4, 327680, 80) && per_token(r, 7) == 4096 &&
+               spec_i(group(r, 0), "content_bytes") == 311296 &&
                capacity(r, 19660, 196560, 8192, 110, 178.73),
            "jamba-v0.1: 8 groups of 4, 80-token blocks, 19660 blocks, 178.73x for 8192 tokens");
     json_decref(r);
