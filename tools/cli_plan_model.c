@@ -92,7 +92,7 @@ static int vllm_figures(const struct kvrt_model *m, uint64_t budget, const struc
     return CLI_EXIT_OK;
 }
 
-static void print_vllm(const struct vllm_figures *f)
+static void print_vllm(const struct kvrt_model *m, const struct vllm_figures *f)
 {
     char a[32];
     printf("\nvLLM (for this budget, as vLLM logs it):\n");
@@ -102,10 +102,15 @@ static void print_vllm(const struct vllm_figures *f)
         return;
     }
     printf("  %s\n", f->log_concurrency);
-    printf("  %" PRIu64 " blocks of %" PRIu64 " bytes; one request of %" PRIu64 " tokens (from %s) "
-           "takes %" PRIu64 " blocks; sliding windows keep window - 1 + %" PRIu64 " tokens (from %s)\n",
-           f->cap.num_blocks, f->cap.bytes_per_block, f->cap.max_model_len, f->len_source,
-           f->cap.blocks_per_request, f->batched, f->batched_source);
+    printf("  %" PRIu64 " blocks of %" PRIu64 " bytes; a request of %" PRIu64 " tokens (max_model_len "
+           "from %s) takes %" PRIu64 " blocks\n", f->cap.num_blocks, f->cap.bytes_per_block,
+           f->cap.max_model_len, f->len_source, f->cap.blocks_per_request);
+    bool sliding = false;
+    for (size_t g = 0; g < m->num_groups; g++)
+        sliding = sliding || m->groups[g].usage == KVRT_USAGE_SLIDING;
+    if (sliding)
+        printf("  sliding windows keep window - 1 + %" PRIu64 " tokens (max_num_batched_tokens from %s)\n",
+               f->batched, f->batched_source);
     if (!f->cap.fits_one_request) {
         cli_format_bytes(f->cap.request_bytes, a, sizeof(a));
         printf("  vLLM would refuse to start: one request of %" PRIu64 " tokens needs %s of KV cache, "
@@ -141,7 +146,7 @@ static void print_human(const struct kvrt_model *m, const kvrt_placement *p, con
         cli_model_print_settings(m);
     }
     if (vf)
-        print_vllm(vf);
+        print_vllm(m, vf);
     for (size_t g = 0; g < m->num_groups; g++) {
         const struct kvrt_model_group *grp = &m->groups[g];
         struct group_sum s;

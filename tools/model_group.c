@@ -209,10 +209,13 @@ static int unify_pages(const struct model_ctx *c, struct model_builder *b, struc
                               "raises NotImplementedError), so kvrt does not size this model",
                               proto->type, (unsigned long long)p, (unsigned long long)largest);
         const uint64_t ratio = largest / p;
+        uint64_t grown;
+        if (__builtin_mul_overflow(proto->spec.block_size, ratio, &grown))
+            return model_fail(c, KVRT_ERR_OVERFLOW, "%s layers: a block %llu times larger does not fit "
+                              "in 64 bits", proto->type, (unsigned long long)ratio);
         model_note(m, "%s layers: block of %llu tokens, %llu times the others', so that every "
                    "page is %llu bytes (vLLM's unify_kv_cache_spec_page_size)", proto->type,
-                   (unsigned long long)(proto->spec.block_size * ratio), (unsigned long long)ratio,
-                   (unsigned long long)largest);
+                   (unsigned long long)grown, (unsigned long long)ratio, (unsigned long long)largest);
         for (size_t i = 0; i < b->num_layers; i++)
             if (type_of[i] == t)
                 b->layers[i].spec.block_size *= ratio;

@@ -163,7 +163,7 @@ static int parse_mla(struct hf *h)
     h->sparse = true;
     h->index_head_dim = index_dim + index_dim / INDEXER_QUANT_BLOCK * 4;
     model_note(h->m, "DeepSeek-V3.2 indexer: every layer also keeps %llu bytes of keys per token "
-               "(index_head_dim %llu fp8 values + %llu float32 scales), in the same block",
+               "(index_head_dim %llu fp8 values + a float32 scale per 128: %llu), in the same block",
                (unsigned long long)h->index_head_dim, (unsigned long long)index_dim,
                (unsigned long long)(index_dim / INDEXER_QUANT_BLOCK));
     return KVRT_OK;
@@ -526,7 +526,7 @@ int model_parse_hf(const struct model_ctx *c, const json_t *root, const struct k
         (rc = hf_max_model_len(&h)))
         return rc;
     m->num_q_heads = h.heads;
-    h.kind = malloc(h.layers * sizeof(*h.kind));
+    h.kind = calloc(h.layers, sizeof(*h.kind));
     if (!h.kind)
         return model_fail(c, KVRT_ERR_NOMEM, "out of memory reading %llu layers",
                           (unsigned long long)h.layers);

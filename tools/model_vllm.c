@@ -124,10 +124,10 @@ int hf_block_size(struct hf *h, uint64_t per_token, uint64_t state_max)
         const uint64_t need = align * cdiv(state_max, align * per_token);
         if (!user || user < need) {
             bs = need;
-            snprintf(source, sizeof(source), "%s%s: the smallest multiple of %llu tokens whose "
-                     "attention page (%llu bytes a token) holds a state page of %llu bytes "
-                     "(HybridAttentionMambaModelConfig)", user ? "raised from --block-size by " : "",
-                     user ? "vLLM's hybrid rule" : "vLLM's hybrid rule", (unsigned long long)align,
+            snprintf(source, sizeof(source), "%svLLM's hybrid rule: the smallest multiple of %llu "
+                     "tokens whose attention page (%llu bytes a token) holds a state page of %llu "
+                     "bytes (HybridAttentionMambaModelConfig)",
+                     user ? "raised from --block-size by " : "", (unsigned long long)align,
                      (unsigned long long)per_token, (unsigned long long)state_max);
         }
     } else if (!user) {

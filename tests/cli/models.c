@@ -357,9 +357,12 @@ static void check_rules(void)
      * sizes exactly as the bfloat16 one (65536-byte pages). */
     char *gemma = cli_read_text(cli_model_path("gemma-2-2b-it.json"));
     char *at = gemma ? strstr(gemma, "\"bfloat16\"") : NULL;
-    if (at)
-        memcpy(at, "\"float32\" ", 10);
-    json_t *r = plan(write_file("gemma2-fp32.json", gemma ? gemma : ""), ARGS("--blocks", "2"));
+    char fp32[4096] = "";
+    if (at) {
+        *at = '\0';
+        snprintf(fp32, sizeof(fp32), "%s\"float32\"%s", gemma, at + strlen("\"bfloat16\""));
+    }
+    json_t *r = plan(write_file("gemma2-fp32.json", fp32), ARGS("--blocks", "2"));
     tap_ok(at && spec_i(group(r, 0), "page_bytes") == 65536 && strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 &&
                has(setting(r, "dtype", "source"), "float32, served in bfloat16"),
            "torch_dtype float32 is sized as bfloat16 (vLLM's auto rule), not twice as large");
