@@ -498,6 +498,12 @@ static void check_errors(void)
     }
     const char *llama = cli_model_path("llama-3.1-8b.json");
     const char *v32 = cli_model_path("deepseek-v3.2-exp.json");
+    /* MiniMax-M1's published config: 80 layers, attn_type_list 0 (lightning
+     * linear attention) on 70 of them and 1 (softmax) on every eighth.
+     * kvrt does not size lightning state, so it refuses the first 0 by name
+     * and sizes nothing, rather than counting 80 attention layers. */
+    cli_error_case(ARGS("plan", "--model", cli_model_path("minimax-m1.json"), "--memory", "24GiB"), NULL, 2,
+                   MENTIONS("\"attn_type_list[0]\" is 0", "lightning", "minimax-m1.json"));
     cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--attention-backend", "FLASHMLA"), NULL, 2,
                    MENTIONS("FLASHMLA is an MLA backend", "kv_lora_rank"));
     cli_error_case(ARGS("plan", "--model", cli_model_path("deepseek-v3.json"), "--blocks", "2", "--attention-backend",
