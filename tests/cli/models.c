@@ -195,6 +195,24 @@ static void check_qwen_and_gemma(void)
     r = plan_example("gemma-2-2b-it.json", ARGS("--memory", "24GiB", "--max-num-batched-tokens", "2048"));
     tap_ok(capacity(r, 30247, 241968, 8192, 897, 33.72), "gemma-2-2b-it --max-num-batched-tokens 2048: 33.72x");
     json_decref(r);
+
+    /* Mistral-Small-3.1-24B-Instruct-2503 (multimodal): the language model
+     * is text_config, 40 full layers of 8 KV heads x (128 K + 128 V) x 2
+     * bytes (top-level torch_dtype bfloat16) = 4096 bytes a token and layer,
+     * 163840 for the model.  Pages 16 x 4096 = 65536; a block is 40 x 65536
+     * = 2621440; 25769803776 / 2621440 = 9830 blocks = 157280 tokens.
+     * text_config.max_position_embeddings 131072 / 16 = 8192 blocks a
+     * request, 9830 / 8192 = 1.20x. */
+    r = plan_example("mistral-small-3.1-24b-instruct-2503.json", ARGS("--memory", "24GiB"));
+    tap_ok(all_groups(r, 1, 40, 65536, 16) && per_token(r, 0) == 4096 &&
+               strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 && spec_i(group(r, 0), "kv_heads") == 8 &&
+               spec_i(group(r, 0), "head_size") == 128 && gi(r, "bytes_per_block") == 2621440 &&
+               capacity(r, 9830, 157280, 131072, 8192, 1.20) &&
+               strcmp(js(json_object_get(r, "model"), "max_model_len_source"),
+                      "config text_config.max_position_embeddings") == 0 &&
+               has(setting(r, "dtype", "source"), "config torch_dtype"),
+           "mistral-small-3.1 (text_config): 40 full layers, pages of 65536, 9830 blocks, 157280 tokens, 1.20x");
+    json_decref(r);
 }
 
 static void check_deepseek(void)
