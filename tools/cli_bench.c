@@ -269,7 +269,7 @@ static int print_json(const struct bench_request *r, double memcpy_gbps, const s
     cli_json_put(shape, "repeat", json_integer((json_int_t)s->repeat));
     /* One backend: its roofline at the top, for scripts (gpu-check.sh). */
     const double roof = n > 0 && r->num_backends == 1 ? res[0].roofline_gbps : 0;
-    cli_json_put(root, "roofline", json_string(roof > 0 ? "device copy" : "memcpy"));
+    cli_json_put(root, "roofline", cli_json_str(roof > 0 ? "device copy" : "memcpy"));
     cli_json_put(root, "roofline_gbps", json_real(roof > 0 ? roof : memcpy_gbps));
     bool ok = cli_json_put(root, "memcpy_gbps", json_real(memcpy_gbps)) && cli_json_put(root, "results", results) &&
               cli_json_put(root, "shape", shape) &&

@@ -428,9 +428,9 @@ static json_t *settings_json(const struct kvrt_model *m)
     json_t *a = json_array();
     for (size_t i = 0; a && i < m->num_settings; i++) {
         json_t *e = json_object();
-        if (!cli_json_put(e, "name", json_string(m->settings[i].name)) ||
-            !cli_json_put(e, "value", json_string(m->settings[i].value)) ||
-            !cli_json_put(e, "source", json_string(m->settings[i].source)) ||
+        if (!cli_json_put(e, "name", cli_json_str(m->settings[i].name)) ||
+            !cli_json_put(e, "value", cli_json_str(m->settings[i].value)) ||
+            !cli_json_put(e, "source", cli_json_str(m->settings[i].source)) ||
             json_array_append_new(a, e) != 0) {
             json_decref(a);
             return NULL;
@@ -454,7 +454,7 @@ json_t *cli_model_json(const struct kvrt_model *m)
               cli_json_put(o, "max_model_len", m->max_model_len ? cli_json_u64(m->max_model_len, "max_model_len")
                                                                 : json_null()) &&
               cli_json_put(o, "max_model_len_source", m->max_model_len_source
-                                                          ? json_string(m->max_model_len_source)
+                                                          ? cli_json_str(m->max_model_len_source)
                                                           : json_null()) &&
               cli_json_put(o, "notes", notes);
     for (size_t g = 0; ok && g < m->num_groups; g++) {
@@ -465,7 +465,7 @@ json_t *cli_model_json(const struct kvrt_model *m)
         ok = cli_json_put(e, "name", cli_json_str(grp->name)) &&
              cli_json_put(e, "what", cli_json_str(grp->what)) &&
              cli_json_put(e, "window", grp->window ? cli_json_u64(grp->window, "window") : json_null()) &&
-             cli_json_put(e, "usage", json_string(grp->usage == KVRT_USAGE_STATE     ? "state"
+             cli_json_put(e, "usage", cli_json_str(grp->usage == KVRT_USAGE_STATE     ? "state"
                                                   : grp->usage == KVRT_USAGE_SLIDING ? "sliding_window"
                                                                                      : "full")) &&
              cli_json_put(e, "num_layers", cli_json_u64(grp->num_layers, "num_layers")) &&

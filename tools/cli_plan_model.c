@@ -249,17 +249,17 @@ static json_t *vllm_json(const struct vllm_figures *f)
     if (!f)
         return json_null();
     json_t *o = json_object(), *log = json_array();
-    json_array_append_new(log, json_string(f->log_tokens));
+    json_array_append_new(log, cli_json_str(f->log_tokens));
     if (f->have_len)
-        json_array_append_new(log, json_string(f->log_concurrency));
+        json_array_append_new(log, cli_json_str(f->log_concurrency));
     bool ok = cli_json_put(o, "kv_cache_tokens", cli_json_u64(f->cap.tokens, "kv_cache_tokens")) &&
               cli_json_put(o, "num_blocks", cli_json_u64(f->cap.num_blocks, "num_blocks")) &&
               cli_json_put(o, "bytes_per_block", cli_json_u64(f->cap.bytes_per_block, "bytes_per_block")) &&
               cli_json_put(o, "max_model_len", f->have_len ? cli_json_u64(f->cap.max_model_len, "max_model_len")
                                                            : json_null()) &&
-              cli_json_put(o, "max_model_len_source", f->have_len ? json_string(f->len_source) : json_null()) &&
+              cli_json_put(o, "max_model_len_source", f->have_len ? cli_json_str(f->len_source) : json_null()) &&
               cli_json_put(o, "max_num_batched_tokens", cli_json_u64(f->batched, "max_num_batched_tokens")) &&
-              cli_json_put(o, "max_num_batched_tokens_source", json_string(f->batched_source)) &&
+              cli_json_put(o, "max_num_batched_tokens_source", cli_json_str(f->batched_source)) &&
               cli_json_put(o, "blocks_per_request", f->have_len ? cli_json_u64(f->cap.blocks_per_request,
                                                                                "blocks_per_request")
                                                                 : json_null()) &&

@@ -223,6 +223,7 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     kvrt_buffer_create(b, 64, &buf);
     INVALID(kvrt_backend_device_info, "b, NULL", b, NULL);
     INVALID(kvrt_buffer_address, "buf, NULL, NULL", buf, NULL, NULL);
+    INVALID(kvrt_backend_copy_bandwidth, "b, 64, NULL", b, 64, NULL);
     INVALID(kvrt_buffer_upload, "NULL, ...", NULL, 0, "x", 1);
     INVALID(kvrt_buffer_download, "buf, 0, NULL, 8", buf, 0, NULL, 8);
     INVALID(kvrt_buffer_zero, "NULL, 0, 8", NULL, 0, 8);
