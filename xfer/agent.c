@@ -38,7 +38,7 @@ int xfer_peer_ok(const kvrt_xfer_peer *p, const char *what)
 static kvrt_xfer_peer *peer_of_ep(kvrt_xfer_agent *a, ucp_ep_h ep)
 {
     for (kvrt_xfer_peer *p = a->peers; p; p = p->next)
-        if (p->ep == ep)
+        if (p->ep == ep || p->data_ep == ep)
             return p;
     return NULL;
 }
@@ -99,11 +99,24 @@ int xfer_am_send(kvrt_xfer_agent *a, kvrt_xfer_peer *p, unsigned id, const void 
     /* Eager: the receiver gets the whole message in its callback and never
      * has to post a rendezvous receive. */
     prm.flags = UCP_AM_SEND_FLAG_REPLY | UCP_AM_SEND_FLAG_EAGER;
-    void *req = ucp_am_send_nbx(p->ep, id, hdr, hlen, data, dlen, &prm);
+    void *req = ucp_am_send_nbx(xfer_data_ep(p), id, hdr, hlen, data, dlen, &prm);
     return xfer_wait(a, p, req, what);
 }
 
 /* ---- active messages ------------------------------------------------------ */
+
+static kvrt_xfer_peer *anonymous_peer(kvrt_xfer_agent *a, ucp_ep_h reply)
+{
+    kvrt_xfer_peer *p = calloc(1, sizeof(*p));
+    if (!p)
+        return NULL;
+    p->agent = a;
+    p->state = KVRT_XFER_PEER_CONNECTED;
+    p->data_ep = reply; /* the worker's own: never closed here */
+    p->next = a->peers;
+    a->peers = p;
+    return p;
+}
 
 static void enqueue(struct xfer_queued ***tail, struct xfer_queued *q)
 {
@@ -114,9 +127,27 @@ static void enqueue(struct xfer_queued ***tail, struct xfer_queued *q)
 static ucs_status_t am_cb(kvrt_xfer_agent *a, uint32_t kind, const void *header, size_t hlen, void *data,
                           size_t len, const ucp_am_recv_param_t *param)
 {
-    kvrt_xfer_peer *p = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? peer_of_ep(a, param->reply_ep) : NULL;
-    if (!p || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
-        return UCS_OK; /* not from a known peer, or not eager: dropped */
+    ucp_ep_h reply = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
+    if (!reply || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
+        return UCS_OK; /* no way to answer, or not eager: dropped */
+    kvrt_xfer_peer *p = peer_of_ep(a, reply);
+    if (kind == XFER_AM_BIND) {
+        uint64_t token;
+        if (hlen != sizeof(token))
+            return UCS_OK;
+        memcpy(&token, header, sizeof(token));
+        for (kvrt_xfer_peer *q = a->peers; q; q = q->next)
+            if (q->token == token && !q->data_ep)
+                q->data_ep = reply;
+        return UCS_OK;
+    }
+    if (!p && kind != XFER_AM_HELLO && kind != XFER_AM_REPLY) {
+        /* A peer that loaded our metadata and connected to the worker
+         * address: served without a handshake of its own. */
+        p = anonymous_peer(a, reply);
+    }
+    if (!p)
+        return UCS_OK;
     if (kind == XFER_AM_BYE) {
         if (p->state == KVRT_XFER_PEER_CONNECTED)
             p->state = KVRT_XFER_PEER_CLOSED;
@@ -154,8 +185,8 @@ static ucs_status_t am_cb(kvrt_xfer_agent *a, uint32_t kind, const void *header,
     q->data = copy;
     q->len = hlen + len;
     if (kind == XFER_AM_HELLO || kind == XFER_AM_REPLY) {
-        /* The handshake: header is the status (REPLY), data the metadata
-         * or the refusal.  Kept on the peer. */
+        /* The handshake: header is a struct xfer_reply (REPLY), data the
+         * metadata or the refusal.  Kept on the peer. */
         free(p->blob);
         p->blob = copy;
         free(q);
@@ -163,12 +194,13 @@ static ucs_status_t am_cb(kvrt_xfer_agent *a, uint32_t kind, const void *header,
             p->hello_seen = true;
             memmove(p->blob, p->blob + hlen, len + 1);
         } else {
-            int32_t st = KVRT_ERR_INTERNAL;
-            if (hlen == sizeof(st))
-                memcpy(&st, header, sizeof(st));
+            struct xfer_reply rep = {KVRT_ERR_INTERNAL, 0, 0};
+            if (hlen == sizeof(rep))
+                memcpy(&rep, header, sizeof(rep));
             memmove(p->blob, p->blob + hlen, len + 1);
             p->reply_seen = true;
-            p->reply_status = st;
+            p->reply_status = rep.status;
+            p->token = rep.token;
         }
         p->blob_len = len;
         return UCS_OK;
@@ -190,6 +222,7 @@ AM_HANDLER(am_prepare, XFER_AM_PREPARE)
 AM_HANDLER(am_ack, XFER_AM_ACK)
 AM_HANDLER(am_notify, XFER_AM_NOTIFY)
 AM_HANDLER(am_bye, XFER_AM_BYE)
+AM_HANDLER(am_bind, XFER_AM_BIND)
 
 static int set_handlers(kvrt_xfer_agent *a)
 {
@@ -199,7 +232,7 @@ static int set_handlers(kvrt_xfer_agent *a)
     } table[] = {
         {XFER_AM_HELLO, am_hello},   {XFER_AM_REPLY, am_reply}, {XFER_AM_COMMIT, am_commit},
         {XFER_AM_PREPARE, am_prepare}, {XFER_AM_ACK, am_ack},   {XFER_AM_NOTIFY, am_notify},
-        {XFER_AM_BYE, am_bye},
+        {XFER_AM_BYE, am_bye},       {XFER_AM_BIND, am_bind},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         ucp_am_handler_param_t hp;
@@ -355,12 +388,15 @@ static void peer_free(kvrt_xfer_peer *p, bool polite)
         ucp_rkey_destroy(p->cache_rkey);
     if (p->area_rkey)
         ucp_rkey_destroy(p->area_rkey);
-    if (p->ep) {
+    ucp_ep_h eps[2] = {p->own_data_ep ? p->data_ep : NULL, p->ep};
+    for (int i = 0; i < 2; i++) {
+        if (!eps[i])
+            continue;
         ucp_request_param_t prm;
         memset(&prm, 0, sizeof(prm));
         prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
         prm.flags = (polite && p->state == KVRT_XFER_PEER_CONNECTED) ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
-        void *req = ucp_ep_close_nbx(p->ep, &prm);
+        void *req = ucp_ep_close_nbx(eps[i], &prm);
         if (req && !UCS_PTR_IS_ERR(req)) {
             double deadline = xfer_now() + (polite ? 2.0 : 0.5);
             while (ucp_request_check_status(req) == UCS_INPROGRESS && xfer_now() < deadline)
@@ -482,9 +518,10 @@ static int load_blob(kvrt_xfer_agent *a, kvrt_xfer_peer *p, size_t len)
     if (rc != KVRT_OK)
         return rc;
     ucs_status_t st;
-    if (p->md.registered && (st = ucp_ep_rkey_unpack(p->ep, p->md.cache_rkey, &p->cache_rkey)) != UCS_OK)
+    ucp_ep_h ep = xfer_data_ep(p);
+    if (p->md.registered && (st = ucp_ep_rkey_unpack(ep, p->md.cache_rkey, &p->cache_rkey)) != UCS_OK)
         return ucx_fail(st, "ucp_ep_rkey_unpack of the peer's cache key");
-    if ((st = ucp_ep_rkey_unpack(p->ep, p->md.area_rkey, &p->area_rkey)) != UCS_OK)
+    if ((st = ucp_ep_rkey_unpack(ep, p->md.area_rkey, &p->area_rkey)) != UCS_OK)
         return ucx_fail(st, "ucp_ep_rkey_unpack of the peer's staging key");
     return KVRT_OK;
 }
@@ -641,12 +678,13 @@ int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out)
                    "kvrt_xfer_accept: waiting for the peer's metadata");
     if (rc == KVRT_OK) {
         rc = load_blob(a, p, p->blob_len);
-        int32_t status = rc;
+        struct xfer_reply rep = {rc, 0, a->next_token++};
+        p->token = rep.token;
         if (rc != KVRT_OK) {
             /* Tell the peer why, then give up on it. */
             char why[2048];
             snprintf(why, sizeof(why), "%s", kvrt_error_message());
-            xfer_am_send(a, p, XFER_AM_REPLY, &status, sizeof(status), why, strlen(why), "refusal");
+            xfer_am_send(a, p, XFER_AM_REPLY, &rep, sizeof(rep), why, strlen(why), "refusal");
             drop_peer(a, p);
             return kvrt_error_report(rc, "%s", why);
         }
@@ -654,7 +692,7 @@ int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out)
         size_t len;
         rc = xfer_md_export(a, &mine, &len);
         if (rc == KVRT_OK) {
-            rc = xfer_am_send(a, p, XFER_AM_REPLY, &status, sizeof(status), mine, len, "sending metadata");
+            rc = xfer_am_send(a, p, XFER_AM_REPLY, &rep, sizeof(rep), mine, len, "sending metadata");
             free(mine);
         }
     }
@@ -665,6 +703,32 @@ int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out)
     *out = p;
     kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
+}
+
+/* The data ep to the worker address the peer sent, announced with BIND
+ * (same ep, so it reaches the server before any request). */
+static int open_data_ep(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
+{
+    struct xfer_md md;
+    int rc = xfer_md_parse(p->blob, p->blob_len, &md);
+    if (rc != KVRT_OK)
+        return rc;
+    xfer_desc_free(&md.cache, true);
+    ucp_ep_params_t ep;
+    fill_ep_params(&ep, p);
+    /* Shared-memory transports cannot report a failed peer, and UCX leaves
+     * out what cannot honour the error mode: this ep asks for none, the
+     * connection ep keeps watching the peer. */
+    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
+    ep.field_mask |= UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
+    ep.address = (const ucp_address_t *)md.worker_addr; /* points into p->blob */
+    ucs_status_t st = ucp_ep_create(a->worker, &ep, &p->data_ep);
+    if (st != UCS_OK) {
+        p->data_ep = NULL;
+        return ucx_fail(st, "ucp_ep_create to the peer's worker address");
+    }
+    p->own_data_ep = true;
+    return xfer_am_send(a, p, XFER_AM_BIND, &p->token, sizeof(p->token), NULL, 0, "kvrt_xfer_connect: binding");
 }
 
 int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_xfer_peer **out)
@@ -702,6 +766,8 @@ int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_
         rc = wait_flag(a, p, &p->reply_seen, a->timeout_s, "kvrt_xfer_connect: waiting for the peer's metadata");
     if (rc == KVRT_OK && p->reply_status != KVRT_OK)
         rc = kvrt_error_report(p->reply_status, "the peer refused: %s", (const char *)p->blob);
+    if (rc == KVRT_OK)
+        rc = open_data_ep(a, p);
     if (rc == KVRT_OK)
         rc = load_blob(a, p, p->blob_len);
     if (rc != KVRT_OK) {

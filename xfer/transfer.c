@@ -401,7 +401,7 @@ static int flush(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
 {
     ucp_request_param_t prm;
     memset(&prm, 0, sizeof(prm));
-    return xfer_wait(a, p, ucp_ep_flush_nbx(p->ep, &prm), "waiting for the RMA to complete");
+    return xfer_wait(a, p, ucp_ep_flush_nbx(xfer_data_ep(p), &prm), "waiting for the RMA to complete");
 }
 
 static int rma(kvrt_xfer_agent *a, kvrt_xfer_peer *p, bool put, void *local, uint64_t raddr, ucp_rkey_h rkey,
@@ -409,8 +409,8 @@ static int rma(kvrt_xfer_agent *a, kvrt_xfer_peer *p, bool put, void *local, uin
 {
     ucp_request_param_t prm;
     memset(&prm, 0, sizeof(prm));
-    void *req = put ? ucp_put_nbx(p->ep, local, len, raddr, rkey, &prm)
-                    : ucp_get_nbx(p->ep, local, len, raddr, rkey, &prm);
+    void *req = put ? ucp_put_nbx(xfer_data_ep(p), local, len, raddr, rkey, &prm)
+                    : ucp_get_nbx(xfer_data_ep(p), local, len, raddr, rkey, &prm);
     if (UCS_PTR_IS_ERR(req))
         return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s of %llu bytes failed: %s", put ? "ucp_put_nbx" : "ucp_get_nbx",
                          ULL(len), ucs_status_string(UCS_PTR_STATUS(req)));

@@ -55,7 +55,13 @@ struct xfer_queued {
 struct kvrt_xfer_peer {
     kvrt_xfer_agent *agent;
     kvrt_xfer_peer *next;
-    ucp_ep_h ep;
+    ucp_ep_h ep;                   /* connection (listener/client) or worker-address ep */
+    /* The ep that carries RMA and active messages.  A client that came in
+     * through the listener (tcp) opens it to the peer's worker address, so
+     * that UCX may pick shared memory; the server learns it from BIND. */
+    ucp_ep_h data_ep;
+    bool own_data_ep;              /* created here (closed here) */
+    uint64_t token;                /* the server's name for this peer */
     enum kvrt_xfer_peer_state state;
     char why[512];
     bool loaded;                   /* metadata checked, rkeys unpacked */
@@ -104,7 +110,20 @@ struct kvrt_xfer_agent {
     struct xfer_queued *inbox, **inbox_tail; /* requests from peers */
     struct xfer_queued *notes, **notes_tail; /* notifications */
     uint64_t next_xid;
+    uint64_t next_token;
 };
+
+/* The handshake answer's header. */
+struct xfer_reply {
+    int32_t status;
+    uint32_t reserved;
+    uint64_t token;
+};
+
+static inline ucp_ep_h xfer_data_ep(const kvrt_xfer_peer *p)
+{
+    return p->data_ep ? p->data_ep : p->ep;
+}
 
 /* Active message ids. */
 enum {
@@ -115,6 +134,7 @@ enum {
     XFER_AM_ACK = 5,     /* answer to COMMIT/PREPARE */
     XFER_AM_NOTIFY = 6,  /* data: the notification */
     XFER_AM_BYE = 7,
+    XFER_AM_BIND = 8,    /* header: the token; this ep is the peer's data ep */
 };
 
 /* The selection of a staged request: what each block contributes. */
