@@ -21,8 +21,10 @@ void cli_xfer_serve_help(FILE *out)
             "  --listen ADDR:PORT  default 127.0.0.1:13337; port 0 picks a free port\n"
             "  --port-file FILE    write the bound port there once listening\n"
             "%s"
-            "  Exit status: 0 verified; 1 a mismatch, a timeout or a failed peer; 2 bad input\n"
-            "  or an incompatible peer (refused before any byte moved); 4 no backend.\n",
+            "  An incompatible peer is told why and refused before any byte moves (a\n"
+            "  refused session counts as served).\n"
+            "  Exit status: 0 verified; 1 a mismatch, a timeout or a failed peer; 2 bad\n"
+            "  input; 4 no backend.\n",
             xfer_common_help);
 }
 
@@ -42,7 +44,7 @@ struct serve {
     uint16_t port;
     const char *port_file;
     uint64_t sessions;
-    uint64_t transfers, done_sessions;
+    uint64_t transfers, done_sessions, refused;
     double busy_seconds;
     uint64_t bytes;
     char error[2048];
@@ -74,6 +76,16 @@ static void session(struct serve *v, uint64_t index)
     kvrt_xfer_peer *peer;
     int rc = kvrt_xfer_accept(s->agent, s->timeout, &peer);
     char msg[1536];
+    if (rc == KVRT_ERR_INVALID) {
+        /* An incompatible peer was told why; nothing moved.  Serve on. */
+        v->refused++;
+        v->done_sessions++;
+        if (!s->json) {
+            printf("session %llu: %s\n", (unsigned long long)index + 1, kvrt_error_message());
+            fflush(stdout);
+        }
+        return;
+    }
     if (rc != KVRT_OK) {
         snprintf(msg, sizeof(msg), "xfer serve: session %llu: %s", (unsigned long long)index + 1,
                  kvrt_error_message());
@@ -145,6 +157,7 @@ static int report(struct serve *v, uint64_t bad, const char *where)
         json_object_set_new(o, "blocks", json_integer((json_int_t)s->num_blocks));
         json_object_set_new(o, "sessions", json_integer((json_int_t)v->done_sessions));
         json_object_set_new(o, "transfers", json_integer((json_int_t)v->transfers));
+        json_object_set_new(o, "refused", json_integer((json_int_t)v->refused));
         json_object_set_new(o, "verified", json_boolean(verified));
         json_object_set_new(o, "mismatched_bytes", bad == UINT64_MAX ? json_null() : json_integer((json_int_t)bad));
         json_object_set_new(o, "first_mismatch", json_string(where));

@@ -685,8 +685,11 @@ int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out)
             char why[2048];
             snprintf(why, sizeof(why), "%s", kvrt_error_message());
             xfer_am_send(a, p, XFER_AM_REPLY, &rep, sizeof(rep), why, strlen(why), "refusal");
-            drop_peer(a, p);
-            return kvrt_error_report(rc, "%s", why);
+            /* A flushing close, so that the refusal arrives before the
+             * connection goes. */
+            unlink_peer(a, p);
+            peer_free(p, true);
+            return kvrt_error_report(rc, "refused a peer: %s", why);
         }
         uint8_t *mine;
         size_t len;
