@@ -170,7 +170,7 @@ def cases(t, kvrt, transport, tmp):
         s = Serve(kvrt, ["--layout", "LHBNC"] + model("fp32"), env, tmp)
         rc, doc, out, err = send(kvrt, s.port, ["--layout", "BLNHC", "--method", method, "--ids", "4,1,7",
                                                 "--remote-ids", "0,9,3"] + model("fp32"), env)
-        if method == "direct" and rc == 2 and "registered" in err:
+        if method == "direct" and rc != 0 and "registered host memory" in err:
             t.ok(True, "# SKIP forced direct: caches are not registrable in this build")
         else:
             t.ok(rc == 0 and doc["method"] == method, "BLNHC -> LHBNC forced %s" % method,
@@ -194,7 +194,7 @@ def cases(t, kvrt, transport, tmp):
     served_ok(t, s, "layer range verified (layer 0 untouched)", 1)
 
     # Padded pages (block-outermost and layer-compact layouts allow padding).
-    pad = ["--page-size-padded", "2304"]  # page 2048 (2 heads x 4 x 2 x 16 x 2 B... ) plus 256
+    pad = ["--page-size-padded", "2304"]  # the page is 4 heads x 4 tokens x 64 B = 1024 B
     s = Serve(kvrt, ["--layout", "LBNHC"] + model(heads=4, extra=pad), env, tmp)
     rc, doc, out, err = send(kvrt, s.port, ["--layout", "BLHNC", "--ids", "1,6,2", "--remote-ids", "2,4,40"]
                              + model(heads=4, extra=pad), env)
