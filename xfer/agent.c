@@ -282,6 +282,11 @@ static int register_mem(kvrt_xfer_agent *a, void *addr, uint64_t len, ucp_mem_h 
     return KVRT_OK;
 }
 
+/* The staging area is allocated by UCX (UCP_MEM_MAP_ALLOCATE): over shared
+ * memory such memory is mapped by the peer, so a put is one memcpy that
+ * completes without the target's help; memory registered after the fact
+ * goes through UCX's active-message emulation of RMA instead.  The backend
+ * buffer beside it is what gather and scatter address. */
 static int make_area(kvrt_xfer_agent *a, uint64_t want)
 {
     uint64_t all;
@@ -297,15 +302,31 @@ static int make_area(kvrt_xfer_agent *a, uint64_t want)
     int rc = kvrt_buffer_create(a->backend, want, &a->area_buf);
     if (rc != KVRT_OK)
         return rc;
-    a->area_host = xfer_buffer_host_address(a->area_buf);
-    a->area_shared = a->area_host != NULL;
-    if (!a->area_host) {
-        a->area_host = calloc(1, want);
-        if (!a->area_host)
-            return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a %llu-byte staging area", ULL(want));
-    }
-    return register_mem(a, a->area_host, want, &a->area_memh, &a->area_rkey, &a->area_rkey_len,
-                        "ucp_mem_map of the staging area");
+    ucp_mem_map_params_t mp;
+    memset(&mp, 0, sizeof(mp));
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    mp.address = NULL;
+    mp.length = want;
+    mp.flags = UCP_MEM_MAP_ALLOCATE;
+    ucs_status_t st = ucp_mem_map(a->ctx, &mp, &a->area_memh);
+    if (st != UCS_OK)
+        return ucx_fail(st, "ucp_mem_map (allocate) of the staging area");
+    ucp_mem_attr_t attr;
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
+    if ((st = ucp_mem_query(a->area_memh, &attr)) != UCS_OK)
+        return ucx_fail(st, "ucp_mem_query of the staging area");
+    a->area_host = attr.address;
+    a->area_shared = false;
+    void *packed;
+    if ((st = ucp_rkey_pack(a->ctx, a->area_memh, &packed, &a->area_rkey_len)) != UCS_OK)
+        return ucx_fail(st, "ucp_rkey_pack");
+    a->area_rkey = malloc(a->area_rkey_len);
+    if (a->area_rkey)
+        memcpy(a->area_rkey, packed, a->area_rkey_len);
+    ucp_rkey_buffer_release(packed);
+    if (!a->area_rkey)
+        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a remote key");
+    return KVRT_OK;
 }
 
 int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt_xfer_agent_options *o,
@@ -465,8 +486,6 @@ void kvrt_xfer_agent_destroy(kvrt_xfer_agent *a)
         ucp_worker_destroy(a->worker);
     if (a->ctx)
         ucp_cleanup(a->ctx);
-    if (!a->area_shared)
-        free(a->area_host);
     kvrt_buffer_destroy(a->area_buf);
     xfer_desc_free(&a->local, false);
     free(a);
