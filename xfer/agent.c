@@ -399,6 +399,7 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
         return rc;
     }
     *out = a;
+    kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
 }
 

@@ -10,19 +10,16 @@
 
 #include "xfer_internal.h"
 
-/* Declared weak until libkvrt provides it: without it every buffer counts
- * as having no host address, which is always correct (host staging). */
-int kvrt_buffer_address(kvrt_buffer *buf, void **addr, int *kind) __attribute__((weak));
-
+/* Host memory only: every other kind (OpenCL's opaque buffers, CUDA and
+ * ROCm device memory, which Debian's UCX has no transport for) is moved
+ * through host staging with the backend's own gather and scatter. */
 void *xfer_buffer_host_address(kvrt_buffer *buf)
 {
     void *addr = NULL;
-    int kind = 0;
-    if (!kvrt_buffer_address || !buf)
+    enum kvrt_memory_kind kind = KVRT_MEMORY_OPAQUE;
+    if (!buf || kvrt_buffer_address(buf, &addr, &kind) != KVRT_OK)
         return NULL;
-    if (kvrt_buffer_address(buf, &addr, &kind) != KVRT_OK)
-        return NULL;
-    return kind == 1 /* KVRT_MEMORY_HOST */ ? addr : NULL;
+    return kind == KVRT_MEMORY_HOST ? addr : NULL;
 }
 
 static bool sel_full(const struct xfer_cache_desc *d, const struct xfer_sel *s)

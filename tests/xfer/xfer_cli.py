@@ -120,7 +120,7 @@ def pairs(t, kvrt, transport, tmp):
     env = env_for(transport)
     src_ids = "5,2,9-11,0"
 
-    def one_destination(dtype, dst):
+    def one_destination(dtype, dst, method):
         rows = []
         # One serve takes a session per source layout and verifies them all.
         s = Serve(kvrt, ["--layout", dst, "--sessions", str(len(LAYOUTS))] + model(dtype), env, tmp)
@@ -129,18 +129,22 @@ def pairs(t, kvrt, transport, tmp):
             return rows
         for k, src in enumerate(LAYOUTS):
             remote = ",".join(str(k * 6 + x) for x in (3, 0, 5, 1, 4, 2))
-            rc, doc, out, err = send(kvrt, s.port, ["--layout", src, "--ids", src_ids, "--remote-ids", remote]
-                                     + model(dtype), env)
-            rows.append((rc == 0 and doc is not None and doc["bytes"] > 0,
-                         "%s %s %s -> %s sent (%s)" % (transport, dtype, src, dst, doc and doc.get("method")),
+            rc, doc, out, err = send(kvrt, s.port, ["--layout", src, "--ids", src_ids, "--remote-ids", remote,
+                                                    "--method", method] + model(dtype), env)
+            rows.append((rc == 0 and doc is not None and doc["bytes"] > 0 and method in ("auto", doc["method"]),
+                         "%s %s %s -> %s sent (%s%s)" % (transport, dtype, src, dst, doc and doc.get("method"),
+                                                         "" if method == "auto" else ", forced"),
                          "exit %s\n%s\n%s" % (rc, out, err)))
         rc, doc, out, err = s.finish()
         rows.append((rc == 0 and doc is not None and doc.get("verified") is True and doc.get("transfers") == 6,
-                     "%s %s -> %s: all six sources verified byte for byte" % (transport, dtype, dst),
+                     "%s %s %s -> %s: all six sources verified byte for byte" % (transport, dtype, method, dst),
                      "exit %s\n%s\n%s" % (rc, out, err)))
         return rows
 
-    jobs = [(dtype, dst) for dtype in ("bf16", "fp32") for dst in LAYOUTS]
+    # Small test pages make auto choose regions or staging; region-to-region
+    # RMA runs forced for every pair too (bf16 over tcp, fp32 over sm).
+    jobs = [(dtype, dst, "auto") for dtype in ("bf16", "fp32") for dst in LAYOUTS]
+    jobs += [("bf16" if transport == "tcp" else "fp32", dst, "direct") for dst in LAYOUTS]
     with concurrent.futures.ThreadPoolExecutor(max_workers=6) as pool:
         for rows in pool.map(lambda j: one_destination(*j), jobs):
             for good, what, diag in rows:
