@@ -403,20 +403,38 @@ bad:
 static void xfer_help(FILE *out)
 {
     fprintf(out,
-            "Usage: kvrt xfer serve [options]     (one terminal)\n"
+            "Usage: kvrt xfer serve [options]                  (one terminal)\n"
             "       kvrt xfer send --connect ADDR:PORT [options]   (another)\n"
             "\n"
             "Move KV blocks between two caches over UCX (libkvrt-xfer): both sides fill\n"
             "their cache with a deterministic pattern of their --seed; send moves blocks\n"
             "(push, or --pull) and the receiving side verifies every byte against the\n"
             "sender's pattern, converted through its own layout.  Both print the plan\n"
-            "(method, regions, RMA operations), the bytes, the time and GB/s.\n"
-            "UCX reads UCX_TLS (e.g. tcp with UCX_NET_DEVICES=lo, or sm) from the\n"
-            "environment.  Listening defaults to 127.0.0.1.\n"
-            "\n");
-    cli_xfer_serve_help(out);
+            "(method, regions, RMA operations), the bytes, the time and GB/s.  Same\n"
+            "layout: one RMA per planned region; other layouts: region-to-region RMA\n"
+            "when the runs are long, else staging order and the receiver's scatter.\n"
+            "\n"
+            "Options:\n");
+    cli_xfer_serve_help(out, false);
     fprintf(out, "\n");
-    cli_xfer_send_help(out);
+    cli_xfer_send_help(out, false);
+    fprintf(out,
+            "\n"
+            "Common to both:\n"
+            "%s%s"
+            "\n"
+            "Environment:\n"
+            "  UCX_TLS           UCX transports: tcp, or sm,tcp for shared memory on one host\n"
+            "                    (the listener handshake needs tcp)\n"
+            "  UCX_NET_DEVICES   e.g. lo to keep tcp on loopback\n"
+            "  %s, %s  as for the other commands\n"
+            "\n"
+            "Example (two terminals):\n"
+            "  kvrt xfer serve --layers 2 --kv-heads 8 --head-size 128 --dtype bf16 --blocks 64 \\\n"
+            "                  --layout LBNHC\n"
+            "  kvrt xfer send --connect 127.0.0.1:13337 --layers 2 --kv-heads 8 --head-size 128 \\\n"
+            "                 --dtype bf16 --blocks 64 --layout BLHNC --ids 0-15 --remote-ids 32-47\n",
+            xfer_common_help, cli_model_options_help, KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV);
 }
 
 static int xfer_run(int argc, char **argv)

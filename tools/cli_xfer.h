@@ -94,7 +94,7 @@ extern const char xfer_common_help[];
 
 int cli_xfer_serve(int argc, char **argv);
 int cli_xfer_send(int argc, char **argv);
-void cli_xfer_serve_help(FILE *out);
-void cli_xfer_send_help(FILE *out);
+void cli_xfer_serve_help(FILE *out, bool common);
+void cli_xfer_send_help(FILE *out, bool common);
 
 #endif

@@ -10,7 +10,16 @@ static void xfer_help(FILE *out)
             "\n"
             "Move KV blocks between two processes over UCX.  This kvrt was built without\n"
             "UCX (meson option ucx; install libucx-dev and reconfigure), so the command\n"
-            "only reports that.\n");
+            "only reports that (exit 4).\n"
+            "\n"
+            "Options:\n"
+            "  none in this build\n"
+            "\n"
+            "Environment:\n"
+            "  UCX_TLS, UCX_NET_DEVICES  (read by UCX in builds that have it)\n"
+            "\n"
+            "Example:\n"
+            "  apt-get install libucx-dev && meson setup --reconfigure build -Ducx=enabled\n");
 }
 
 static int xfer_run(int argc, char **argv)

@@ -5,7 +5,7 @@
 
 #include "cli_xfer.h"
 
-void cli_xfer_send_help(FILE *out)
+void cli_xfer_send_help(FILE *out, bool common)
 {
     fprintf(out,
             "kvrt xfer send --connect ADDR:PORT [--ids LIST] [--remote-ids LIST]\n"
@@ -33,7 +33,9 @@ void cli_xfer_send_help(FILE *out)
             "  or an incompatible peer (nothing moved); 4 no backend.\n"
             "  Example: kvrt xfer send --connect 127.0.0.1:13337 --layers 2 --kv-heads 8 \\\n"
             "           --head-size 128 --dtype bf16 --blocks 64 --layout BLHNC --ids 0-15\n",
-            xfer_common_help);
+            common ? xfer_common_help : "  (and the options common to both, below)\n");
+    if (common)
+        fputs(cli_model_options_help, out);
 }
 
 static const struct cli_option send_options[] = {
@@ -305,7 +307,7 @@ int cli_xfer_send(int argc, char **argv)
     bool help = false;
     int code = parse(argc, argv, &d, &help);
     if (code == CLI_EXIT_OK && help)
-        cli_xfer_send_help(stdout);
+        cli_xfer_send_help(stdout, true);
     else if (code == CLI_EXIT_OK)
         code = run(&d);
     xfer_side_free(&d.side);

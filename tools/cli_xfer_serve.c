@@ -6,7 +6,7 @@
 
 #include "cli_xfer.h"
 
-void cli_xfer_serve_help(FILE *out)
+void cli_xfer_serve_help(FILE *out, bool common)
 {
     fprintf(out,
             "kvrt xfer serve [--listen ADDR:PORT] [--port-file FILE] [--sessions N]\n"
@@ -25,7 +25,9 @@ void cli_xfer_serve_help(FILE *out)
             "  refused session counts as served).\n"
             "  Exit status: 0 verified; 1 a mismatch, a timeout or a failed peer; 2 bad\n"
             "  input; 4 no backend.\n",
-            xfer_common_help);
+            common ? xfer_common_help : "  (and the options common to both, below)\n");
+    if (common)
+        fputs(cli_model_options_help, out);
 }
 
 enum { XO_SERVE_END = XO_PEER_HEAD_OFFSET + 1 };
@@ -196,7 +198,7 @@ int cli_xfer_serve(int argc, char **argv)
     for (bool more = true; more;) {
         switch (cli_args_next(&args, serve_options, &opt, &val)) {
         case CLI_NEXT_END: more = false; continue;
-        case CLI_NEXT_HELP: cli_xfer_serve_help(stdout); return CLI_EXIT_OK;
+        case CLI_NEXT_HELP: cli_xfer_serve_help(stdout, true); return CLI_EXIT_OK;
         case CLI_NEXT_ERROR: return CLI_EXIT_USAGE;
         case CLI_NEXT_OPTION: break;
         }
