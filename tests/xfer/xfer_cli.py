@@ -243,7 +243,8 @@ def cases(t, kvrt, transport, tmp):
         e["UCX_LOG_LEVEL"] = "info"
         s = Serve(kvrt, ["--layout", "LBHNC"] + model(), env, tmp)
         rc, doc, out, err = send(kvrt, s.port, ["--layout", "LBHNC", "--ids", "0-3"] + model(), e)
-        lanes = [line for line in err.splitlines() if "ep_cfg" in line]
+        # UCX logs on stdout: the lane report comes before the JSON.
+        lanes = [line for line in (out + err).splitlines() if "ep_cfg" in line]
         shm = any(x in lanes[-1] for x in ("sysv", "posix", "cma")) if lanes else False
         t.ok(rc == 0 and shm, "sm: the data ep moves bytes over shared memory (%s)"
              % (lanes[-1].split("INFO")[-1].strip() if lanes else "no lanes printed"), err)
