@@ -257,6 +257,7 @@ static int run(struct send *d)
         .pull = d->pull,
     };
     struct kvrt_xfer_plan plan;
+    memset(&plan, 0, sizeof(plan));
     double seconds = 0;
     for (uint64_t i = 0; i < d->repeat && rc == KVRT_OK; i++) {
         rec.index = i;

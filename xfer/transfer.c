@@ -533,12 +533,11 @@ int kvrt_xfer_transfer(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_
 static int serve_one(kvrt_xfer_agent *a, struct xfer_queued *q)
 {
     kvrt_xfer_peer *p = q->peer;
-    struct xfer_stage_msg m;
+    struct xfer_stage_msg m = {0};
     int rc = KVRT_OK;
     const char *what = q->kind == XFER_AM_COMMIT ? "scatter" : "gather";
     if (q->len < sizeof(m)) {
         rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: a %s request of %zu bytes is too short", what, q->len);
-        m.xid = 0;
     } else {
         memcpy(&m, q->data, sizeof(m));
     }
