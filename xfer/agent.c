@@ -678,6 +678,7 @@ int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out)
             return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_accept: no peer connected within %g s", timeout);
     }
     ucp_conn_request_h creq = a->pending_conn[0];
+    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of handles (pointers) */
     memmove(a->pending_conn, a->pending_conn + 1, --a->num_pending_conn * sizeof(a->pending_conn[0]));
     kvrt_xfer_peer *p = NULL;
     int rc = new_peer(a, &p);

@@ -78,7 +78,7 @@ int xfer_stage_out(kvrt_xfer_agent *a, const int64_t *ids, uint64_t n, const str
             rc = kvrt_buffer_download(a->area_buf, 0, a->area_host, n * a->local.staging_per_block);
         return rc;
     }
-    kvrt_buffer *full;
+    kvrt_buffer *full = NULL;
     int rc = temp_buffer(a, n, &full);
     if (rc != KVRT_OK)
         return rc;
@@ -101,7 +101,7 @@ int xfer_stage_in(kvrt_xfer_agent *a, const int64_t *ids, uint64_t n, const stru
     }
     /* Part of each page: read the destination pages, patch the selected
      * slices, write the pages back. */
-    kvrt_buffer *full;
+    kvrt_buffer *full = NULL;
     int rc = temp_buffer(a, n, &full);
     if (rc != KVRT_OK)
         return rc;

@@ -207,9 +207,12 @@ static int plan_regions(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt
     size_t n = r->num_blocks;
     uint64_t *lids = malloc((n ? n : 1) * sizeof(*lids)), *rids = malloc((n ? n : 1) * sizeof(*rids));
     int rc = KVRT_OK;
-    if (!lids || !rids)
-        rc = XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory");
-    for (size_t i = 0; i < n && rc == KVRT_OK; i++) {
+    if (!lids || !rids) {
+        free(lids);
+        free(rids);
+        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory");
+    }
+    for (size_t i = 0; i < n; i++) {
         lids[i] = (uint64_t)r->local_ids[i];
         rids[i] = (uint64_t)r->remote_ids[i];
     }
@@ -358,6 +361,7 @@ static int make_plan(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xf
     }
     if (rc != KVRT_OK) {
         free(ps->ops.v);
+        memset(&ps->ops, 0, sizeof(ps->ops));
         return rc;
     }
     ps->method = m;

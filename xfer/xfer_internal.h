@@ -11,7 +11,10 @@
 #include <kvrt/runtime.h>
 #include <kvrt/xfer.h>
 
-#define XFER_FAIL(status, ...) kvrt_error_report((status), __VA_ARGS__)
+/* Set the message and yield `status`, visibly at the call site (as the
+ * core's kvrt_fail), so that analysers see a failing helper never returns
+ * KVRT_OK. */
+#define XFER_FAIL(status, ...) (kvrt_error_report(KVRT_OK, __VA_ARGS__), (status))
 #define ULL(x) ((unsigned long long)(x))
 
 /* One layer of a cache as the planner sees it (either side). */

@@ -148,7 +148,7 @@ int main(int argc, char **argv)
     /* Random damage: never a crash, and a refusal is always one line. */
     uint64_t x = 0x243f6a8885a308d3ull;
     size_t refused = 0, accepted = 0, multi = 0;
-    uint8_t *b = malloc(s.len);
+    uint8_t *b = malloc(s.len + 1);
     for (int it = 0; it < 2000; it++) {
         memcpy(b, s.blob, s.len);
         for (int k = 0; k < 1 + it % 4; k++) {
