@@ -75,6 +75,7 @@ def main():
     base["KVRT_BACKEND"] = "cpu"
     base.setdefault("UCX_LOG_LEVEL", "error")
     rows = []
+    load0 = open("/proc/loadavg").read().split()[0] if os.path.exists("/proc/loadavg") else "?"
     with tempfile.TemporaryDirectory(prefix="kvrt-xfer-bench-") as tmp:
         for name in a.transport or ["sm", "tcp"]:
             env = dict(base, **TRANSPORTS[name])
@@ -85,6 +86,9 @@ def main():
                 rows.append((name, env["UCX_TLS"], what, "%s -> %s" % (src, dst), d["method"], per, d["gbps"], mc,
                              d["rma_ops"]))
                 print("# %s %s: %.3f GB/s (memcpy %.3f GB/s)" % (name, what, d["gbps"], mc), file=sys.stderr)
+    load1 = open("/proc/loadavg").read().split()[0] if os.path.exists("/proc/loadavg") else "?"
+    print("Load average (1 min) %s at the start, %s at the end; %d CPUs." % (load0, load1, os.cpu_count() or 0))
+    print()
     print("| transport (UCX_TLS) | transfer | layouts | method | MiB per transfer | GB/s | memcpy GB/s | ratio | "
           "RMA ops per transfer |")
     print("|---|---|---|---|---:|---:|---:|---:|---:|")
