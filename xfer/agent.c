@@ -410,23 +410,33 @@ static void peer_free(kvrt_xfer_peer *p, bool polite)
         ucp_rkey_destroy(p->cache_rkey);
     if (p->area_rkey)
         ucp_rkey_destroy(p->area_rkey);
+    /* A polite close flushes first (what was sent, a goodbye or a refusal,
+     * is delivered), then every close is forced: it completes locally, so
+     * no request is left to a peer that has stopped progressing. */
     ucp_ep_h eps[2] = {p->own_data_ep ? p->data_ep : NULL, p->ep};
     for (int i = 0; i < 2; i++) {
         if (!eps[i])
             continue;
         ucp_request_param_t prm;
         memset(&prm, 0, sizeof(prm));
-        prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        prm.flags = (polite && p->state == KVRT_XFER_PEER_CONNECTED) ? 0 : UCP_EP_CLOSE_FLAG_FORCE;
-        void *req = ucp_ep_close_nbx(eps[i], &prm);
-        if (req && !UCS_PTR_IS_ERR(req)) {
-            double deadline = xfer_now() + (polite ? 2.0 : 0.5);
-            while (ucp_request_check_status(req) == UCS_INPROGRESS && xfer_now() < deadline)
-                ucp_worker_progress(a->worker);
-            if (ucp_request_check_status(req) == UCS_INPROGRESS)
-                ucp_request_cancel(a->worker, req);
+        void *req = NULL;
+        if (polite && p->state == KVRT_XFER_PEER_CONNECTED)
+            req = ucp_ep_flush_nbx(eps[i], &prm);
+        double deadline = xfer_now() + 2.0;
+        while (req && !UCS_PTR_IS_ERR(req) && ucp_request_check_status(req) == UCS_INPROGRESS &&
+               xfer_now() < deadline)
+            ucp_worker_progress(a->worker);
+        if (req && !UCS_PTR_IS_ERR(req))
             ucp_request_free(req);
-        }
+        prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+        prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        req = ucp_ep_close_nbx(eps[i], &prm);
+        deadline = xfer_now() + 2.0;
+        while (req && !UCS_PTR_IS_ERR(req) && ucp_request_check_status(req) == UCS_INPROGRESS &&
+               xfer_now() < deadline)
+            ucp_worker_progress(a->worker);
+        if (req && !UCS_PTR_IS_ERR(req))
+            ucp_request_free(req);
     }
     if (p->loaded)
         xfer_desc_free(&p->md.cache, true);
