@@ -238,6 +238,28 @@ def cases(t, kvrt, transport, tmp):
              "exit %s\n%s\n%s" % (rc, out, err))
     served_ok(t, s, "TP 1->2 source unchanged", 2)
 
+    # A cache without registrable memory (OpenCL on PoCL: no address in this
+    # process) goes through host staging with the backend's gather/scatter.
+    probe = subprocess.run([kvrt, "plugins", "--json"], env=env, capture_output=True, text=True, timeout=HARD)
+    try:
+        ocl = any(p.get("name") == "opencl" and p.get("available") for p in json.loads(probe.stdout)["plugins"])
+    except (ValueError, KeyError, TypeError):
+        ocl = False
+    if not ocl:
+        t.ok(True, "# SKIP OpenCL cache: no usable OpenCL device (kvrt plugins)")
+    else:
+        fp = model("fp32", blocks=16)
+        s = Serve(kvrt, ["--backend", "opencl", "--layout", "LBNHC", "--sessions", "2"] + fp, env, tmp)
+        rc, doc, out, err = send(kvrt, s.port, ["--backend", "cpu", "--layout", "BLHNC", "--ids", "3,1,7",
+                                                "--remote-ids", "0,5,9"] + fp, env)
+        t.ok(rc == 0 and doc["method"] == "staging", "cpu -> opencl cache: host staging", "exit %s\n%s\n%s"
+             % (rc, out, err))
+        rc, doc, out, err = send(kvrt, s.port, ["--backend", "opencl", "--layout", "LBHNC", "--pull", "--ids", "2-4",
+                                                "--remote-ids", "10-12"] + fp, env)
+        t.ok(rc == 0 and doc["verified"] is True, "opencl <- opencl pull through host staging, verified",
+             "exit %s\n%s\n%s" % (rc, out, err))
+        served_ok(t, s, "OpenCL cache verified", 2)
+
     if transport == "sm":
         e = dict(env)
         e["UCX_LOG_LEVEL"] = "info"
