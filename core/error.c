@@ -85,6 +85,22 @@ void kvrt_error_prefix(const char *fmt, ...)
     memcpy(error_text + pl - 2, ": ", 2);
 }
 
+int kvrt_error_report(int status, const char *fmt, ...)
+{
+    if (!fmt) {
+        error_text[0] = '\0';
+        return status;
+    }
+    /* Through the same escaping as kvrt_error_set: one line always. */
+    char raw[sizeof(error_text)];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
+    va_end(ap);
+    kvrt_escape_controls(error_text, sizeof(error_text), raw);
+    return status;
+}
+
 const char *kvrt_status_name(int status)
 {
     switch (status) {

@@ -73,6 +73,8 @@ static struct kvrt_spec attention(void)
 static void pure_functions(void)
 {
     RETURNS(kvrt_error_message, "", kvrt_error_message() != NULL);
+    RETURNS(kvrt_error_report, "INVALID, NULL (clears the message)",
+            kvrt_error_report(KVRT_ERR_INVALID, NULL) == KVRT_ERR_INVALID && kvrt_error_message()[0] == '\0');
     RETURNS(kvrt_status_name, "-99", strcmp(kvrt_status_name(-99), "KVRT_ERR_UNKNOWN") == 0);
     VOID_CALL(kvrt_free, "NULL", NULL);
     RETURNS(kvrt_version, "", kvrt_version() != NULL);
