@@ -827,7 +827,8 @@ def main():
     text.append("Targets missed in this run: %s." % (
         "none" if not missed else "; ".join("%s %s (%s)" % x for x in missed)))
     text.append("")
-    text.append("![kvrt vs PyTorch, ratio to memcpy](bench/results/%s)" % svg_name)
+    # Relative to latest.md itself, which sits beside the picture.
+    text.append("![kvrt vs PyTorch, ratio to memcpy](%s)" % svg_name)
     with open(os.path.join(a.out, "latest.md"), "w") as f:
         f.write("\n".join(text) + "\n")
     if not a.no_doc:

@@ -1,5 +1,5 @@
 /*
- * Geometry of one set of same-shaped layers (DESIGN.md §3).
+ * Geometry of one set of same-shaped layers (docs/design.md §4).
  *
  * Strides are found by one walk over the physical positions, innermost to
  * outermost, carrying the span of everything inside.  A padded page and the

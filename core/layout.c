@@ -17,7 +17,7 @@ struct layout_entry {
     int stride_order[KVRT_NUM_AXES];
 };
 
-/* Table order of DESIGN.md §1; the enum values index this array. */
+/* Table order of docs/design.md §2; the enum values index this array. */
 static const struct layout_entry layouts[KVRT_NUM_LAYOUTS] = {
     [KVRT_LAYOUT_LBHNC] = {"LBHNC", {0, 1, 2, 3, 4}},
     [KVRT_LAYOUT_LBNHC] = {"LBNHC", {0, 1, 3, 2, 4}},

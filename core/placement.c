@@ -1,5 +1,5 @@
 /*
- * Placement of groups of named layers in one allocation (DESIGN.md §3).
+ * Placement of groups of named layers in one allocation (docs/design.md §5).
  *
  * Every layer l of a set starts block b at offset + l*layer_stride +
  * b*block_stride.  Layer-compact layouts stack the sets' regions; block-

@@ -1,5 +1,5 @@
 /*
- * Resolution (DESIGN.md §4): choosing one layout that every backend touching
+ * Resolution (docs/design.md §7): choosing one layout that every backend touching
  * a cache can handle, with a trace that explains each step to a person who
  * has never read this file.
  */
@@ -14,7 +14,7 @@
 #include "layout_internal.h"
 
 /* The order kvrt picks from when no backend constrains it: the layouts vLLM
- * users run most come first (DESIGN.md §4.1). */
+ * users run most come first (docs/design.md §7, step 1). */
 static const enum kvrt_layout default_preference[KVRT_NUM_LAYOUTS] = {
     KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC,
     KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
@@ -345,7 +345,7 @@ int kvrt_resolver_set_preference(kvrt_resolver *r, const char *name, const char 
     return KVRT_OK;
 }
 
-/* ---- the steps of DESIGN.md §4 ----------------------------------------- */
+/* ---- the steps of docs/design.md §7 -------------------------------------- */
 
 static void trace_declarations(kvrt_resolver *r)
 {

@@ -84,7 +84,7 @@ void kvrt_loader_release(kvrt_runtime *rt);
 /* Descriptor validation (plugin_validate.c); why gets the reason. */
 int kvrt_plugin_validate(const struct kvrt_plugin_descriptor *d, char *why, size_t why_size);
 
-/* Probe a plugin once, lazily (probe.c). */
+/* Probe a plugin once, lazily (runtime.c). */
 void kvrt_plugin_probe(kvrt_runtime *rt, struct kvrt_loaded_plugin *p);
 
 /* Report through the runtime's log (runtime.c). */

@@ -1,5 +1,5 @@
 /*
- * Cache specs and the quantities derived from them (DESIGN.md §2).
+ * Cache specs and the quantities derived from them (docs/design.md §3).
  *
  * Every rule of §2 is checked here, once, so that geometry and placement can
  * trust a derived kvrt_spec_info without re-validating it.

@@ -101,7 +101,7 @@ KVRT_API int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char *
 KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **name);
 
 /**
- * Resolve one layout (DESIGN §4) across the named backends (their
+ * Resolve one layout (docs/design.md §7) across the named backends (their
  * declarations are read, no device code runs).  backends NULL / n 0: the
  * default backend.  preference: a soft preference as spelled, or NULL.
  * The result is recorded in the runtime: a later, different result is

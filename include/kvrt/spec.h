@@ -38,7 +38,7 @@ struct kvrt_spec {
 /** Defaults: attention, fp16, tokens_per_state 1/1, optionals unset, sizes 0. */
 KVRT_API void kvrt_spec_default(struct kvrt_spec *spec);
 
-/* Quantities derived from a spec (DESIGN §2), for one kernel block. */
+/* Quantities derived from a spec (docs/design.md §3), for one kernel block. */
 struct kvrt_spec_info {
     uint64_t elem_size;       /* bytes per element; 1 for state specs (opaque bytes) */
     uint64_t head_slots;      /* H */
