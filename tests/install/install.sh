@@ -152,6 +152,10 @@ run_suite "installed kvrt-conformance --plugin <built kvrt-template.so> passes" 
 step "template plugin installs into \$(pkg-config --variable=plugindir kvrt)" \
     "$meson" install -C "$tmp/template-build" --no-rebuild
 run_suite "installed kvrt-conformance --backend template finds it in plugindir and passes" --backend template
+# The template declares no uint8; the hybrid model's Mamba states are uint8
+# and must run on it all the same (state bytes are opaque).
+step "installed kvrt run --backend template runs a hybrid model with uint8 state layers" \
+    "$kvrt" run --backend template --model "$src/examples/models/tiny-hybrid.kvrt.json" --seqs 2 --context 64
 run_suite "installed kvrt-conformance --backend cpu passes against the installed CPU plugin" --backend cpu
 
 echo "1..$n"
