@@ -156,6 +156,16 @@ int kvrt_runtime_find_plugin(const kvrt_runtime *rt, const char *name, size_t *i
             return KVRT_OK;
         }
     }
+    /* A file kvrt-<name>.so that was passed over explains itself better than
+     * the list of the plugins that were not. */
+    char file[128];
+    snprintf(file, sizeof(file), "kvrt-%s.so", name);
+    for (size_t i = 0; i < rt->num_skipped; i++) {
+        const char *path = rt->skipped[i].path, *slash = strrchr(path, '/');
+        if (strcmp(slash ? slash + 1 : path, file) == 0)
+            return kvrt_fail(KVRT_ERR_NODEV, "backend \"%s\" was passed over: %s: %s", name, path,
+                             rt->skipped[i].reason);
+    }
     char names[512];
     names_text(rt, names, sizeof(names));
     return kvrt_fail(KVRT_ERR_NODEV, "no backend named \"%s\" (available plugins: %s; search path: %s=%s)",
