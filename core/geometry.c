@@ -12,6 +12,7 @@
 
 #include "checked.h"
 #include "error.h"
+#include "reserved.h"
 
 #define ULL(x) ((unsigned long long)(x))
 
@@ -189,6 +190,9 @@ int kvrt_geometry_compute(const struct kvrt_geometry_params *params, struct kvrt
 
     if (!params || !out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_geometry_compute: params and out must not be NULL");
+    rc = kvrt_check_reserved(params->reserved, sizeof(params->reserved), "kvrt_geometry_params");
+    if (rc != KVRT_OK)
+        return rc;
     rc = check_params(params);
     if (rc != KVRT_OK)
         return rc;

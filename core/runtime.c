@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "reserved.h"
 #include "runtime_internal.h"
 
 void kvrt_runtime_options_default(struct kvrt_runtime_options *options)
@@ -35,6 +36,11 @@ int kvrt_runtime_open(const struct kvrt_runtime_options *options, kvrt_runtime *
     if (!out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_open: out is NULL");
     *out = NULL;
+    if (options) {
+        int rc = kvrt_check_reserved(options->reserved, sizeof(options->reserved), "kvrt_runtime_options");
+        if (rc != KVRT_OK)
+            return rc;
+    }
     kvrt_runtime *rt = calloc(1, sizeof(*rt));
     if (!rt)
         return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_runtime_open: out of memory");

@@ -11,6 +11,7 @@
 
 #include "checked.h"
 #include "error.h"
+#include "reserved.h"
 
 #define ULL(x) ((unsigned long long)(x))
 
@@ -270,6 +271,9 @@ int kvrt_spec_derive(const struct kvrt_spec *spec, uint64_t kernel_block_size, s
     if (!spec || !out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_spec_derive: spec and out must not be NULL");
     memset(&info, 0, sizeof(info));
+    rc = kvrt_check_reserved(spec->reserved, sizeof(spec->reserved), "kvrt_spec");
+    if (rc != KVRT_OK)
+        return rc;
     rc = check_enums(spec);
     if (rc != KVRT_OK)
         return rc;

@@ -33,6 +33,9 @@ struct kvrt_spec {
     uint64_t tokens_per_state_num; /* tokens_per_state = num / den, default 1/1 */
     uint64_t tokens_per_state_den;
     uint64_t page_size_padded;    /* KVRT_UNSET = no padding */
+    /* Room for fields of later API minors; must be zero, which
+     * kvrt_spec_default() and designated initialisers both give. */
+    uint8_t reserved[32];
 };
 
 /** Defaults: attention, fp16, tokens_per_state 1/1, optionals unset, sizes 0. */
