@@ -4,11 +4,7 @@
 
 #include <kvrt/common.h>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define KVRT_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define KVRT_PRINTF(a, b)
-#endif
+#include "format.h"
 
 /* Set this thread's message. */
 void kvrt_error_set(const char *fmt, ...) KVRT_PRINTF(1, 2);

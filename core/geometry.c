@@ -14,7 +14,6 @@
 #include "error.h"
 #include "reserved.h"
 
-#define ULL(x) ((unsigned long long)(x))
 
 static const char axis_names[KVRT_NUM_AXES] = {'L', 'B', 'H', 'N', 'C'};
 

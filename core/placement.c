@@ -14,7 +14,6 @@
 #include "checked.h"
 #include "error.h"
 
-#define ULL(x) ((unsigned long long)(x))
 
 struct placement_set {
     size_t group;

@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "layout_internal.h"
+#include "strbuf.h"
 
 /* The order kvrt picks from when no backend constrains it: the layouts vLLM
  * users run most come first (docs/design.md §7, step 1). */
@@ -51,8 +52,7 @@ struct kvrt_resolver {
     enum kvrt_layout record;
     unsigned resolves;
 
-    char *trace;
-    size_t trace_len, trace_cap;
+    struct kvrt_strbuf trace;
     bool trace_oom; /* a step could not be kept: resolve reports NOMEM */
 };
 
@@ -120,23 +120,8 @@ static void step(kvrt_resolver *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    size_t n = strlen(line);
-    if (r->trace_len + n + 2 > r->trace_cap) {
-        size_t cap = r->trace_cap ? r->trace_cap : 1024;
-        while (cap < r->trace_len + n + 2)
-            cap *= 2;
-        char *t = realloc(r->trace, cap);
-        if (!t) {
-            r->trace_oom = true;
-            return;
-        }
-        r->trace = t;
-        r->trace_cap = cap;
-    }
-    memcpy(r->trace + r->trace_len, line, n);
-    r->trace_len += n;
-    r->trace[r->trace_len++] = '\n';
-    r->trace[r->trace_len] = '\0';
+    if (!kvrt_strbuf_appendf(&r->trace, "%s\n", line))
+        r->trace_oom = true;
 }
 
 /* Record a refusal in both the trace and the thread's message. */
@@ -206,7 +191,7 @@ void kvrt_resolver_destroy(kvrt_resolver *r)
     free(r->env);
     free(r->pref);
     free(r->pref_who);
-    free(r->trace);
+    kvrt_strbuf_free(&r->trace);
     free(r);
 }
 
@@ -649,5 +634,5 @@ bool kvrt_resolver_recorded(const kvrt_resolver *r, enum kvrt_layout *out)
 
 const char *kvrt_resolver_trace(const kvrt_resolver *r)
 {
-    return (r && r->trace) ? r->trace : "";
+    return r ? kvrt_strbuf_str(&r->trace) : "";
 }

@@ -13,7 +13,6 @@
 #include "error.h"
 #include "reserved.h"
 
-#define ULL(x) ((unsigned long long)(x))
 
 static const char *const kind_names[] = {
     [KVRT_SPEC_ATTENTION] = "attention",
