@@ -12,6 +12,7 @@
 
 #include "checked.h"
 #include "error.h"
+#include "layout_internal.h"
 #include "reserved.h"
 
 
@@ -163,9 +164,8 @@ static int check_params(const struct kvrt_geometry_params *params)
 {
     if (!kvrt_layout_valid((int)params->layout))
         return kvrt_fail(KVRT_ERR_INVALID,
-                         "layout value %d is not valid; valid layouts are 0 (LBHNC), 1 (LBNHC), "
-                         "2 (LHBNC), 3 (BLHNC), 4 (BLNHC), 5 (BHLNC)",
-                         (int)params->layout);
+                         "layout value %d is not valid; valid layouts are %s",
+                         (int)params->layout, kvrt_layout_values_text());
     if (!params->spec)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_geometry_compute: params->spec is NULL");
     if (params->num_layers == 0)

@@ -9,4 +9,7 @@
  * values are truncated to fit `size`. */
 void kvrt_layout_quote(const char *value, char *buf, size_t size);
 
+/* "0 (LBHNC), 1 (LBNHC), ...": the valid enum values, for messages. */
+const char *kvrt_layout_values_text(void);
+
 #endif

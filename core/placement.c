@@ -13,6 +13,7 @@
 
 #include "checked.h"
 #include "error.h"
+#include "layout_internal.h"
 
 
 struct placement_set {
@@ -320,9 +321,8 @@ static int placement_build(enum kvrt_layout layout, const struct kvrt_group *gro
     p->num_groups = num_groups;
     if (!kvrt_layout_valid((int)layout))
         return kvrt_fail(KVRT_ERR_INVALID,
-                         "layout value %d is not valid; valid layouts are 0 (LBHNC), 1 (LBNHC), "
-                         "2 (LHBNC), 3 (BLHNC), 4 (BLNHC), 5 (BHLNC)",
-                         (int)layout);
+                         "layout value %d is not valid; valid layouts are %s",
+                         (int)layout, kvrt_layout_values_text());
     if (num_blocks == 0)
         return kvrt_fail(KVRT_ERR_INVALID, "num_blocks 0 is not valid: a cache needs at least 1 block");
     rc = check_groups(groups, num_groups, &n);
