@@ -27,7 +27,7 @@ int main(void)
         return tap_done();
     }
     VAL(KVRT_PLUGIN_ABI_MAJOR, 1);
-    VAL(KVRT_PLUGIN_ABI_MINOR, 0);
+    VAL(KVRT_PLUGIN_ABI_MINOR, 1);
     tap_ok(strcmp(KVRT_PLUGIN_ENTRY_SYMBOL, "kvrt_plugin_entry") == 0, "entry symbol name");
 
     OFF(kvrt_plugin_descriptor, size, 0);
@@ -55,7 +55,28 @@ int main(void)
     OFF(kvrt_plugin_descriptor, gather, 144);
     OFF(kvrt_plugin_descriptor, scatter, 152);
     OFF(kvrt_plugin_descriptor, decode, 160);
-    SIZE(kvrt_plugin_descriptor, 168);
+    /* ABI 1.1, appended. */
+    OFF(kvrt_plugin_descriptor, decode_dtypes, 168);
+    OFF(kvrt_plugin_descriptor, reserved0, 172);
+    OFF(kvrt_plugin_descriptor, describe, 176);
+    OFF(kvrt_plugin_descriptor, buffer_address, 184);
+    SIZE(kvrt_plugin_descriptor, 192);
+    VAL(KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE, 168);
+    OFF(kvrt_plugin_device_info, size, 0);
+    OFF(kvrt_plugin_device_info, type, 4);
+    OFF(kvrt_plugin_device_info, memory, 8);
+    OFF(kvrt_plugin_device_info, device_id, 12);
+    OFF(kvrt_plugin_device_info, name, 16);
+    SIZE(kvrt_plugin_device_info, 16 + KVRT_DEVICE_NAME_MAX);
+    VAL(KVRT_DEVICE_NAME_MAX, 256);
+    VAL(KVRT_DEVICE_TYPE_UNKNOWN, 0);
+    VAL(KVRT_DEVICE_TYPE_CPU, 1);
+    VAL(KVRT_DEVICE_TYPE_GPU, 2);
+    VAL(KVRT_DEVICE_TYPE_ACCELERATOR, 3);
+    VAL(KVRT_MEMORY_OPAQUE, 0);
+    VAL(KVRT_MEMORY_HOST, 1);
+    VAL(KVRT_MEMORY_CUDA, 2);
+    VAL(KVRT_MEMORY_ROCM, 3);
     VAL(KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE, 168);
 
     OFF(kvrt_plugin_layer, size, 0);
@@ -150,6 +171,25 @@ int main(void)
     OFF(kvrt_decode_params, scale, 64);
     OFF(kvrt_decode_params, reserved, 68);
     SIZE(kvrt_decode_params, 104);
+    OFF(kvrt_plugin_info, name, 0);
+    OFF(kvrt_plugin_info, path, 8);
+    OFF(kvrt_plugin_info, version, 16);
+    OFF(kvrt_plugin_info, description, 24);
+    OFF(kvrt_plugin_info, abi_major, 32);
+    OFF(kvrt_plugin_info, abi_minor, 36);
+    OFF(kvrt_plugin_info, any_layout, 40);
+    OFF(kvrt_plugin_info, num_layouts, 48);
+    OFF(kvrt_plugin_info, layouts, 56);
+    OFF(kvrt_plugin_info, dtypes, 80);
+    OFF(kvrt_plugin_info, ops, 84);
+    OFF(kvrt_plugin_info, available, 88);
+    OFF(kvrt_plugin_info, reason, 96);
+    OFF(kvrt_plugin_info, device_type, 104);
+    OFF(kvrt_plugin_info, memory, 108);
+    OFF(kvrt_plugin_info, device_name, 112);
+    OFF(kvrt_plugin_info, decode_dtypes, 120);
+    OFF(kvrt_plugin_info, reserved, 124);
+    SIZE(kvrt_plugin_info, 160);
     {
         /* A designated initialiser leaves the reserved bytes zero: the
          * growth rule depends on it. */
