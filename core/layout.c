@@ -55,6 +55,7 @@ const char *kvrt_layout_name(enum kvrt_layout layout)
 static char valid_names[128];
 static char alias_meanings[160];
 static char values_text[128];
+static char table_text[64];
 static pthread_once_t names_once = PTHREAD_ONCE_INIT;
 
 static void write_names(void)
@@ -64,6 +65,11 @@ static void write_names(void)
         n += (size_t)snprintf(valid_names + n, sizeof(valid_names) - n, "%s%s", n ? ", " : "", layouts[i].name);
     for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
         n += (size_t)snprintf(valid_names + n, sizeof(valid_names) - n, ", %s", aliases[i].name);
+    /* The layouts alone, before the aliases were appended. */
+    size_t layouts_end = 0;
+    for (int i = 0; i < KVRT_NUM_LAYOUTS; i++)
+        layouts_end += strlen(layouts[i].name) + (i ? 2 : 0);
+    snprintf(table_text, sizeof(table_text), "%.*s", (int)layouts_end, valid_names);
     size_t v = 0;
     for (int i = 0; i < KVRT_NUM_LAYOUTS; i++)
         v += (size_t)snprintf(values_text + v, sizeof(values_text) - v, "%s%d (%s)", v ? ", " : "", i,
@@ -94,6 +100,12 @@ const char *kvrt_layout_valid_names(void)
 {
     pthread_once(&names_once, write_names);
     return valid_names;
+}
+
+const char *kvrt_layout_table_text(void)
+{
+    pthread_once(&names_once, write_names);
+    return table_text;
 }
 
 const char *kvrt_layout_values_text(void)

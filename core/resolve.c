@@ -415,7 +415,7 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
         used += (size_t)snprintf(buf + used, sizeof(buf) - used, "%s%s %u", i ? ", " : "",
                                  kvrt_layout_name(common.at[i]), votes[common.at[i]]);
     step(r, "votes: how many backends name each remaining layout as their first choice: %s "
-            "(ties are broken in table order LBHNC, LBNHC, LHBNC, BLHNC, BLNHC, BHLNC)", buf);
+            "(ties are broken in table order %s)", buf, kvrt_layout_table_text());
 
     /* Insertion sort: stable, so equal votes keep table order. */
     for (size_t i = 1; i < common.count; i++) {
