@@ -11,6 +11,7 @@
 
 #include "checked.h"
 #include "error.h"
+#include "kernel_split.h"
 #include "reserved.h"
 
 
@@ -187,19 +188,9 @@ static int derive_states(const struct kvrt_spec *spec, uint64_t kernel_block_siz
     const uint64_t k = kernel_block_size ? kernel_block_size : bs;
     int rc;
 
-    if (bs % k != 0)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "kernel_block_size %llu does not divide block_size %llu; use a divisor of "
-                         "block_size, or 0 for no splitting",
-                         ULL(k), ULL(bs));
-    info->kernel_block_size = k;
-    info->kernel_blocks_per_block = bs / k;
-
-    if (spec->kind == KVRT_SPEC_STATE && k != bs)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "kernel_block_size %llu would split the blocks of a state spec, which keeps "
-                         "one state per block (block_size %llu); use kernel_block_size 0 or %llu",
-                         ULL(k), ULL(bs), ULL(bs));
+    rc = kvrt_kernel_split_block(spec, kernel_block_size, info);
+    if (rc != KVRT_OK)
+        return rc;
 
     rc = states_for(spec, bs, "block_size", &info->states_per_block);
     if (rc != KVRT_OK)
@@ -217,18 +208,7 @@ static int derive_states(const struct kvrt_spec *spec, uint64_t kernel_block_siz
                          "kernel_block_size %llu holds zero states at tokens_per_state %llu/%llu; use "
                          "a kernel block of at least %llu tokens",
                          ULL(k), ULL(num), ULL(den), ULL(num / den + (num % den != 0)));
-    /* N is rounded down per block; a kernel block that rounds down too would
-     * silently drop states of the block, so the split must be exact. */
-    if (info->kernel_blocks_per_block * info->states_per_kernel_block != info->states_per_block)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "kernel_block_size %llu does not split the states of a block evenly: at "
-                         "tokens_per_state %llu/%llu a block of %llu tokens holds %llu states, but "
-                         "%llu kernel blocks of %llu states hold %llu; use a kernel_block_size whose "
-                         "token count is a multiple of tokens_per_state",
-                         ULL(k), ULL(num), ULL(den), ULL(bs), ULL(info->states_per_block),
-                         ULL(info->kernel_blocks_per_block), ULL(info->states_per_kernel_block),
-                         ULL(info->kernel_blocks_per_block * info->states_per_kernel_block));
-    return KVRT_OK;
+    return kvrt_kernel_split_states(spec, info);
 }
 
 static int derive_page(const struct kvrt_spec *spec, struct kvrt_spec_info *info)
