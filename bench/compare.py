@@ -32,7 +32,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-OPS = ["write", "read", "copy", "gather", "scatter", "decode"]
+OPS = ["write", "read", "copy_blocks", "gather", "scatter", "decode"]
 LAYOUTS = ["LBHNC", "LBNHC", "LHBNC", "BLHNC", "BLNHC", "BHLNC"]
 BLOCK_COMPACT = {"LBHNC", "LBNHC", "BLHNC", "BLNHC"}  # two outermost axes are {L, B}
 
@@ -235,7 +235,7 @@ def torch_variants(torch, tc, sh, data):
     variants = {
         "write": [("index_put_ K,V", write_put), ("cat+index_put_", write_cat_put)],
         "read": [("index K,V", read_index)],
-        "copy": [("index_put_", copy_put), ("index_copy_(index_select)", copy_index_copy)],
+        "copy_blocks": [("index_put_", copy_put), ("index_copy_(index_select)", copy_index_copy)],
         "gather": [("index_select(out=)", gather_index_select)],
         "scatter": [("index_copy_", scatter_index_copy), ("index_put_", scatter_put)],
         "decode": [("gather+fp32 matmul/softmax/matmul", decode_loop)],
@@ -262,7 +262,7 @@ class Shape:
         """The byte-counting convention of `kvrt bench` (see BENCHMARKS.md)."""
         if op in ("write", "read"):
             return self.layers * self.tokens * 2 * self.row
-        if op == "copy":
+        if op == "copy_blocks":
             return self.pairs * bytes_per_block
         if op in ("gather", "scatter"):
             return self.gather_blocks * self.layers * page
@@ -369,7 +369,7 @@ def run_layout(ctx, layout):
     kvrt_ops = {
         "write": k_write,
         "read": k_read,
-        "copy": lambda: ck(cache.copy_blocks(pairs), "copy_blocks"),
+        "copy_blocks": lambda: ck(cache.copy_blocks(pairs), "copy_blocks"),
         "gather": lambda: ck(cache.gather(ids, stb), "gather"),
         "scatter": lambda: ck(cache.scatter(ids, scb), "scatter"),
         "decode": lambda: ck(cache.decode(0, dparams), "decode"),
@@ -408,9 +408,9 @@ def run_layout(ctx, layout):
                 elif not (torch.equal(rk.view(torch.int16), data["k_t"].view(torch.int16)) and
                           torch.equal(rv.view(torch.int16), data["v_t"].view(torch.int16))):
                     err = "read: the rows read back are not the rows written"
-            elif op == "copy":
-                kvrt_ops["copy"](); fn()
-                err = same_cache("copy")
+            elif op == "copy_blocks":
+                kvrt_ops["copy_blocks"](); fn()
+                err = same_cache("copy_blocks")
             elif op == "gather":
                 kvrt_ops["gather"](); fn()
                 got = torch.empty_like(data["staging_t"])
@@ -526,7 +526,7 @@ def targets(row):
     """[(description, met)] for one verified row."""
     op, lay = row["op"], row["layout"]
     out = []
-    has_roof_target = op in ("write", "decode") or (op in ("copy", "gather") and lay in BLOCK_COMPACT)
+    has_roof_target = op in ("write", "decode") or (op in ("copy_blocks", "gather") and lay in BLOCK_COMPACT)
     if row["torch_x_memcpy"] < 0.9:
         out.append(("kvrt > torch", row["kvrt_over_torch"] > 1.0))
     elif not has_roof_target:
@@ -534,7 +534,7 @@ def targets(row):
         out.append(("≥0.9× memcpy (torch at roofline)", row["kvrt_x_memcpy"] >= 0.9))
     if op == "write":
         out.append(("≥0.5× memcpy", row["kvrt_x_memcpy"] >= 0.5))
-    if op in ("copy", "gather") and lay in BLOCK_COMPACT:
+    if op in ("copy_blocks", "gather") and lay in BLOCK_COMPACT:
         out.append(("≥0.8× memcpy", row["kvrt_x_memcpy"] >= 0.8))
     if op == "decode":
         out.append(("≥0.6× memcpy", row["kvrt_x_memcpy"] >= 0.6))
@@ -625,7 +625,7 @@ def svg_chart(rows, path, title):
             if not r or not r["verified"]:
                 continue
             tgt = {"write": 0.5, "decode": 0.6}.get(op)
-            if op in ("copy", "gather") and lay in BLOCK_COMPACT:
+            if op in ("copy_blocks", "gather") and lay in BLOCK_COMPACT:
                 tgt = 0.8
             if tgt:
                 s.append('<line x1="%.1f" y1="%.1f" x2="%.1f" y2="%.1f" stroke="#2ca02c" stroke-width="2"/>'
@@ -827,7 +827,8 @@ def main():
     text.append("Targets missed in this run: %s." % (
         "none" if not missed else "; ".join("%s %s (%s)" % x for x in missed)))
     text.append("")
-    text.append("![kvrt vs PyTorch, ratio to memcpy](bench/results/%s)" % svg_name)
+    # Relative to latest.md itself, which sits beside the picture.
+    text.append("![kvrt vs PyTorch, ratio to memcpy](%s)" % svg_name)
     with open(os.path.join(a.out, "latest.md"), "w") as f:
         f.write("\n".join(text) + "\n")
     if not a.no_doc:

@@ -31,6 +31,7 @@ class Spec(C.Structure):  # struct kvrt_spec
         ("tokens_per_state_num", C.c_uint64),
         ("tokens_per_state_den", C.c_uint64),
         ("page_size_padded", C.c_uint64),
+        ("reserved", C.c_uint8 * 32),
     ]
 
 

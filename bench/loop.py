@@ -18,7 +18,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 
-OPS = ["write", "read", "copy", "gather", "scatter", "decode"]
+OPS = ["write", "read", "copy_blocks", "gather", "scatter", "decode"]
 
 
 def main():
@@ -70,12 +70,12 @@ def main():
         def run():
             for layer in range(L):
                 lib.check(fn(layer, slots, kb, vb), a.op)
-    elif a.op == "copy":
+    elif a.op == "copy_blocks":
         pairs = np.array([x for p in zip(perm[:P], perm[P:2 * P]) for x in p], dtype=np.int64)
         nbytes = P * cache.bytes_per_block
 
         def run():
-            lib.check(cache.copy_blocks(pairs), "copy")
+            lib.check(cache.copy_blocks(pairs), "copy_blocks")
     elif a.op in ("gather", "scatter"):
         ids = np.ascontiguousarray(perm[:G].astype(np.int64))
         st = buf(cache.staging_bytes(G))

@@ -248,8 +248,8 @@ static int refuse_layout(const struct kvrt_plugin_descriptor *d, const char *spe
         snprintf(as, sizeof(as), " (%s)", kvrt_layout_name(layout));
     return kvrt_fail(KVRT_ERR_REFUSED,
                      "layout \"%s\"%s is not supported by backend \"%s\", which declares: %s; "
-                     "set %s to one of those, or choose another backend",
-                     spelled, as, d->name, layouts, KVRT_LAYOUT_ENV);
+                     "ask for one of those, or choose another backend",
+                     spelled, as, d->name, layouts);
 }
 
 int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_name, kvrt_backend **out)

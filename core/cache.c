@@ -154,9 +154,12 @@ int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out
     int status = copy_placement(p, &c->placement);
     if (status == KVRT_OK)
         status = describe_layers(c);
+    /* State layers are opaque bytes that only block operations move (no
+     * backend interprets them), so their element type is not the backend's
+     * concern: a hybrid model runs on a backend that never declared uint8. */
     for (uint64_t i = 0; status == KVRT_OK && i < c->desc.num_layers; i++) {
         enum kvrt_dtype t = (enum kvrt_dtype)c->layers[i].dtype;
-        if (!kvrt_backend_supports_dtype(b, t))
+        if (c->layer_spec[i]->kind != KVRT_SPEC_STATE && !kvrt_backend_supports_dtype(b, t))
             status = kvrt_fail(KVRT_ERR_UNSUPPORTED,
                                "kvrt_cache_create: backend \"%s\" does not support element type %s "
                                "(layer \"%s\")", b->plugin->desc->name, kvrt_dtype_name(t), c->layer_names[i]);

@@ -5,6 +5,7 @@
 
 #include "checked.h"
 #include "error.h"
+#include "reserved.h"
 #include "slots_last_wins.h"
 #include "runtime_internal.h"
 
@@ -246,7 +247,9 @@ int kvrt_cache_decode(kvrt_cache *c, uint32_t layer, const struct kvrt_decode_pa
     const char *fn = "kvrt_cache_decode";
     if (!c || !p)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: NULL argument", fn);
-    int status = need_op(c, KVRT_OP_DECODE, fn);
+    int status = kvrt_check_reserved(p->reserved, sizeof(p->reserved), "kvrt_decode_params");
+    if (status == KVRT_OK)
+        status = need_op(c, KVRT_OP_DECODE, fn);
     if (status == KVRT_OK)
         status = check_layer(c, layer, fn);
     if (status == KVRT_OK)

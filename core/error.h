@@ -4,11 +4,7 @@
 
 #include <kvrt/common.h>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define KVRT_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define KVRT_PRINTF(a, b)
-#endif
+#include "format.h"
 
 /* Copy src into dst (size bytes, always terminated), writing control bytes
  * as \n, \t, \r or \xNN; returns the length written.  Every message

@@ -1,5 +1,5 @@
 /*
- * Geometry of one set of same-shaped layers (DESIGN.md §3).
+ * Geometry of one set of same-shaped layers (docs/design.md §4).
  *
  * Strides are found by one walk over the physical positions, innermost to
  * outermost, carrying the span of everything inside.  A padded page and the
@@ -12,8 +12,10 @@
 
 #include "checked.h"
 #include "error.h"
+#include "kernel_split.h"
+#include "layout_internal.h"
+#include "reserved.h"
 
-#define ULL(x) ((unsigned long long)(x))
 
 static const char axis_names[KVRT_NUM_AXES] = {'L', 'B', 'H', 'N', 'C'};
 
@@ -111,61 +113,31 @@ struct walk_input {
     uint64_t padded_page;
 };
 
-/*
- * A manager block may be re-viewed as r kernel blocks only when its bytes are
- * one dense unpadded page: then the r kernel pages are simply consecutive
- * slices of it.  Decided on the unsplit geometry, where "block" means the
- * manager block.
- */
+/* The unsplit walk that the kernel-split rule judges (core/kernel_split.c). */
 static int check_split(const struct walk_input *in, const struct kvrt_spec_info *info,
                        const struct kvrt_spec_info *whole)
 {
     uint64_t strides[KVRT_NUM_AXES], total;
     uint64_t extent[KVRT_NUM_AXES];
-    int rc;
-
-    if (info->page_size != info->unpadded_page_size)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "kernel_block_size %llu splits each block, but the page is padded "
-                         "(page_size_padded %llu > page %llu bytes) and a padded page cannot be "
-                         "split; leave page_size_padded unset or kernel_block_size 0",
-                         ULL(info->kernel_block_size), ULL(info->page_size),
-                         ULL(info->unpadded_page_size));
 
     memcpy(extent, in->extent, sizeof(extent));
     extent[KVRT_AXIS_B] /= info->kernel_blocks_per_block;
     extent[KVRT_AXIS_N] = whole->states_per_block;
+    int rc = kvrt_kernel_split_unpadded(info);
+    if (rc != KVRT_OK)
+        return rc;
     rc = walk_strides(in->layout_name, in->order, extent, in->fixed, 0, strides, &total);
     if (rc != KVRT_OK)
         return rc;
-
-    bool dense = strides[KVRT_AXIS_B] == info->unpadded_page_size;
-    for (int p = 0; p < KVRT_NUM_AXES && dense; p++) {
-        const int axis = in->order[p];
-        if (axis == KVRT_AXIS_B)
-            break;
-        /* H, N or C outside B would scatter a block's bytes. */
-        if (axis != KVRT_AXIS_L && extent[axis] > 1)
-            dense = false;
-    }
-    if (dense)
-        return KVRT_OK;
-    return kvrt_fail(KVRT_ERR_REFUSED,
-                     "kernel_block_size %llu cannot split the blocks of layout %s: a block there is "
-                     "not one dense page (block stride %llu bytes, page H*N*C = %llu bytes); use a "
-                     "smaller block size (block_size = kernel_block_size %llu) or a layer-compact "
-                     "layout such as LBNHC",
-                     ULL(info->kernel_block_size), in->layout_name, ULL(strides[KVRT_AXIS_B]),
-                     ULL(info->unpadded_page_size), ULL(info->kernel_block_size));
+    return kvrt_kernel_split_layout(in->layout_name, in->order, extent, strides[KVRT_AXIS_B], info);
 }
 
 static int check_params(const struct kvrt_geometry_params *params)
 {
     if (!kvrt_layout_valid((int)params->layout))
         return kvrt_fail(KVRT_ERR_INVALID,
-                         "layout value %d is not valid; valid layouts are 0 (LBHNC), 1 (LBNHC), "
-                         "2 (LHBNC), 3 (BLHNC), 4 (BLNHC), 5 (BHLNC)",
-                         (int)params->layout);
+                         "layout value %d is not valid; valid layouts are %s",
+                         (int)params->layout, kvrt_layout_values_text());
     if (!params->spec)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_geometry_compute: params->spec is NULL");
     if (params->num_layers == 0)
@@ -189,6 +161,9 @@ int kvrt_geometry_compute(const struct kvrt_geometry_params *params, struct kvrt
 
     if (!params || !out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_geometry_compute: params and out must not be NULL");
+    rc = kvrt_check_reserved(params->reserved, sizeof(params->reserved), "kvrt_geometry_params");
+    if (rc != KVRT_OK)
+        return rc;
     rc = check_params(params);
     if (rc != KVRT_OK)
         return rc;

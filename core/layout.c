@@ -3,6 +3,7 @@
  * structure is written down; every property is computed from stride_order so
  * that a property can never disagree with the order it describes.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +18,7 @@ struct layout_entry {
     int stride_order[KVRT_NUM_AXES];
 };
 
-/* Table order of DESIGN.md §1; the enum values index this array. */
+/* Table order of docs/design.md §2; the enum values index this array. */
 static const struct layout_entry layouts[KVRT_NUM_LAYOUTS] = {
     [KVRT_LAYOUT_LBHNC] = {"LBHNC", {0, 1, 2, 3, 4}},
     [KVRT_LAYOUT_LBNHC] = {"LBNHC", {0, 1, 3, 2, 4}},
@@ -49,9 +50,74 @@ const char *kvrt_layout_name(enum kvrt_layout layout)
     return kvrt_layout_valid((int)layout) ? layouts[layout].name : NULL;
 }
 
+/* The lists in messages are written once from the tables above, so a new
+ * alias or layout can never be missing from them. */
+static char valid_names[128];
+static char alias_meanings[160];
+static char values_text[128];
+static char table_text[64];
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static void write_names(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < KVRT_NUM_LAYOUTS; i++)
+        n += (size_t)snprintf(valid_names + n, sizeof(valid_names) - n, "%s%s", n ? ", " : "", layouts[i].name);
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+        n += (size_t)snprintf(valid_names + n, sizeof(valid_names) - n, ", %s", aliases[i].name);
+    /* The layouts alone, before the aliases were appended. */
+    size_t layouts_end = 0;
+    for (int i = 0; i < KVRT_NUM_LAYOUTS; i++)
+        layouts_end += strlen(layouts[i].name) + (i ? 2 : 0);
+    snprintf(table_text, sizeof(table_text), "%.*s", (int)layouts_end, valid_names);
+    size_t v = 0;
+    for (int i = 0; i < KVRT_NUM_LAYOUTS; i++)
+        v += (size_t)snprintf(values_text + v, sizeof(values_text) - v, "%s%d (%s)", v ? ", " : "", i,
+                              layouts[i].name);
+    /* "NHD and NHC mean LBNHC, HND and HNC mean LBHNC": grouped per layout,
+     * in the order each layout first appears among the aliases. */
+    size_t m = 0;
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++) {
+        bool first = true;
+        for (size_t j = 0; j < i && first; j++)
+            first = aliases[j].layout != aliases[i].layout;
+        if (!first)
+            continue;
+        size_t count = 0;
+        for (size_t j = i; j < sizeof(aliases) / sizeof(aliases[0]); j++) {
+            if (aliases[j].layout != aliases[i].layout)
+                continue;
+            m += (size_t)snprintf(alias_meanings + m, sizeof(alias_meanings) - m, "%s%s",
+                                  count ? " and " : (m ? ", " : ""), aliases[j].name);
+            count++;
+        }
+        m += (size_t)snprintf(alias_meanings + m, sizeof(alias_meanings) - m, " %s %s",
+                              count > 1 ? "mean" : "means", layouts[aliases[i].layout].name);
+    }
+}
+
 const char *kvrt_layout_valid_names(void)
 {
-    return "LBHNC, LBNHC, LHBNC, BLHNC, BLNHC, BHLNC, NHD, HND, NHC, HNC";
+    pthread_once(&names_once, write_names);
+    return valid_names;
+}
+
+const char *kvrt_layout_table_text(void)
+{
+    pthread_once(&names_once, write_names);
+    return table_text;
+}
+
+const char *kvrt_layout_values_text(void)
+{
+    pthread_once(&names_once, write_names);
+    return values_text;
+}
+
+static const char *layout_alias_meanings(void)
+{
+    pthread_once(&names_once, write_names);
+    return alias_meanings;
 }
 
 void kvrt_layout_quote(const char *value, char *buf, size_t size)
@@ -92,9 +158,8 @@ int kvrt_layout_parse(const char *name, enum kvrt_layout *out)
     char quoted[256];
     kvrt_layout_quote(name, quoted, sizeof(quoted));
     return kvrt_fail(KVRT_ERR_INVALID,
-                     "unknown layout \"%s\"; valid names (exact, case-sensitive) are %s "
-                     "(NHD and NHC mean LBNHC, HND and HNC mean LBHNC)",
-                     quoted, kvrt_layout_valid_names());
+                     "unknown layout \"%s\"; valid names (exact, case-sensitive) are %s (%s)",
+                     quoted, kvrt_layout_valid_names(), layout_alias_meanings());
 }
 
 static int check_layout(const char *fn, enum kvrt_layout layout)

@@ -9,4 +9,10 @@
  * values are truncated to fit `size`. */
 void kvrt_layout_quote(const char *value, char *buf, size_t size);
 
+/* "LBHNC, LBNHC, ...": the six layouts in table (enum) order. */
+const char *kvrt_layout_table_text(void);
+
+/* "0 (LBHNC), 1 (LBNHC), ...": the valid enum values, for messages. */
+const char *kvrt_layout_values_text(void);
+
 #endif

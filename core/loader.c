@@ -211,6 +211,15 @@ static bool is_plugin_name(const char *name)
     return n > 8 && strncmp(name, "kvrt-", 5) == 0 && strcmp(name + n - 3, ".so") == 0;
 }
 
+/* A shared object that is not named as a plugin: never loaded from a folder
+ * (a folder may hold helper libraries), but reported, since a plugin built
+ * under the wrong name would otherwise vanish without a word. */
+static bool is_misnamed_module(const char *name)
+{
+    size_t n = strlen(name);
+    return n > 3 && strcmp(name + n - 3, ".so") == 0 && !is_plugin_name(name);
+}
+
 static int scan_dir(kvrt_runtime *rt, const char *dir)
 {
     char why[1024];
@@ -228,6 +237,18 @@ static int scan_dir(kvrt_runtime *rt, const char *dir)
     int status = KVRT_OK;
     struct dirent *e;
     while ((e = readdir(d))) {
+        if (is_misnamed_module(e->d_name)) {
+            char path[PATH_MAX];
+            int len = snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
+            if (len < 0 || (size_t)len >= sizeof(path))
+                continue; /* a name that long is no plugin of ours either */
+            status = add_skipped(rt, path, "not loaded: a folder's plugins are the files named "
+                                 "kvrt-<name>.so; rename it, or list the file itself in "
+                                 KVRT_PLUGIN_PATH_ENV);
+            if (status != KVRT_OK)
+                break;
+            continue;
+        }
         if (!is_plugin_name(e->d_name))
             continue;
         char **grown = realloc(names, (n + 1) * sizeof(*names));

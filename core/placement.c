@@ -1,5 +1,5 @@
 /*
- * Placement of groups of named layers in one allocation (DESIGN.md §3).
+ * Placement of groups of named layers in one allocation (docs/design.md §5).
  *
  * Every layer l of a set starts block b at offset + l*layer_stride +
  * b*block_stride.  Layer-compact layouts stack the sets' regions; block-
@@ -13,8 +13,8 @@
 
 #include "checked.h"
 #include "error.h"
+#include "layout_internal.h"
 
-#define ULL(x) ((unsigned long long)(x))
 
 struct placement_set {
     size_t group;
@@ -321,9 +321,8 @@ static int placement_build(enum kvrt_layout layout, const struct kvrt_group *gro
     p->num_groups = num_groups;
     if (!kvrt_layout_valid((int)layout))
         return kvrt_fail(KVRT_ERR_INVALID,
-                         "layout value %d is not valid; valid layouts are 0 (LBHNC), 1 (LBNHC), "
-                         "2 (LHBNC), 3 (BLHNC), 4 (BLNHC), 5 (BHLNC)",
-                         (int)layout);
+                         "layout value %d is not valid; valid layouts are %s",
+                         (int)layout, kvrt_layout_values_text());
     if (num_blocks == 0)
         return kvrt_fail(KVRT_ERR_INVALID, "num_blocks 0 is not valid: a cache needs at least 1 block");
     rc = check_groups(groups, num_groups, &n);

@@ -1,5 +1,5 @@
 /*
- * Resolution (DESIGN.md §4): choosing one layout that every backend touching
+ * Resolution (docs/design.md §7): choosing one layout that every backend touching
  * a cache can handle, with a trace that explains each step to a person who
  * has never read this file.
  */
@@ -12,9 +12,10 @@
 
 #include "error.h"
 #include "layout_internal.h"
+#include "strbuf.h"
 
 /* The order kvrt picks from when no backend constrains it: the layouts vLLM
- * users run most come first (DESIGN.md §4.1). */
+ * users run most come first (docs/design.md §7, step 1). */
 static const enum kvrt_layout default_preference[KVRT_NUM_LAYOUTS] = {
     KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC,
     KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
@@ -51,8 +52,7 @@ struct kvrt_resolver {
     enum kvrt_layout record;
     unsigned resolves;
 
-    char *trace;
-    size_t trace_len, trace_cap;
+    struct kvrt_strbuf trace;
     bool trace_oom; /* a step could not be kept: resolve reports NOMEM */
 };
 
@@ -120,23 +120,8 @@ static void step(kvrt_resolver *r, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    size_t n = strlen(line);
-    if (r->trace_len + n + 2 > r->trace_cap) {
-        size_t cap = r->trace_cap ? r->trace_cap : 1024;
-        while (cap < r->trace_len + n + 2)
-            cap *= 2;
-        char *t = realloc(r->trace, cap);
-        if (!t) {
-            r->trace_oom = true;
-            return;
-        }
-        r->trace = t;
-        r->trace_cap = cap;
-    }
-    memcpy(r->trace + r->trace_len, line, n);
-    r->trace_len += n;
-    r->trace[r->trace_len++] = '\n';
-    r->trace[r->trace_len] = '\0';
+    if (!kvrt_strbuf_appendf(&r->trace, "%s\n", line))
+        r->trace_oom = true;
 }
 
 /* Record a refusal in both the trace and the thread's message. */
@@ -206,7 +191,7 @@ void kvrt_resolver_destroy(kvrt_resolver *r)
     free(r->env);
     free(r->pref);
     free(r->pref_who);
-    free(r->trace);
+    kvrt_strbuf_free(&r->trace);
     free(r);
 }
 
@@ -345,7 +330,7 @@ int kvrt_resolver_set_preference(kvrt_resolver *r, const char *name, const char 
     return KVRT_OK;
 }
 
-/* ---- the steps of DESIGN.md §4 ----------------------------------------- */
+/* ---- the steps of docs/design.md §7 -------------------------------------- */
 
 static void trace_declarations(kvrt_resolver *r)
 {
@@ -430,7 +415,7 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
         used += (size_t)snprintf(buf + used, sizeof(buf) - used, "%s%s %u", i ? ", " : "",
                                  kvrt_layout_name(common.at[i]), votes[common.at[i]]);
     step(r, "votes: how many backends name each remaining layout as their first choice: %s "
-            "(ties are broken in table order LBHNC, LBNHC, LHBNC, BLHNC, BLNHC, BHLNC)", buf);
+            "(ties are broken in table order %s)", buf, kvrt_layout_table_text());
 
     /* Insertion sort: stable, so equal votes keep table order. */
     for (size_t i = 1; i < common.count; i++) {
@@ -649,5 +634,5 @@ bool kvrt_resolver_recorded(const kvrt_resolver *r, enum kvrt_layout *out)
 
 const char *kvrt_resolver_trace(const kvrt_resolver *r)
 {
-    return (r && r->trace) ? r->trace : "";
+    return r ? kvrt_strbuf_str(&r->trace) : "";
 }

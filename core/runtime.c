@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "error.h"
+#include "reserved.h"
 #include "runtime_internal.h"
 
 void kvrt_runtime_options_default(struct kvrt_runtime_options *options)
@@ -38,6 +39,11 @@ int kvrt_runtime_open(const struct kvrt_runtime_options *options, kvrt_runtime *
     if (!out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_open: out is NULL");
     *out = NULL;
+    if (options) {
+        int rc = kvrt_check_reserved(options->reserved, sizeof(options->reserved), "kvrt_runtime_options");
+        if (rc != KVRT_OK)
+            return rc;
+    }
     kvrt_runtime *rt = calloc(1, sizeof(*rt));
     if (!rt)
         return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_runtime_open: out of memory");
@@ -193,6 +199,16 @@ int kvrt_runtime_find_plugin(const kvrt_runtime *rt, const char *name, size_t *i
                 *index = i;
             return KVRT_OK;
         }
+    }
+    /* A file kvrt-<name>.so that was passed over explains itself better than
+     * the list of the plugins that were not. */
+    char file[128];
+    snprintf(file, sizeof(file), "kvrt-%s.so", name);
+    for (size_t i = 0; i < rt->num_skipped; i++) {
+        const char *path = rt->skipped[i].path, *slash = strrchr(path, '/');
+        if (strcmp(slash ? slash + 1 : path, file) == 0)
+            return kvrt_fail(KVRT_ERR_NODEV, "backend \"%s\" was passed over: %s: %s", name, path,
+                             rt->skipped[i].reason);
     }
     char names[512];
     names_text(rt, names, sizeof(names));

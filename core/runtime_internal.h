@@ -92,7 +92,7 @@ void kvrt_plugin_probe(kvrt_runtime *rt, struct kvrt_loaded_plugin *p);
 
 /* Report through the runtime's log (runtime.c). */
 void kvrt_runtime_log(const kvrt_runtime *rt, enum kvrt_log_level level, const char *fmt, ...)
-    __attribute__((format(printf, 3, 4)));
+    KVRT_PRINTF(3, 4);
 
 /* Environment read safely for setuid/setgid programs (secure_env.c). */
 const char *kvrt_secure_getenv(const char *name);

@@ -1,5 +1,5 @@
 /*
- * Cache specs and the quantities derived from them (DESIGN.md §2).
+ * Cache specs and the quantities derived from them (docs/design.md §3).
  *
  * Every rule of §2 is checked here, once, so that geometry and placement can
  * trust a derived kvrt_spec_info without re-validating it.
@@ -11,8 +11,9 @@
 
 #include "checked.h"
 #include "error.h"
+#include "kernel_split.h"
+#include "reserved.h"
 
-#define ULL(x) ((unsigned long long)(x))
 
 static const char *const kind_names[] = {
     [KVRT_SPEC_ATTENTION] = "attention",
@@ -187,19 +188,9 @@ static int derive_states(const struct kvrt_spec *spec, uint64_t kernel_block_siz
     const uint64_t k = kernel_block_size ? kernel_block_size : bs;
     int rc;
 
-    if (bs % k != 0)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "kernel_block_size %llu does not divide block_size %llu; use a divisor of "
-                         "block_size, or 0 for no splitting",
-                         ULL(k), ULL(bs));
-    info->kernel_block_size = k;
-    info->kernel_blocks_per_block = bs / k;
-
-    if (spec->kind == KVRT_SPEC_STATE && k != bs)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "kernel_block_size %llu would split the blocks of a state spec, which keeps "
-                         "one state per block (block_size %llu); use kernel_block_size 0 or %llu",
-                         ULL(k), ULL(bs), ULL(bs));
+    rc = kvrt_kernel_split_block(spec, kernel_block_size, info);
+    if (rc != KVRT_OK)
+        return rc;
 
     rc = states_for(spec, bs, "block_size", &info->states_per_block);
     if (rc != KVRT_OK)
@@ -217,18 +208,7 @@ static int derive_states(const struct kvrt_spec *spec, uint64_t kernel_block_siz
                          "kernel_block_size %llu holds zero states at tokens_per_state %llu/%llu; use "
                          "a kernel block of at least %llu tokens",
                          ULL(k), ULL(num), ULL(den), ULL(num / den + (num % den != 0)));
-    /* N is rounded down per block; a kernel block that rounds down too would
-     * silently drop states of the block, so the split must be exact. */
-    if (info->kernel_blocks_per_block * info->states_per_kernel_block != info->states_per_block)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "kernel_block_size %llu does not split the states of a block evenly: at "
-                         "tokens_per_state %llu/%llu a block of %llu tokens holds %llu states, but "
-                         "%llu kernel blocks of %llu states hold %llu; use a kernel_block_size whose "
-                         "token count is a multiple of tokens_per_state",
-                         ULL(k), ULL(num), ULL(den), ULL(bs), ULL(info->states_per_block),
-                         ULL(info->kernel_blocks_per_block), ULL(info->states_per_kernel_block),
-                         ULL(info->kernel_blocks_per_block * info->states_per_kernel_block));
-    return KVRT_OK;
+    return kvrt_kernel_split_states(spec, info);
 }
 
 static int derive_page(const struct kvrt_spec *spec, struct kvrt_spec_info *info)
@@ -270,6 +250,9 @@ int kvrt_spec_derive(const struct kvrt_spec *spec, uint64_t kernel_block_size, s
     if (!spec || !out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_spec_derive: spec and out must not be NULL");
     memset(&info, 0, sizeof(info));
+    rc = kvrt_check_reserved(spec->reserved, sizeof(spec->reserved), "kvrt_spec");
+    if (rc != KVRT_OK)
+        return rc;
     rc = check_enums(spec);
     if (rc != KVRT_OK)
         return rc;

@@ -4,14 +4,14 @@
 
 #include "strbuf.h"
 
-void kvrt_strbuf_appendf(struct kvrt_strbuf *sb, const char *fmt, ...)
+bool kvrt_strbuf_appendf(struct kvrt_strbuf *sb, const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
     int n = vsnprintf(NULL, 0, fmt, ap);
     va_end(ap);
     if (n < 0)
-        return;
+        return false;
     size_t need = sb->len + (size_t)n + 1;
     if (need > sb->cap) {
         size_t cap = sb->cap ? sb->cap : 256;
@@ -19,7 +19,7 @@ void kvrt_strbuf_appendf(struct kvrt_strbuf *sb, const char *fmt, ...)
             cap *= 2;
         char *p = realloc(sb->data, cap);
         if (!p)
-            return;
+            return false;
         sb->data = p;
         sb->cap = cap;
     }
@@ -27,6 +27,7 @@ void kvrt_strbuf_appendf(struct kvrt_strbuf *sb, const char *fmt, ...)
     vsnprintf(sb->data + sb->len, sb->cap - sb->len, fmt, ap);
     va_end(ap);
     sb->len += (size_t)n;
+    return true;
 }
 
 const char *kvrt_strbuf_str(const struct kvrt_strbuf *sb)

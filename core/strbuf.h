@@ -2,13 +2,10 @@
 #ifndef KVRT_CORE_STRBUF_H
 #define KVRT_CORE_STRBUF_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define KVRT_STRBUF_PRINTF __attribute__((format(printf, 2, 3)))
-#else
-#define KVRT_STRBUF_PRINTF
-#endif
+#include "format.h"
 
 struct kvrt_strbuf {
     char *data;  /* always NUL-terminated once anything was appended */
@@ -16,9 +13,10 @@ struct kvrt_strbuf {
     size_t cap;
 };
 
-/* Append; on allocation failure the text is silently truncated (a trace
- * that lost a line is better than an operation that failed for it). */
-void kvrt_strbuf_appendf(struct kvrt_strbuf *sb, const char *fmt, ...) KVRT_STRBUF_PRINTF;
+/* Append; false when the text could not be kept (allocation failure), which
+ * most callers may ignore: a trace that lost a line is better than an
+ * operation that failed for it. */
+bool kvrt_strbuf_appendf(struct kvrt_strbuf *sb, const char *fmt, ...) KVRT_PRINTF(2, 3);
 const char *kvrt_strbuf_str(const struct kvrt_strbuf *sb);
 void kvrt_strbuf_reset(struct kvrt_strbuf *sb);
 void kvrt_strbuf_free(struct kvrt_strbuf *sb);

@@ -15,7 +15,6 @@
 #include "checked.h"
 #include "error.h"
 
-#define ULL(x) ((unsigned long long)(x))
 
 enum { MAX_BOX_AXES = 6 };
 

@@ -17,7 +17,7 @@
 #include "bench.h"
 #include "numeric.h"
 
-const char *const bench_op_names[BENCH_NUM_OPS] = {"write", "read", "copy", "gather", "scatter", "decode"};
+const char *const bench_op_names[BENCH_NUM_OPS] = {"write", "read", "copy_blocks", "gather", "scatter", "decode"};
 
 double bench_gbps(uint64_t bytes, double seconds)
 {

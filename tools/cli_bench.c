@@ -15,11 +15,11 @@ static void bench_help(FILE *out)
 {
     fprintf(out,
             "Usage: kvrt bench [--json] [--backend NAME ...] [--layout NAME ...]\n"
-            "                  [--op write|read|copy|gather|scatter|decode ...] [--dtype T]\n"
-            "                  [--kv-heads H] [--head-size D] [--block-size N] [--layers L]\n"
-            "                  [--tokens T] [--pairs P] [--gather-blocks G] [--seqs S]\n"
-            "                  [--context C] [--q-heads Q] [--repeat N] [--threads N]\n"
-            "                  [--plot FILE.svg]\n"
+            "                  [--op write|read|copy_blocks|gather|scatter|decode ...]\n"
+            "                  [--dtype T] [--kv-heads H] [--head-size D] [--block-size N]\n"
+            "                  [--layers L] [--tokens T] [--pairs P] [--gather-blocks G]\n"
+            "                  [--seqs S] [--context C] [--q-heads Q] [--repeat N]\n"
+            "                  [--threads N] [--plot FILE.svg]\n"
             "\n"
             "Measure each operation's throughput on each layout of a backend, and the\n"
             "machine's memcpy in the same run (a 256 MiB copy, single-threaded libc\n"
@@ -31,7 +31,7 @@ static void bench_help(FILE *out)
             "Bytes counted per repetition:\n"
             "  write, read      layers x tokens x KV heads x (D + Dv) x element size: the\n"
             "                   K and V bytes moved through the slot mapping (every layer)\n"
-            "  copy             pairs x the bytes of one block across all layers\n"
+            "  copy_blocks      pairs x the bytes of one block across all layers\n"
             "  gather, scatter  the staging buffer: blocks x the page of every layer\n"
             "  decode           seqs x context x KV heads x (D + Dv) x element size: the K\n"
             "                   and V bytes one layer's paged decode reads\n"
@@ -41,8 +41,8 @@ static void bench_help(FILE *out)
             "                     $%s, else the first available)\n"
             "  --layout NAME      layout to measure; repeat for several (default: every\n"
             "                     layout the backend declares, or %s when set)\n"
-            "  --op OP            write, read, copy, gather, scatter or decode; repeat\n"
-            "                     (default: all)\n"
+            "  --op OP            write, read, copy_blocks, gather, scatter or decode;\n"
+            "                     repeat (default: all)\n"
             "  --dtype T          element type (default bf16)\n"
             "  --kv-heads H       KV heads (default 8)\n"
             "  --head-size D      elements per head, K and V (default 128)\n"
@@ -167,7 +167,7 @@ static int parse(int argc, char **argv, struct bench_request *r, bool *help)
                 k++;
             if (k == BENCH_NUM_OPS)
                 return cli_error(CLI_EXIT_USAGE, "--op \"%s\" is not an operation: valid ones are write, read, "
-                                 "copy, gather, scatter, decode", v);
+                                 "copy_blocks, gather, scatter, decode", v);
             r->ops[k] = r->any_op = true;
             break;
         }
@@ -291,13 +291,13 @@ static void print_human(double memcpy_gbps, const struct bench_result *res, size
             printf("roofline  %.2f GB/s: %s's device-to-device copy of 256 MiB, timed by the plugin\n",
                    res[i].roofline_gbps, last);
         }
-    printf("\n%-8s %-8s %-7s %-8s %9s %9s %9s  %s\n", "backend", "op", "layout", "dtype", "GB/s", "x memcpy",
+    printf("\n%-8s %-11s %-7s %-8s %9s %9s %9s  %s\n", "backend", "op", "layout", "dtype", "GB/s", "x memcpy",
            "x roof", "bytes");
     for (size_t i = 0; i < n; i++) {
         char b[32];
         cli_format_bytes(res[i].bytes, b, sizeof(b));
         if (res[i].skipped) {
-            printf("%-8s %-8s %-7s %-8s %9s %9s %9s  skipped: %s\n", res[i].backend, bench_op_names[res[i].op],
+            printf("%-8s %-11s %-7s %-8s %9s %9s %9s  skipped: %s\n", res[i].backend, bench_op_names[res[i].op],
                    kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), "-", "-", "-", res[i].reason);
             continue;
         }
@@ -305,7 +305,7 @@ static void print_human(double memcpy_gbps, const struct bench_result *res, size
         char roof[16] = "-";
         if (res[i].roofline_gbps > 0)
             snprintf(roof, sizeof(roof), "%.2f", g / res[i].roofline_gbps);
-        printf("%-8s %-8s %-7s %-8s %9.2f %9.2f %9s  %s\n", res[i].backend, bench_op_names[res[i].op],
+        printf("%-8s %-11s %-7s %-8s %9.2f %9.2f %9s  %s\n", res[i].backend, bench_op_names[res[i].op],
                kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), g,
                memcpy_gbps > 0 ? g / memcpy_gbps : 0, roof, b);
     }

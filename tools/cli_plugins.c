@@ -31,13 +31,20 @@ static void plugins_help(FILE *out)
             "when the environment is wrong.\n"
             "\n"
             "Options:\n"
-            "  --json   print one JSON object:\n"
-            "           {\"plugins\": [{\"name\", \"path\", \"version\", \"abi\", \"layouts\" (list or\n"
-            "           \"any\"), \"dtypes\", \"ops\", \"available\", \"device_reason\",\n"
-            "           \"device_name\", \"device_type\" (cpu, gpu, accelerator, unknown),\n"
-            "           \"memory\" (host, cuda, rocm, opaque), \"selectable\", \"reason\",\n"
-            "           \"default\"}], \"skipped\": [{\"path\", \"reason\"}], \"env\": {...},\n"
-            "           \"default_backend\"}\n"
+            "  --json   print one JSON object with these fields:\n"
+            "           plugins: one object per plugin, in search order:\n"
+            "             name, path, version, description, abi (\"MAJOR.MINOR\"),\n"
+            "             layouts (list, best first, or \"any\"), dtypes (list), ops (list\n"
+            "             of write, read, copy_blocks, gather, scatter, decode),\n"
+            "             available (a device answered the probe), device_reason (the\n"
+            "             probe's words when not), device_name, device_type (cpu, gpu,\n"
+            "             accelerator, unknown), memory (host, cuda, rocm, opaque),\n"
+            "             selectable, reason (why not selectable, else empty),\n"
+            "             default (the one binding picks)\n"
+            "           skipped: one object per file passed over: path, reason\n"
+            "           env: the layout variable: name, value (null when unset),\n"
+            "             valid, error (empty when valid)\n"
+            "           default_backend: the backend binding picks, or null\n"
             "  --help   show this help\n"
             "\n"
             "Environment:\n"
@@ -92,7 +99,7 @@ static void dtypes_text(uint32_t dtypes, char *buf, size_t size)
                                      kvrt_dtype_name((enum kvrt_dtype)t));
 }
 
-static const char *const op_names[] = {"write", "read", "copy", "gather", "scatter", "decode"};
+static const char *const op_names[] = {"write", "read", "copy_blocks", "gather", "scatter", "decode"};
 
 static bool selectable(const kvrt_runtime *rt, size_t i, const struct kvrt_plugin_info *in,
                        const struct env_layout *env, char *reason, size_t size)

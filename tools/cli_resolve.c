@@ -8,17 +8,49 @@
 
 #include "cli.h"
 
+/* "A, B, ..." of `n` layouts. */
+static void join_names(const enum kvrt_layout *at, size_t n, char *buf, size_t size)
+{
+    size_t used = 0;
+    buf[0] = '\0';
+    for (size_t i = 0; i < n && used < size; i++)
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", kvrt_layout_name(at[i]));
+}
+
+/* The orders the help states, asked of the library rather than retyped: the
+ * default preference is what a resolver with no declarations ranks, and the
+ * tie-break order is the enum's (table) order. */
+static void resolve_orders(char *defaults, char *table, size_t size)
+{
+    enum kvrt_layout at[KVRT_NUM_LAYOUTS];
+    size_t n = 0;
+    kvrt_resolver *r = NULL;
+    if (kvrt_resolver_create(&r) == KVRT_OK && kvrt_resolver_set_env(r, NULL) == KVRT_OK) {
+        enum kvrt_layout chosen;
+        if (kvrt_resolver_resolve(r, &chosen) == KVRT_OK)
+            n = kvrt_resolver_candidates(r, at);
+    }
+    kvrt_resolver_destroy(r);
+    join_names(at, n, defaults, size);
+    for (int i = 0; i < KVRT_NUM_LAYOUTS; i++)
+        at[i] = (enum kvrt_layout)i;
+    join_names(at, KVRT_NUM_LAYOUTS, table, size);
+}
+
 static void resolve_help(FILE *out)
 {
+    char defaults[128], table[128];
+    resolve_orders(defaults, table, sizeof(defaults));
     fprintf(out,
             "Usage: kvrt resolve [--json] --declare NAME=LIST ... [--prefer LAYOUT]\n"
             "                    [--mixed-shapes]\n"
             "\n"
             "Choose the one layout every backend can handle, following the resolution\n"
             "rules of kvrt (and vLLM): with no declared list the default preference\n"
-            "LBNHC, LBHNC, BLNHC, BLHNC, BHLNC, LHBNC applies; identical lists keep\n"
+            "%s applies; identical lists keep\n"
             "their order; different lists are intersected and ranked by how many\n"
-            "backends name each layout first (ties in table order); mixed shapes keep\n"
+            "backends name each layout first (ties in table order:\n"
+            "%s); mixed shapes keep\n"
             "only block-compact layouts; %s is a hard constraint; a\n"
             "preference is only a wish.  Prints the choice, the ranked candidates, and\n"
             "the trace of every step.\n"
@@ -41,7 +73,7 @@ static void resolve_help(FILE *out)
             "\n"
             "Example:\n"
             "  kvrt resolve --declare cuda=LBNHC,LBHNC --declare cpu=any --prefer HND\n",
-            KVRT_LAYOUT_ENV, KVRT_LAYOUT_ENV);
+            defaults, table, KVRT_LAYOUT_ENV, KVRT_LAYOUT_ENV);
 }
 
 /* --declare NAME=LIST into the resolver. */

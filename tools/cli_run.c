@@ -267,6 +267,9 @@ static int set_up(struct run_request *r, struct run_state *s)
         return code;
     rc = kvrt_runtime_bind(s->rt, s->backend_name, r->layout ? r->layout : kvrt_layout_name(s->layout),
                            &s->backend);
+    if (rc == KVRT_ERR_REFUSED && r->layout)
+        return cli_error(cli_exit_for_status(rc), "--layout %s: %s (see 'kvrt plugins')", r->layout,
+                         kvrt_error_message());
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
     if ((code = check_dtypes(s)) != CLI_EXIT_OK)

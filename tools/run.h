@@ -42,7 +42,7 @@ int run_batch_create(const struct kvrt_model *m, uint64_t seqs, uint64_t context
                      struct numeric_rng *rng, struct run_batch *out);
 void run_batch_free(struct run_batch *b);
 
-/* Slot of token t of sequence s in group g (DESIGN §5). */
+/* Slot of token t of sequence s in group g (docs/design.md §9). */
 int64_t run_slot(const struct run_batch *b, size_t g, uint64_t s, uint64_t t);
 
 struct run_op {

@@ -32,6 +32,17 @@ extern "C" {
 #define KVRT_API
 #endif
 
+/*
+ * The API version: libkvrt's soname is libkvrt.so.<KVRT_API_VERSION_MAJOR>.
+ * The major changes when an engine built against these headers could break
+ * (a function removed or changed, a struct's size or field offsets moved);
+ * the minor when something is added (a function, or a field carved from a
+ * struct's reserved bytes, whose all-zero value means the old behaviour).
+ * meson.build reads both from here: this is their one source.
+ */
+#define KVRT_API_VERSION_MAJOR 1
+#define KVRT_API_VERSION_MINOR 0
+
 /* Marker for "this optional value is not set" in transparent structs. */
 #define KVRT_UNSET UINT64_MAX
 

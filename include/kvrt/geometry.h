@@ -21,6 +21,9 @@ struct kvrt_geometry_params {
     /* Byte strides fixed by the caller, logical [L, B, H, N, C] order;
      * KVRT_UNSET = computed.  The B stride is per manager block. */
     uint64_t fixed_strides[KVRT_NUM_AXES];
+    /* Room for fields of later API minors; must be zero, which
+     * kvrt_geometry_params_default() and designated initialisers both give. */
+    uint8_t reserved[32];
 };
 
 /** Defaults: everything 0 / unset, layout LBNHC. */

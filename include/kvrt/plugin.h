@@ -114,7 +114,8 @@ struct kvrt_plugin_bind_info {
 struct kvrt_plugin_layer {
     uint32_t size;
     int32_t kind;              /* enum kvrt_spec_kind */
-    int32_t dtype;             /* enum kvrt_dtype */
+    int32_t dtype;             /* enum kvrt_dtype; a state layer may carry one the
+                                  plugin never declared (opaque bytes) */
     uint32_t elem_size;
     uint64_t offset;           /* bytes from the start of the cache buffer */
     uint64_t num_view_blocks;  /* B x r */

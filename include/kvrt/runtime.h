@@ -79,12 +79,14 @@ struct kvrt_plugin_info {
     uint32_t ops;    /* enum kvrt_op bits (kvrt/plugin.h) */
     bool available;  /* probe found a device */
     const char *reason; /* why not available, "" otherwise */
-    /* Since 0.2 (plugin ABI 1.1); UNKNOWN / OPAQUE / "" when the plugin
+    /* Since API 1.0 (plugin ABI 1.1); UNKNOWN / OPAQUE / "" when the plugin
      * does not describe its device or probe failed. */
     enum kvrt_device_type device_type;
     enum kvrt_memory_kind memory;
     const char *device_name;
     uint32_t decode_dtypes; /* 1u << enum kvrt_dtype that decode computes on */
+    /* Room for fields of later API minors; libkvrt writes zeroes. */
+    uint8_t reserved[32];
 };
 
 KVRT_API size_t kvrt_runtime_num_plugins(const kvrt_runtime *rt);
@@ -112,7 +114,7 @@ KVRT_API int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char *
 KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **name);
 
 /**
- * Resolve one layout (DESIGN §4) across the named backends (their
+ * Resolve one layout (docs/design.md §7) across the named backends (their
  * declarations are read, no device code runs).  backends NULL / n 0: the
  * default backend.  preference: a soft preference as spelled, or NULL.
  * The result is recorded in the runtime: a later, different result is

@@ -33,12 +33,15 @@ struct kvrt_spec {
     uint64_t tokens_per_state_num; /* tokens_per_state = num / den, default 1/1 */
     uint64_t tokens_per_state_den;
     uint64_t page_size_padded;    /* KVRT_UNSET = no padding */
+    /* Room for fields of later API minors; must be zero, which
+     * kvrt_spec_default() and designated initialisers both give. */
+    uint8_t reserved[32];
 };
 
 /** Defaults: attention, fp16, tokens_per_state 1/1, optionals unset, sizes 0. */
 KVRT_API void kvrt_spec_default(struct kvrt_spec *spec);
 
-/* Quantities derived from a spec (DESIGN §2), for one kernel block. */
+/* Quantities derived from a spec (docs/design.md §3), for one kernel block. */
 struct kvrt_spec_info {
     uint64_t elem_size;       /* bytes per element; 1 for state specs (opaque bytes) */
     uint64_t head_slots;      /* H */

@@ -1,7 +1,11 @@
 /*
- * Locks the plugin ABI and the public enum values: a change here is an ABI
- * break and must come with a new KVRT_PLUGIN_ABI_MAJOR (or, for appended
- * fields, a new minor).  Offsets are for LP64 targets.
+ * Locks the plugin ABI, the structs an engine shares with libkvrt and the
+ * public enum values.  A change to the plugin structs is a plugin ABI break
+ * and must come with a new KVRT_PLUGIN_ABI_MAJOR (or, for appended fields,
+ * a new minor).  A change to an engine-facing struct's size or offsets must
+ * come with a new KVRT_API_VERSION_MAJOR (and so a new soname); a field
+ * carved from its reserved bytes keeps the size and is a new minor.
+ * Offsets are for LP64 targets.
  */
 #include <stddef.h>
 #include <string.h>
@@ -125,6 +129,78 @@ int main(void)
     OFF(kvrt_plugin_host, log, 16);
     SIZE(kvrt_plugin_host, 24);
     TAP_EQ_U64(sizeof(kvrt_plugin_error), 512, "sizeof(kvrt_plugin_error) == 512");
+
+    /* Engine-facing structs: fixed size, reserved bytes at the end. */
+    VAL(KVRT_API_VERSION_MAJOR, 1);
+    VAL(KVRT_API_VERSION_MINOR, 0);
+    OFF(kvrt_spec, kind, 0);
+    OFF(kvrt_spec, dtype, 4);
+    OFF(kvrt_spec, block_size, 8);
+    OFF(kvrt_spec, num_kv_heads, 16);
+    OFF(kvrt_spec, head_size, 24);
+    OFF(kvrt_spec, head_size_v, 32);
+    OFF(kvrt_spec, num_head_slots, 40);
+    OFF(kvrt_spec, state_content_bytes, 48);
+    OFF(kvrt_spec, tokens_per_state_num, 56);
+    OFF(kvrt_spec, tokens_per_state_den, 64);
+    OFF(kvrt_spec, page_size_padded, 72);
+    OFF(kvrt_spec, reserved, 80);
+    SIZE(kvrt_spec, 112);
+    OFF(kvrt_geometry_params, layout, 0);
+    OFF(kvrt_geometry_params, spec, 8);
+    OFF(kvrt_geometry_params, num_layers, 16);
+    OFF(kvrt_geometry_params, num_blocks, 24);
+    OFF(kvrt_geometry_params, kernel_block_size, 32);
+    OFF(kvrt_geometry_params, fixed_strides, 40);
+    OFF(kvrt_geometry_params, reserved, 80);
+    SIZE(kvrt_geometry_params, 112);
+    OFF(kvrt_runtime_options, plugin_path, 0);
+    OFF(kvrt_runtime_options, search_default_paths, 8);
+    OFF(kvrt_runtime_options, log, 16);
+    OFF(kvrt_runtime_options, log_user, 24);
+    OFF(kvrt_runtime_options, reserved, 32);
+    SIZE(kvrt_runtime_options, 96);
+    OFF(kvrt_decode_params, num_seqs, 0);
+    OFF(kvrt_decode_params, num_q_heads, 4);
+    OFF(kvrt_decode_params, q, 8);
+    OFF(kvrt_decode_params, q_offset, 16);
+    OFF(kvrt_decode_params, out, 24);
+    OFF(kvrt_decode_params, out_offset, 32);
+    OFF(kvrt_decode_params, block_tables, 40);
+    OFF(kvrt_decode_params, max_blocks_per_seq, 48);
+    OFF(kvrt_decode_params, seq_lens, 56);
+    OFF(kvrt_decode_params, scale, 64);
+    OFF(kvrt_decode_params, reserved, 68);
+    SIZE(kvrt_decode_params, 104);
+    OFF(kvrt_plugin_info, name, 0);
+    OFF(kvrt_plugin_info, path, 8);
+    OFF(kvrt_plugin_info, version, 16);
+    OFF(kvrt_plugin_info, description, 24);
+    OFF(kvrt_plugin_info, abi_major, 32);
+    OFF(kvrt_plugin_info, abi_minor, 36);
+    OFF(kvrt_plugin_info, any_layout, 40);
+    OFF(kvrt_plugin_info, num_layouts, 48);
+    OFF(kvrt_plugin_info, layouts, 56);
+    OFF(kvrt_plugin_info, dtypes, 80);
+    OFF(kvrt_plugin_info, ops, 84);
+    OFF(kvrt_plugin_info, available, 88);
+    OFF(kvrt_plugin_info, reason, 96);
+    OFF(kvrt_plugin_info, device_type, 104);
+    OFF(kvrt_plugin_info, memory, 108);
+    OFF(kvrt_plugin_info, device_name, 112);
+    OFF(kvrt_plugin_info, decode_dtypes, 120);
+    OFF(kvrt_plugin_info, reserved, 124);
+    SIZE(kvrt_plugin_info, 160);
+    {
+        /* A designated initialiser leaves the reserved bytes zero: the
+         * growth rule depends on it. */
+        struct kvrt_spec s = {.kind = KVRT_SPEC_ATTENTION, .block_size = 16};
+        struct kvrt_geometry_params g = {.num_layers = 1};
+        bool zero = true;
+        for (size_t i = 0; i < sizeof(s.reserved); i++)
+            zero = zero && s.reserved[i] == 0 && g.reserved[i] == 0;
+        tap_ok(zero, "designated initialisers leave reserved bytes zero");
+    }
 
     VAL(KVRT_OP_WRITE, 1);
     VAL(KVRT_OP_READ, 2);

@@ -59,7 +59,7 @@ static void check_plot(void)
     }
     snprintf(svg, sizeof(svg), "%s/bench.svg", dir);
     snprintf(png, sizeof(png), "%s/bench.png", dir);
-    json_t *r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "copy", "--op", "gather", "--plot", svg, TINY),
+    json_t *r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "copy_blocks", "--op", "gather", "--plot", svg, TINY),
                          NULL);
     size_t results = json_array_size(json_object_get(r, "results"));
     json_decref(r);

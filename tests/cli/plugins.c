@@ -35,6 +35,31 @@ static void check_schema(const json_t *root)
     tap_ok(ok, "plugins --json: every plugin has name, path, abi, layouts, dtypes, available, selectable, reason");
 }
 
+/* Every field `plugins --json` prints is named in `plugins --help` (and so
+ * in kvrt(1), which is made from the help). */
+static void check_help_lists(const json_t *root)
+{
+    struct spawn_result help = cli_run(ARGS("plugins", "--help"), NULL);
+    const json_t *objects[] = {root, json_array_get(json_object_get(root, "plugins"), 0),
+                               json_array_get(json_object_get(root, "skipped"), 0), json_object_get(root, "env")};
+    char missing[512] = "";
+    bool ok = help.status == 0 && help.out && objects[1] && objects[2] && objects[3];
+    for (size_t o = 0; ok && o < sizeof(objects) / sizeof(objects[0]); o++) {
+        const char *key;
+        json_t *value;
+        json_object_foreach((json_t *)objects[o], key, value) {
+            (void)value;
+            if (!strstr(help.out, key)) {
+                size_t n = strlen(missing);
+                snprintf(missing + n, sizeof(missing) - n, " %s", key);
+            }
+        }
+    }
+    tap_ok(ok && !missing[0], "plugins --help names every field of plugins --json%s%s",
+           missing[0] ? "; missing:" : "", missing);
+    spawn_result_free(&help);
+}
+
 static void check_default(void)
 {
     json_t *root = cli_json(ARGS("plugins", "--json"), NULL);
@@ -98,16 +123,31 @@ static void check_skipped(void)
         fputs("this is not a shared object\n", f);
         fclose(f);
     }
+    char helper[128];
+    snprintf(helper, sizeof(helper), "%s/libhelper.so", dir);
+    f = fopen(helper, "w");
+    if (f) {
+        fputs("a library beside the plugins\n", f);
+        fclose(f);
+    }
     snprintf(env, sizeof(env), "KVRT_PLUGIN_PATH=%s", dir);
     json_t *root = cli_json(ARGS("plugins", "--json"), ENV(env));
     const json_t *skipped = json_object_get(root, "skipped");
-    bool found = false;
+    bool found = false, misnamed = false;
     for (size_t i = 0; i < json_array_size(skipped); i++) {
         const json_t *s = json_array_get(skipped, i);
         found |= js(s, "path") && strstr(js(s, "path"), "kvrt-broken.so") && js(s, "reason") && *js(s, "reason");
+        misnamed |= js(s, "path") && strstr(js(s, "path"), "libhelper.so") && js(s, "reason") &&
+                    strstr(js(s, "reason"), "kvrt-<name>.so");
     }
     tap_ok(found, "plugins --json: a file that is not a plugin is listed under skipped with a reason");
+    tap_ok(misnamed, "plugins --json: a shared object not named kvrt-<name>.so is listed under skipped, saying so");
+    check_help_lists(root);
     json_decref(root);
+    /* Asked for by name, a passed-over plugin says it was passed over. */
+    cli_error_case(ARGS("run", "--backend", "broken", "--kv-heads", "2", "--head-size", "64"), ENV(env), 4,
+                   MENTIONS("backend \"broken\" was passed over", "kvrt-broken.so"));
+    unlink(helper);
     unlink(file);
     rmdir(dir);
 }

@@ -121,6 +121,14 @@ static void check_refusals(void)
     /* Refused before the plugin is bound: exit 3, the layout as spelled. */
     cli_error_case(ARGS("run", "--backend", "subset", "--layout", "BLHNC", SMALL), ENV(cli_env.subset_path_env), 3,
                    MENTIONS("\"BLHNC\"", "subset", "LBHNC, LBNHC"));
+    /* The advice names the setting the user used, not the one they did not. */
+    struct spawn_result res = cli_run(ARGS("run", "--backend", "subset", "--layout", "BLHNC", SMALL),
+                                      ENV(cli_env.subset_path_env));
+    tap_ok(res.status == 3 && strstr(res.err, "--layout BLHNC") && !strstr(res.err, "VLLM_KV_CACHE_LAYOUT"),
+           "run --layout refused: the message names --layout, not VLLM_KV_CACHE_LAYOUT");
+    if (res.err)
+        tap_diag("%s", res.err);
+    spawn_result_free(&res);
     cli_error_case(ARGS("run", "--backend", "subset", SMALL), ENV(cli_env.subset_path_env, "VLLM_KV_CACHE_LAYOUT=BHLNC"),
                    3, MENTIONS("BHLNC", "subset"));
     cli_error_case(ARGS("run", "--json", "--backend", "subset", SMALL),

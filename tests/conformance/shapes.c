@@ -79,6 +79,9 @@ int conf_placement(enum conf_shape shape, enum kvrt_layout layout, enum kvrt_dty
         layers[0] = (struct kvrt_layer_entry){ "attn.0", attention(dtype, 4, 2, 16) };
         layers[1] = (struct kvrt_layer_entry){ "ssm.0", attention(dtype, 4, 1, 0) };
         layers[1].spec.kind = KVRT_SPEC_STATE;
+        /* Typed uint8 as the model readers type Mamba states, whether or not
+         * the backend declares uint8: state bytes are opaque. */
+        layers[1].spec.dtype = KVRT_DTYPE_UINT8;
         layers[1].spec.state_content_bytes = 2 * 4 * 32 * kvrt_dtype_size(dtype);
         layers[2] = (struct kvrt_layer_entry){ "packed.0", attention(dtype, 4, 2, 32) };
         layers[2].spec.tokens_per_state_num = 2;

@@ -4,21 +4,11 @@
 
 #include "core_vectors.h"
 #include "tap.h"
+#include "vectors_json.h"
 
 json_t *cv_load(int argc, char **argv, const char *file)
 {
-    const char *dir = argc > 1 ? argv[1] : getenv("KVRT_VECTORS_DIR");
-    char path[4096];
-    json_error_t err;
-    if (!dir) {
-        printf("Bail out! no vectors directory: pass it as argv[1] or KVRT_VECTORS_DIR\n");
-        return NULL;
-    }
-    snprintf(path, sizeof(path), "%s/%s", dir, file);
-    json_t *root = json_load_file(path, 0, &err);
-    if (!root)
-        printf("Bail out! cannot read %s: %s (line %d)\n", path, err.text, err.line);
-    return root;
+    return vectors_load(vectors_dir_arg(argc, argv), file);
 }
 
 bool cv_u64(const json_t *obj, const char *key, uint64_t *out)
@@ -28,10 +18,7 @@ bool cv_u64(const json_t *obj, const char *key, uint64_t *out)
         *out = KVRT_UNSET;
         return true;
     }
-    if (!json_is_integer(v) || json_integer_value(v) < 0)
-        return false;
-    *out = (uint64_t)json_integer_value(v);
-    return true;
+    return vectors_u64(v, out);
 }
 
 /* The vectors give only an element size; any type of that size lays out the

@@ -364,9 +364,31 @@ static void small_apis(void)
     tap_ok(strcmp(before, kvrt_error_message()) == 0, "spec_equal leaves the last error message alone");
 }
 
+/* Reserved bytes are for later API minors: non-zero today is refused. */
+static void reserved_bytes(void)
+{
+    struct kvrt_spec s = attention();
+    s.reserved[5] = 7;
+    expect(derive(&s, 0), KVRT_ERR_INVALID, "a spec with a non-zero reserved byte", "kvrt_spec.reserved[5]",
+           "must be 0", NULL);
+    s = attention();
+    struct kvrt_geometry_params gp;
+    struct kvrt_geometry g;
+    kvrt_geometry_params_default(&gp);
+    gp.spec = &s;
+    gp.num_layers = 1;
+    gp.num_blocks = 1;
+    gp.reserved[31] = 1;
+    expect(kvrt_geometry_compute(&gp, &g), KVRT_ERR_INVALID, "geometry params with a non-zero reserved byte",
+           "kvrt_geometry_params.reserved[31]", NULL);
+    gp.reserved[31] = 0;
+    tap_ok(kvrt_geometry_compute(&gp, &g) == KVRT_OK, "the same params with reserved bytes zero are accepted");
+}
+
 int main(void)
 {
     tap_plan_dynamic();
+    reserved_bytes();
     spec_zero_sizes();
     spec_rules();
     spec_overflow();

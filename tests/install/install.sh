@@ -1,8 +1,10 @@
 #!/bin/bash
-# Install test: build this source tree into a temporary prefix, check what
-# was installed, then do what a backend author does with only the installed
-# kvrt: build examples/template-plugin out of tree through pkg-config and
-# run the installed kvrt-conformance on it.
+# Install test: build this source tree into a temporary prefix with meson's
+# default libdir (lib/<multiarch> on Debian), check what was installed, run
+# the installed kvrt and kvrt-conformance with no LD_LIBRARY_PATH, then do
+# what a backend author does with only the installed kit: copy the installed
+# template, build it out of tree through pkg-config and run the installed
+# kvrt-conformance on it.
 #
 # usage: install.sh SOURCE_ROOT MESON NINJA
 #
@@ -11,13 +13,14 @@
 # it.  GPU backends are off to keep it to a couple of minutes.
 set -u
 src=$1 meson=$2 ninja=$3
-unset DESTDIR KVRT_PLUGIN_PATH KVRT_BACKEND VLLM_KV_CACHE_LAYOUT
+unset DESTDIR KVRT_PLUGIN_PATH KVRT_BACKEND VLLM_KV_CACHE_LAYOUT LD_LIBRARY_PATH PKG_CONFIG_PATH
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/kvrt-install.XXXXXX") || exit 1
 trap 'rm -rf "$tmp"' EXIT
 prefix=$tmp/prefix
-libdir=$prefix/lib
-plugindir=$libdir/kvrt/plugins
 
+# A step may take long on a loaded machine (the build is a full second build
+# of the tree); the whole test has meson's timeout above it.
+step_limit=${KVRT_INSTALL_STEP_TIMEOUT:-1500}
 n=0 failed=0
 ok() { n=$((n + 1)); echo "ok $n - $1"; }
 not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
@@ -26,7 +29,7 @@ not_ok() { n=$((n + 1)); failed=$((failed + 1)); echo "not ok $n - $1"; }
 step() {
     local what=$1
     shift
-    if timeout 300 "$@" >"$tmp/step.log" 2>&1; then
+    if timeout "$step_limit" "$@" >"$tmp/step.log" 2>&1; then
         ok "$what"
         return 0
     fi
@@ -40,10 +43,21 @@ bail() {
 }
 
 step "configure the tree with --prefix in a temporary folder" \
-    "$meson" setup "$tmp/build" "$src" --prefix="$prefix" --libdir=lib --buildtype=debugoptimized \
+    "$meson" setup "$tmp/build" "$src" --prefix="$prefix" --buildtype=debugoptimized \
     -Dopencl=disabled -Dcuda=disabled -Drocm=disabled -Dfuzzers=disabled || bail
 step "build it" "$ninja" -C "$tmp/build" || bail
 step "meson install" "$meson" install -C "$tmp/build" --no-rebuild || bail
+
+# Where meson put the libraries: the folder holding pkgconfig/kvrt.pc.
+pc=$(find "$prefix" -path '*/pkgconfig/kvrt.pc' | head -n 1)
+if [ -n "$pc" ]; then
+    libdir=$(dirname "$(dirname "$pc")")
+    ok "kvrt.pc installed in <prefix>/${libdir#"$prefix"/}/pkgconfig"
+else
+    not_ok "kvrt.pc installed under the prefix"
+    bail
+fi
+plugindir=$libdir/kvrt/plugins
 
 missing=
 for h in kvrt.h version.h common.h layout.h dtype.h spec.h geometry.h placement.h transfer.h resolve.h \
@@ -62,15 +76,15 @@ done
 [ -z "$bad" ] && ok "every installed header compiles alone" || { not_ok "installed headers that do not compile alone:$bad"; sed 's/^/# /' "$tmp/headers.log" | head -20; }
 
 if ls "$libdir"/libkvrt.so.* >/dev/null 2>&1 && [ -e "$libdir/libkvrt.so" ]; then
-    ok "libkvrt installed in lib ($(cd "$libdir" && ls libkvrt.so.* | tr '\n' ' '))"
+    ok "libkvrt installed in <libdir> ($(cd "$libdir" && ls libkvrt.so.* | tr '\n' ' '))"
 else
-    not_ok "libkvrt installed in lib"
+    not_ok "libkvrt installed in <libdir>"
 fi
 
 export PKG_CONFIG_PATH=$libdir/pkgconfig
 pc_dir=$(pkg-config --variable=plugindir kvrt 2>"$tmp/pc.log")
 if [ -f "$libdir/pkgconfig/kvrt.pc" ] && [ "$pc_dir" = "$plugindir" ]; then
-    ok "kvrt.pc installed, version $(pkg-config --modversion kvrt), plugindir = <prefix>/lib/kvrt/plugins"
+    ok "kvrt.pc says version $(pkg-config --modversion kvrt), plugindir = <libdir>/kvrt/plugins"
 else
     not_ok "kvrt.pc installed with plugindir $plugindir (pkg-config says \"$pc_dir\")"
     sed 's/^/# /' "$tmp/pc.log"
@@ -82,17 +96,48 @@ else
     not_ok "the CPU plugin is installed in $plugindir"
 fi
 
-conformance=$prefix/bin/kvrt-conformance
-[ -x "$conformance" ] && ok "kvrt-conformance installed in bin" || { not_ok "kvrt-conformance installed in bin"; bail; }
+missing=
+for f in share/man/man1/kvrt.1 share/man/man1/kvrt-conformance.1 share/man/man7/kvrt-plugin.7 \
+         share/doc/kvrt/design.md share/doc/kvrt/writing-a-backend.md \
+         share/kvrt/template-plugin/meson.build share/kvrt/template-plugin/template_plugin.c; do
+    [ -s "$prefix/$f" ] || missing="$missing $f"
+done
+[ -z "$missing" ] && ok "man pages, guides and the template installed under share/" \
+    || not_ok "missing under the prefix:$missing"
+bad=
+for page in "$prefix"/share/man/man*/*; do
+    head -n 1 "$page" | grep -q '^\.TH ' || bad="$bad $(basename "$page")"
+    if command -v man >/dev/null 2>&1; then
+        man -l "$page" >/dev/null 2>"$tmp/man.log" || bad="$bad $(basename "$page")(man)"
+    fi
+done
+[ -z "$bad" ] && ok "every installed man page is a man page ($(cd "$prefix/share/man" && ls man*/* | tr '\n' ' '))" \
+    || not_ok "installed man pages that do not render:$bad"
 
-# The template is copied away from the tree first: it must build from its
+# Installed programs run from any prefix: the environment has no
+# LD_LIBRARY_PATH, so libkvrt is found through their relative run path.
+kvrt=$prefix/bin/kvrt
+conformance=$prefix/bin/kvrt-conformance
+[ -x "$kvrt" ] && ok "kvrt installed in bin" || { not_ok "kvrt installed in bin"; bail; }
+[ -x "$conformance" ] && ok "kvrt-conformance installed in bin" || { not_ok "kvrt-conformance installed in bin"; bail; }
+step "installed kvrt --version runs without LD_LIBRARY_PATH" "$kvrt" --version
+if "$kvrt" plugins >"$tmp/plugins.log" 2>&1 && grep -q "$plugindir/kvrt-cpu.so" "$tmp/plugins.log"; then
+    ok "installed kvrt plugins finds the installed CPU plugin in <libdir>/kvrt/plugins"
+else
+    not_ok "installed kvrt plugins finds the installed CPU plugin in <libdir>/kvrt/plugins"
+    head -n 20 "$tmp/plugins.log" | sed 's/^/# /'
+fi
+step "installed kvrt run --backend cpu verifies a small cache" \
+    "$kvrt" run --backend cpu --model "$src/examples/models/tiny-hybrid.kvrt.json" --seqs 2 --context 64
+
+# The template is copied out of the install first: it must build from its
 # own folder and the installed kvrt alone.
-cp -r "$src/examples/template-plugin" "$tmp/template-src"
+cp -r "$prefix/share/kvrt/template-plugin" "$tmp/template-src"
+chmod -R u+w "$tmp/template-src"
 step "template plugin configures out of tree against the installed kvrt (pkg-config)" \
     "$meson" setup "$tmp/template-build" "$tmp/template-src" || bail
 step "template plugin builds" "$ninja" -C "$tmp/template-build" || bail
 
-export LD_LIBRARY_PATH=$libdir${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 run_suite() {
     local what=$1
     shift
@@ -110,6 +155,10 @@ run_suite "installed kvrt-conformance --plugin <built kvrt-template.so> passes" 
 step "template plugin installs into \$(pkg-config --variable=plugindir kvrt)" \
     "$meson" install -C "$tmp/template-build" --no-rebuild
 run_suite "installed kvrt-conformance --backend template finds it in plugindir and passes" --backend template
+# The template declares no uint8; the hybrid model's Mamba states are uint8
+# and must run on it all the same (state bytes are opaque).
+step "installed kvrt run --backend template runs a hybrid model with uint8 state layers" \
+    "$kvrt" run --backend template --model "$src/examples/models/tiny-hybrid.kvrt.json" --seqs 2 --context 64
 run_suite "installed kvrt-conformance --backend cpu passes against the installed CPU plugin" --backend cpu
 
 echo "1..$n"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include <kvrt/kvrt.h>
+#include <kvrt/plugin.h>
 
 #include "tap.h"
 
@@ -93,6 +94,47 @@ static void test_discovery(void)
     tap_ok(loaded(rt, "subset") && loaded(rt, "failbind") && loaded(rt, "nodev"),
            "the good plugins are loaded next to the broken ones");
     tap_ok(!loaded(rt, "abi") && !loaded(rt, "truncated"), "broken plugins are not listed as plugins");
+    kvrt_runtime_close(rt);
+}
+
+/* Same major, later minor: loaded, reported with the plugin's own ABI, and
+ * usable through the fields this core knows. */
+static void test_newer_minor(void)
+{
+    kvrt_runtime *rt = open_rt(dir);
+    size_t i;
+    struct kvrt_plugin_info info;
+    bool ok = rt && kvrt_runtime_find_plugin(rt, "vnext", &i) == KVRT_OK &&
+              kvrt_runtime_plugin_info(rt, i, &info) == KVRT_OK;
+    tap_ok(ok && info.abi_major == KVRT_PLUGIN_ABI_MAJOR && info.abi_minor == KVRT_PLUGIN_ABI_MINOR + 1,
+           "a plugin reporting ABI %d.%d (a newer minor) is loaded and reported as such",
+           KVRT_PLUGIN_ABI_MAJOR, KVRT_PLUGIN_ABI_MINOR + 1);
+    kvrt_backend *be = NULL;
+    tap_ok(ok && kvrt_runtime_bind(rt, "vnext", "LBHNC", &be) == KVRT_OK,
+           "a newer-minor plugin binds a layout it declares: %s", be ? "yes" : kvrt_error_message());
+    kvrt_runtime_close(rt);
+}
+
+/* A shared object in a scanned folder that is not named kvrt-<name>.so is
+ * reported, not loaded; asking for a passed-over backend by name says so. */
+static void test_passed_over_names(void)
+{
+    kvrt_runtime *rt = open_rt(dir);
+    if (!rt) {
+        tap_ok(false, "runtime opens");
+        return;
+    }
+    expect_skip(rt, "libhelper.so", "kvrt-<name>.so");
+    size_t i;
+    int rc = kvrt_runtime_find_plugin(rt, "abi", &i);
+    const char *msg = kvrt_error_message();
+    tap_ok(rc == KVRT_ERR_NODEV && strstr(msg, "backend \"abi\" was passed over") &&
+               strstr(msg, "kvrt-abi.so") && strstr(msg, "incompatible ABI major"),
+           "asking for a passed-over backend by name says it was passed over and why");
+    tap_diag("%s", msg);
+    rc = kvrt_runtime_find_plugin(rt, "nosuch", &i);
+    tap_ok(rc == KVRT_ERR_NODEV && strstr(kvrt_error_message(), "no backend named \"nosuch\""),
+           "a name no file carries is still 'no backend named'");
     kvrt_runtime_close(rt);
 }
 
@@ -308,6 +350,8 @@ int main(void)
     unsetenv("KVRT_BACKEND");
     tap_plan_dynamic();
     test_discovery();
+    test_newer_minor();
+    test_passed_over_names();
     test_duplicates();
     test_refusal_before_bind();
     test_paths();

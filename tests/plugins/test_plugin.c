@@ -231,7 +231,25 @@ static const struct kvrt_plugin_descriptor descriptor = {
 #endif
 };
 
-#ifndef VARIANT_NOENTRY
+#if defined(VARIANT_NEWER_MINOR)
+/* Built against a later minor of the ABI: the descriptor is larger, with
+ * fields this core does not know (marked so that reading them would show).
+ * The core must load it and read nothing past its own descriptor. */
+static struct {
+    struct kvrt_plugin_descriptor d;
+    uint64_t later[4];
+} newer;
+KVRT_PLUGIN_EXPORT const struct kvrt_plugin_descriptor *kvrt_plugin_entry(void);
+KVRT_PLUGIN_EXPORT const struct kvrt_plugin_descriptor *kvrt_plugin_entry(void)
+{
+    newer.d = descriptor;
+    newer.d.size = sizeof(newer);
+    newer.d.abi_minor = KVRT_PLUGIN_ABI_MINOR + 1;
+    for (int i = 0; i < 4; i++)
+        newer.later[i] = 0xdeadbeefdeadbeefull;
+    return &newer.d;
+}
+#elif !defined(VARIANT_NOENTRY)
 KVRT_PLUGIN_DEFINE_ENTRY(descriptor)
 #else
 /* Exported, but under the wrong name. */
