@@ -7,7 +7,6 @@
 
 #include <kvrt/dlpack.h>
 
-#include "abi11_pending.h"
 #include "checked.h"
 #include "error.h"
 #include "runtime_internal.h"

@@ -65,11 +65,12 @@ class RuntimeOptions(C.Structure):  # struct kvrt_runtime_options
                 ("log_user", vp), ("reserved", C.c_uint8 * 64)]
 
 
-class PluginInfo(C.Structure):  # struct kvrt_plugin_info (ABI 1.0 fields, room for later ones)
+class PluginInfo(C.Structure):  # struct kvrt_plugin_info (with room for fields added later)
     _fields_ = [("name", C.c_char_p), ("path", C.c_char_p), ("version", C.c_char_p),
                 ("description", C.c_char_p), ("abi_major", C.c_uint), ("abi_minor", C.c_uint),
                 ("any_layout", C.c_bool), ("num_layouts", sz), ("layouts", i32 * NUM_LAYOUTS),
                 ("dtypes", u32), ("ops", u32), ("available", C.c_bool), ("reason", C.c_char_p),
+                ("device_type", i32), ("memory", i32), ("device_name", C.c_char_p), ("decode_dtypes", u32),
                 ("_later", C.c_uint8 * 1024)]
 
 

@@ -9,6 +9,8 @@ from ._errors import InvalidArgumentError, StateError
 from ._lib import lib, check, text
 
 _PARTS = {"all": 0, "k": 1, "v": 2}
+_DEVICE_TYPES = {0: "unknown", 1: "cpu", 2: "gpu", 3: "accelerator"}  # enum kvrt_device_type
+_MEMORY_KINDS = {0: "opaque", 1: "host", 2: "cuda", 3: "rocm"}         # enum kvrt_memory_kind
 
 lib.kvrt_spec_derive.argtypes = [C.POINTER(_lib.Spec), C.c_uint64, C.POINTER(_lib.SpecInfo)]
 lib.kvrt_spec_derive.restype = C.c_int
@@ -397,6 +399,8 @@ class Runtime:
                 "layouts": "any" if p.any_layout else [info.layout_name(p.layouts[k]) for k in range(p.num_layouts)],
                 "dtypes": [info.dtype_name(t) for t in range(7) if p.dtypes & (1 << t)],
                 "available": bool(p.available), "reason": text(p.reason),
+                "device_type": _DEVICE_TYPES.get(p.device_type, "unknown"),
+                "memory": _MEMORY_KINDS.get(p.memory, "opaque"), "device_name": text(p.device_name) or "",
             })
         return out
 
