@@ -359,6 +359,48 @@ static void check_opencl(kvrt_runtime *rt)
     kvrt_cache_destroy(c);
 }
 
+/* GPU caches export as device tensors at the buffer's device address. */
+static void check_gpu(kvrt_runtime *rt, const char *backend, DLDeviceType want_type)
+{
+    size_t i;
+    struct kvrt_plugin_info info;
+    if (kvrt_runtime_find_plugin(rt, backend, &i) != KVRT_OK) {
+        tap_skip("the %s backend is not built", backend);
+        return;
+    }
+    if (kvrt_runtime_plugin_info(rt, i, &info) != KVRT_OK || !info.available) {
+        tap_skip("the %s backend has no device: %s", backend, info.reason);
+        return;
+    }
+    struct kvrt_spec spec = attention_spec(KVRT_DTYPE_BF16);
+    enum kvrt_layout layout = info.num_layouts ? info.layouts[0] : KVRT_LAYOUT_LBNHC;
+    kvrt_cache *c = make_cache(rt, backend, layout, &spec, LAYERS);
+    kvrt_backend *b = NULL;
+    struct kvrt_device_info dev;
+    void *base = NULL;
+    enum kvrt_memory_kind kind;
+    DLManagedTensor *t = NULL;
+    struct kvrt_view view;
+    bool ok = c && kvrt_runtime_bind(rt, backend, kvrt_layout_name(layout), &b) == KVRT_OK &&
+              kvrt_backend_device_info(b, &dev) == KVRT_OK &&
+              kvrt_buffer_address(kvrt_cache_buffer(c), &base, &kind) == KVRT_OK &&
+              kvrt_placement_layer_view(kvrt_cache_placement(c), 0, 2, &view) == KVRT_OK &&
+              kvrt_cache_export_layer(c, 2, KVRT_VIEW_V, &t) == KVRT_OK;
+    if (!tap_ok(ok, "%s: export of layer 2's V", backend)) {
+        tap_diag("%s", kvrt_error_message());
+    } else {
+        const DLTensor *d = &t->dl_tensor;
+        tap_ok(d->device.device_type == want_type && d->device.device_id == dev.device_id &&
+                   (unsigned char *)d->data == (unsigned char *)base + view.offset_bytes + HEAD * 2 &&
+                   view_matches(d, &view, HEAD_V),
+               "%s: a device tensor (type %d, device %d) at the buffer's address + the view's offset", backend,
+               (int)want_type, (int)dev.device_id);
+    }
+    if (t)
+        t->deleter(t);
+    kvrt_cache_destroy(c);
+}
+
 int main(void)
 {
     kvrt_runtime *rt = NULL;
@@ -377,6 +419,8 @@ int main(void)
     check_types(rt);
     check_errors(rt);
     check_opencl(rt);
+    check_gpu(rt, "cuda", kDLCUDA);
+    check_gpu(rt, "rocm", kDLROCM);
     kvrt_runtime_close(rt);
     check_lifetime();
     TAP_EQ_U64(kvrt_dlpack_live_tensors(), 0, "every exported tensor's deleter ran (live tensor count is 0)");

@@ -11,6 +11,10 @@ LAYOUTS = ["LBHNC", "LBNHC", "LHBNC", "BLHNC", "BLNHC", "BHLNC"]
 TORCH = {"bf16": torch.bfloat16, "fp32": torch.float32, "fp16": torch.float16}
 
 
+class Skip(Exception):
+    """Raised by a test that cannot run here; the runner reports SKIP with the message."""
+
+
 def cli(*args, env=None):
     """`kvrt ARGS --json` of the build's tool, parsed."""
     e = dict(os.environ)

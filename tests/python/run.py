@@ -35,7 +35,10 @@ for i, (name, fn) in enumerate(tests, 1):
     try:
         fn()
         print("ok %d - %s%s" % (i, name, (": " + doc) if doc else ""))
-    except Exception:
+    except Exception as e:
+        if type(e).__name__ == "Skip":
+            print("ok %d - %s # SKIP %s" % (i, name, e))
+            continue
         print("not ok %d - %s%s" % (i, name, (": " + doc) if doc else ""))
         for line in traceback.format_exc().rstrip().split("\n"):
             print("# " + line)

@@ -5,7 +5,7 @@ import os
 import torch
 
 import kvrt
-from common import LAYOUTS, cli, model, raises
+from common import LAYOUTS, Skip, cli, model, raises
 
 
 def test_layouts_equal_cli():
@@ -99,6 +99,24 @@ def test_errors_carry_c_message():
     e = raises(kvrt.StateError, lambda: rt.plugins)
 
 
+def test_opencl_export_refused():
+    """an OpenCL cache cannot be exported: UnsupportedError naming the backend (skipped without PoCL)"""
+    with kvrt.Runtime() as rt:
+        cl = [p for p in rt.plugins if p["name"] == "opencl"]
+        if not cl or not cl[0]["available"]:
+            raise Skip("the opencl backend is not built or has no device: %s"
+                       % (cl[0]["reason"] if cl else "not found"))
+        assert cl[0]["memory"] == "opaque"
+        layout = cl[0]["layouts"][0] if cl[0]["layouts"] != "any" else "LBNHC"
+        with rt.cache(model=model(dtype="fp32"), layout=layout, blocks=2, backend="opencl") as c:
+            e = raises(kvrt.UnsupportedError, torch.from_dlpack, c.layer(1))
+            assert '"opencl"' in str(e), str(e)
+            # Operations still work: they stage through kvrt buffers.
+            c.write(1, [0, 5], torch.ones((2, 2, 8)), torch.zeros((2, 2, 8)))
+            k, v = c.read(1, [5])
+            assert float(k.sum()) == 16.0 and float(v.sum()) == 0.0
+
+
 def test_runtime_plugins_and_context_managers():
     """Runtime.plugins lists cpu; caches and runtimes close on exit"""
     with kvrt.Runtime() as rt:
@@ -106,6 +124,7 @@ def test_runtime_plugins_and_context_managers():
         assert "cpu" in names
         cpu = [p for p in rt.plugins if p["name"] == "cpu"][0]
         assert cpu["available"] and "bf16" in cpu["dtypes"]
+        assert cpu["memory"] == "host" and cpu["device_type"] == "cpu"
         with rt.cache(model=model(), blocks=3, backend="cpu") as c:
             assert c.layout in LAYOUTS and c.backend == "cpu" and c.num_layers == 4
             assert c.layer_names == ["layer.%d" % i for i in range(4)]
