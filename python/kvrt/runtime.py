@@ -12,8 +12,6 @@ _PARTS = {"all": 0, "k": 1, "v": 2}
 _DEVICE_TYPES = {0: "unknown", 1: "cpu", 2: "gpu", 3: "accelerator"}  # enum kvrt_device_type
 _MEMORY_KINDS = {0: "opaque", 1: "host", 2: "cuda", 3: "rocm"}         # enum kvrt_memory_kind
 
-lib.kvrt_spec_derive.argtypes = [C.POINTER(_lib.Spec), C.c_uint64, C.POINTER(_lib.SpecInfo)]
-lib.kvrt_spec_derive.restype = C.c_int
 
 _TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8", "uint8": "uint8",
                  "fp8_e4m3": "uint8", "fp8_e5m2": "uint8", "int32": "int32", "int64": "int64"}
@@ -436,8 +434,6 @@ class Runtime:
             names = (C.c_char_p * 1)(backend.encode())
             mixed = len({(s.kind, s.num_kv_heads, s.head_size, s.head_size_v, s.num_head_slots)
                          for g in groups for _, s in g}) > 1
-            lib.kvrt_runtime_resolve.argtypes = [C.c_void_p, C.POINTER(C.c_char_p), C.c_size_t, C.c_bool,
-                                                 C.c_char_p, C.POINTER(C.c_int)]
             check(lib.kvrt_runtime_resolve(self._h, names, 1, mixed, None, C.byref(out)))
             layout = info.layout_name(out.value)
         lv = info.layout_value(layout)
