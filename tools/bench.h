@@ -40,6 +40,7 @@ struct bench_result {
     char reason[384];
     uint64_t bytes;         /* per repetition */
     double best_s, median_s;
+    double roofline_gbps;   /* the backend's own copy roofline; 0: none (memcpy) */
 };
 
 double bench_gbps(uint64_t bytes, double seconds);
