@@ -15,6 +15,7 @@ packages=(
   librsvg2-bin
   clang libclang-rt-14-dev valgrind cppcheck clang-tidy
   libdlpack-dev python3-torch python3-numpy cmake
+  libucx-dev ucx-utils
 )
 missing=()
 for p in "${packages[@]}"; do
