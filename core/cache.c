@@ -232,8 +232,45 @@ void kvrt_cache_destroy(kvrt_cache *c)
         return;
     kvrt_runtime *rt = c->backend->rt;
     pthread_mutex_lock(&rt->lock);
-    kvrt_cache_destroy_locked(c);
+    /* Exported tensors still point into the buffer: the last deleter frees it. */
+    if (c->exports > 0)
+        c->destroyed = true;
+    else
+        kvrt_cache_destroy_locked(c);
     pthread_mutex_unlock(&rt->lock);
+}
+
+int kvrt_cache_retain(kvrt_cache *c)
+{
+    kvrt_runtime *rt = c->backend->rt;
+    int status = KVRT_OK;
+    pthread_mutex_lock(&rt->lock);
+    if (c->destroyed || rt->closing)
+        status = kvrt_fail(KVRT_ERR_STATE, "the cache was destroyed (its memory lives on only for the tensors "
+                           "already exported from it)");
+    else if (c->exports == UINT64_MAX)
+        status = kvrt_fail(KVRT_ERR_OVERFLOW, "the cache has %llu live tensors, the most it can count",
+                           (unsigned long long)c->exports);
+    else {
+        c->exports++;
+        rt->exports++;
+    }
+    pthread_mutex_unlock(&rt->lock);
+    return status;
+}
+
+void kvrt_cache_release(kvrt_cache *c)
+{
+    kvrt_runtime *rt = c->backend->rt;
+    pthread_mutex_lock(&rt->lock);
+    c->exports--;
+    rt->exports--;
+    if (c->exports == 0 && c->destroyed)
+        kvrt_cache_destroy_locked(c);
+    bool finish_close = rt->closing && rt->exports == 0;
+    pthread_mutex_unlock(&rt->lock);
+    if (finish_close)
+        kvrt_runtime_close_now(rt);
 }
 
 kvrt_buffer *kvrt_cache_buffer(kvrt_cache *c)

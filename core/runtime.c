@@ -69,6 +69,34 @@ void kvrt_runtime_close(kvrt_runtime *rt)
 {
     if (!rt)
         return;
+    /* Caches with live DLPack tensors keep their memory, and so their
+     * backend, device and plugin, until the last tensor's deleter runs; the
+     * rest goes now. */
+    pthread_mutex_lock(&rt->lock);
+    for (size_t i = 0; i < rt->num_backends; i++) {
+        kvrt_backend *b = rt->backends[i];
+        for (kvrt_cache *c = b->caches, *next; c; c = next) {
+            next = c->next;
+            if (c->exports > 0)
+                c->destroyed = true;
+            else
+                kvrt_cache_destroy_locked(c);
+        }
+        for (kvrt_buffer *buf = b->buffers, *next; buf; buf = next) {
+            next = buf->next;
+            if (!buf->owned_by_cache)
+                kvrt_buffer_destroy_internal(buf);
+        }
+    }
+    bool defer = rt->exports > 0;
+    rt->closing = defer;
+    pthread_mutex_unlock(&rt->lock);
+    if (!defer)
+        kvrt_runtime_close_now(rt);
+}
+
+void kvrt_runtime_close_now(kvrt_runtime *rt)
+{
     for (size_t i = 0; i < rt->num_backends; i++) {
         kvrt_backend *b = rt->backends[i];
         /* Caches and buffers the caller left behind go with their runtime. */

@@ -56,6 +56,10 @@ struct kvrt_cache {
     struct kvrt_spec_info *layer_info; /* per layer */
     const struct kvrt_spec **layer_spec;
     uint64_t staging_bytes_per_block;
+    /* Live DLPack tensors (dlpack.c); guarded by the runtime lock.  A cache
+     * destroyed while some live is only marked, and freed by the last. */
+    uint64_t exports;
+    bool destroyed;
     struct kvrt_cache *prev, *next;
 };
 
@@ -63,6 +67,10 @@ struct kvrt_cache {
 int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_cache, kvrt_buffer **out);
 void kvrt_buffer_destroy_internal(kvrt_buffer *buf);
 void kvrt_cache_destroy_locked(kvrt_cache *c);
+/* A reference for an exported tensor: KVRT_ERR_STATE once destroyed. */
+int kvrt_cache_retain(kvrt_cache *c);
+/* Drop it; frees a destroyed cache and finishes a deferred close at the last. */
+void kvrt_cache_release(kvrt_cache *c);
 int kvrt_plugin_status(const kvrt_backend *b, int status, const kvrt_plugin_error *err, const char *op);
 
 struct kvrt_runtime {
@@ -78,7 +86,12 @@ struct kvrt_runtime {
     bool has_record;          /* write-once result of kvrt_runtime_resolve */
     enum kvrt_layout record;
     struct kvrt_strbuf trace;
+    uint64_t exports; /* live DLPack tensors of all its caches */
+    bool closing;     /* kvrt_runtime_close ran; the last tensor finishes it */
 };
+
+/* Release everything (runtime.c); no tensor may be alive. */
+void kvrt_runtime_close_now(kvrt_runtime *rt);
 
 /* Loader (loader.c). */
 int kvrt_loader_discover(kvrt_runtime *rt);

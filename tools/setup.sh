@@ -14,6 +14,7 @@ packages=(
   hipcc libamdhip64-dev rocm-device-libs
   librsvg2-bin
   clang libclang-rt-14-dev valgrind cppcheck clang-tidy
+  libdlpack-dev python3-torch python3-numpy cmake
   libucx-dev ucx-utils
 )
 missing=()

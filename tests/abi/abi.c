@@ -10,6 +10,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include <kvrt/dlpack.h>
 #include <kvrt/kvrt.h>
 #include <kvrt/plugin.h>
 
@@ -234,6 +235,9 @@ int main(void)
     VAL(KVRT_SPEC_ATTENTION, 0);
     VAL(KVRT_SPEC_MLA, 1);
     VAL(KVRT_SPEC_STATE, 2);
+    VAL(KVRT_VIEW_ALL, 0);
+    VAL(KVRT_VIEW_K, 1);
+    VAL(KVRT_VIEW_V, 2);
 
     VAL(KVRT_OK, 0);
     VAL(KVRT_ERR_INVALID, -1);

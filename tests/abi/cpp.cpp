@@ -1,4 +1,5 @@
 // Every public header compiles from C++ and links against libkvrt.
+#include <kvrt/dlpack.h>
 #include <kvrt/kvrt.h>
 #include <kvrt/plugin.h>
 

@@ -61,7 +61,7 @@ plugindir=$libdir/kvrt/plugins
 
 missing=
 for h in kvrt.h version.h common.h layout.h dtype.h spec.h geometry.h placement.h transfer.h resolve.h \
-         runtime.h plugin.h; do
+         runtime.h plugin.h device.h dlpack.h; do
     [ -f "$prefix/include/kvrt/$h" ] || missing="$missing $h"
 done
 [ -z "$missing" ] && ok "headers installed in include/kvrt" || not_ok "headers missing from include/kvrt:$missing"
@@ -160,5 +160,46 @@ run_suite "installed kvrt-conformance --backend template finds it in plugindir a
 step "installed kvrt run --backend template runs a hybrid model with uint8 state layers" \
     "$kvrt" run --backend template --model "$src/examples/models/tiny-hybrid.kvrt.json" --seqs 2 --context 64
 run_suite "installed kvrt-conformance --backend cpu passes against the installed CPU plugin" --backend cpu
+
+# A C++ engine built against the installed prefix twice: through the CMake
+# package (find_package, kvrt::kvrt) and through pkg-config.
+cmake_dir=$libdir/cmake/kvrt
+if [ -f "$cmake_dir/kvrtConfig.cmake" ] && [ -f "$cmake_dir/kvrtConfigVersion.cmake" ]; then
+    ok "CMake package installed in lib/cmake/kvrt (kvrtConfig.cmake, kvrtConfigVersion.cmake)"
+else
+    not_ok "CMake package installed in lib/cmake/kvrt: $(ls "$cmake_dir" 2>&1 | tr '\n' ' ')"
+fi
+cp -r "$src/tests/install/consumer" "$tmp/consumer-src"
+if command -v cmake >/dev/null && command -v c++ >/dev/null; then
+    # LD_LIBRARY_PATH off: the program must find libkvrt through what the package gave it.
+    step "C++ consumer configures with find_package(kvrt) (CMAKE_PREFIX_PATH=<prefix>)" \
+        cmake -S "$tmp/consumer-src" -B "$tmp/consumer-cmake" -DCMAKE_PREFIX_PATH="$prefix" &&
+    step "C++ consumer builds against kvrt::kvrt" cmake --build "$tmp/consumer-cmake" &&
+    step "C++ consumer (CMake) plans, opens a runtime and round-trips K/V on cpu" \
+        env -u LD_LIBRARY_PATH "$tmp/consumer-cmake/consumer"
+else
+    echo "ok $((n + 1)) - C++ consumer through CMake # SKIP cmake or c++ is not installed"
+    n=$((n + 1))
+fi
+if command -v c++ >/dev/null; then
+    # shellcheck disable=SC2046  # pkg-config prints several words on purpose
+    step "C++ consumer builds with \$(pkg-config --cflags --libs kvrt)" \
+        c++ -std=c++17 -Wall -Wextra -Werror "$tmp/consumer-src/consumer.cpp" -o "$tmp/consumer-pc" \
+        $(pkg-config --cflags --libs kvrt) &&
+    step "C++ consumer (pkg-config) plans, opens a runtime and round-trips K/V on cpu" "$tmp/consumer-pc"
+fi
+
+# The Python package: installed into the prefix's site-packages for
+# /usr/bin/python3, it loads the installed libkvrt.
+pyinit=$(find "$prefix" -path '*/kvrt/__init__.py' 2>/dev/null | head -n 1)
+if [ -z "$pyinit" ]; then
+    if [ -x /usr/bin/python3 ]; then not_ok "Python package kvrt installed under the prefix"; fi
+else
+    pydir=$(dirname "$(dirname "$pyinit")")
+    ok "Python package kvrt installed in ${pydir#"$prefix"/}"
+    step "installed kvrt imports with /usr/bin/python3 and loads the installed libkvrt" \
+        env -u LD_LIBRARY_PATH PYTHONPATH="$pydir" /usr/bin/python3 -c \
+        "import kvrt, sys; sys.exit(0 if kvrt.library_path.startswith('$libdir/') and kvrt.layouts()['env'] else 1)"
+fi
 
 echo "1..$n"

@@ -1,0 +1,30 @@
+"""kvrt from Python: the physical layout of a paged KV cache, and zero-copy
+DLPack views of caches kvrt allocates.
+
+Pure Python over libkvrt with ctypes.  Quick start::
+
+    import kvrt, torch
+    with kvrt.Runtime() as rt:
+        cache = rt.cache(model={"layers": 4, "kv_heads": 8, "head_size": 128, "dtype": "bf16"},
+                         layout="HND", blocks=64, backend="cpu")
+        k3 = torch.from_dlpack(cache.k(3))   # [blocks, heads, tokens, head_size]
+
+See docs/python.md.
+"""
+from ._errors import (Error, InvalidArgumentError, SizeOverflowError, OutOfMemoryError, RefusedError,
+                      NoDeviceError, StateError, DeviceError, UnsupportedError, PluginError, InternalError)
+from ._lib import lib as _clib, path as library_path
+from .info import layouts, plan, resolve
+from .runtime import Runtime, Cache, TensorView
+
+__version__ = _clib.kvrt_version().decode()
+
+
+def live_tensors():
+    """Tensors exported by libkvrt in this process whose deleter has not run."""
+    return _clib.kvrt_dlpack_live_tensors()
+
+
+__all__ = ["Error", "InvalidArgumentError", "SizeOverflowError", "OutOfMemoryError", "RefusedError",
+           "NoDeviceError", "StateError", "DeviceError", "UnsupportedError", "PluginError", "InternalError",
+           "layouts", "plan", "resolve", "Runtime", "Cache", "TensorView", "live_tensors", "library_path"]

@@ -1,0 +1,221 @@
+"""Loading libkvrt and declaring the C API with ctypes.
+
+The library is found, in order, at ``$KVRT_LIBRARY`` (a path), at the path
+recorded in ``kvrt/_paths.py`` when the package was configured by Meson
+(the build tree's libkvrt for the copy in ``<build>/python``, the installed
+one for the installed package), then by the loader's usual search.
+Structs mirror the C declarations field by field.
+"""
+import ctypes as C
+import ctypes.util
+import os
+
+from ._errors import error_for
+
+UNSET = (1 << 64) - 1  # KVRT_UNSET
+NUM_AXES = 5
+NUM_LAYOUTS = 6
+
+vp, u64, u32, i32, sz = C.c_void_p, C.c_uint64, C.c_uint32, C.c_int, C.c_size_t
+
+
+class Spec(C.Structure):  # struct kvrt_spec
+    _fields_ = [("kind", i32), ("dtype", i32), ("block_size", u64), ("num_kv_heads", u64),
+                ("head_size", u64), ("head_size_v", u64), ("num_head_slots", u64),
+                ("state_content_bytes", u64), ("tokens_per_state_num", u64),
+                ("tokens_per_state_den", u64), ("page_size_padded", u64)]
+
+
+class SpecInfo(C.Structure):  # struct kvrt_spec_info
+    _fields_ = [(n, u64) for n in (
+        "elem_size", "head_slots", "states_per_block", "kernel_block_size", "kernel_blocks_per_block",
+        "states_per_kernel_block", "content_bytes", "head_size", "head_size_v", "unpadded_page_size",
+        "page_size")]
+
+
+class GeometryParams(C.Structure):  # struct kvrt_geometry_params
+    _fields_ = [("layout", i32), ("spec", C.POINTER(Spec)), ("num_layers", u64), ("num_blocks", u64),
+                ("kernel_block_size", u64), ("fixed_strides", u64 * NUM_AXES)]
+
+
+class Geometry(C.Structure):  # struct kvrt_geometry
+    _fields_ = [("layout", i32), ("info", SpecInfo), ("num_layers", u64), ("num_blocks", u64),
+                ("shape_bytes", u64 * NUM_AXES), ("strides_bytes", u64 * NUM_AXES),
+                ("total_bytes", u64), ("layer_stride", u64), ("block_stride", u64)]
+
+
+class View(C.Structure):  # struct kvrt_view
+    _fields_ = [("offset_bytes", u64), ("elem_size", u64), ("shape", u64 * 4), ("strides", u64 * 4),
+                ("shape_bytes", u64 * 4), ("strides_bytes", u64 * 4)]
+
+
+class LayerEntry(C.Structure):  # struct kvrt_layer_entry
+    _fields_ = [("name", C.c_char_p), ("spec", Spec)]
+
+
+class Group(C.Structure):  # struct kvrt_group
+    _fields_ = [("layers", C.POINTER(LayerEntry)), ("num_layers", sz)]
+
+
+LOG_FN = C.CFUNCTYPE(None, vp, i32, C.c_char_p)
+
+
+class RuntimeOptions(C.Structure):  # struct kvrt_runtime_options
+    _fields_ = [("plugin_path", C.c_char_p), ("search_default_paths", C.c_bool), ("log", LOG_FN),
+                ("log_user", vp), ("reserved", C.c_uint8 * 64)]
+
+
+class PluginInfo(C.Structure):  # struct kvrt_plugin_info (with room for fields added later)
+    _fields_ = [("name", C.c_char_p), ("path", C.c_char_p), ("version", C.c_char_p),
+                ("description", C.c_char_p), ("abi_major", C.c_uint), ("abi_minor", C.c_uint),
+                ("any_layout", C.c_bool), ("num_layouts", sz), ("layouts", i32 * NUM_LAYOUTS),
+                ("dtypes", u32), ("ops", u32), ("available", C.c_bool), ("reason", C.c_char_p),
+                ("device_type", i32), ("memory", i32), ("device_name", C.c_char_p), ("decode_dtypes", u32),
+                ("_later", C.c_uint8 * 1024)]
+
+
+class DecodeParams(C.Structure):  # struct kvrt_decode_params
+    _fields_ = [("num_seqs", u32), ("num_q_heads", u32), ("q", vp), ("q_offset", u64), ("out", vp),
+                ("out_offset", u64), ("block_tables", vp), ("max_blocks_per_seq", u32),
+                ("seq_lens", vp), ("scale", C.c_float), ("reserved", C.c_uint8 * 32)]
+
+
+# DLPack 0.6 (dlpack/dlpack.h)
+class DLDevice(C.Structure):
+    _fields_ = [("device_type", i32), ("device_id", i32)]
+
+
+class DLDataType(C.Structure):
+    _fields_ = [("code", C.c_uint8), ("bits", C.c_uint8), ("lanes", C.c_uint16)]
+
+
+class DLTensor(C.Structure):
+    _fields_ = [("data", vp), ("device", DLDevice), ("ndim", i32), ("dtype", DLDataType),
+                ("shape", C.POINTER(C.c_int64)), ("strides", C.POINTER(C.c_int64)), ("byte_offset", u64)]
+
+
+class DLManagedTensor(C.Structure):
+    pass
+
+
+DLDELETER = C.CFUNCTYPE(None, C.POINTER(DLManagedTensor))
+DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", vp), ("deleter", DLDELETER)]
+
+P = C.POINTER
+_SIGNATURES = {
+    "kvrt_error_message": ([], C.c_char_p),
+    "kvrt_status_name": ([i32], C.c_char_p),
+    "kvrt_version": ([], C.c_char_p),
+    "kvrt_layout_name": ([i32], C.c_char_p),
+    "kvrt_layout_parse": ([C.c_char_p, P(i32)], i32),
+    "kvrt_layout_stride_order": ([i32, i32 * NUM_AXES], i32),
+    "kvrt_layout_layer_view_order": ([i32, i32 * 4], i32),
+    "kvrt_layout_layer_compact": ([i32], C.c_bool),
+    "kvrt_layout_block_outermost": ([i32], C.c_bool),
+    "kvrt_layout_block_compact": ([i32], C.c_bool),
+    "kvrt_layout_block_contiguous": ([i32], C.c_bool),
+    "kvrt_layout_valid_names": ([], C.c_char_p),
+    "kvrt_layout_from_env": ([P(C.c_bool), P(i32)], i32),
+    "kvrt_dtype_size": ([i32], sz),
+    "kvrt_dtype_name": ([i32], C.c_char_p),
+    "kvrt_dtype_parse": ([C.c_char_p, P(i32)], i32),
+    "kvrt_spec_default": ([P(Spec)], None),
+    "kvrt_spec_kind_name": ([i32], C.c_char_p),
+    "kvrt_spec_derive": ([P(Spec), u64, P(SpecInfo)], i32),
+    "kvrt_geometry_params_default": ([P(GeometryParams)], None),
+    "kvrt_geometry_compute": ([P(GeometryParams), P(Geometry)], i32),
+    "kvrt_geometry_layer_view": ([P(Geometry), u64, u64, P(View)], i32),
+    "kvrt_placement_create": ([i32, P(Group), sz, u64, u64, P(vp)], i32),
+    "kvrt_placement_destroy": ([vp], None),
+    "kvrt_placement_blocks_for_budget": ([i32, P(Group), sz, u64, P(u64)], i32),
+    "kvrt_placement_size": ([vp], u64),
+    "kvrt_resolver_create": ([P(vp)], i32),
+    "kvrt_resolver_destroy": ([vp], None),
+    "kvrt_resolver_declare": ([vp, C.c_char_p, P(i32), sz], i32),
+    "kvrt_resolver_declare_any": ([vp, C.c_char_p], i32),
+    "kvrt_resolver_set_mixed_shapes": ([vp, C.c_bool], i32),
+    "kvrt_resolver_set_preference": ([vp, C.c_char_p, C.c_char_p], i32),
+    "kvrt_resolver_resolve": ([vp, P(i32)], i32),
+    "kvrt_resolver_candidates": ([vp, i32 * NUM_LAYOUTS], sz),
+    "kvrt_resolver_warned": ([vp], C.c_bool),
+    "kvrt_resolver_trace": ([vp], C.c_char_p),
+    "kvrt_runtime_options_default": ([P(RuntimeOptions)], None),
+    "kvrt_runtime_open": ([P(RuntimeOptions), P(vp)], i32),
+    "kvrt_runtime_close": ([vp], None),
+    "kvrt_runtime_num_plugins": ([vp], sz),
+    "kvrt_runtime_plugin_info": ([vp, sz, P(PluginInfo)], i32),
+    "kvrt_runtime_default_backend": ([vp, P(C.c_char_p)], i32),
+    "kvrt_runtime_resolve": ([vp, P(C.c_char_p), sz, C.c_bool, C.c_char_p, P(i32)], i32),
+    "kvrt_runtime_bind": ([vp, C.c_char_p, C.c_char_p, P(vp)], i32),
+    "kvrt_backend_name": ([vp], C.c_char_p),
+    "kvrt_backend_layout": ([vp], i32),
+    "kvrt_buffer_create": ([vp, u64, P(vp)], i32),
+    "kvrt_buffer_destroy": ([vp], None),
+    "kvrt_buffer_upload": ([vp, u64, vp, u64], i32),
+    "kvrt_buffer_download": ([vp, u64, vp, u64], i32),
+    "kvrt_cache_create": ([vp, vp, P(vp)], i32),
+    "kvrt_cache_destroy": ([vp], None),
+    "kvrt_cache_num_layers": ([vp], u64),
+    "kvrt_cache_layer_index": ([vp, C.c_char_p, P(u32)], i32),
+    "kvrt_cache_staging_bytes": ([vp, u64, P(u64)], i32),
+    "kvrt_cache_write": ([vp, u32, u64, vp, vp, u64, vp, u64], i32),
+    "kvrt_cache_read": ([vp, u32, u64, vp, vp, u64, vp, u64], i32),
+    "kvrt_cache_copy_blocks": ([vp, u64, vp], i32),
+    "kvrt_cache_gather": ([vp, u64, vp, vp, u64], i32),
+    "kvrt_cache_scatter": ([vp, u64, vp, vp, u64], i32),
+    "kvrt_decode_params_default": ([P(DecodeParams)], None),
+    "kvrt_cache_decode": ([vp, u32, P(DecodeParams)], i32),
+    "kvrt_cache_export_layer": ([vp, u32, i32, P(P(DLManagedTensor))], i32),
+    "kvrt_cache_export_layers": ([vp, i32, P(P(DLManagedTensor))], i32),
+    "kvrt_dlpack_live_tensors": ([], u64),
+    "kvrt_dlpack_capsule_destructor": ([vp], None),
+}
+
+
+def _candidates():
+    env = os.environ.get("KVRT_LIBRARY")
+    if env:
+        return [env]
+    found = []
+    try:
+        from . import _paths
+        found.append(_paths.LIBRARY)
+    except ImportError:
+        pass
+    lib = ctypes.util.find_library("kvrt")
+    if lib:
+        found.append(lib)
+    found.append("libkvrt.so.0")
+    return found
+
+
+def _load():
+    errors = []
+    for path in _candidates():
+        try:
+            lib = C.CDLL(path)
+        except OSError as e:
+            errors.append("%s (%s)" % (path, e))
+            continue
+        for name, (args, res) in _SIGNATURES.items():
+            f = getattr(lib, name)
+            f.argtypes = args
+            f.restype = res
+        return lib, path
+    raise ImportError("kvrt: cannot load libkvrt; tried %s. Set KVRT_LIBRARY to the path of "
+                      "libkvrt.so (e.g. build/core/libkvrt.so)" % "; ".join(errors))
+
+
+lib, path = _load()
+
+
+def check(rc):
+    """Raise the kvrt.Error subclass for a failed status, with libkvrt's message."""
+    if rc != 0:
+        msg = lib.kvrt_error_message()
+        raise error_for(rc, msg.decode("utf-8", "replace") if msg else lib.kvrt_status_name(rc).decode())
+    return rc
+
+
+def text(p):
+    return p.decode("utf-8", "replace") if p is not None else None

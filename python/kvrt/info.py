@@ -1,0 +1,209 @@
+"""Layouts, resolution and plans as plain dicts: the same objects the
+``kvrt`` tool prints with ``--json`` (``kvrt layouts``, ``kvrt resolve``,
+``kvrt plan`` with flags), computed by libkvrt in this process."""
+import ctypes as C
+import os
+
+from . import _lib
+from ._lib import lib, check, text
+
+AXIS_LETTERS = "LBHNC"
+LAYOUT_ENV = "VLLM_KV_CACHE_LAYOUT"
+KINDS = {"attention": 0, "mla": 1, "state": 2}
+
+
+def layout_value(name):
+    """enum kvrt_layout of a layout name or alias (exact, case-sensitive)."""
+    if isinstance(name, int):
+        return name
+    out = C.c_int()
+    check(lib.kvrt_layout_parse(name.encode() if name is not None else None, C.byref(out)))
+    return out.value
+
+
+def layout_name(value):
+    return text(lib.kvrt_layout_name(value))
+
+
+def dtype_value(name):
+    """enum kvrt_dtype of "fp32", "fp16", "bf16", "fp8_e4m3", ... (also "float16" ...)."""
+    if isinstance(name, int):
+        return name
+    out = C.c_int()
+    check(lib.kvrt_dtype_parse(name.encode(), C.byref(out)))
+    return out.value
+
+
+def dtype_name(value):
+    return text(lib.kvrt_dtype_name(value))
+
+
+def _stride_order(layout):
+    o = (C.c_int * 5)()
+    check(lib.kvrt_layout_stride_order(layout, o))
+    return list(o)
+
+
+def layouts():
+    """The six layouts, their orders and properties, and the aliases:
+    ``kvrt layouts --json``."""
+    out, valid = [], []
+    for i in range(_lib.NUM_LAYOUTS):
+        o = _stride_order(i)
+        v = (C.c_int * 4)()
+        check(lib.kvrt_layout_layer_view_order(i, v))
+        out.append({
+            "name": layout_name(i), "value": i, "stride_order": o,
+            "physical_order": "".join(AXIS_LETTERS[a] for a in o),
+            "layer_view_order": list(v),
+            "layer_compact": bool(lib.kvrt_layout_layer_compact(i)),
+            "block_outermost": bool(lib.kvrt_layout_block_outermost(i)),
+            "block_compact": bool(lib.kvrt_layout_block_compact(i)),
+            "block_contiguous": bool(lib.kvrt_layout_block_contiguous(i)),
+        })
+        valid.append(layout_name(i))
+    canonical = set(valid)
+    aliases = {}
+    for tok in text(lib.kvrt_layout_valid_names()).replace(",", " ").split():
+        if tok not in canonical and tok not in aliases:
+            aliases[tok] = layout_name(layout_value(tok))
+            valid.append(tok)
+    return {"layouts": out, "aliases": aliases, "valid_names": valid, "env": LAYOUT_ENV}
+
+
+def resolve(declare=None, prefer=None, mixed_shapes=False):
+    """Choose one layout for backend declarations: ``kvrt resolve --json``.
+
+    declare: {backend: [layouts, best first] or "any"}; None or {}: the
+    default preference.  prefer: a soft preference.  Reads
+    VLLM_KV_CACHE_LAYOUT like the tool.  Returns {"layout", "candidates",
+    "warning", "env", "trace"}; raises RefusedError when nothing fits."""
+    r = C.c_void_p()
+    check(lib.kvrt_resolver_create(C.byref(r)))
+    try:
+        for backend, lst in (declare or {}).items():
+            if lst == "any":
+                check(lib.kvrt_resolver_declare_any(r, backend.encode()))
+                continue
+            if isinstance(lst, str):
+                lst = lst.split(",")
+            arr = (C.c_int * max(1, len(lst)))(*[layout_value(x) for x in lst])
+            check(lib.kvrt_resolver_declare(r, backend.encode(), arr, len(lst)))
+        if prefer is not None:
+            check(lib.kvrt_resolver_set_preference(r, prefer.encode(), b"the command line (--prefer)"))
+        if mixed_shapes:
+            check(lib.kvrt_resolver_set_mixed_shapes(r, True))
+        chosen = C.c_int()
+        check(lib.kvrt_resolver_resolve(r, C.byref(chosen)))
+        cands = (C.c_int * _lib.NUM_LAYOUTS)()
+        n = lib.kvrt_resolver_candidates(r, cands)
+        trace = text(lib.kvrt_resolver_trace(r))
+        return {
+            "layout": layout_name(chosen.value),
+            "candidates": [layout_name(cands[i]) for i in range(n)],
+            "warning": bool(lib.kvrt_resolver_warned(r)),
+            "env": os.environ.get(LAYOUT_ENV),
+            # One string per line, as the tool prints it (no empty last line).
+            "trace": trace.split("\n")[:-1] if trace.endswith("\n") else (trace.split("\n") if trace else []),
+        }
+    finally:
+        lib.kvrt_resolver_destroy(r)
+
+
+def make_spec(kind="attention", dtype="fp16", block_size=16, kv_heads=None, head_size=None,
+              head_size_v=None, head_slots=None, state_content_bytes=None, tokens_per_state=None,
+              page_size_padded=None):
+    """A struct kvrt_spec from keyword arguments, with the tool's defaults
+    (block size 16; one head slot for MLA without kv_heads and for state)."""
+    if kind not in KINDS:
+        raise _lib.error_for(-1, "kind %r is not one of attention, mla, state" % (kind,))
+    s = _lib.Spec()
+    lib.kvrt_spec_default(C.byref(s))
+    s.kind = KINDS[kind]
+    s.dtype = dtype_value(dtype)
+    s.block_size = block_size
+    if kv_heads is not None:
+        s.num_kv_heads = kv_heads
+    elif kind != "attention":
+        s.num_kv_heads = 1
+    if kind == "state":
+        s.num_kv_heads = 1
+    if head_size is not None:
+        s.head_size = head_size
+    if head_size_v is not None:
+        s.head_size_v = head_size_v
+    if head_slots is not None:
+        s.num_head_slots = head_slots
+    if state_content_bytes is not None:
+        s.state_content_bytes = state_content_bytes
+    if tokens_per_state is not None:
+        num, den = tokens_per_state if isinstance(tokens_per_state, tuple) else (tokens_per_state, 1)
+        s.tokens_per_state_num, s.tokens_per_state_den = num, den
+    if page_size_padded is not None:
+        s.page_size_padded = page_size_padded
+    return s
+
+
+def _layout_or_env(layout):
+    if layout is not None:
+        return layout_value(layout), "--layout"
+    is_set, out = C.c_bool(), C.c_int()
+    check(lib.kvrt_layout_from_env(C.byref(is_set), C.byref(out)))
+    return (out.value, LAYOUT_ENV) if is_set.value else (layout_value("LBNHC"), "default")
+
+
+def _group(spec, layers):
+    names = [("layer.%d" % i).encode() for i in range(layers)]
+    entries = (_lib.LayerEntry * layers)()
+    for i in range(layers):
+        entries[i].name = names[i]
+        entries[i].spec = spec
+    return _lib.Group(entries, layers), (names, entries)
+
+
+def plan(layers=1, blocks=None, memory=None, layout=None, kernel_block_size=0, **spec):
+    """Where every byte of a cache of `layers` identical layers goes:
+    ``kvrt plan --json`` with flags.  Give blocks, or memory (a budget in
+    bytes); spec keywords as :func:`make_spec` (kind, dtype, block_size,
+    kv_heads, head_size, head_size_v, head_slots, state_content_bytes,
+    tokens_per_state, page_size_padded).  layout None: VLLM_KV_CACHE_LAYOUT
+    if set, else LBNHC."""
+    if (blocks is None) == (memory is None):
+        raise _lib.error_for(-1, "plan: give blocks (the number of blocks) or memory (a budget in bytes), "
+                                 "exactly one of them")
+    s = make_spec(**spec)
+    lv, source = _layout_or_env(layout)
+    if memory is not None:
+        g, keep = _group(s, layers)
+        n = C.c_uint64()
+        check(lib.kvrt_placement_blocks_for_budget(lv, C.byref(g), 1, memory, C.byref(n)))
+        blocks = n.value
+    params = _lib.GeometryParams()
+    lib.kvrt_geometry_params_default(C.byref(params))
+    params.layout, params.spec = lv, C.pointer(s)
+    params.num_layers, params.num_blocks, params.kernel_block_size = layers, blocks, kernel_block_size
+    g = _lib.Geometry()
+    check(lib.kvrt_geometry_compute(C.byref(params), C.byref(g)))
+    o = _stride_order(lv)
+    info = g.info
+    out = {
+        "layout": layout_name(lv), "layout_source": source, "stride_order": o,
+        "physical_order": "".join(AXIS_LETTERS[a] for a in o),
+        "kind": text(lib.kvrt_spec_kind_name(s.kind)),
+        "dtype": None if s.kind == KINDS["state"] else dtype_name(s.dtype),
+        "elem_size": info.elem_size, "num_layers": g.num_layers, "num_blocks": g.num_blocks,
+        "kernel_block_size": info.kernel_block_size, "kernel_blocks_per_block": info.kernel_blocks_per_block,
+        "page_size_bytes": info.page_size, "unpadded_page_size_bytes": info.unpadded_page_size,
+        "shape_bytes": list(g.shape_bytes), "strides_bytes": list(g.strides_bytes),
+        "total_bytes": g.total_bytes, "layer_stride": g.layer_stride, "block_stride": g.block_stride,
+        "budget_bytes": memory,
+    }
+    views = []
+    for layer in range(g.num_layers):
+        v = _lib.View()
+        check(lib.kvrt_geometry_layer_view(C.byref(g), 0, layer, C.byref(v)))
+        views.append({"layer": layer, "offset_bytes": v.offset_bytes, "shape": list(v.shape),
+                      "strides": list(v.strides), "shape_bytes": list(v.shape_bytes),
+                      "strides_bytes": list(v.strides_bytes)})
+    out["layers"] = views
+    return out
