@@ -199,19 +199,19 @@ CPU_INLINE void values_chunk(int32_t dtype, int qb, float *acc, uint64_t dvp, co
 
 /*
  * acc[i] += sum over u of p[i][u] V[u] for qb query rows (acc rows dvp
- * apart).  8/qb chunks of V are accumulated at once, so the accumulators
- * (eight registers) stay in registers for the whole tile and each
+ * apart).  CPU_ACC_REGS/qb chunks of V are accumulated at once, so the
+ * accumulators (CPU_ACC_REGS registers) stay in registers for the whole tile and each
  * probability is broadcast once per block of chunks.
  */
 CPU_INLINE void tile_values(int32_t dtype, int qb, float *acc, uint64_t dvp, const float *p,
                             const unsigned char *v, uint64_t stride, uint64_t n, uint64_t dv,
                             uint64_t e)
 {
-    const int width = 8 / qb;
+    const int width = CPU_ACC_REGS / qb;
     const uint64_t full = dv / CPU_VL;
     uint64_t c = 0;
     for (; c + (uint64_t)width <= full; c += (uint64_t)width) {
-        vecf a[4][8];
+        vecf a[4][CPU_ACC_REGS];
         #pragma GCC unroll 8
         for (int i = 0; i < qb; i++)
             #pragma GCC unroll 8
@@ -348,11 +348,25 @@ CPU_INLINE void tile_scores_bf16(int qb, const uint16_t *q, uint64_t dq, const u
                 b[i] = _mm512_dpbf16_ps(b[i], qv, x1);
             }
         }
-        #pragma GCC unroll 8
-        for (int i = 0; i < qb; i++) {
-            sc[(size_t)i * TILE + u] = _mm512_reduce_add_ps(a[i]) * scale;
-            if (pair)
-                sc[(size_t)i * TILE + u + 1] = _mm512_reduce_add_ps(b[i]) * scale;
+        float r[4];
+        if (qb == 4) {
+            vf_hsum4(a, r);
+            #pragma GCC unroll 8
+            for (int i = 0; i < 4; i++)
+                sc[(size_t)i * TILE + u] = r[i] * scale;
+            if (pair) {
+                vf_hsum4(b, r);
+                #pragma GCC unroll 8
+                for (int i = 0; i < 4; i++)
+                    sc[(size_t)i * TILE + u + 1] = r[i] * scale;
+            }
+        } else {
+            #pragma GCC unroll 8
+            for (int i = 0; i < qb; i++) {
+                sc[(size_t)i * TILE + u] = vf_hsum(a[i]) * scale;
+                if (pair)
+                    sc[(size_t)i * TILE + u + 1] = vf_hsum(b[i]) * scale;
+            }
         }
     }
 }
