@@ -88,7 +88,8 @@ static double run_pass(struct bench_roof *r, void *(*fn)(void *))
     struct roof_slice s[BENCH_ROOF_MAX_THREADS];
     pthread_t tid[BENCH_ROOF_MAX_THREADS];
     bool started[BENCH_ROOF_MAX_THREADS] = {false};
-    const unsigned t = r->threads;
+    memset(s, 0, sizeof(s));
+    const unsigned t = r->threads < 1 ? 1 : r->threads > BENCH_ROOF_MAX_THREADS ? BENCH_ROOF_MAX_THREADS : r->threads;
     const size_t lines = r->bytes / 64;
     for (unsigned i = 0; i < t; i++) {
         size_t a = lines * i / t, b = lines * (i + 1) / t;

@@ -160,7 +160,7 @@ int cpu_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
             free(job.scratch);
             return cpu_fail(err, KVRT_ERR_NOMEM,
                             "decode: cannot allocate %llu bytes of split partials",
-                            (unsigned long long)(floats * sizeof(float)));
+                            (unsigned long long)floats * sizeof(float));
         }
     }
 
