@@ -7,31 +7,66 @@
 
 /* Built-in device backends win over the CPU fallback; a third-party backend
  * the user dropped in is preferred to the CPU too, since installing it says
- * the user wants it. */
+ * the user wants it.  A backend whose device is the host CPU itself (PoCL's
+ * OpenCL CPU device) comes last: it emulates on the same cores what "cpu"
+ * runs natively, and is typically tens of times slower. */
 static const char *const priority[] = { "cuda", "rocm", "opencl" };
 #define NUM_PRIORITY (sizeof(priority) / sizeof(priority[0]))
+#define RANK_OTHERS NUM_PRIORITY
+#define RANK_CPU (NUM_PRIORITY + 1)
+#define RANK_CPU_DEVICE (NUM_PRIORITY + 2)
 
-static size_t rank_of(const char *name)
+static bool emulates_cpu(const struct kvrt_loaded_plugin *p)
 {
-    for (size_t i = 0; i < NUM_PRIORITY; i++)
-        if (strcmp(priority[i], name) == 0)
-            return i;
-    return strcmp(name, "cpu") == 0 ? NUM_PRIORITY + 1 : NUM_PRIORITY;
+    return strcmp(p->desc->name, "cpu") != 0 && p->available && p->device.type == KVRT_DEVICE_TYPE_CPU;
 }
 
-/* Plugin indices in priority order (stable for equal ranks: search order). */
-static size_t *priority_order(const kvrt_runtime *rt)
+static size_t rank_of(const struct kvrt_loaded_plugin *p)
+{
+    if (emulates_cpu(p))
+        return RANK_CPU_DEVICE;
+    for (size_t i = 0; i < NUM_PRIORITY; i++)
+        if (strcmp(priority[i], p->desc->name) == 0)
+            return i;
+    return strcmp(p->desc->name, "cpu") == 0 ? RANK_CPU : RANK_OTHERS;
+}
+
+/* Plugin indices in priority order (stable for equal ranks: search order).
+ * Ranking needs each device's type, so every plugin is probed; the caller
+ * holds rt->lock. */
+static size_t *priority_order(kvrt_runtime *rt)
 {
     size_t *order = malloc((rt->num_plugins + 1) * sizeof(*order));
     if (!order)
         return NULL;
+    for (size_t i = 0; i < rt->num_plugins; i++)
+        kvrt_plugin_probe(rt, &rt->plugins[i]);
     size_t n = 0;
-    for (size_t rank = 0; rank <= NUM_PRIORITY + 1; rank++)
+    for (size_t rank = 0; rank <= RANK_CPU_DEVICE; rank++)
         for (size_t i = 0; i < rt->num_plugins; i++)
-            if (rank_of(rt->plugins[i].desc->name) == rank)
+            if (rank_of(&rt->plugins[i]) == rank)
                 order[n++] = i;
     return order;
 }
+
+/* Why a CPU-device backend was passed over in favour of the native one;
+ * recorded so that `kvrt run` and `kvrt explain` can say it. */
+static void note_demotions(kvrt_runtime *rt, const struct kvrt_loaded_plugin *chosen)
+{
+    if (strcmp(chosen->desc->name, "cpu") != 0)
+        return;
+    for (size_t i = 0; i < rt->num_plugins; i++) {
+        const struct kvrt_loaded_plugin *p = &rt->plugins[i];
+        char head[96];
+        snprintf(head, sizeof(head), "preferred: backend \"cpu\" over \"%s\"", p->desc->name);
+        if (emulates_cpu(p) && !strstr(kvrt_strbuf_str(&rt->trace), head))
+            kvrt_strbuf_appendf(&rt->trace, "preferred: backend \"cpu\" over \"%s\", whose device (%s) is the "
+                                "host CPU that \"cpu\" drives natively; set %s=%s to use it\n", p->desc->name,
+                                p->device.name[0] ? p->device.name : "CPU", KVRT_BACKEND_ENV, p->desc->name);
+    }
+}
+
+#define PRIORITY_TEXT "cuda, rocm, opencl, others, cpu, then backends whose device is the host CPU"
 
 static const char *backend_env(void)
 {
@@ -53,14 +88,16 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
         *name = rt->plugins[i].desc->name;
         return KVRT_OK;
     }
-    size_t *order = priority_order(rt);
-    if (!order)
-        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory");
     pthread_mutex_lock(&rt->lock);
+    size_t *order = priority_order(rt);
+    if (!order) {
+        pthread_mutex_unlock(&rt->lock);
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory");
+    }
     for (size_t k = 0; k < rt->num_plugins; k++) {
         struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
-        kvrt_plugin_probe(rt, p);
         if (p->available) {
+            note_demotions(rt, p);
             *name = p->desc->name;
             pthread_mutex_unlock(&rt->lock);
             free(order);
@@ -233,12 +270,14 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
         return status;
     }
 
+    pthread_mutex_lock(&rt->lock);
     size_t *order = priority_order(rt);
-    if (!order)
+    if (!order) {
+        pthread_mutex_unlock(&rt->lock);
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory");
+    }
     struct kvrt_strbuf passed = { 0 };
     status = KVRT_ERR_NODEV;
-    pthread_mutex_lock(&rt->lock);
     for (size_t k = 0; k < rt->num_plugins && status != KVRT_OK; k++) {
         struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
         char why[768];
@@ -253,8 +292,9 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
             } else {
                 status = bind_plugin(rt, p, layout, out);
                 if (status == KVRT_OK) {
+                    note_demotions(rt, p);
                     kvrt_strbuf_appendf(&rt->trace, "bound: backend \"%s\" (first available in priority "
-                                        "order cuda, rocm, opencl, others, cpu) with layout %s\n",
+                                        "order " PRIORITY_TEXT ") with layout %s\n",
                                         p->desc->name, kvrt_layout_name(layout));
                     break;
                 }
@@ -294,4 +334,18 @@ bool kvrt_backend_supports_dtype(const kvrt_backend *b, enum kvrt_dtype dtype)
 uint32_t kvrt_backend_ops(const kvrt_backend *b)
 {
     return b ? b->plugin->desc->ops : 0;
+}
+
+int kvrt_backend_device_info(const kvrt_backend *b, struct kvrt_device_info *out)
+{
+    if (!b || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_backend_device_info: NULL argument");
+    memset(out, 0, sizeof(*out));
+    const struct kvrt_plugin_device_info *d = &b->plugin->device;
+    out->type = (enum kvrt_device_type)d->type;
+    out->memory = (enum kvrt_memory_kind)d->memory;
+    out->device_id = d->device_id;
+    memcpy(out->name, d->name, sizeof(out->name));
+    out->name[sizeof(out->name) - 1] = '\0';
+    return KVRT_OK;
 }

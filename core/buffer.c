@@ -153,3 +153,32 @@ int kvrt_buffer_zero(kvrt_buffer *buf, uint64_t offset, uint64_t bytes)
     return kvrt_plugin_status(b, b->plugin->desc->buffer_zero(b->dev, buf->handle, offset, bytes, &err),
                               &err, "zero");
 }
+
+int kvrt_buffer_address(kvrt_buffer *buf, void **addr, enum kvrt_memory_kind *kind)
+{
+    if (!buf || !addr)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_buffer_address: NULL argument");
+    *addr = NULL;
+    if (kind)
+        *kind = KVRT_MEMORY_OPAQUE;
+    kvrt_backend *b = buf->backend;
+    const struct kvrt_plugin_descriptor *d = b->plugin->desc;
+    int memory = b->plugin->device.memory;
+    if (!KVRT_PLUGIN_HAS(d, buffer_address) || !d->buffer_address || memory == KVRT_MEMORY_OPAQUE)
+        return kvrt_fail(KVRT_ERR_UNSUPPORTED, "kvrt_buffer_address: backend \"%s\" keeps its buffers in %s "
+                         "memory with no address in this process; copy through kvrt_buffer_download or "
+                         "kvrt_cache_gather instead", d->name, kvrt_memory_kind_text(memory));
+    kvrt_plugin_error err;
+    err.message[0] = '\0';
+    void *p = NULL;
+    int status = kvrt_plugin_status(b, d->buffer_address(b->dev, buf->handle, &p, &err), &err, "buffer_address");
+    if (status != KVRT_OK)
+        return status;
+    if (!p)
+        return kvrt_fail(KVRT_ERR_PLUGIN, "backend \"%s\": buffer_address returned success with a NULL address",
+                         d->name);
+    *addr = p;
+    if (kind)
+        *kind = (enum kvrt_memory_kind)memory;
+    return KVRT_OK;
+}

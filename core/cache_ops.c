@@ -218,6 +218,22 @@ int kvrt_cache_decode(kvrt_cache *c, uint32_t layer, const struct kvrt_decode_pa
     if (status != KVRT_OK)
         return status;
     const struct kvrt_plugin_layer *L = &c->layers[layer];
+    uint32_t decode_types = kvrt_plugin_decode_dtypes(c->backend->plugin->desc);
+    if (!(decode_types & (1u << L->dtype))) {
+        char names[160] = "";
+        size_t len = 0;
+        for (int t = 0; t < KVRT_NUM_DTYPES; t++)
+            if (decode_types & (1u << t)) {
+                int n = snprintf(names + len, sizeof(names) - len, "%s%s", len ? ", " : "",
+                                 kvrt_dtype_name((enum kvrt_dtype)t));
+                if (n < 0 || (size_t)n >= sizeof(names) - len)
+                    break;
+                len += (size_t)n;
+            }
+        return kvrt_fail(KVRT_ERR_UNSUPPORTED, "%s: backend \"%s\" does not decode %s (layer \"%s\"); its decode "
+                         "computes on: %s", fn, c->backend->plugin->desc->name,
+                         kvrt_dtype_name((enum kvrt_dtype)L->dtype), c->layer_names[layer], names);
+    }
     if (L->head_size_v == 0)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: layer \"%s\" has no V part (MLA); paged decode needs head_size_v > 0",
                          fn, c->layer_names[layer]);

@@ -96,8 +96,41 @@ int kvrt_plugin_validate(const struct kvrt_plugin_descriptor *d, char *why, size
         if ((d->ops & per_op[i].op) && !fn)
             REFUSE("malformed descriptor: declares operation %s but its function is NULL", per_op[i].name);
     }
+    if (KVRT_PLUGIN_HAS(d, decode_dtypes) && (d->decode_dtypes & ~d->dtypes))
+        REFUSE("malformed descriptor: decode_dtypes 0x%x names types outside dtypes 0x%x",
+               (unsigned)d->decode_dtypes, (unsigned)d->dtypes);
+    if (KVRT_PLUGIN_HAS(d, decode_dtypes) && d->decode_dtypes && !(d->ops & KVRT_OP_DECODE))
+        REFUSE("malformed descriptor: decode_dtypes 0x%x set but operation decode is not declared",
+               (unsigned)d->decode_dtypes);
 #undef REFUSE
     return KVRT_OK;
+}
+
+uint32_t kvrt_plugin_decode_dtypes(const struct kvrt_plugin_descriptor *d)
+{
+    if (KVRT_PLUGIN_HAS(d, decode_dtypes) && d->decode_dtypes)
+        return d->decode_dtypes;
+    return d->dtypes;
+}
+
+const char *kvrt_device_type_text(int type)
+{
+    switch (type) {
+    case KVRT_DEVICE_TYPE_CPU: return "CPU";
+    case KVRT_DEVICE_TYPE_GPU: return "GPU";
+    case KVRT_DEVICE_TYPE_ACCELERATOR: return "accelerator";
+    default: return "unknown";
+    }
+}
+
+const char *kvrt_memory_kind_text(int memory)
+{
+    switch (memory) {
+    case KVRT_MEMORY_HOST: return "host";
+    case KVRT_MEMORY_CUDA: return "cuda";
+    case KVRT_MEMORY_ROCM: return "rocm";
+    default: return "opaque";
+    }
 }
 
 bool kvrt_plugin_declares(const struct kvrt_plugin_descriptor *d, enum kvrt_layout layout)

@@ -77,6 +77,34 @@ void kvrt_runtime_close(kvrt_runtime *rt)
     free(rt);
 }
 
+/* A description that fails or lies degrades to "unknown": it only informs
+ * selection and messages, so a bad one must not cost the user the backend. */
+static void describe_device(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
+{
+    struct kvrt_plugin_device_info *info = &p->device;
+    memset(info, 0, sizeof(*info));
+    const struct kvrt_plugin_descriptor *d = p->desc;
+    if (!p->available || !KVRT_PLUGIN_HAS(d, describe) || !d->describe)
+        return;
+    info->size = sizeof(*info);
+    kvrt_plugin_error err;
+    err.message[0] = '\0';
+    int status = d->describe(info, &err);
+    err.message[sizeof(err.message) - 1] = '\0';
+    info->name[sizeof(info->name) - 1] = '\0';
+    bool bad = info->type < KVRT_DEVICE_TYPE_UNKNOWN || info->type > KVRT_DEVICE_TYPE_ACCELERATOR ||
+               info->memory < KVRT_MEMORY_OPAQUE || info->memory > KVRT_MEMORY_ROCM;
+    if (status != KVRT_OK || bad) {
+        kvrt_runtime_log(rt, KVRT_LOG_WARNING, "backend \"%s\": describe %s; device taken as unknown",
+                         d->name, status != KVRT_OK ? (err.message[0] ? err.message : kvrt_status_name(status))
+                                                    : "returned an out-of-range type or memory kind");
+        memset(info, 0, sizeof(*info));
+    }
+    for (char *c = info->name; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            *c = ' ';
+}
+
 void kvrt_plugin_probe(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
 {
     if (p->probed)
@@ -90,6 +118,7 @@ void kvrt_plugin_probe(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
         snprintf(why.message, sizeof(why.message), "probe failed with %s", kvrt_status_name(status));
     p->reason = strdup(p->available ? "" : why.message);
     p->probed = true;
+    describe_device(rt, p);
     if (!p->available)
         kvrt_runtime_log(rt, KVRT_LOG_INFO, "backend \"%s\" has no device: %s", p->desc->name, why.message);
 }
@@ -128,6 +157,10 @@ int kvrt_runtime_plugin_info(const kvrt_runtime *crt, size_t i, struct kvrt_plug
     out->ops = d->ops;
     out->available = p->available;
     out->reason = p->reason ? p->reason : "out of memory";
+    out->device_type = (enum kvrt_device_type)p->device.type;
+    out->memory = (enum kvrt_memory_kind)p->device.memory;
+    out->device_name = p->device.name;
+    out->decode_dtypes = (d->ops & KVRT_OP_DECODE) ? kvrt_plugin_decode_dtypes(d) : 0;
     return KVRT_OK;
 }
 

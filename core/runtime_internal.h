@@ -18,6 +18,9 @@ struct kvrt_loaded_plugin {
     bool probed;
     bool available;
     char *reason;     /* why not available ("" when available) */
+    /* From the plugin's describe after a successful probe; type UNKNOWN,
+     * memory OPAQUE, name "" when it has none (ABI 1.0) or it failed. */
+    struct kvrt_plugin_device_info device;
 };
 
 struct kvrt_skipped_plugin {
@@ -84,7 +87,7 @@ void kvrt_loader_release(kvrt_runtime *rt);
 /* Descriptor validation (plugin_validate.c); why gets the reason. */
 int kvrt_plugin_validate(const struct kvrt_plugin_descriptor *d, char *why, size_t why_size);
 
-/* Probe a plugin once, lazily (probe.c). */
+/* Probe a plugin once, lazily, and ask it to describe its device (runtime.c). */
 void kvrt_plugin_probe(kvrt_runtime *rt, struct kvrt_loaded_plugin *p);
 
 /* Report through the runtime's log (runtime.c). */
@@ -97,5 +100,10 @@ const char *kvrt_secure_getenv(const char *name);
 /* Layouts a plugin declares, as text ("LBNHC, LBHNC" or "any"). */
 void kvrt_plugin_layouts_text(const struct kvrt_plugin_descriptor *d, char *out, size_t size);
 bool kvrt_plugin_declares(const struct kvrt_plugin_descriptor *d, enum kvrt_layout layout);
+/* Element types decode computes on (ABI 1.1 decode_dtypes, else dtypes). */
+uint32_t kvrt_plugin_decode_dtypes(const struct kvrt_plugin_descriptor *d);
+/* Device type and memory kind names for messages ("CPU", "GPU", "host", ...). */
+const char *kvrt_device_type_text(int type);
+const char *kvrt_memory_kind_text(int memory);
 
 #endif

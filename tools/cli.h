@@ -64,6 +64,10 @@ int cli_error(int code, const char *fmt, ...) CLI_PRINTF(2, 3);
  * else 1. */
 int cli_fail_status(int status);
 
+/* Print each "preferred: ..." step of a runtime trace (why automatic
+ * selection passed over a backend), one per line after `indent`. */
+void cli_print_preferences(const char *trace, const char *indent);
+
 /* The exit status for a libkvrt status code. */
 int cli_exit_for_status(int status);
 

@@ -251,6 +251,7 @@ static void print_human(const struct explain *e)
         printf("  %-8s %s; device %s%s%s\n", in.name, layouts, in.available ? "available" : "not available",
                in.available ? "" : ": ", in.available ? "" : in.reason);
     }
+    cli_print_preferences(trace, "  ");
     if (e->model) {
         printf("\nModel: %s, %llu layers in %zu group%s; shapes %s.\n", e->model->source,
                (unsigned long long)e->model->num_layers, e->model->num_groups, e->model->num_groups == 1 ? "" : "s",
@@ -393,7 +394,8 @@ static int explain_run(int argc, char **argv)
         const char *env = getenv(KVRT_BACKEND_ENV);
         e.backend_source = env && *env
                                ? "named by " KVRT_BACKEND_ENV
-                               : "the first available in priority order cuda, rocm, opencl, others, cpu";
+                               : "the first available in priority order cuda, rocm, opencl, others, cpu, "
+                                 "then backends whose device is the host CPU";
     } else {
         e.backend_source = "given with --backend";
     }

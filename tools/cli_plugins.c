@@ -22,6 +22,10 @@ static void plugins_help(FILE *out)
             "passed over, each with its reason (not a plugin, missing entry symbol,\n"
             "incompatible ABI, malformed descriptor, duplicate name).\n"
             "\n"
+            "Automatic selection prefers cuda, rocm, opencl, other plugins, then cpu;\n"
+            "a backend whose device is the host CPU (PoCL's OpenCL CPU device) ranks\n"
+            "after cpu, which runs the same work natively.\n"
+            "\n"
             "An invalid %s is not an error here: every plugin is then\n"
             "listed as not selectable, with the reason, so this command still helps\n"
             "when the environment is wrong.\n"
@@ -29,7 +33,9 @@ static void plugins_help(FILE *out)
             "Options:\n"
             "  --json   print one JSON object:\n"
             "           {\"plugins\": [{\"name\", \"path\", \"version\", \"abi\", \"layouts\" (list or\n"
-            "           \"any\"), \"dtypes\", \"ops\", \"available\", \"selectable\", \"reason\",\n"
+            "           \"any\"), \"dtypes\", \"ops\", \"available\", \"device_reason\",\n"
+            "           \"device_name\", \"device_type\" (cpu, gpu, accelerator, unknown),\n"
+            "           \"memory\" (host, cuda, rocm, opaque), \"selectable\", \"reason\",\n"
             "           \"default\"}], \"skipped\": [{\"path\", \"reason\"}], \"env\": {...},\n"
             "           \"default_backend\"}\n"
             "  --help   show this help\n"
@@ -112,6 +118,42 @@ static bool selectable(const kvrt_runtime *rt, size_t i, const struct kvrt_plugi
     return true;
 }
 
+static const char *device_type_name(enum kvrt_device_type t)
+{
+    switch (t) {
+    case KVRT_DEVICE_TYPE_CPU: return "cpu";
+    case KVRT_DEVICE_TYPE_GPU: return "gpu";
+    case KVRT_DEVICE_TYPE_ACCELERATOR: return "accelerator";
+    default: return "unknown";
+    }
+}
+
+static const char *memory_name(enum kvrt_memory_kind m)
+{
+    switch (m) {
+    case KVRT_MEMORY_HOST: return "host";
+    case KVRT_MEMORY_CUDA: return "cuda";
+    case KVRT_MEMORY_ROCM: return "rocm";
+    default: return "opaque";
+    }
+}
+
+/* What the memory kind means for zero-copy export and transfers between
+ * engines (Debian's UCX has no GPU transports, so only host memory is
+ * registered directly). */
+static const char *memory_consequence(enum kvrt_memory_kind m)
+{
+    switch (m) {
+    case KVRT_MEMORY_HOST:
+        return "host memory: zero-copy export, registered directly for transfers";
+    case KVRT_MEMORY_CUDA:
+    case KVRT_MEMORY_ROCM:
+        return "device pointers: zero-copy export on the device; transfers go through host staging";
+    default:
+        return "no address in this process: no zero-copy export; transfers go through host staging";
+    }
+}
+
 static json_t *plugin_json(const kvrt_runtime *rt, size_t i, const struct env_layout *env,
                            const char *default_name)
 {
@@ -139,6 +181,9 @@ static json_t *plugin_json(const kvrt_runtime *rt, size_t i, const struct env_la
               cli_json_put(o, "dtypes", dtypes) && cli_json_put(o, "ops", ops) &&
               cli_json_put(o, "available", json_boolean(in.available)) &&
               cli_json_put(o, "device_reason", json_string(in.reason ? in.reason : "")) &&
+              cli_json_put(o, "device_name", json_string(in.device_name ? in.device_name : "")) &&
+              cli_json_put(o, "device_type", json_string(device_type_name(in.device_type))) &&
+              cli_json_put(o, "memory", json_string(memory_name(in.memory))) &&
               cli_json_put(o, "selectable", json_boolean(sel)) &&
               cli_json_put(o, "reason", json_string(reason)) &&
               cli_json_put(o, "default", json_boolean(default_name && strcmp(default_name, in.name) == 0));
@@ -198,8 +243,15 @@ static void print_human(const kvrt_runtime *rt, const struct env_layout *env, co
         printf("  version    %s, plugin ABI %u.%u\n", in.version ? in.version : "?", in.abi_major, in.abi_minor);
         printf("  layouts    %s\n", layouts);
         printf("  dtypes     %s\n", dtypes);
-        printf("  device     %s%s%s\n", in.available ? "available" : "not available",
-               in.available ? "" : ": ", in.available ? "" : in.reason);
+        if (in.available && in.device_name && in.device_name[0])
+            printf("  device     available: %s, type %s\n", in.device_name, device_type_name(in.device_type));
+        else
+            printf("  device     %s%s%s\n", in.available ? "available" : "not available",
+                   in.available ? "" : ": ", in.available ? "" : in.reason);
+        if (in.available)
+            printf("  memory     %s (%s)\n", memory_name(in.memory), memory_consequence(in.memory));
+        if (in.available && in.device_type == KVRT_DEVICE_TYPE_CPU && strcmp(in.name, "cpu") != 0)
+            printf("  ranking    after \"cpu\": its device is the host CPU, which \"cpu\" drives natively\n");
         printf("  selectable %s%s%s\n", sel ? "yes" : "no", sel ? "" : ": ", reason);
     }
     size_t s = kvrt_runtime_num_skipped(rt);

@@ -1,6 +1,7 @@
 /* Error reporting and exit statuses shared by every subcommand. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include <kvrt/common.h>
 
@@ -42,4 +43,15 @@ int cli_fail_status(int status)
 {
     const char *msg = kvrt_error_message();
     return cli_error(cli_exit_for_status(status), "%s", msg[0] ? msg : kvrt_status_name(status));
+}
+
+void cli_print_preferences(const char *trace, const char *indent)
+{
+    static const char key[] = "preferred: ";
+    for (const char *p = trace ? strstr(trace, key) : NULL; p; p = strstr(p, key)) {
+        p += sizeof(key) - 1;
+        size_t len = strcspn(p, "\n");
+        printf("%spreferred %.*s\n", indent, (int)len, p);
+        p += len;
+    }
 }

@@ -344,6 +344,7 @@ static void print_human(const struct run_request *r, const struct run_state *s, 
 {
     char a[32], b[64], spec[256];
     printf("backend   %s (%s)\n", s->backend_name, s->backend_source);
+    cli_print_preferences(kvrt_runtime_trace(s->rt), "          ");
     printf("layout    %s (%s)\n", kvrt_layout_name(s->layout), s->layout_reason);
     printf("model     %s: %" PRIu64 " layer%s in %zu group%s\n", s->model->source, s->model->num_layers,
            s->model->num_layers == 1 ? "" : "s", s->model->num_groups, s->model->num_groups == 1 ? "" : "s");

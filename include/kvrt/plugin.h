@@ -15,6 +15,9 @@
  *    the plugin was compiled with, and the core never reads a field at or
  *    past that size.  A descriptor smaller than KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE
  *    (ABI 1.0) is skipped.
+ *  - A plugin built against a newer minor than the core's loads too: the
+ *    core reads only the fields it knows, and the plugin must work when the
+ *    newer ones are never read (kvrt plugins shows both versions).
  *  - New fields only ever go at the end of a struct; structs that cross the
  *    boundary start with their size for the same reason.
  *
@@ -39,6 +42,7 @@
 #include <stddef.h>
 
 #include <kvrt/common.h>
+#include <kvrt/device.h>
 #include <kvrt/dtype.h>
 #include <kvrt/layout.h>
 #include <kvrt/spec.h>
@@ -48,7 +52,7 @@ extern "C" {
 #endif
 
 #define KVRT_PLUGIN_ABI_MAJOR 1
-#define KVRT_PLUGIN_ABI_MINOR 0
+#define KVRT_PLUGIN_ABI_MINOR 1
 
 /* The exported entry point's name and type. */
 #define KVRT_PLUGIN_ENTRY_SYMBOL "kvrt_plugin_entry"
@@ -124,6 +128,16 @@ struct kvrt_plugin_layer {
     uint64_t stride_block;     /* bytes between view blocks */
     uint64_t stride_head;      /* bytes between head slots */
     uint64_t stride_state;     /* bytes between states */
+};
+
+/* What `describe` reports (ABI 1.1).  The core zeroes it and sets `size`
+ * before the call; the plugin fills what it knows. */
+struct kvrt_plugin_device_info {
+    uint32_t size;
+    int32_t type;      /* enum kvrt_device_type */
+    int32_t memory;    /* enum kvrt_memory_kind of the plugin's buffers */
+    int32_t device_id; /* device ordinal (CUDA/ROCm); 0 otherwise */
+    char name[KVRT_DEVICE_NAME_MAX]; /* e.g. "NVIDIA H200", "PoCL: cpu-x86-64 (CPU)" */
 };
 
 /* A cache: one buffer, several layers in placement order. */
@@ -223,7 +237,33 @@ struct kvrt_plugin_descriptor {
     int (*decode)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
                   kvrt_plugin_buffer *cache_buf, uint32_t layer,
                   const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err);
+
+    /* --- ABI 1.1: read by the core only when KVRT_PLUGIN_HAS(desc, field) --- */
+
+    /* Element types decode computes on: a subset of `dtypes`; 0 means all
+     * of `dtypes`.  The core refuses decode of any other type by name
+     * before the plugin runs. */
+    uint32_t decode_dtypes;
+    uint32_t reserved0;  /* zero */
+    /* Describe the device probe found.  Optional (NULL: unknown type,
+     * opaque memory).  Called only after a successful probe, at most once. */
+    int (*describe)(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err);
+    /* The address of a buffer's first byte (a host pointer, or a device
+     * pointer on info.device_id), for zero-copy export and RDMA
+     * registration.  Optional: NULL when buffers have no address in this
+     * process (memory OPAQUE).  The address stays valid while the buffer
+     * lives. */
+    int (*buffer_address)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address,
+                          kvrt_plugin_error *err);
 };
+
+/*
+ * Growth rule: fields are only ever appended, each minor version adds them
+ * after the last, and `size` says which ones a plugin was built with.  The
+ * core reads a field only when the descriptor is large enough to hold it.
+ */
+#define KVRT_PLUGIN_HAS(desc, field)                                           \
+    ((desc)->size >= offsetof(struct kvrt_plugin_descriptor, field) + sizeof((desc)->field))
 
 /* Size of an ABI 1.0 descriptor: the smallest the core accepts. */
 #define KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE \

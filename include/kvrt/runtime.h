@@ -17,6 +17,7 @@
 
 #include <stdbool.h>
 #include <kvrt/common.h>
+#include <kvrt/device.h>
 #include <kvrt/layout.h>
 #include <kvrt/dtype.h>
 #include <kvrt/placement.h>
@@ -78,6 +79,12 @@ struct kvrt_plugin_info {
     uint32_t ops;    /* enum kvrt_op bits (kvrt/plugin.h) */
     bool available;  /* probe found a device */
     const char *reason; /* why not available, "" otherwise */
+    /* Since 0.2 (plugin ABI 1.1); UNKNOWN / OPAQUE / "" when the plugin
+     * does not describe its device or probe failed. */
+    enum kvrt_device_type device_type;
+    enum kvrt_memory_kind memory;
+    const char *device_name;
+    uint32_t decode_dtypes; /* 1u << enum kvrt_dtype that decode computes on */
 };
 
 KVRT_API size_t kvrt_runtime_num_plugins(const kvrt_runtime *rt);
@@ -95,8 +102,10 @@ KVRT_API int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char *
 
 /**
  * The backend that binding would choose without a layout constraint:
- * KVRT_BACKEND when set, else the first available plugin in priority order
- * (cuda, rocm, opencl, third-party plugins in search order, cpu).
+ * KVRT_BACKEND when set, else the first available plugin in priority order:
+ * cuda, rocm, opencl, third-party plugins in search order, cpu, and last
+ * any other backend whose device is the host CPU (an OpenCL CPU device such
+ * as PoCL emulates what "cpu" runs natively).
  */
 KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **name);
 
@@ -126,6 +135,18 @@ KVRT_API int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char
                                kvrt_backend **out);
 
 KVRT_API const char *kvrt_backend_name(const kvrt_backend *b);
+
+/* The device a bound backend drives (plugin ABI 1.1 `describe`). */
+struct kvrt_device_info {
+    enum kvrt_device_type type;
+    enum kvrt_memory_kind memory;
+    int32_t device_id;
+    char name[KVRT_DEVICE_NAME_MAX];
+    uint8_t reserved[64];
+};
+/** Fill `out` (zeroed first).  A plugin that does not describe its device
+ *  gives type UNKNOWN, memory OPAQUE and name "". */
+KVRT_API int kvrt_backend_device_info(const kvrt_backend *b, struct kvrt_device_info *out);
 KVRT_API enum kvrt_layout kvrt_backend_layout(const kvrt_backend *b);
 KVRT_API bool kvrt_backend_supports_dtype(const kvrt_backend *b, enum kvrt_dtype dtype);
 KVRT_API uint32_t kvrt_backend_ops(const kvrt_backend *b);
@@ -137,6 +158,15 @@ KVRT_API uint64_t kvrt_buffer_size(const kvrt_buffer *buf);
 KVRT_API int kvrt_buffer_upload(kvrt_buffer *buf, uint64_t offset, const void *src, uint64_t bytes);
 KVRT_API int kvrt_buffer_download(kvrt_buffer *buf, uint64_t offset, void *dst, uint64_t bytes);
 KVRT_API int kvrt_buffer_zero(kvrt_buffer *buf, uint64_t offset, uint64_t bytes);
+/**
+ * The address of the buffer's first byte, for zero-copy export (DLPack) and
+ * RDMA registration: a host pointer (kind KVRT_MEMORY_HOST) or a device
+ * pointer (KVRT_MEMORY_CUDA / KVRT_MEMORY_ROCM).  It stays valid while the
+ * buffer lives.  kind may be NULL.
+ * @return KVRT_ERR_UNSUPPORTED, naming the backend, when its buffers have no
+ *   address in this process (OpenCL); *addr is then NULL and *kind OPAQUE.
+ */
+KVRT_API int kvrt_buffer_address(kvrt_buffer *buf, void **addr, enum kvrt_memory_kind *kind);
 
 /**
  * Create a cache laid out by `p` (whose layout must be the backend's):

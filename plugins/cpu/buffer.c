@@ -123,3 +123,12 @@ int cpu_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64
         bulk(dev, dst, buf->data + offset, bytes);
     return rc;
 }
+
+int cpu_buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address,
+                       kvrt_plugin_error *err)
+{
+    (void)dev;
+    (void)err;
+    *address = buf->data;
+    return KVRT_OK;
+}

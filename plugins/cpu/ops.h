@@ -8,6 +8,9 @@
 #include "device.h"
 
 int cpu_probe(kvrt_plugin_error *why);
+int cpu_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err);
+int cpu_buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address,
+                       kvrt_plugin_error *err);
 int cpu_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
              kvrt_plugin_error *err);
 void cpu_unbind(kvrt_plugin_device *dev);

@@ -5,7 +5,9 @@
  * on a small worker pool, so the backend works on every machine, with no
  * device and no driver: the embedded default.
  */
+#include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 
 #include "isa.h"
@@ -63,6 +65,12 @@ static const struct kvrt_plugin_descriptor cpu_descriptor = {
     .gather = cpu_gather,
     .scatter = cpu_scatter,
     .decode = cpu_decode,
+    /* int8/uint8 carry no scale to compute with: stored and moved only. */
+    .decode_dtypes = DTYPE_BIT(KVRT_DTYPE_FP32) | DTYPE_BIT(KVRT_DTYPE_FP16) |
+                     DTYPE_BIT(KVRT_DTYPE_BF16) | DTYPE_BIT(KVRT_DTYPE_FP8_E4M3) |
+                     DTYPE_BIT(KVRT_DTYPE_FP8_E5M2),
+    .describe = cpu_describe,
+    .buffer_address = cpu_buffer_address,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(cpu_descriptor)
@@ -90,6 +98,35 @@ static uint64_t cpu_llc_bytes(void)
         n = sysconf(_SC_LEVEL2_CACHE_SIZE);
 #endif
     return n > 0 && (uint64_t)n < slice ? (uint64_t)n : slice;
+}
+
+/* The processor's marketing name, so `kvrt plugins` can show which CPU
+ * "cpu" runs on next to an OpenCL CPU device on the same chip. */
+int cpu_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err)
+{
+    (void)err;
+    info->type = KVRT_DEVICE_TYPE_CPU;
+    info->memory = KVRT_MEMORY_HOST;
+    info->device_id = 0;
+    char model[160] = "host CPU";
+    FILE *f = fopen("/proc/cpuinfo", "r");
+    if (f) {
+        char line[256];
+        while (fgets(line, sizeof(line), f)) {
+            const char *colon = strchr(line, ':');
+            if (strncmp(line, "model name", 10) == 0 && colon) {
+                colon++;
+                while (*colon == ' ' || *colon == '\t')
+                    colon++;
+                snprintf(model, sizeof(model), "%s", colon);
+                model[strcspn(model, "\n")] = '\0';
+                break;
+            }
+        }
+        fclose(f);
+    }
+    snprintf(info->name, sizeof(info->name), "%s (%u threads)", model, cpu_pool_default_threads());
+    return KVRT_OK;
 }
 
 int cpu_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,

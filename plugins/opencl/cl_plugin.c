@@ -209,6 +209,8 @@ static const struct kvrt_plugin_descriptor descriptor = {
     .gather = cl_gather,
     .scatter = cl_scatter,
     .decode = cl_decode,
+    .decode_dtypes = KVRT_GPU_DECODE_DTYPES,
+    .describe = kvrt_cl_describe,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(descriptor)

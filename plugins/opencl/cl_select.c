@@ -163,3 +163,34 @@ int kvrt_cl_select(struct kvrt_cl_choice *out, kvrt_plugin_error *why)
     return kvrt_gpu_fail(why, KVRT_ERR_NODEV, "no usable OpenCL device (platforms: %s)%s%s",
                          platforms, last ? "; last device refused: " : "", last ? last : "");
 }
+
+int kvrt_cl_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err)
+{
+    struct kvrt_cl_choice c;
+    int status = kvrt_cl_select(&c, err);
+    if (status != KVRT_OK)
+        return status;
+    cl_device_type type = 0;
+    if (clGetDeviceInfo(c.device, CL_DEVICE_TYPE, sizeof(type), &type, NULL) != CL_SUCCESS)
+        type = 0;
+    /* A GPU bit wins: some drivers report GPU|DEFAULT. */
+    const char *text = "other";
+    if (type & CL_DEVICE_TYPE_GPU) {
+        info->type = KVRT_DEVICE_TYPE_GPU;
+        text = "GPU";
+    } else if (type & CL_DEVICE_TYPE_ACCELERATOR) {
+        info->type = KVRT_DEVICE_TYPE_ACCELERATOR;
+        text = "accelerator";
+    } else if (type & CL_DEVICE_TYPE_CPU) {
+        info->type = KVRT_DEVICE_TYPE_CPU;
+        text = "CPU";
+    }
+    /* cl_mem objects have no address the process could register or export. */
+    info->memory = KVRT_MEMORY_OPAQUE;
+    info->device_id = (int32_t)(c.platform_index * 256u + c.device_index);
+    char pname[96];
+    platform_name(c.platform, pname, sizeof(pname));
+    snprintf(info->name, sizeof(info->name), "%s: %s (%s, device %u:%u)", pname, c.name, text,
+             c.platform_index, c.device_index);
+    return KVRT_OK;
+}

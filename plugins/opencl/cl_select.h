@@ -24,4 +24,8 @@ struct kvrt_cl_choice {
 /* KVRT_OK, or KVRT_ERR_NODEV with the reason in why. */
 int kvrt_cl_select(struct kvrt_cl_choice *out, kvrt_plugin_error *why);
 
+/* The chosen device for `kvrt plugins` and selection: name, OpenCL device
+ * type, opaque memory. */
+int kvrt_cl_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err);
+
 #endif

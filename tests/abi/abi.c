@@ -23,7 +23,7 @@ int main(void)
         return tap_done();
     }
     VAL(KVRT_PLUGIN_ABI_MAJOR, 1);
-    VAL(KVRT_PLUGIN_ABI_MINOR, 0);
+    VAL(KVRT_PLUGIN_ABI_MINOR, 1);
     tap_ok(strcmp(KVRT_PLUGIN_ENTRY_SYMBOL, "kvrt_plugin_entry") == 0, "entry symbol name");
 
     OFF(kvrt_plugin_descriptor, size, 0);
@@ -51,7 +51,28 @@ int main(void)
     OFF(kvrt_plugin_descriptor, gather, 144);
     OFF(kvrt_plugin_descriptor, scatter, 152);
     OFF(kvrt_plugin_descriptor, decode, 160);
-    SIZE(kvrt_plugin_descriptor, 168);
+    /* ABI 1.1, appended. */
+    OFF(kvrt_plugin_descriptor, decode_dtypes, 168);
+    OFF(kvrt_plugin_descriptor, reserved0, 172);
+    OFF(kvrt_plugin_descriptor, describe, 176);
+    OFF(kvrt_plugin_descriptor, buffer_address, 184);
+    SIZE(kvrt_plugin_descriptor, 192);
+    VAL(KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE, 168);
+    OFF(kvrt_plugin_device_info, size, 0);
+    OFF(kvrt_plugin_device_info, type, 4);
+    OFF(kvrt_plugin_device_info, memory, 8);
+    OFF(kvrt_plugin_device_info, device_id, 12);
+    OFF(kvrt_plugin_device_info, name, 16);
+    SIZE(kvrt_plugin_device_info, 16 + KVRT_DEVICE_NAME_MAX);
+    VAL(KVRT_DEVICE_NAME_MAX, 256);
+    VAL(KVRT_DEVICE_TYPE_UNKNOWN, 0);
+    VAL(KVRT_DEVICE_TYPE_CPU, 1);
+    VAL(KVRT_DEVICE_TYPE_GPU, 2);
+    VAL(KVRT_DEVICE_TYPE_ACCELERATOR, 3);
+    VAL(KVRT_MEMORY_OPAQUE, 0);
+    VAL(KVRT_MEMORY_HOST, 1);
+    VAL(KVRT_MEMORY_CUDA, 2);
+    VAL(KVRT_MEMORY_ROCM, 3);
     VAL(KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE, 168);
 
     OFF(kvrt_plugin_layer, size, 0);

@@ -254,6 +254,19 @@ static void decode_errors(struct conf_case *cs)
         return;
     }
     const struct conf_layer *L = &c->layers[0];
+    if (!(cs->plugin->info.decode_dtypes & (1u << cs->dtype))) {
+        /* ABI 1.1: the core refuses a type outside decode_dtypes by name,
+         * before the plugin runs and before any other argument matters. */
+        kvrt_buffer *none = conf_sentinel_buffer(cs->backend, 64);
+        struct kvrt_decode_params p;
+        kvrt_decode_params_default(&p);
+        struct guard g;
+        guard_begin(&g, c, none, NULL, NULL);
+        judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &p)), KVRT_ERR_UNSUPPORTED,
+              "decode of a type outside decode_dtypes", "decode", kvrt_dtype_name(cs->dtype));
+        kvrt_buffer_destroy(none);
+        return;
+    }
     /* Buffers big enough for the largest Hq used below, so that only the
      * one thing each call gets wrong is wrong. */
     const uint64_t hq = 4 * L->heads, seqs = 2, max_hq = hq + 1;

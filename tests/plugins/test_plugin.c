@@ -107,6 +107,42 @@ static int buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uin
     return KVRT_OK;
 }
 
+#if defined(VARIANT_DEVTYPE) || defined(VARIANT_DESCRIBE_FAIL)
+/* ABI 1.1 describe: a device of the type the variant names, or a failure
+ * that must only cost the description. */
+static int describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err)
+{
+#ifdef VARIANT_DESCRIBE_FAIL
+    snprintf(err->message, sizeof(err->message), "TEST_DESCRIBE_FAILED");
+    (void)info;
+    return KVRT_ERR_DEVICE;
+#else
+    (void)err;
+    info->type = VARIANT_DEVTYPE;
+    info->memory = KVRT_MEMORY_HOST;
+    snprintf(info->name, sizeof(info->name), "test device\nof type %d", VARIANT_DEVTYPE);
+    return KVRT_OK;
+#endif
+}
+
+/* Buffers are the allocation itself (see buffer_alloc). */
+static int buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address,
+                          kvrt_plugin_error *err)
+{
+    (void)dev, (void)err;
+    *address = buf;
+    return KVRT_OK;
+}
+#endif
+
+#ifdef VARIANT_ABI10
+static int never_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err)
+{
+    (void)info, (void)err;
+    abort(); /* past the descriptor's size: reading it is the core's bug */
+}
+#endif
+
 static const int32_t layouts[] = {
 #if defined(VARIANT_BADLAYOUT)
     KVRT_LAYOUT_LBHNC, 17,
@@ -118,8 +154,10 @@ static const int32_t layouts[] = {
 };
 
 static const struct kvrt_plugin_descriptor descriptor = {
-#ifdef VARIANT_TRUNCATED
+#if defined(VARIANT_TRUNCATED)
     .size = 24,
+#elif defined(VARIANT_ABI10)
+    .size = KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE, /* built before ABI 1.1 */
 #else
     .size = sizeof(struct kvrt_plugin_descriptor),
 #endif
@@ -128,7 +166,13 @@ static const struct kvrt_plugin_descriptor descriptor = {
 #else
     .abi_major = KVRT_PLUGIN_ABI_MAJOR,
 #endif
+#if defined(VARIANT_ABI10)
+    .abi_minor = 0,
+#elif defined(VARIANT_NEWER_MINOR)
+    .abi_minor = KVRT_PLUGIN_ABI_MINOR + 1,
+#else
     .abi_minor = KVRT_PLUGIN_ABI_MINOR,
+#endif
 #ifdef VARIANT_NONAME
     .name = NULL,
 #else
@@ -154,6 +198,17 @@ static const struct kvrt_plugin_descriptor descriptor = {
     .buffer_zero = buffer_zero,
     .buffer_upload = buffer_upload,
     .buffer_download = buffer_download,
+#if defined(VARIANT_BADDECODE)
+    .decode_dtypes = 1u << KVRT_DTYPE_INT8, /* not among dtypes */
+#elif defined(VARIANT_ABI10)
+    /* Past `size`: the core must never read these. */
+    .decode_dtypes = 0xdeadu,
+    .describe = never_describe,
+#endif
+#if defined(VARIANT_DEVTYPE) || defined(VARIANT_DESCRIBE_FAIL)
+    .describe = describe,
+    .buffer_address = buffer_address,
+#endif
 };
 
 #ifndef VARIANT_NOENTRY

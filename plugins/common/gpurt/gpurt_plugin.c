@@ -3,6 +3,7 @@
  * per runtime (gpurt_api.h); the operations are the shared ones
  * (../host/gpu_ops.c) over kvrt_gpurt_backend.
  */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -16,6 +17,36 @@ static int rt_probe(kvrt_plugin_error *why)
     int ordinal;
     char name[128];
     return kvrt_gpurt_select(&ordinal, name, sizeof(name), why);
+}
+
+static int rt_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err)
+{
+    int ordinal;
+    char name[128];
+    int status = kvrt_gpurt_select(&ordinal, name, sizeof(name), err);
+    if (status != KVRT_OK)
+        return status;
+    info->type = KVRT_DEVICE_TYPE_GPU;
+#if defined(KVRT_GPURT_HIP)
+    info->memory = KVRT_MEMORY_ROCM;
+#else
+    info->memory = KVRT_MEMORY_CUDA;
+#endif
+    info->device_id = ordinal;
+    snprintf(info->name, sizeof(info->name), "%s (" GPURT_API_NAME " device %d)", name, ordinal);
+    return KVRT_OK;
+}
+
+/* Device pointers are plain addresses in the unified address space: the
+ * caller may hand them to DLPack consumers or to a transport that knows
+ * the device (UCX with its cuda/rocm transports). */
+static int rt_buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address,
+                             kvrt_plugin_error *err)
+{
+    (void)dev;
+    (void)err;
+    *address = buf->ptr;
+    return KVRT_OK;
 }
 
 static int query_limits(kvrt_plugin_device *dev, kvrt_plugin_error *err)
@@ -326,6 +357,9 @@ static const struct kvrt_plugin_descriptor descriptor = {
     .gather = rt_gather,
     .scatter = rt_scatter,
     .decode = rt_decode,
+    .decode_dtypes = KVRT_GPU_DECODE_DTYPES,
+    .describe = rt_describe,
+    .buffer_address = rt_buffer_address,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(descriptor)

@@ -38,4 +38,9 @@ static const int32_t kvrt_gpu_layouts[KVRT_GPU_NUM_LAYOUTS] = {
      (1u << KVRT_DTYPE_FP8_E4M3) | (1u << KVRT_DTYPE_FP8_E5M2) | (1u << KVRT_DTYPE_INT8) | \
      (1u << KVRT_DTYPE_UINT8))
 
+/* int8/uint8 carry no scale to compute with: stored and moved only. */
+#define KVRT_GPU_DECODE_DTYPES                                                 \
+    ((1u << KVRT_DTYPE_FP32) | (1u << KVRT_DTYPE_FP16) | (1u << KVRT_DTYPE_BF16) | \
+     (1u << KVRT_DTYPE_FP8_E4M3) | (1u << KVRT_DTYPE_FP8_E5M2))
+
 #endif
