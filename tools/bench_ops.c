@@ -323,6 +323,16 @@ int bench_layout(kvrt_backend *b, const struct bench_shape *sh, const bool ops[B
         rc = kvrt_cache_create(b, p, &e.cache);
     if (rc == KVRT_OK)
         rc = prepare(&e, run, num_blocks);
+    /* One pair of roofline buffers for the layout, as big as its largest
+     * op (at least ROOF_MIN_BYTES); each op keeps its own samples. */
+    struct bench_roof roof;
+    memset(&roof, 0, sizeof(roof));
+    uint64_t roof_bytes = ROOF_MIN_BYTES;
+    for (int op = 0; rc == KVRT_OK && op < BENCH_NUM_OPS; op++)
+        if (run[op] && op_bytes(&e, (enum bench_op)op, p) > roof_bytes)
+            roof_bytes = op_bytes(&e, (enum bench_op)op, p);
+    if (rc == KVRT_OK && bench_roof_init(&roof, roof_bytes, bench_roof_threads()) != 0)
+        rc = KVRT_ERR_NOMEM;
     for (int op = 0; rc == KVRT_OK && op < BENCH_NUM_OPS; op++) {
         if (!ops[op])
             continue;
@@ -333,13 +343,11 @@ int bench_layout(kvrt_backend *b, const struct bench_shape *sh, const bool ops[B
         if (run[op]) {
             const uint64_t bytes = op_bytes(&e, (enum bench_op)op, p);
             double *t = calloc(sh->repeat, sizeof(double));
-            struct bench_roof roof;
-            if (!t || bench_roof_init(&roof, bytes > ROOF_MIN_BYTES ? bytes : ROOF_MIN_BYTES,
-                                      bench_roof_threads()) != 0) {
-                free(t);
+            if (!t) {
                 rc = KVRT_ERR_NOMEM;
                 break;
             }
+            roof.memcpy_gbps = roof.read_gbps = 0;
             rc = fns[op](&e); /* warm-up */
             /* Each repetition is followed by one memcpy and one read of
              * the same threads: the limits are sampled as often as the op. */
@@ -357,11 +365,11 @@ int bench_layout(kvrt_backend *b, const struct bench_shape *sh, const bool ops[B
                 out[op].memcpy_gbps = roof.memcpy_gbps;
                 out[op].read_gbps = roof.read_gbps;
             }
-            bench_roof_free(&roof);
             free(t);
         }
         ++*steps_done;
     }
+    bench_roof_free(&roof);
     int code = rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
     env_free(&e);
     kvrt_placement_destroy(p);

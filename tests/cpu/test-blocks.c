@@ -195,6 +195,9 @@ int main(void)
      * which the module streams its stores and walks [N, H, C] pages in
      * cache order. */
     static const struct bshape huge = {"beyond the LLC", 2, 4, 160, 1, 16, 8, 0, 128, 128, 0, 0};
+    /* copy: 170 independent pairs onto fresh blocks (42.5 MiB) need 350. */
+    static const struct bshape huge_copy = {"beyond the LLC", 2, 4, 352, 1, 16, 8, 0, 128, 128,
+                                            0, 0};
 
     tap_plan_dynamic();
     for (int a = 0; a < 6; a++)
@@ -217,14 +220,18 @@ int main(void)
         test_scatter_repeat(&big, a);
     }
 
-    for (int a = 0; a < 6; a++)
-        test_convert(&huge, a, (a + 1) % 6);
+    /* Beyond the LLC: gathers from both transposed ([N, H, C]) layouts and
+     * one [H, N, C] one, scatters into three others (heavy: 40 MiB each). */
+    test_convert(&huge, KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LHBNC);
+    test_convert(&huge, KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_BHLNC);
+    test_convert(&huge, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BLNHC);
 
     for (int a = 0; a < 6; a++) {
         test_copy(&small, a, 1);
         test_copy(&big, a, 40);
-        test_copy(&huge, a, 150);
     }
+    test_copy(&huge_copy, KVRT_LAYOUT_LBHNC, 170);
+    test_copy(&huge_copy, KVRT_LAYOUT_BLNHC, 170);
     test_copy(&split, 0, 0);
     test_copy(&padded, 3, 0);
     return tap_done();
