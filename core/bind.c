@@ -336,6 +336,24 @@ uint32_t kvrt_backend_ops(const kvrt_backend *b)
     return b ? b->plugin->desc->ops : 0;
 }
 
+int kvrt_backend_copy_bandwidth(kvrt_backend *b, uint64_t bytes, double *bytes_per_second)
+{
+    if (!b || !bytes_per_second)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_backend_copy_bandwidth: NULL argument");
+    *bytes_per_second = 0;
+    if (bytes == 0)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_backend_copy_bandwidth: bytes is 0; give the copy size");
+    const struct kvrt_plugin_descriptor *d = b->plugin->desc;
+    if (!KVRT_PLUGIN_HAS(d, measure_copy) || !d->measure_copy)
+        return kvrt_fail(KVRT_ERR_UNSUPPORTED,
+                         "kvrt_backend_copy_bandwidth: backend \"%s\" does not measure its copy bandwidth",
+                         d->name);
+    kvrt_plugin_error err;
+    err.message[0] = '\0';
+    int status = d->measure_copy(b->dev, bytes, bytes_per_second, &err);
+    return kvrt_plugin_status(b, status, &err, "measure_copy");
+}
+
 int kvrt_backend_device_info(const kvrt_backend *b, struct kvrt_device_info *out)
 {
     if (!b || !out)

@@ -1,9 +1,11 @@
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "checked.h"
 #include "error.h"
+#include "slots_last_wins.h"
 #include "runtime_internal.h"
 
 /*
@@ -128,11 +130,16 @@ static int token_io(kvrt_cache *c, bool is_write, uint32_t layer, uint64_t num_t
     status = check_slots(c, num_tokens, slots, fn);
     if (status != KVRT_OK || num_tokens == 0)
         return status;
+    int64_t *unique = NULL;
+    if (is_write && (status = kvrt_slots_last_wins(num_tokens, slots, &unique)) != KVRT_OK)
+        return status;
     const struct kvrt_plugin_descriptor *d = c->backend->plugin->desc;
     kvrt_plugin_error err;
     err.message[0] = '\0';
     status = (is_write ? d->write : d->read)(c->backend->dev, &c->desc, c->buffer->handle, layer, num_tokens,
-                                             slots, k->handle, k_offset, v ? v->handle : NULL, v_offset, &err);
+                                             unique ? unique : slots, k->handle, k_offset, v ? v->handle : NULL,
+                                             v_offset, &err);
+    free(unique);
     return kvrt_plugin_status(c->backend, status, &err, is_write ? "write" : "read");
 }
 

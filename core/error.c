@@ -48,6 +48,19 @@ void kvrt_error_prefix(const char *fmt, ...)
     memcpy(error_text + pl - 2, ": ", 2);
 }
 
+int kvrt_error_report(int status, const char *fmt, ...)
+{
+    if (!fmt) {
+        error_text[0] = '\0';
+        return status;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(error_text, sizeof(error_text), fmt, ap);
+    va_end(ap);
+    return status;
+}
+
 const char *kvrt_status_name(int status)
 {
     switch (status) {

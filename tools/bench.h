@@ -47,6 +47,7 @@ struct bench_result {
     /* Best of the samples timed between this op's repetitions. */
     double memcpy_gbps, read_gbps;
     enum bench_roofline roofline;
+    double roofline_gbps;   /* the backend's own copy roofline; 0: none (memcpy) */
 };
 
 double bench_gbps(uint64_t bytes, double seconds);

@@ -39,6 +39,7 @@ extern const struct cli_command cli_explain_command;
 extern const struct cli_command cli_run_command;
 extern const struct cli_command cli_bench_command;
 extern const struct cli_command cli_draw_command;
+extern const struct cli_command cli_xfer_command;
 
 /* Every subcommand, in the order `kvrt --help` lists them. */
 extern const struct cli_command *const cli_commands[];

@@ -21,10 +21,18 @@ const char cli_model_options_help[] =
     "  --head-size D            elements per head (attention and mla)\n"
     "  --head-size-v V          elements of a V vector (default D; mla: 0)\n"
     "  --dtype T                fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, uint8\n"
-    "                           (also float32, float16, bfloat16); with --model it\n"
-    "                           replaces the KV-cache type of the file\n"
-    "  --block-size N           tokens per block; with --model it replaces the\n"
-    "                           default of 16\n"
+    "                           (also float32, float16, bfloat16); with --model the\n"
+    "                           KV-cache type, like --kv-cache-dtype\n"
+    "  --kv-cache-dtype T       with --model, as vLLM's flag: auto (the model dtype,\n"
+    "                           default), bf16, fp16, fp8 (= fp8_e4m3), fp8_e4m3,\n"
+    "                           fp8_e5m2\n"
+    "  --attention-backend B    with --model, the vLLM backend where it changes the\n"
+    "                           block size: FLASH_ATTN, FLASHINFER, TRITON_ATTN,\n"
+    "                           FLASHMLA (MLA default, 64), CUTLASS_MLA (128),\n"
+    "                           FLASHINFER_MLA (32 or 64), TRITON_MLA,\n"
+    "                           FLASHMLA_SPARSE (DeepSeek-V3.2, 64)\n"
+    "  --block-size N           tokens per block; with --model it replaces vLLM's\n"
+    "                           default of 16 (backends and hybrid models may raise it)\n"
     "  --tokens-per-state P[/Q] tokens stored per state (default 1; 1/2 = two states\n"
     "                           per token)\n"
     "  --page-size-padded P     pad each page to P bytes\n"
@@ -38,7 +46,7 @@ const char cli_model_options_help[] =
 static const char *const option_names[CLI_MODEL_NUM_OPTS] = {
     "--model", "--layers", "--kind", "--kv-heads", "--head-size", "--head-size-v", "--dtype",
     "--block-size", "--tokens-per-state", "--page-size-padded", "--head-slots",
-    "--state-content-bytes", "--blocks", "--memory",
+    "--state-content-bytes", "--blocks", "--memory", "--kv-cache-dtype", "--attention-backend",
 };
 
 void cli_model_flags_init(struct cli_model_flags *f, const char *command)
@@ -122,6 +130,21 @@ static bool apply(struct cli_model_flags *f, int id, const char *v)
         return cli_parse_u64("--blocks", v, 1, MAX_SIZE, &f->blocks);
     case CLI_OPT_MEMORY:
         return cli_parse_size("--memory", v, &f->memory);
+    case CLI_OPT_KV_CACHE_DTYPE:
+        if (!kvrt_model_cache_dtype_parse(v, &f->cache_dtype)) {
+            cli_error(CLI_EXIT_USAGE, "--kv-cache-dtype \"%s\" is not a KV-cache type: valid types are "
+                      "auto, bf16 (bfloat16), fp16 (float16), fp8, fp8_e4m3, fp8_e5m2", v);
+            return false;
+        }
+        return true;
+    case CLI_OPT_ATTENTION_BACKEND:
+        if (!kvrt_model_backend_parse(v, &f->backend)) {
+            cli_error(CLI_EXIT_USAGE, "--attention-backend \"%s\" is not a backend kvrt knows: valid "
+                      "backends are FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASHMLA, FLASHMLA_SPARSE, "
+                      "CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA", v);
+            return false;
+        }
+        return true;
     default:
         return false;
     }
@@ -204,12 +227,18 @@ static int from_file(struct cli_model_flags *f, struct kvrt_model **out)
     for (size_t i = 0; i < sizeof(spec_only) / sizeof(spec_only[0]); i++)
         if (given(f, spec_only[i]))
             return cli_error(CLI_EXIT_USAGE, "%s: %s cannot be combined with --model, which gives the "
-                             "layers and their specs (only --dtype and --block-size override it); drop "
-                             "one of them", f->command, name_of(spec_only[i]));
+                             "layers and their specs (only the cache type, block size and backend "
+                             "override it); drop one of them", f->command, name_of(spec_only[i]));
     struct kvrt_model_options opt;
     kvrt_model_options_default(&opt);
+    if (given(f, CLI_OPT_DTYPE) && given(f, CLI_OPT_KV_CACHE_DTYPE))
+        return cli_error(CLI_EXIT_USAGE, "%s: --dtype and --kv-cache-dtype both give the KV-cache type; "
+                         "drop one of them", f->command);
     opt.dtype_given = given(f, CLI_OPT_DTYPE);
     opt.dtype = f->spec.dtype;
+    opt.dtype_flag = opt.dtype_given ? "--dtype" : "--kv-cache-dtype";
+    opt.cache_dtype = f->cache_dtype;
+    opt.backend = f->backend;
     opt.block_size = given(f, CLI_OPT_BLOCK_SIZE) ? f->spec.block_size : 0;
     char err[1024];
     int rc = kvrt_model_load(f->file, &opt, out, err, sizeof(err));
@@ -220,6 +249,12 @@ static int from_file(struct cli_model_flags *f, struct kvrt_model **out)
 
 static int from_flags(struct cli_model_flags *f, bool defaults, struct kvrt_model **out)
 {
+    static const int file_only[] = {CLI_OPT_KV_CACHE_DTYPE, CLI_OPT_ATTENTION_BACKEND};
+    for (size_t i = 0; i < sizeof(file_only) / sizeof(file_only[0]); i++)
+        if (given(f, file_only[i]))
+            return cli_error(CLI_EXIT_USAGE, "%s: %s applies to --model FILE (a config.json); with "
+                             "flags, give the cache type with --dtype and the tokens per block with "
+                             "--block-size", f->command, name_of(file_only[i]));
     if (!check_flags(f, defaults))
         return CLI_EXIT_USAGE;
     struct kvrt_spec *s = &f->spec;
@@ -379,6 +414,31 @@ static json_t *spec_json(const struct kvrt_spec *s)
     return o;
 }
 
+void cli_model_print_settings(const struct kvrt_model *m)
+{
+    for (size_t i = 0; i < m->num_settings; i++)
+        printf("%-18s %-12s from %s\n", m->settings[i].name, m->settings[i].value, m->settings[i].source);
+    if (m->max_model_len)
+        printf("%-18s %-12" PRIu64 " from %s\n", "max_model_len", m->max_model_len,
+               m->max_model_len_source);
+}
+
+static json_t *settings_json(const struct kvrt_model *m)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < m->num_settings; i++) {
+        json_t *e = json_object();
+        if (!cli_json_put(e, "name", json_string(m->settings[i].name)) ||
+            !cli_json_put(e, "value", json_string(m->settings[i].value)) ||
+            !cli_json_put(e, "source", json_string(m->settings[i].source)) ||
+            json_array_append_new(a, e) != 0) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
 json_t *cli_model_json(const struct kvrt_model *m)
 {
     json_t *o = json_object(), *groups = json_array(), *notes = json_array();
@@ -390,6 +450,12 @@ json_t *cli_model_json(const struct kvrt_model *m)
               cli_json_put(o, "architecture", json_string(m->architecture)) &&
               cli_json_put(o, "num_layers", cli_json_u64(m->num_layers, "num_layers")) &&
               cli_json_put(o, "num_q_heads", cli_json_u64(m->num_q_heads, "num_q_heads")) &&
+              cli_json_put(o, "settings", settings_json(m)) &&
+              cli_json_put(o, "max_model_len", m->max_model_len ? cli_json_u64(m->max_model_len, "max_model_len")
+                                                                : json_null()) &&
+              cli_json_put(o, "max_model_len_source", m->max_model_len_source
+                                                          ? json_string(m->max_model_len_source)
+                                                          : json_null()) &&
               cli_json_put(o, "notes", notes);
     for (size_t g = 0; ok && g < m->num_groups; g++) {
         const struct kvrt_model_group *grp = &m->groups[g];
@@ -399,6 +465,9 @@ json_t *cli_model_json(const struct kvrt_model *m)
         ok = cli_json_put(e, "name", json_string(grp->name)) &&
              cli_json_put(e, "what", json_string(grp->what)) &&
              cli_json_put(e, "window", grp->window ? cli_json_u64(grp->window, "window") : json_null()) &&
+             cli_json_put(e, "usage", json_string(grp->usage == KVRT_USAGE_STATE     ? "state"
+                                                  : grp->usage == KVRT_USAGE_SLIDING ? "sliding_window"
+                                                                                     : "full")) &&
              cli_json_put(e, "num_layers", cli_json_u64(grp->num_layers, "num_layers")) &&
              cli_json_put(e, "layers", names) && cli_json_put(e, "spec", spec_json(&grp->layers[0].spec)) &&
              json_array_append_new(groups, e) == 0;

@@ -32,6 +32,8 @@ enum cli_model_opt {
     CLI_OPT_STATE_CONTENT_BYTES,
     CLI_OPT_BLOCKS,
     CLI_OPT_MEMORY,
+    CLI_OPT_KV_CACHE_DTYPE,
+    CLI_OPT_ATTENTION_BACKEND,
     CLI_MODEL_OPT_END
 };
 #define CLI_MODEL_NUM_OPTS (CLI_MODEL_OPT_END - CLI_MODEL_OPT_FIRST)
@@ -51,7 +53,9 @@ enum cli_model_opt {
     {"--head-slots", true, false, CLI_OPT_HEAD_SLOTS},                \
     {"--state-content-bytes", true, false, CLI_OPT_STATE_CONTENT_BYTES}, \
     {"--blocks", true, false, CLI_OPT_BLOCKS},                        \
-    {"--memory", true, false, CLI_OPT_MEMORY}
+    {"--memory", true, false, CLI_OPT_MEMORY},                        \
+    {"--kv-cache-dtype", true, false, CLI_OPT_KV_CACHE_DTYPE},        \
+    {"--attention-backend", true, false, CLI_OPT_ATTENTION_BACKEND}
 
 /* The help lines for those options (one string, for every command). */
 extern const char cli_model_options_help[];
@@ -64,6 +68,8 @@ struct cli_model_flags {
     struct kvrt_spec spec;
     uint64_t blocks;
     uint64_t memory;
+    enum kvrt_model_cache_dtype cache_dtype;
+    enum kvrt_model_backend backend;
 };
 
 void cli_model_flags_init(struct cli_model_flags *f, const char *command);
@@ -97,7 +103,11 @@ int cli_layout_or_env(bool given, enum kvrt_layout given_layout, enum kvrt_layou
 /* "attention, bf16, 8 KV heads x 128 (V 128), block 16": one spec for people. */
 void cli_describe_spec(const struct kvrt_spec *s, char *buf, size_t size);
 
-/* The model as JSON: name, source, format, groups with their specs. */
+/* The model as JSON: name, source, format, settings (value and source of
+ * each), groups with their specs. */
 json_t *cli_model_json(const struct kvrt_model *m);
+
+/* "name  value  (source)" lines for the settings, for people. */
+void cli_model_print_settings(const struct kvrt_model *m);
 
 #endif

@@ -25,7 +25,8 @@ static void plan_help(FILE *out)
             "                 [--kernel-block-size K] [--page-size-padded P]\n"
             "                 [--head-slots S] [--state-content-bytes C] [--memory SIZE]\n"
             "       kvrt plan [--json] [--layout NAME] --model FILE (--blocks B | --memory SIZE)\n"
-            "                 [--dtype T] [--block-size N]\n"
+            "                 [--kv-cache-dtype T] [--block-size N] [--attention-backend B]\n"
+            "                 [--max-model-len T] [--max-num-batched-tokens N]\n"
             "\n"
             "Compute where every byte of a paged KV cache goes.  From flags: the logical\n"
             "shape [L, B, H, N, C] in bytes, the byte strides, the total size, the layer\n"
@@ -35,11 +36,20 @@ static void plan_help(FILE *out)
             "sliding window, state), each group's pages, bytes per block and in total,\n"
             "and the placement of every set of same-shaped layers.  Groups share memory\n"
             "(group g's layer i overlays every other group's layer i), so the cache is\n"
-            "the size of its largest group.\n"
+            "the size of its largest group.  Every value the sizing used is listed with\n"
+            "where it came from (the config, a default, a flag, a vLLM rule).  With\n"
+            "--memory, also vLLM's own capacity figures for that KV-cache budget: \"GPU KV\n"
+            "cache size: N tokens\" and \"Maximum concurrency for T tokens per request\"\n"
+            "(docs/models.md).\n"
             "\n"
             "Options:\n"
             "  --layout NAME            layout or alias (default: $%s if set, else LBNHC)\n"
             "  --kernel-block-size K    split each block into kernel blocks of K tokens\n"
+            "  --max-model-len T        tokens per request for the concurrency figure\n"
+            "                           (default: the config's, as vLLM derives it)\n"
+            "  --max-num-batched-tokens N  tokens scheduled per step; sliding-window layers\n"
+            "                           keep window - 1 + N (default 8192, vllm serve on a\n"
+            "                           GPU of 70 GiB or more)\n"
             "  --json                   print one JSON object instead of tables\n"
             "  --help                   show this help\n"
             "%s"
@@ -59,12 +69,14 @@ static void plan_help(FILE *out)
             KVRT_LAYOUT_ENV, cli_model_options_help, KVRT_LAYOUT_ENV);
 }
 
-enum plan_opt { OPT_JSON, OPT_LAYOUT, OPT_KERNEL_BLOCK_SIZE };
+enum plan_opt { OPT_JSON, OPT_LAYOUT, OPT_KERNEL_BLOCK_SIZE, OPT_MAX_MODEL_LEN, OPT_BATCHED_TOKENS };
 
 static const struct cli_option plan_options[] = {
     {"--json", false, false, OPT_JSON},
     {"--layout", true, false, OPT_LAYOUT},
     {"--kernel-block-size", true, false, OPT_KERNEL_BLOCK_SIZE},
+    {"--max-model-len", true, false, OPT_MAX_MODEL_LEN},
+    {"--max-num-batched-tokens", true, false, OPT_BATCHED_TOKENS},
     CLI_MODEL_OPTION_ROWS,
     {NULL, false, false, 0},
 };
@@ -75,6 +87,7 @@ struct plan_request {
     enum kvrt_layout layout;
     const char *layout_source;
     uint64_t kernel_block_size;
+    struct plan_vllm vllm;
     struct cli_model_flags flags;
     struct kvrt_model *model;
     uint64_t num_blocks;
@@ -123,9 +136,20 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
             if (!cli_parse_u64("--kernel-block-size", value, 1, (uint64_t)INT64_MAX, &req->kernel_block_size))
                 return CLI_EXIT_USAGE;
             break;
+        case OPT_MAX_MODEL_LEN:
+            if (!cli_parse_u64("--max-model-len", value, 1, UINT32_MAX, &req->vllm.max_model_len))
+                return CLI_EXIT_USAGE;
+            break;
+        case OPT_BATCHED_TOKENS:
+            if (!cli_parse_u64("--max-num-batched-tokens", value, 1, UINT32_MAX, &req->vllm.batched_tokens))
+                return CLI_EXIT_USAGE;
+            break;
         }
     }
-parsed:;
+parsed:
+    if (!req->flags.file && (req->vllm.max_model_len || req->vllm.batched_tokens))
+        return cli_error(CLI_EXIT_USAGE, "plan: --max-model-len and --max-num-batched-tokens need "
+                         "--model FILE (they size vLLM's requests of a model)");
     int code = cli_model_build(&req->flags, req->flags.file != NULL, &req->model);
     if (code != CLI_EXIT_OK)
         return code;
@@ -318,7 +342,7 @@ static int plan_run(int argc, char **argv)
     } else if (code == CLI_EXIT_OK && req.flags.file) {
         code = plan_model(req.model, req.layout, req.layout_source, req.num_blocks, req.kernel_block_size,
                           cli_model_flag_given(&req.flags, CLI_OPT_MEMORY) ? req.flags.memory : 0,
-                          req.json);
+                          &req.vllm, req.json);
     } else if (code == CLI_EXIT_OK) {
         int rc = kvrt_geometry_compute(&req.params, &g);
         code = rc != KVRT_OK ? cli_fail_status(rc) : req.json ? print_json(&req, &g) : print_table(&req, &g);

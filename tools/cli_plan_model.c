@@ -3,6 +3,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <kvrt/placement.h>
 
@@ -41,8 +42,85 @@ static void physical(enum kvrt_layout layout, bool spaced, char *out)
     *out = '\0';
 }
 
+/* 1234567 as vLLM logs it: "1,234,567". */
+static void with_commas(uint64_t v, char *out, size_t size)
+{
+    char digits[24];
+    int n = snprintf(digits, sizeof(digits), "%" PRIu64, v);
+    size_t o = 0;
+    for (int i = 0; i < n && o + 2 < size; i++) {
+        if (i > 0 && (n - i) % 3 == 0)
+            out[o++] = ',';
+        out[o++] = digits[i];
+    }
+    out[o] = '\0';
+}
+
+/* vLLM's figures for the budget; *have_len false when neither the model
+ * nor --max-model-len gives a request length (the tokens still count). */
+struct vllm_figures {
+    struct kvrt_model_capacity cap;
+    const char *len_source;
+    uint64_t batched;
+    const char *batched_source;
+    bool have_len;
+    char log_tokens[96], log_concurrency[128];
+};
+
+static int vllm_figures(const struct kvrt_model *m, uint64_t budget, const struct plan_vllm *v,
+                        struct vllm_figures *f)
+{
+    char err[512], a[32];
+    uint64_t len = v->max_model_len ? v->max_model_len : m->max_model_len;
+    memset(f, 0, sizeof(*f));
+    f->have_len = len != 0;
+    f->len_source = v->max_model_len ? "--max-model-len" : m->max_model_len_source;
+    f->batched = v->batched_tokens ? v->batched_tokens : KVRT_MODEL_DEFAULT_BATCHED_TOKENS;
+    f->batched_source = v->batched_tokens ? "--max-num-batched-tokens"
+                                          : "default (vllm serve on a GPU of 70 GiB or more)";
+    int rc = kvrt_model_vllm_capacity(m, budget, f->have_len ? len : 1, f->batched, &f->cap, err,
+                                      sizeof(err));
+    if (rc != KVRT_OK)
+        return cli_error(cli_exit_for_status(rc), "plan: %s", err);
+    with_commas(f->cap.tokens, a, sizeof(a));
+    snprintf(f->log_tokens, sizeof(f->log_tokens), "GPU KV cache size: %s tokens", a);
+    if (f->have_len) {
+        with_commas(len, a, sizeof(a));
+        snprintf(f->log_concurrency, sizeof(f->log_concurrency),
+                 "Maximum concurrency for %s tokens per request: %.2fx", a, f->cap.max_concurrency);
+    }
+    return CLI_EXIT_OK;
+}
+
+static void print_vllm(const struct kvrt_model *m, const struct vllm_figures *f)
+{
+    char a[32];
+    printf("\nvLLM (for this budget, as vLLM logs it):\n");
+    printf("  %s\n", f->log_tokens);
+    if (!f->have_len) {
+        printf("  (give --max-model-len for the concurrency: the model file gives no length)\n");
+        return;
+    }
+    printf("  %s\n", f->log_concurrency);
+    printf("  %" PRIu64 " blocks of %" PRIu64 " bytes; a request of %" PRIu64 " tokens (max_model_len "
+           "from %s) takes %" PRIu64 " blocks\n", f->cap.num_blocks, f->cap.bytes_per_block,
+           f->cap.max_model_len, f->len_source, f->cap.blocks_per_request);
+    bool sliding = false;
+    for (size_t g = 0; g < m->num_groups; g++)
+        sliding = sliding || m->groups[g].usage == KVRT_USAGE_SLIDING;
+    if (sliding)
+        printf("  sliding windows keep window - 1 + %" PRIu64 " tokens (max_num_batched_tokens from %s)\n",
+               f->batched, f->batched_source);
+    if (!f->cap.fits_one_request) {
+        cli_format_bytes(f->cap.request_bytes, a, sizeof(a));
+        printf("  vLLM would refuse to start: one request of %" PRIu64 " tokens needs %s of KV cache, "
+               "more than the budget (check_enough_kv_cache_memory); lower --max-model-len\n",
+               f->cap.max_model_len, a);
+    }
+}
+
 static void print_human(const struct kvrt_model *m, const kvrt_placement *p, const char *layout_source,
-                        uint64_t budget)
+                        uint64_t budget, const struct vllm_figures *vf)
 {
     char order[2 * KVRT_NUM_AXES], a[32], b[32];
     const enum kvrt_layout layout = kvrt_placement_layout(p);
@@ -63,6 +141,12 @@ static void print_human(const struct kvrt_model *m, const kvrt_placement *p, con
         printf("memory        %" PRIu64 " blocks fit in --memory %s (%.1f%% used)\n", blocks, b,
                100.0 * (double)kvrt_placement_size(p) / (double)budget);
     }
+    if (m->num_settings || m->max_model_len) {
+        printf("\nsettings (value, and where it came from):\n");
+        cli_model_print_settings(m);
+    }
+    if (vf)
+        print_vllm(m, vf);
     for (size_t g = 0; g < m->num_groups; g++) {
         const struct kvrt_model_group *grp = &m->groups[g];
         struct group_sum s;
@@ -160,8 +244,40 @@ static json_t *sets_json(const kvrt_placement *p)
     return a;
 }
 
+static json_t *vllm_json(const struct vllm_figures *f)
+{
+    if (!f)
+        return json_null();
+    json_t *o = json_object(), *log = json_array();
+    json_array_append_new(log, json_string(f->log_tokens));
+    if (f->have_len)
+        json_array_append_new(log, json_string(f->log_concurrency));
+    bool ok = cli_json_put(o, "kv_cache_tokens", cli_json_u64(f->cap.tokens, "kv_cache_tokens")) &&
+              cli_json_put(o, "num_blocks", cli_json_u64(f->cap.num_blocks, "num_blocks")) &&
+              cli_json_put(o, "bytes_per_block", cli_json_u64(f->cap.bytes_per_block, "bytes_per_block")) &&
+              cli_json_put(o, "max_model_len", f->have_len ? cli_json_u64(f->cap.max_model_len, "max_model_len")
+                                                           : json_null()) &&
+              cli_json_put(o, "max_model_len_source", f->have_len ? json_string(f->len_source) : json_null()) &&
+              cli_json_put(o, "max_num_batched_tokens", cli_json_u64(f->batched, "max_num_batched_tokens")) &&
+              cli_json_put(o, "max_num_batched_tokens_source", json_string(f->batched_source)) &&
+              cli_json_put(o, "blocks_per_request", f->have_len ? cli_json_u64(f->cap.blocks_per_request,
+                                                                               "blocks_per_request")
+                                                                : json_null()) &&
+              cli_json_put(o, "max_concurrency", f->have_len ? json_real(f->cap.max_concurrency) : json_null()) &&
+              cli_json_put(o, "request_bytes", f->have_len ? cli_json_u64(f->cap.request_bytes, "request_bytes")
+                                                           : json_null()) &&
+              cli_json_put(o, "fits_one_request", f->have_len ? json_boolean(f->cap.fits_one_request)
+                                                              : json_null()) &&
+              cli_json_put(o, "log", log);
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 static int print_json(const struct kvrt_model *m, const kvrt_placement *p, const char *layout_source,
-                      uint64_t budget)
+                      uint64_t budget, const struct vllm_figures *vf)
 {
     char order[2 * KVRT_NUM_AXES];
     const uint64_t blocks = kvrt_placement_num_blocks(p);
@@ -176,7 +292,8 @@ static int print_json(const struct kvrt_model *m, const kvrt_placement *p, const
               cli_json_put(root, "bytes_per_block", cli_json_u64(kvrt_placement_bytes_per_block(p), "bytes_per_block")) &&
               cli_json_put(root, "total_bytes", cli_json_u64(kvrt_placement_size(p), "total_bytes")) &&
               cli_json_put(root, "groups", groups_json(m, blocks)) &&
-              cli_json_put(root, "sets", sets_json(p));
+              cli_json_put(root, "sets", sets_json(p)) &&
+              cli_json_put(root, "vllm", vllm_json(vf));
     if (!ok) {
         json_decref(root);
         return cli_error(CLI_EXIT_INTERNAL, "plan: could not build the JSON output");
@@ -185,8 +302,15 @@ static int print_json(const struct kvrt_model *m, const kvrt_placement *p, const
 }
 
 int plan_model(const struct kvrt_model *m, enum kvrt_layout layout, const char *layout_source,
-               uint64_t num_blocks, uint64_t kernel_block_size, uint64_t budget, bool json)
+               uint64_t num_blocks, uint64_t kernel_block_size, uint64_t budget,
+               const struct plan_vllm *vllm, bool json)
 {
+    struct vllm_figures vf;
+    if (budget) {
+        int code = vllm_figures(m, budget, vllm, &vf);
+        if (code != CLI_EXIT_OK)
+            return code;
+    }
     struct kvrt_group *groups = kvrt_model_placement_groups(m);
     kvrt_placement *p = NULL;
     if (!groups)
@@ -197,9 +321,9 @@ int plan_model(const struct kvrt_model *m, enum kvrt_layout layout, const char *
         return cli_fail_status(rc);
     int code = CLI_EXIT_OK;
     if (json)
-        code = print_json(m, p, layout_source, budget);
+        code = print_json(m, p, layout_source, budget, budget ? &vf : NULL);
     else
-        print_human(m, p, layout_source, budget);
+        print_human(m, p, layout_source, budget, budget ? &vf : NULL);
     kvrt_placement_destroy(p);
     return code;
 }

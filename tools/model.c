@@ -33,6 +33,12 @@ void kvrt_model_free(struct kvrt_model *m)
     }
     for (size_t i = 0; i < m->num_notes; i++)
         free(m->notes[i]);
+    for (size_t i = 0; i < m->num_settings; i++) {
+        free(m->settings[i].name);
+        free(m->settings[i].value);
+        free(m->settings[i].source);
+    }
+    free(m->max_model_len_source);
     free(m->groups);
     free(m->name);
     free(m->source);

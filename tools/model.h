@@ -23,15 +23,61 @@
 
 /* The block size vLLM uses unless told otherwise. */
 #define KVRT_MODEL_DEFAULT_BLOCK_SIZE 16u
+/* vLLM's default --max-num-batched-tokens for `vllm serve` on a GPU of 70 GiB
+ * or more; it bounds what a sliding-window layer keeps (docs/models.md). */
+#define KVRT_MODEL_DEFAULT_BATCHED_TOKENS 8192u
 /* Bounds that keep a typo (or a fuzzer) from asking for absurd tables. */
 #define KVRT_MODEL_MAX_LAYERS 65536u
 #define KVRT_MODEL_MAX_GROUPS 1024u
 #define KVRT_MODEL_MAX_NOTES 8u
+#define KVRT_MODEL_MAX_SETTINGS 12u
+
+/* How vLLM's allocator treats a group's layers when it counts what one
+ * request needs (max_memory_usage_bytes of its KV-cache spec). */
+enum kvrt_model_usage {
+    KVRT_USAGE_FULL,     /* every token of the request */
+    KVRT_USAGE_SLIDING,  /* the window plus one batch of new tokens */
+    KVRT_USAGE_STATE,    /* one block per request */
+};
+
+/* The attention backends whose choice changes vLLM's block size. */
+enum kvrt_model_backend {
+    KVRT_BACKEND_DEFAULT = 0, /* vLLM's choice on a Hopper GPU */
+    KVRT_BACKEND_FLASH_ATTN,
+    KVRT_BACKEND_FLASHINFER,
+    KVRT_BACKEND_TRITON_ATTN,
+    KVRT_BACKEND_FLASHMLA,
+    KVRT_BACKEND_FLASHMLA_SPARSE,
+    KVRT_BACKEND_CUTLASS_MLA,
+    KVRT_BACKEND_FLASHINFER_MLA,
+    KVRT_BACKEND_TRITON_MLA,
+    KVRT_NUM_BACKENDS
+};
+
+/* The values of --kv-cache-dtype (vLLM's spelling in the comments). */
+enum kvrt_model_cache_dtype {
+    KVRT_CACHE_AUTO = 0, /* auto: the model's dtype */
+    KVRT_CACHE_BF16,     /* bfloat16 */
+    KVRT_CACHE_FP16,     /* float16 (kvrt accepts it; vLLM's list has no float16) */
+    KVRT_CACHE_FP8,      /* fp8 = fp8_e4m3 on CUDA */
+    KVRT_CACHE_FP8_E4M3,
+    KVRT_CACHE_FP8_E5M2,
+    KVRT_NUM_CACHE_DTYPES
+};
+
+/* One value the sizing used, and where it came from: "config <key>",
+ * "default ...", "--flag", or the vLLM rule that set it. */
+struct kvrt_model_setting {
+    char *name;
+    char *value;
+    char *source;
+};
 
 struct kvrt_model_group {
     char *name;          /* "full_attention", "sliding_attention", "linear_attention.1", ... */
     char *what;          /* for people: "full attention", "sliding window of 128 tokens", ... */
     uint64_t window;     /* sliding window / chunk in tokens; 0 = none */
+    enum kvrt_model_usage usage;
     size_t num_layers;
     struct kvrt_layer_entry *layers; /* names owned by the model */
 };
@@ -47,6 +93,11 @@ struct kvrt_model {
     struct kvrt_model_group *groups;
     size_t num_notes;    /* decisions a reader should know about */
     char *notes[KVRT_MODEL_MAX_NOTES];
+    size_t num_settings;
+    struct kvrt_model_setting settings[KVRT_MODEL_MAX_SETTINGS];
+    /* vLLM's derived max_model_len (0: the file does not give one). */
+    uint64_t max_model_len;
+    char *max_model_len_source;
 };
 
 struct kvrt_model_options {
@@ -54,10 +105,44 @@ struct kvrt_model_options {
      * cache type; state layers keep the model's type, as in vLLM). */
     bool dtype_given;
     enum kvrt_dtype dtype;
+    /* --kv-cache-dtype as vLLM reads it (config.json files; dtype_given
+     * takes precedence).  `dtype_flag` names the flag in the output. */
+    enum kvrt_model_cache_dtype cache_dtype;
+    const char *dtype_flag;
     /* Tokens per block; 0 = the file's, else KVRT_MODEL_DEFAULT_BLOCK_SIZE.
-     * Hybrid attention + state models may raise it (see the notes). */
+     * Hybrid attention + state models and MLA backends may raise it (see
+     * the settings). */
     uint64_t block_size;
+    enum kvrt_model_backend backend;
 };
+
+/* vLLM's capacity figures for a KV-cache budget (_report_kv_cache_config). */
+struct kvrt_model_capacity {
+    uint64_t num_blocks;          /* available_memory // bytes of one block of every group */
+    uint64_t bytes_per_block;
+    uint64_t tokens;              /* "GPU KV cache size: N tokens" */
+    uint64_t max_model_len;
+    uint64_t blocks_per_request;  /* a request of max_model_len tokens, all groups */
+    double max_concurrency;       /* "Maximum concurrency for T tokens per request" */
+    uint64_t request_bytes;       /* check_enough_kv_cache_memory's need */
+    bool fits_one_request;        /* false: vLLM refuses to start */
+};
+
+/**
+ * vLLM's figures for `budget` bytes of KV cache, requests of `max_model_len`
+ * tokens and `batched_tokens` scheduled per step (sliding windows keep
+ * window - 1 + batched_tokens).  Returns a kvrt status and a message.
+ */
+int kvrt_model_vllm_capacity(const struct kvrt_model *m, uint64_t budget, uint64_t max_model_len,
+                             uint64_t batched_tokens, struct kvrt_model_capacity *out, char *err,
+                             size_t err_size);
+
+/* "auto", "bf16", ...: the flag's value names; NULL when out of range. */
+const char *kvrt_model_cache_dtype_name(enum kvrt_model_cache_dtype d);
+/* Parse a --kv-cache-dtype value (vLLM's names and kvrt's short ones). */
+bool kvrt_model_cache_dtype_parse(const char *text, enum kvrt_model_cache_dtype *out);
+const char *kvrt_model_backend_name(enum kvrt_model_backend b);
+bool kvrt_model_backend_parse(const char *text, enum kvrt_model_backend *out);
 
 void kvrt_model_options_default(struct kvrt_model_options *opt);
 

@@ -4,15 +4,22 @@
  *
  *   - layers with the same kind and spec form one type, in order of first
  *     appearance;
+ *   - when every layer has the same kind, window and block size (specs may
+ *     differ: DeepSeek-V3.2's MLA and indexer layers), all layers form one
+ *     group whose block holds every layer's page (UniformTypeKVCacheSpecs);
+ *   - otherwise pages must be one size: a type with smaller pages gets a
+ *     block that many times larger (unify_kv_cache_spec_page_size), and a
+ *     size that does not divide the largest is refused, as vLLM raises;
  *   - the group size is the smallest type's layer count, or the largest's
- *     when that is less than 1.25 times the smallest (12 + 13 layers give
+ *     when that is less than 1.5 times the smallest (12 + 13 layers give
  *     two groups of 13, not five small ones);
  *   - a type of n layers becomes ceil(n / size) groups, group j taking
  *     layers j, j + k, j + 2k, ... (k groups), so each group spans the whole
  *     depth of the model the way vLLM assigns layers[j::k].
  *
  * Group g's layer i shares memory with every other group's layer i, so the
- * memory per block is that of the largest group.
+ * memory per block is that of the largest group.  (vLLM commit
+ * 001cabc1be16a59a70d720ed61a13b678c060a18; docs/models.md.)
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -77,6 +84,35 @@ void model_note(struct kvrt_model *m, const char *fmt, ...)
         m->notes[m->num_notes++] = copy;
 }
 
+void model_setting(struct kvrt_model *m, const char *name, const char *value, const char *fmt, ...)
+{
+    char buf[256];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof(buf), fmt, ap);
+    va_end(ap);
+    size_t i = 0;
+    while (i < m->num_settings && strcmp(m->settings[i].name, name) != 0)
+        i++;
+    if (i == KVRT_MODEL_MAX_SETTINGS)
+        return;
+    struct kvrt_model_setting s = {model_strdup(name), model_strdup(value), model_strdup(buf)};
+    if (!s.name || !s.value || !s.source) {
+        free(s.name);
+        free(s.value);
+        free(s.source);
+        return;
+    }
+    if (i < m->num_settings) {
+        free(m->settings[i].name);
+        free(m->settings[i].value);
+        free(m->settings[i].source);
+    } else {
+        m->num_settings++;
+    }
+    m->settings[i] = s;
+}
+
 int model_add_group(const struct model_ctx *c, struct kvrt_model *m, const char *name,
                     const char *what, uint64_t window, struct model_layer *layers, size_t n)
 {
@@ -92,6 +128,9 @@ int model_add_group(const struct model_ctx *c, struct kvrt_model *m, const char 
     g->name = model_strdup(name);
     g->what = model_strdup(what);
     g->window = window;
+    g->usage = n && layers[0].spec.kind == KVRT_SPEC_STATE ? KVRT_USAGE_STATE
+               : window                                    ? KVRT_USAGE_SLIDING
+                                                           : KVRT_USAGE_FULL;
     g->layers = calloc(n ? n : 1, sizeof(*g->layers));
     if (!g->name || !g->what || !g->layers) {
         free(g->name);
@@ -118,6 +157,72 @@ static bool same_type(const struct model_layer *a, const struct model_layer *b)
            kvrt_spec_equal(&a->spec, &b->spec);
 }
 
+static uint64_t page_of(const struct kvrt_spec *s)
+{
+    struct kvrt_spec_info in;
+    return kvrt_spec_derive(s, 0, &in) == KVRT_OK ? in.page_size : 0;
+}
+
+/* All layers of one kind, window and block size: one group, every layer in
+ * order (vLLM's uniform spec, or UniformTypeKVCacheSpecs when specs differ). */
+static int one_group(const struct model_ctx *c, struct model_builder *b, struct kvrt_model *m,
+                     size_t types, const size_t *first)
+{
+    char what[256];
+    size_t used = 0;
+    what[0] = '\0';
+    for (size_t t = 0; t < types && used < sizeof(what); t++) {
+        bool seen = false;
+        for (size_t u = 0; u < t; u++)
+            seen = seen || strcmp(b->layers[first[u]].what, b->layers[first[t]].what) == 0;
+        if (!seen)
+            used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%s", used ? " + " : "",
+                                     b->layers[first[t]].what);
+    }
+    int rc = model_add_group(c, m, b->layers[0].type, what, b->layers[0].window, b->layers,
+                             b->num_layers);
+    if (rc == KVRT_OK && types > 1)
+        model_note(m, "%zu layer shapes of one kind in one group, as vLLM's "
+                   "UniformTypeKVCacheSpecs keeps them: one block holds a page of every layer",
+                   types);
+    return rc;
+}
+
+/* vLLM's unify_kv_cache_spec_page_size: smaller pages get proportionally
+ * larger blocks; a page size that does not divide the largest is an error. */
+static int unify_pages(const struct model_ctx *c, struct model_builder *b, struct kvrt_model *m,
+                       size_t types, const size_t *first, const size_t *type_of)
+{
+    uint64_t largest = 0;
+    for (size_t t = 0; t < types; t++) {
+        uint64_t p = page_of(&b->layers[first[t]].spec);
+        largest = p > largest ? p : largest;
+    }
+    for (size_t t = 0; t < types; t++) {
+        const struct model_layer *proto = &b->layers[first[t]];
+        const uint64_t p = page_of(&proto->spec);
+        if (p == 0 || p == largest)
+            continue;
+        if (largest % p != 0)
+            return model_fail(c, KVRT_ERR_INVALID, "%s layers have %llu-byte pages and others %llu; "
+                              "vLLM cannot give them one page size (unify_kv_cache_spec_page_size "
+                              "raises NotImplementedError), so kvrt does not size this model",
+                              proto->type, (unsigned long long)p, (unsigned long long)largest);
+        const uint64_t ratio = largest / p;
+        uint64_t grown;
+        if (__builtin_mul_overflow(proto->spec.block_size, ratio, &grown))
+            return model_fail(c, KVRT_ERR_OVERFLOW, "%s layers: a block %llu times larger does not fit "
+                              "in 64 bits", proto->type, (unsigned long long)ratio);
+        model_note(m, "%s layers: block of %llu tokens, %llu times the others', so that every "
+                   "page is %llu bytes (vLLM's unify_kv_cache_spec_page_size)", proto->type,
+                   (unsigned long long)grown, (unsigned long long)ratio, (unsigned long long)largest);
+        for (size_t i = 0; i < b->num_layers; i++)
+            if (type_of[i] == t)
+                b->layers[i].spec.block_size *= ratio;
+    }
+    return KVRT_OK;
+}
+
 int model_group_like_vllm(const struct model_ctx *c, struct model_builder *b, struct kvrt_model *m)
 {
     const size_t n = b->num_layers;
@@ -133,6 +238,7 @@ int model_group_like_vllm(const struct model_ctx *c, struct model_builder *b, st
         goto out;
     }
     size_t types = 0;
+    bool uniform_kind = true;
     for (size_t i = 0; i < n; i++) {
         size_t t = 0;
         while (t < types && !same_type(&b->layers[first[t]], &b->layers[i]))
@@ -141,14 +247,24 @@ int model_group_like_vllm(const struct model_ctx *c, struct model_builder *b, st
             first[types++] = i;
         type_of[i] = t;
         count[t]++;
+        uniform_kind = uniform_kind && strcmp(b->layers[i].type, b->layers[0].type) == 0 &&
+                       b->layers[i].window == b->layers[0].window &&
+                       b->layers[i].spec.block_size == b->layers[0].spec.block_size &&
+                       b->layers[i].spec.kind != KVRT_SPEC_STATE;
     }
+    if (types == 1 || uniform_kind) {
+        rc = one_group(c, b, m, types, first);
+        goto out;
+    }
+    if ((rc = unify_pages(c, b, m, types, first, type_of)) != KVRT_OK)
+        goto out;
     size_t smallest = n, largest = 0;
     for (size_t t = 0; t < types; t++) {
         smallest = count[t] < smallest ? count[t] : smallest;
         largest = count[t] > largest ? count[t] : largest;
     }
-    /* largest < 1.25 * smallest, in integers. */
-    const size_t size = 4 * largest < 5 * smallest ? largest : smallest;
+    /* largest < 1.5 * smallest, in integers. */
+    const size_t size = 2 * largest < 3 * smallest ? largest : smallest;
     for (size_t t = 0; t < types && rc == KVRT_OK; t++) {
         const struct model_layer *proto = &b->layers[first[t]];
         const size_t k = (count[t] + size - 1) / size;
@@ -173,7 +289,7 @@ int model_group_like_vllm(const struct model_ctx *c, struct model_builder *b, st
             rc = model_add_group(c, m, name, proto->what, proto->window, pick, picked);
         }
     }
-    if (rc == KVRT_OK && types > 1)
+    if (rc == KVRT_OK)
         model_note(m, "%zu kinds of layer in %zu groups of up to %zu layers, as vLLM's hybrid "
                    "allocator groups them; groups share memory, so one block costs the pages of "
                    "the largest group", types, m->num_groups, size);

@@ -70,7 +70,49 @@ int model_add_group(const struct model_ctx *c, struct kvrt_model *m, const char 
 /* Record a decision for the reader. */
 void model_note(struct kvrt_model *m, const char *fmt, ...) MODEL_PRINTF(2, 3);
 
+/* Record (or replace, by name) a value the sizing used and its source. */
+void model_setting(struct kvrt_model *m, const char *name, const char *value, const char *fmt, ...)
+    MODEL_PRINTF(4, 5);
+
 char *model_strdup(const char *s);
+
+/* The layer kinds of a config.json. */
+enum layer_kind { LK_FULL, LK_SLIDING, LK_CHUNKED, LK_LINEAR, LK_MAMBA, LK_KDA, NUM_LK };
+
+/*
+ * A config.json being read.  `cfg` is the language model's config: the
+ * top level, or its "text_config" (`where` is then "text_config." so that
+ * messages name the key as it is written in the file).
+ */
+struct hf {
+    const struct model_ctx *c;
+    const json_t *root;
+    const json_t *cfg;
+    const char *where;
+    const char *model_type;
+    const struct kvrt_model_options *opt;
+    struct kvrt_model *m;
+    uint64_t layers, heads, kv_heads, head_dim, block_size;
+    enum kvrt_dtype model_dtype;       /* after vLLM's auto rule */
+    enum kvrt_dtype kv_dtype;          /* the cache's element type */
+    enum kvrt_dtype ssm_dtype;         /* temporal state of Mamba / GDN layers */
+    bool fp8_ds_mla;                   /* DeepSeek-V3.2's 656-byte fp8 MLA entry */
+    bool mla, sparse;                  /* sparse: DeepSeek-V3.2's indexer (index_topk) */
+    uint64_t mla_dim;
+    uint64_t index_head_dim;           /* indexer key cache entry, bytes */
+    uint64_t window, chunk;
+    enum layer_kind *kind;
+};
+
+/* model_hf_dtype.c: the model dtype (vLLM's auto rule), the KV-cache type,
+ * the state dtypes. */
+int hf_resolve_dtypes(struct hf *h);
+/* model_hf_state.c: bytes of one layer's state, and what it is. */
+int hf_state_bytes(struct hf *h, enum layer_kind kind, uint64_t *bytes, char *what, size_t size);
+/* model_vllm.c: vLLM's block size (backend and hybrid rules) and
+ * max_model_len. */
+int hf_block_size(struct hf *h, uint64_t attn_bytes_per_token, uint64_t state_max);
+int hf_max_model_len(struct hf *h);
 
 /* The two formats. */
 int model_parse_hf(const struct model_ctx *c, const json_t *root, const struct kvrt_model_options *opt,

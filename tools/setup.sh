@@ -14,6 +14,7 @@ packages=(
   hipcc libamdhip64-dev rocm-device-libs
   librsvg2-bin
   clang libclang-rt-14-dev valgrind cppcheck clang-tidy
+  libucx-dev ucx-utils
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -46,6 +46,17 @@ enum kvrt_status {
  */
 KVRT_API const char *kvrt_error_message(void);
 
+/**
+ * Set this thread's error message (printf-style) and return `status`, for
+ * libraries built on kvrt (libkvrt-xfer) so that kvrt_error_message()
+ * reports their failures too.  A NULL fmt clears the message.
+ */
+KVRT_API int kvrt_error_report(int status, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
 /** A short constant name for a status code ("KVRT_ERR_INVALID", ...). */
 KVRT_API const char *kvrt_status_name(int status);
 

@@ -210,7 +210,9 @@ struct kvrt_plugin_descriptor {
     /* --- one per declared operation (NULL when the op bit is clear) --- */
 
     /* K [T, H, D] at k/k_offset, V [T, H, Dv] at v/v_offset (v NULL when
-     * Dv == 0); slots[t] < 0 skips token t. */
+     * Dv == 0); slots[t] < 0 skips token t.  The core never passes a slot
+     * twice: when the caller names one slot for several tokens, the last
+     * of them wins and the core turns the earlier ones into -1. */
     int (*write)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
                  kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
                  const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
@@ -255,6 +257,14 @@ struct kvrt_plugin_descriptor {
      * lives. */
     int (*buffer_address)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address,
                           kvrt_plugin_error *err);
+    /* The device's copy roofline for benchmarks: copy `bytes` from one
+     * device buffer to another many times after a warm-up, timed on the
+     * device (events) where the API has them, and report bytes copied per
+     * second, each byte counted once (as benchmarks count an operation's
+     * bytes).  Optional (NULL: benchmarks compare with host memcpy).  The
+     * plugin allocates and frees its own buffers. */
+    int (*measure_copy)(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second,
+                        kvrt_plugin_error *err);
 };
 
 /*

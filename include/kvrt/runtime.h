@@ -147,6 +147,14 @@ struct kvrt_device_info {
 /** Fill `out` (zeroed first).  A plugin that does not describe its device
  *  gives type UNKNOWN, memory OPAQUE and name "". */
 KVRT_API int kvrt_backend_device_info(const kvrt_backend *b, struct kvrt_device_info *out);
+/**
+ * The backend's own copy bandwidth, for benchmarks: `bytes` copied between
+ * two of its buffers, timed by the plugin over many copies, in bytes per
+ * second (each byte counted once).
+ * @return KVRT_ERR_UNSUPPORTED, naming the backend, when its plugin does not
+ *   measure (then compare with host memcpy).
+ */
+KVRT_API int kvrt_backend_copy_bandwidth(kvrt_backend *b, uint64_t bytes, double *bytes_per_second);
 KVRT_API enum kvrt_layout kvrt_backend_layout(const kvrt_backend *b);
 KVRT_API bool kvrt_backend_supports_dtype(const kvrt_backend *b, enum kvrt_dtype dtype);
 KVRT_API uint32_t kvrt_backend_ops(const kvrt_backend *b);

@@ -6,7 +6,7 @@ int kvrt_cl_scratch_alloc(void *ctx, uint64_t bytes, void **mem, kvrt_plugin_err
 {
     struct kvrt_cl_shared *s = ctx;
     cl_int rc;
-    cl_mem m = clCreateBuffer(s->context, CL_MEM_READ_ONLY, (size_t)bytes, NULL, &rc);
+    cl_mem m = clCreateBuffer(s->context, CL_MEM_READ_WRITE, (size_t)bytes, NULL, &rc);
     if (rc != CL_SUCCESS)
         return kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
                              "clCreateBuffer of %llu scratch bytes on '%s' failed: %s (%d)",
@@ -68,7 +68,7 @@ static int cl_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const 
         return status;
     call->scratch[call->num_scratch++] = s;
     *arg = (struct kvrt_gpu_arg){&s->mem, sizeof(cl_mem)};
-    if (bytes == 0)
+    if (bytes == 0 || !host)
         return KVRT_OK;
     cl_event ev;
     cl_int rc = clEnqueueWriteBuffer(dev->shared->queue, (cl_mem)s->mem, CL_FALSE, 0,
@@ -136,7 +136,7 @@ static int cl_finish(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int st
     return status;
 }
 
-const struct kvrt_gpu_backend kvrt_cl_backend = {
+const struct kvrt_gpu_backend kvrt_gpu_plugin_backend = {
     .api = "OpenCL",
     .limits = cl_limits,
     .buffer_arg = cl_buffer_arg,

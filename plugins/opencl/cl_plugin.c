@@ -1,14 +1,14 @@
 /*
  * kvrt-opencl: the descriptor, probe, bind and buffer functions.  The
- * operations are the shared ones (plugins/common/host/gpu_ops.c) over
- * kvrt_cl_backend.
+ * operation entry points are the shared ones (../common/host/gpu_entry.c)
+ * over this plugin's kvrt_gpu_plugin_backend (cl_backend.c).
  */
 #include <stdlib.h>
 #include <string.h>
 
 #include "../common/host/gpu_error.h"
 #include "../common/host/gpu_layouts.h"
-#include "../common/host/gpu_ops.h"
+#include "../common/host/gpu_entry.h"
 #include "cl_backend.h"
 #include "cl_names.h"
 #include "cl_select.h"
@@ -132,56 +132,6 @@ static int cl_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, 
     return KVRT_OK;
 }
 
-/* The operations: the shared implementation over the OpenCL backend. */
-static int cl_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                    kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                    const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
-                    kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_write(&kvrt_cl_backend, dev, cache, cache_buf, layer, num_tokens, slots, k,
-                          k_offset, v, v_offset, err);
-}
-
-static int cl_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                   kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                   const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
-                   kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_read(&kvrt_cl_backend, dev, cache, cache_buf, layer, num_tokens, slots, k,
-                         k_offset, v, v_offset, err);
-}
-
-static int cl_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                          kvrt_plugin_buffer *cache_buf, uint64_t num_pairs, const int64_t *pairs,
-                          kvrt_plugin_error *err)
-{
-    return kvrt_gpu_copy_blocks(&kvrt_cl_backend, dev, cache, cache_buf, num_pairs, pairs, err);
-}
-
-static int cl_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                     kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
-                     kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_gather(&kvrt_cl_backend, dev, cache, cache_buf, num_blocks, block_ids,
-                           staging, staging_offset, err);
-}
-
-static int cl_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                      kvrt_plugin_buffer *cache_buf, uint64_t num_blocks,
-                      const int64_t *block_ids, kvrt_plugin_buffer *staging,
-                      uint64_t staging_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_scatter(&kvrt_cl_backend, dev, cache, cache_buf, num_blocks, block_ids,
-                            staging, staging_offset, err);
-}
-
-static int cl_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                     kvrt_plugin_buffer *cache_buf, uint32_t layer,
-                     const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_decode(&kvrt_cl_backend, dev, cache, cache_buf, layer, args, err);
-}
-
 static const struct kvrt_plugin_descriptor descriptor = {
     .size = sizeof(struct kvrt_plugin_descriptor),
     .abi_major = KVRT_PLUGIN_ABI_MAJOR,
@@ -203,14 +153,11 @@ static const struct kvrt_plugin_descriptor descriptor = {
     .buffer_zero = cl_buffer_zero,
     .buffer_upload = cl_buffer_upload,
     .buffer_download = cl_buffer_download,
-    .write = cl_write,
-    .read = cl_read,
-    .copy_blocks = cl_copy_blocks,
-    .gather = cl_gather,
-    .scatter = cl_scatter,
-    .decode = cl_decode,
+    KVRT_GPU_ENTRY_OPS,
     .decode_dtypes = KVRT_GPU_DECODE_DTYPES,
     .describe = kvrt_cl_describe,
+    .buffer_address = NULL,
+    .measure_copy = kvrt_cl_measure_copy,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(descriptor)

@@ -84,6 +84,8 @@ static int build(struct kvrt_cl_shared *s, const struct kvrt_plugin_host *host,
 
     cl_device_type type = 0;
     cl_ulong local_mem = 0;
+    cl_uint units = 0;
+    clGetDeviceInfo(s->choice.device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(units), &units, NULL);
     clGetDeviceInfo(s->choice.device, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
     clGetDeviceInfo(s->choice.device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(local_mem), &local_mem,
                     NULL);
@@ -100,9 +102,15 @@ static int build(struct kvrt_cl_shared *s, const struct kvrt_plugin_host *host,
     while (move_local & (move_local - 1))
         move_local &= move_local - 1;
     s->limits.move_local = (uint32_t)move_local;
-    s->limits.decode_local = (uint32_t)(decode < kernel_wg ? decode : kernel_wg);
+    size_t decode_local = decode < kernel_wg ? decode : kernel_wg;
+    while (decode_local & (decode_local - 1))
+        decode_local &= decode_local - 1;
+    s->limits.decode_local = (uint32_t)decode_local;
+    /* A CPU work-item is a loop iteration that vectorises across its
+     * neighbours: one token per work-item, no cross-lane sums. */
+    s->limits.decode_lanes = cpu ? 1 : 0;
     s->limits.max_groups = 65536;
-    s->limits.max_decode_groups = (uint64_t)1 << 40;
+    s->limits.compute_units = units ? units : 1;
     s->limits.shared_bytes = local_mem;
     return KVRT_OK;
 }

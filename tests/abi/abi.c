@@ -56,7 +56,8 @@ int main(void)
     OFF(kvrt_plugin_descriptor, reserved0, 172);
     OFF(kvrt_plugin_descriptor, describe, 176);
     OFF(kvrt_plugin_descriptor, buffer_address, 184);
-    SIZE(kvrt_plugin_descriptor, 192);
+    OFF(kvrt_plugin_descriptor, measure_copy, 192);
+    SIZE(kvrt_plugin_descriptor, 200);
     VAL(KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE, 168);
     OFF(kvrt_plugin_device_info, size, 0);
     OFF(kvrt_plugin_device_info, type, 4);

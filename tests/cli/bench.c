@@ -25,6 +25,11 @@ static void check_schema(void)
                json_is_number(json_object_get(first, "gbps")) &&
                json_is_number(json_object_get(first, "ratio_to_memcpy")),
            "bench --json: backend, op, layout, dtype, gbps, ratio_to_memcpy");
+    /* The cpu plugin measures no device copy: the roofline is memcpy. */
+    tap_ok(json_is_string(json_object_get(r, "roofline")) && strcmp(js(r, "roofline"), "memcpy") == 0 &&
+               json_number_value(json_object_get(r, "roofline_gbps")) > 0 && first &&
+               json_is_null(json_object_get(first, "ratio_to_roofline")),
+           "bench --json: without a device roofline, roofline is \"memcpy\" and ratio_to_roofline null");
     tap_ok(json_integer_value(json_object_get(first, "bytes")) == 1 * 64 * 8 * 256 * 2,
            "bench --json: write counts layers x tokens x heads x (D + Dv) x element bytes");
     tap_ok(json_number_value(json_object_get(r, "read_gbps")) > 0 && first &&

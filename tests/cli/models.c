@@ -1,8 +1,10 @@
 /*
- * `kvrt plan --model`: every shipped config is read the way vLLM sizes its
- * cache (groups, specs, pages, block size of hybrids), --memory gives the
- * blocks, --dtype and --block-size override; broken files are refused with
- * the field and the file named.
+ * `kvrt plan --model`: every shipped config is sized as vLLM sizes it
+ * (groups, pages, block size, vLLM's capacity figures for a budget, with
+ * the arithmetic in a comment), the settings say where each value came
+ * from, --kv-cache-dtype / --block-size / --attention-backend behave as
+ * vLLM's flags, and models kvrt does not size are refused by name.
+ * Budgets are 24 GiB = 25769803776 bytes unless said otherwise.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -12,16 +14,23 @@
 
 #include "cli_env.h"
 
+#define GIB24 25769803776LL
+
 static char dir[] = "/tmp/kvrt-cli-models-XXXXXX";
 
 static json_t *plan(const char *file, const char *const *extra)
 {
-    const char *args[32] = {"plan", "--json", "--model", cli_model_path(file)};
+    const char *args[32] = {"plan", "--json", "--model", file};
     size_t n = 4;
     for (size_t i = 0; extra && extra[i] && n < 31; i++)
         args[n++] = extra[i];
     args[n] = NULL;
     return cli_json(args, NULL);
+}
+
+static json_t *plan_example(const char *file, const char *const *extra)
+{
+    return plan(cli_model_path(file), extra);
 }
 
 static const json_t *group(const json_t *root, size_t g)
@@ -49,77 +58,291 @@ static size_t num_groups(const json_t *root)
     return json_array_size(json_object_get(json_object_get(root, "model"), "groups"));
 }
 
-static void check_llama(void)
+/* Bytes a token of one layer of group g: its page over its block size. */
+static json_int_t per_token(const json_t *root, size_t g)
 {
-    json_t *r = plan("llama-3.1-8b.json", ARGS("--memory", "24GiB"));
-    const json_t *g = group(r, 0);
-    tap_ok(num_groups(r) == 1 && gi(g, "num_layers") == 32 && strcmp(spec_s(g, "kind"), "attention") == 0 &&
-               strcmp(spec_s(g, "dtype"), "bf16") == 0 && spec_i(g, "kv_heads") == 8 && spec_i(g, "head_size") == 128 &&
-               spec_i(g, "block_size") == 16 && spec_i(g, "page_bytes") == 65536,
-           "llama-3.1-8b: one group of 32 layers, bf16, 8 KV heads x 128, pages of 64 KiB");
-    tap_ok(gi(r, "bytes_per_block") == 2097152 && gi(r, "num_blocks") == 12288 && gi(r, "total_bytes") == 25769803776LL &&
-               gi(r, "budget_bytes") == 25769803776LL,
-           "llama-3.1-8b --memory 24GiB: 2 MiB per block, 12288 blocks");
-    const json_t *pg = json_array_get(json_object_get(r, "groups"), 0);
-    tap_ok(gi(pg, "bytes") == 25769803776LL && gi(pg, "tokens") == 12288 * 16, "llama-3.1-8b: per-group bytes and tokens");
-    json_decref(r);
-    r = plan("llama-3.1-8b.json", ARGS("--blocks", "10", "--dtype", "fp8_e4m3", "--block-size", "32"));
-    g = group(r, 0);
-    tap_ok(strcmp(spec_s(g, "dtype"), "fp8_e4m3") == 0 && spec_i(g, "block_size") == 32 && spec_i(g, "page_bytes") == 65536 &&
-               gi(r, "total_bytes") == 10 * 32 * 65536,
-           "llama-3.1-8b --dtype fp8_e4m3 --block-size 32: both override the file");
-    json_decref(r);
-    cli_ok_case(ARGS("plan", "--model", cli_model_path("llama-3.1-8b.json"), "--memory", "1.5GiB"), NULL,
-                MENTIONS("group 0", "full_attention", "768 blocks fit in --memory 1.50 GiB", "per block"));
+    json_int_t bs = spec_i(group(root, g), "block_size");
+    return bs ? spec_i(group(root, g), "page_bytes") / bs : -1;
 }
 
-static void check_others(void)
+static const json_t *vllm(const json_t *root)
 {
-    json_t *r = plan("qwen2.5-7b.json", ARGS("--blocks", "4"));
+    return json_object_get(root, "vllm");
+}
+
+/* The value and the source of a setting ("" when absent). */
+static const char *setting(const json_t *root, const char *name, const char *field)
+{
+    const json_t *a = json_object_get(json_object_get(root, "model"), "settings");
+    for (size_t i = 0; i < json_array_size(a); i++)
+        if (strcmp(js(json_array_get(a, i), "name"), name) == 0)
+            return js(json_array_get(a, i), field);
+    return "";
+}
+
+static bool has(const char *text, const char *part)
+{
+    return text && strstr(text, part) != NULL;
+}
+
+/* vLLM's figures: blocks, "GPU KV cache size" tokens, blocks per request
+ * and the concurrency to two decimals, as vLLM logs it. */
+static bool capacity(const json_t *r, json_int_t blocks, json_int_t tokens, json_int_t len,
+                     json_int_t per_request, double concurrency)
+{
+    const json_t *v = vllm(r);
+    return v && gi(v, "num_blocks") == blocks && gi(v, "kv_cache_tokens") == tokens &&
+           gi(v, "max_model_len") == len && gi(v, "blocks_per_request") == per_request &&
+           jnum(v, "max_concurrency") - concurrency < 0.005 &&
+           concurrency - jnum(v, "max_concurrency") < 0.005;
+}
+
+static bool all_groups(const json_t *r, size_t n, json_int_t layers, json_int_t page, json_int_t block)
+{
+    bool ok = num_groups(r) == n;
+    for (size_t g = 0; ok && g < n; g++)
+        ok = gi(group(r, g), "num_layers") == layers && spec_i(group(r, g), "page_bytes") == page &&
+             spec_i(group(r, g), "block_size") == block;
+    return ok;
+}
+
+static void check_llama(void)
+{
+    /* 8 KV heads x (128 K + 128 V) x 2 bytes = 4096 bytes a token and layer,
+     * x 32 layers = 131072 bytes a token.  Page: 16 tokens x 4096 = 65536;
+     * a block is 32 pages = 2097152.  24 GiB / 2 MiB = 12288 blocks =
+     * 196608 tokens; a request of max_position_embeddings 131072 tokens
+     * (rope llama3: not scaled) takes 131072 / 16 = 8192 blocks, so
+     * 12288 / 8192 = 1.50x. */
+    json_t *r = plan_example("llama-3.1-8b.json", ARGS("--memory", "24GiB"));
+    tap_ok(all_groups(r, 1, 32, 65536, 16) && per_token(r, 0) == 4096 &&
+               strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 &&
+               spec_i(group(r, 0), "kv_heads") == 8 && spec_i(group(r, 0), "head_size") == 128 &&
+               gi(r, "bytes_per_block") == 2097152 && gi(r, "num_blocks") == 12288 &&
+               gi(r, "total_bytes") == GIB24,
+           "llama-3.1-8b: one group of 32 layers, pages of 65536 bytes, 12288 blocks in 24 GiB");
+    tap_ok(capacity(r, 12288, 196608, 131072, 8192, 1.50) &&
+               has(json_string_value(json_array_get(json_object_get(vllm(r), "log"), 0)),
+                   "GPU KV cache size: 196,608 tokens") &&
+               has(json_string_value(json_array_get(json_object_get(vllm(r), "log"), 1)),
+                   "Maximum concurrency for 131,072 tokens per request: 1.50x"),
+           "llama-3.1-8b: vLLM's 196,608 tokens and 1.50x for 131,072 tokens");
+    tap_ok(strcmp(setting(r, "dtype", "value"), "bfloat16") == 0 &&
+               has(setting(r, "dtype", "source"), "config torch_dtype") &&
+               has(setting(r, "kv_cache_dtype", "source"), "auto") &&
+               has(setting(r, "block_size", "source"), "default") &&
+               has(js(json_object_get(r, "model"), "max_model_len_source"), "max_position_embeddings"),
+           "llama-3.1-8b: each value says where it came from (config, default)");
+    json_decref(r);
+
+    /* --max-model-len 8192: 512 blocks a request, 12288 / 512 = 24.00x. */
+    r = plan_example("llama-3.1-8b.json", ARGS("--memory", "24GiB", "--max-model-len", "8192"));
+    tap_ok(capacity(r, 12288, 196608, 8192, 512, 24.0) &&
+               strcmp(js(vllm(r), "max_model_len_source"), "--max-model-len") == 0,
+           "llama-3.1-8b --max-model-len 8192: 24.00x");
+    json_decref(r);
+
+    /* fp8 (e4m3): 1 byte an element, 32 tokens: 32 x 8 x 256 = 65536. */
+    r = plan_example("llama-3.1-8b.json", ARGS("--blocks", "10", "--kv-cache-dtype", "fp8", "--block-size", "32"));
+    tap_ok(strcmp(spec_s(group(r, 0), "dtype"), "fp8_e4m3") == 0 && spec_i(group(r, 0), "block_size") == 32 &&
+               spec_i(group(r, 0), "page_bytes") == 65536 && gi(r, "total_bytes") == 10 * 32 * 65536 &&
+               has(setting(r, "kv_cache_dtype", "source"), "--kv-cache-dtype fp8") &&
+               strcmp(setting(r, "block_size", "source"), "--block-size") == 0,
+           "llama-3.1-8b --kv-cache-dtype fp8 --block-size 32: fp8_e4m3 pages of 65536 bytes, from the flags");
+    json_decref(r);
+    r = plan_example("llama-3.1-8b.json", ARGS("--blocks", "10", "--dtype", "fp8_e5m2"));
+    tap_ok(strcmp(spec_s(group(r, 0), "dtype"), "fp8_e5m2") == 0 && spec_i(group(r, 0), "page_bytes") == 32768 &&
+               has(setting(r, "kv_cache_dtype", "source"), "--dtype"),
+           "llama-3.1-8b --dtype fp8_e5m2 (the older spelling): 16 x 8 x 256 = 32768-byte pages");
+    json_decref(r);
+    cli_ok_case(ARGS("plan", "--model", cli_model_path("llama-3.1-8b.json"), "--memory", "1.5GiB"), NULL,
+                MENTIONS("group 0", "full_attention", "768 blocks fit in --memory 1.50 GiB", "per block",
+                         "GPU KV cache size: 12,288 tokens",
+                         "Maximum concurrency for 131,072 tokens per request: 0.09x",
+                         "vLLM would refuse to start", "from config torch_dtype"));
+}
+
+static void check_qwen_and_gemma(void)
+{
+    /* Qwen2.5-7B: use_sliding_window false, so 28 full layers of 4 KV heads
+     * x 256 x 2 = 2048 bytes a token (57344 for the model); pages 16 x 2048
+     * = 32768, blocks 28 x 32768 = 917504; 25769803776 / 917504 = 28086
+     * blocks = 449376 tokens; 131072 / 16 = 8192 blocks a request, 28086 /
+     * 8192 = 3.43x. */
+    json_t *r = plan_example("qwen2.5-7b.json", ARGS("--memory", "24GiB"));
+    tap_ok(all_groups(r, 1, 28, 32768, 16) && per_token(r, 0) == 2048 &&
+               json_is_null(json_object_get(group(r, 0), "window")) &&
+               gi(r, "bytes_per_block") == 917504 && capacity(r, 28086, 449376, 131072, 8192, 3.43),
+           "qwen2.5-7b: 28 full layers (window off), 28086 blocks, 449376 tokens, 3.43x");
+    json_decref(r);
+
+    /* Gemma-2-2B-it: 13 sliding (4096) + 13 full layers alternating, 4 KV
+     * heads x 512 x 2 = 4096 bytes a token and layer, pages 65536.  Two
+     * groups of 13 share memory: a block is 13 x 65536 = 851968;
+     * 25769803776 / 851968 = 30247 blocks; tokens 30247 // 2 groups x 16 =
+     * 241968.  A request of 8192 tokens: full 8192 / 16 = 512 blocks,
+     * sliding cdiv(min(4095 + 8192, 8192), 16) + 1 = 513, so 1025; 30247 /
+     * 1025 = 29.51x. */
+    r = plan_example("gemma-2-2b-it.json", ARGS("--memory", "24GiB"));
+    tap_ok(all_groups(r, 2, 13, 65536, 16) && per_token(r, 0) == 4096 && per_token(r, 1) == 4096 &&
+               gi(group(r, 0), "window") == 4096 &&
+               strcmp(js(group(r, 0), "usage"), "sliding_window") == 0 && gi(r, "bytes_per_block") == 851968 &&
+               capacity(r, 30247, 241968, 8192, 1025, 29.51),
+           "gemma-2-2b-it: 13 sliding + 13 full layers, 30247 blocks, 241968 tokens, 29.51x");
+    json_decref(r);
+    /* --max-num-batched-tokens 2048: sliding keeps cdiv(4095 + 2048, 16) +
+     * 1 = 385 blocks, so 512 + 385 = 897 a request; 30247 / 897 = 33.72x. */
+    r = plan_example("gemma-2-2b-it.json", ARGS("--memory", "24GiB", "--max-num-batched-tokens", "2048"));
+    tap_ok(capacity(r, 30247, 241968, 8192, 897, 33.72), "gemma-2-2b-it --max-num-batched-tokens 2048: 33.72x");
+    json_decref(r);
+
+    /* Mistral-Small-3.1-24B-Instruct-2503 (multimodal): the language model
+     * is text_config, 40 full layers of 8 KV heads x (128 K + 128 V) x 2
+     * bytes (top-level torch_dtype bfloat16) = 4096 bytes a token and layer,
+     * 163840 for the model.  Pages 16 x 4096 = 65536; a block is 40 x 65536
+     * = 2621440; 25769803776 / 2621440 = 9830 blocks = 157280 tokens.
+     * text_config.max_position_embeddings 131072 / 16 = 8192 blocks a
+     * request, 9830 / 8192 = 1.20x. */
+    r = plan_example("mistral-small-3.1-24b-instruct-2503.json", ARGS("--memory", "24GiB"));
+    tap_ok(all_groups(r, 1, 40, 65536, 16) && per_token(r, 0) == 4096 &&
+               strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 && spec_i(group(r, 0), "kv_heads") == 8 &&
+               spec_i(group(r, 0), "head_size") == 128 && gi(r, "bytes_per_block") == 2621440 &&
+               capacity(r, 9830, 157280, 131072, 8192, 1.20) &&
+               strcmp(js(json_object_get(r, "model"), "max_model_len_source"),
+                      "config text_config.max_position_embeddings") == 0 &&
+               has(setting(r, "dtype", "source"), "config torch_dtype"),
+           "mistral-small-3.1 (text_config): 40 full layers, pages of 65536, 9830 blocks, 157280 tokens, 1.20x");
+    json_decref(r);
+}
+
+static void check_deepseek(void)
+{
+    /* DeepSeek-V3 (MLA): 512 + 64 = 576 elements x 2 bytes = 1152 bytes a
+     * token and layer, 70272 for 61 layers.  FlashMLA (vLLM's default on
+     * Hopper) forces 64-token blocks: pages 64 x 1152 = 73728, blocks 61 x
+     * 73728 = 4497408; 25769803776 / 4497408 = 5729 blocks = 366656
+     * tokens.  max_model_len: yarn 4096 x 40 = 163840, 2560 blocks a
+     * request; 5729 / 2560 = 2.24x. */
+    json_t *r = plan_example("deepseek-v3.json", ARGS("--memory", "24GiB"));
+    tap_ok(all_groups(r, 1, 61, 73728, 64) && per_token(r, 0) == 1152 &&
+               gi(r, "bytes_per_block") / 64 == 70272 && strcmp(spec_s(group(r, 0), "kind"), "mla") == 0 &&
+               spec_i(group(r, 0), "head_size") == 576 && spec_i(group(r, 0), "head_size_v") == 0 &&
+               gi(r, "bytes_per_block") == 4497408 && capacity(r, 5729, 366656, 163840, 2560, 2.24) &&
+               has(setting(r, "block_size", "source"), "FLASHMLA forces 64") &&
+               strcmp(setting(r, "attention_backend", "value"), "FLASHMLA") == 0,
+           "deepseek-v3: 61 MLA layers of 576, FlashMLA's 64-token blocks, 5729 blocks, 2.24x");
+    json_decref(r);
+
+    /* The MLA backends' block sizes (CudaPlatformBase.check_and_update_config). */
+    static const struct {
+        const char *backend, *block;
+        json_int_t expect;
+    } backends[] = {
+        {"CUTLASS_MLA", NULL, 128},  {"FLASHINFER_MLA", NULL, 64}, {"FLASHINFER_MLA", "32", 32},
+        {"TRITON_MLA", NULL, 16},    {"FLASHMLA", "128", 128},     {"FLASHMLA", "32", 64},
+    };
+    bool ok = true;
+    for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
+        r = backends[i].block ? plan_example("deepseek-v3.json", ARGS("--blocks", "2", "--attention-backend",
+                                                                      backends[i].backend, "--block-size",
+                                                                      backends[i].block))
+                              : plan_example("deepseek-v3.json",
+                                             ARGS("--blocks", "2", "--attention-backend", backends[i].backend));
+        ok = ok && spec_i(group(r, 0), "block_size") == backends[i].expect &&
+             spec_i(group(r, 0), "page_bytes") == backends[i].expect * 1152;
+        json_decref(r);
+    }
+    tap_ok(ok, "deepseek-v3 block sizes: CUTLASS_MLA 128, FLASHINFER_MLA 64 (32 kept), TRITON_MLA 16, "
+               "FLASHMLA keeps multiples of 64");
+
+    /* DeepSeek-V3.2: every layer keeps its MLA latent (1152 bytes a token)
+     * and its indexer's keys (128 fp8 + 1 float32 scale = 132 bytes): 1284
+     * bytes a token and layer, 78324 for 61 layers, in one group of 122
+     * layers (UniformTypeKVCacheSpecs).  64-token blocks (FlashMLA sparse):
+     * 61 x (73728 + 8448) = 5012736 bytes; 25769803776 / 5012736 = 5140
+     * blocks = 328960 tokens; 163840 / 64 = 2560 a request, 2.01x. */
+    r = plan_example("deepseek-v3.2-exp.json", ARGS("--memory", "24GiB"));
     const json_t *g = group(r, 0);
-    tap_ok(num_groups(r) == 1 && gi(g, "num_layers") == 28 && spec_i(g, "kv_heads") == 4 && spec_i(g, "head_size") == 128 &&
-               json_is_null(json_object_get(g, "window")),
-           "qwen2.5-7b: 28 full-attention layers (use_sliding_window false), 4 KV heads x 128");
+    const json_t *layers = json_object_get(g, "layers");
+    tap_ok(num_groups(r) == 1 && gi(g, "num_layers") == 122 &&
+               strcmp(json_string_value(json_array_get(layers, 1)), "layers.0.indexer") == 0 &&
+               gi(r, "bytes_per_block") == 5012736 && gi(r, "bytes_per_block") / 64 == 78324 &&
+               capacity(r, 5140, 328960, 163840, 2560, 2.01) &&
+               strcmp(setting(r, "attention_backend", "value"), "FLASHMLA_SPARSE") == 0,
+           "deepseek-v3.2-exp: 61 MLA + 61 indexer layers in one group, 5012736-byte blocks, 5140 blocks, 2.01x");
     json_decref(r);
-
-    r = plan("deepseek-v3.json", ARGS("--blocks", "4"));
-    g = group(r, 0);
-    tap_ok(num_groups(r) == 1 && gi(g, "num_layers") == 61 && strcmp(spec_s(g, "kind"), "mla") == 0 &&
-               spec_i(g, "head_slots") == 1 && spec_i(g, "head_size") == 576 && spec_i(g, "head_size_v") == 0 &&
-               spec_i(g, "page_bytes") == 16 * 576 * 2,
-           "deepseek-v3: 61 MLA layers, one slot of 512 + 64 = 576, no V");
+    /* --kv-cache-dtype fp8 is fp8_ds_mla: 656 + 132 = 788 bytes a token and
+     * layer; 61 x 64 x 788 = 3076352 a block; 25769803776 / 3076352 = 8376
+     * blocks = 536064 tokens. */
+    r = plan_example("deepseek-v3.2-exp.json", ARGS("--memory", "24GiB", "--kv-cache-dtype", "fp8"));
+    tap_ok(gi(r, "bytes_per_block") == 3076352 && gi(r, "bytes_per_block") / 64 == 61 * 788 &&
+               gi(vllm(r), "kv_cache_tokens") == 536064 &&
+               spec_i(group(r, 0), "page_bytes") == 64 * 656 &&
+               strcmp(setting(r, "kv_cache_dtype", "value"), "fp8_ds_mla") == 0,
+           "deepseek-v3.2-exp --kv-cache-dtype fp8: fp8_ds_mla, 3076352-byte blocks, 536064 tokens");
     json_decref(r);
+}
 
-    r = plan("gpt-oss-20b.json", ARGS("--blocks", "4"));
-    tap_ok(num_groups(r) == 2 && strcmp(js(group(r, 0), "name"), "sliding_attention") == 0 &&
-               gi(group(r, 0), "window") == 128 && gi(group(r, 0), "num_layers") == 12 &&
-               strcmp(js(group(r, 1), "name"), "full_attention") == 0 && gi(group(r, 1), "num_layers") == 12 &&
-               spec_i(group(r, 1), "head_size") == 64 && gi(r, "bytes_per_block") == 12 * 32768,
-           "gpt-oss-20b: 12 sliding-window (128) + 12 full layers in two overlaid groups; a block costs 12 pages");
+static void check_gpt_oss(void)
+{
+    /* gpt-oss-20b: no torch_dtype in the published file, so float32, which
+     * vLLM serves in bfloat16.  12 sliding (128) + 12 full layers, 8 KV
+     * heads x 128 x 2 = 2048 bytes a token and layer, pages 32768; a block
+     * is 12 pages = 393216; 25769803776 / 393216 = 65536 blocks; tokens
+     * 65536 // 2 x 16 = 524288.  A request of 32 x 4096 = 131072 tokens
+     * (yarn): full 8192 blocks, sliding cdiv(127 + 8192, 16) + 1 = 521;
+     * 65536 / 8713 = 7.52x. */
+    json_t *r = plan_example("gpt-oss-20b.json", ARGS("--memory", "24GiB"));
+    tap_ok(all_groups(r, 2, 12, 32768, 16) && per_token(r, 0) == 2048 &&
+               strcmp(js(group(r, 0), "name"), "sliding_attention") == 0 &&
+               gi(group(r, 0), "window") == 128 && strcmp(spec_s(group(r, 1), "dtype"), "bf16") == 0 &&
+               gi(r, "bytes_per_block") == 393216 && capacity(r, 65536, 524288, 131072, 8713, 7.52),
+           "gpt-oss-20b: 12 sliding + 12 full layers, bf16, 65536 blocks, 524288 tokens, 7.52x");
+    tap_ok(strcmp(setting(r, "dtype", "value"), "bfloat16") == 0 &&
+               has(setting(r, "dtype", "source"), "no torch_dtype") &&
+               has(setting(r, "dtype", "source"), "served in bfloat16"),
+           "gpt-oss-20b: no torch_dtype means float32 served in bfloat16, and the output says so");
     json_decref(r);
+}
 
-    r = plan("qwen3-next-80b-a3b.json", ARGS("--blocks", "4"));
-    bool ok = num_groups(r) == 4;
+static void check_hybrids(void)
+{
+    /* Qwen3-Next: 36 gated-delta-net layers (conv (2 x 16 x 128 + 32 x 128)
+     * x 3 + recurrent 32 x 128 x 128, x 2 bytes = 1097728) and 12 full
+     * layers (2 KV heads x 512 x 2 = 2048 bytes a token).  Blocks grow to
+     * 16 x cdiv(1097728, 16 x 2048) = 544 tokens, pages 544 x 2048 =
+     * 1114112; 4 groups of 12; a block is 12 x 1114112 = 13369344;
+     * 25769803776 / 13369344 = 1927 blocks; tokens 1927 // 4 x 544 =
+     * 261664.  A request of 262144 tokens: cdiv(262144, 544) = 482 blocks
+     * + 1 for each of 3 state groups = 485; 1927 / 485 = 3.97x. */
+    json_t *r = plan_example("qwen3-next-80b-a3b.json", ARGS("--memory", "24GiB"));
+    bool ok = all_groups(r, 4, 12, 1114112, 544);
     for (size_t i = 0; ok && i < 3; i++)
-        ok = strncmp(js(group(r, i), "name"), "linear_attention", 16) == 0 && gi(group(r, i), "num_layers") == 12 &&
-             strcmp(spec_s(group(r, i), "kind"), "state") == 0 && spec_i(group(r, i), "content_bytes") == 1097728 &&
-             spec_i(group(r, i), "page_bytes") == 1114112;
-    g = group(r, 3);
-    tap_ok(ok && strcmp(js(g, "name"), "full_attention") == 0 && gi(g, "num_layers") == 12 && spec_i(g, "block_size") == 544 &&
-               spec_i(g, "kv_heads") == 2 && spec_i(g, "head_size") == 256 && spec_i(g, "page_bytes") == 1114112,
-           "qwen3-next: 36 linear-attention state layers (1097728 B padded to 1114112) in 3 groups + 12 full "
-           "attention layers with blocks raised to 544 tokens");
+        ok = strcmp(spec_s(group(r, i), "kind"), "state") == 0 && spec_i(group(r, i), "content_bytes") == 1097728;
+    tap_ok(ok && strcmp(js(group(r, 3), "name"), "full_attention") == 0 && per_token(r, 3) == 2048 &&
+               gi(r, "bytes_per_block") == 13369344 &&
+               capacity(r, 1927, 261664, 262144, 485, 3.97) &&
+               has(setting(r, "block_size", "source"), "hybrid rule"),
+           "qwen3-next: 3 state groups + 1 attention group of 12, 544-token blocks, 1927 blocks, 3.97x");
     json_decref(r);
 
-    r = plan("jamba-v0.1.json", ARGS("--blocks", "4"));
-    g = group(r, 7);
-    tap_ok(num_groups(r) == 8 && strcmp(js(g, "name"), "full_attention") == 0 && gi(g, "num_layers") == 4 &&
-               spec_i(g, "block_size") == 80 && spec_i(group(r, 0), "content_bytes") == 311296 &&
-               spec_i(group(r, 0), "page_bytes") == 327680,
-           "jamba-v0.1: 4 attention layers (blocks of 80) and 28 Mamba layers (311296 B padded to 327680) in 7 groups");
+    /* Jamba: Mamba state (8192 x 3 + 8192 x 16) x 2 = 311296 bytes;
+     * attention 8 x 256 x 2 = 4096 bytes a token, blocks 16 x cdiv(311296,
+     * 65536) = 80, pages 327680; 4 attention + 28 Mamba layers make 8
+     * groups of 4; 4 x 327680 = 1310720 a block; 25769803776 / 1310720 =
+     * 19660 blocks; tokens 19660 // 8 x 80 = 196560.  The file gives no
+     * length, so --max-model-len 8192: 8192 / 80 = 103 blocks + 7 = 110;
+     * 19660 / 110 = 178.73x. */
+    r = plan_example("jamba-v0.1.json", ARGS("--memory", "24GiB", "--max-model-len", "8192"));
+    tap_ok(all_groups(r, 8, 4, 327680, 80) && per_token(r, 7) == 4096 &&
+               spec_i(group(r, 0), "content_bytes") == 311296 &&
+               capacity(r, 19660, 196560, 8192, 110, 178.73),
+           "jamba-v0.1: 8 groups of 4, 80-token blocks, 19660 blocks, 178.73x for 8192 tokens");
     json_decref(r);
+    cli_ok_case(ARGS("plan", "--model", cli_model_path("jamba-v0.1.json"), "--memory", "24GiB"), NULL,
+                MENTIONS("GPU KV cache size: 196,560 tokens", "give --max-model-len"));
 
-    r = plan("tiny-hybrid.kvrt.json", ARGS("--blocks", "4", "--layout", "BLNHC"));
+    r = plan_example("tiny-hybrid.kvrt.json", ARGS("--blocks", "4", "--layout", "BLNHC"));
     tap_ok(num_groups(r) == 3 && gi(group(r, 1), "window") == 256 && strcmp(js(r, "layout"), "BLNHC") == 0 &&
                json_array_size(json_object_get(r, "sets")) == 3,
            "tiny-hybrid.kvrt.json: three explicit groups, placed under BLNHC");
@@ -141,6 +364,92 @@ static const char *write_file(const char *name, const char *text)
     return p;
 }
 
+/*
+ * Rules with no published config in examples/models (examples/models/
+ * SOURCES.md says why): small configs written here, shaped like the
+ * families they stand for.
+ */
+static void check_rules(void)
+{
+    /* float32 -> bfloat16: the Gemma-2 example with torch_dtype float32
+     * sizes exactly as the bfloat16 one (65536-byte pages). */
+    char *gemma = cli_read_text(cli_model_path("gemma-2-2b-it.json"));
+    char *at = gemma ? strstr(gemma, "\"bfloat16\"") : NULL;
+    char fp32[4096] = "";
+    if (at) {
+        *at = '\0';
+        snprintf(fp32, sizeof(fp32), "%s\"float32\"%s", gemma, at + strlen("\"bfloat16\""));
+    }
+    json_t *r = plan(write_file("gemma2-fp32.json", fp32), ARGS("--blocks", "2"));
+    tap_ok(at && spec_i(group(r, 0), "page_bytes") == 65536 && strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 &&
+               has(setting(r, "dtype", "source"), "float32, served in bfloat16"),
+           "torch_dtype float32 is sized as bfloat16 (vLLM's auto rule), not twice as large");
+    json_decref(r);
+    free(gemma);
+
+    /* text_config (Gemma-3 style): 6 layers, every 6th full, window 1024;
+     * 5 sliding groups of 1 + 1 full group; 4 KV heads x 512 x 2 = 4096
+     * bytes a token, pages 65536.  Gemma 3's length is not rope-scaled. */
+    r = plan(write_file("mm.json", "{\"model_type\": \"gemma3\", \"torch_dtype\": \"bfloat16\", \"text_config\": "
+                                   "{\"model_type\": \"gemma3_text\", \"num_hidden_layers\": 6, \"num_attention_heads\": 8, "
+                                   "\"num_key_value_heads\": 4, \"head_dim\": 256, \"sliding_window\": 1024, "
+                                   "\"sliding_window_pattern\": 6, \"max_position_embeddings\": 131072, "
+                                   "\"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}}, "
+                                   "\"vision_config\": {\"model_type\": \"siglip_vision_model\"}}"),
+             ARGS("--blocks", "2"));
+    tap_ok(all_groups(r, 6, 1, 65536, 16) && strcmp(js(group(r, 5), "name"), "full_attention") == 0 &&
+               gi(json_object_get(r, "model"), "max_model_len") == 131072,
+           "text_config: the language model is read from it (5 sliding groups + 1 full, 131072 tokens)");
+    json_decref(r);
+
+    /* Llama 4 style chunked attention: 8 layers, every 4th without RoPE
+     * (full), the rest chunked; vLLM keeps all 8 in one full-attention group. */
+    r = plan(write_file("chunked.json", "{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\", "
+                                        "\"torch_dtype\": \"bfloat16\", \"num_hidden_layers\": 8, \"num_attention_heads\": 40, "
+                                        "\"num_key_value_heads\": 8, \"head_dim\": 128, \"attention_chunk_size\": 8192, "
+                                        "\"max_position_embeddings\": 262144}}"),
+             ARGS("--blocks", "2"));
+    tap_ok(all_groups(r, 1, 8, 65536, 16) && strcmp(js(group(r, 0), "usage"), "full") == 0,
+           "chunked local attention: one group of 8 full-attention layers, 16-token blocks");
+    json_decref(r);
+
+    /* MiniMax-M2 style: attn_type_list all 1 is plain full attention. */
+    r = plan(write_file("minimax.json", "{\"model_type\": \"minimax_m2\", \"torch_dtype\": \"bfloat16\", "
+                                        "\"num_hidden_layers\": 3, \"num_attention_heads\": 48, \"num_key_value_heads\": 8, "
+                                        "\"head_dim\": 128, \"attn_type_list\": [1, 1, 1]}"),
+             ARGS("--blocks", "2"));
+    tap_ok(all_groups(r, 1, 3, 65536, 16), "attn_type_list of 1s: three full-attention layers");
+    json_decref(r);
+
+    /* Kimi-Linear style: layers 1-3 KDA, 4 MLA.  KDA state: conv 3 x 4 x
+     * 128 x 3 x 2 bytes = 9216 + float32 recurrent 4 x 128 x 128 x 4 =
+     * 262144, so 271360; MLA 1152 bytes a token, blocks 64 x cdiv(271360,
+     * 64 x 1152) = 256 tokens, pages 256 x 1152 = 294912; 4 groups of 1. */
+    r = plan(write_file("kimi.json", "{\"model_type\": \"kimi_linear\", \"torch_dtype\": \"bfloat16\", "
+                                     "\"num_hidden_layers\": 4, \"num_attention_heads\": 8, \"kv_lora_rank\": 512, "
+                                     "\"qk_rope_head_dim\": 64, \"linear_attn_config\": {\"kda_layers\": [1, 2, 3], "
+                                     "\"full_attn_layers\": [4], \"num_heads\": 4, \"head_dim\": 128, "
+                                     "\"short_conv_kernel_size\": 4}}"),
+             ARGS("--blocks", "2"));
+    tap_ok(all_groups(r, 4, 1, 294912, 256) && spec_i(group(r, 0), "content_bytes") == 271360 &&
+               strcmp(spec_s(group(r, 3), "kind"), "mla") == 0,
+           "KDA layers: 271360-byte states (float32 recurrent), MLA blocks of 256 tokens");
+    json_decref(r);
+
+    /* mamba_ssm_dtype float32: the GDN recurrent state doubles; conv 8192 x
+     * 3 x 2 = 49152 + 32 x 128 x 128 x 4 = 2097152 -> 2146304. */
+    char *qn = cli_read_text(cli_model_path("qwen3-next-80b-a3b.json"));
+    char *brace = qn ? strchr(qn, '{') : NULL;
+    char text[4096];
+    snprintf(text, sizeof(text), "{\"mamba_ssm_dtype\": \"float32\",%s", brace ? brace + 1 : "");
+    r = plan(write_file("ssm32.json", text), ARGS("--blocks", "2"));
+    tap_ok(brace && spec_i(group(r, 0), "content_bytes") == 2146304 &&
+               strcmp(setting(r, "mamba_ssm_dtype", "value"), "fp32") == 0,
+           "mamba_ssm_dtype float32: gated-delta-net states of 2146304 bytes");
+    json_decref(r);
+    free(qn);
+}
+
 static void check_errors(void)
 {
     static const struct {
@@ -160,7 +469,6 @@ static void check_errors(void)
         {"dtype.json", "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"hidden_size\": 512, "
                        "\"torch_dtype\": \"float64\"}",
          "\"float64\""},
-        {"no-dtype.json", "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"hidden_size\": 512}", "\"torch_dtype\""},
         {"string.json", "{\"num_hidden_layers\": \"32\", \"num_attention_heads\": 8, \"hidden_size\": 512, "
                         "\"torch_dtype\": \"bfloat16\"}",
          "\"num_hidden_layers\""},
@@ -170,6 +478,18 @@ static void check_errors(void)
         {"nemotron.json", "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"hidden_size\": 512, "
                           "\"torch_dtype\": \"bfloat16\", \"hybrid_override_pattern\": \"M*\"}",
          "\"hybrid_override_pattern\""},
+        {"lightning.json", "{\"model_type\": \"minimax\", \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+                           "\"hidden_size\": 512, \"attn_type_list\": [0, 1]}",
+         "\"attn_type_list[0]\" is 0"},
+        {"mla-type.json", "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+                          "\"hidden_size\": 512, \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64}",
+         "\"kv_lora_rank\" is set but \"model_type\" is \"llama\""},
+        {"bad-text.json", "{\"text_config\": 7, \"num_hidden_layers\": 2}", "\"text_config\" is an integer"},
+        {"text-nolayers.json", "{\"text_config\": {\"num_attention_heads\": 8}}", "\"text_config.num_hidden_layers\""},
+        {"kda-layer.json", "{\"model_type\": \"kimi_linear\", \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+                           "\"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64, \"linear_attn_config\": {\"kda_layers\": [3], "
+                           "\"num_heads\": 4, \"head_dim\": 128}}",
+         "\"linear_attn_config.kda_layers[0]\""},
         {"linear.json", "{\"num_hidden_layers\": 4, \"num_attention_heads\": 8, \"hidden_size\": 512, "
                         "\"torch_dtype\": \"bfloat16\", \"full_attention_interval\": 2}",
          "\"linear_num_key_heads\""},
@@ -194,8 +514,48 @@ static void check_errors(void)
         cli_error_case(ARGS("plan", "--model", path, "--blocks", "2"), NULL, 2, MENTIONS(bad[i].mentions, bad[i].name));
         unlink(path);
     }
+    const char *llama = cli_model_path("llama-3.1-8b.json");
+    const char *v32 = cli_model_path("deepseek-v3.2-exp.json");
+    /* MiniMax-M1's published config: 80 layers, attn_type_list 0 (lightning
+     * linear attention) on 70 of them and 1 (softmax) on every eighth.
+     * kvrt does not size lightning state, so it refuses the first 0 by name
+     * and sizes nothing, rather than counting 80 attention layers. */
+    cli_error_case(ARGS("plan", "--model", cli_model_path("minimax-m1.json"), "--memory", "24GiB"), NULL, 2,
+                   MENTIONS("\"attn_type_list[0]\" is 0", "lightning", "minimax-m1.json"));
+    cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--attention-backend", "FLASHMLA"), NULL, 2,
+                   MENTIONS("FLASHMLA is an MLA backend", "kv_lora_rank"));
+    cli_error_case(ARGS("plan", "--model", cli_model_path("deepseek-v3.json"), "--blocks", "2", "--attention-backend",
+                        "FLASH_ATTN"),
+                   NULL, 2, MENTIONS("FLASH_ATTN", "MLA"));
+    cli_error_case(ARGS("plan", "--model", v32, "--blocks", "2", "--attention-backend", "FLASHMLA"), NULL, 2,
+                   MENTIONS("FLASHMLA_SPARSE", "index_topk"));
+    cli_error_case(ARGS("plan", "--model", v32, "--blocks", "2", "--kv-cache-dtype", "fp16"), NULL, 2,
+                   MENTIONS("fp16", "fp8_ds_mla"));
+    cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--kv-cache-dtype", "int4"), NULL, 2,
+                   MENTIONS("--kv-cache-dtype", "\"int4\"", "fp8_e5m2"));
+    cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--attention-backend", "XFORMERS"), NULL, 2,
+                   MENTIONS("--attention-backend", "\"XFORMERS\"", "CUTLASS_MLA"));
+    cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--dtype", "bf16", "--kv-cache-dtype", "fp8"), NULL, 2,
+                   MENTIONS("--dtype", "--kv-cache-dtype"));
+    cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--dtype", "int8"), NULL, 2,
+                   MENTIONS("--dtype int8", "fp8_e4m3"));
+    cli_error_case(ARGS("plan", "--layers", "2", "--block-size", "16", "--kv-heads", "2", "--head-size", "64", "--blocks",
+                        "2", "--kv-cache-dtype", "fp8"),
+                   NULL, 2, MENTIONS("--kv-cache-dtype", "--model"));
+    cli_error_case(ARGS("plan", "--layers", "2", "--block-size", "16", "--kv-heads", "2", "--head-size", "64", "--blocks",
+                        "2", "--max-model-len", "8"),
+                   NULL, 2, MENTIONS("--max-model-len", "--model"));
     cli_error_case(ARGS("plan", "--model", "/nonexistent/config.json", "--blocks", "2"), NULL, 2,
                    MENTIONS("/nonexistent/config.json"));
+
+    /* No torch_dtype is no longer an error: float32, served in bfloat16. */
+    json_t *r = plan(write_file("no-dtype.json", "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+                                                 "\"hidden_size\": 512}"),
+                     ARGS("--blocks", "2"));
+    tap_ok(r && strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 && spec_i(group(r, 0), "page_bytes") == 16 * 8 * 128 * 2,
+           "a config without torch_dtype is sized in bfloat16 (8 heads x (64 + 64) x 2 bytes x 16 tokens)");
+    json_decref(r);
+
     /* A folder is read through its config.json. */
     char sub[300];
     snprintf(sub, sizeof(sub), "%s/model", dir);
@@ -207,7 +567,7 @@ static void check_errors(void)
         fputs("{\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"hidden_size\": 256, \"torch_dtype\": \"float16\"}", f);
         fclose(f);
     }
-    json_t *r = cli_json(ARGS("plan", "--json", "--model", sub, "--blocks", "2"), NULL);
+    r = cli_json(ARGS("plan", "--json", "--model", sub, "--blocks", "2"), NULL);
     tap_ok(r && gi(group(r, 0), "num_layers") == 2 && spec_i(group(r, 0), "head_size") == 64,
            "plan --model FOLDER reads FOLDER/config.json (head_dim from hidden_size / heads)");
     json_decref(r);
@@ -240,7 +600,15 @@ static void check_memory(void)
     cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--head-size", "8"), NULL, 2,
                    MENTIONS("--head-size", "--model"));
     json_t *r = cli_json(ARGS("plan", "--json", "--model", llama, "--memory", "1.5GiB"), NULL);
-    tap_ok(r && gi(r, "budget_bytes") == 1610612736 && gi(r, "num_blocks") == 768, "--memory 1.5GiB is 1610612736 bytes");
+    /* 1610612736 / 2097152 = 768 blocks; a 131072-token request needs
+     * 32 x 131072 x 4096 bytes = 16 GiB, more than the budget. */
+    tap_ok(r && gi(r, "budget_bytes") == 1610612736 && gi(r, "num_blocks") == 768 &&
+               json_is_false(json_object_get(vllm(r), "fits_one_request")) &&
+               gi(vllm(r), "request_bytes") == 17179869184LL,
+           "--memory 1.5GiB is 768 blocks, too few for one 131072-token request (16 GiB)");
+    json_decref(r);
+    r = cli_json(ARGS("plan", "--json", "--model", llama, "--blocks", "4"), NULL);
+    tap_ok(r && json_is_null(json_object_get(r, "vllm")), "--blocks: no budget, so no vLLM figures");
     json_decref(r);
     r = cli_json(ARGS("plan", "--json", "--layers", "2", "--block-size", "16", "--kv-heads", "2", "--head-size", "64",
                       "--memory", "1048576"),
@@ -257,7 +625,11 @@ int main(int argc, char **argv)
         return 1;
     }
     check_llama();
-    check_others();
+    check_qwen_and_gemma();
+    check_deepseek();
+    check_gpt_oss();
+    check_hybrids();
+    check_rules();
     check_errors();
     check_memory();
     rmdir(dir);

@@ -180,6 +180,15 @@ void conf_check_tokens(struct conf_case *cs)
         tap_ok(rest_ok, "%s: read leaves rows of negative slots and bytes outside its rows untouched", cs->label);
     }
     batch_free(&t, c->num_layers);
+
+    /* Duplicate slots in one write: the last token naming a slot wins. */
+    n = conf_num_slots(c) / 2;
+    ok = batch_make(cs, n, 0, &t);
+    for (uint64_t i = 0; ok && i + 1 < n; i += 3)
+        t.slots[i] = t.slots[i + 1 + conf_rng_below(&cs->plugin->rng, n - i - 1)];
+    ok = ok && batch_write(cs, &t) && conf_cache_matches(c);
+    tap_ok(ok, "%s: a write naming slots twice keeps the last token's K/V, whole", cs->label);
+    batch_free(&t, c->num_layers);
 }
 
 /* Layers without tokens (state layers, several tokens per state) have no

@@ -147,6 +147,101 @@ static void run_large_decode(const struct kvrt_plugin_descriptor *p, kvrt_plugin
     gpu_check_decode(&rig, &c, 8, lens, 3);
 }
 
+/* Decode shapes only a partitioned, GQA-sharing kernel passes, on the
+ * preferred layout: group sizes 1, 4, 8 and 16 (two chunks of 8), many
+ * partitions with lengths that are not multiples of them, length-1
+ * sequences, a 32K-token sequence, MLA head sizes under a GPU's 48 KiB of
+ * local memory, lanes sharing a K row (the local-memory reduction on
+ * OpenCL) and the grid-stride loop of a capped launch. */
+static void run_decode_shapes(const struct kvrt_plugin_descriptor *p, kvrt_plugin_device **devs)
+{
+    char tag[128];
+    struct gpu_rig rig;
+    static struct gpu_cache c; /* large: keep it off the stack */
+    const int layout = p->layouts[0];
+    static const int32_t lens[] = {1, 37, 70, 16, 1, 100};
+    static const uint64_t groups[] = {1, 4, 8, 16};
+    const struct config cfg = {KVRT_DTYPE_FP16, 2, 16, 16, "fp16 D16/16"};
+    for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++) {
+        struct gpu_geom g = geom(layout, &cfg, 0);
+        g.blocks = 40;
+        g.layers = 1;
+        g.heads = 2;
+        gpu_cache_build(&c, &g);
+        setenv("KVRT_GPU_DECODE_PARTITION", "16", 1);
+        char what[96];
+        snprintf(what, sizeof(what), "%s GQA %llu, 16-token partitions", cfg.name,
+                 (unsigned long long)groups[i]);
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, what);
+        gpu_check_decode(&rig, &c, 2 * groups[i], lens, 6);
+        unsetenv("KVRT_GPU_DECODE_PARTITION");
+    }
+    /* Lanes sharing a row (cross-lane sums) and a capped, grid-stride launch. */
+    static const char *const lanes[] = {"2", "4", "16"};
+    for (size_t i = 0; i < sizeof(lanes) / sizeof(lanes[0]); i++) {
+        const struct config fp32 = {KVRT_DTYPE_FP32, 4, 64, 64, "fp32 D64/64"};
+        struct gpu_geom g = geom(layout, &fp32, 0);
+        g.blocks = 40;
+        g.layers = 1;
+        gpu_cache_build(&c, &g);
+        setenv("KVRT_GPU_DECODE_LANES", lanes[i], 1);
+        setenv("KVRT_GPU_DECODE_PARTITION", "32", 1);
+        setenv("KVRT_GPU_MAX_GROUPS", "3", 1);
+        char what[96];
+        snprintf(what, sizeof(what), "%s, %s lanes per token, 3 work-groups grid-stride",
+                 fp32.name, lanes[i]);
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, what);
+        gpu_check_decode(&rig, &c, 8, lens, 6);
+        unsetenv("KVRT_GPU_DECODE_LANES");
+        unsetenv("KVRT_GPU_DECODE_PARTITION");
+        unsetenv("KVRT_GPU_MAX_GROUPS");
+    }
+    /* Head size 256, GQA 8, one partition per sequence and several tiles. */
+    {
+        const struct config big = {KVRT_DTYPE_BF16, 2, 256, 256, "bf16 D256/256"};
+        struct gpu_geom g = geom(layout, &big, 0);
+        g.blocks = 48;
+        g.layers = 1;
+        g.heads = 1;
+        g.r = 1;
+        gpu_cache_build(&c, &g);
+        static const int32_t big_lens[] = {300, 17};
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, "bf16 D256/256, GQA 8");
+        gpu_check_decode(&rig, &c, 8, big_lens, 2);
+    }
+    /* MLA 576/512, 8 query heads on one latent head, under 48 KiB. */
+    {
+        const struct config mla = {KVRT_DTYPE_BF16, 2, 576, 512, "bf16 MLA 576/512"};
+        struct gpu_geom g = geom(layout, &mla, 0);
+        g.blocks = 14;
+        g.layers = 1;
+        g.heads = 1;
+        g.r = 1;
+        gpu_cache_build(&c, &g);
+        setenv("KVRT_GPU_SHARED_BYTES", "49152", 1);
+        static const int32_t mla_lens[] = {90, 3};
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout,
+                 "bf16 MLA 576/512, Hq 8, 48 KiB of local memory");
+        gpu_check_decode(&rig, &c, 8, mla_lens, 2);
+        unsetenv("KVRT_GPU_SHARED_BYTES");
+    }
+    /* One 32K-token sequence, partitions chosen by the planner. */
+    {
+        const struct config longc = {KVRT_DTYPE_FP16, 2, 16, 16, "fp16 D16/16"};
+        struct gpu_geom g = geom(layout, &longc, 0);
+        g.block_size = 16;
+        g.blocks = 32768 / 16 + 1;
+        g.layers = 1;
+        g.heads = 1;
+        g.r = 1;
+        gpu_cache_build(&c, &g);
+        static const int32_t long_len[] = {32768};
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout,
+                 "fp16 D16/16, one 32768-token sequence, GQA 4");
+        gpu_check_decode(&rig, &c, 4, long_len, 1);
+    }
+}
+
 /* The 64-bit index variants, forced on small data. */
 static void run_index64(const struct kvrt_plugin_descriptor *p, kvrt_plugin_device **devs)
 {
@@ -154,6 +249,7 @@ static void run_index64(const struct kvrt_plugin_descriptor *p, kvrt_plugin_devi
     struct gpu_rig rig, rig_b;
     struct gpu_cache c, cb;
     setenv("KVRT_GPU_INDEX64", "1", 1);
+    setenv("KVRT_GPU_MAX_GROUPS", "2", 1); /* and every launch grid-strides */
     for (size_t i = 0; i < NUM_CONFIGS; i += 3) { /* fp32 and int8: 16- and 1-byte units */
         const int layout = p->layouts[0], other = p->layouts[p->num_layouts - 1];
         const struct gpu_geom g = geom(layout, &configs[i], 0);
@@ -161,7 +257,7 @@ static void run_index64(const struct kvrt_plugin_descriptor *p, kvrt_plugin_devi
         gpu_cache_build(&c, &g);
         gpu_cache_build(&cb, &gb);
         char what[64];
-        snprintf(what, sizeof(what), "%s 64-bit index", configs[i].name);
+        snprintf(what, sizeof(what), "%s 64-bit index, 2 work-groups", configs[i].name);
         rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, what);
         rig_init(&rig_b, tag_b, sizeof(tag_b), p, devs[other], other, what);
         gpu_check_write_read(&rig, &c);
@@ -169,6 +265,7 @@ static void run_index64(const struct kvrt_plugin_descriptor *p, kvrt_plugin_devi
         gpu_check_stage(&rig, &c, &rig_b, &cb);
     }
     unsetenv("KVRT_GPU_INDEX64");
+    unsetenv("KVRT_GPU_MAX_GROUPS");
 }
 
 /* KVRT_TEST_EXPECT_NODEV=<text>: probe and bind must fail with
@@ -222,6 +319,7 @@ int main(void)
             run_layout(p, devs, (int)i);
         run_padded(p, devs);
         run_large_decode(p, devs);
+        run_decode_shapes(p, devs);
         run_index64(p, devs);
         char tag[96];
         struct gpu_rig rig;
@@ -231,6 +329,15 @@ int main(void)
         gpu_cache_build(&c, &g);
         rig_init(&rig, tag, sizeof(tag), p, devs[g.layout], g.layout, cfg.name);
         gpu_check_threads(&rig, &c);
+        /* The copy roofline kvrt bench divides by. */
+        double bps = 0;
+        kvrt_plugin_error err = {""};
+        const int mrc = KVRT_PLUGIN_HAS(p, measure_copy) && p->measure_copy
+                            ? p->measure_copy(devs[g.layout], 8u << 20, &bps, &err)
+                            : KVRT_ERR_UNSUPPORTED;
+        if (!tap_ok(mrc == KVRT_OK && bps > 0, "measure_copy: 8 MiB device copies at %.2f GB/s",
+                    bps / 1e9))
+            tap_diag("  %d: %s", mrc, err.message);
     }
     for (int l = 0; l < KVRT_NUM_LAYOUTS; l++)
         if (devs[l])

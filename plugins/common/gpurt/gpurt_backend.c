@@ -1,3 +1,5 @@
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,31 +26,62 @@ const char *kvrt_gpurt_describe(gpurt_error rc, char *buf, size_t size)
 
 int kvrt_gpurt_fail(kvrt_plugin_error *err, int status, gpurt_error rc, const char *what)
 {
+    /* The runtime's last-error flag is per thread and, for HIP, shared with
+     * the host application: reported here, so cleared (a sticky device
+     * fault stays, as it must). */
+    (void)gpurtGetLastError();
     char text[256];
     return kvrt_gpu_fail(err, status, "%s failed: %s", what,
                          kvrt_gpurt_describe(rc, text, sizeof(text)));
 }
 
 #if defined(KVRT_GPURT_HIP)
-/* The device's architecture must be one this module was built for:
- * KVRT_HIP_ARCHS is the comma-separated hip_offload_arch option. */
+/*
+ * The device's architecture must be one this module was built for.
+ * KVRT_HIP_ARCHS is the comma-separated hip_offload_arch option; an entry is
+ * a base name with optional target features ("gfx90a", "gfx90a:xnack+").
+ * The device reports its base and features ("gfx90a:sramecc+:xnack-"): an
+ * entry matches when the bases are equal and each feature the entry names
+ * is among the device's.
+ */
+static int entry_matches(const char *entry, size_t n, const char *device)
+{
+    const size_t base = strcspn(device, ":");
+    const size_t ebase = strcspn(entry, ":");
+    if ((ebase < n ? ebase : n) != base || strncmp(entry, device, base) != 0)
+        return 0;
+    for (size_t i = ebase; i < n;) {
+        const size_t f = i + 1, len = strcspn(entry + f, ":,");
+        const size_t flen = f + len <= n ? len : n - f;
+        int found = 0;
+        for (const char *d = device + base; *d == ':' && !found;) {
+            const size_t dl = strcspn(d + 1, ":");
+            found = dl == flen && strncmp(d + 1, entry + f, flen) == 0;
+            d += 1 + dl;
+        }
+        if (!found)
+            return 0;
+        i = f + flen;
+    }
+    return 1;
+}
+
 static int arch_missing(const gpurtDeviceProp *prop, int ordinal, kvrt_plugin_error *why)
 {
     char arch[sizeof(prop->gcnArchName)];
     snprintf(arch, sizeof(arch), "%s", prop->gcnArchName);
-    arch[strcspn(arch, ":")] = '\0'; /* "gfx90a:sramecc+:xnack-" -> "gfx90a" */
     const char *list = KVRT_HIP_ARCHS;
-    const size_t len = strlen(arch);
     for (const char *p = list; *p;) {
         const size_t n = strcspn(p, ",");
-        if (n == len && strncmp(p, arch, n) == 0)
+        if (entry_matches(p, n, arch))
             return 0;
         p += n + (p[n] == ',');
     }
+    const size_t base = strcspn(arch, ":");
     return kvrt_gpu_fail(why, KVRT_ERR_NODEV,
                          "HIP device %d '%s' is %s, but kvrt-rocm was built for %s; rebuild "
-                         "with -Dhip_offload_arch=%s",
-                         ordinal, prop->name, arch, list, arch);
+                         "with -Dhip_offload_arch=%.*s",
+                         ordinal, prop->name, arch, list, (int)base, arch);
 }
 #else
 /* sm_90 code plus compute_75 PTX: anything from Turing on runs it. */
@@ -104,22 +137,87 @@ int kvrt_gpurt_select(int *ordinal, char *name, size_t name_size, kvrt_plugin_er
     return KVRT_OK;
 }
 
-int kvrt_gpurt_enter(int ordinal, struct kvrt_gpurt_scope *scope, kvrt_plugin_error *err)
+/*
+ * The thread's current context, to give back exactly what the caller had:
+ * a thread that never used the GPU has none, and "restoring" it with
+ * SetDevice(0) would create a context on GPU 0.  HIP has the calls; CUDA
+ * has them only in the driver API, which the runtime has already loaded
+ * (the module never links libcuda itself).
+ */
+#if defined(KVRT_GPURT_HIP)
+/* Deprecated in HIP, yet the only way to see that a thread has no context. */
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wdeprecated-declarations"
+static int ctx_get(void **ctx)
 {
-    scope->changed = 0;
-    if (gpurtGetDevice(&scope->previous) == gpurtSuccess && scope->previous == ordinal)
+    hipCtx_t c = NULL;
+    if (hipCtxGetCurrent(&c) != hipSuccess)
+        return -1;
+    *ctx = (void *)c;
+    return 0;
+}
+
+static void ctx_set(void *ctx)
+{
+    (void)hipCtxSetCurrent((hipCtx_t)ctx);
+}
+#pragma GCC diagnostic pop
+#else
+typedef int (*cu_ctx_get_fn)(void **ctx);
+typedef int (*cu_ctx_set_fn)(void *ctx);
+static cu_ctx_get_fn cu_ctx_get;
+static cu_ctx_set_fn cu_ctx_set;
+static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+
+static void cu_resolve(void)
+{
+    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!h)
+        return;
+    /* dlsym returns data pointers; POSIX guarantees the conversion. */
+    void *g = dlsym(h, "cuCtxGetCurrent"), *s = dlsym(h, "cuCtxSetCurrent");
+    if (g && s) {
+        memcpy(&cu_ctx_get, &g, sizeof(g));
+        memcpy(&cu_ctx_set, &s, sizeof(s));
+    }
+}
+
+static int ctx_get(void **ctx)
+{
+    pthread_once(&cu_once, cu_resolve);
+    return cu_ctx_get && cu_ctx_get(ctx) == 0 ? 0 : -1;
+}
+
+static void ctx_set(void *ctx)
+{
+    if (cu_ctx_set)
+        (void)cu_ctx_set(ctx);
+}
+#endif
+
+enum { SCOPE_KEPT = 0, SCOPE_DEVICE = 1, SCOPE_NO_CONTEXT = 2 };
+
+int kvrt_gpurt_enter(int ordinal, struct kvrt_gpu_scope *scope, kvrt_plugin_error *err)
+{
+    scope->changed = SCOPE_KEPT;
+    scope->context = NULL;
+    const int had_none = ctx_get(&scope->context) == 0 && scope->context == NULL;
+    if (!had_none && gpurtGetDevice(&scope->previous) == gpurtSuccess &&
+        scope->previous == ordinal)
         return KVRT_OK;
     gpurt_error rc = gpurtSetDevice(ordinal);
     if (rc != gpurtSuccess)
         return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("SetDevice"));
-    scope->changed = 1;
+    scope->changed = had_none ? SCOPE_NO_CONTEXT : SCOPE_DEVICE;
     return KVRT_OK;
 }
 
-void kvrt_gpurt_leave(const struct kvrt_gpurt_scope *scope)
+void kvrt_gpurt_leave(const struct kvrt_gpu_scope *scope)
 {
-    if (scope->changed)
-        gpurtSetDevice(scope->previous);
+    if (scope->changed == SCOPE_DEVICE)
+        (void)gpurtSetDevice(scope->previous);
+    else if (scope->changed == SCOPE_NO_CONTEXT)
+        ctx_set(NULL);
 }
 
 int kvrt_gpurt_scratch_alloc(void *ctx, uint64_t bytes, void **mem, kvrt_plugin_error *err)
@@ -158,7 +256,7 @@ static int rt_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const 
         return status;
     call->scratch[call->num_scratch++] = s;
     *arg = (struct kvrt_gpu_arg){&s->mem, sizeof(s->mem)};
-    if (bytes == 0)
+    if (bytes == 0 || !host)
         return KVRT_OK;
     gpurt_error rc = gpurtMemcpyAsync(s->mem, host, (size_t)bytes, gpurtMemcpyHostToDevice,
                                       gpurtStreamPerThread);
@@ -212,11 +310,18 @@ static int rt_finish(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int st
     return status;
 }
 
-const struct kvrt_gpu_backend kvrt_gpurt_backend = {
+static int rt_enter(kvrt_plugin_device *dev, struct kvrt_gpu_scope *scope, kvrt_plugin_error *err)
+{
+    return kvrt_gpurt_enter(dev->ordinal, scope, err);
+}
+
+const struct kvrt_gpu_backend kvrt_gpu_plugin_backend = {
     .api = GPURT_API_NAME,
     .limits = rt_limits,
     .buffer_arg = rt_buffer_arg,
     .upload = rt_upload,
     .launch = rt_launch,
     .finish = rt_finish,
+    .enter = rt_enter,
+    .leave = kvrt_gpurt_leave,
 };

@@ -28,7 +28,7 @@ struct kvrt_plugin_buffer {
     int ordinal; /* its device: buffer_free must not need the binding */
 };
 
-extern const struct kvrt_gpu_backend kvrt_gpurt_backend;
+extern const struct kvrt_gpu_backend kvrt_gpu_plugin_backend;
 
 /* "cudaErrorX (n): description" into buf. */
 const char *kvrt_gpurt_describe(gpurt_error rc, char *buf, size_t size);
@@ -42,12 +42,12 @@ int kvrt_gpurt_select(int *ordinal, char *name, size_t name_size, kvrt_plugin_er
 
 /* The calling thread's current device is the caller's state: every entry
  * point makes the bound device current and gives the previous one back. */
-struct kvrt_gpurt_scope {
-    int previous;
-    int changed;
-};
-int kvrt_gpurt_enter(int ordinal, struct kvrt_gpurt_scope *scope, kvrt_plugin_error *err);
-void kvrt_gpurt_leave(const struct kvrt_gpurt_scope *scope);
+int kvrt_gpurt_enter(int ordinal, struct kvrt_gpu_scope *scope, kvrt_plugin_error *err);
+void kvrt_gpurt_leave(const struct kvrt_gpu_scope *scope);
+
+/* The descriptor's measure_copy (gpurt_roofline.c). */
+int kvrt_gpurt_measure_copy(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second,
+                            kvrt_plugin_error *err);
 
 int kvrt_gpurt_scratch_alloc(void *ctx, uint64_t bytes, void **mem, kvrt_plugin_error *err);
 void kvrt_gpurt_scratch_free(void *ctx, void *mem);

@@ -1,7 +1,7 @@
 /*
  * kvrt-cuda / kvrt-rocm: descriptor, probe, bind and buffers.  Compiled once
- * per runtime (gpurt_api.h); the operations are the shared ones
- * (../host/gpu_ops.c) over kvrt_gpurt_backend.
+ * per runtime (gpurt_api.h); the operation entry points are the shared
+ * ones (../host/gpu_entry.c) over kvrt_gpu_plugin_backend (gpurt_backend.c).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -9,7 +9,7 @@
 
 #include "../host/gpu_error.h"
 #include "../host/gpu_layouts.h"
-#include "../host/gpu_ops.h"
+#include "../host/gpu_entry.h"
 #include "gpurt_backend.h"
 
 static int rt_probe(kvrt_plugin_error *why)
@@ -51,16 +51,20 @@ static int rt_buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, v
 
 static int query_limits(kvrt_plugin_device *dev, kvrt_plugin_error *err)
 {
-    int shared = 0, grid_x = 0;
+    int shared = 0, units = 0;
     gpurt_error rc = gpurtDeviceGetAttribute(&shared, gpurtAttrMaxSharedPerBlock, dev->ordinal);
     if (rc == gpurtSuccess)
-        rc = gpurtDeviceGetAttribute(&grid_x, gpurtAttrMaxGridX, dev->ordinal);
+        rc = gpurtDeviceGetAttribute(&units, gpurtAttrMultiProcessors, dev->ordinal);
     if (rc != gpurtSuccess)
         return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("DeviceGetAttribute"));
     dev->limits.move_local = 256;
     dev->limits.decode_local = 128;
-    dev->limits.max_groups = 65535; /* grid-stride past this */
-    dev->limits.max_decode_groups = (uint64_t)(grid_x > 0 ? grid_x : 65535);
+    dev->limits.decode_lanes = 0;
+    /* Every kernel loops grid-stride, so this cap only bounds the launch:
+     * within CUDA's grid y/z-free limit and, with 256 work-items, far
+     * below HIP's 2^32 - 1 work-items per launch. */
+    dev->limits.max_groups = 65535;
+    dev->limits.compute_units = (uint64_t)(units > 0 ? units : 1);
     dev->limits.shared_bytes = (uint64_t)(shared > 0 ? shared : 0);
     return KVRT_OK;
 }
@@ -74,7 +78,7 @@ static int rt_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device 
                              "out of host memory for a " GPURT_API_NAME " device");
     dev->layout = info->layout;
     kvrt_gpu_host_from_bind(info, &dev->host);
-    struct kvrt_gpurt_scope scope = {0, 0};
+    struct kvrt_gpu_scope scope = {0};
     int status = kvrt_gpurt_select(&dev->ordinal, dev->name, sizeof(dev->name), err);
     if (status == KVRT_OK)
         status = kvrt_gpurt_enter(dev->ordinal, &scope, err);
@@ -96,7 +100,7 @@ static void rt_unbind(kvrt_plugin_device *dev)
 {
     if (!dev)
         return;
-    struct kvrt_gpurt_scope scope;
+    struct kvrt_gpu_scope scope = {0};
     const int entered = kvrt_gpurt_enter(dev->ordinal, &scope, NULL) == KVRT_OK;
     kvrt_scratch_pool_destroy(&dev->scratch);
     if (entered)
@@ -130,7 +134,7 @@ static void rt_buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
     (void)dev;
     if (!buf)
         return;
-    struct kvrt_gpurt_scope scope;
+    struct kvrt_gpu_scope scope = {0};
     const int entered = kvrt_gpurt_enter(buf->ordinal, &scope, NULL) == KVRT_OK;
     gpurtFree(buf->ptr);
     if (entered)
@@ -182,64 +186,14 @@ static int buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uin
     return sync_stream(GPURT_FN("MemcpyAsync") " to host", err);
 }
 
-/* The operations: the shared code over the runtime backend. */
-static int op_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                    kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                    const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
-                    kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_write(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, num_tokens, slots,
-                          k, k_offset, v, v_offset, err);
-}
-
-static int op_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                   kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                   const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
-                   kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_read(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, num_tokens, slots, k,
-                         k_offset, v, v_offset, err);
-}
-
-static int op_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                          kvrt_plugin_buffer *cache_buf, uint64_t num_pairs, const int64_t *pairs,
-                          kvrt_plugin_error *err)
-{
-    return kvrt_gpu_copy_blocks(&kvrt_gpurt_backend, dev, cache, cache_buf, num_pairs, pairs,
-                                err);
-}
-
-static int op_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                     kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
-                     kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_gather(&kvrt_gpurt_backend, dev, cache, cache_buf, num_blocks, block_ids,
-                           staging, staging_offset, err);
-}
-
-static int op_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                      kvrt_plugin_buffer *cache_buf, uint64_t num_blocks,
-                      const int64_t *block_ids, kvrt_plugin_buffer *staging,
-                      uint64_t staging_offset, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_scatter(&kvrt_gpurt_backend, dev, cache, cache_buf, num_blocks, block_ids,
-                            staging, staging_offset, err);
-}
-
-static int op_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                     kvrt_plugin_buffer *cache_buf, uint32_t layer,
-                     const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err)
-{
-    return kvrt_gpu_decode(&kvrt_gpurt_backend, dev, cache, cache_buf, layer, args, err);
-}
-
 /*
- * Entry points: the bound device current for the call, the caller's device
- * back afterwards.  WITH_DEVICE(dev, err, call) evaluates to call's status.
+ * Buffer entry points: the buffer's device current for the call, the
+ * caller's device back afterwards.  WITH_DEVICE(ordinal, err, call) returns
+ * call's status.
  */
 #define WITH_DEVICE(ordinal, err, call)                                        \
     do {                                                                       \
-        struct kvrt_gpurt_scope scope_;                                        \
+        struct kvrt_gpu_scope scope_ = {0};                                        \
         int status_ = kvrt_gpurt_enter((ordinal), &scope_, (err));             \
         if (status_ == KVRT_OK) {                                              \
             status_ = (call);                                                  \
@@ -272,61 +226,8 @@ static int rt_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, 
     WITH_DEVICE(buf->ordinal, err, buffer_download(dev, buf, offset, dst, bytes, err));
 }
 
-static int rt_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                    kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                    const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
-                    kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err,
-                op_write(dev, cache, cache_buf, layer, num_tokens, slots, k, k_offset, v,
-                         v_offset, err));
-}
-
-static int rt_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                   kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                   const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
-                   kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err,
-                op_read(dev, cache, cache_buf, layer, num_tokens, slots, k, k_offset, v,
-                        v_offset, err));
-}
-
-static int rt_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                          kvrt_plugin_buffer *cache_buf, uint64_t num_pairs, const int64_t *pairs,
-                          kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err, op_copy_blocks(dev, cache, cache_buf, num_pairs, pairs, err));
-}
-
-static int rt_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                     kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
-                     kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err,
-                op_gather(dev, cache, cache_buf, num_blocks, block_ids, staging, staging_offset,
-                          err));
-}
-
-static int rt_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                      kvrt_plugin_buffer *cache_buf, uint64_t num_blocks,
-                      const int64_t *block_ids, kvrt_plugin_buffer *staging,
-                      uint64_t staging_offset, kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err,
-                op_scatter(dev, cache, cache_buf, num_blocks, block_ids, staging, staging_offset,
-                           err));
-}
-
-static int rt_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                     kvrt_plugin_buffer *cache_buf, uint32_t layer,
-                     const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err)
-{
-    WITH_DEVICE(dev->ordinal, err, op_decode(dev, cache, cache_buf, layer, args, err));
-}
-
 #if defined(KVRT_GPURT_HIP)
-#define DESCRIPTION "ROCm/HIP backend (built for " KVRT_HIP_ARCHS "); device from " GPURT_DEVICE_ENV
+#define DESCRIPTION "ROCm/HIP backend (" KVRT_HIP_BUILD_NOTE "); device from " GPURT_DEVICE_ENV
 #else
 #define DESCRIPTION "CUDA backend (sm_90 code, compute_75 PTX); device from " GPURT_DEVICE_ENV
 #endif
@@ -351,15 +252,11 @@ static const struct kvrt_plugin_descriptor descriptor = {
     .buffer_zero = rt_buffer_zero,
     .buffer_upload = rt_buffer_upload,
     .buffer_download = rt_buffer_download,
-    .write = rt_write,
-    .read = rt_read,
-    .copy_blocks = rt_copy_blocks,
-    .gather = rt_gather,
-    .scatter = rt_scatter,
-    .decode = rt_decode,
+    KVRT_GPU_ENTRY_OPS,
     .decode_dtypes = KVRT_GPU_DECODE_DTYPES,
     .describe = rt_describe,
     .buffer_address = rt_buffer_address,
+    .measure_copy = kvrt_gpurt_measure_copy,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(descriptor)

@@ -27,9 +27,10 @@ struct kvrt_gpu_arg {
 
 struct kvrt_gpu_limits {
     uint32_t move_local;   /* work-items per group of byte movers: a power of two */
-    uint32_t decode_local; /* work-items per group of decode */
+    uint32_t decode_local; /* work-items per group of decode: a power of two */
+    uint32_t decode_lanes; /* lanes per token in decode; 0: from the row */
     uint64_t max_groups;   /* for grid-stride kernels */
-    uint64_t max_decode_groups;
+    uint64_t compute_units; /* work-groups the device runs at once, roughly */
     uint64_t shared_bytes; /* dynamic local memory one group may use */
 };
 
@@ -42,12 +43,21 @@ struct kvrt_gpu_call {
     void *pending; /* backend's own: e.g. the call's last OpenCL event */
 };
 
+/* What an enter hook saves for its leave hook (the caller's device or
+ * context), on the entry point's stack. */
+struct kvrt_gpu_scope {
+    int previous;
+    int changed;
+    void *context;
+};
+
 struct kvrt_gpu_backend {
     const char *api; /* "OpenCL", "CUDA", "HIP": for messages */
     const struct kvrt_gpu_limits *(*limits)(kvrt_plugin_device *dev);
     struct kvrt_gpu_arg (*buffer_arg)(kvrt_plugin_buffer *buf);
     /* Copy host bytes into fresh scratch (possibly asynchronously: finish
-     * waits); the scratch is recorded in call and *arg refers to it. */
+     * waits); the scratch is recorded in call and *arg refers to it.  With
+     * host NULL the scratch is only reserved (kernels write it). */
     int (*upload)(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const void *host,
                   uint64_t bytes, struct kvrt_gpu_arg *arg, kvrt_plugin_error *err);
     /* Launch kernel (enum kvrt_gpu_kernel) on groups x local work-items. */
@@ -58,6 +68,11 @@ struct kvrt_gpu_backend {
      * failure unless `status` already is one. */
     int (*finish)(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int status,
                   kvrt_plugin_error *err);
+    /* Optional (NULL: nothing to do), around every operation entry point
+     * (gpu_entry.c): make dev usable on the calling thread, then give the
+     * thread's previous state back.  leave runs only after enter succeeded. */
+    int (*enter)(kvrt_plugin_device *dev, struct kvrt_gpu_scope *scope, kvrt_plugin_error *err);
+    void (*leave)(const struct kvrt_gpu_scope *scope);
 };
 
 #endif

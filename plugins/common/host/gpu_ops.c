@@ -57,7 +57,7 @@ static int tokens(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev, ui
         const uint32_t per_group = lim->move_local >> lane_shift;
         rc = be->launch(dev, &call, kvrt_gpu_tokens_kernel(unit, idx32), args,
                         sizeof(args) / sizeof(args[0]),
-                        kvrt_plan_groups(rows, per_group, lim->max_groups), lim->move_local, 0,
+                        kvrt_plan_groups(rows, per_group, kvrt_plan_max_groups(lim->max_groups)), lim->move_local, 0,
                         err);
     }
     return be->finish(dev, &call, rc, err);
@@ -133,7 +133,7 @@ static int pages(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
     const uint32_t per_group = lim->move_local >> lane_shift;
     return be->launch(dev, call, kvrt_gpu_pages_kernel(unit, idx32), args,
                       sizeof(args) / sizeof(args[0]),
-                      kvrt_plan_groups(rows, per_group, lim->max_groups), lim->move_local, 0,
+                      kvrt_plan_groups(rows, per_group, kvrt_plan_max_groups(lim->max_groups)), lim->move_local, 0,
                       err);
 }
 
@@ -232,8 +232,7 @@ int kvrt_gpu_decode(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
 {
     const struct kvrt_plugin_layer *l = &cache->layers[layer];
     char name[16];
-    const int kernel = kvrt_gpu_decode_kernel(l->dtype);
-    if (kernel < 0)
+    if (kvrt_gpu_decode_kernel(l->dtype, 0) < 0)
         return kvrt_gpu_fail(err, KVRT_ERR_UNSUPPORTED,
                              "%s decode: layer %u is %s; decode computes on fp32, fp16, bf16, "
                              "fp8_e4m3 and fp8_e5m2 (int8/uint8 carry no scale to compute "
@@ -262,52 +261,86 @@ int kvrt_gpu_decode(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev,
         return KVRT_OK; /* no output element */
 
     const struct kvrt_gpu_limits *lim = be->limits(dev);
-    uint32_t local = lim->decode_local;
-    uint64_t shared = kvrt_plan_decode_shared(local, l->head_size, l->head_size_v);
-    while (shared > lim->shared_bytes && local > 32) {
-        local /= 2;
-        shared = kvrt_plan_decode_shared(local, l->head_size, l->head_size_v);
-    }
-    if (shared > lim->shared_bytes)
+    uint64_t max_len = 0;
+    for (uint32_t s = 0; s < a->num_seqs; s++)
+        if ((uint64_t)a->seq_lens[s] > max_len)
+            max_len = (uint64_t)a->seq_lens[s];
+    /* Vector loads when every K/V unit is aligned to them. */
+    const uint64_t vbytes = es == 1 ? 8 : 16;
+    const uint64_t vec_aligned[] = {l->offset, l->stride_block, l->stride_head, l->stride_state,
+                                    l->head_size * es, l->head_size_v * es};
+    int vec = 1;
+    for (unsigned i = 0; i < sizeof(vec_aligned) / sizeof(vec_aligned[0]); i++)
+        vec &= vec_aligned[i] % vbytes == 0;
+    const struct kvrt_decode_shape shape = {a->num_seqs, a->num_q_heads, l->head_slots,
+                                            l->head_size, l->head_size_v, es, max_len, vec};
+    const struct kvrt_decode_device ddev = {lim->decode_local, lim->decode_lanes,
+                                            lim->compute_units,
+                                            kvrt_plan_shared_bytes(lim->shared_bytes),
+                                            kvrt_plan_max_groups(lim->max_groups)};
+    struct kvrt_decode_plan plan;
+    if (kvrt_plan_decode(&shape, &ddev, &plan) != 0)
         return kvrt_gpu_fail(err, KVRT_ERR_UNSUPPORTED,
-                             "%s decode: head sizes D=%llu, Dv=%llu need %llu bytes of local "
-                             "memory per work-group; the device offers %llu",
+                             "%s decode: head sizes D=%llu, Dv=%llu with %llu query heads per "
+                             "work-group need %llu bytes of local memory even with 32 "
+                             "work-items and 8-token tiles; the device offers %llu",
                              be->api, (unsigned long long)l->head_size,
-                             (unsigned long long)l->head_size_v, (unsigned long long)shared,
-                             (unsigned long long)lim->shared_bytes);
-    const uint64_t groups = (uint64_t)a->num_seqs * a->num_q_heads;
-    if (groups > lim->max_decode_groups)
-        return kvrt_gpu_fail(err, KVRT_ERR_UNSUPPORTED,
-                             "%s decode: %u sequences x %u query heads = %llu work-groups; the "
-                             "device launches at most %llu",
-                             be->api, a->num_seqs, a->num_q_heads, (unsigned long long)groups,
-                             (unsigned long long)lim->max_decode_groups);
+                             (unsigned long long)l->head_size_v,
+                             (unsigned long long)plan.q_chunk, (unsigned long long)plan.shared,
+                             (unsigned long long)ddev.shared_bytes);
 
     uint64_t q_offset = a->q_offset, out_offset = a->out_offset;
     uint64_t q_heads = a->num_q_heads, group = a->num_q_heads / l->head_slots;
+    uint64_t kv_heads = l->head_slots, q_chunk = plan.q_chunk, chunks = plan.chunks;
     uint64_t d = l->head_size, dv = l->head_size_v, max_blocks = a->max_blocks_per_seq;
     uint64_t block_size = cache->block_size, view_tokens = l->view_block_tokens;
     uint64_t offset = l->offset, sb = l->stride_block, sh = l->stride_head, ss = l->stride_state;
+    uint64_t part_tokens = plan.part_tokens, parts = plan.parts, tile = plan.tile;
+    uint64_t lane_shift = plan.lane_shift, work = plan.work;
     float scale = a->scale;
 
     struct kvrt_gpu_call call = {0};
-    struct kvrt_gpu_arg tables, lens;
+    struct kvrt_gpu_arg tables, lens, partials;
     int rc = be->upload(dev, &call, a->block_tables,
                         (uint64_t)a->num_seqs * a->max_blocks_per_seq * sizeof(int32_t), &tables,
                         err);
     if (rc == KVRT_OK)
         rc = be->upload(dev, &call, a->seq_lens, (uint64_t)a->num_seqs * sizeof(int32_t), &lens,
                         err);
+    /* Partials of every partition: (m, l, acc[Dv]) fp32 per (seq, query head). */
+    const uint64_t part_bytes =
+        plan.parts > 1 ? (uint64_t)a->num_seqs * q_heads * plan.parts * (dv + 2) * 4 : 0;
+    if (rc == KVRT_OK && part_bytes)
+        rc = be->upload(dev, &call, NULL, part_bytes, &partials, err);
+    const struct kvrt_gpu_arg out_arg = be->buffer_arg(a->out);
     if (rc == KVRT_OK) {
         const struct kvrt_gpu_arg args[] = {
-            be->buffer_arg(cache_buf), be->buffer_arg(a->q), be->buffer_arg(a->out),
-            tables,          lens,          ARG(q_offset), ARG(out_offset),
-            ARG(q_heads),    ARG(group),    ARG(d),        ARG(dv),
-            ARG(max_blocks), ARG(block_size), ARG(view_tokens), ARG(offset),
-            ARG(sb),         ARG(sh),       ARG(ss),       ARG(scale),
+            be->buffer_arg(cache_buf), be->buffer_arg(a->q), out_arg,
+            part_bytes ? partials : out_arg, tables, lens,
+            ARG(q_offset),   ARG(out_offset),  ARG(q_heads),    ARG(group),
+            ARG(kv_heads),   ARG(q_chunk),     ARG(chunks),     ARG(d),
+            ARG(dv),         ARG(max_blocks),  ARG(block_size), ARG(view_tokens),
+            ARG(offset),     ARG(sb),          ARG(sh),         ARG(ss),
+            ARG(part_tokens), ARG(parts),      ARG(tile),       ARG(lane_shift),
+            ARG(work),       ARG(scale),
         };
-        rc = be->launch(dev, &call, kernel, args, sizeof(args) / sizeof(args[0]), groups, local,
-                        shared, err);
+        rc = be->launch(dev, &call, kvrt_gpu_decode_kernel(l->dtype, vec), args,
+                        sizeof(args) / sizeof(args[0]), plan.groups, plan.local, plan.shared,
+                        err);
+    }
+    if (rc == KVRT_OK && part_bytes) {
+        uint64_t rwork = (uint64_t)a->num_seqs * q_heads;
+        const struct kvrt_gpu_arg args[] = {
+            out_arg, partials, lens, ARG(out_offset), ARG(q_heads), ARG(dv),
+            ARG(part_tokens), ARG(parts), ARG(rwork),
+        };
+        /* Work-items over the output row: a warp-multiple covering Dv. */
+        uint32_t rlocal = 32;
+        while (rlocal < dv && rlocal < lim->decode_local)
+            rlocal <<= 1;
+        rc = be->launch(dev, &call, kvrt_gpu_reduce_kernel(l->dtype), args,
+                        sizeof(args) / sizeof(args[0]),
+                        rwork < ddev.max_groups ? rwork : ddev.max_groups, rlocal, 0, err);
     }
     return be->finish(dev, &call, rc, err);
 }

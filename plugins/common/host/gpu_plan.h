@@ -38,7 +38,54 @@ size_t kvrt_plan_wave(const int64_t *src, const int64_t *dst, size_t stride, siz
  * of two covering the row, at most `local` (itself a power of two). */
 uint32_t kvrt_plan_lane_shift(uint64_t units, uint32_t local);
 
-/* Dynamic local memory of the decode kernel for `local` work-items. */
-uint64_t kvrt_plan_decode_shared(uint32_t local, uint64_t d, uint64_t dv);
+/* The device's group cap, lowered by KVRT_GPU_MAX_GROUPS=<n> in the
+ * environment (a test knob that sends small launches down the grid-stride
+ * path). */
+uint64_t kvrt_plan_max_groups(uint64_t device_max);
+/* The device's local memory per work-group, lowered by
+ * KVRT_GPU_SHARED_BYTES=<n> (a test knob: a GPU's 48 KiB on PoCL's 512). */
+uint64_t kvrt_plan_shared_bytes(uint64_t device_bytes);
+
+/* Dynamic local memory of the decode kernel. */
+uint64_t kvrt_plan_decode_shared(uint32_t local, uint64_t q_chunk, uint64_t tile, uint64_t d,
+                                 uint64_t dv);
+
+/* One decode call, as the planner sees it. */
+struct kvrt_decode_shape {
+    uint64_t seqs, q_heads, kv_heads, d, dv, elem;
+    uint64_t max_len; /* longest sequence */
+    int vec;          /* every K/V unit is aligned for vector loads */
+};
+
+/* What the device offers decode. */
+struct kvrt_decode_device {
+    uint32_t local;         /* preferred work-group size (a power of two) */
+    uint32_t lanes;         /* lanes per token; 0: from the row length */
+    uint64_t compute_units; /* work-groups that run at once, roughly */
+    uint64_t shared_bytes;  /* local memory one work-group may use */
+    uint64_t max_groups;
+};
+
+struct kvrt_decode_plan {
+    uint32_t local, lane_shift;
+    uint64_t q_chunk, chunks;     /* query heads per work-group, chunks per KV head */
+    uint64_t tile;                /* tokens per tile (local memory) */
+    uint64_t part_tokens, parts;  /* context partitions */
+    uint64_t work, groups;        /* work items (grid-stride) and work-groups */
+    uint64_t shared;
+};
+
+/*
+ * Choose the decode launch (docs/kernels.md gives the reasons): chunks of at
+ * most KVRT_DECODE_MAX_G query heads, lanes covering a K row in vector units
+ * (at most 32), one partition per sequence when (seqs x KV heads x chunks)
+ * already fills twice the compute units, else partitions of >= 256 tokens
+ * until it does; tiles of 256 tokens, halved (then the work-group) until the
+ * local memory fits.  Test knobs: KVRT_GPU_DECODE_LANES=<pow2>,
+ * KVRT_GPU_DECODE_PARTITION=<tokens>.  Returns 0, or -1 when even 32
+ * work-items and 8-token tiles do not fit (p->shared says how much).
+ */
+int kvrt_plan_decode(const struct kvrt_decode_shape *sh, const struct kvrt_decode_device *dev,
+                     struct kvrt_decode_plan *p);
 
 #endif

@@ -3,9 +3,16 @@
 #include "gpu_error.h"
 #include "scratch_pool.h"
 
-/* Idle entries kept for reuse; more than this are freed on release. */
-#define KVRT_SCRATCH_KEEP 8
-/* Small requests are rounded up so one entry serves many call sizes. */
+/*
+ * Device allocation and release (cudaMalloc/cudaFree, clCreateBuffer) are
+ * slow and cudaFree synchronises the whole device, so they must stay out of
+ * the steady state: capacities are powers of two (a growing size settles
+ * after a few calls), a request takes the smallest idle entry that fits,
+ * and up to KVRT_SCRATCH_KEEP idle entries are kept (each call holds at
+ * most KVRT_GPU_CALL_MAX_SCRATCH, so eight concurrent calls never free).
+ * Past that, the smallest entry is the one freed.
+ */
+#define KVRT_SCRATCH_KEEP 32
 #define KVRT_SCRATCH_MIN 4096u
 
 void kvrt_scratch_pool_init(struct kvrt_scratch_pool *pool, void *ctx,
@@ -38,24 +45,30 @@ int kvrt_scratch_acquire(struct kvrt_scratch_pool *pool, uint64_t bytes,
                          struct kvrt_scratch **out, kvrt_plugin_error *err)
 {
     pthread_mutex_lock(&pool->lock);
-    struct kvrt_scratch **link = &pool->free_list;
-    for (; *link; link = &(*link)->next) {
-        if ((*link)->capacity >= bytes) {
-            struct kvrt_scratch *s = *link;
-            *link = s->next;
-            pool->num_free--;
-            pthread_mutex_unlock(&pool->lock);
-            s->next = NULL;
-            *out = s;
-            return KVRT_OK;
-        }
+    struct kvrt_scratch **best = NULL;
+    for (struct kvrt_scratch **link = &pool->free_list; *link; link = &(*link)->next)
+        if ((*link)->capacity >= bytes && (!best || (*link)->capacity < (*best)->capacity))
+            best = link;
+    if (best) {
+        struct kvrt_scratch *s = *best;
+        *best = s->next;
+        pool->num_free--;
+        pthread_mutex_unlock(&pool->lock);
+        s->next = NULL;
+        *out = s;
+        return KVRT_OK;
     }
     pthread_mutex_unlock(&pool->lock);
 
+    uint64_t capacity = KVRT_SCRATCH_MIN;
+    while (capacity < bytes && capacity <= UINT64_MAX / 2)
+        capacity *= 2;
+    if (capacity < bytes)
+        capacity = bytes;
     struct kvrt_scratch *s = calloc(1, sizeof(*s));
     if (!s)
         return kvrt_gpu_fail(err, KVRT_ERR_NOMEM, "out of host memory for a scratch entry");
-    s->capacity = bytes < KVRT_SCRATCH_MIN ? KVRT_SCRATCH_MIN : bytes;
+    s->capacity = capacity;
     int rc = pool->alloc(pool->ctx, s->capacity, &s->mem, err);
     if (rc != KVRT_OK) {
         free(s);
@@ -68,11 +81,18 @@ int kvrt_scratch_acquire(struct kvrt_scratch_pool *pool, uint64_t bytes,
 void kvrt_scratch_release(struct kvrt_scratch_pool *pool, struct kvrt_scratch *s)
 {
     pthread_mutex_lock(&pool->lock);
-    if (pool->num_free < KVRT_SCRATCH_KEEP) {
-        s->next = pool->free_list;
-        pool->free_list = s;
-        pool->num_free++;
-        s = NULL;
+    s->next = pool->free_list;
+    pool->free_list = s;
+    pool->num_free++;
+    s = NULL;
+    if (pool->num_free > KVRT_SCRATCH_KEEP) {
+        struct kvrt_scratch **smallest = &pool->free_list;
+        for (struct kvrt_scratch **link = &pool->free_list; *link; link = &(*link)->next)
+            if ((*link)->capacity < (*smallest)->capacity)
+                smallest = link;
+        s = *smallest;
+        *smallest = s->next;
+        pool->num_free--;
     }
     pthread_mutex_unlock(&pool->lock);
     if (s) {

@@ -33,6 +33,15 @@ typedef uint4 kvrt_u128;
 #define KVRT_SHARED_PARAM
 #define KVRT_SHARED_DECL extern __shared__ kvrt_u64 kvrt_shared[];
 
+/* Butterfly exchange inside a warp/wavefront; lane groups never exceed
+ * 32 work-items, and every lane of a warp reaches each exchange. */
+#define KVRT_HAS_SHUFFLE 1
+#if defined(__HIP__) || defined(__HIPCC__)
+#define KVRT_SHFL_XOR(v, m) __shfl_xor((v), (int)(m))
+#else
+#define KVRT_SHFL_XOR(v, m) __shfl_xor_sync(0xffffffffu, (v), (int)(m))
+#endif
+
 #define KVRT_AS_FLOAT(u) __uint_as_float(u)
 #define KVRT_AS_UINT(f) __float_as_uint(f)
 #define KVRT_EXPF(x) expf(x)

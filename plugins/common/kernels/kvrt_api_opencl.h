@@ -31,6 +31,10 @@ typedef uint4 kvrt_u128;
 #define KVRT_SHARED_PARAM , __local kvrt_u64 *kvrt_shared
 #define KVRT_SHARED_DECL
 
+/* OpenCL 1.2 has no sub-group functions: reductions across lanes go
+ * through local memory. */
+#define KVRT_HAS_SHUFFLE 0
+
 #define KVRT_AS_FLOAT(u) as_float(u)
 #define KVRT_AS_UINT(f) as_uint(f)
 #define KVRT_EXPF(x) exp(x)

@@ -43,11 +43,10 @@ KVRT_FN kvrt_u16 kvrt_f32_to_bf16(float f)
     return (kvrt_u16)(u >> 16);
 }
 
-/* E5M2 is the upper byte of an fp16; widened with integer operations (the
- * subnormal product is exact: mant * 2^-24 is a normal float). */
-KVRT_FN float kvrt_e5m2_to_f32(kvrt_u8 b)
+/* IEEE half bits widened with integer operations (the subnormal product is
+ * exact: mant * 2^-24 is a normal float), so vector loads need no half type. */
+KVRT_FN float kvrt_f16_bits_to_f32(kvrt_u32 h)
 {
-    const kvrt_u32 h = (kvrt_u32)b << 8;
     const kvrt_u32 sign = (h & 0x8000u) << 16;
     const kvrt_u32 exp = h & 0x7c00u;
     const kvrt_u32 mant = h & 0x03ffu;
@@ -59,6 +58,12 @@ KVRT_FN float kvrt_e5m2_to_f32(kvrt_u8 b)
     else
         mag = ((h & 0x7fffu) << 13) + (112u << 23);
     return KVRT_AS_FLOAT(sign | mag);
+}
+
+/* E5M2 is the upper byte of an fp16. */
+KVRT_FN float kvrt_e5m2_to_f32(kvrt_u8 b)
+{
+    return kvrt_f16_bits_to_f32((kvrt_u32)b << 8);
 }
 
 KVRT_FN float kvrt_e4m3_to_f32(kvrt_u8 b)

@@ -13,7 +13,8 @@
 
 #define KVRT_TABLE_TOKENS(suffix, unit, idx32) (const void *)kvrt_tokens_##suffix,
 #define KVRT_TABLE_PAGES(suffix, unit, idx32) (const void *)kvrt_pages_##suffix,
-#define KVRT_TABLE_DECODE(suffix, dt) (const void *)kvrt_decode_##suffix,
+#define KVRT_TABLE_DECODE(suffix, dt, vec) (const void *)kvrt_decode_##suffix,
+#define KVRT_TABLE_REDUCE(suffix, dt) (const void *)kvrt_decode_reduce_##suffix,
 
 extern "C" {
 extern const void *const kvrt_gpu_kernel_table[];
@@ -21,5 +22,6 @@ const void *const kvrt_gpu_kernel_table[] = {
     KVRT_MOVE_VARIANTS(KVRT_TABLE_TOKENS)
     KVRT_MOVE_VARIANTS(KVRT_TABLE_PAGES)
     KVRT_DECODE_VARIANTS(KVRT_TABLE_DECODE)
+    KVRT_REDUCE_VARIANTS(KVRT_TABLE_REDUCE)
 };
 }

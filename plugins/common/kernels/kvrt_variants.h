@@ -22,10 +22,24 @@
 #define KVRT_DT_E4M3 3
 #define KVRT_DT_E5M2 4
 
-/* X(suffix, element type) */
+/* X(suffix, element type, vector loads): vector variants read K/V rows in
+ * 16-byte units (8 bytes for fp8) and need every cell offset and row length
+ * aligned to them; the others read element by element. */
 #define KVRT_DECODE_VARIANTS(X)                                                \
+    X(f32, KVRT_DT_F32, 0) X(f16, KVRT_DT_F16, 0) X(bf16, KVRT_DT_BF16, 0)     \
+    X(e4m3, KVRT_DT_E4M3, 0) X(e5m2, KVRT_DT_E5M2, 0)                          \
+    X(f32_v, KVRT_DT_F32, 1) X(f16_v, KVRT_DT_F16, 1)                          \
+    X(bf16_v, KVRT_DT_BF16, 1) X(e4m3_v, KVRT_DT_E4M3, 1)                      \
+    X(e5m2_v, KVRT_DT_E5M2, 1)
+
+/* X(suffix, element type): the partition reduction of decode. */
+#define KVRT_REDUCE_VARIANTS(X)                                                \
     X(f32, KVRT_DT_F32) X(f16, KVRT_DT_F16) X(bf16, KVRT_DT_BF16)              \
     X(e4m3, KVRT_DT_E4M3) X(e5m2, KVRT_DT_E5M2)
+
+/* Query heads one decode work-group serves at most (its register
+ * accumulators are sized by it); larger groups are split into chunks. */
+#define KVRT_DECODE_MAX_G 8
 
 /* Modes of the pages kernel. */
 #define KVRT_PAGES_COPY 0    /* cache block -> cache block */

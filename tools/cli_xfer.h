@@ -1,0 +1,100 @@
+/*
+ * kvrt xfer serve / send: what the two sides share — the cache set-up, the
+ * deterministic pattern, the expected state, and the notification record.
+ */
+#ifndef KVRT_TOOLS_CLI_XFER_H
+#define KVRT_TOOLS_CLI_XFER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <kvrt/placement.h>
+#include <kvrt/runtime.h>
+#include <kvrt/xfer.h>
+
+#include "cli_model.h"
+
+/* Option ids shared by both subcommands (below CLI_MODEL_OPT_FIRST). */
+enum xfer_opt {
+    XO_JSON, XO_BACKEND, XO_LAYOUT, XO_SEED, XO_HEAD_OFFSET, XO_TIMEOUT, XO_STAGING,
+    XO_LISTEN, XO_PORT_FILE, XO_SESSIONS,
+    XO_CONNECT, XO_IDS, XO_REMOTE_IDS, XO_LAYER_RANGE, XO_HEADS, XO_PULL, XO_METHOD, XO_REPEAT,
+    XO_PEER_SEED, XO_PEER_HEAD_OFFSET,
+};
+
+#define XFER_COMMON_ROWS                                   \
+    {"--json", false, false, XO_JSON},                     \
+    {"--backend", true, false, XO_BACKEND},                \
+    {"--layout", true, false, XO_LAYOUT},                  \
+    {"--seed", true, false, XO_SEED},                      \
+    {"--head-offset", true, false, XO_HEAD_OFFSET},        \
+    {"--timeout", true, false, XO_TIMEOUT},                \
+    {"--staging-bytes", true, false, XO_STAGING},          \
+    CLI_MODEL_OPTION_ROWS
+
+struct xfer_side {
+    const char *command;      /* "xfer serve" */
+    bool json;
+    const char *backend_name, *layout_name;
+    uint64_t seed, head_offset;
+    double timeout;
+    uint64_t staging_bytes;
+    struct cli_model_flags flags;
+
+    struct kvrt_model *model;
+    kvrt_runtime *rt;
+    kvrt_backend *backend;
+    enum kvrt_layout layout;
+    kvrt_placement *placement;
+    kvrt_cache *cache;
+    uint64_t num_blocks, num_layers, staging_per_block;
+    uint64_t *layer_offset;   /* staging offset of each layer in a block */
+    uint64_t *layer_heads, *layer_states, *layer_content;
+    uint8_t *expected;        /* staging bytes of every block, as they should be */
+    kvrt_xfer_agent *agent;
+};
+
+/* Apply a shared option; true when `id` was one (then *ok tells validity). */
+bool xfer_side_option(struct xfer_side *s, int id, const char *value, bool *ok);
+
+/* Model, backend, layout, placement, cache, pattern fill and agent. */
+int xfer_side_set_up(struct xfer_side *s);
+void xfer_side_free(struct xfer_side *s);
+
+/* Compare every block with `expected`; returns mismatching bytes (0 = ok)
+ * and the first mismatch's place in *where; UINT64_MAX on a backend error. */
+uint64_t xfer_side_verify(struct xfer_side *s, char *where, size_t size);
+
+/* One completed transfer as the notification carries it. */
+struct xfer_record {
+    int64_t *src_ids, *dst_ids;
+    uint64_t num_blocks;
+    uint64_t layer_start, num_layers;
+    uint64_t src_head_start, dst_head_start, num_heads; /* num_heads 0: all */
+    uint64_t seed, head_offset;                          /* the source's pattern */
+    uint64_t index;
+    bool last;
+    bool pull;                                           /* the peer read: nothing written here */
+};
+
+char *xfer_record_json(const struct xfer_record *r);
+/* Parse a notification; false (error printed) when malformed. */
+bool xfer_record_parse(const char *text, struct xfer_record *r, const char *command);
+void xfer_record_free(struct xfer_record *r);
+
+/* Write the source's pattern into `expected` where the record says. */
+void xfer_side_apply(struct xfer_side *s, const struct xfer_record *r);
+
+/* "ADDR:PORT" (ADDR optional: 127.0.0.1). */
+bool xfer_parse_endpoint(const char *option, const char *text, char *addr, size_t size, uint16_t *port);
+/* "0-7,12,9": ids in order (free with free()). */
+bool xfer_parse_ids(const char *option, const char *text, int64_t **ids, uint64_t *n);
+
+extern const char xfer_common_help[];
+
+int cli_xfer_serve(int argc, char **argv);
+int cli_xfer_send(int argc, char **argv);
+void cli_xfer_serve_help(FILE *out, bool common);
+void cli_xfer_send_help(FILE *out, bool common);
+
+#endif

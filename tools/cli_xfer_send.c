@@ -1,0 +1,318 @@
+/* kvrt xfer send: connect, move blocks (push or pull), report the plan. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli_xfer.h"
+
+void cli_xfer_send_help(FILE *out, bool common)
+{
+    fprintf(out,
+            "kvrt xfer send --connect ADDR:PORT [--ids LIST] [--remote-ids LIST]\n"
+            "               [--layer-range A-B] [--heads LOCAL:REMOTE:COUNT] [--pull]\n"
+            "               [--method auto|regions|direct|staging] [--repeat N]\n"
+            "               [--backend NAME] [--layout NAME] (--model FILE | --layers L ...)\n"
+            "               [--blocks B] [--seed N] [--peer-seed N] [--timeout S] [--json]\n"
+            "  Fill a cache with the pattern of --seed (default 1), connect (metadata is\n"
+            "  exchanged and checked on both sides first), and move the blocks --ids of\n"
+            "  this cache to the blocks --remote-ids of the peer (push), or the reverse\n"
+            "  with --pull (then this side verifies against the peer's pattern,\n"
+            "  --peer-seed, default 2, and --peer-head-offset).  Each of the N transfers\n"
+            "  (--repeat, default 1) ends with a notification the peer verifies.\n"
+            "  --ids LIST          block ids and ranges, e.g. 0-7,12,9 (default: every block)\n"
+            "  --remote-ids LIST   the peer's blocks, same count (default: --ids)\n"
+            "  --layer-range A-B   only layers A..B (placement order; default all)\n"
+            "  --heads L:R:N       heads L..L+N-1 here to/from R..R+N-1 on the peer\n"
+            "                      (tensor parallel slices; default all heads)\n"
+            "  --method NAME       force a method (docs/xfer.md); default auto\n"
+            "%s"
+            "  Prints the plan (method and why, planned regions, RMA operations, staging\n"
+            "  batches), the bytes, the time and GB/s (10^9 bytes/s) of the transfers.\n"
+            "  Exit status: 0 moved (and verified with --pull); 1 a transfer failed, timed\n"
+            "  out or did not verify; 2 bad input, a block id out of range on either side\n"
+            "  or an incompatible peer (nothing moved); 4 no backend.\n"
+            "  Example: kvrt xfer send --connect 127.0.0.1:13337 --layers 2 --kv-heads 8 \\\n"
+            "           --head-size 128 --dtype bf16 --blocks 64 --layout BLHNC --ids 0-15\n",
+            common ? xfer_common_help : "  (and the options common to both, below)\n");
+    if (common)
+        fputs(cli_model_options_help, out);
+}
+
+static const struct cli_option send_options[] = {
+    XFER_COMMON_ROWS,
+    {"--connect", true, false, XO_CONNECT},
+    {"--ids", true, false, XO_IDS},
+    {"--remote-ids", true, false, XO_REMOTE_IDS},
+    {"--layer-range", true, false, XO_LAYER_RANGE},
+    {"--heads", true, false, XO_HEADS},
+    {"--pull", false, false, XO_PULL},
+    {"--method", true, false, XO_METHOD},
+    {"--repeat", true, false, XO_REPEAT},
+    {"--peer-seed", true, false, XO_PEER_SEED},
+    {"--peer-head-offset", true, false, XO_PEER_HEAD_OFFSET},
+    {NULL, false, false, 0},
+};
+
+struct send {
+    struct xfer_side side;
+    char addr[64];
+    uint16_t port;
+    bool connect_given, pull, layers_given;
+    int64_t *ids, *remote_ids;
+    uint64_t num_ids, num_remote;
+    uint64_t layer_first, layer_last;
+    uint64_t lh, rh, nh;
+    enum kvrt_xfer_method method;
+    uint64_t repeat, peer_seed, peer_head_offset;
+};
+
+static bool parse_method(const char *v, enum kvrt_xfer_method *m)
+{
+    static const char *const names[] = {"auto", "regions", "direct", "staging"};
+    for (int i = 0; i < 4; i++)
+        if (strcmp(v, names[i]) == 0) {
+            *m = (enum kvrt_xfer_method)i;
+            return true;
+        }
+    cli_error(CLI_EXIT_USAGE, "--method: \"%s\" is not a method; valid are auto, regions, direct, staging", v);
+    return false;
+}
+
+static const char *method_name(enum kvrt_xfer_method m)
+{
+    static const char *const names[] = {"auto", "regions", "direct", "staging"};
+    return (unsigned)m < 4 ? names[m] : "?";
+}
+
+static bool parse_range(const char *v, uint64_t *a, uint64_t *b)
+{
+    unsigned long long x, y;
+    char tail;
+    if (sscanf(v, "%llu-%llu%c", &x, &y, &tail) == 2 && x <= y && v[0] != '-') {
+        *a = x;
+        *b = y;
+        return true;
+    }
+    cli_error(CLI_EXIT_USAGE, "--layer-range: \"%s\" is not a range; write FIRST-LAST, e.g. 0-15", v);
+    return false;
+}
+
+static bool parse_heads(const char *v, uint64_t *l, uint64_t *r, uint64_t *n)
+{
+    unsigned long long a, b, c;
+    char tail;
+    if (sscanf(v, "%llu:%llu:%llu%c", &a, &b, &c, &tail) == 3 && c > 0 && v[0] != '-' && !strchr(v, '-')) {
+        *l = a;
+        *r = b;
+        *n = c;
+        return true;
+    }
+    cli_error(CLI_EXIT_USAGE, "--heads: \"%s\" is not LOCAL:REMOTE:COUNT with COUNT > 0, e.g. 0:4:4", v);
+    return false;
+}
+
+static int parse(int argc, char **argv, struct send *d, bool *help)
+{
+    struct cli_args args;
+    const struct cli_option *opt;
+    const char *v;
+    bool ok = true;
+    cli_args_init(&args, "xfer send", argc, argv);
+    for (;;) {
+        switch (cli_args_next(&args, send_options, &opt, &v)) {
+        case CLI_NEXT_END:
+            if (!d->connect_given)
+                return cli_error(CLI_EXIT_USAGE, "xfer send: --connect ADDR:PORT is required (the address a "
+                                 "'kvrt xfer serve' listens on)");
+            return CLI_EXIT_OK;
+        case CLI_NEXT_HELP: *help = true; return CLI_EXIT_OK;
+        case CLI_NEXT_ERROR: return CLI_EXIT_USAGE;
+        case CLI_NEXT_OPTION: break;
+        }
+        if (xfer_side_option(&d->side, opt->id, v, &ok)) {
+            if (!ok)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        switch (opt->id) {
+        case XO_CONNECT:
+            ok = xfer_parse_endpoint("--connect", v, d->addr, sizeof(d->addr), &d->port);
+            d->connect_given = true;
+            break;
+        case XO_IDS: ok = xfer_parse_ids("--ids", v, &d->ids, &d->num_ids); break;
+        case XO_REMOTE_IDS: ok = xfer_parse_ids("--remote-ids", v, &d->remote_ids, &d->num_remote); break;
+        case XO_LAYER_RANGE: ok = parse_range(v, &d->layer_first, &d->layer_last); d->layers_given = true; break;
+        case XO_HEADS: ok = parse_heads(v, &d->lh, &d->rh, &d->nh); break;
+        case XO_PULL: d->pull = true; break;
+        case XO_METHOD: ok = parse_method(v, &d->method); break;
+        case XO_REPEAT: ok = cli_parse_u64("--repeat", v, 1, 1000000, &d->repeat); break;
+        case XO_PEER_SEED: ok = cli_parse_u64("--peer-seed", v, 0, UINT64_MAX, &d->peer_seed); break;
+        case XO_PEER_HEAD_OFFSET: ok = cli_parse_u64("--peer-head-offset", v, 0, 1u << 20, &d->peer_head_offset); break;
+        }
+        if (!ok)
+            return CLI_EXIT_USAGE;
+    }
+}
+
+static int print_report(const struct send *d, const struct kvrt_xfer_plan *plan, double seconds, uint64_t bad,
+                        const char *where)
+{
+    const struct xfer_side *s = &d->side;
+    uint64_t bytes = plan->bytes * d->repeat;
+    double gbps = seconds > 0 ? (double)bytes / seconds / 1e9 : 0;
+    if (s->json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "command", json_string("xfer send"));
+        json_object_set_new(o, "connect", json_sprintf("%s:%u", d->addr, d->port));
+        json_object_set_new(o, "backend", json_string(s->backend_name));
+        json_object_set_new(o, "layout", json_string(kvrt_layout_name(s->layout)));
+        json_object_set_new(o, "direction", json_string(d->pull ? "pull" : "push"));
+        json_object_set_new(o, "method", json_string(method_name(plan->method)));
+        json_object_set_new(o, "why", json_string(plan->why));
+        json_object_set_new(o, "blocks", json_integer((json_int_t)d->num_ids));
+        json_object_set_new(o, "regions", json_integer((json_int_t)plan->regions));
+        json_object_set_new(o, "rma_ops", json_integer((json_int_t)plan->rma_ops));
+        json_object_set_new(o, "batches", json_integer((json_int_t)plan->batches));
+        json_object_set_new(o, "transfers", json_integer((json_int_t)d->repeat));
+        json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
+        json_object_set_new(o, "wire_bytes", json_integer((json_int_t)(plan->wire_bytes * d->repeat)));
+        json_object_set_new(o, "seconds", json_real(seconds));
+        json_object_set_new(o, "gbps", json_real(gbps));
+        json_object_set_new(o, "verified", d->pull ? json_boolean(bad == 0) : json_null());
+        return cli_json_print(o) == 0 && (!d->pull || bad == 0)
+                   ? CLI_EXIT_OK
+                   : cli_error(CLI_EXIT_INTERNAL, "xfer send: the pulled blocks differ (first: %s)", where);
+    }
+    char human[32];
+    cli_format_bytes(bytes, human, sizeof(human));
+    printf("plan       %s: %s\n", method_name(plan->method), plan->why);
+    printf("regions    %llu planned, %llu RMA operations per transfer%s", (unsigned long long)plan->regions,
+           (unsigned long long)plan->rma_ops, plan->method == KVRT_XFER_STAGING ? "" : "\n");
+    if (plan->method == KVRT_XFER_STAGING)
+        printf(", %llu staging batches\n", (unsigned long long)plan->batches);
+    printf("bytes      %llu (%s) in %llu transfers of %llu blocks (%s)\n", (unsigned long long)bytes, human,
+           (unsigned long long)d->repeat, (unsigned long long)d->num_ids, d->pull ? "pull" : "push");
+    printf("time       %.6f s, %.3f GB/s\n", seconds, gbps);
+    if (d->pull)
+        printf("verified   %s%s%s\n", bad == 0 ? "yes" : "NO", bad ? "; first mismatch: " : "", bad ? where : "");
+    fflush(stdout);
+    if (d->pull && bad)
+        return cli_error(CLI_EXIT_INTERNAL, "xfer send: the pulled blocks differ (first: %s)", where);
+    return CLI_EXIT_OK;
+}
+
+static int run(struct send *d)
+{
+    struct xfer_side *s = &d->side;
+    int code = xfer_side_set_up(s);
+    if (code != CLI_EXIT_OK)
+        return code;
+    if (!d->ids) {
+        d->num_ids = s->num_blocks;
+        d->ids = malloc(d->num_ids * sizeof(*d->ids));
+        if (!d->ids)
+            return cli_error(CLI_EXIT_INTERNAL, "xfer send: out of memory");
+        for (uint64_t i = 0; i < d->num_ids; i++)
+            d->ids[i] = (int64_t)i;
+    }
+    if (!d->remote_ids) {
+        d->num_remote = d->num_ids;
+        d->remote_ids = malloc(d->num_ids * sizeof(*d->ids));
+        if (!d->remote_ids)
+            return cli_error(CLI_EXIT_INTERNAL, "xfer send: out of memory");
+        memcpy(d->remote_ids, d->ids, d->num_ids * sizeof(*d->ids));
+    }
+    if (d->num_remote != d->num_ids)
+        return cli_error(CLI_EXIT_USAGE, "xfer send: --ids has %llu blocks but --remote-ids %llu; give the same count",
+                         (unsigned long long)d->num_ids, (unsigned long long)d->num_remote);
+    kvrt_xfer_peer *peer;
+    int rc = kvrt_xfer_connect(s->agent, d->addr, d->port, &peer);
+    if (rc != KVRT_OK)
+        return cli_fail_status(rc);
+    struct kvrt_xfer_request req;
+    kvrt_xfer_request_default(&req);
+    req.direction = d->pull ? KVRT_XFER_PULL : KVRT_XFER_PUSH;
+    req.method = d->method;
+    req.num_blocks = d->num_ids;
+    req.local_ids = d->ids;
+    req.remote_ids = d->remote_ids;
+    if (d->layers_given) {
+        req.layer_start = d->layer_first;
+        req.num_layers = d->layer_last - d->layer_first + 1;
+    }
+    req.local_head_start = d->lh;
+    req.remote_head_start = d->rh;
+    req.num_heads = d->nh;
+    struct xfer_record rec = {
+        .src_ids = d->pull ? d->remote_ids : d->ids,
+        .dst_ids = d->pull ? d->ids : d->remote_ids,
+        .num_blocks = d->num_ids,
+        .layer_start = req.layer_start,
+        .num_layers = req.num_layers,
+        .src_head_start = d->pull ? d->rh : d->lh,
+        .dst_head_start = d->pull ? d->lh : d->rh,
+        .num_heads = d->nh,
+        .seed = d->pull ? d->peer_seed : s->seed,
+        .head_offset = d->pull ? d->peer_head_offset : s->head_offset,
+        .pull = d->pull,
+    };
+    struct kvrt_xfer_plan plan;
+    memset(&plan, 0, sizeof(plan));
+    double seconds = 0;
+    for (uint64_t i = 0; i < d->repeat && rc == KVRT_OK; i++) {
+        rec.index = i;
+        rec.last = i + 1 == d->repeat;
+        char *note = xfer_record_json(&rec);
+        if (!note) {
+            kvrt_xfer_peer_close(peer);
+            return cli_error(CLI_EXIT_INTERNAL, "xfer send: out of memory");
+        }
+        req.notification = note;
+        req.notification_len = strlen(note);
+        rc = kvrt_xfer_transfer(s->agent, peer, &req, &plan);
+        free(note);
+        if (rc != KVRT_OK) {
+            char why[2048];
+            snprintf(why, sizeof(why), "%s", kvrt_error_message());
+            kvrt_xfer_peer_close(peer);
+            if (i > 0)
+                return cli_error(cli_exit_for_status(rc), "xfer send: transfer %llu of %llu failed after %llu "
+                                 "complete: %s", (unsigned long long)i + 1, (unsigned long long)d->repeat,
+                                 (unsigned long long)i, why);
+            return cli_error(cli_exit_for_status(rc), "%s", why);
+        }
+        seconds += plan.seconds;
+        if (d->pull)
+            xfer_side_apply(s, &rec);
+        if (!s->json && d->repeat > 1) {
+            printf("transfer   %llu of %llu complete\n", (unsigned long long)i + 1, (unsigned long long)d->repeat);
+            fflush(stdout);
+        }
+    }
+    kvrt_xfer_peer_close(peer);
+    char where[256] = "";
+    uint64_t bad = d->pull ? xfer_side_verify(s, where, sizeof(where)) : 0;
+    return print_report(d, &plan, seconds, bad, where);
+}
+
+int cli_xfer_send(int argc, char **argv)
+{
+    struct send d;
+    memset(&d, 0, sizeof(d));
+    d.side.command = "xfer send";
+    d.side.seed = 1;
+    d.side.timeout = 30;
+    d.repeat = 1;
+    d.peer_seed = 2;
+    cli_model_flags_init(&d.side.flags, "xfer send");
+    bool help = false;
+    int code = parse(argc, argv, &d, &help);
+    if (code == CLI_EXIT_OK && help)
+        cli_xfer_send_help(stdout, true);
+    else if (code == CLI_EXIT_OK)
+        code = run(&d);
+    xfer_side_free(&d.side);
+    free(d.ids);
+    free(d.remote_ids);
+    return code;
+}

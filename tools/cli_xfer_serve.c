@@ -1,0 +1,242 @@
+/* kvrt xfer serve: hold a cache, accept peers, verify what they moved. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli_xfer.h"
+
+void cli_xfer_serve_help(FILE *out, bool common)
+{
+    fprintf(out,
+            "kvrt xfer serve [--listen ADDR:PORT] [--port-file FILE] [--sessions N]\n"
+            "                [--backend NAME] [--layout NAME] (--model FILE | --layers L ...)\n"
+            "                [--blocks B] [--seed N] [--head-offset H] [--timeout S] [--json]\n"
+            "  Fill a cache with the pattern of --seed (default 2), listen, and for each of\n"
+            "  N sessions (default 1) accept a peer, check its metadata, serve its\n"
+            "  transfers (staged ones are scattered here) and apply each notification to\n"
+            "  the expected contents; a session ends when the peer says goodbye.  Then\n"
+            "  every byte of the cache is compared with what it should hold: the blocks\n"
+            "  moved by completed transfers, the own pattern everywhere else.\n"
+            "  --listen ADDR:PORT  default 127.0.0.1:13337; port 0 picks a free port\n"
+            "  --port-file FILE    write the bound port there once listening\n"
+            "%s"
+            "  An incompatible peer is told why and refused before any byte moves (a\n"
+            "  refused session counts as served).\n"
+            "  Exit status: 0 verified; 1 a mismatch, a timeout or a failed peer; 2 bad\n"
+            "  input; 4 no backend.\n",
+            common ? xfer_common_help : "  (and the options common to both, below)\n");
+    if (common)
+        fputs(cli_model_options_help, out);
+}
+
+enum { XO_SERVE_END = XO_PEER_HEAD_OFFSET + 1 };
+
+static const struct cli_option serve_options[] = {
+    XFER_COMMON_ROWS,
+    {"--listen", true, false, XO_LISTEN},
+    {"--port-file", true, false, XO_PORT_FILE},
+    {"--sessions", true, false, XO_SESSIONS},
+    {NULL, false, false, 0},
+};
+
+struct serve {
+    struct xfer_side side;
+    char addr[64];
+    uint16_t port;
+    const char *port_file;
+    uint64_t sessions;
+    uint64_t transfers, done_sessions, refused;
+    double busy_seconds;
+    uint64_t bytes;
+    char error[2048];
+    int error_code;
+};
+
+static int write_port(const char *path, uint16_t port)
+{
+    char tmp[4096];
+    snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+    FILE *f = fopen(tmp, "w");
+    if (!f || fprintf(f, "%u\n", port) < 0 || fclose(f) != 0 || rename(tmp, path) != 0)
+        return cli_error(CLI_EXIT_USAGE, "xfer serve: cannot write the port to \"%s\"", path);
+    return CLI_EXIT_OK;
+}
+
+static void fail(struct serve *v, int code, const char *msg)
+{
+    if (v->error_code == CLI_EXIT_OK) {
+        v->error_code = code;
+        snprintf(v->error, sizeof(v->error), "%s", msg);
+    }
+}
+
+/* One peer: accept, serve until it says goodbye, fails or goes quiet. */
+static void session(struct serve *v, uint64_t index)
+{
+    struct xfer_side *s = &v->side;
+    kvrt_xfer_peer *peer;
+    int rc = kvrt_xfer_accept(s->agent, s->timeout, &peer);
+    char msg[1536];
+    if (rc == KVRT_ERR_INVALID) {
+        /* An incompatible peer was told why; nothing moved.  Serve on. */
+        v->refused++;
+        v->done_sessions++;
+        if (!s->json) {
+            printf("session %llu: %s\n", (unsigned long long)index + 1, kvrt_error_message());
+            fflush(stdout);
+        }
+        return;
+    }
+    if (rc != KVRT_OK) {
+        snprintf(msg, sizeof(msg), "xfer serve: session %llu: %s", (unsigned long long)index + 1,
+                 kvrt_error_message());
+        fail(v, cli_exit_for_status(rc), msg);
+        return;
+    }
+    if (!s->json) {
+        printf("session %llu: peer connected, metadata checked\n", (unsigned long long)index + 1);
+        fflush(stdout);
+    }
+    double quiet_since = cli_now();
+    uint64_t in_session = 0;
+    for (;;) {
+        rc = kvrt_xfer_progress(s->agent);
+        char *note;
+        size_t len;
+        kvrt_xfer_peer *from;
+        while (kvrt_xfer_notification(s->agent, &from, &note, &len) == KVRT_OK && note) {
+            struct xfer_record r;
+            if (xfer_record_parse(note, &r, "xfer serve")) {
+                if (!r.pull)
+                    xfer_side_apply(s, &r);
+                v->transfers++;
+                in_session++;
+                if (!s->json) {
+                    printf("session %llu: transfer %llu complete: %llu blocks\n", (unsigned long long)index + 1,
+                           (unsigned long long)r.index + 1, (unsigned long long)r.num_blocks);
+                    fflush(stdout);
+                }
+                xfer_record_free(&r);
+            }
+            kvrt_free(note);
+            quiet_since = cli_now();
+        }
+        const char *why;
+        enum kvrt_xfer_peer_state st = kvrt_xfer_peer_state(peer, &why);
+        if (st == KVRT_XFER_PEER_CLOSED)
+            break;
+        if (st == KVRT_XFER_PEER_FAILED) {
+            snprintf(msg, sizeof(msg), "xfer serve: session %llu: the peer failed after %llu complete transfers "
+                     "(%s); those stay, nothing else is marked complete", (unsigned long long)index + 1,
+                     (unsigned long long)in_session, why);
+            fail(v, CLI_EXIT_INTERNAL, msg);
+            break;
+        }
+        if (rc != KVRT_OK)
+            quiet_since = cli_now(); /* a refused staged request: the peer was told */
+        if (cli_now() - quiet_since > s->timeout) {
+            snprintf(msg, sizeof(msg), "xfer serve: session %llu: the peer was silent for %g s after %llu "
+                     "transfers", (unsigned long long)index + 1, s->timeout, (unsigned long long)in_session);
+            fail(v, CLI_EXIT_INTERNAL, msg);
+            break;
+        }
+    }
+    kvrt_xfer_peer_close(peer);
+    v->done_sessions++;
+}
+
+static int report(struct serve *v, uint64_t bad, const char *where)
+{
+    struct xfer_side *s = &v->side;
+    bool verified = bad == 0;
+    if (s->json) {
+        json_t *o = json_object();
+        json_object_set_new(o, "command", json_string("xfer serve"));
+        json_object_set_new(o, "listen", json_sprintf("%s:%u", v->addr, v->port));
+        json_object_set_new(o, "backend", json_string(s->backend_name));
+        json_object_set_new(o, "layout", json_string(kvrt_layout_name(s->layout)));
+        json_object_set_new(o, "blocks", json_integer((json_int_t)s->num_blocks));
+        json_object_set_new(o, "sessions", json_integer((json_int_t)v->done_sessions));
+        json_object_set_new(o, "transfers", json_integer((json_int_t)v->transfers));
+        json_object_set_new(o, "refused", json_integer((json_int_t)v->refused));
+        json_object_set_new(o, "verified", json_boolean(verified));
+        json_object_set_new(o, "mismatched_bytes", bad == UINT64_MAX ? json_null() : json_integer((json_int_t)bad));
+        json_object_set_new(o, "first_mismatch", json_string(where));
+        json_object_set_new(o, "error", v->error_code ? json_string(v->error) : json_null());
+        cli_json_print(o);
+    } else {
+        printf("verified   %s (%llu blocks, %llu transfers in %llu sessions)%s%s\n", verified ? "yes" : "NO",
+               (unsigned long long)s->num_blocks, (unsigned long long)v->transfers,
+               (unsigned long long)v->done_sessions, verified ? "" : "; first mismatch: ", verified ? "" : where);
+    }
+    fflush(stdout);
+    if (v->error_code != CLI_EXIT_OK)
+        return cli_error(v->error_code, "%s", v->error);
+    if (!verified)
+        return cli_error(CLI_EXIT_INTERNAL, "xfer serve: %llu bytes differ from the expected contents (first: %s)",
+                         (unsigned long long)bad, where);
+    return CLI_EXIT_OK;
+}
+
+int cli_xfer_serve(int argc, char **argv)
+{
+    struct serve v;
+    memset(&v, 0, sizeof(v));
+    v.sessions = 1;
+    v.side.command = "xfer serve";
+    v.side.seed = 2;
+    v.side.timeout = 30;
+    snprintf(v.addr, sizeof(v.addr), "127.0.0.1");
+    v.port = 13337;
+    cli_model_flags_init(&v.side.flags, "xfer serve");
+    struct cli_args args;
+    cli_args_init(&args, "xfer serve", argc, argv);
+    const struct cli_option *opt;
+    const char *val;
+    bool ok = true;
+    for (bool more = true; more;) {
+        switch (cli_args_next(&args, serve_options, &opt, &val)) {
+        case CLI_NEXT_END: more = false; continue;
+        case CLI_NEXT_HELP: cli_xfer_serve_help(stdout, true); return CLI_EXIT_OK;
+        case CLI_NEXT_ERROR: return CLI_EXIT_USAGE;
+        case CLI_NEXT_OPTION: break;
+        }
+        if (xfer_side_option(&v.side, opt->id, val, &ok)) {
+            if (!ok)
+                return CLI_EXIT_USAGE;
+            continue;
+        }
+        switch (opt->id) {
+        case XO_LISTEN: ok = xfer_parse_endpoint("--listen", val, v.addr, sizeof(v.addr), &v.port); break;
+        case XO_PORT_FILE: v.port_file = val; break;
+        case XO_SESSIONS: ok = cli_parse_u64("--sessions", val, 1, 1000000, &v.sessions); break;
+        }
+        if (!ok)
+            return CLI_EXIT_USAGE;
+    }
+    int code = xfer_side_set_up(&v.side);
+    if (code == CLI_EXIT_OK) {
+        int rc = kvrt_xfer_listen(v.side.agent, v.addr, v.port, &v.port);
+        if (rc != KVRT_OK)
+            code = cli_fail_status(rc);
+    }
+    if (code == CLI_EXIT_OK && v.port_file)
+        code = write_port(v.port_file, v.port);
+    if (code != CLI_EXIT_OK) {
+        xfer_side_free(&v.side);
+        return code;
+    }
+    if (!v.side.json) {
+        printf("listening  %s:%u (%s, %s, %llu blocks)\n", v.addr, v.port, v.side.backend_name,
+               kvrt_layout_name(v.side.layout), (unsigned long long)v.side.num_blocks);
+        fflush(stdout);
+    }
+    for (uint64_t i = 0; i < v.sessions && v.error_code == CLI_EXIT_OK; i++)
+        session(&v, i);
+    char where[256];
+    uint64_t bad = xfer_side_verify(&v.side, where, sizeof(where));
+    code = report(&v, bad, where);
+    xfer_side_free(&v.side);
+    return code;
+}

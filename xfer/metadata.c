@@ -1,0 +1,497 @@
+/*
+ * The metadata blob: what a peer needs to address this cache, and nothing
+ * more.  Little-endian, fixed-width fields; every length is bounded and the
+ * placement is rebuilt by kvrt and compared with the blob, so a corrupted
+ * blob is refused by name instead of steering RMA to a wrong address.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/spec.h>
+
+#include "xfer_internal.h"
+
+static const uint8_t magic[8] = {'K', 'V', 'R', 'T', 'X', 'F', 'E', 'R'};
+
+enum {
+    MAX_SETS = 4096,
+    MAX_LAYERS = 65536,
+    MAX_KEY = 1 << 20,
+};
+
+/* ---- local description --------------------------------------------------- */
+
+int xfer_desc_from_placement(struct xfer_cache_desc *d)
+{
+    const kvrt_placement *p = d->placement;
+    size_t nsets = kvrt_placement_num_sets(p);
+    uint64_t total = 0;
+    struct kvrt_placement_set set;
+    for (size_t s = 0; s < nsets; s++) {
+        kvrt_placement_get_set(p, s, &set);
+        total += set.num_layers;
+    }
+    d->layout = kvrt_placement_layout(p);
+    d->num_blocks = kvrt_placement_num_blocks(p);
+    d->bytes = kvrt_placement_size(p);
+    d->num_layers = total;
+    d->staging_per_block = 0;
+    d->layers = calloc(total ? total : 1, sizeof(*d->layers));
+    if (!d->layers)
+        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for %llu layers", ULL(total));
+    uint64_t n = 0;
+    for (size_t s = 0; s < nsets; s++) {
+        kvrt_placement_get_set(p, s, &set);
+        const struct kvrt_spec_info *info = &set.geometry.info;
+        for (uint64_t l = 0; l < set.num_layers; l++, n++) {
+            struct xfer_layer *L = &d->layers[n];
+            int rc = kvrt_placement_layer_view(p, s, l, &L->view);
+            if (rc != KVRT_OK)
+                return rc;
+            L->spec = set.spec;
+            L->kernel_blocks = info->kernel_blocks_per_block;
+            L->kernel_states = info->states_per_kernel_block;
+            L->heads = info->head_slots;
+            L->states = info->states_per_block;
+            L->content = info->content_bytes;
+            L->staging_offset = d->staging_per_block;
+            /* Cannot overflow: the core computed the same staging size when
+             * the placement was created. */
+            d->staging_per_block += L->heads * L->states * L->content;
+        }
+    }
+    return KVRT_OK;
+}
+
+int xfer_desc_local(kvrt_cache *c, struct xfer_cache_desc *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->placement = (kvrt_placement *)kvrt_cache_placement(c);
+    return xfer_desc_from_placement(out);
+}
+
+void xfer_desc_free(struct xfer_cache_desc *d, bool owns_placement)
+{
+    free(d->layers);
+    d->layers = NULL;
+    if (owns_placement)
+        kvrt_placement_destroy(d->placement);
+    d->placement = NULL;
+}
+
+/* ---- writing --------------------------------------------------------------- */
+
+struct writer {
+    uint8_t *buf;
+    size_t len, cap;
+    bool failed;
+};
+
+static void put_bytes(struct writer *w, const void *src, size_t n)
+{
+    if (w->failed)
+        return;
+    if (w->len + n > w->cap) {
+        size_t cap = w->cap ? w->cap * 2 : 1024;
+        while (cap < w->len + n)
+            cap *= 2;
+        uint8_t *b = realloc(w->buf, cap);
+        if (!b) {
+            w->failed = true;
+            return;
+        }
+        w->buf = b;
+        w->cap = cap;
+    }
+    memcpy(w->buf + w->len, src, n);
+    w->len += n;
+}
+
+static void put_u64(struct writer *w, uint64_t v)
+{
+    uint8_t b[8];
+    for (int i = 0; i < 8; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    put_bytes(w, b, 8);
+}
+
+static void put_u32(struct writer *w, uint32_t v)
+{
+    uint8_t b[4];
+    for (int i = 0; i < 4; i++)
+        b[i] = (uint8_t)(v >> (8 * i));
+    put_bytes(w, b, 4);
+}
+
+static void put_blob(struct writer *w, const void *p, size_t n)
+{
+    put_u32(w, (uint32_t)n);
+    put_bytes(w, p, n);
+}
+
+int xfer_md_export(const kvrt_xfer_agent *a, uint8_t **blob, size_t *len)
+{
+    const kvrt_placement *p = a->local.placement;
+    struct writer w = {0};
+    size_t nsets = kvrt_placement_num_sets(p);
+    struct kvrt_placement_set set;
+    kvrt_placement_get_set(p, 0, &set);
+    uint64_t kernel = set.geometry.info.kernel_blocks_per_block > 1 ? set.geometry.info.kernel_block_size : 0;
+
+    put_bytes(&w, magic, sizeof(magic));
+    put_u32(&w, KVRT_XFER_METADATA_VERSION);
+    put_u32(&w, (uint32_t)a->local.layout);
+    put_u64(&w, a->local.num_blocks);
+    put_u64(&w, a->local.bytes);
+    put_u64(&w, kernel);
+    put_u32(&w, (uint32_t)kvrt_placement_num_groups(p));
+    put_u32(&w, (uint32_t)nsets);
+    for (size_t s = 0; s < nsets; s++) {
+        kvrt_placement_get_set(p, s, &set);
+        const struct kvrt_spec *sp = set.spec;
+        put_u32(&w, (uint32_t)set.group);
+        put_u32(&w, (uint32_t)set.num_layers);
+        put_u32(&w, (uint32_t)sp->kind);
+        put_u32(&w, (uint32_t)sp->dtype);
+        put_u64(&w, sp->block_size);
+        put_u64(&w, sp->num_kv_heads);
+        put_u64(&w, sp->head_size);
+        put_u64(&w, sp->head_size_v);
+        put_u64(&w, sp->num_head_slots);
+        put_u64(&w, sp->state_content_bytes);
+        put_u64(&w, sp->tokens_per_state_num);
+        put_u64(&w, sp->tokens_per_state_den);
+        put_u64(&w, sp->page_size_padded);
+        put_u64(&w, set.layer_stride);
+        put_u64(&w, set.block_stride);
+        put_u64(&w, set.offset);
+    }
+    put_u32(&w, a->cache_registered ? 1u : 0u);
+    put_u64(&w, (uint64_t)(uintptr_t)a->cache_addr);
+    put_blob(&w, a->cache_rkey, a->cache_registered ? a->cache_rkey_len : 0);
+    put_u64(&w, (uint64_t)(uintptr_t)a->area_host);
+    put_u64(&w, a->area_bytes);
+    put_blob(&w, a->area_rkey, a->area_rkey_len);
+    put_blob(&w, a->worker_addr, a->worker_addr_len);
+    if (w.failed) {
+        free(w.buf);
+        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_metadata_export: out of memory");
+    }
+    *blob = w.buf;
+    *len = w.len;
+    return KVRT_OK;
+}
+
+/* ---- reading --------------------------------------------------------------- */
+
+struct reader {
+    const uint8_t *p;
+    size_t len, pos;
+    const char *failed_field;
+};
+
+static bool get_bytes(struct reader *r, size_t n, const uint8_t **out, const char *field)
+{
+    if (r->failed_field)
+        return false;
+    if (n > r->len - r->pos) {
+        r->failed_field = field;
+        return false;
+    }
+    *out = r->p + r->pos;
+    r->pos += n;
+    return true;
+}
+
+static uint64_t get_u64(struct reader *r, const char *field)
+{
+    const uint8_t *b;
+    uint64_t v = 0;
+    if (!get_bytes(r, 8, &b, field))
+        return 0;
+    for (int i = 0; i < 8; i++)
+        v |= (uint64_t)b[i] << (8 * i);
+    return v;
+}
+
+static uint32_t get_u32(struct reader *r, const char *field)
+{
+    const uint8_t *b;
+    uint32_t v = 0;
+    if (!get_bytes(r, 4, &b, field))
+        return 0;
+    for (int i = 0; i < 4; i++)
+        v |= (uint32_t)b[i] << (8 * i);
+    return v;
+}
+
+static const uint8_t *get_blob(struct reader *r, uint32_t *n, const char *field)
+{
+    const uint8_t *b = NULL;
+    *n = get_u32(r, field);
+    if (r->failed_field)
+        return NULL;
+    if (*n > MAX_KEY) {
+        r->failed_field = field;
+        return NULL;
+    }
+    get_bytes(r, *n, &b, field);
+    return b;
+}
+
+#define TRUNC(r) XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: truncated at byte %zu of %zu (field %s)", \
+                           (r)->pos, (r)->len, (r)->failed_field)
+
+struct set_rec {
+    uint32_t group, num_layers;
+    struct kvrt_spec spec;
+    uint64_t layer_stride, block_stride, offset;
+};
+
+static int rebuild(enum kvrt_layout layout, uint64_t num_blocks, uint64_t kernel, uint32_t ngroups,
+                   const struct set_rec *sets, uint32_t nsets, kvrt_placement **out)
+{
+    uint64_t total = 0;
+    for (uint32_t s = 0; s < nsets; s++)
+        total += sets[s].num_layers;
+    struct kvrt_layer_entry *entries = calloc(total, sizeof(*entries));
+    struct kvrt_group *groups = calloc(ngroups, sizeof(*groups));
+    char (*names)[32] = calloc(total, sizeof(*names));
+    int rc = KVRT_OK;
+    if (!entries || !groups || !names) {
+        rc = XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer metadata: out of memory for %llu layers", ULL(total));
+        goto done;
+    }
+    uint64_t k = 0;
+    for (uint32_t s = 0; s < nsets; s++) {
+        if (sets[s].group >= ngroups || (s > 0 && sets[s].group < sets[s - 1].group)) {
+            rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: set %u names group %u; groups must be "
+                           "0..%u in nondecreasing order", s, sets[s].group, ngroups - 1);
+            goto done;
+        }
+        if (groups[sets[s].group].num_layers == 0)
+            groups[sets[s].group].layers = &entries[k];
+        for (uint32_t l = 0; l < sets[s].num_layers; l++, k++) {
+            snprintf(names[k], sizeof(names[k]), "layer.%llu", ULL(k));
+            entries[k].name = names[k];
+            entries[k].spec = sets[s].spec;
+            groups[sets[s].group].num_layers++;
+        }
+    }
+    rc = kvrt_placement_create(layout, groups, ngroups, num_blocks, kernel, out);
+    if (rc != KVRT_OK) {
+        char why[1024];
+        snprintf(why, sizeof(why), "%s", kvrt_error_message());
+        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: the described cache is not valid: %s", why);
+    }
+done:
+    free(entries);
+    free(groups);
+    free(names);
+    return rc;
+}
+
+static int check_placement(const kvrt_placement *p, const struct set_rec *sets, uint32_t nsets, uint64_t bytes)
+{
+    if (kvrt_placement_num_sets(p) != nsets)
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: %u sets described, kvrt places %zu", nsets,
+                         kvrt_placement_num_sets(p));
+    if (kvrt_placement_size(p) != bytes)
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: cache size %llu bytes in the blob, kvrt "
+                         "computes %llu for its layout and specs", ULL(bytes), ULL(kvrt_placement_size(p)));
+    for (uint32_t s = 0; s < nsets; s++) {
+        struct kvrt_placement_set set;
+        kvrt_placement_get_set(p, s, &set);
+        if (set.layer_stride != sets[s].layer_stride || set.block_stride != sets[s].block_stride ||
+            set.offset != sets[s].offset || set.num_layers != sets[s].num_layers)
+            return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: set %u (layer stride %llu, block stride "
+                             "%llu, offset %llu) disagrees with kvrt's geometry (%llu, %llu, %llu)", s,
+                             ULL(sets[s].layer_stride), ULL(sets[s].block_stride), ULL(sets[s].offset),
+                             ULL(set.layer_stride), ULL(set.block_stride), ULL(set.offset));
+    }
+    return KVRT_OK;
+}
+
+int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
+{
+    struct reader r = {blob, len, 0, NULL};
+    const uint8_t *m;
+    memset(md, 0, sizeof(*md));
+    if (!blob)
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: blob is NULL");
+    if (!get_bytes(&r, sizeof(magic), &m, "magic"))
+        return TRUNC(&r);
+    if (memcmp(m, magic, sizeof(magic)) != 0)
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: bad magic (not a kvrt-xfer metadata blob; "
+                         "it starts with \"KVRTXFER\")");
+    uint32_t version = get_u32(&r, "version");
+    if (r.failed_field)
+        return TRUNC(&r);
+    if (version != KVRT_XFER_METADATA_VERSION)
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: format version %u; this kvrt reads version %u",
+                         version, KVRT_XFER_METADATA_VERSION);
+    uint32_t layout = get_u32(&r, "layout");
+    uint64_t num_blocks = get_u64(&r, "num_blocks");
+    uint64_t bytes = get_u64(&r, "cache_bytes");
+    uint64_t kernel = get_u64(&r, "kernel_block_size");
+    uint32_t ngroups = get_u32(&r, "num_groups");
+    uint32_t nsets = get_u32(&r, "num_sets");
+    if (r.failed_field)
+        return TRUNC(&r);
+    if (!kvrt_layout_valid((int)layout))
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: layout %u is not one of the six (0..5)", layout);
+    if (nsets == 0 || nsets > MAX_SETS || ngroups == 0 || ngroups > nsets)
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: %u sets in %u groups; valid are 1..%d sets "
+                         "and 1..(sets) groups", nsets, ngroups, MAX_SETS);
+    if (num_blocks == 0)
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: 0 blocks; a cache has at least one");
+    struct set_rec *sets = calloc(nsets, sizeof(*sets));
+    if (!sets)
+        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer metadata: out of memory");
+    uint64_t total_layers = 0;
+    int rc = KVRT_OK;
+    for (uint32_t s = 0; s < nsets && rc == KVRT_OK; s++) {
+        struct set_rec *x = &sets[s];
+        x->group = get_u32(&r, "set.group");
+        x->num_layers = get_u32(&r, "set.num_layers");
+        x->spec.kind = (enum kvrt_spec_kind)get_u32(&r, "spec.kind");
+        x->spec.dtype = (enum kvrt_dtype)get_u32(&r, "spec.dtype");
+        x->spec.block_size = get_u64(&r, "spec.block_size");
+        x->spec.num_kv_heads = get_u64(&r, "spec.num_kv_heads");
+        x->spec.head_size = get_u64(&r, "spec.head_size");
+        x->spec.head_size_v = get_u64(&r, "spec.head_size_v");
+        x->spec.num_head_slots = get_u64(&r, "spec.num_head_slots");
+        x->spec.state_content_bytes = get_u64(&r, "spec.state_content_bytes");
+        x->spec.tokens_per_state_num = get_u64(&r, "spec.tokens_per_state_num");
+        x->spec.tokens_per_state_den = get_u64(&r, "spec.tokens_per_state_den");
+        x->spec.page_size_padded = get_u64(&r, "spec.page_size_padded");
+        x->layer_stride = get_u64(&r, "set.layer_stride");
+        x->block_stride = get_u64(&r, "set.block_stride");
+        x->offset = get_u64(&r, "set.offset");
+        if (r.failed_field)
+            rc = TRUNC(&r);
+        else if (x->num_layers == 0 || x->num_layers > MAX_LAYERS || (total_layers += x->num_layers) > MAX_LAYERS)
+            rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: set %u has %u layers; valid are 1..%d in all",
+                           s, x->num_layers, MAX_LAYERS);
+    }
+    uint32_t registered = get_u32(&r, "registered");
+    md->cache_addr = get_u64(&r, "cache_address");
+    md->cache_rkey = get_blob(&r, &md->cache_rkey_len, "cache_rkey");
+    md->area_addr = get_u64(&r, "staging_address");
+    md->area_bytes = get_u64(&r, "staging_bytes");
+    md->area_rkey = get_blob(&r, &md->area_rkey_len, "staging_rkey");
+    md->worker_addr = get_blob(&r, &md->worker_addr_len, "worker_address");
+    if (rc == KVRT_OK && r.failed_field)
+        rc = TRUNC(&r);
+    if (rc == KVRT_OK && r.pos != len)
+        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: %zu stray bytes after the end (%zu of %zu used)",
+                       len - r.pos, r.pos, len);
+    if (rc == KVRT_OK && registered > 1)
+        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: registered flag %u; valid are 0 and 1", registered);
+    if (rc == KVRT_OK && registered && md->cache_rkey_len == 0)
+        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: the cache is marked registered but has no remote key");
+    if (rc == KVRT_OK && (md->area_rkey_len == 0 || md->area_bytes == 0))
+        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: no staging area (%llu bytes, key of %u bytes)",
+                       ULL(md->area_bytes), md->area_rkey_len);
+    if (rc == KVRT_OK && md->worker_addr_len == 0)
+        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: the worker address is empty");
+    md->registered = registered == 1;
+    kvrt_placement *p = NULL;
+    if (rc == KVRT_OK)
+        rc = rebuild((enum kvrt_layout)layout, num_blocks, kernel, ngroups, sets, nsets, &p);
+    if (rc == KVRT_OK)
+        rc = check_placement(p, sets, nsets, bytes);
+    free(sets);
+    if (rc == KVRT_OK) {
+        md->cache.placement = p;
+        rc = xfer_desc_from_placement(&md->cache);
+        if (rc != KVRT_OK)
+            xfer_desc_free(&md->cache, true);
+        else if (md->area_bytes < md->cache.staging_per_block)
+            rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: staging area of %llu bytes is smaller than "
+                           "one block (%llu bytes)", ULL(md->area_bytes), ULL(md->cache.staging_per_block));
+        if (rc != KVRT_OK && md->cache.layers)
+            xfer_desc_free(&md->cache, true);
+    } else {
+        kvrt_placement_destroy(p);
+    }
+    return rc;
+}
+
+/* ---- compatibility --------------------------------------------------------- */
+
+static uint64_t head_v(const struct kvrt_spec *s)
+{
+    return s->head_size_v == KVRT_UNSET ? s->head_size : s->head_size_v;
+}
+
+int xfer_md_compatible(const struct xfer_cache_desc *a, const struct xfer_cache_desc *b)
+{
+    if (a->num_layers != b->num_layers)
+        return XFER_FAIL(KVRT_ERR_INVALID, "incompatible peer: the model has %llu layers here and %llu on the "
+                         "peer", ULL(a->num_layers), ULL(b->num_layers));
+    for (uint64_t i = 0; i < a->num_layers; i++) {
+        const struct kvrt_spec *x = a->layers[i].spec, *y = b->layers[i].spec;
+        const char *what = NULL;
+        char here[64] = "", there[64] = "";
+        if (x->kind != y->kind) {
+            what = "kind";
+            snprintf(here, sizeof(here), "%s", kvrt_spec_kind_name(x->kind));
+            snprintf(there, sizeof(there), "%s", kvrt_spec_kind_name(y->kind));
+        } else if (x->dtype != y->dtype) {
+            what = "element type";
+            snprintf(here, sizeof(here), "%s", kvrt_dtype_name(x->dtype));
+            snprintf(there, sizeof(there), "%s", kvrt_dtype_name(y->dtype));
+        } else if (x->block_size != y->block_size) {
+            what = "block size";
+            snprintf(here, sizeof(here), "%llu", ULL(x->block_size));
+            snprintf(there, sizeof(there), "%llu", ULL(y->block_size));
+        } else if (x->kind != KVRT_SPEC_STATE && x->head_size != y->head_size) {
+            what = "head size";
+            snprintf(here, sizeof(here), "%llu", ULL(x->head_size));
+            snprintf(there, sizeof(there), "%llu", ULL(y->head_size));
+        } else if (x->kind != KVRT_SPEC_STATE && head_v(x) != head_v(y)) {
+            what = "V head size";
+            snprintf(here, sizeof(here), "%llu", ULL(head_v(x)));
+            snprintf(there, sizeof(there), "%llu", ULL(head_v(y)));
+        } else if (a->layers[i].states != b->layers[i].states) {
+            what = "states per block (tokens per state)";
+            snprintf(here, sizeof(here), "%llu", ULL(a->layers[i].states));
+            snprintf(there, sizeof(there), "%llu", ULL(b->layers[i].states));
+        } else if (a->layers[i].content != b->layers[i].content) {
+            what = "content bytes per state";
+            snprintf(here, sizeof(here), "%llu", ULL(a->layers[i].content));
+            snprintf(there, sizeof(there), "%llu", ULL(b->layers[i].content));
+        }
+        if (what)
+            return XFER_FAIL(KVRT_ERR_INVALID, "incompatible peer: layer %llu %s is %s here and %s on the peer",
+                             ULL(i), what, here, there);
+    }
+    return KVRT_OK;
+}
+
+int kvrt_xfer_metadata_parse(const void *blob, size_t len, struct kvrt_xfer_metadata_info *info)
+{
+    struct xfer_md md;
+    if (info && info->size != 0 && info->size < sizeof(*info))
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_metadata_parse: info size %zu; expected %zu", info->size,
+                         sizeof(*info));
+    int rc = xfer_md_parse(blob, len, &md);
+    if (rc != KVRT_OK)
+        return rc;
+    if (info) {
+        info->size = sizeof(*info);
+        info->version = KVRT_XFER_METADATA_VERSION;
+        info->layout = md.cache.layout;
+        info->num_blocks = md.cache.num_blocks;
+        info->num_layers = md.cache.num_layers;
+        info->num_sets = kvrt_placement_num_sets(md.cache.placement);
+        info->cache_bytes = md.cache.bytes;
+        info->cache_registered = md.registered;
+        info->staging_bytes = md.area_bytes;
+    }
+    xfer_desc_free(&md.cache, true);
+    kvrt_error_report(KVRT_OK, NULL);
+    return KVRT_OK;
+}
