@@ -68,10 +68,26 @@ static void note_demotions(kvrt_runtime *rt, const struct kvrt_loaded_plugin *ch
 
 #define PRIORITY_TEXT "cuda, rocm, opencl, others, cpu, then backends whose device is the host CPU"
 
-static const char *backend_env(void)
+/* KVRT_BACKEND: unset leaves the choice to kvrt; set but empty is an error
+ * (as for VLLM_KV_CACHE_LAYOUT), never the same as unset. */
+static int backend_env(const kvrt_runtime *rt, const char **out)
 {
     const char *v = getenv(KVRT_BACKEND_ENV);
-    return v && *v ? v : NULL;
+    *out = v;
+    if (v && !*v) {
+        char names[512];
+        size_t len = 0;
+        names[0] = '\0';
+        for (size_t i = 0; i < rt->num_plugins && len < sizeof(names); i++) {
+            int n = snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "", rt->plugins[i].desc->name);
+            if (n < 0)
+                break;
+            len += (size_t)n;
+        }
+        return kvrt_fail(KVRT_ERR_INVALID, "%s is set but empty; name a backend (%s) or unset it to use the "
+                         "first available one", KVRT_BACKEND_ENV, rt->num_plugins ? names : "none found");
+    }
+    return KVRT_OK;
 }
 
 int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
@@ -79,7 +95,10 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
     if (!crt || !name)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_default_backend: NULL argument");
     kvrt_runtime *rt = (kvrt_runtime *)crt;
-    const char *env = backend_env();
+    const char *env = NULL;
+    int env_status = backend_env(rt, &env);
+    if (env_status != KVRT_OK)
+        return env_status;
     if (env) {
         size_t i;
         int status = kvrt_runtime_find_plugin(rt, env, &i);
@@ -242,8 +261,11 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
     int status = kvrt_layout_parse(layout_name, &layout);
     if (status != KVRT_OK)
         return status;
-    if (!backend)
-        backend = backend_env();
+    if (!backend) {
+        status = backend_env(rt, &backend);
+        if (status != KVRT_OK)
+            return status;
+    }
 
     if (backend) {
         size_t i;

@@ -1,3 +1,4 @@
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,6 +35,14 @@ int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_c
     kvrt_plugin_error err;
     err.message[0] = '\0';
     int status = b->plugin->desc->buffer_alloc(b->dev, bytes, &buf->handle, &err);
+    if (status == KVRT_OK && !buf->handle) {
+        /* The handle is all the core ever passes back; a NULL one would be
+         * handed to the plugin's own functions as if it were a buffer. */
+        free(buf);
+        return kvrt_fail(KVRT_ERR_PLUGIN, "backend \"%s\": allocating %llu bytes returned success "
+                         "but no buffer (a NULL handle); the plugin is at fault",
+                         b->plugin->desc->name, (unsigned long long)bytes);
+    }
     if (status != KVRT_OK) {
         free(buf);
         char op[64];
@@ -110,6 +119,29 @@ static int check_range(const kvrt_buffer *buf, uint64_t offset, uint64_t bytes, 
     return KVRT_OK;
 }
 
+/* A backend that exposes host addresses lets a caller pass a pointer into
+ * a buffer as the host side of that same buffer's upload or download: an
+ * overlapping memcpy.  Refused like the cache overlaps in cache_ops.c. */
+static int check_host_overlap(kvrt_buffer *buf, uint64_t offset, const void *host, uint64_t bytes, const char *fn)
+{
+    kvrt_backend *b = buf->backend;
+    const struct kvrt_plugin_descriptor *d = b->plugin->desc;
+    if (b->plugin->device.memory != KVRT_MEMORY_HOST || !KVRT_PLUGIN_HAS(d, buffer_address) || !d->buffer_address)
+        return KVRT_OK;
+    kvrt_plugin_error err;
+    err.message[0] = '\0';
+    void *base = NULL;
+    if (d->buffer_address(b->dev, buf->handle, &base, &err) != KVRT_OK || !base)
+        return KVRT_OK;
+    uintptr_t lo = (uintptr_t)base + (uintptr_t)offset, h = (uintptr_t)host;
+    if (h < lo + bytes && lo < h + bytes)
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: the host range overlaps the buffer's own bytes [%llu, %llu) it "
+                         "copies (the host pointer is at buffer offset %lld); copy through a separate host array",
+                         fn, (unsigned long long)offset, (unsigned long long)(offset + bytes),
+                         (long long)(h - (uintptr_t)base));
+    return KVRT_OK;
+}
+
 int kvrt_buffer_upload(kvrt_buffer *buf, uint64_t offset, const void *src, uint64_t bytes)
 {
     int status = check_range(buf, offset, bytes, "kvrt_buffer_upload");
@@ -119,6 +151,9 @@ int kvrt_buffer_upload(kvrt_buffer *buf, uint64_t offset, const void *src, uint6
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_buffer_upload: source is NULL");
     if (bytes == 0)
         return KVRT_OK;
+    status = check_host_overlap(buf, offset, src, bytes, "kvrt_buffer_upload");
+    if (status != KVRT_OK)
+        return status;
     kvrt_plugin_error err;
     err.message[0] = '\0';
     kvrt_backend *b = buf->backend;
@@ -135,6 +170,9 @@ int kvrt_buffer_download(kvrt_buffer *buf, uint64_t offset, void *dst, uint64_t 
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_buffer_download: destination is NULL");
     if (bytes == 0)
         return KVRT_OK;
+    status = check_host_overlap(buf, offset, dst, bytes, "kvrt_buffer_download");
+    if (status != KVRT_OK)
+        return status;
     kvrt_plugin_error err;
     err.message[0] = '\0';
     kvrt_backend *b = buf->backend;

@@ -63,7 +63,29 @@ static int check_buffer(const kvrt_cache *c, const kvrt_buffer *buf, uint64_t of
         return kvrt_fail(KVRT_ERR_INVALID, "%s: %s needs %llu bytes at offset %llu, but the buffer holds %llu",
                          fn, what, (unsigned long long)bytes, (unsigned long long)offset,
                          (unsigned long long)buf->size);
+    /* Buffers are separate allocations, so only the cache's own buffer can
+     * overlap the cache.  A backend would copy between overlapping ranges
+     * (undefined for memcpy) and its workers would race on them. */
+    if (buf == c->buffer && bytes > 0)
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: %s range [%llu, %llu) lies in the cache's own buffer, which "
+                         "holds the cache allocation [0, %llu); pass a separate buffer", fn, what,
+                         (unsigned long long)offset, (unsigned long long)end, (unsigned long long)c->buffer->size);
     return KVRT_OK;
+}
+
+/* Two regions of one operation where at least one is written must not
+ * share bytes: the result would depend on the backend's copy order. */
+static int check_disjoint(const kvrt_buffer *a, uint64_t a_off, uint64_t a_bytes, const char *a_what,
+                          const kvrt_buffer *b, uint64_t b_off, uint64_t b_bytes, const char *b_what,
+                          const char *fn)
+{
+    /* Both ranges were checked against their buffers, so the ends fit. */
+    if (a != b || a_bytes == 0 || b_bytes == 0 || a_off + a_bytes <= b_off || b_off + b_bytes <= a_off)
+        return KVRT_OK;
+    return kvrt_fail(KVRT_ERR_INVALID, "%s: %s range [%llu, %llu) and %s range [%llu, %llu) overlap in one "
+                     "buffer; an output must not share bytes with another region of the operation", fn,
+                     a_what, (unsigned long long)a_off, (unsigned long long)(a_off + a_bytes), b_what,
+                     (unsigned long long)b_off, (unsigned long long)(b_off + b_bytes));
 }
 
 static int check_slots(const kvrt_cache *c, uint64_t n, const int64_t *slots, const char *fn)
@@ -124,6 +146,9 @@ static int token_io(kvrt_cache *c, bool is_write, uint32_t layer, uint64_t num_t
                              fn, c->layer_names[layer]);
     } else {
         status = check_buffer(c, v, v_offset, rows, vrow, fn, "V");
+        /* Reading writes both K and V; writing only reads them. */
+        if (status == KVRT_OK && !is_write)
+            status = check_disjoint(k, k_offset, rows * krow, "K", v, v_offset, rows * vrow, "V", fn);
         if (status != KVRT_OK)
             return status;
     }
@@ -182,10 +207,12 @@ static int staging_io(kvrt_cache *c, bool is_gather, uint64_t n, const int64_t *
     if (!c)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: cache is NULL", fn);
     int status = need_op(c, is_gather ? KVRT_OP_GATHER : KVRT_OP_SCATTER, fn);
-    if (status == KVRT_OK)
-        status = check_blocks(c, n, ids, fn, "block_ids");
+    /* The count is checked against the staging buffer before the id
+     * array is read, so a wrong count fails before reading past the array. */
     if (status == KVRT_OK)
         status = check_buffer(c, staging, offset, n, c->staging_bytes_per_block, fn, "staging");
+    if (status == KVRT_OK)
+        status = check_blocks(c, n, ids, fn, "block_ids");
     if (status != KVRT_OK || n == 0)
         return status;
     const struct kvrt_plugin_descriptor *d = c->backend->plugin->desc;
@@ -208,6 +235,8 @@ int kvrt_cache_scatter(kvrt_cache *c, uint64_t n, const int64_t *ids, kvrt_buffe
 
 void kvrt_decode_params_default(struct kvrt_decode_params *params)
 {
+    if (!params)
+        return;
     memset(params, 0, sizeof(*params));
     params->scale = 1.0f;
 }
@@ -258,6 +287,9 @@ int kvrt_cache_decode(kvrt_cache *c, uint32_t layer, const struct kvrt_decode_pa
     status = check_buffer(c, p->q, p->q_offset, rows, L->head_size * L->elem_size, fn, "q");
     if (status == KVRT_OK)
         status = check_buffer(c, p->out, p->out_offset, rows, L->head_size_v * L->elem_size, fn, "out");
+    if (status == KVRT_OK)
+        status = check_disjoint(p->q, p->q_offset, rows * L->head_size * L->elem_size, "q", p->out, p->out_offset,
+                                rows * L->head_size_v * L->elem_size, "out", fn);
     if (status != KVRT_OK)
         return status;
     uint64_t max_len = (uint64_t)p->max_blocks_per_seq * c->desc.block_size;

@@ -21,21 +21,58 @@ void kvrt_clear_error(void)
     error_text[0] = '\0';
 }
 
+size_t kvrt_escape_controls(char *dst, size_t size, const char *src)
+{
+    /* Messages are one line of text whatever a caller, a file or a plugin
+     * put in them: a byte below 0x20 or 0x7f becomes a visible escape. */
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    if (size == 0)
+        return 0;
+    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+        char esc[5];
+        size_t len;
+        if (*p >= 0x20 && *p != 0x7f) {
+            esc[0] = (char)*p;
+            len = 1;
+        } else if (*p == '\n' || *p == '\t' || *p == '\r') {
+            esc[0] = '\\';
+            esc[1] = (char)(*p == '\n' ? 'n' : *p == '\t' ? 't' : 'r');
+            len = 2;
+        } else {
+            esc[0] = '\\';
+            esc[1] = 'x';
+            esc[2] = hex[*p >> 4];
+            esc[3] = hex[*p & 0xf];
+            len = 4;
+        }
+        if (n + len >= size)
+            break;
+        memcpy(dst + n, esc, len);
+        n += len;
+    }
+    dst[n] = '\0';
+    return n;
+}
+
 void kvrt_error_set(const char *fmt, ...)
 {
+    char raw[sizeof(error_text)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(error_text, sizeof(error_text), fmt, ap);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    kvrt_escape_controls(error_text, sizeof(error_text), raw);
 }
 
 void kvrt_error_prefix(const char *fmt, ...)
 {
-    char prefix[512];
+    char raw[512], prefix[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(prefix, sizeof(prefix), fmt, ap);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    kvrt_escape_controls(prefix, sizeof(prefix), raw);
     /* Shift the old message right and put "<prefix>: " in front, keeping
      * as much of the old text as fits. */
     size_t pl = strlen(prefix) + 2;
@@ -54,10 +91,13 @@ int kvrt_error_report(int status, const char *fmt, ...)
         error_text[0] = '\0';
         return status;
     }
+    /* Through the same escaping as kvrt_error_set: one line always. */
+    char raw[sizeof(error_text)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(error_text, sizeof(error_text), fmt, ap);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    kvrt_escape_controls(error_text, sizeof(error_text), raw);
     return status;
 }
 

@@ -107,6 +107,8 @@ static int check_layout(const char *fn, enum kvrt_layout layout)
 
 int kvrt_layout_stride_order(enum kvrt_layout layout, int out[KVRT_NUM_AXES])
 {
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_layout_stride_order: out is NULL; pass an array to receive the order");
     int rc = check_layout("kvrt_layout_stride_order", layout);
     if (rc != KVRT_OK)
         return rc;
@@ -116,6 +118,8 @@ int kvrt_layout_stride_order(enum kvrt_layout layout, int out[KVRT_NUM_AXES])
 
 int kvrt_layout_layer_view_order(enum kvrt_layout layout, int out[4])
 {
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_layout_layer_view_order: out is NULL; pass an array to receive the order");
     int rc = check_layout("kvrt_layout_layer_view_order", layout);
     if (rc != KVRT_OK)
         return rc;

@@ -30,15 +30,18 @@ static int add_skipped(kvrt_runtime *rt, const char *path, const char *reason)
     if (!s)
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory recording skipped plugin %s", path);
     rt->skipped = s;
+    /* Reasons quote plugin text and dlerror(); keep them one line. */
+    char line[2048];
+    kvrt_escape_controls(line, sizeof(line), reason);
     s[rt->num_skipped].path = strdup(path);
-    s[rt->num_skipped].reason = strdup(reason);
+    s[rt->num_skipped].reason = strdup(line);
     if (!s[rt->num_skipped].path || !s[rt->num_skipped].reason) {
         free(s[rt->num_skipped].path);
         free(s[rt->num_skipped].reason);
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory recording skipped plugin %s", path);
     }
     rt->num_skipped++;
-    kvrt_runtime_log(rt, KVRT_LOG_WARNING, "plugin %s skipped: %s", path, reason);
+    kvrt_runtime_log(rt, KVRT_LOG_WARNING, "plugin %s skipped: %s", path, line);
     return KVRT_OK;
 }
 
@@ -140,16 +143,36 @@ static int admit_module(kvrt_runtime *rt, const char *path, void *handle)
     return KVRT_OK;
 }
 
+static const char *file_kind(mode_t mode)
+{
+    return S_ISDIR(mode) ? "a folder" : S_ISFIFO(mode) ? "a FIFO" : S_ISSOCK(mode) ? "a socket"
+         : S_ISCHR(mode) ? "a character device" : S_ISBLK(mode) ? "a block device" : "not a regular file";
+}
+
 static int load_file(kvrt_runtime *rt, const char *path, bool check_dir)
 {
     char why[1024];
     char real[PATH_MAX];
+
+    /* dlopen of a FIFO blocks forever and a device file is never a
+     * plugin: only regular files are opened.  The file can still be
+     * swapped between this stat and dlopen (docs/security.md). */
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        snprintf(why, sizeof(why), "cannot stat it: %s", strerror(errno));
+        return add_skipped(rt, path, why);
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(why, sizeof(why), "it is %s; plugins must be regular files", file_kind(st.st_mode));
+        return add_skipped(rt, path, why);
+    }
 
     if (!insecure_allowed()) {
         if (writable_by_others(path, why, sizeof(why), "plugin file"))
             return add_skipped(rt, path, why);
         if (check_dir) {
             char dir[PATH_MAX];
+            /* path fits PATH_MAX: search_entry refused longer ones. */
             snprintf(dir, sizeof(dir), "%s", path);
             char *slash = strrchr(dir, '/');
             if (slash && slash != dir)
@@ -241,8 +264,19 @@ static int search_entry(kvrt_runtime *rt, const char *entry)
     char path[PATH_MAX];
     /* dlopen searches LD_LIBRARY_PATH for a name without '/'; an explicit
      * relative entry means a path, so make it one. */
-    snprintf(path, sizeof(path), "%s%s", strchr(entry, '/') ? "" : "./", entry);
-    if (stat(path, &st) == 0 && S_ISREG(st.st_mode))
+    int len = snprintf(path, sizeof(path), "%s%s", strchr(entry, '/') ? "" : "./", entry);
+    if (len < 0 || (size_t)len >= sizeof(path)) {
+        /* Truncated, it would name another file, which might then load. */
+        char why[128];
+        snprintf(why, sizeof(why), "the search path entry is %zu bytes; at most %d fit a file name",
+                 strlen(entry), PATH_MAX - 1 - (strchr(entry, '/') ? 0 : 2));
+        char shown[96];
+        snprintf(shown, sizeof(shown), "%.64s...", entry);
+        return add_skipped(rt, shown, why);
+    }
+    /* A plugin file named directly; anything else not a folder is refused
+     * by load_file with its kind. */
+    if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
         return load_file(rt, path, true);
     return scan_dir(rt, path);
 }

@@ -481,6 +481,8 @@ int kvrt_placement_get_set(const kvrt_placement *p, size_t i, struct kvrt_placem
 
 int kvrt_placement_layer_view(const kvrt_placement *p, size_t set, uint64_t layer, struct kvrt_view *out)
 {
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_placement_layer_view: out is NULL");
     int rc = check_set("kvrt_placement_layer_view", p, set);
     if (rc != KVRT_OK)
         return rc;

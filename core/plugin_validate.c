@@ -1,18 +1,46 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "error.h"
 #include "runtime_internal.h"
 
 #define KNOWN_DTYPES ((1u << KVRT_NUM_DTYPES) - 1u)
 
+/* Descriptor strings are read with a bound: a plugin's pointer may lead to
+ * bytes without a terminating NUL, and strlen would run off its data. */
+#define NAME_MAX_BYTES 64
+#define VERSION_MAX_BYTES 64
+#define DESCRIPTION_MAX_BYTES 512
+
 static bool valid_name(const char *name)
 {
-    if (!name || !*name || strlen(name) > 64)
+    size_t n = strnlen(name, NAME_MAX_BYTES + 1);
+    if (n == 0 || n > NAME_MAX_BYTES)
         return false;
-    for (const char *c = name; *c; c++)
-        if (!((*c >= 'a' && *c <= 'z') || (*c >= '0' && *c <= '9') || *c == '_' || *c == '-'))
+    for (size_t i = 0; i < n; i++) {
+        char c = name[i];
+        if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' || c == '-'))
             return false;
+    }
     return true;
+}
+
+enum text_fault { TEXT_OK, TEXT_UNTERMINATED, TEXT_CONTROL };
+
+/* A descriptor text must end within `max` bytes and be one line. */
+static enum text_fault check_text(const char *text, size_t max, size_t *at)
+{
+    size_t n = strnlen(text, max + 1);
+    if (n > max)
+        return TEXT_UNTERMINATED;
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)text[i];
+        if (c < 0x20 || c == 0x7f) {
+            *at = i;
+            return TEXT_CONTROL;
+        }
+    }
+    return TEXT_OK;
 }
 
 /* A descriptor is checked field by field before anything in it is trusted,
@@ -32,10 +60,32 @@ int kvrt_plugin_validate(const struct kvrt_plugin_descriptor *d, char *why, size
                KVRT_PLUGIN_ABI_MINOR);
     if (!d->name)
         REFUSE("malformed descriptor: name is NULL");
-    if (!valid_name(d->name))
-        REFUSE("malformed descriptor: name \"%.64s\" is not 1-64 characters of [a-z0-9_-]", d->name);
+    if (!valid_name(d->name)) {
+        char shown[4 * NAME_MAX_BYTES + 1], head[NAME_MAX_BYTES + 1];
+        memcpy(head, d->name, strnlen(d->name, NAME_MAX_BYTES));
+        head[strnlen(d->name, NAME_MAX_BYTES)] = '\0';
+        kvrt_escape_controls(shown, sizeof(shown), head);
+        REFUSE("malformed descriptor: name \"%s\"%s is not 1-%d characters of [a-z0-9_-] followed by a NUL",
+               shown, strnlen(d->name, NAME_MAX_BYTES + 1) > NAME_MAX_BYTES ? "..." : "", NAME_MAX_BYTES);
+    }
     if (!d->version)
         REFUSE("malformed descriptor: version of \"%s\" is NULL", d->name);
+    static const struct { size_t offset; size_t max; const char *name; } texts[] = {
+        { offsetof(struct kvrt_plugin_descriptor, version), VERSION_MAX_BYTES, "version" },
+        { offsetof(struct kvrt_plugin_descriptor, description), DESCRIPTION_MAX_BYTES, "description" },
+    };
+    for (size_t i = 0; i < sizeof(texts) / sizeof(texts[0]); i++) {
+        const char *text;
+        memcpy(&text, (const char *)d + texts[i].offset, sizeof(text));
+        size_t at = 0;
+        enum text_fault fault = text ? check_text(text, texts[i].max, &at) : TEXT_OK;
+        if (fault == TEXT_UNTERMINATED)
+            REFUSE("malformed descriptor: %s of \"%s\" has no terminating NUL within %zu bytes", texts[i].name,
+                   d->name, texts[i].max);
+        if (fault == TEXT_CONTROL)
+            REFUSE("malformed descriptor: %s of \"%s\" contains control byte 0x%02x at byte %zu; it must be "
+                   "one line of text", texts[i].name, d->name, (unsigned)(unsigned char)text[at], at);
+    }
     if (d->flags & ~KVRT_PLUGIN_ANY_LAYOUT)
         REFUSE("malformed descriptor: unknown flags 0x%x (valid: 0x%x KVRT_PLUGIN_ANY_LAYOUT)",
                (unsigned)d->flags, (unsigned)KVRT_PLUGIN_ANY_LAYOUT);

@@ -8,17 +8,20 @@
 
 void kvrt_runtime_options_default(struct kvrt_runtime_options *options)
 {
+    if (!options)
+        return;
     memset(options, 0, sizeof(*options));
     options->search_default_paths = true;
 }
 
 void kvrt_runtime_log(const kvrt_runtime *rt, enum kvrt_log_level level, const char *fmt, ...)
 {
-    char msg[2048];
+    char raw[2048], msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
+    vsnprintf(raw, sizeof(raw), fmt, ap);
     va_end(ap);
+    kvrt_escape_controls(msg, sizeof(msg), raw);
     if (rt->options.log) {
         rt->options.log(rt->options.log_user, level, msg);
         return;
@@ -116,11 +119,13 @@ void kvrt_plugin_probe(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
     p->available = status == KVRT_OK;
     if (!p->available && !why.message[0])
         snprintf(why.message, sizeof(why.message), "probe failed with %s", kvrt_status_name(status));
-    p->reason = strdup(p->available ? "" : why.message);
+    char line[sizeof(why.message) * 4];
+    kvrt_escape_controls(line, sizeof(line), p->available ? "" : why.message);
+    p->reason = strdup(line);
     p->probed = true;
     describe_device(rt, p);
     if (!p->available)
-        kvrt_runtime_log(rt, KVRT_LOG_INFO, "backend \"%s\" has no device: %s", p->desc->name, why.message);
+        kvrt_runtime_log(rt, KVRT_LOG_INFO, "backend \"%s\" has no device: %s", p->desc->name, line);
 }
 
 size_t kvrt_runtime_num_plugins(const kvrt_runtime *rt)

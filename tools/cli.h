@@ -60,6 +60,18 @@ int cli_print_man(FILE *out);
 /* Print "kvrt: error: <message>" as one line on stderr; return `code`. */
 int cli_error(int code, const char *fmt, ...) CLI_PRINTF(2, 3);
 
+/* Copy src into dst (always terminated), control bytes written as \n, \t,
+ * \r or \xNN, so any text prints as one line. */
+void cli_escape_controls(char *dst, size_t size, const char *src);
+
+/* `text` (NULL: "") made printable in buf, for tables that show names,
+ * paths and versions from outside; returns buf. */
+const char *cli_printable(const char *text, char *buf, size_t size);
+
+/* Flush stdout and check it: a write error (full disk, closed stdout) is
+ * reported and turns a success into exit status 1.  main() ends with it. */
+int cli_finish_output(int code);
+
 /* Report a failed libkvrt call (its thread message) and return the exit
  * status for its status code: invalid/overflow 2, refused 3, no device 4,
  * else 1. */
@@ -143,6 +155,12 @@ json_t *cli_json_u64(uint64_t value, const char *what);
 /* A JSON array of n sizes; NULL (error printed) on failure. */
 json_t *cli_json_u64_array(const uint64_t *values, size_t n, const char *what);
 json_t *cli_json_int_array(const int *values, size_t n);
+
+/* A JSON string for any bytes: invalid UTF-8 bytes are replaced by U+FFFD
+ * (jansson refuses them, which would lose the whole output).  NULL only when
+ * memory runs out. */
+json_t *cli_json_str(const char *text);
+json_t *cli_json_strn(const char *text, size_t len);
 
 /* Print `root` (stealing the reference) on stdout with a trailing newline. */
 int cli_json_print(json_t *root);

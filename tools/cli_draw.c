@@ -14,6 +14,9 @@
 #define DRAW_MAX_BLOCKS 64
 /* More rows than this make a picture nobody can read. */
 #define DRAW_MAX_ROWS 6000
+/* Cells (head x state of a page) the map may hold: each can become a piece
+ * and a span, so this bounds the memory and time of building the map. */
+#define DRAW_MAX_CELLS (1u << 21)
 
 static void draw_help(FILE *out)
 {
@@ -53,6 +56,38 @@ static void draw_help(FILE *out)
             "  kvrt draw --layout LBNHC --layers 2 --kv-heads 2 --head-size 8 --block-size 4 --ascii\n",
             DRAW_DEFAULT_BLOCKS, KVRT_LAYOUT_ENV, DRAW_DEFAULT_BLOCKS, DRAW_MAX_BLOCKS, cli_model_options_help,
             KVRT_LAYOUT_ENV);
+}
+
+/* The limits checked from the shape alone, before the map is built: every
+ * page lies below the end of the last group, so the pages' bytes give a
+ * lower bound of the rows, and the cells bound what the map would hold. */
+static int check_size(const kvrt_placement *p)
+{
+    uint64_t row = 0, page_bytes = 0, cells = 0;
+    bool over = false;
+    for (size_t s = 0; s < kvrt_placement_num_sets(p); s++) {
+        struct kvrt_placement_set set;
+        if (kvrt_placement_get_set(p, s, &set) != KVRT_OK)
+            return cli_fail_status(KVRT_ERR_INTERNAL);
+        const struct kvrt_spec_info *in = &set.geometry.info;
+        uint64_t pages, bytes, n;
+        row = in->page_size > row ? in->page_size : row;
+        over = over || __builtin_mul_overflow(set.num_layers, kvrt_placement_num_blocks(p), &pages) ||
+               __builtin_mul_overflow(pages, in->page_size, &bytes) ||
+               __builtin_add_overflow(page_bytes, bytes, &page_bytes) ||
+               __builtin_mul_overflow(pages, in->head_slots, &n) ||
+               __builtin_mul_overflow(n, in->states_per_block, &n) || __builtin_add_overflow(cells, n, &cells);
+    }
+    uint64_t rows = row ? page_bytes / row : 0;
+    if (over || rows > DRAW_MAX_ROWS)
+        return cli_error(CLI_EXIT_USAGE, "draw: the map would have %s%" PRIu64 " rows, more than %d can show; "
+                         "draw fewer --blocks or layers", over ? "more than " : "", over ? UINT64_MAX : rows,
+                         DRAW_MAX_ROWS);
+    if (cells > DRAW_MAX_CELLS)
+        return cli_error(CLI_EXIT_USAGE, "draw: the map would hold %" PRIu64 " cells (head x state of every "
+                         "page), more than %u can be drawn; draw fewer --blocks, layers, heads or tokens per "
+                         "block", cells, DRAW_MAX_CELLS);
+    return CLI_EXIT_OK;
 }
 
 static int draw_run(int argc, char **argv)
@@ -119,7 +154,7 @@ static int draw_run(int argc, char **argv)
         struct kvrt_group *groups = kvrt_model_placement_groups(m);
         int rc = groups ? kvrt_placement_create(layout, groups, m->num_groups, blocks, 0, &p) : KVRT_ERR_NOMEM;
         free(groups);
-        if (rc == KVRT_OK)
+        if (rc == KVRT_OK && (code = check_size(p)) == CLI_EXIT_OK)
             rc = draw_map_build(p, &map);
         if (rc != KVRT_OK)
             code = cli_fail_status(rc);

@@ -104,26 +104,26 @@ static int print_json(void)
         for (int p = 0; p < KVRT_NUM_AXES; p++)
             physical[p] = axis_letters[o[p]];
         json_t *e = json_object();
-        json_object_set_new(e, "name", json_string(kvrt_layout_name(l)));
+        json_object_set_new(e, "name", cli_json_str(kvrt_layout_name(l)));
         json_object_set_new(e, "value", json_integer(i));
         json_object_set_new(e, "stride_order", cli_json_int_array(o, KVRT_NUM_AXES));
-        json_object_set_new(e, "physical_order", json_string(physical));
+        json_object_set_new(e, "physical_order", cli_json_str(physical));
         json_object_set_new(e, "layer_view_order", cli_json_int_array(v, 4));
         json_object_set_new(e, "layer_compact", json_boolean(kvrt_layout_layer_compact(l)));
         json_object_set_new(e, "block_outermost", json_boolean(kvrt_layout_block_outermost(l)));
         json_object_set_new(e, "block_compact", json_boolean(kvrt_layout_block_compact(l)));
         json_object_set_new(e, "block_contiguous", json_boolean(kvrt_layout_block_contiguous(l)));
         json_array_append_new(layouts, e);
-        json_array_append_new(valid, json_string(kvrt_layout_name(l)));
+        json_array_append_new(valid, cli_json_str(kvrt_layout_name(l)));
     }
     for (size_t i = 0; i < num_aliases; i++) {
-        json_object_set_new(aliases, alias[i], json_string(kvrt_layout_name(means[i])));
-        json_array_append_new(valid, json_string(alias[i]));
+        json_object_set_new(aliases, alias[i], cli_json_str(kvrt_layout_name(means[i])));
+        json_array_append_new(valid, cli_json_str(alias[i]));
     }
     json_object_set_new(root, "layouts", layouts);
     json_object_set_new(root, "aliases", aliases);
     json_object_set_new(root, "valid_names", valid);
-    json_object_set_new(root, "env", json_string(KVRT_LAYOUT_ENV));
+    json_object_set_new(root, "env", cli_json_str(KVRT_LAYOUT_ENV));
     return cli_json_print(root);
 }
 

@@ -396,8 +396,8 @@ static json_t *spec_json(const struct kvrt_spec *s)
     json_t *tps = json_array();
     json_array_append_new(tps, cli_json_u64(s->tokens_per_state_num, "tokens_per_state"));
     json_array_append_new(tps, cli_json_u64(s->tokens_per_state_den, "tokens_per_state"));
-    bool ok = cli_json_put(o, "kind", json_string(kvrt_spec_kind_name(s->kind))) &&
-              cli_json_put(o, "dtype", state ? json_null() : json_string(kvrt_dtype_name(s->dtype))) &&
+    bool ok = cli_json_put(o, "kind", cli_json_str(kvrt_spec_kind_name(s->kind))) &&
+              cli_json_put(o, "dtype", state ? json_null() : cli_json_str(kvrt_dtype_name(s->dtype))) &&
               cli_json_put(o, "block_size", cli_json_u64(s->block_size, "block_size")) &&
               cli_json_put(o, "kv_heads", state ? json_null() : cli_json_u64(s->num_kv_heads, "kv_heads")) &&
               cli_json_put(o, "head_slots", cli_json_u64(in.head_slots, "head_slots")) &&
@@ -428,9 +428,9 @@ static json_t *settings_json(const struct kvrt_model *m)
     json_t *a = json_array();
     for (size_t i = 0; a && i < m->num_settings; i++) {
         json_t *e = json_object();
-        if (!cli_json_put(e, "name", json_string(m->settings[i].name)) ||
-            !cli_json_put(e, "value", json_string(m->settings[i].value)) ||
-            !cli_json_put(e, "source", json_string(m->settings[i].source)) ||
+        if (!cli_json_put(e, "name", cli_json_str(m->settings[i].name)) ||
+            !cli_json_put(e, "value", cli_json_str(m->settings[i].value)) ||
+            !cli_json_put(e, "source", cli_json_str(m->settings[i].source)) ||
             json_array_append_new(a, e) != 0) {
             json_decref(a);
             return NULL;
@@ -443,29 +443,29 @@ json_t *cli_model_json(const struct kvrt_model *m)
 {
     json_t *o = json_object(), *groups = json_array(), *notes = json_array();
     for (size_t i = 0; notes && i < m->num_notes; i++)
-        json_array_append_new(notes, json_string(m->notes[i]));
-    bool ok = cli_json_put(o, "name", json_string(m->name)) &&
-              cli_json_put(o, "source", json_string(m->source)) &&
-              cli_json_put(o, "format", json_string(m->format)) &&
-              cli_json_put(o, "architecture", json_string(m->architecture)) &&
+        json_array_append_new(notes, cli_json_str(m->notes[i]));
+    bool ok = cli_json_put(o, "name", cli_json_str(m->name)) &&
+              cli_json_put(o, "source", cli_json_str(m->source)) &&
+              cli_json_put(o, "format", cli_json_str(m->format)) &&
+              cli_json_put(o, "architecture", cli_json_str(m->architecture)) &&
               cli_json_put(o, "num_layers", cli_json_u64(m->num_layers, "num_layers")) &&
               cli_json_put(o, "num_q_heads", cli_json_u64(m->num_q_heads, "num_q_heads")) &&
               cli_json_put(o, "settings", settings_json(m)) &&
               cli_json_put(o, "max_model_len", m->max_model_len ? cli_json_u64(m->max_model_len, "max_model_len")
                                                                 : json_null()) &&
               cli_json_put(o, "max_model_len_source", m->max_model_len_source
-                                                          ? json_string(m->max_model_len_source)
+                                                          ? cli_json_str(m->max_model_len_source)
                                                           : json_null()) &&
               cli_json_put(o, "notes", notes);
     for (size_t g = 0; ok && g < m->num_groups; g++) {
         const struct kvrt_model_group *grp = &m->groups[g];
         json_t *e = json_object(), *names = json_array();
         for (size_t i = 0; names && i < grp->num_layers; i++)
-            json_array_append_new(names, json_string(grp->layers[i].name));
-        ok = cli_json_put(e, "name", json_string(grp->name)) &&
-             cli_json_put(e, "what", json_string(grp->what)) &&
+            json_array_append_new(names, cli_json_str(grp->layers[i].name));
+        ok = cli_json_put(e, "name", cli_json_str(grp->name)) &&
+             cli_json_put(e, "what", cli_json_str(grp->what)) &&
              cli_json_put(e, "window", grp->window ? cli_json_u64(grp->window, "window") : json_null()) &&
-             cli_json_put(e, "usage", json_string(grp->usage == KVRT_USAGE_STATE     ? "state"
+             cli_json_put(e, "usage", cli_json_str(grp->usage == KVRT_USAGE_STATE     ? "state"
                                                   : grp->usage == KVRT_USAGE_SLIDING ? "sliding_window"
                                                                                      : "full")) &&
              cli_json_put(e, "num_layers", cli_json_u64(grp->num_layers, "num_layers")) &&

@@ -291,14 +291,14 @@ static int print_json(const struct plan_request *req, const struct kvrt_geometry
 
     json_t *root = json_object(), *layers = json_array();
     bool ok = root && layers &&
-              put(root, "layout", json_string(kvrt_layout_name(g->layout))) &&
-              put(root, "layout_source", json_string(req->layout_source)) &&
+              put(root, "layout", cli_json_str(kvrt_layout_name(g->layout))) &&
+              put(root, "layout_source", cli_json_str(req->layout_source)) &&
               put(root, "stride_order", cli_json_int_array(o, KVRT_NUM_AXES)) &&
-              put(root, "physical_order", json_string(physical)) &&
-              put(root, "kind", json_string(kvrt_spec_kind_name(req->spec.kind))) &&
+              put(root, "physical_order", cli_json_str(physical)) &&
+              put(root, "kind", cli_json_str(kvrt_spec_kind_name(req->spec.kind))) &&
               put(root, "dtype", req->spec.kind == KVRT_SPEC_STATE
                                      ? json_null()
-                                     : json_string(kvrt_dtype_name(req->spec.dtype))) &&
+                                     : cli_json_str(kvrt_dtype_name(req->spec.dtype))) &&
               put(root, "elem_size", cli_json_u64(in->elem_size, "elem_size")) &&
               put(root, "num_layers", cli_json_u64(g->num_layers, "num_layers")) &&
               put(root, "num_blocks", cli_json_u64(g->num_blocks, "num_blocks")) &&

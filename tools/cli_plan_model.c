@@ -198,7 +198,7 @@ static json_t *groups_json(const struct kvrt_model *m, uint64_t blocks)
         sum_group(&m->groups[g], blocks, &s);
         kvrt_spec_derive(&m->groups[g].layers[0].spec, 0, &in);
         json_t *e = json_object();
-        bool ok = cli_json_put(e, "name", json_string(m->groups[g].name)) &&
+        bool ok = cli_json_put(e, "name", cli_json_str(m->groups[g].name)) &&
                   cli_json_put(e, "num_layers", cli_json_u64(m->groups[g].num_layers, "num_layers")) &&
                   cli_json_put(e, "page_bytes", cli_json_u64(in.page_size, "page_bytes")) &&
                   cli_json_put(e, "bytes_per_block", cli_json_u64(s.bytes_per_block, "bytes_per_block")) &&
@@ -226,7 +226,7 @@ static json_t *sets_json(const kvrt_placement *p)
             return NULL;
         }
         for (size_t l = 0; l < s.num_layers; l++)
-            json_array_append_new(names, json_string(s.layer_names[l]));
+            json_array_append_new(names, cli_json_str(s.layer_names[l]));
         bool ok = cli_json_put(e, "group", cli_json_u64(s.group, "group")) &&
                   cli_json_put(e, "layers", names) &&
                   cli_json_put(e, "offset", cli_json_u64(s.offset, "offset")) &&
@@ -249,17 +249,17 @@ static json_t *vllm_json(const struct vllm_figures *f)
     if (!f)
         return json_null();
     json_t *o = json_object(), *log = json_array();
-    json_array_append_new(log, json_string(f->log_tokens));
+    json_array_append_new(log, cli_json_str(f->log_tokens));
     if (f->have_len)
-        json_array_append_new(log, json_string(f->log_concurrency));
+        json_array_append_new(log, cli_json_str(f->log_concurrency));
     bool ok = cli_json_put(o, "kv_cache_tokens", cli_json_u64(f->cap.tokens, "kv_cache_tokens")) &&
               cli_json_put(o, "num_blocks", cli_json_u64(f->cap.num_blocks, "num_blocks")) &&
               cli_json_put(o, "bytes_per_block", cli_json_u64(f->cap.bytes_per_block, "bytes_per_block")) &&
               cli_json_put(o, "max_model_len", f->have_len ? cli_json_u64(f->cap.max_model_len, "max_model_len")
                                                            : json_null()) &&
-              cli_json_put(o, "max_model_len_source", f->have_len ? json_string(f->len_source) : json_null()) &&
+              cli_json_put(o, "max_model_len_source", f->have_len ? cli_json_str(f->len_source) : json_null()) &&
               cli_json_put(o, "max_num_batched_tokens", cli_json_u64(f->batched, "max_num_batched_tokens")) &&
-              cli_json_put(o, "max_num_batched_tokens_source", json_string(f->batched_source)) &&
+              cli_json_put(o, "max_num_batched_tokens_source", cli_json_str(f->batched_source)) &&
               cli_json_put(o, "blocks_per_request", f->have_len ? cli_json_u64(f->cap.blocks_per_request,
                                                                                "blocks_per_request")
                                                                 : json_null()) &&
@@ -284,9 +284,9 @@ static int print_json(const struct kvrt_model *m, const kvrt_placement *p, const
     physical(kvrt_placement_layout(p), false, order);
     json_t *root = json_object();
     bool ok = cli_json_put(root, "model", cli_model_json(m)) &&
-              cli_json_put(root, "layout", json_string(kvrt_layout_name(kvrt_placement_layout(p)))) &&
-              cli_json_put(root, "layout_source", json_string(layout_source)) &&
-              cli_json_put(root, "physical_order", json_string(order)) &&
+              cli_json_put(root, "layout", cli_json_str(kvrt_layout_name(kvrt_placement_layout(p)))) &&
+              cli_json_put(root, "layout_source", cli_json_str(layout_source)) &&
+              cli_json_put(root, "physical_order", cli_json_str(order)) &&
               cli_json_put(root, "num_blocks", cli_json_u64(blocks, "num_blocks")) &&
               cli_json_put(root, "budget_bytes", budget ? cli_json_u64(budget, "budget_bytes") : json_null()) &&
               cli_json_put(root, "bytes_per_block", cli_json_u64(kvrt_placement_bytes_per_block(p), "bytes_per_block")) &&

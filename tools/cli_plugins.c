@@ -161,31 +161,31 @@ static json_t *plugin_json(const kvrt_runtime *rt, size_t i, const struct env_la
     char reason[768], abi[32];
     if (kvrt_runtime_plugin_info(rt, i, &in) != KVRT_OK)
         return NULL;
-    json_t *layouts = in.any_layout ? json_string("any") : json_array();
+    json_t *layouts = in.any_layout ? cli_json_str("any") : json_array();
     for (size_t k = 0; !in.any_layout && k < in.num_layouts; k++)
-        json_array_append_new(layouts, json_string(kvrt_layout_name(in.layouts[k])));
+        json_array_append_new(layouts, cli_json_str(kvrt_layout_name(in.layouts[k])));
     json_t *dtypes = json_array(), *ops = json_array();
     for (int t = 0; t < KVRT_NUM_DTYPES; t++)
         if (in.dtypes & (1u << t))
-            json_array_append_new(dtypes, json_string(kvrt_dtype_name((enum kvrt_dtype)t)));
+            json_array_append_new(dtypes, cli_json_str(kvrt_dtype_name((enum kvrt_dtype)t)));
     for (size_t k = 0; k < sizeof(op_names) / sizeof(op_names[0]); k++)
         if (in.ops & (1u << k))
-            json_array_append_new(ops, json_string(op_names[k]));
+            json_array_append_new(ops, cli_json_str(op_names[k]));
     bool sel = selectable(rt, i, &in, env, reason, sizeof(reason));
     snprintf(abi, sizeof(abi), "%u.%u", in.abi_major, in.abi_minor);
     json_t *o = json_object();
-    bool ok = cli_json_put(o, "name", json_string(in.name)) && cli_json_put(o, "path", json_string(in.path)) &&
-              cli_json_put(o, "version", json_string(in.version ? in.version : "")) &&
-              cli_json_put(o, "description", json_string(in.description ? in.description : "")) &&
-              cli_json_put(o, "abi", json_string(abi)) && cli_json_put(o, "layouts", layouts) &&
+    bool ok = cli_json_put(o, "name", cli_json_str(in.name)) && cli_json_put(o, "path", cli_json_str(in.path)) &&
+              cli_json_put(o, "version", cli_json_str(in.version ? in.version : "")) &&
+              cli_json_put(o, "description", cli_json_str(in.description ? in.description : "")) &&
+              cli_json_put(o, "abi", cli_json_str(abi)) && cli_json_put(o, "layouts", layouts) &&
               cli_json_put(o, "dtypes", dtypes) && cli_json_put(o, "ops", ops) &&
               cli_json_put(o, "available", json_boolean(in.available)) &&
-              cli_json_put(o, "device_reason", json_string(in.reason ? in.reason : "")) &&
-              cli_json_put(o, "device_name", json_string(in.device_name ? in.device_name : "")) &&
-              cli_json_put(o, "device_type", json_string(device_type_name(in.device_type))) &&
-              cli_json_put(o, "memory", json_string(memory_name(in.memory))) &&
+              cli_json_put(o, "device_reason", cli_json_str(in.reason ? in.reason : "")) &&
+              cli_json_put(o, "device_name", cli_json_str(in.device_name ? in.device_name : "")) &&
+              cli_json_put(o, "device_type", cli_json_str(device_type_name(in.device_type))) &&
+              cli_json_put(o, "memory", cli_json_str(memory_name(in.memory))) &&
               cli_json_put(o, "selectable", json_boolean(sel)) &&
-              cli_json_put(o, "reason", json_string(reason)) &&
+              cli_json_put(o, "reason", cli_json_str(reason)) &&
               cli_json_put(o, "default", json_boolean(default_name && strcmp(default_name, in.name) == 0));
     if (!ok) {
         json_decref(o);
@@ -196,8 +196,16 @@ static json_t *plugin_json(const kvrt_runtime *rt, size_t i, const struct env_la
 
 static int print_json(const kvrt_runtime *rt, const struct env_layout *env, const char *default_name)
 {
+    /* Every part is attached to root as soon as it exists, so one
+     * json_decref(root) frees whatever was built when a step fails. */
     json_t *root = json_object(), *plugins = json_array(), *skipped = json_array(), *e = json_object();
-    bool ok = root && plugins && skipped && e;
+    bool ok = root && cli_json_put(root, "plugins", plugins) && cli_json_put(root, "skipped", skipped) &&
+              cli_json_put(root, "env", e);
+    if (!root) {
+        json_decref(plugins);
+        json_decref(skipped);
+        json_decref(e);
+    }
     for (size_t i = 0; ok && i < kvrt_runtime_num_plugins(rt); i++) {
         json_t *p = plugin_json(rt, i, env, default_name);
         ok = p && json_array_append_new(plugins, p) == 0;
@@ -206,19 +214,17 @@ static int print_json(const kvrt_runtime *rt, const struct env_layout *env, cons
         const char *path = "", *reason = "";
         kvrt_runtime_skipped(rt, i, &path, &reason);
         json_t *s = json_object();
-        ok = cli_json_put(s, "path", json_string(path)) && cli_json_put(s, "reason", json_string(reason)) &&
-             json_array_append_new(skipped, s) == 0;
+        ok = s && json_array_append_new(skipped, s) == 0 && cli_json_put(s, "path", cli_json_str(path)) &&
+             cli_json_put(s, "reason", cli_json_str(reason));
     }
-    ok = ok && cli_json_put(e, "name", json_string(KVRT_LAYOUT_ENV)) &&
-         cli_json_put(e, "value", env->value ? json_string(env->value) : json_null()) &&
+    ok = ok && cli_json_put(e, "name", cli_json_str(KVRT_LAYOUT_ENV)) &&
+         cli_json_put(e, "value", env->value ? cli_json_str(env->value) : json_null()) &&
          cli_json_put(e, "valid", json_boolean(env->valid)) &&
-         cli_json_put(e, "error", json_string(env->error));
-    ok = ok && cli_json_put(root, "plugins", plugins) && cli_json_put(root, "skipped", skipped) &&
-         cli_json_put(root, "env", e) &&
-         cli_json_put(root, "default_backend", default_name ? json_string(default_name) : json_null());
+         cli_json_put(e, "error", cli_json_str(env->error));
+    ok = ok && cli_json_put(root, "default_backend", default_name ? cli_json_str(default_name) : json_null());
     if (!ok) {
         json_decref(root);
-        return cli_error(CLI_EXIT_INTERNAL, "plugins: could not build the JSON output");
+        return cli_error(CLI_EXIT_INTERNAL, "plugins: could not build the JSON output (out of memory)");
     }
     return cli_json_print(root);
 }
@@ -227,8 +233,10 @@ static void print_human(const kvrt_runtime *rt, const struct env_layout *env, co
 {
     size_t n = kvrt_runtime_num_plugins(rt);
     printf("%zu plugin%s found", n, n == 1 ? "" : "s");
+    char value[1024];
     if (env->value)
-        printf("; %s=%s%s", KVRT_LAYOUT_ENV, env->value, env->valid ? "" : " (invalid)");
+        printf("; %s=%s%s", KVRT_LAYOUT_ENV, cli_printable(env->value, value, sizeof(value)),
+               env->valid ? "" : " (invalid)");
     printf("\n");
     for (size_t i = 0; i < n; i++) {
         struct kvrt_plugin_info in;
@@ -239,12 +247,15 @@ static void print_human(const kvrt_runtime *rt, const struct env_layout *env, co
         dtypes_text(in.dtypes, dtypes, sizeof(dtypes));
         bool sel = selectable(rt, i, &in, env, reason, sizeof(reason));
         bool is_default = default_name && strcmp(default_name, in.name) == 0;
-        printf("\n%s%s  %s\n", in.name, is_default ? " (default)" : "", in.path);
-        printf("  version    %s, plugin ABI %u.%u\n", in.version ? in.version : "?", in.abi_major, in.abi_minor);
+        char path[4 * 4096], version[256];
+        printf("\n%s%s  %s\n", in.name, is_default ? " (default)" : "", cli_printable(in.path, path, sizeof(path)));
+        printf("  version    %s, plugin ABI %u.%u\n", cli_printable(in.version, version, sizeof(version)),
+               in.abi_major, in.abi_minor);
         printf("  layouts    %s\n", layouts);
         printf("  dtypes     %s\n", dtypes);
         if (in.available && in.device_name && in.device_name[0])
-            printf("  device     available: %s, type %s\n", in.device_name, device_type_name(in.device_type));
+            printf("  device     available: %s, type %s\n", cli_printable(in.device_name, version, sizeof(version)),
+                   device_type_name(in.device_type));
         else
             printf("  device     %s%s%s\n", in.available ? "available" : "not available",
                    in.available ? "" : ": ", in.available ? "" : in.reason);
@@ -260,7 +271,8 @@ static void print_human(const kvrt_runtime *rt, const struct env_layout *env, co
     for (size_t i = 0; i < s; i++) {
         const char *path = "", *reason = "";
         kvrt_runtime_skipped(rt, i, &path, &reason);
-        printf("  %s: %s\n", path, reason);
+        char shown[4 * 4096];
+        printf("  %s: %s\n", cli_printable(path, shown, sizeof(shown)), reason);
     }
     if (env->value && !env->valid)
         printf("\nnote: %s\n", env->error);

@@ -1,4 +1,5 @@
 /* Error reporting and exit statuses shared by every subcommand. */
+#include <errno.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
@@ -14,11 +15,61 @@ int cli_error(int code, const char *fmt, ...)
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    /* Scripts grep for one line per error: fold any line breaks. */
-    for (char *p = msg; *p; p++)
-        if (*p == '\n' || *p == '\r')
-            *p = ' ';
-    fprintf(stderr, "kvrt: error: %s\n", msg);
+    /* Scripts grep for one line per error, and a value from the command
+     * line, the environment or a file may carry any byte: control bytes are
+     * written as escapes (the library's messages already are). */
+    char line[4 * sizeof(msg)];
+    cli_escape_controls(line, sizeof(line), msg);
+    fprintf(stderr, "kvrt: error: %s\n", line);
+    return code;
+}
+
+void cli_escape_controls(char *dst, size_t size, const char *src)
+{
+    static const char hex[] = "0123456789abcdef";
+    size_t n = 0;
+    if (size == 0)
+        return;
+    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+        char esc[4] = {(char)*p};
+        size_t len = 1;
+        if (*p == '\n' || *p == '\t' || *p == '\r') {
+            esc[0] = '\\';
+            esc[1] = (char)(*p == '\n' ? 'n' : *p == '\t' ? 't' : 'r');
+            len = 2;
+        } else if (*p < 0x20 || *p == 0x7f) {
+            esc[0] = '\\';
+            esc[1] = 'x';
+            esc[2] = hex[*p >> 4];
+            esc[3] = hex[*p & 0xf];
+            len = 4;
+        }
+        if (n + len >= size)
+            break;
+        memcpy(dst + n, esc, len);
+        n += len;
+    }
+    dst[n] = '\0';
+}
+
+const char *cli_printable(const char *text, char *buf, size_t size)
+{
+    cli_escape_controls(buf, size, text ? text : "");
+    return buf;
+}
+
+int cli_finish_output(int code)
+{
+    /* A full disk, a closed stdout or a broken pipe must not look like
+     * success: buffered output is flushed and checked before exiting. */
+    errno = 0;
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        int e = errno;
+        clearerr(stdout);
+        cli_error(CLI_EXIT_INTERNAL, "could not write the output to stdout: %s",
+                  e ? strerror(e) : "write error");
+        return code == CLI_EXIT_OK ? CLI_EXIT_INTERNAL : code;
+    }
     return code;
 }
 

@@ -142,7 +142,7 @@ static json_t *trace_lines(const char *trace)
     for (const char *p = trace; a && *p;) {
         const char *nl = strchr(p, '\n');
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        json_array_append_new(a, json_stringn(p, len));
+        json_array_append_new(a, cli_json_strn(p, len));
         p += len + (nl ? 1 : 0);
     }
     return a;
@@ -156,13 +156,13 @@ static int report(const kvrt_resolver *r, enum kvrt_layout chosen, bool json)
     if (json) {
         json_t *root = json_object(), *cands = json_array();
         for (size_t i = 0; cands && i < n; i++)
-            json_array_append_new(cands, json_string(kvrt_layout_name(c[i])));
-        json_object_set_new(root, "layout", json_string(kvrt_layout_name(chosen)));
+            json_array_append_new(cands, cli_json_str(kvrt_layout_name(c[i])));
+        json_object_set_new(root, "layout", cli_json_str(kvrt_layout_name(chosen)));
         json_object_set_new(root, "candidates", cands);
         json_object_set_new(root, "warning", json_boolean(warned));
         /* As spelled, the way kvrt_resolver_create read it. */
         const char *env = getenv(KVRT_LAYOUT_ENV);
-        json_object_set_new(root, "env", env ? json_string(env) : json_null());
+        json_object_set_new(root, "env", env ? cli_json_str(env) : json_null());
         json_object_set_new(root, "trace", trace_lines(kvrt_resolver_trace(r)));
         return cli_json_print(root);
     }

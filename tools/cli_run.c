@@ -220,6 +220,25 @@ static int check_dtypes(const struct run_state *s)
     return CLI_EXIT_OK;
 }
 
+/* Decode shares each KV head among q_heads / kv_heads query heads; a count
+ * that does not divide is refused, never replaced by another. */
+static int check_q_heads(const struct run_request *r, const struct kvrt_model *m)
+{
+    uint64_t q = r->q_heads ? r->q_heads : m->num_q_heads;
+    for (size_t g = 0; q && g < m->num_groups; g++) {
+        const struct kvrt_spec *spec = &m->groups[g].layers[0].spec;
+        struct kvrt_spec_info in;
+        if (!run_token_layer(spec) || kvrt_spec_derive(spec, 0, &in) != KVRT_OK || in.head_slots == 0 ||
+            q % in.head_slots == 0)
+            continue;
+        return cli_error(CLI_EXIT_USAGE, "run: %" PRIu64 " query heads (%s) is not a multiple of the %" PRIu64
+                         " KV heads of group \"%s\"; give --q-heads as a multiple of %" PRIu64, q,
+                         r->q_heads ? "--q-heads" : "the model's", in.head_slots, m->groups[g].name,
+                         in.head_slots);
+    }
+    return CLI_EXIT_OK;
+}
+
 static int set_up(struct run_request *r, struct run_state *s)
 {
     int code = cli_model_build(&r->flags, true, &s->model);
@@ -227,6 +246,8 @@ static int set_up(struct run_request *r, struct run_state *s)
         return code;
     if (!r->flags.file && !r->q_heads && s->model->num_q_heads)
         s->model->num_q_heads *= 4; /* flags give KV heads; a typical GQA ratio */
+    if ((code = check_q_heads(r, s->model)) != CLI_EXIT_OK)
+        return code;
     int rc = kvrt_runtime_open(NULL, &s->rt);
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
@@ -299,16 +320,16 @@ static int print_json(const struct run_request *r, const struct run_state *s, co
     bool decoded = t->decode.layers > 0;
     json_t *skipped = json_object();
     ok = ok && cli_json_put(skipped, "layers", cli_json_u64(t->decode_skipped, "layers")) &&
-         cli_json_put(skipped, "reason", json_string(t->skip_reason));
-    ok = ok && cli_json_put(root, "backend", json_string(s->backend_name)) &&
-         cli_json_put(root, "backend_source", json_string(s->backend_source)) &&
-         cli_json_put(root, "layout", json_string(kvrt_layout_name(s->layout))) &&
-         cli_json_put(root, "layout_source", json_string(s->layout_source)) &&
-         cli_json_put(root, "layout_reason", json_string(s->layout_reason)) &&
+         cli_json_put(skipped, "reason", cli_json_str(t->skip_reason));
+    ok = ok && cli_json_put(root, "backend", cli_json_str(s->backend_name)) &&
+         cli_json_put(root, "backend_source", cli_json_str(s->backend_source)) &&
+         cli_json_put(root, "layout", cli_json_str(kvrt_layout_name(s->layout))) &&
+         cli_json_put(root, "layout_source", cli_json_str(s->layout_source)) &&
+         cli_json_put(root, "layout_reason", cli_json_str(s->layout_reason)) &&
          cli_json_put(root, "verified", json_boolean(verified)) &&
          cli_json_put(root, "max_abs_error", decoded ? json_real(t->max_abs_error) : json_null()) &&
          cli_json_put(root, "tolerance", decoded ? json_real(t->tolerance) : json_null()) &&
-         cli_json_put(root, "failure", verified ? json_null() : json_string(t->failure)) &&
+         cli_json_put(root, "failure", verified ? json_null() : cli_json_str(t->failure)) &&
          cli_json_put(root, "decode_layers", cli_json_u64(t->decode.layers, "layers")) &&
          cli_json_put(root, "decode_skipped", skipped) &&
          cli_json_put(root, "state_layers", cli_json_u64(t->gather.layers, "layers")) &&

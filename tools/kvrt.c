@@ -71,7 +71,7 @@ void cli_main_help(FILE *out)
             KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV);
 }
 
-int main(int argc, char **argv)
+static int dispatch(int argc, char **argv)
 {
     char names[256];
     command_names(names, sizeof(names));
@@ -107,4 +107,9 @@ int main(int argc, char **argv)
         return cli_error(CLI_EXIT_USAGE, "unknown command \"%s\"; commands are %s (see 'kvrt --help')",
                          first, names);
     return c->run(argc - 1, argv + 1);
+}
+
+int main(int argc, char **argv)
+{
+    return cli_finish_output(dispatch(argc, argv));
 }

@@ -4,7 +4,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <kvrt/common.h>
 #include <kvrt/spec.h>
@@ -111,14 +113,38 @@ int kvrt_model_load(const char *path, const struct kvrt_model_options *opt, stru
     struct model_ctx c = {path, err, err_size};
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         /* A downloaded model folder: its config.json describes it. */
-        snprintf(joined, sizeof(joined), "%s/config.json", path);
+        int len = snprintf(joined, sizeof(joined), "%s/config.json", path);
+        if (len < 0 || (size_t)len >= sizeof(joined))
+            return model_fail(&c, KVRT_ERR_INVALID, "the model folder path is %zu bytes; with /config.json "
+                              "at most %zu fit", strlen(path), sizeof(joined) - 1);
         path = joined;
         c.file = path;
     }
-    FILE *f = fopen(path, "rb");
-    if (!f)
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer.  The type is
+     * checked on the opened file, so it cannot change after the check. */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0)
         return model_fail(&c, KVRT_ERR_INVALID, "cannot open the model file: %s; give a config.json, "
                           "a model folder or a kvrt model file", strerror(errno));
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        bool known = fstat(fd, &st) == 0;
+        close(fd);
+        return model_fail(&c, KVRT_ERR_INVALID, "the model file is %s, not a regular file; give a config.json, "
+                          "a model folder or a kvrt model file",
+                          !known ? "of unknown type" : S_ISFIFO(st.st_mode) ? "a FIFO"
+                          : S_ISCHR(st.st_mode) ? "a character device" : S_ISSOCK(st.st_mode) ? "a socket"
+                          : S_ISBLK(st.st_mode) ? "a block device" : S_ISDIR(st.st_mode) ? "a folder"
+                          : "of another kind");
+    }
+    /* Back to blocking reads: the file is regular, so reads never wait. */
+    int flags = fcntl(fd, F_GETFL);
+    if (flags >= 0)
+        fcntl(fd, F_SETFL, flags & ~O_NONBLOCK);
+    FILE *f = fdopen(fd, "rb");
+    if (!f) {
+        close(fd);
+        return model_fail(&c, KVRT_ERR_NOMEM, "cannot read the model file: %s", strerror(errno));
+    }
     char *buf = malloc(MODEL_MAX_FILE_BYTES + 1);
     size_t n = buf ? fread(buf, 1, MODEL_MAX_FILE_BYTES + 1, f) : 0;
     bool failed = ferror(f);

@@ -96,7 +96,20 @@ int model_get_string_opt(const struct model_ctx *c, const json_t *obj, const cha
     if (!json_is_string(v))
         return model_fail(c, KVRT_ERR_INVALID, "\"%s%s\" is %s; it must be a string", where, key,
                           model_json_type(v));
-    *out = json_string_value(v);
+    return model_check_text(c, json_string_value(v), where, key, out);
+}
+
+int model_check_text(const struct model_ctx *c, const char *text, const char *where, const char *key,
+                     const char **out)
+{
+    /* Names and notes from the file are printed in tables and messages,
+     * so they must be one line of text. */
+    for (size_t i = 0; text[i]; i++)
+        if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
+            return model_fail(c, KVRT_ERR_INVALID, "\"%s%s\" contains control character 0x%02x at "
+                              "position %zu; names and notes must be one line of text", where, key,
+                              (unsigned)(unsigned char)text[i], i);
+    *out = text;
     return KVRT_OK;
 }
 

@@ -35,6 +35,10 @@ int model_get_u64(const struct model_ctx *c, const json_t *obj, const char *wher
                   uint64_t min, uint64_t max, uint64_t *out);
 int model_get_u64_opt(const struct model_ctx *c, const json_t *obj, const char *where,
                       const char *key, uint64_t min, uint64_t max, uint64_t *out, bool *found);
+/* `text` as *out when it has no control characters; else an error naming
+ * where/key and the offending byte. */
+int model_check_text(const struct model_ctx *c, const char *text, const char *where, const char *key,
+                     const char **out);
 int model_get_string_opt(const struct model_ctx *c, const json_t *obj, const char *where,
                          const char *key, const char **out);
 int model_get_bool_opt(const struct model_ctx *c, const json_t *obj, const char *where,

@@ -204,10 +204,12 @@ static int parse_group(const struct model_ctx *c, const json_t *g, size_t index,
     for (size_t i = 0; i < count && rc == KVRT_OK; i++) {
         if (json_is_array(layers)) {
             const char *s = json_string_value(json_array_get(layers, i));
+            char key[48];
+            snprintf(key, sizeof(key), "layers[%zu]", i);
             if (!s || !*s || strlen(s) >= sizeof(names[i]))
                 rc = model_fail(c, KVRT_ERR_INVALID, "\"%slayers[%zu]\" must be a non-empty layer name "
                                 "of at most %zu characters", w, i, sizeof(names[i]) - 1);
-            else
+            else if ((rc = model_check_text(c, s, w, key, &s)) == KVRT_OK)
                 snprintf(names[i], sizeof(names[i]), "%s", s);
         } else {
             snprintf(names[i], sizeof(names[i]), "%.120s.%zu", name, i);

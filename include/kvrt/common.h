@@ -4,7 +4,17 @@
  * Every kvrt function that can fail returns an int status: KVRT_OK (0) or one
  * of the negative kvrt_status codes below.  On failure the calling thread's
  * error message (kvrt_error_message()) says what was wrong, with which value,
- * and what is valid.
+ * and what is valid.  The message is always one line: control bytes from
+ * any source (names, files, plugins) appear as \n, \t, \r or \xNN.
+ *
+ * NULL arguments, one rule for every function:
+ *   - An output pointer is required unless its comment says "may be NULL".
+ *     A required output that is NULL is KVRT_ERR_INVALID with a message
+ *     naming the function, and nothing else happens.
+ *   - The void *_default() functions do nothing when given NULL.
+ *   - Accessors that return a value instead of a status (counts, names,
+ *     flags) return 0, NULL or false for a NULL handle.
+ *   - Destroy and close functions accept NULL and do nothing.
  */
 #ifndef KVRT_COMMON_H
 #define KVRT_COMMON_H

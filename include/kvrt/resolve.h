@@ -54,13 +54,14 @@ KVRT_API int kvrt_resolver_set_preference(kvrt_resolver *r, const char *name, co
  */
 KVRT_API int kvrt_resolver_resolve(kvrt_resolver *r, enum kvrt_layout *out);
 
-/** Candidates of the last resolve in rank order; returns their count. */
+/** Candidates of the last resolve in rank order; returns their count (out
+ *  may be NULL to ask only the count). */
 KVRT_API size_t kvrt_resolver_candidates(const kvrt_resolver *r, enum kvrt_layout out[KVRT_NUM_LAYOUTS]);
 
 /** true when the last resolve overruled the soft preference. */
 KVRT_API bool kvrt_resolver_warned(const kvrt_resolver *r);
 
-/** true when a layout has been recorded, and which. */
+/** true when a layout has been recorded, and which (out may be NULL). */
 KVRT_API bool kvrt_resolver_recorded(const kvrt_resolver *r, enum kvrt_layout *out);
 
 /** The trace of every step so far, one step per line ("why this layout?"). */

@@ -90,12 +90,14 @@ struct kvrt_plugin_info {
 KVRT_API size_t kvrt_runtime_num_plugins(const kvrt_runtime *rt);
 /** Plugin i in search order; strings stay valid with the runtime. */
 KVRT_API int kvrt_runtime_plugin_info(const kvrt_runtime *rt, size_t i, struct kvrt_plugin_info *out);
-/** Index of the plugin called `name`; KVRT_ERR_NODEV listing the names if none. */
+/** Index of the plugin called `name` (index may be NULL to ask only
+ *  whether it exists); KVRT_ERR_NODEV listing the names if none. */
 KVRT_API int kvrt_runtime_find_plugin(const kvrt_runtime *rt, const char *name, size_t *index);
 /** true when plugin i declares `layout` (or any). */
 KVRT_API bool kvrt_runtime_plugin_admits(const kvrt_runtime *rt, size_t i, enum kvrt_layout layout);
 
-/** Files passed over during discovery, each with its reason. */
+/** Files passed over during discovery, each with its reason (path and
+ *  reason may each be NULL). */
 KVRT_API size_t kvrt_runtime_num_skipped(const kvrt_runtime *rt);
 KVRT_API int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char **path,
                                   const char **reason);

@@ -125,7 +125,14 @@ int cpu_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err)
         }
         fclose(f);
     }
-    snprintf(info->name, sizeof(info->name), "%s (%u threads)", model, cpu_pool_default_threads());
+    /* A bad KVRT_CPU_THREADS is reported by bind; the description only
+     * names the CPU then. */
+    unsigned threads = 0;
+    const char *bad = NULL;
+    if (cpu_pool_default_threads(&threads, &bad))
+        snprintf(info->name, sizeof(info->name), "%s (%u threads)", model, threads);
+    else
+        snprintf(info->name, sizeof(info->name), "%s", model);
     return KVRT_OK;
 }
 
@@ -133,6 +140,11 @@ int cpu_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
              kvrt_plugin_error *err)
 {
     *out = NULL;
+    unsigned want = 1;
+    const char *bad = NULL;
+    if (!cpu_pool_default_threads(&want, &bad))
+        return cpu_fail(err, KVRT_ERR_INVALID, "KVRT_CPU_THREADS=\"%s\" is not a thread count; give a "
+                        "whole number from 1 to %d, or unset it to use every CPU", bad, CPU_POOL_MAX_THREADS);
     kvrt_plugin_device *dev = calloc(1, sizeof(*dev));
     if (!dev)
         return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate the device context (%zu bytes)",
@@ -150,7 +162,6 @@ int cpu_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
         return rc;
     }
     dev->llc_bytes = cpu_llc_bytes();
-    unsigned want = cpu_pool_default_threads();
     dev->pool = cpu_pool_create(want);
     if (!dev->pool) {
         free(dev);

@@ -11,7 +11,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#define CPU_POOL_MAX_THREADS 256
 
 struct cpu_job {
     cpu_task_fn fn;
@@ -82,14 +81,24 @@ static void *worker_main(void *arg)
     return NULL;
 }
 
-unsigned cpu_pool_default_threads(void)
+bool cpu_pool_default_threads(unsigned *threads, const char **bad)
 {
     const char *env = getenv("KVRT_CPU_THREADS");
-    if (env && *env) {
-        char *end;
-        long v = strtol(env, &end, 10);
-        if (*end == '\0' && v >= 1 && v <= CPU_POOL_MAX_THREADS)
-            return (unsigned)v;
+    if (env) {
+        /* Digits only: strtol alone would take " 4", "+4" and "4x". */
+        unsigned long v = 0;
+        bool digits = *env != '\0';
+        for (const char *p = env; *p && digits; p++) {
+            digits = *p >= '0' && *p <= '9';
+            if (digits && v <= CPU_POOL_MAX_THREADS)
+                v = v * 10 + (unsigned long)(*p - '0');
+        }
+        if (!digits || v < 1 || v > CPU_POOL_MAX_THREADS) {
+            *bad = env;
+            return false;
+        }
+        *threads = (unsigned)v;
+        return true;
     }
     long n = 0;
 #ifdef CPU_COUNT
@@ -101,7 +110,8 @@ unsigned cpu_pool_default_threads(void)
         n = sysconf(_SC_NPROCESSORS_ONLN);
     if (n <= 0)
         n = 1;
-    return n > CPU_POOL_MAX_THREADS ? CPU_POOL_MAX_THREADS : (unsigned)n;
+    *threads = n > CPU_POOL_MAX_THREADS ? CPU_POOL_MAX_THREADS : (unsigned)n;
+    return true;
 }
 
 struct cpu_pool *cpu_pool_create(unsigned threads)

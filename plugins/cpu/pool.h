@@ -13,6 +13,7 @@
 #ifndef KVRT_CPU_POOL_H
 #define KVRT_CPU_POOL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 struct cpu_pool;
@@ -33,8 +34,12 @@ unsigned cpu_pool_threads(const struct cpu_pool *pool);
  * Returns when every chunk is done.  Small jobs (one chunk) run inline. */
 void cpu_pool_run(struct cpu_pool *pool, uint64_t n, uint64_t grain, cpu_task_fn fn, void *ctx);
 
-/* The number of participants to use by default: the CPUs this process may
- * run on, or KVRT_CPU_THREADS when set to 1..256. */
-unsigned cpu_pool_default_threads(void);
+#define CPU_POOL_MAX_THREADS 256
+
+/* The number of participants to use by default: KVRT_CPU_THREADS when set,
+ * else the CPUs this process may run on.  Returns false, with *bad the
+ * value, when KVRT_CPU_THREADS is set but not a whole number 1..256: a
+ * thread count kvrt cannot honour is an error, not a silent default. */
+bool cpu_pool_default_threads(unsigned *threads, const char **bad);
 
 #endif

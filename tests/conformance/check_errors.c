@@ -180,6 +180,28 @@ static void token_errors(struct conf_case *cs, struct args *a, bool is_write)
     guard_begin(&g, c, k, NULL, NULL);
     judge(cs, &g, capture(call(c->cache, 0, 2, good, k, 0, NULL, 0)), KVRT_ERR_INVALID, what, "V", "NULL");
 
+    /* The cache's own buffer as K or V: the backend would copy between
+     * overlapping ranges of one allocation. */
+    kvrt_buffer *own = kvrt_cache_buffer(c->cache);
+    snprintf(what, sizeof(what), "%s with K inside the cache's own buffer", fn);
+    guard_begin(&g, c, v, NULL, NULL);
+    judge(cs, &g, capture(call(c->cache, 0, 2, good, own, 0, v, 0)), KVRT_ERR_INVALID, what, "K",
+          "cache's own buffer");
+    snprintf(what, sizeof(what), "%s with V inside the cache's own buffer, at its end", fn);
+    guard_begin(&g, c, k, NULL, NULL);
+    judge(cs, &g, capture(call(c->cache, 0, 2, good, k, 0, own, c->bytes - a->v_bytes)), KVRT_ERR_INVALID, what,
+          "V", "cache's own buffer");
+    if (!is_write) {
+        /* Reading writes K and V: one buffer holding both, overlapping. */
+        kvrt_buffer *both = conf_sentinel_buffer(cs->backend, a->k_bytes + a->v_bytes);
+        snprintf(value, sizeof(value), "[%llu, ", (unsigned long long)elem);
+        snprintf(what, sizeof(what), "read with K and V overlapping by all but one element in one buffer");
+        guard_begin(&g, c, both, NULL, NULL);
+        judge(cs, &g, capture(call(c->cache, 0, 2, good, both, 0, both, elem)), KVRT_ERR_INVALID, what,
+              "overlap", value);
+        kvrt_buffer_destroy(both);
+    }
+
     snprintf(what, sizeof(what), "%s with a K buffer of another backend", fn);
     if (!a->foreign) {
         tap_skip("%s: %s: %s", cs->label, what, cs->plugin->foreign_why);
@@ -233,6 +255,25 @@ static void block_errors(struct conf_case *cs, struct args *a)
         snprintf(what, sizeof(what), "%s of 2 blocks with staging 1 byte short", fn);
         guard_begin(&g, c, staging, NULL, NULL);
         judge(cs, &g, capture(call(c->cache, 2, valid, staging, 1)), KVRT_ERR_INVALID, what, "staging", value);
+
+        snprintf(what, sizeof(what), "%s with staging inside the cache's own buffer", fn);
+        guard_begin(&g, c, NULL, NULL, NULL);
+        judge(cs, &g, capture(call(c->cache, 2, (int64_t[]){1, 0}, kvrt_cache_buffer(c->cache), 0)),
+              KVRT_ERR_INVALID, what, "staging", "cache's own buffer");
+
+        /* A count larger than the id array: refused by the staging size
+         * before the array is read (ASan builds catch a read past it). */
+        int64_t *two = malloc(2 * sizeof(*two));
+        if (two) {
+            two[0] = 1;
+            two[1] = 2;
+            snprintf(what, sizeof(what), "%s of 1000 blocks, 2 ids given, staging for 2", fn);
+            snprintf(value, sizeof(value), "%llu", 1000 * (unsigned long long)per);
+            guard_begin(&g, c, staging, NULL, NULL);
+            judge(cs, &g, capture(call(c->cache, 1000, two, staging, 0)), KVRT_ERR_INVALID, what, "staging",
+                  value);
+            free(two);
+        }
 
         snprintf(what, sizeof(what), "%s with a staging buffer of another backend", fn);
         if (!a->foreign) {
@@ -332,8 +373,52 @@ static void decode_errors(struct conf_case *cs)
     guard_begin(&g, c, out, NULL, NULL);
     judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &bad)), KVRT_ERR_INVALID,
           "decode with an output buffer one element short", "out", value);
+    bad = p;
+    bad.q = kvrt_cache_buffer(c->cache);
+    guard_begin(&g, c, out, NULL, NULL);
+    judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &bad)), KVRT_ERR_INVALID,
+          "decode with q inside the cache's own buffer", "q", "cache's own buffer");
+
+    bad = p;
+    bad.out = kvrt_cache_buffer(c->cache);
+    guard_begin(&g, c, NULL, NULL, NULL);
+    judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &bad)), KVRT_ERR_INVALID,
+          "decode with out inside the cache's own buffer", "out", "cache's own buffer");
+
+    /* q and out in one buffer, out starting one element into q. */
+    const uint64_t both_bytes = q_bytes + out_bytes;
+    kvrt_buffer *both = conf_sentinel_buffer(cs->backend, both_bytes);
+    bad = p;
+    bad.q = both;
+    bad.out = both;
+    bad.out_offset = L->elem;
+    guard_begin(&g, c, both, NULL, NULL);
+    judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &bad)), KVRT_ERR_INVALID,
+          "decode with out overlapping q in one buffer", "overlap", "q range");
+    kvrt_buffer_destroy(both);
     kvrt_buffer_destroy(q);
     kvrt_buffer_destroy(out);
+}
+
+/* Backends with host addresses: the host side of an upload or download
+ * pointing into the buffer itself. */
+static void host_overlap_errors(struct conf_case *cs)
+{
+    struct conf_cache *c = &cs->cache;
+    kvrt_buffer *own = kvrt_cache_buffer(c->cache);
+    void *addr = NULL;
+    if (kvrt_buffer_address(own, &addr, NULL) != KVRT_OK) {
+        tap_skip("%s: upload/download from the buffer's own bytes: the backend's buffers have no host address",
+                 cs->label);
+        return;
+    }
+    struct guard g;
+    guard_begin(&g, c, NULL, NULL, NULL);
+    judge(cs, &g, capture(kvrt_buffer_upload(own, 8, (const uint8_t *)addr + 4, 16)), KVRT_ERR_INVALID,
+          "upload into the cache buffer from its own bytes 4 apart", "kvrt_buffer_upload", "overlaps");
+    guard_begin(&g, c, NULL, NULL, NULL);
+    judge(cs, &g, capture(kvrt_buffer_download(own, 0, (uint8_t *)addr + 15, 16)), KVRT_ERR_INVALID,
+          "download from the cache buffer into its own bytes", "kvrt_buffer_download", "[0, 16)");
 }
 
 void conf_check_errors(struct conf_case *cs)
@@ -348,5 +433,6 @@ void conf_check_errors(struct conf_case *cs)
     token_errors(cs, &a, false);
     block_errors(cs, &a);
     decode_errors(cs);
+    host_overlap_errors(cs);
     args_free(&a);
 }

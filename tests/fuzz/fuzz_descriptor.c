@@ -3,7 +3,10 @@
  *
  * The input builds a descriptor field by field: its size (the descriptor is
  * copied into a heap block of exactly that many bytes, so a read past the
- * declared size is an ASan error), ABI version, name bytes or NULL, flags,
+ * declared size is an ASan error), ABI version, name bytes or NULL (or 65+
+ * bytes without a NUL, in a block that ends there), version and
+ * description (fixed, NULL, raw bytes with control bytes, or a block just
+ * past the limit without a NUL), flags,
  * the layouts array (allocated with exactly the entries the input gives),
  * element type and operation bits, and which function pointers are NULL.
  * The functions abort when called: validation must run no plugin code.
@@ -142,11 +145,81 @@ static bool name_ok(const char *name)
     return true;
 }
 
+/* A descriptor text: terminated within max bytes, no control bytes.
+ * `terminated` says whether the input gave a NUL (blocks without one are
+ * made at least max + 1 bytes long, so a bounded read stays inside). */
+static bool text_ok(const char *text, size_t max, bool terminated)
+{
+    if (!terminated || strlen(text) > max)
+        return false;
+    for (const char *c = text; *c; c++)
+        if ((unsigned char)*c < 0x20 || *c == 0x7f)
+            return false;
+    return true;
+}
+
+struct text {
+    char *block;     /* heap block of exactly the bytes given, or NULL */
+    const char *ptr; /* what the descriptor points to */
+    bool terminated;
+};
+
+/* A fixed string, NULL, raw bytes up to a NUL, or a block of exactly
+ * `max + 1 + extra` bytes without a NUL (a read past the bound is then an
+ * ASan error at the block's end). */
+static void make_text(struct fuzz_input *in, const char *fixed, size_t max, struct text *t)
+{
+    const uint8_t sel = fuzz_u8(in);
+    t->block = NULL;
+    t->ptr = fixed;
+    t->terminated = true;
+    if (sel < 0x80)
+        return;
+    if (sel < 0x90) {
+        t->ptr = NULL;
+        return;
+    }
+    if (sel < 0xe0) {
+        char raw[256];
+        size_t n = 0;
+        while (n + 1 < sizeof(raw) && (raw[n] = (char)fuzz_u8(in)) != '\0')
+            n++;
+        raw[n] = '\0';
+        t->block = malloc(n + 1);
+        if (t->block)
+            memcpy(t->block, raw, n + 1);
+    } else {
+        const size_t n = max + 1 + (sel & 0x0f);
+        t->block = malloc(n);
+        if (t->block)
+            for (size_t i = 0; i < n; i++) {
+                const uint8_t b = fuzz_u8(in);
+                t->block[i] = (char)(b ? b : 'x');
+            }
+        t->terminated = false;
+    }
+    t->ptr = t->block ? t->block : fixed;
+    t->terminated = t->block ? t->terminated : true;
+}
+
+static struct text name_text, version_text, description_text;
+
+static void free_texts(void)
+{
+    free(name_text.block);
+    free(version_text.block);
+    free(description_text.block);
+}
+
 static bool oracle(const struct kvrt_plugin_descriptor *d, size_t layouts_given)
 {
     if (d->size < KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE || d->abi_major != KVRT_PLUGIN_ABI_MAJOR)
         return false;
-    if (!name_ok(d->name) || !d->version)
+    if (!name_text.terminated || !name_ok(d->name) || !d->version)
+        return false;
+    if (!text_ok(d->version, 64, version_text.terminated))
+        return false;
+    if (d->description && !text_ok(d->description, 512, description_text.terminated))
         return false;
     if (d->flags & ~(uint32_t)KVRT_PLUGIN_ANY_LAYOUT)
         return false;
@@ -207,11 +280,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
     struct fuzz_input in = {data, size};
     struct kvrt_plugin_descriptor d;
-    char name[80], version[8] = "1.0", description[8] = "fuzz";
+    /* Static: the texts of the descriptor are kept in globals. */
+    static char version[8] = "1.0", description[8] = "fuzz";
+    char name[80];
     int32_t *layouts = NULL;
     size_t layouts_given = 0;
 
     memset(&d, 0, sizeof(d));
+    memset(&name_text, 0, sizeof(name_text));
+    name_text.terminated = true;
     static const uint32_t sizes[] = {
         (uint32_t)sizeof(struct kvrt_plugin_descriptor), (uint32_t)KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE,
         (uint32_t)KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE - 1, (uint32_t)sizeof(struct kvrt_plugin_descriptor) + 16,
@@ -236,9 +313,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         snprintf(name, sizeof(name), "p%u", (unsigned)(name_sel & 0x3f));
         d.name = name;
     }
+    if (name_sel & 0x80 && (name_sel & 0x20)) {
+        /* 65 or more name bytes without a NUL: validation may read at most
+         * 65 (the block ends there or later). */
+        const size_t n = 65 + (name_sel & 0x0f);
+        name_text.block = malloc(n);
+        if (name_text.block) {
+            for (size_t i = 0; i < n; i++)
+                name_text.block[i] = (char)('a' + fuzz_u8(&in) % 26);
+            d.name = name_text.block;
+            name_text.terminated = false;
+        }
+    }
     const uint8_t strings = fuzz_u8(&in);
-    d.version = (strings & 0x03) == 0x03 ? NULL : version;
-    d.description = (strings & 0x0c) == 0x0c ? NULL : description;
+    make_text(&in, version, 64, &version_text);
+    make_text(&in, description, 512, &description_text);
+    d.version = version_text.ptr;
+    d.description = description_text.ptr;
 
     static const uint32_t flag_values[] = {0, KVRT_PLUGIN_ANY_LAYOUT, 0, 2};
     d.flags = pick_u32(&in, flag_values, sizeof(flag_values) / sizeof(flag_values[0]));
@@ -249,8 +340,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
          * validator that reads past num_layouts trips ASan. */
         layouts_given = d.num_layouts < MAX_LAYOUTS_GIVEN ? d.num_layouts : MAX_LAYOUTS_GIVEN;
         layouts = malloc(layouts_given ? layouts_given * sizeof(*layouts) : 1);
-        if (!layouts)
+        if (!layouts) {
+            free_texts();
             return 0;
+        }
         for (size_t i = 0; i < layouts_given; i++) {
             const uint8_t v = fuzz_u8(&in);
             layouts[i] = v < 0xf0 ? (int32_t)(v % (KVRT_NUM_LAYOUTS + 1)) : (int32_t)fuzz_bytes_u64(&in, 4);
@@ -281,6 +374,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct kvrt_plugin_descriptor *copy = malloc(block);
     if (!copy) {
         free(layouts);
+        free_texts();
         return 0;
     }
     memcpy(copy, &d, block);
@@ -305,5 +399,6 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(copy);
     free(layouts);
+    free_texts();
     return 0;
 }

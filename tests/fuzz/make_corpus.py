@@ -145,17 +145,35 @@ def geometry_corpus(vectors):
           geometry_input(dict(attn, page_size_padded=2304), "BLNHC", 2, 4, ids=[0, 1, 3]))
 
 
+def text_input(text, limit):
+    """make_text() in fuzz_descriptor.c: None keeps the fixed string; "null";
+    bytes (terminated); or ("unterminated", extra) for limit + 1 + extra
+    bytes without a NUL."""
+    if text is None:
+        return b"\x00"
+    if text == "null":
+        return b"\x80"
+    if isinstance(text, tuple):
+        return bytes([0xe0 + text[1]]) + b"v" * (limit + 1 + text[1])
+    return b"\x90" + text + b"\x00"
+
+
 def descriptor_input(size_sel=0, major_sel=0, name=None, name_null=False, version_null=False,
                      flags_sel=0, count_sel=0, layouts=(1,), layouts_null=False, dtypes_sel=0,
-                     ops_sel=0, null_fn=None, why=255, text=127):
+                     ops_sel=0, null_fn=None, why=255, text=127, version=None, description=None,
+                     name_unterminated=None):
     out = bytes([size_sel, major_sel, 0])
     if name_null:
         out += b"\x40"
+    elif name_unterminated is not None:
+        # Raw mode with bit 0x20: an empty raw name, then 65 + n letters.
+        out += bytes([0xa0 + name_unterminated]) + b"\x00" + bytes([0] * (65 + name_unterminated))
     elif name is None:
         out += b"\x03"
     else:
         out += b"\x80" + name + b"\x00"
-    out += bytes([(0x03 if version_null else 0) | (0x10 if layouts_null else 0)])
+    out += bytes([0x10 if layouts_null else 0])
+    out += text_input("null" if version_null else version, 64) + text_input(description, 512)
     out += bytes([flags_sel, count_sel])
     if not layouts_null:
         out += bytes(layouts)
@@ -192,6 +210,18 @@ def descriptor_corpus():
     write("descriptor", "bad-probe-null", descriptor_input(null_fn=0))
     write("descriptor", "bad-decode-null", descriptor_input(null_fn=13))
     write("descriptor", "ok-decode-null-without-op", descriptor_input(ops_sel=2, null_fn=13))
+    # Strings read with a bound: no NUL within the limit, control bytes.
+    write("descriptor", "bad-name-unterminated", descriptor_input(name_unterminated=0))
+    write("descriptor", "bad-name-unterminated-longer", descriptor_input(name_unterminated=15))
+    write("descriptor", "bad-version-unterminated", descriptor_input(version=("unterminated", 0)))
+    write("descriptor", "bad-version-long", descriptor_input(version=b"1" * 65))
+    write("descriptor", "ok-version-64", descriptor_input(version=b"1" * 64))
+    write("descriptor", "bad-version-newline", descriptor_input(version=b"1.0\n\x1b[2J"))
+    write("descriptor", "ok-version-not-utf8", descriptor_input(version=b"1.0-\xff\xfe"))
+    write("descriptor", "bad-description-unterminated", descriptor_input(description=("unterminated", 3)))
+    write("descriptor", "bad-description-del", descriptor_input(description=b"a\x7fb"))
+    write("descriptor", "ok-description-null", descriptor_input(description="null"))
+    write("descriptor", "ok-description-512", descriptor_input(description=b"d" * 512))
 
 
 def main():

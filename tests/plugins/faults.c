@@ -127,6 +127,30 @@ int main(void)
     tap_ok(live_buffers() == 0, "nothing is leaked by the failed creation");
     control(0, "none");
 
+    /* 1b. Success without a buffer: the handle would be passed back. */
+    control(1, "nullbuf");
+    kvrt_buffer *nb = NULL;
+    st = kvrt_buffer_create(b1, 64, &nb);
+    m = kvrt_error_message();
+    tap_ok(st == KVRT_ERR_PLUGIN && nb == NULL && strstr(m, "\"fault\"") && strstr(m, "NULL handle"),
+           "buffer_alloc returning success with a NULL buffer is refused as KVRT_ERR_PLUGIN");
+    tap_diag("%s", m);
+    kvrt_cache *nc = NULL;
+    st = kvrt_cache_create(b1, p, &nc);
+    tap_ok(st == KVRT_ERR_PLUGIN && nc == NULL, "... and so is a cache on it (%s)", kvrt_status_name(st));
+
+    /* 1c. Plugin error text with control bytes stays one line. */
+    control(1, "ctlmsg");
+    st = kvrt_buffer_create(b1, 64, &nb);
+    m = kvrt_error_message();
+    bool one_line = true;
+    for (const char *c = m; *c; c++)
+        one_line = one_line && (unsigned char)*c >= 0x20 && *c != 0x7f;
+    tap_ok(st == KVRT_ERR_DEVICE && one_line && strstr(m, "FAULT_CTLMSG\\nsecond line\\x1b[31m\\r\\t\\x7f end"),
+           "a plugin's error text reaches the message with its control bytes escaped");
+    tap_diag("%s", m);
+    control(1, "none");
+
     kvrt_cache *b = NULL;
     tap_ok(kvrt_cache_create(b0, p, &a) == KVRT_OK && kvrt_cache_create(b1, p, &b) == KVRT_OK,
            "caches on both devices are created after the fault clears");

@@ -3,6 +3,7 @@
  * reason while the good ones keep working; the refusal of an undeclared
  * layout happens before the plugin's bind can run.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +28,9 @@ static kvrt_runtime *open_rt(const char *path)
         tap_diag("kvrt_runtime_open: %s", kvrt_error_message());
     return rt;
 }
+
+/* Bytes the long name variant has after its 64th: never shown. */
+#define TEXT_PAST_NAME "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij"
 
 static const char *skip_reason(kvrt_runtime *rt, const char *file)
 {
@@ -80,6 +84,12 @@ static void test_discovery(void)
     expect_skip(rt, "kvrt-noname.so", "name is NULL");
     expect_skip(rt, "kvrt-nounbind.so", "unbind is NULL");
     expect_skip(rt, "kvrt-notelf.so", "dlopen failed");
+    expect_skip(rt, "kvrt-longname.so", "followed by a NUL");
+    expect_skip(rt, "kvrt-ctlversion.so", "control byte 0x0a at byte 3");
+    expect_skip(rt, "kvrt-longdesc.so", "no terminating NUL within 512 bytes");
+    const char *r = skip_reason(rt, "kvrt-longname.so");
+    tap_ok(r && strstr(r, "abcdefghijabcdefghij") && !strstr(r, TEXT_PAST_NAME),
+           "the unterminated name is shown up to the limit, nothing past it");
     tap_ok(loaded(rt, "subset") && loaded(rt, "failbind") && loaded(rt, "nodev"),
            "the good plugins are loaded next to the broken ones");
     tap_ok(!loaded(rt, "abi") && !loaded(rt, "truncated"), "broken plugins are not listed as plugins");
@@ -171,6 +181,74 @@ static void test_refusal_before_bind(void)
     kvrt_runtime_close(rt);
 }
 
+/* A FIFO named like a plugin, in a folder and named directly: dlopen on it
+ * would block for ever, so it is refused by type before. */
+static void test_fifo(void)
+{
+    char tmpl[] = "/tmp/kvrt-fifo-XXXXXX";
+    char *tmp = mkdtemp(tmpl);
+    char fifo[1024];
+    if (!tmp) {
+        tap_ok(false, "mkdtemp");
+        return;
+    }
+    snprintf(fifo, sizeof(fifo), "%s/kvrt-x.so", tmp);
+    if (mkfifo(fifo, 0600) != 0) {
+        tap_skip("a FIFO in a plugin folder: mkfifo failed");
+        tap_skip("a FIFO named in the plugin path: mkfifo failed");
+    } else {
+        kvrt_runtime *rt = open_rt(tmp);
+        const char *r = rt ? skip_reason(rt, "kvrt-x.so") : NULL;
+        tap_ok(r && strstr(r, "a FIFO") && strstr(r, "regular files"),
+               "a FIFO in a plugin folder is skipped as a FIFO, without blocking");
+        kvrt_runtime_close(rt);
+        rt = open_rt(fifo);
+        r = rt ? skip_reason(rt, "kvrt-x.so") : NULL;
+        tap_ok(r && strstr(r, "a FIFO"), "a FIFO named in the plugin path is skipped as a FIFO");
+        kvrt_runtime_close(rt);
+        unlink(fifo);
+    }
+    rmdir(tmp);
+}
+
+/* An entry longer than a file name can be: truncated, it would name
+ * another file.  Here the first 4095 bytes name kvrt-subset.so exactly. */
+static void test_long_entry(void)
+{
+    char *entry = malloc(PATH_MAX + 64);
+    if (!entry) {
+        tap_ok(false, "malloc");
+        return;
+    }
+    size_t len = (size_t)snprintf(entry, PATH_MAX, "%s/", dir);
+    const char *file = "kvrt-subset.so";
+    while (len + 2 + strlen(file) <= PATH_MAX - 1) {
+        memcpy(entry + len, "./", 2);
+        len += 2;
+    }
+    if (len + strlen(file) < PATH_MAX - 1) {
+        /* An odd remainder: one more slash keeps the same file. */
+        entry[len++] = '/';
+    }
+    snprintf(entry + len, PATH_MAX + 64 - len, "%sXXXXXXXXXX", file);
+    kvrt_runtime *rt = open_rt(entry);
+    bool refused = rt && kvrt_runtime_num_plugins(rt) == 0 && kvrt_runtime_num_skipped(rt) == 1;
+    const char *path = "", *reason = "";
+    if (refused)
+        kvrt_runtime_skipped(rt, 0, &path, &reason);
+    tap_ok(refused && strstr(reason, "at most") && strstr(path, "..."),
+           "a %zu-byte plugin path entry is refused by name, not truncated into kvrt-subset.so", strlen(entry));
+    if (rt && !refused)
+        tap_diag("plugins %zu, skipped %zu", kvrt_runtime_num_plugins(rt), kvrt_runtime_num_skipped(rt));
+    kvrt_runtime_close(rt);
+    entry[PATH_MAX - 1] = '\0';
+    rt = open_rt(entry);
+    tap_ok(rt && loaded(rt, "subset"), "its first %d bytes do name kvrt-subset.so (the test is meaningful)",
+           PATH_MAX - 1);
+    kvrt_runtime_close(rt);
+    free(entry);
+}
+
 static void test_paths(void)
 {
     char path[1024];
@@ -233,6 +311,8 @@ int main(void)
     test_duplicates();
     test_refusal_before_bind();
     test_paths();
+    test_fifo();
+    test_long_entry();
     unlink(marker);
     return tap_done();
 }

@@ -153,6 +153,16 @@ static const int32_t layouts[] = {
 #endif
 };
 
+#define TEXT10 "abcdefghij"
+#define TEXT100 TEXT10 TEXT10 TEXT10 TEXT10 TEXT10 TEXT10 TEXT10 TEXT10 TEXT10 TEXT10
+#ifdef VARIANT_LONGNAME
+/* 100 valid name bytes and no NUL: the array drops the literal's NUL. */
+static const char long_name[100] = TEXT100;
+#endif
+#ifdef VARIANT_LONGDESC
+static const char long_description[600] = TEXT100 TEXT100 TEXT100 TEXT100 TEXT100 TEXT100;
+#endif
+
 static const struct kvrt_plugin_descriptor descriptor = {
 #if defined(VARIANT_TRUNCATED)
     .size = 24,
@@ -173,13 +183,23 @@ static const struct kvrt_plugin_descriptor descriptor = {
 #else
     .abi_minor = KVRT_PLUGIN_ABI_MINOR,
 #endif
-#ifdef VARIANT_NONAME
+#if defined(VARIANT_NONAME)
     .name = NULL,
+#elif defined(VARIANT_LONGNAME)
+    .name = long_name,
 #else
     .name = PLUGIN_NAME,
 #endif
+#ifdef VARIANT_CTLVERSION
+    .version = "0.0\n\x1b[2Jtest",
+#else
     .version = "0.0-test",
+#endif
+#ifdef VARIANT_LONGDESC
+    .description = long_description,
+#else
     .description = "loader test plugin",
+#endif
 #ifdef VARIANT_NOLAYOUTS
     .num_layouts = 0,
 #else

@@ -11,7 +11,7 @@
 
 #include <kvrt/plugin.h>
 
-enum fault { FAULT_NONE, FAULT_ALLOC, FAULT_MIDWAY, FAULT_LOST };
+enum fault { FAULT_NONE, FAULT_ALLOC, FAULT_MIDWAY, FAULT_LOST, FAULT_NULLBUF, FAULT_CTLMSG };
 
 struct kvrt_plugin_device {
     int index;
@@ -35,6 +35,10 @@ KVRT_PLUGIN_EXPORT int kvrt_fault_control(int device, const char *mode)
         f = FAULT_MIDWAY;
     else if (strcmp(mode, "lost") == 0)
         f = FAULT_LOST;
+    else if (strcmp(mode, "nullbuf") == 0)
+        f = FAULT_NULLBUF;
+    else if (strcmp(mode, "ctlmsg") == 0)
+        f = FAULT_CTLMSG;
     devices[device]->fault = f;
     return 0;
 }
@@ -90,6 +94,15 @@ static int buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buf
         snprintf(err->message, sizeof(err->message), "FAULT_ALLOC: simulated out of device memory for %llu bytes",
                  (unsigned long long)bytes);
         return KVRT_ERR_NOMEM;
+    }
+    if (dev->fault == FAULT_NULLBUF) {
+        /* A lie: success without a buffer. */
+        *out = NULL;
+        return KVRT_OK;
+    }
+    if (dev->fault == FAULT_CTLMSG) {
+        snprintf(err->message, sizeof(err->message), "FAULT_CTLMSG\nsecond line\x1b[31m\r\t\x7f end");
+        return KVRT_ERR_DEVICE;
     }
     *out = calloc(1, bytes);
     if (!*out)
