@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # kvrt's CPU backend against PyTorch and against the memcpy roofline, in one
 # run: verifies every op on every layout against torch, then times both next
-# to memcpy, runs `kvrt bench --json` as a cross-check, and rewrites the
+# to memcpy, runs `kvrt bench --json` as a cross-check (its own rooflines:
+# decode against a streaming read, moves against memcpy, same threads,
+# sampled after every repetition), and rewrites the
 # generated part of BENCHMARKS.md, bench/results/latest.{json,md} and
 # bench/results/compare.svg.
 #

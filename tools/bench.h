@@ -31,6 +31,10 @@ struct bench_shape {
     unsigned repeat;        /* timed repetitions after one warm-up */
 };
 
+/* The roofline an op's ratio uses: decode only reads the cache (read),
+ * every other op moves bytes (memcpy). */
+enum bench_roofline { BENCH_ROOF_MEMCPY, BENCH_ROOF_READ };
+
 struct bench_result {
     const char *backend;
     enum bench_op op;
@@ -40,13 +44,34 @@ struct bench_result {
     char reason[384];
     uint64_t bytes;         /* per repetition */
     double best_s, median_s;
+    /* Best of the samples timed between this op's repetitions. */
+    double memcpy_gbps, read_gbps;
+    enum bench_roofline roofline;
     double roofline_gbps;   /* the backend's own copy roofline; 0: none (memcpy) */
 };
 
 double bench_gbps(uint64_t bytes, double seconds);
 
-/* Host memcpy bandwidth: `bytes` per copy, best of `repeat` after a warm-up. */
-double bench_memcpy_gbps(uint64_t bytes, unsigned repeat);
+/* The GB/s of the roofline that bounds r, and r's ratio to it (0 if none). */
+double bench_roof_gbps(const struct bench_result *r);
+double bench_ratio(const struct bench_result *r);
+extern const char *const bench_roofline_names[2];
+
+/* bench_roof.c: memcpy and streaming-read bandwidth with `threads` threads
+ * (those of the op), over buffers of `bytes`; each sample times one copy
+ * and one read and keeps the best so far. */
+#define BENCH_ROOF_MAX_THREADS 256
+struct bench_roof {
+    uint8_t *src, *dst;
+    uint64_t bytes;
+    unsigned threads;
+    uint64_t sink;
+    double memcpy_gbps, read_gbps;
+};
+unsigned bench_roof_threads(void); /* KVRT_CPU_THREADS, else the online CPUs */
+int bench_roof_init(struct bench_roof *r, uint64_t bytes, unsigned threads);
+void bench_roof_sample(struct bench_roof *r);
+void bench_roof_free(struct bench_roof *r);
 
 /* Measure the ops marked in `ops` on one bound backend; out[op] for each.
  * Returns a CLI exit status (error printed). */

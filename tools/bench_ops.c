@@ -18,6 +18,22 @@
 #include "numeric.h"
 
 const char *const bench_op_names[BENCH_NUM_OPS] = {"write", "read", "copy_blocks", "gather", "scatter", "decode"};
+const char *const bench_roofline_names[2] = {"memcpy", "read"};
+
+/* Roofline buffers are at least this big, beyond any last-level cache the
+ * project's machines have, so the limit is memory's, as the op's is. */
+#define ROOF_MIN_BYTES (64ull << 20)
+
+double bench_roof_gbps(const struct bench_result *r)
+{
+    return r->roofline == BENCH_ROOF_READ ? r->read_gbps : r->memcpy_gbps;
+}
+
+double bench_ratio(const struct bench_result *r)
+{
+    const double roof = bench_roof_gbps(r);
+    return roof > 0 ? bench_gbps(r->bytes, r->best_s) / roof : 0;
+}
 
 double bench_gbps(uint64_t bytes, double seconds)
 {
@@ -28,30 +44,6 @@ static int cmp_double(const void *a, const void *b)
 {
     double x = *(const double *)a, y = *(const double *)b;
     return (x > y) - (x < y);
-}
-
-double bench_memcpy_gbps(uint64_t bytes, unsigned repeat)
-{
-    uint8_t *src = malloc(bytes), *dst = malloc(bytes);
-    double best = INFINITY;
-    if (!src || !dst) {
-        free(src);
-        free(dst);
-        return 0;
-    }
-    /* Fault every page in before timing, and keep the data non-trivial. */
-    memset(src, 0x5a, bytes);
-    memset(dst, 0, bytes);
-    for (unsigned i = 0; i < repeat; i++) {
-        double t0 = cli_now();
-        memcpy(dst, src, bytes);
-        double t = cli_now() - t0;
-        best = t < best ? t : best;
-        src[i % bytes] ^= dst[((size_t)i * 4099) % bytes]; /* the copy is used */
-    }
-    free(src);
-    free(dst);
-    return bench_gbps(bytes, best);
 }
 
 /* Distinct random block ids 0..num_blocks-1, the first n of a shuffle. */
@@ -331,34 +323,53 @@ int bench_layout(kvrt_backend *b, const struct bench_shape *sh, const bool ops[B
         rc = kvrt_cache_create(b, p, &e.cache);
     if (rc == KVRT_OK)
         rc = prepare(&e, run, num_blocks);
+    /* One pair of roofline buffers for the layout, as big as its largest
+     * op (at least ROOF_MIN_BYTES); each op keeps its own samples. */
+    struct bench_roof roof;
+    memset(&roof, 0, sizeof(roof));
+    uint64_t roof_bytes = ROOF_MIN_BYTES;
+    for (int op = 0; rc == KVRT_OK && op < BENCH_NUM_OPS; op++)
+        if (run[op] && op_bytes(&e, (enum bench_op)op, p) > roof_bytes)
+            roof_bytes = op_bytes(&e, (enum bench_op)op, p);
+    if (rc == KVRT_OK && bench_roof_init(&roof, roof_bytes, bench_roof_threads()) != 0)
+        rc = KVRT_ERR_NOMEM;
     for (int op = 0; rc == KVRT_OK && op < BENCH_NUM_OPS; op++) {
         if (!ops[op])
             continue;
         char detail[64];
         snprintf(detail, sizeof(detail), "%s %s", kvrt_layout_name(kvrt_backend_layout(b)), bench_op_names[op]);
         cli_progress_update(progress, *steps_done, steps_total, detail);
+        out[op].roofline = op == BENCH_DECODE ? BENCH_ROOF_READ : BENCH_ROOF_MEMCPY;
         if (run[op]) {
+            const uint64_t bytes = op_bytes(&e, (enum bench_op)op, p);
             double *t = calloc(sh->repeat, sizeof(double));
             if (!t) {
                 rc = KVRT_ERR_NOMEM;
                 break;
             }
+            roof.memcpy_gbps = roof.read_gbps = 0;
             rc = fns[op](&e); /* warm-up */
+            /* Each repetition is followed by one memcpy and one read of
+             * the same threads: the limits are sampled as often as the op. */
             for (unsigned i = 0; rc == KVRT_OK && i < sh->repeat; i++) {
                 double t0 = cli_now();
                 rc = fns[op](&e);
                 t[i] = cli_now() - t0;
+                bench_roof_sample(&roof);
             }
             if (rc == KVRT_OK) {
                 qsort(t, sh->repeat, sizeof(double), cmp_double);
                 out[op].best_s = t[0];
                 out[op].median_s = t[sh->repeat / 2];
-                out[op].bytes = op_bytes(&e, (enum bench_op)op, p);
+                out[op].bytes = bytes;
+                out[op].memcpy_gbps = roof.memcpy_gbps;
+                out[op].read_gbps = roof.read_gbps;
             }
             free(t);
         }
         ++*steps_done;
     }
+    bench_roof_free(&roof);
     int code = rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
     env_free(&e);
     kvrt_placement_destroy(p);

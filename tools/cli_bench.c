@@ -1,5 +1,6 @@
 /* kvrt bench: throughput of every operation on every layout, measured next to
- * the machine's own memcpy so the numbers mean something on any machine. */
+ * the machine's own limits (memcpy, streaming read) so the numbers mean
+ * something on any machine. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -9,6 +10,7 @@
 #include "bench.h"
 
 #define MAX_BACKENDS 8
+/* Bytes of the device-copy roofline a plugin measures. */
 #define MEMCPY_BYTES (256ull << 20)
 
 static void bench_help(FILE *out)
@@ -21,12 +23,16 @@ static void bench_help(FILE *out)
             "                  [--seqs S] [--context C] [--q-heads Q] [--repeat N]\n"
             "                  [--threads N] [--plot FILE.svg]\n"
             "\n"
-            "Measure each operation's throughput on each layout of a backend, and the\n"
-            "machine's memcpy in the same run (a 256 MiB copy, single-threaded libc\n"
-            "memcpy, best of --repeat), and report each as GB/s (10^9 bytes per second)\n"
-            "and as a ratio to memcpy.  Every op runs once to warm up, then --repeat\n"
-            "times; the best time is reported (the median is in the JSON).  The\n"
-            "default shapes are a Llama-3-8B-like attention layer.\n"
+            "Measure each operation's throughput on each layout of a backend, and report\n"
+            "it as GB/s (10^9 bytes per second) and as a ratio to the physical limit\n"
+            "that bounds it, measured in the same run: decode only reads the cache and\n"
+            "is rated against a streaming read; every other op moves bytes and is\n"
+            "rated against memcpy.  Both use the cpu backend's threads (--threads, else\n"
+            "one per CPU), over at least 64 MiB, timed after every repetition of every\n"
+            "op (best of each).\n"
+            "Every op runs once to warm up, then --repeat times; the best time is\n"
+            "reported (the median is in the JSON).  The default shapes are a\n"
+            "Llama-3-8B-like attention layer.\n"
             "\n"
             "Bytes counted per repetition:\n"
             "  write, read      layers x tokens x KV heads x (D + Dv) x element size: the\n"
@@ -58,12 +64,15 @@ static void bench_help(FILE *out)
             "  --threads N        worker threads of the cpu backend (sets KVRT_CPU_THREADS;\n"
             "                     default: one per CPU)\n"
             "  --plot FILE.svg    also draw a bar chart of GB/s per layout and op, with\n"
-            "                     the memcpy line\n"
-            "  --json             print one JSON object: {\"memcpy_gbps\", \"roofline\",\n"
-            "                     \"roofline_gbps\", \"results\": [{\"backend\", \"op\",\n"
-            "                     \"layout\", \"dtype\", \"gbps\", \"ratio_to_memcpy\",\n"
-            "                     \"roofline_gbps\", \"ratio_to_roofline\", \"median_gbps\",\n"
-            "                     \"bytes\", \"seconds\", \"skipped\", \"reason\"}], \"shape\"}\n"
+            "                     the best memcpy sample as a line\n"
+            "  --json             print one JSON object: {\"memcpy_gbps\", \"read_gbps\",\n"
+            "                     \"results\": [{\"backend\", \"op\", \"layout\", \"dtype\",\n"
+            "                     \"gbps\", \"memcpy_gbps\", \"read_gbps\", \"roofline\"\n"
+            "                     (\"memcpy\" or \"read\"), \"ratio\" (to that roofline),\n"
+            "                     \"ratio_to_memcpy\", \"median_gbps\", \"bytes\",\n"
+            "                     \"seconds\", \"skipped\", \"reason\"}], \"shape\": {...},\n"
+            "                     \"threads\", \"roofline\", \"roofline_gbps\"}; roofline_gbps\n"
+            "                     and ratio_to_roofline: a plugin's device-copy roofline\n"
             "  --help             show this help\n"
             "\n"
             "Environment:\n"
@@ -231,7 +240,8 @@ static size_t pick_layouts(const struct bench_request *r, const kvrt_runtime *rt
     return n;
 }
 
-static int print_json(const struct bench_request *r, double memcpy_gbps, const struct bench_result *res, size_t n)
+static int print_json(const struct bench_request *r, double memcpy_gbps, double read_gbps,
+                      const struct bench_result *res, size_t n)
 {
     json_t *root = json_object(), *results = json_array(), *shape = json_object();
     for (size_t i = 0; i < n; i++) {
@@ -243,10 +253,15 @@ static int print_json(const struct bench_request *r, double memcpy_gbps, const s
         cli_json_put(o, "layout", cli_json_str(kvrt_layout_name(res[i].layout)));
         cli_json_put(o, "dtype", cli_json_str(kvrt_dtype_name(res[i].dtype)));
         cli_json_put(o, "gbps", skip ? json_null() : json_real(g));
-        cli_json_put(o, "ratio_to_memcpy", skip || memcpy_gbps <= 0 ? json_null() : json_real(g / memcpy_gbps));
-        const double roof = res[i].roofline_gbps;
-        cli_json_put(o, "roofline_gbps", roof > 0 ? json_real(roof) : json_null());
-        cli_json_put(o, "ratio_to_roofline", skip || roof <= 0 ? json_null() : json_real(g / roof));
+        const double mc = res[i].memcpy_gbps;
+        cli_json_put(o, "memcpy_gbps", skip ? json_null() : json_real(mc));
+        cli_json_put(o, "read_gbps", skip ? json_null() : json_real(res[i].read_gbps));
+        cli_json_put(o, "roofline", json_string(bench_roofline_names[res[i].roofline]));
+        cli_json_put(o, "ratio", skip || bench_roof_gbps(&res[i]) <= 0 ? json_null() : json_real(bench_ratio(&res[i])));
+        cli_json_put(o, "ratio_to_memcpy", skip || mc <= 0 ? json_null() : json_real(g / mc));
+        const double droof = res[i].roofline_gbps;
+        cli_json_put(o, "roofline_gbps", droof > 0 ? json_real(droof) : json_null());
+        cli_json_put(o, "ratio_to_roofline", skip || droof <= 0 ? json_null() : json_real(g / droof));
         cli_json_put(o, "median_gbps", skip ? json_null() : json_real(bench_gbps(res[i].bytes, res[i].median_s)));
         cli_json_put(o, "bytes", cli_json_u64(res[i].bytes, "bytes"));
         cli_json_put(o, "seconds", skip ? json_null() : json_real(res[i].best_s));
@@ -267,13 +282,15 @@ static int print_json(const struct bench_request *r, double memcpy_gbps, const s
     cli_json_put(shape, "context", json_integer((json_int_t)s->context));
     cli_json_put(shape, "q_heads", json_integer((json_int_t)s->q_heads));
     cli_json_put(shape, "repeat", json_integer((json_int_t)s->repeat));
-    /* One backend: its roofline at the top, for scripts (gpu-check.sh). */
+    /* One backend: its device-copy roofline at the top, for scripts
+     * (gpu-check.sh). */
     const double roof = n > 0 && r->num_backends == 1 ? res[0].roofline_gbps : 0;
     cli_json_put(root, "roofline", cli_json_str(roof > 0 ? "device copy" : "memcpy"));
     cli_json_put(root, "roofline_gbps", json_real(roof > 0 ? roof : memcpy_gbps));
-    bool ok = cli_json_put(root, "memcpy_gbps", json_real(memcpy_gbps)) && cli_json_put(root, "results", results) &&
+    bool ok = cli_json_put(root, "memcpy_gbps", json_real(memcpy_gbps)) &&
+              cli_json_put(root, "read_gbps", json_real(read_gbps)) && cli_json_put(root, "results", results) &&
               cli_json_put(root, "shape", shape) &&
-              cli_json_put(root, "memcpy_bytes", json_integer((json_int_t)MEMCPY_BYTES));
+              cli_json_put(root, "threads", json_integer((json_int_t)bench_roof_threads()));
     if (!ok) {
         json_decref(root);
         return cli_error(CLI_EXIT_INTERNAL, "bench: could not build the JSON output");
@@ -281,33 +298,36 @@ static int print_json(const struct bench_request *r, double memcpy_gbps, const s
     return cli_json_print(root);
 }
 
-static void print_human(double memcpy_gbps, const struct bench_result *res, size_t n)
+static void print_human(double memcpy_gbps, double read_gbps, const struct bench_result *res, size_t n)
 {
-    printf("memcpy    %.2f GB/s (256 MiB, one thread, best of the repetitions)\n", memcpy_gbps);
+    printf("limits    memcpy %.2f GB/s, read %.2f GB/s (best samples; %u thread%s, timed after every\n"
+           "          repetition of every op; each op's own samples are in the table)\n\n",
+           memcpy_gbps, read_gbps, bench_roof_threads(), bench_roof_threads() == 1 ? "" : "s");
+    printf("%-8s %-11s %-7s %-8s %9s %9s %9s %-7s %6s  %s\n", "backend", "op", "layout", "dtype", "GB/s",
+           "memcpy", "read", "roof", "ratio", "bytes");
     const char *last = NULL;
     for (size_t i = 0; i < n; i++)
         if (res[i].roofline_gbps > 0 && res[i].backend != last) {
             last = res[i].backend;
-            printf("roofline  %.2f GB/s: %s's device-to-device copy of 256 MiB, timed by the plugin\n",
+            printf("device    %.2f GB/s: %s's device-to-device copy of 256 MiB, timed by the plugin\n",
                    res[i].roofline_gbps, last);
         }
-    printf("\n%-8s %-11s %-7s %-8s %9s %9s %9s  %s\n", "backend", "op", "layout", "dtype", "GB/s", "x memcpy",
-           "x roof", "bytes");
     for (size_t i = 0; i < n; i++) {
         char b[32];
         cli_format_bytes(res[i].bytes, b, sizeof(b));
         if (res[i].skipped) {
-            printf("%-8s %-11s %-7s %-8s %9s %9s %9s  skipped: %s\n", res[i].backend, bench_op_names[res[i].op],
-                   kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), "-", "-", "-", res[i].reason);
+            printf("%-8s %-11s %-7s %-8s %9s %9s %9s %-7s %6s  skipped: %s\n", res[i].backend,
+                   bench_op_names[res[i].op], kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), "-",
+                   "-", "-", "-", "-", res[i].reason);
             continue;
         }
         const double g = bench_gbps(res[i].bytes, res[i].best_s);
-        char roof[16] = "-";
-        if (res[i].roofline_gbps > 0)
-            snprintf(roof, sizeof(roof), "%.2f", g / res[i].roofline_gbps);
-        printf("%-8s %-11s %-7s %-8s %9.2f %9.2f %9s  %s\n", res[i].backend, bench_op_names[res[i].op],
-               kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), g,
-               memcpy_gbps > 0 ? g / memcpy_gbps : 0, roof, b);
+        /* On a device the limit is the plugin's own device-to-device copy. */
+        const bool device = res[i].roofline_gbps > 0;
+        printf("%-8s %-11s %-7s %-8s %9.2f %9.2f %9.2f %-7s %6.2f  %s\n", res[i].backend, bench_op_names[res[i].op],
+               kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), g, res[i].memcpy_gbps,
+               res[i].read_gbps, device ? "device" : bench_roofline_names[res[i].roofline],
+               device ? g / res[i].roofline_gbps : bench_ratio(&res[i]), b);
     }
 }
 
@@ -358,8 +378,6 @@ static int bench_run(int argc, char **argv)
     }
     struct cli_progress progress;
     cli_progress_begin(&progress, "bench", r.json);
-    cli_progress_update(&progress, 0, total + 1, "memcpy");
-    const double memcpy_gbps = bench_memcpy_gbps(MEMCPY_BYTES, r.sh.repeat);
     double roofline[MAX_BACKENDS] = {0};
     uint64_t done = 0;
     size_t n = 0;
@@ -380,7 +398,7 @@ static int bench_run(int argc, char **argv)
             }
             struct bench_result one[BENCH_NUM_OPS];
             memset(one, 0, sizeof(one));
-            code = bench_layout(be, &r.sh, r.ops, one, &progress, &done, total + 1);
+            code = bench_layout(be, &r.sh, r.ops, one, &progress, &done, total);
             for (int k = 0; code == CLI_EXIT_OK && k < BENCH_NUM_OPS; k++) {
                 if (!r.ops[k])
                     continue;
@@ -395,6 +413,11 @@ static int bench_run(int argc, char **argv)
         }
     }
     cli_progress_end(&progress);
+    double memcpy_gbps = 0, read_gbps = 0;
+    for (size_t i = 0; i < n; i++) {
+        memcpy_gbps = res[i].memcpy_gbps > memcpy_gbps ? res[i].memcpy_gbps : memcpy_gbps;
+        read_gbps = res[i].read_gbps > read_gbps ? res[i].read_gbps : read_gbps;
+    }
     if (code == CLI_EXIT_OK) {
         /* Group the table and the chart by operation, layouts in table order. */
         struct bench_result *sorted = calloc(n + 1, sizeof(*sorted));
@@ -413,9 +436,9 @@ static int bench_run(int argc, char **argv)
             code = bench_plot_svg(r.plot, memcpy_gbps, res, n);
         if (code == CLI_EXIT_OK) {
             if (r.json)
-                code = print_json(&r, memcpy_gbps, res, n);
+                code = print_json(&r, memcpy_gbps, read_gbps, res, n);
             else
-                print_human(memcpy_gbps, res, n);
+                print_human(memcpy_gbps, read_gbps, res, n);
         }
     }
     free(res);
@@ -425,7 +448,7 @@ static int bench_run(int argc, char **argv)
 
 const struct cli_command cli_bench_command = {
     .name = "bench",
-    .summary = "measure each operation's GB/s per layout against the machine's memcpy",
+    .summary = "measure each operation's GB/s per layout against the machine's memcpy and read limits",
     .run = bench_run,
     .help = bench_help,
 };

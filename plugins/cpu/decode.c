@@ -1,6 +1,8 @@
 /*
  * kvrt CPU backend — decode: argument checks, kernel choice, and the split of
- * (sequence, KV head) items across the pool.
+ * (sequence, KV head) items across the pool; when there are too few items
+ * to keep every thread busy, each item's context is cut into parts whose
+ * partial softmax states a second pass merges (flash-decoding).
  */
 #include <stdlib.h>
 
@@ -9,10 +11,12 @@
 
 uint64_t cpu_decode_scratch_floats(uint64_t group, uint64_t d, uint64_t dv)
 {
-    /* q [G, D], acc [G, Dv] (rows padded to 8 lanes), scores [G, TILE],
-     * max and sum [G]; rounded up to a cache line per worker. */
-    uint64_t dp = (d + 7) & ~(uint64_t)7, dvp = (dv + 7) & ~(uint64_t)7;
-    uint64_t n = group * dp + group * dvp + group * CPU_DECODE_TILE + 2 * group;
+    /* q [G, D], acc [G, Dv] (rows padded to the widest kernel's 16 lanes),
+     * scores [G, TILE], max and sum [G], bf16 q [G, D padded to 32]; rounded
+     * up to a cache line per worker. */
+    uint64_t dp = (d + 15) & ~(uint64_t)15, dvp = (dv + 15) & ~(uint64_t)15;
+    uint64_t n = group * dp + group * dvp + group * CPU_DECODE_TILE + 2 * group +
+                 group * cpu_decode_q16_elems(d) / 2;
     return (n + 15) & ~(uint64_t)15;
 }
 
@@ -24,28 +28,55 @@ static const char *dtype_name(int32_t dtype)
                                                                             : "unknown";
 }
 
-typedef void (*kernel_fn)(const struct cpu_decode_job *, unsigned, uint64_t, uint64_t);
-
 struct decode_task {
     const struct cpu_decode_job *job;
-    kernel_fn kernel;
+    cpu_decode_fn fn;
 };
 
 static void decode_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end)
 {
     const struct decode_task *task = ctx;
-    task->kernel(task->job, worker, begin, end);
+    task->fn(task->job, worker, begin, end);
 }
 
-static kernel_fn pick_kernel(const kvrt_plugin_device *dev)
+static void pick_kernel(const kvrt_plugin_device *dev, cpu_decode_fn *items,
+                        cpu_decode_fn *reduce)
 {
-#ifdef CPU_HAVE_AVX2_KERNEL
-    if (dev->use_avx2)
-        return cpu_decode_items_avx2;
-#else
-    (void)dev;
+    switch (dev->isa) {
+#ifdef CPU_HAVE_X86_KERNELS
+    case CPU_ISA_AVX512:
+        *items = cpu_decode_items_avx512;
+        *reduce = cpu_decode_reduce_avx512;
+        return;
+    case CPU_ISA_AVX2:
+        *items = cpu_decode_items_avx2;
+        *reduce = cpu_decode_reduce_avx2;
+        return;
 #endif
-    return cpu_decode_items_generic;
+    default:
+        *items = cpu_decode_items_generic;
+        *reduce = cpu_decode_reduce_generic;
+        return;
+    }
+}
+
+/* Tokens below which a context is not cut further: a part must amortise
+ * its q setup, its share of the reduction and the lost prefetch run-up. */
+#define CPU_DECODE_MIN_PART 256u
+
+/* Parts per item: enough units that every thread gets about four (so an
+ * uneven batch or a preempted thread still balances), none shorter than
+ * CPU_DECODE_MIN_PART tokens. */
+static uint64_t split_parts(uint64_t items, unsigned threads, uint64_t max_len)
+{
+    const uint64_t want = 4 * (uint64_t)threads;
+    if (threads < 2 || items >= want)
+        return 1;
+    uint64_t parts = (want + items - 1) / items;
+    uint64_t cap = max_len / CPU_DECODE_MIN_PART;
+    if (parts > cap)
+        parts = cap;
+    return parts ? parts : 1;
 }
 
 int cpu_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
@@ -112,14 +143,37 @@ int cpu_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
 
     /* Items are small and uneven (sequence lengths differ): hand them out
      * one at a time, unless the whole job is too small to share. */
-    uint64_t items = (uint64_t)args->num_seqs * ly->head_slots;
-    uint64_t kv_bytes = 0;
-    for (uint32_t s = 0; s < args->num_seqs; s++)
+    const uint64_t items = (uint64_t)args->num_seqs * ly->head_slots;
+    uint64_t kv_bytes = 0, max_len = 0;
+    for (uint32_t s = 0; s < args->num_seqs; s++) {
         kv_bytes += (uint64_t)args->seq_lens[s] * ly->head_slots * ly->content_bytes;
-    uint64_t grain = kv_bytes < CPU_PARALLEL_MIN_BYTES ? items : 1;
+        if ((uint64_t)args->seq_lens[s] > max_len)
+            max_len = (uint64_t)args->seq_lens[s];
+    }
+    const bool share = kv_bytes >= CPU_PARALLEL_MIN_BYTES;
+    job.parts = share ? split_parts(items, threads, max_len) : 1;
+    if (job.parts > 1) {
+        /* items < 4 x threads here, so this is small. */
+        const uint64_t floats = items * job.parts * job.group * (ly->head_size_v + 2);
+        job.partials = malloc(floats * sizeof(float));
+        if (!job.partials) {
+            free(job.scratch);
+            return cpu_fail(err, KVRT_ERR_NOMEM,
+                            "decode: cannot allocate %llu bytes of split partials",
+                            (unsigned long long)floats * sizeof(float));
+        }
+    }
 
-    struct decode_task task = {&job, pick_kernel(dev)};
-    cpu_pool_run(dev->pool, items, grain, decode_task, &task);
+    struct decode_task task = {&job, NULL};
+    cpu_decode_fn reduce;
+    pick_kernel(dev, &task.fn, &reduce);
+    const uint64_t units = items * job.parts;
+    cpu_pool_run(dev->pool, units, share ? 1 : units, decode_task, &task);
+    if (job.parts > 1) {
+        task.fn = reduce;
+        cpu_pool_run(dev->pool, items, 1, decode_task, &task);
+    }
+    free(job.partials);
     free(job.scratch);
     return KVRT_OK;
 }

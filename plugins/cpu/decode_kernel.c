@@ -1,6 +1,6 @@
 /*
  * kvrt CPU backend — the decode kernel, compiled once per instruction set
- * (CPU_KERNEL_ISA names the variant; vec8.h picks the lanes).
+ * (CPU_KERNEL_ISA names the variant; vecf.h picks the lanes).
  *
  * One item is one sequence and one KV head.  Its group of query heads shares
  * every K and V row, so rows are widened to fp32 in registers once per block
@@ -16,7 +16,7 @@
 #include <string.h>
 
 #include "decode.h"
-#include "vec8.h"
+#include "vec.h"
 
 #ifndef CPU_KERNEL_ISA
 #error "CPU_KERNEL_ISA must name the kernel variant"
@@ -76,9 +76,9 @@ static inline void prefetch_tile(struct tile tl, uint64_t stride, uint64_t bytes
     }
 }
 
-static uint64_t round8(uint64_t n)
+static uint64_t round_vl(uint64_t n)
 {
-    return (n + 7) & ~(uint64_t)7;
+    return (n + CPU_VL - 1) & ~(uint64_t)(CPU_VL - 1);
 }
 
 /*
@@ -92,69 +92,69 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
                             uint64_t e, float *sc)
 {
     const int lanes = 4 / qb;
-    const uint64_t full = d / 8, rest = d % 8;
+    const uint64_t full = d / CPU_VL, rest = d % CPU_VL;
     uint64_t u = 0;
     for (; u < n; u += 2) {
         const bool pair = u + 1 < n;
         const unsigned char *k0 = k + u * stride, *k1 = pair ? k0 + stride : k0;
-        vec8 a[4][4], b[4][4];
+        vecf a[4][4], b[4][4];
         #pragma GCC unroll 8
         for (int i = 0; i < 4; i++)
             #pragma GCC unroll 8
             for (int j = 0; j < 4; j++)
-                a[i][j] = b[i][j] = v8_zero();
+                a[i][j] = b[i][j] = vf_zero();
         uint64_t c = 0;
         for (; c + (uint64_t)lanes <= full; c += (uint64_t)lanes)
             #pragma GCC unroll 8
             for (int j = 0; j < lanes; j++) {
-                vec8 x0 = v8_load_elems(dtype, k0 + (c + (uint64_t)j) * 8 * e);
-                vec8 x1 = v8_load_elems(dtype, k1 + (c + (uint64_t)j) * 8 * e);
+                vecf x0 = vf_load_elems(dtype, k0 + (c + (uint64_t)j) * CPU_VL * e);
+                vecf x1 = vf_load_elems(dtype, k1 + (c + (uint64_t)j) * CPU_VL * e);
                 #pragma GCC unroll 8
                 for (int i = 0; i < qb; i++) {
-                    vec8 qv = v8_load(q + (uint64_t)i * dp + (c + (uint64_t)j) * 8);
-                    a[i][j] = v8_fma(qv, x0, a[i][j]);
-                    b[i][j] = v8_fma(qv, x1, b[i][j]);
+                    vecf qv = vf_load(q + (uint64_t)i * dp + (c + (uint64_t)j) * CPU_VL);
+                    a[i][j] = vf_fma(qv, x0, a[i][j]);
+                    b[i][j] = vf_fma(qv, x1, b[i][j]);
                 }
             }
         for (; c < full; c++) {
-            vec8 x0 = v8_load_elems(dtype, k0 + c * 8 * e);
-            vec8 x1 = v8_load_elems(dtype, k1 + c * 8 * e);
+            vecf x0 = vf_load_elems(dtype, k0 + c * CPU_VL * e);
+            vecf x1 = vf_load_elems(dtype, k1 + c * CPU_VL * e);
             #pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
-                vec8 qv = v8_load(q + (uint64_t)i * dp + c * 8);
-                a[i][0] = v8_fma(qv, x0, a[i][0]);
-                b[i][0] = v8_fma(qv, x1, b[i][0]);
+                vecf qv = vf_load(q + (uint64_t)i * dp + c * CPU_VL);
+                a[i][0] = vf_fma(qv, x0, a[i][0]);
+                b[i][0] = vf_fma(qv, x1, b[i][0]);
             }
         }
         if (rest) {
-            vec8 x0 = v8_load_partial(dtype, k0 + full * 8 * e, rest);
-            vec8 x1 = v8_load_partial(dtype, k1 + full * 8 * e, rest);
+            vecf x0 = vf_load_partial(dtype, k0 + full * CPU_VL * e, rest);
+            vecf x1 = vf_load_partial(dtype, k1 + full * CPU_VL * e, rest);
             #pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
-                vec8 qv = v8_load(q + (uint64_t)i * dp + full * 8);
-                a[i][0] = v8_fma(qv, x0, a[i][0]);
-                b[i][0] = v8_fma(qv, x1, b[i][0]);
+                vecf qv = vf_load(q + (uint64_t)i * dp + full * CPU_VL);
+                a[i][0] = vf_fma(qv, x0, a[i][0]);
+                b[i][0] = vf_fma(qv, x1, b[i][0]);
             }
         }
-        vec8 sa[4], sb[4];
+        vecf sa[4], sb[4];
         #pragma GCC unroll 8
         for (int i = 0; i < qb; i++) {
             sa[i] = a[i][0];
             sb[i] = b[i][0];
             #pragma GCC unroll 8
             for (int j = 1; j < lanes; j++) {
-                sa[i] = v8_add(sa[i], a[i][j]);
-                sb[i] = v8_add(sb[i], b[i][j]);
+                sa[i] = vf_add(sa[i], a[i][j]);
+                sb[i] = vf_add(sb[i], b[i][j]);
             }
         }
         float r[4];
         if (qb == 4) {
-            v8_hsum4(sa, r);
+            vf_hsum4(sa, r);
             #pragma GCC unroll 8
             for (int i = 0; i < 4; i++)
                 sc[(size_t)i * TILE + u] = r[i];
             if (pair) {
-                v8_hsum4(sb, r);
+                vf_hsum4(sb, r);
                 #pragma GCC unroll 8
                 for (int i = 0; i < 4; i++)
                     sc[(size_t)i * TILE + u + 1] = r[i];
@@ -162,9 +162,9 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
         } else {
             #pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
-                sc[(size_t)i * TILE + u] = v8_hsum(sa[i]);
+                sc[(size_t)i * TILE + u] = vf_hsum(sa[i]);
                 if (pair)
-                    sc[(size_t)i * TILE + u + 1] = v8_hsum(sb[i]);
+                    sc[(size_t)i * TILE + u + 1] = vf_hsum(sb[i]);
             }
         }
     }
@@ -175,71 +175,71 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
 CPU_INLINE void values_chunk(int32_t dtype, int qb, float *acc, uint64_t dvp, const float *p,
                              const unsigned char *vc, uint64_t stride, uint64_t n, uint64_t w)
 {
-    vec8 a[4], b[4];
+    vecf a[4], b[4];
     #pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
-        a[i] = i < qb ? v8_load(acc + (uint64_t)i * dvp) : v8_zero();
-        b[i] = v8_zero();
+        a[i] = i < qb ? vf_load(acc + (uint64_t)i * dvp) : vf_zero();
+        b[i] = vf_zero();
     }
     for (uint64_t u = 0; u < n; u++) {
-        vec8 x = w == 8 ? v8_load_elems(dtype, vc + u * stride)
-                        : v8_load_partial(dtype, vc + u * stride, w);
+        vecf x = w == CPU_VL ? vf_load_elems(dtype, vc + u * stride)
+                        : vf_load_partial(dtype, vc + u * stride, w);
         #pragma GCC unroll 8
         for (int i = 0; i < qb; i++) {
             if (u & 1)
-                b[i] = v8_fma(v8_set1(p[(size_t)i * TILE + u]), x, b[i]);
+                b[i] = vf_fma(vf_set1(p[(size_t)i * TILE + u]), x, b[i]);
             else
-                a[i] = v8_fma(v8_set1(p[(size_t)i * TILE + u]), x, a[i]);
+                a[i] = vf_fma(vf_set1(p[(size_t)i * TILE + u]), x, a[i]);
         }
     }
     #pragma GCC unroll 8
     for (int i = 0; i < qb; i++)
-        v8_store(acc + (uint64_t)i * dvp, v8_add(a[i], b[i]));
+        vf_store(acc + (uint64_t)i * dvp, vf_add(a[i], b[i]));
 }
 
 /*
  * acc[i] += sum over u of p[i][u] V[u] for qb query rows (acc rows dvp
- * apart).  8/qb chunks of V are accumulated at once, so the accumulators
- * (eight registers) stay in registers for the whole tile and each
+ * apart).  CPU_ACC_REGS/qb chunks of V are accumulated at once, so the
+ * accumulators (CPU_ACC_REGS registers) stay in registers for the whole tile and each
  * probability is broadcast once per block of chunks.
  */
 CPU_INLINE void tile_values(int32_t dtype, int qb, float *acc, uint64_t dvp, const float *p,
                             const unsigned char *v, uint64_t stride, uint64_t n, uint64_t dv,
                             uint64_t e)
 {
-    const int width = 8 / qb;
-    const uint64_t full = dv / 8;
+    const int width = CPU_ACC_REGS / qb;
+    const uint64_t full = dv / CPU_VL;
     uint64_t c = 0;
     for (; c + (uint64_t)width <= full; c += (uint64_t)width) {
-        vec8 a[4][8];
+        vecf a[4][CPU_ACC_REGS];
         #pragma GCC unroll 8
         for (int i = 0; i < qb; i++)
             #pragma GCC unroll 8
             for (int j = 0; j < width; j++)
-                a[i][j] = v8_load(acc + (uint64_t)i * dvp + (c + (uint64_t)j) * 8);
-        const unsigned char *vc = v + c * 8 * e;
+                a[i][j] = vf_load(acc + (uint64_t)i * dvp + (c + (uint64_t)j) * CPU_VL);
+        const unsigned char *vc = v + c * CPU_VL * e;
         for (uint64_t u = 0; u < n; u++, vc += stride) {
-            vec8 pb[4];
+            vecf pb[4];
             #pragma GCC unroll 8
             for (int i = 0; i < qb; i++)
-                pb[i] = v8_set1(p[(size_t)i * TILE + u]);
+                pb[i] = vf_set1(p[(size_t)i * TILE + u]);
             #pragma GCC unroll 8
             for (int j = 0; j < width; j++) {
-                vec8 x = v8_load_elems(dtype, vc + (uint64_t)j * 8 * e);
+                vecf x = vf_load_elems(dtype, vc + (uint64_t)j * CPU_VL * e);
                 #pragma GCC unroll 8
                 for (int i = 0; i < qb; i++)
-                    a[i][j] = v8_fma(pb[i], x, a[i][j]);
+                    a[i][j] = vf_fma(pb[i], x, a[i][j]);
             }
         }
         #pragma GCC unroll 8
         for (int i = 0; i < qb; i++)
             #pragma GCC unroll 8
             for (int j = 0; j < width; j++)
-                v8_store(acc + (uint64_t)i * dvp + (c + (uint64_t)j) * 8, a[i][j]);
+                vf_store(acc + (uint64_t)i * dvp + (c + (uint64_t)j) * CPU_VL, a[i][j]);
     }
-    for (; c * 8 < dv; c++) {
-        const uint64_t w = dv - c * 8 < 8 ? dv - c * 8 : 8;
-        values_chunk(dtype, qb, acc + c * 8, dvp, p, v + c * 8 * e, stride, n, w);
+    for (; c * CPU_VL < dv; c++) {
+        const uint64_t w = dv - c * CPU_VL < CPU_VL ? dv - c * CPU_VL : CPU_VL;
+        values_chunk(dtype, qb, acc + c * CPU_VL, dvp, p, v + c * CPU_VL * e, stride, n, w);
     }
 }
 
@@ -287,20 +287,20 @@ static void tile_softmax(uint64_t group, uint64_t n, float *sc, float *m, float 
             /* exp(-inf) = 0 also clears the empty starting state. */
             float corr = expf(m[g] - tmax);
             l[g] *= corr;
-            vec8 cv = v8_set1(corr);
+            vecf cv = vf_set1(corr);
             float *a = acc + g * dvp;
-            for (uint64_t i = 0; i < dvp; i += 8)
-                v8_store(a + i, v8_mul(v8_load(a + i), cv));
+            for (uint64_t i = 0; i < dvp; i += CPU_VL)
+                vf_store(a + i, vf_mul(vf_load(a + i), cv));
             m[g] = tmax;
         }
-        vec8 mv = v8_set1(tmax), sum = v8_zero();
+        vecf mv = vf_set1(tmax), sum = vf_zero();
         uint64_t u = 0;
-        for (; u + 8 <= n; u += 8) {
-            vec8 x = v8_exp_neg(v8_add(v8_load(s + u), v8_mul(mv, v8_set1(-1.0f))));
-            v8_store(s + u, x);
-            sum = v8_add(sum, x);
+        for (; u + CPU_VL <= n; u += CPU_VL) {
+            vecf x = vf_exp_neg(vf_add(vf_load(s + u), vf_mul(mv, vf_set1(-1.0f))));
+            vf_store(s + u, x);
+            sum = vf_add(sum, x);
         }
-        float total = v8_hsum(sum);
+        float total = vf_hsum(sum);
         for (; u < n; u++) {
             s[u] = expf(s[u] - tmax);
             total += s[u];
@@ -309,13 +309,115 @@ static void tile_softmax(uint64_t group, uint64_t n, float *sc, float *m, float 
     }
 }
 
-CPU_INLINE void run_items(const struct cpu_decode_job *job, unsigned worker, uint64_t begin,
+#ifdef CPU_HAVE_DPBF16
+/*
+ * Scores of a bf16 tile with vdpbf16ps: the q rows stay bf16 (their exact
+ * input values, rows dq elements apart, zero padded to 32), each instruction
+ * takes 32 elements of K, and the scale multiplies the fp32 sums.  Products
+ * of two bf16 are exact in fp32; the sums are fp32 like the FMA path's.
+ */
+CPU_INLINE void tile_scores_bf16(int qb, const uint16_t *q, uint64_t dq, const unsigned char *k,
+                                 uint64_t stride, uint64_t n, uint64_t d, float scale, float *sc)
+{
+    const uint64_t full = d / 32, rest = d % 32;
+    const __mmask32 tail = (__mmask32)((UINT64_C(1) << rest) - 1u);
+    for (uint64_t u = 0; u < n; u += 2) {
+        const bool pair = u + 1 < n;
+        const unsigned char *k0 = k + u * stride, *k1 = pair ? k0 + stride : k0;
+        __m512 a[4], b[4];
+        #pragma GCC unroll 8
+        for (int i = 0; i < 4; i++)
+            a[i] = b[i] = _mm512_setzero_ps();
+        for (uint64_t c = 0; c < full; c++) {
+            __m512bh x0 = (__m512bh)_mm512_loadu_si512(k0 + c * 64);
+            __m512bh x1 = (__m512bh)_mm512_loadu_si512(k1 + c * 64);
+            #pragma GCC unroll 8
+            for (int i = 0; i < qb; i++) {
+                __m512bh qv = (__m512bh)_mm512_loadu_si512(q + (uint64_t)i * dq + c * 32);
+                a[i] = _mm512_dpbf16_ps(a[i], qv, x0);
+                b[i] = _mm512_dpbf16_ps(b[i], qv, x1);
+            }
+        }
+        if (rest) {
+            __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi16(tail, k0 + full * 64);
+            __m512bh x1 = (__m512bh)_mm512_maskz_loadu_epi16(tail, k1 + full * 64);
+            #pragma GCC unroll 8
+            for (int i = 0; i < qb; i++) {
+                __m512bh qv = (__m512bh)_mm512_loadu_si512(q + (uint64_t)i * dq + full * 32);
+                a[i] = _mm512_dpbf16_ps(a[i], qv, x0);
+                b[i] = _mm512_dpbf16_ps(b[i], qv, x1);
+            }
+        }
+        float r[4];
+        if (qb == 4) {
+            vf_hsum4(a, r);
+            #pragma GCC unroll 8
+            for (int i = 0; i < 4; i++)
+                sc[(size_t)i * TILE + u] = r[i] * scale;
+            if (pair) {
+                vf_hsum4(b, r);
+                #pragma GCC unroll 8
+                for (int i = 0; i < 4; i++)
+                    sc[(size_t)i * TILE + u + 1] = r[i] * scale;
+            }
+        } else {
+            #pragma GCC unroll 8
+            for (int i = 0; i < qb; i++) {
+                sc[(size_t)i * TILE + u] = vf_hsum(a[i]) * scale;
+                if (pair)
+                    sc[(size_t)i * TILE + u + 1] = vf_hsum(b[i]) * scale;
+            }
+        }
+    }
+}
+#endif
+
+/* The scores of one tile for every query head of the group. */
+CPU_INLINE void group_scores(int32_t dtype, int qb, uint64_t group, const float *qf,
+                             const uint16_t *q16, uint64_t dp, uint64_t dq,
+                             const unsigned char *cell, uint64_t ss, uint64_t n, uint64_t d,
+                             uint64_t e, float scale, float *sc)
+{
+#ifdef CPU_HAVE_DPBF16
+    if (dtype == KVRT_DTYPE_BF16) {
+        for (uint64_t g = 0; g < group; g += (uint64_t)qb) {
+            if (qb == 4)
+                tile_scores_bf16(4, q16 + g * dq, dq, cell, ss, n, d, scale, sc + g * TILE);
+            else if (qb == 2)
+                tile_scores_bf16(2, q16 + g * dq, dq, cell, ss, n, d, scale, sc + g * TILE);
+            else
+                tile_scores_bf16(1, q16 + g * dq, dq, cell, ss, n, d, scale, sc + g * TILE);
+        }
+        return;
+    }
+#endif
+    (void)q16, (void)dq, (void)scale;
+    for (uint64_t g = 0; g < group; g += (uint64_t)qb) {
+        const float *q = qf + g * dp;
+        float *out = sc + g * TILE;
+        if (qb == 4)
+            tile_scores(dtype, 4, q, dp, cell, ss, n, d, e, out);
+        else if (qb == 2)
+            tile_scores(dtype, 2, q, dp, cell, ss, n, d, e, out);
+        else
+            tile_scores(dtype, 1, q, dp, cell, ss, n, d, e, out);
+    }
+}
+
+/*
+ * Work unit w is part (w % parts) of item (w / parts); an item is a
+ * (sequence, KV head) pair and its parts are equal slices of the context.
+ * With one part the unit writes the output rows; with several it leaves its
+ * running maximum, sum and unnormalised accumulator in job->partials for
+ * the reduction (the flash-decoding split).
+ */
+CPU_INLINE void run_units(const struct cpu_decode_job *job, unsigned worker, uint64_t begin,
                           uint64_t end, const int32_t dtype)
 {
     const struct kvrt_plugin_layer *ly = job->layer;
     const uint64_t e = ly->elem_size, d = ly->head_size, dv = ly->head_size_v;
-    const uint64_t dp = round8(d), dvp = round8(dv);
-    const uint64_t heads = ly->head_slots, group = job->group;
+    const uint64_t dp = round_vl(d), dvp = round_vl(dv), dq = cpu_decode_q16_elems(d);
+    const uint64_t heads = ly->head_slots, group = job->group, parts = job->parts;
     const uint64_t k = ly->view_block_tokens;
     const uint64_t ss = ly->stride_state, row_bytes = (d + dv) * e;
     const uint64_t tile_max = k < TILE ? k : TILE;
@@ -327,10 +429,13 @@ CPU_INLINE void run_items(const struct cpu_decode_job *job, unsigned worker, uin
     float *sc = acc + group * dvp;                                     /* [G, TILE] */
     float *m = sc + group * TILE;                                      /* [G] */
     float *l = m + group;                                              /* [G] */
+    uint16_t *q16 = (uint16_t *)(void *)(l + group);                   /* [G, dq] */
 
-    for (uint64_t item = begin; item < end; item++) {
+    for (uint64_t w = begin; w < end; w++) {
+        const uint64_t item = w / parts, part = w % parts;
         const uint64_t s = item / heads, h = item % heads;
         const uint64_t len = (uint64_t)job->seq_lens[s];
+        const uint64_t t0 = len * part / parts, t1 = len * (part + 1) / parts;
         const int32_t *table = job->block_tables + s * job->max_blocks;
         const uint64_t qh0 = s * job->num_q_heads + h * group;
 
@@ -339,34 +444,31 @@ CPU_INLINE void run_items(const struct cpu_decode_job *job, unsigned worker, uin
             const unsigned char *qrow = job->q + (qh0 + g) * d * e;
             for (uint64_t i = 0; i < dp; i++)
                 qf[g * dp + i] = i < d ? cpu_elem_to_f32(dtype, qrow, i) * job->scale : 0.0f;
+            if (dtype == KVRT_DTYPE_BF16)
+                for (uint64_t i = 0; i < dq; i++) {
+                    uint16_t x = 0;
+                    if (i < d)
+                        memcpy(&x, qrow + 2 * i, 2);
+                    q16[g * dq + i] = x;
+                }
             m[g] = -INFINITY;
             l[g] = 0.0f;
         }
         memset(acc, 0, group * dvp * sizeof(float));
 
-        uint64_t ahead = 0; /* first token not yet prefetched */
-        for (uint64_t t = 0; t < len;) {
-            const struct tile tl = tile_at(job, table, h, t, len, tile_max);
+        uint64_t ahead = t0; /* first token not yet prefetched */
+        for (uint64_t t = t0; t < t1;) {
+            const struct tile tl = tile_at(job, table, h, t, t1, tile_max);
             const uint64_t n = tl.n;
             const unsigned char *cell = tl.cell;
             if (ahead < t + n)
                 ahead = t + n;
-            while (ahead < len && ahead < t + n + PREFETCH_TOKENS) {
-                const struct tile pf = tile_at(job, table, h, ahead, len, tile_max);
+            while (ahead < t1 && ahead < t + n + PREFETCH_TOKENS) {
+                const struct tile pf = tile_at(job, table, h, ahead, t1, tile_max);
                 prefetch_tile(pf, ss, row_bytes);
                 ahead += pf.n;
             }
-
-            for (uint64_t g = 0; g < group; g += (uint64_t)qb) {
-                const float *q = qf + g * dp;
-                float *out = sc + g * TILE;
-                if (qb == 4)
-                    tile_scores(dtype, 4, q, dp, cell, ss, n, d, e, out);
-                else if (qb == 2)
-                    tile_scores(dtype, 2, q, dp, cell, ss, n, d, e, out);
-                else
-                    tile_scores(dtype, 1, q, dp, cell, ss, n, d, e, out);
-            }
+            group_scores(dtype, qb, group, qf, q16, dp, dq, cell, ss, n, d, e, job->scale, sc);
             tile_softmax(group, n, sc, m, l, acc, dvp);
             for (uint64_t g = 0; g < group; g += (uint64_t)qb) {
                 float *a = acc + g * dvp;
@@ -381,10 +483,53 @@ CPU_INLINE void run_items(const struct cpu_decode_job *job, unsigned worker, uin
             t += n;
         }
 
+        if (parts > 1) {
+            float *pm = job->partials + w * group * (dv + 2), *pl = pm + group, *pa = pl + group;
+            for (uint64_t g = 0; g < group; g++) {
+                pm[g] = m[g];
+                pl[g] = l[g];
+                memcpy(pa + g * dv, acc + g * dvp, dv * sizeof(float));
+            }
+            continue;
+        }
         /* An empty sequence (the core never sends one) gives zeros. */
         for (uint64_t g = 0; g < group; g++)
             store_row(dtype, acc + g * dvp, len ? 1.0f / l[g] : 0.0f,
                       job->out + (qh0 + g) * dv * e, dv);
+    }
+}
+
+#define REDUCE CPU_CAT(cpu_decode_reduce_, CPU_KERNEL_ISA)
+
+/* Items begin..end of a split job: the parts' partial softmax states merged
+ * (each rescaled to the largest maximum) and the output rows written. */
+void REDUCE(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, uint64_t end)
+{
+    const struct kvrt_plugin_layer *ly = job->layer;
+    const uint64_t dv = ly->head_size_v, e = ly->elem_size, group = job->group;
+    const uint64_t parts = job->parts, heads = ly->head_slots, unit = group * (dv + 2);
+    float *acc = job->scratch + (uint64_t)worker * job->scratch_floats;
+    for (uint64_t item = begin; item < end; item++) {
+        const uint64_t s = item / heads, h = item % heads;
+        const uint64_t qh0 = s * job->num_q_heads + h * group;
+        const float *first = job->partials + item * parts * unit;
+        for (uint64_t g = 0; g < group; g++) {
+            float mx = -INFINITY, sum = 0.0f;
+            for (uint64_t p = 0; p < parts; p++)
+                mx = first[p * unit + g] > mx ? first[p * unit + g] : mx;
+            memset(acc, 0, dv * sizeof(float));
+            for (uint64_t p = 0; p < parts; p++) {
+                const float *pm = first + p * unit, *pl = pm + group, *pa = pl + group + g * dv;
+                if (pm[g] == -INFINITY)
+                    continue; /* an empty slice */
+                const float c = expf(pm[g] - mx);
+                sum += pl[g] * c;
+                for (uint64_t i = 0; i < dv; i++)
+                    acc[i] += pa[i] * c;
+            }
+            store_row(ly->dtype, acc, sum > 0.0f ? 1.0f / sum : 0.0f,
+                      job->out + (qh0 + g) * dv * e, dv);
+        }
     }
 }
 
@@ -393,19 +538,19 @@ void KERNEL(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, u
     /* One instance per element type: the loads compile to straight code. */
     switch (job->layer->dtype) {
     case KVRT_DTYPE_FP32:
-        run_items(job, worker, begin, end, KVRT_DTYPE_FP32);
+        run_units(job, worker, begin, end, KVRT_DTYPE_FP32);
         break;
     case KVRT_DTYPE_FP16:
-        run_items(job, worker, begin, end, KVRT_DTYPE_FP16);
+        run_units(job, worker, begin, end, KVRT_DTYPE_FP16);
         break;
     case KVRT_DTYPE_BF16:
-        run_items(job, worker, begin, end, KVRT_DTYPE_BF16);
+        run_units(job, worker, begin, end, KVRT_DTYPE_BF16);
         break;
     case KVRT_DTYPE_FP8_E4M3:
-        run_items(job, worker, begin, end, KVRT_DTYPE_FP8_E4M3);
+        run_units(job, worker, begin, end, KVRT_DTYPE_FP8_E4M3);
         break;
     case KVRT_DTYPE_FP8_E5M2:
-        run_items(job, worker, begin, end, KVRT_DTYPE_FP8_E5M2);
+        run_units(job, worker, begin, end, KVRT_DTYPE_FP8_E5M2);
         break;
     default:
         break; /* refused by the driver */

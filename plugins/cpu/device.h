@@ -9,6 +9,7 @@
 
 #include <kvrt/plugin.h>
 
+#include "isa.h"
 #include "pool.h"
 
 #if defined(__GNUC__) || defined(__clang__)
@@ -24,7 +25,8 @@
 struct kvrt_plugin_device {
     int32_t layout;
     struct cpu_pool *pool;
-    bool use_avx2; /* decode with the AVX2/FMA/F16C kernel */
+    enum cpu_isa isa; /* the decode kernel */
+    uint64_t llc_bytes; /* block moves above this use streaming stores */
     /* A copy of the host services: the core's struct need not outlive bind. */
     void *log_user;
     void (*log)(void *user, int level, const char *message);

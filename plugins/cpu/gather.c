@@ -3,7 +3,8 @@
  * layout-independent staging order ([block][layer][H, N, C]).
  *
  * Pages already in [H, N, C] order move as one run per layer (or per block);
- * [N, H, C] pages are transposed one cell at a time.  Gather may name a
+ * [N, H, C] pages are transposed one cell at a time: in staging order for
+ * moves that fit the LLC, in cache order with streaming stores beyond it.  Gather may name a
  * block twice; scatter then keeps the last copy, as if done in order.
  */
 #include "ops.h"
@@ -20,6 +21,14 @@ static int move_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *
     int rc = cpu_plan_build(cache, CPU_PLAN_STAGING, &plan, err);
     if (rc != KVRT_OK)
         return rc;
+    /* A move that streams (beyond the LLC, see plan.c) walks the cache in
+     * memory order instead. */
+    if (num_blocks * plan.block_bytes > dev->llc_bytes) {
+        cpu_plan_free(&plan);
+        rc = cpu_plan_build(cache, CPU_PLAN_MEMORY, &plan, err);
+        if (rc != KVRT_OK)
+            return rc;
+    }
     unsigned char *stage = staging->data + staging_offset;
     if (mode == CPU_MOVE_GATHER)
         cpu_plan_run(dev, &plan, mode, cache_buf->data, stage, block_ids, num_blocks);

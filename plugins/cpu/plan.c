@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "move.h"
 #include "plan.h"
 
 /* One axis of a layer's manager-block page: extent, byte stride in the
@@ -156,6 +157,7 @@ struct plan_job {
     unsigned char *cache;
     unsigned char *staging;
     const int64_t *ids;
+    bool stream; /* non-temporal stores: the move is bigger than the LLC */
 };
 
 /* Runs up to this long, in whole cache lines, are copied inline. */
@@ -163,8 +165,15 @@ struct plan_job {
 
 /* count pieces of len bytes (a multiple of 64), dst and src stepping apart. */
 static void copy_cells(unsigned char *dst, uint64_t dst_step, const unsigned char *src,
-                       uint64_t src_step, uint64_t len, uint64_t count)
+                       uint64_t src_step, uint64_t len, uint64_t count, bool stream)
 {
+    /* Streamed cells must start 16-byte aligned (cache and staging buffers
+     * are 64-byte aligned; an odd staging offset takes the plain path). */
+    if (stream && ((uintptr_t)dst & 15) == 0 && (dst_step & 15) == 0) {
+        for (uint64_t i = 0; i < count; i++, dst += dst_step, src += src_step)
+            cpu_move_stream(dst, src, len);
+        return;
+    }
     for (uint64_t i = 0; i < count; i++, dst += dst_step, src += src_step)
         for (uint64_t b = 0; b < len; b += 64)
             memcpy(dst + b, src + b, 64); /* a fixed size: inlined moves */
@@ -215,9 +224,11 @@ static void plan_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end)
                 unsigned char *s = job->staging + item * p->block_bytes + run->stage_off +
                                    rep * run->stage_step;
                 if (job->mode == CPU_MOVE_GATHER)
-                    copy_cells(s, run->stage_step, c, run->cache_step, run->len, reps);
+                    copy_cells(s, run->stage_step, c, run->cache_step, run->len, reps,
+                               job->stream);
                 else
-                    copy_cells(c, run->cache_step, s, run->stage_step, run->len, reps);
+                    copy_cells(c, run->cache_step, s, run->stage_step, run->len, reps,
+                               job->stream);
                 pos += reps * run->len;
                 rep += reps;
                 if (rep == run->count) {
@@ -242,16 +253,16 @@ static void plan_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end)
             unsigned char *s = job->staging + item * p->block_bytes + run->stage_off +
                                rep * run->stage_step + off;
             if (job->mode == CPU_MOVE_GATHER)
-                memcpy(s, c, n);
+                cpu_move(s, c, n, job->stream);
             else
-                memcpy(c, s, n);
+                cpu_move(c, s, n, job->stream);
             break;
         }
         case CPU_MOVE_COPY: {
             uint64_t src = (uint64_t)job->ids[2 * item], dst = (uint64_t)job->ids[2 * item + 1];
             if (src != dst)
-                memcpy(job->cache + dst * run->block_stride + in_block,
-                       job->cache + src * run->block_stride + in_block, n);
+                cpu_move(job->cache + dst * run->block_stride + in_block,
+                         job->cache + src * run->block_stride + in_block, n, job->stream);
             break;
         }
         }
@@ -268,6 +279,8 @@ static void plan_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end)
             }
         }
     }
+    if (job->stream)
+        cpu_move_fence();
 }
 
 void cpu_plan_run(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu_move mode,
@@ -276,8 +289,8 @@ void cpu_plan_run(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu
 {
     if (items == 0 || plan->block_bytes == 0)
         return;
-    struct plan_job job = {plan, mode, cache, staging, ids};
     uint64_t total = items * plan->block_bytes;
+    struct plan_job job = {plan, mode, cache, staging, ids, total > dev->llc_bytes};
     /* Several chunks per thread, none too small to be worth a wake-up: a
      * thread the scheduler holds back leaves its share to the others. */
     uint64_t grain = total / ((uint64_t)8 * cpu_threads(dev)) + 1;

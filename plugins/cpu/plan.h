@@ -43,7 +43,12 @@ enum cpu_plan_order {
      * scatter; walking the cache side in memory order instead measured the
      * same for [N, H, C] pages). */
     CPU_PLAN_STAGING,
-    CPU_PLAN_COPY /* cells in memory order, staging offsets ignored */
+    CPU_PLAN_COPY, /* cells in memory order, staging offsets ignored */
+    /* Cells in memory order with their staging offsets: gather and scatter
+     * with streaming stores.  An [N, H, C] page then reads (or writes) the
+     * cache side in one pass and keeps H aligned streams on the staging
+     * side, which beat staging order once stores stream. */
+    CPU_PLAN_MEMORY
 };
 
 int cpu_plan_build(const struct kvrt_plugin_cache *cache, enum cpu_plan_order order,

@@ -2,6 +2,7 @@
  * `kvrt bench`: the JSON schema on tiny shapes (no speed is asserted), the
  * bar chart as SVG and rendered to PNG, and bad options refused.
  */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +32,42 @@ static void check_schema(void)
            "bench --json: without a device roofline, roofline is \"memcpy\" and ratio_to_roofline null");
     tap_ok(json_integer_value(json_object_get(first, "bytes")) == 1 * 64 * 8 * 256 * 2,
            "bench --json: write counts layers x tokens x heads x (D + Dv) x element bytes");
+    tap_ok(json_number_value(json_object_get(r, "read_gbps")) > 0 && first &&
+               json_number_value(json_object_get(first, "memcpy_gbps")) > 0 &&
+               json_number_value(json_object_get(first, "read_gbps")) > 0 &&
+               strcmp(js(first, "roofline"), "memcpy") == 0,
+           "bench --json: read_gbps, each result's own memcpy_gbps and read_gbps, write rated against memcpy");
+    if (first) {
+        double g = json_number_value(json_object_get(first, "gbps"));
+        double mc = json_number_value(json_object_get(first, "memcpy_gbps"));
+        double ratio = json_number_value(json_object_get(first, "ratio"));
+        tap_ok(fabs(ratio - g / mc) <= 1e-9 * (g / mc), "bench --json: write's ratio is gbps / its memcpy_gbps (%g)", ratio);
+    } else {
+        tap_ok(false, "bench --json: write's ratio is gbps / its memcpy_gbps");
+    }
+    json_decref(r);
+
+    r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "decode", "--op", "gather", "--layout", "BLNHC", TINY),
+                 NULL);
+    results = json_object_get(r, "results");
+    const json_t *gather = NULL, *decode = NULL;
+    for (size_t i = 0; i < json_array_size(results); i++) {
+        const json_t *o = json_array_get(results, i);
+        if (strcmp(js(o, "op"), "decode") == 0)
+            decode = o;
+        else if (strcmp(js(o, "op"), "gather") == 0)
+            gather = o;
+    }
+    if (decode && gather) {
+        double g = json_number_value(json_object_get(decode, "gbps"));
+        double rd = json_number_value(json_object_get(decode, "read_gbps"));
+        double ratio = json_number_value(json_object_get(decode, "ratio"));
+        tap_ok(strcmp(js(decode, "roofline"), "read") == 0 && rd > 0 && fabs(ratio - g / rd) <= 1e-9 * (g / rd) &&
+                   strcmp(js(gather, "roofline"), "memcpy") == 0,
+               "bench --json: decode is rated against the read roofline (ratio %g), gather against memcpy", ratio);
+    } else {
+        tap_ok(false, "bench --json: decode is rated against the read roofline, gather against memcpy");
+    }
     json_decref(r);
 
     r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--layout", "BLHNC", "--layout", "HND", TINY), NULL);

@@ -44,6 +44,11 @@ void harness_load(void)
         exit(1);
     }
     cpu = entry();
+    /* meson runs some programs once per decode kernel (KVRT_CPU_ISA); one
+     * this CPU cannot run is a skip, with the module's reason. */
+    const char *isa = getenv("KVRT_CPU_ISA");
+    if (isa && *isa && cpu->probe(&cpu_err) == KVRT_ERR_UNSUPPORTED)
+        tap_skip_all("%s", cpu_err.message);
 }
 
 kvrt_plugin_device *harness_bind(int layout)

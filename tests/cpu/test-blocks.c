@@ -2,7 +2,8 @@
  * copy_blocks, gather and scatter: every layout, and every pair of layouts
  * for a gather under one and a scatter under the other (a layout
  * conversion).  Expected images and staging buffers are built here from the
- * test's own strides.
+ * test's own strides.  Small moves and moves beyond the last-level cache
+ * (streaming stores, another walk order) both.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -190,6 +191,13 @@ int main(void)
     static const struct bshape split = {"r=2", 4, 2, 10, 2, 4, 3, 0, 2, 2, 0, 0};
     static const struct bshape padded = {"padded page", 2, 3, 10, 1, 4, 2, 0, 4, 4, 0, 80};
     static const struct bshape big = {"big", 2, 4, 96, 1, 16, 4, 0, 64, 64, 0, 0};
+    /* 256 KiB blocks, 159 moved at once: 40 MiB, beyond the 32 MiB above
+     * which the module streams its stores and walks [N, H, C] pages in
+     * cache order. */
+    static const struct bshape huge = {"beyond the LLC", 2, 4, 160, 1, 16, 8, 0, 128, 128, 0, 0};
+    /* copy: 170 independent pairs onto fresh blocks (42.5 MiB) need 350. */
+    static const struct bshape huge_copy = {"beyond the LLC", 2, 4, 352, 1, 16, 8, 0, 128, 128,
+                                            0, 0};
 
     tap_plan_dynamic();
     for (int a = 0; a < 6; a++)
@@ -212,10 +220,18 @@ int main(void)
         test_scatter_repeat(&big, a);
     }
 
+    /* Beyond the LLC: gathers from both transposed ([N, H, C]) layouts and
+     * one [H, N, C] one, scatters into three others (heavy: 40 MiB each). */
+    test_convert(&huge, KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LHBNC);
+    test_convert(&huge, KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_BHLNC);
+    test_convert(&huge, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BLNHC);
+
     for (int a = 0; a < 6; a++) {
         test_copy(&small, a, 1);
         test_copy(&big, a, 40);
     }
+    test_copy(&huge_copy, KVRT_LAYOUT_LBHNC, 170);
+    test_copy(&huge_copy, KVRT_LAYOUT_BLNHC, 170);
     test_copy(&split, 0, 0);
     test_copy(&padded, 3, 0);
     return tap_done();

@@ -1,8 +1,10 @@
 /*
  * decode against a double-precision reference: every layout, fp32/fp16/bf16
  * and fp8, grouped-query ratios, head sizes that are not a multiple of the
- * vector width, kernel-block splitting, padded pages, and both decode
- * kernels (the AVX2 one where the CPU has it, and the portable one).
+ * vector width, kernel-block splitting, padded pages, contexts split over
+ * the threads (flash-decoding parts and their merge), and the kernel that
+ * KVRT_CPU_ISA names: meson runs this program once per kernel, and a kernel
+ * the CPU cannot run skips the whole program.
  */
 #include <math.h>
 #include <stdio.h>
@@ -172,7 +174,10 @@ static void run(const struct dshape *sh, int layout, int dtype)
         tap_diag("download failed: %s", cpu_err.message);
 
     double worst = 0, vmax = 0;
-    double *sc = malloc(sizeof(double) * 1024), *o = malloc(sizeof(double) * sh->Dv);
+    uint32_t maxlen = 1;
+    for (uint32_t s = 0; s < sh->S; s++)
+        maxlen = sh->lens[s] > maxlen ? sh->lens[s] : maxlen;
+    double *sc = malloc(sizeof(double) * maxlen), *o = malloc(sizeof(double) * sh->Dv);
     for (uint32_t s = 0; s < sh->S; s++)
         for (uint32_t h = 0; h < hq; h++) {
             const uint64_t kvh = h / sh->G, len = sh->lens[s];
@@ -315,32 +320,43 @@ int main(void)
     static const struct dshape padded = {"padded", 1, 8, 2, 2, 16, 16, 64, 2, {7, 20}};
     static const struct dshape big = {"big G=4 D=128", 1, 16, 4, 4, 128, 128, 0, 4,
                                       {300, 513, 64, 450}};
+    static const struct dshape long1 = {"split S=1 H=1 G=4 D=128", 1, 16, 1, 4, 128, 128, 0, 1,
+                                        {1000}};
+    static const struct dshape long2 = {"split S=2 H=1 G=2 D=40", 1, 16, 1, 2, 40, 24, 0, 2,
+                                        {3001, 1}};
     static const int fp[] = {KVRT_DTYPE_FP32, KVRT_DTYPE_FP16, KVRT_DTYPE_BF16};
 
+    const char *want = getenv("KVRT_CPU_ISA");
+    if (want && *want)
+        isa = want;
     tap_plan_dynamic();
-    for (int pass = 0; pass < 2; pass++) {
-        if (pass == 1) {
-            setenv("KVRT_CPU_ISA", "generic", 1);
-            isa = "generic";
-        }
-        for (int l = 0; l < 6; l++)
-            for (int d = 0; d < 3; d++)
-                run(&base, l, fp[d]);
-        for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
-            for (int d = 0; d < 3; d++)
-                run(&groups[i], (int)(i % 2 ? KVRT_LAYOUT_LBNHC : KVRT_LAYOUT_LHBNC + 3 * (i / 2)),
-                    fp[d]);
-        for (int l = 0; l < 2; l++)
-            run(&split, l, KVRT_DTYPE_BF16);
-        run(&padded, KVRT_LAYOUT_BLNHC, KVRT_DTYPE_FP16);
-        run(&padded, KVRT_LAYOUT_LBHNC, KVRT_DTYPE_BF16);
-        run(&base, KVRT_LAYOUT_BLHNC, KVRT_DTYPE_FP8_E4M3);
-        run(&base, KVRT_LAYOUT_LBNHC, KVRT_DTYPE_FP8_E5M2);
-        run(&big, KVRT_LAYOUT_LBHNC, KVRT_DTYPE_BF16);
-        run(&big, KVRT_LAYOUT_BHLNC, KVRT_DTYPE_FP16);
-        for (int d = KVRT_DTYPE_FP16; d <= KVRT_DTYPE_FP8_E5M2; d++)
-            identity(d);
+    for (int l = 0; l < 6; l++)
+        for (int d = 0; d < 3; d++)
+            run(&base, l, fp[d]);
+    for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
+        for (int d = 0; d < 3; d++)
+            run(&groups[i], (int)(i % 2 ? KVRT_LAYOUT_LBNHC : KVRT_LAYOUT_LHBNC + 3 * (i / 2)),
+                fp[d]);
+    for (int l = 0; l < 2; l++)
+        run(&split, l, KVRT_DTYPE_BF16);
+    run(&padded, KVRT_LAYOUT_BLNHC, KVRT_DTYPE_FP16);
+    run(&padded, KVRT_LAYOUT_LBHNC, KVRT_DTYPE_BF16);
+    for (int d = KVRT_DTYPE_FP8_E4M3; d <= KVRT_DTYPE_FP8_E5M2; d++) {
+        run(&base, KVRT_LAYOUT_BLHNC, d);
+        run(&groups[2], KVRT_LAYOUT_LBNHC, d);
     }
+    run(&big, KVRT_LAYOUT_LBHNC, KVRT_DTYPE_BF16);
+    run(&big, KVRT_LAYOUT_BHLNC, KVRT_DTYPE_FP16);
+    /* Four threads whatever the machine: one or two items then split. */
+    setenv("KVRT_CPU_THREADS", "4", 1);
+    for (int d = 0; d < 3; d++) {
+        run(&long1, d == 1 ? KVRT_LAYOUT_BLNHC : KVRT_LAYOUT_LBHNC, fp[d]);
+        run(&long2, d == 2 ? KVRT_LAYOUT_LHBNC : KVRT_LAYOUT_BLHNC, fp[d]);
+    }
+    run(&long1, KVRT_LAYOUT_LBNHC, KVRT_DTYPE_FP8_E4M3);
+    unsetenv("KVRT_CPU_THREADS");
+    for (int d = KVRT_DTYPE_FP16; d <= KVRT_DTYPE_FP8_E5M2; d++)
+        identity(d);
     unsupported(KVRT_DTYPE_INT8);
     unsupported(KVRT_DTYPE_UINT8);
     return tap_done();

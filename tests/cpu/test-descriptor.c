@@ -89,6 +89,54 @@ static void test_bind(void)
     free(dst);
 }
 
+/* KVRT_CPU_ISA: every kernel name the CPU runs binds; a bad value and a
+ * kernel the CPU lacks fail probe and bind with a one-line message. */
+static void test_isa(void)
+{
+    static const char *const isas[] = {"auto", "generic", "avx2", "avx512"};
+    const char *saved = getenv("KVRT_CPU_ISA");
+    char *keep = saved ? strdup(saved) : NULL;
+    for (size_t i = 0; i < sizeof(isas) / sizeof(isas[0]); i++) {
+        setenv("KVRT_CPU_ISA", isas[i], 1);
+        kvrt_plugin_error why = {{0}};
+        int rc = cpu->probe(&why);
+        kvrt_plugin_device *dev = NULL;
+        struct kvrt_plugin_bind_info info = {sizeof(info), KVRT_LAYOUT_LBHNC, NULL};
+        kvrt_plugin_error berr = {{0}};
+        int brc = cpu->bind(&info, &dev, &berr);
+        if (rc == KVRT_OK) {
+            tap_ok(brc == KVRT_OK && dev, "KVRT_CPU_ISA=%s: probe and bind succeed", isas[i]);
+        } else {
+            /* Only an x86 kernel may be missing, and it must say why. */
+            tap_ok(rc == KVRT_ERR_UNSUPPORTED && brc == KVRT_ERR_UNSUPPORTED && !dev &&
+                       strstr(why.message, isas[i]) && strstr(why.message, "generic") &&
+                       !strchr(why.message, '\n'),
+                   "KVRT_CPU_ISA=%s, which this CPU cannot run: unsupported, with the "
+                   "reason", isas[i]);
+            tap_diag("  %s", why.message);
+        }
+        if (dev)
+            cpu->unbind(dev);
+    }
+    setenv("KVRT_CPU_ISA", "avx9000", 1);
+    kvrt_plugin_error why = {{0}};
+    kvrt_plugin_device *dev = NULL;
+    struct kvrt_plugin_bind_info info = {sizeof(info), KVRT_LAYOUT_LBHNC, NULL};
+    int rc = cpu->probe(&why);
+    tap_ok(rc == KVRT_ERR_INVALID && strstr(why.message, "\"avx9000\"") &&
+               strstr(why.message, "avx512") && strstr(why.message, "avx2") &&
+               strstr(why.message, "generic") && !strchr(why.message, '\n'),
+           "KVRT_CPU_ISA=avx9000: probe fails naming the value and the valid ones");
+    tap_diag("  %s", why.message);
+    tap_ok(cpu->bind(&info, &dev, &why) == KVRT_ERR_INVALID && !dev,
+           "KVRT_CPU_ISA=avx9000: bind fails too");
+    if (keep)
+        setenv("KVRT_CPU_ISA", keep, 1);
+    else
+        unsetenv("KVRT_CPU_ISA");
+    free(keep);
+}
+
 static void test_buffers(void)
 {
     kvrt_plugin_device *dev = harness_bind(KVRT_LAYOUT_LBNHC);
@@ -244,6 +292,7 @@ int main(void)
     tap_plan_dynamic();
     test_descriptor();
     test_bind();
+    test_isa();
     test_buffers();
     test_concurrency();
     test_fork();

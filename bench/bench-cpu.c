@@ -1,7 +1,7 @@
 /*
  * bench-cpu — bandwidth of the CPU backend's operations, per layout, next to
  * memcpy on the same machine.  Not a test: the numbers justify the layout
- * preference order in plugin.c (see README.md).
+ * preference order in plugins/cpu/plugin.c (see plugins/cpu/README.md).
  *
  *   bench-cpu [module.so] [--reps N] [--layout NAME] [--op NAME] [--warm] [--median]
  *
@@ -23,6 +23,7 @@
 #include <string.h>
 #include <time.h>
 
+#include <kvrt/layout.h>
 #include <kvrt/plugin.h>
 
 #ifndef KVRT_CPU_MODULE_PATH
@@ -36,11 +37,6 @@ enum { DEC_SEQS = 16, DEC_LEN = 2048, DEC_QHEADS = 32 };
 #define PAGE ((uint64_t)H * BLOCK * C)
 #define FLUSH_BYTES (64u << 20)
 
-static const char *const layout_names[] = {"LBHNC", "LBNHC", "LHBNC", "BLHNC", "BLNHC", "BHLNC"};
-static const int stride_orders[6][5] = {
-    {0, 1, 2, 3, 4}, {0, 1, 3, 2, 4}, {0, 2, 1, 3, 4},
-    {1, 0, 2, 3, 4}, {1, 0, 3, 2, 4}, {1, 2, 0, 3, 4},
-};
 
 static const struct kvrt_plugin_descriptor *desc;
 static kvrt_plugin_device *dev;
@@ -101,8 +97,14 @@ static void cache_for_layout(int layout, struct kvrt_plugin_cache *cache,
 {
     const uint64_t extent[5] = {L, NUM_BLOCKS, H, BLOCK, C};
     uint64_t stride[5], s = 1;
+    /* The core's layout table, not a copy of it. */
+    int order[KVRT_NUM_AXES];
+    if (kvrt_layout_stride_order((enum kvrt_layout)layout, order) != KVRT_OK) {
+        fprintf(stderr, "bench-cpu: layout %d has no stride order\n", layout);
+        exit(1);
+    }
     for (int p = 4; p >= 0; p--) {
-        int axis = stride_orders[layout][p];
+        int axis = order[p];
         stride[axis] = s;
         s *= extent[axis];
     }
@@ -317,7 +319,7 @@ int main(int argc, char **argv)
     memset(mc_dst, 2, mc_bytes);
 
     for (int lay = 0; lay < 6; lay++) {
-        if (only_layout && strcmp(only_layout, layout_names[lay]) != 0)
+        if (only_layout && strcmp(only_layout, kvrt_layout_name((enum kvrt_layout)lay)) != 0)
             continue;
         bi.layout = lay;
         check(desc->bind(&bi, &dev, &err), "bind");
@@ -386,7 +388,7 @@ int main(int argc, char **argv)
             int pick = use_median ? reps / 2 : 0;
             double gbs = (double)bytes / t_op[pick] / 1e9;
             double mcs = (double)bytes / t_mc[pick] / 1e9;
-            printf("%-8s %-6s %9.3f %8.2f %8.2f %6.2f %8.3f\n", ops[o], layout_names[lay],
+            printf("%-8s %-6s %9.3f %8.2f %8.2f %6.2f %8.3f\n", ops[o], kvrt_layout_name((enum kvrt_layout)lay),
                    t_op[pick] * 1e3, gbs, mcs, gbs / mcs, t_cpu[pick] * 1e3);
             fflush(stdout);
         }
