@@ -23,7 +23,7 @@ class Spec(C.Structure):  # struct kvrt_spec
     _fields_ = [("kind", i32), ("dtype", i32), ("block_size", u64), ("num_kv_heads", u64),
                 ("head_size", u64), ("head_size_v", u64), ("num_head_slots", u64),
                 ("state_content_bytes", u64), ("tokens_per_state_num", u64),
-                ("tokens_per_state_den", u64), ("page_size_padded", u64)]
+                ("tokens_per_state_den", u64), ("page_size_padded", u64), ("reserved", C.c_uint8 * 32)]
 
 
 class SpecInfo(C.Structure):  # struct kvrt_spec_info
@@ -35,7 +35,7 @@ class SpecInfo(C.Structure):  # struct kvrt_spec_info
 
 class GeometryParams(C.Structure):  # struct kvrt_geometry_params
     _fields_ = [("layout", i32), ("spec", C.POINTER(Spec)), ("num_layers", u64), ("num_blocks", u64),
-                ("kernel_block_size", u64), ("fixed_strides", u64 * NUM_AXES)]
+                ("kernel_block_size", u64), ("fixed_strides", u64 * NUM_AXES), ("reserved", C.c_uint8 * 32)]
 
 
 class Geometry(C.Structure):  # struct kvrt_geometry

@@ -183,9 +183,11 @@ else
 fi
 if command -v c++ >/dev/null; then
     # shellcheck disable=SC2046  # pkg-config prints several words on purpose
-    step "C++ consumer builds with \$(pkg-config --cflags --libs kvrt)" \
+    # pkg-config gives no run path: a program built against a custom prefix
+    # names it itself (or sets LD_LIBRARY_PATH), as docs/writing-a-backend.md says.
+    step "C++ consumer builds with \$(pkg-config --cflags --libs kvrt) and -rpath \$(pkg-config --variable=libdir kvrt)" \
         c++ -std=c++17 -Wall -Wextra -Werror "$tmp/consumer-src/consumer.cpp" -o "$tmp/consumer-pc" \
-        $(pkg-config --cflags --libs kvrt) &&
+        $(pkg-config --cflags --libs kvrt) -Wl,-rpath,"$(pkg-config --variable=libdir kvrt)" &&
     step "C++ consumer (pkg-config) plans, opens a runtime and round-trips K/V on cpu" "$tmp/consumer-pc"
 fi
 

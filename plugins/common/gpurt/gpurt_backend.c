@@ -168,14 +168,16 @@ typedef int (*cu_ctx_set_fn)(void *ctx);
 static cu_ctx_get_fn cu_ctx_get;
 static cu_ctx_set_fn cu_ctx_set;
 static pthread_once_t cu_once = PTHREAD_ONCE_INIT;
+/* Held for the process's lifetime: the functions above point into it. */
+static void *cu_lib;
 
 static void cu_resolve(void)
 {
-    void *h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
-    if (!h)
+    cu_lib = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_NOLOAD);
+    if (!cu_lib)
         return;
     /* dlsym returns data pointers; POSIX guarantees the conversion. */
-    void *g = dlsym(h, "cuCtxGetCurrent"), *s = dlsym(h, "cuCtxSetCurrent");
+    void *g = dlsym(cu_lib, "cuCtxGetCurrent"), *s = dlsym(cu_lib, "cuCtxSetCurrent");
     if (g && s) {
         memcpy(&cu_ctx_get, &g, sizeof(g));
         memcpy(&cu_ctx_set, &s, sizeof(s));
