@@ -175,7 +175,8 @@ static int print_report(const struct send *d, const struct kvrt_xfer_plan *plan,
         json_object_set_new(o, "batches", json_integer((json_int_t)plan->batches));
         json_object_set_new(o, "transfers", json_integer((json_int_t)d->repeat));
         json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
-        json_object_set_new(o, "wire_bytes", json_integer((json_int_t)(plan->wire_bytes * d->repeat)));
+        const uint64_t wire_bytes = (uint64_t)plan->wire_bytes * (uint64_t)d->repeat;
+        json_object_set_new(o, "wire_bytes", json_integer((json_int_t)wire_bytes));
         json_object_set_new(o, "seconds", json_real(seconds));
         json_object_set_new(o, "gbps", json_real(gbps));
         json_object_set_new(o, "verified", d->pull ? json_boolean(bad == 0) : json_null());

@@ -167,6 +167,7 @@ int kvrt_cl_select(struct kvrt_cl_choice *out, kvrt_plugin_error *why)
 int kvrt_cl_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err)
 {
     struct kvrt_cl_choice c;
+    memset(&c, 0, sizeof(c));
     int status = kvrt_cl_select(&c, err);
     if (status != KVRT_OK)
         return status;
