@@ -90,7 +90,8 @@ struct writer {
 
 static void put_bytes(struct writer *w, const void *src, size_t n)
 {
-    if (w->failed)
+    /* An empty blob (a memory kind with no remote key) may come as NULL. */
+    if (w->failed || n == 0)
         return;
     if (w->len + n > w->cap) {
         size_t cap = w->cap ? w->cap * 2 : 1024;
