@@ -31,6 +31,9 @@ int model_fail(const struct model_ctx *c, int status, const char *fmt, ...)
 
 const char *model_json_type(const json_t *v)
 {
+    /* Callers describe a value they looked up; an absent key is NULL. */
+    if (!v)
+        return "missing";
     switch (json_typeof(v)) {
     case JSON_OBJECT: return "an object";
     case JSON_ARRAY: return "an array";
