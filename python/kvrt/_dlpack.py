@@ -12,6 +12,7 @@ tensor and calls its deleter when done with it.
 import ctypes as C
 
 from . import _lib
+from ._closeable import Closeable
 from ._errors import InvalidArgumentError
 
 _NAME = b"dltensor"
@@ -43,9 +44,10 @@ DTYPES = {(2, 32): "fp32", (2, 16): "fp16", (4, 16): "bf16", (0, 8): "int8", (1,
           (0, 32): "int32", (0, 64): "int64"}
 
 
-class Borrowed:
+class Borrowed(Closeable):
     """A consumed DLPack tensor: its host address, shape, type and device,
-    held until release() runs the producer's deleter."""
+    held until close() runs the producer's deleter (also on garbage
+    collection, so a tensor refused by require() is still given back)."""
 
     def __init__(self, obj, what):
         self.what = what
@@ -73,17 +75,12 @@ class Borrowed:
             self.numel *= n
         self.nbytes = self.numel * self.bits // 8
 
-    def release(self):
+    def close(self):
+        """Run the producer's deleter (once)."""
         if self._mt is not None:
             mt, self._mt = self._mt, None
             if mt.contents.deleter:
                 mt.contents.deleter(mt)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.release()
 
     def contiguous(self):
         if self.strides is None:

@@ -4,6 +4,7 @@ import math
 import weakref
 
 from . import _lib, info
+from ._closeable import Closeable
 from ._dlpack import Borrowed, capsule
 from ._errors import InvalidArgumentError, StateError
 from ._lib import lib, check, text
@@ -86,7 +87,7 @@ class TensorView:
         return "<kvrt.TensorView %s, %s>" % (what, self.part)
 
 
-class Cache:
+class Cache(Closeable):
     """One allocation holding every layer, laid out by a placement.  Create
     it with :meth:`Runtime.cache`.  Use as a context manager or call
     close(); views already exported stay valid."""
@@ -120,18 +121,6 @@ class Cache:
 
     def _forget(self):
         self._h = None
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     # -- views --
     def _layer(self, layer):
@@ -227,7 +216,7 @@ class Cache:
                         check(lib.kvrt_buffer_download(vb, 0, bv.address, bv.nbytes))
                 finally:
                     if bv is not None:
-                        bv.release()
+                        bv.close()
             finally:
                 lib.kvrt_buffer_destroy(kb)
                 if vb:
@@ -345,7 +334,7 @@ def _model_groups(model):
     return [[("layer.%d" % i, spec) for i in range(n)]]
 
 
-class Runtime:
+class Runtime(Closeable):
     """The kvrt runtime: plugins found at open, backends bound on demand.
     Use as a context manager or call close().  Closing destroys its caches;
     tensors exported from them keep their memory until their deleters run."""
@@ -366,18 +355,6 @@ class Runtime:
                 c._forget()
             h, self._h = self._h, C.c_void_p()
             lib.kvrt_runtime_close(h)
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-    def __del__(self):
-        try:
-            self.close()
-        except Exception:
-            pass
 
     def _check_open(self):
         if not self._h:

@@ -77,3 +77,18 @@ def test_tensor_outlives_cache_and_runtime():
     del t, u
     gc.collect()
     assert kvrt.live_tensors() == base
+
+
+def test_refused_argument_is_given_back():
+    """a tensor passed as an argument and refused (wrong shape) still has its deleter run"""
+    gc.collect()
+    base = kvrt.live_tensors()
+    with kvrt.Runtime() as rt, rt.cache(model=model(dtype="fp32"), layout="LBNHC", blocks=4, backend="cpu") as c:
+        for _ in range(3):
+            try:
+                c.read(0, [0, 1], v=c.k(1))   # a whole K view is not (slots, heads, head size)
+                raise AssertionError("read accepted a V of the wrong shape")
+            except kvrt.InvalidArgumentError as e:
+                assert "v" in str(e), str(e)
+        gc.collect()
+        assert kvrt.live_tensors() == base, (kvrt.live_tensors(), base)
