@@ -161,13 +161,24 @@ int xfer_md_export(const kvrt_xfer_agent *a, uint8_t **blob, size_t *len);
 int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md);
 int xfer_md_compatible(const struct xfer_cache_desc *local, const struct xfer_cache_desc *remote);
 
-/* agent.c */
+/* messages.c */
+int xfer_ucx_fail(ucs_status_t st, const char *what);
+int xfer_set_am_handlers(kvrt_xfer_agent *a);
 int xfer_wait(kvrt_xfer_agent *a, kvrt_xfer_peer *p, void *req, const char *what);
 int xfer_am_send(kvrt_xfer_agent *a, kvrt_xfer_peer *p, unsigned id, const void *hdr, size_t hlen,
                  const void *data, size_t dlen, const char *what);
 int xfer_peer_ok(const kvrt_xfer_peer *p, const char *what);
 int xfer_serve_inbox(kvrt_xfer_agent *a);
 double xfer_now(void);
+
+/* peer.c: a new peer is linked into a->peers and CONNECTED; drop = unlink +
+ * free without flushing. */
+int xfer_peer_new(kvrt_xfer_agent *a, kvrt_xfer_peer **out);
+void xfer_peer_ep_params(ucp_ep_params_t *ep, kvrt_xfer_peer *p);
+int xfer_peer_load_blob(kvrt_xfer_agent *a, kvrt_xfer_peer *p, size_t len);
+void xfer_peer_unlink(kvrt_xfer_agent *a, kvrt_xfer_peer *p);
+void xfer_peer_free(kvrt_xfer_peer *p, bool polite);
+void xfer_peer_drop(kvrt_xfer_agent *a, kvrt_xfer_peer *p);
 
 /* staging.c: one batch of blocks between the cache and the area (packed). */
 uint64_t xfer_sel_block_bytes(const struct xfer_cache_desc *d, const struct xfer_sel *s);
