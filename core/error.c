@@ -27,9 +27,9 @@ size_t kvrt_escape_controls(char *dst, size_t size, const char *src)
      * put in them: a byte below 0x20 or 0x7f becomes a visible escape. */
     static const char hex[] = "0123456789abcdef";
     size_t n = 0;
-    if (size == 0)
+    if (!dst || size == 0)
         return 0;
-    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
+    for (const unsigned char *p = (const unsigned char *)(src ? src : ""); *p; p++) {
         char esc[5];
         size_t len;
         if (*p >= 0x20 && *p != 0x7f) {

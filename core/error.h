@@ -6,11 +6,6 @@
 
 #include "format.h"
 
-/* Copy src into dst (size bytes, always terminated), writing control bytes
- * as \n, \t, \r or \xNN; returns the length written.  Every message
- * passes through it, so kvrt_error_message() is always one line. */
-size_t kvrt_escape_controls(char *dst, size_t size, const char *src);
-
 /* Set this thread's message. */
 void kvrt_error_set(const char *fmt, ...) KVRT_PRINTF(1, 2);
 

@@ -60,10 +60,6 @@ int cli_print_man(FILE *out);
 /* Print "kvrt: error: <message>" as one line on stderr; return `code`. */
 int cli_error(int code, const char *fmt, ...) CLI_PRINTF(2, 3);
 
-/* Copy src into dst (always terminated), control bytes written as \n, \t,
- * \r or \xNN, so any text prints as one line. */
-void cli_escape_controls(char *dst, size_t size, const char *src);
-
 /* `text` (NULL: "") made printable in buf, for tables that show names,
  * paths and versions from outside; returns buf. */
 const char *cli_printable(const char *text, char *buf, size_t size);

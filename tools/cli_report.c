@@ -19,42 +19,14 @@ int cli_error(int code, const char *fmt, ...)
      * line, the environment or a file may carry any byte: control bytes are
      * written as escapes (the library's messages already are). */
     char line[4 * sizeof(msg)];
-    cli_escape_controls(line, sizeof(line), msg);
+    kvrt_escape_controls(line, sizeof(line), msg);
     fprintf(stderr, "kvrt: error: %s\n", line);
     return code;
 }
 
-void cli_escape_controls(char *dst, size_t size, const char *src)
-{
-    static const char hex[] = "0123456789abcdef";
-    size_t n = 0;
-    if (size == 0)
-        return;
-    for (const unsigned char *p = (const unsigned char *)src; *p; p++) {
-        char esc[4] = {(char)*p};
-        size_t len = 1;
-        if (*p == '\n' || *p == '\t' || *p == '\r') {
-            esc[0] = '\\';
-            esc[1] = (char)(*p == '\n' ? 'n' : *p == '\t' ? 't' : 'r');
-            len = 2;
-        } else if (*p < 0x20 || *p == 0x7f) {
-            esc[0] = '\\';
-            esc[1] = 'x';
-            esc[2] = hex[*p >> 4];
-            esc[3] = hex[*p & 0xf];
-            len = 4;
-        }
-        if (n + len >= size)
-            break;
-        memcpy(dst + n, esc, len);
-        n += len;
-    }
-    dst[n] = '\0';
-}
-
 const char *cli_printable(const char *text, char *buf, size_t size)
 {
-    cli_escape_controls(buf, size, text ? text : "");
+    kvrt_escape_controls(buf, size, text ? text : "");
     return buf;
 }
 

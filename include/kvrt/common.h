@@ -78,6 +78,16 @@ KVRT_API int kvrt_error_report(int status, const char *fmt, ...)
 #endif
     ;
 
+/**
+ * Copy `src` (NULL: "") into `dst`, `size` bytes, always terminated; bytes
+ * below 0x20 and 0x7f are written as \n, \t, \r or \xNN, and an escape
+ * that does not fit is left out whole.  Returns the length written (0 when
+ * dst is NULL or size is 0).  kvrt's own messages pass through it; use it
+ * for names, paths and text from plugins or files before printing them as
+ * one line.
+ */
+KVRT_API size_t kvrt_escape_controls(char *dst, size_t size, const char *src);
+
 /** A short constant name for a status code ("KVRT_ERR_INVALID", ...). */
 KVRT_API const char *kvrt_status_name(int status);
 

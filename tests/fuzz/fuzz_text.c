@@ -1,7 +1,7 @@
 /*
  * fuzz-text: arbitrary bytes through every place that makes text safe to
  * print: the core's message setter (kvrt_escape_controls, kvrt_error_set),
- * the tool's error-line escaping (cli_escape_controls) and its JSON strings
+ * the tool's table cells (cli_printable, over the public kvrt_escape_controls) and its JSON strings
  * (cli_json_strn).
  *
  * The first byte picks a buffer size.  Escaped text must end inside its
@@ -34,7 +34,7 @@ static void check_escape(const char *text, size_t size, bool core)
     if (core)
         kvrt_escape_controls(out, size, text);
     else
-        cli_escape_controls(out, size, text);
+        cli_printable(text, out, size);
     FUZZ_CHECK(memchr(out, '\0', size) != NULL, "%s escape is not terminated inside %zu bytes",
                core ? "core" : "cli", size);
     for (size_t i = size; i < sizeof(out); i++)

@@ -73,6 +73,9 @@ static struct kvrt_spec attention(void)
 static void pure_functions(void)
 {
     RETURNS(kvrt_error_message, "", kvrt_error_message() != NULL);
+    RETURNS(kvrt_escape_controls, "NULL, 8, \"x\"", kvrt_escape_controls(NULL, 8, "x") == 0);
+    char esc[8] = "zzzz";
+    RETURNS(kvrt_escape_controls, "buf, 8, NULL", kvrt_escape_controls(esc, sizeof(esc), NULL) == 0 && !esc[0]);
     RETURNS(kvrt_error_report, "INVALID, NULL (clears the message)",
             kvrt_error_report(KVRT_ERR_INVALID, NULL) == KVRT_ERR_INVALID && kvrt_error_message()[0] == '\0');
     RETURNS(kvrt_status_name, "-99", strcmp(kvrt_status_name(-99), "KVRT_ERR_UNKNOWN") == 0);
