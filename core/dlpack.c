@@ -11,7 +11,6 @@
 #include "error.h"
 #include "runtime_internal.h"
 
-#define ULL(x) ((unsigned long long)(x))
 
 /* One allocation per tensor: the DLManagedTensor points into it for its
  * shape and strides, and its deleter frees it. */

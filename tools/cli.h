@@ -15,6 +15,8 @@
 
 #include <jansson.h>
 
+#include <kvrt/common.h>
+
 enum cli_exit {
     CLI_EXIT_OK = 0,
     CLI_EXIT_INTERNAL = 1,
@@ -51,14 +53,8 @@ void cli_main_help(FILE *out);
 /* `kvrt --man`: the manual page kvrt(1) in roff, built from the help texts. */
 int cli_print_man(FILE *out);
 
-#if defined(__GNUC__) || defined(__clang__)
-#define CLI_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define CLI_PRINTF(a, b)
-#endif
-
 /* Print "kvrt: error: <message>" as one line on stderr; return `code`. */
-int cli_error(int code, const char *fmt, ...) CLI_PRINTF(2, 3);
+int cli_error(int code, const char *fmt, ...) KVRT_PRINTF(2, 3);
 
 /* `text` (NULL: "") made printable in buf, for tables that show names,
  * paths and versions from outside; returns buf. */

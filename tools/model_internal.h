@@ -5,13 +5,9 @@
 
 #include <jansson.h>
 
-#include "model.h"
+#include <kvrt/common.h>
 
-#if defined(__GNUC__) || defined(__clang__)
-#define MODEL_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define MODEL_PRINTF(a, b)
-#endif
+#include "model.h"
 
 /* Where messages go while one file is read. */
 struct model_ctx {
@@ -21,7 +17,7 @@ struct model_ctx {
 };
 
 /* Write "<file>: <message>" into the context's buffer; return `status`. */
-int model_fail(const struct model_ctx *c, int status, const char *fmt, ...) MODEL_PRINTF(3, 4);
+int model_fail(const struct model_ctx *c, int status, const char *fmt, ...) KVRT_PRINTF(3, 4);
 
 /* A JSON value's type, for messages ("a string", "null", ...). */
 const char *model_json_type(const json_t *v);
@@ -72,11 +68,11 @@ int model_add_group(const struct model_ctx *c, struct kvrt_model *m, const char 
                     const char *what, uint64_t window, struct model_layer *layers, size_t n);
 
 /* Record a decision for the reader. */
-void model_note(struct kvrt_model *m, const char *fmt, ...) MODEL_PRINTF(2, 3);
+void model_note(struct kvrt_model *m, const char *fmt, ...) KVRT_PRINTF(2, 3);
 
 /* Record (or replace, by name) a value the sizing used and its source. */
 void model_setting(struct kvrt_model *m, const char *name, const char *value, const char *fmt, ...)
-    MODEL_PRINTF(4, 5);
+    KVRT_PRINTF(4, 5);
 
 char *model_strdup(const char *s);
 

@@ -90,6 +90,6 @@ int run_attention_group(struct run_ctx *ctx, size_t g, struct run_totals *t);
 int run_state_groups(struct run_ctx *ctx, struct run_totals *t);
 
 /* Record the first failure (printf-style); counts a mismatch. */
-void run_failed(struct run_totals *t, const char *fmt, ...) CLI_PRINTF(2, 3);
+void run_failed(struct run_totals *t, const char *fmt, ...) KVRT_PRINTF(2, 3);
 
 #endif

@@ -26,13 +26,13 @@ bool svg_close(struct svg *s);
 void svg_hsl(double h, double s, double l, char out[8]);
 
 void svg_rect(struct svg *s, double x, double y, double w, double h, const char *fill, const char *extra, ...)
-    CLI_PRINTF(7, 8);
+    KVRT_PRINTF(7, 8);
 void svg_line(struct svg *s, double x1, double y1, double x2, double y2, const char *stroke, double width,
               const char *extra);
 /* Text at (x, y); anchor "start", "middle" or "end". */
 void svg_text(struct svg *s, double x, double y, double size, const char *anchor, const char *fill,
-              const char *fmt, ...) CLI_PRINTF(7, 8);
-void svg_group_begin(struct svg *s, const char *extra, ...) CLI_PRINTF(2, 3);
+              const char *fmt, ...) KVRT_PRINTF(7, 8);
+void svg_group_begin(struct svg *s, const char *extra, ...) KVRT_PRINTF(2, 3);
 void svg_group_end(struct svg *s);
 /* Raw markup (definitions), written as is. */
 void svg_raw(struct svg *s, const char *markup);

@@ -28,8 +28,12 @@ extern "C" {
 
 #if defined(__GNUC__) || defined(__clang__)
 #define KVRT_API __attribute__((visibility("default")))
+/* Marks a printf-style function: argument `fmt` is the format, variadic
+ * arguments start at `first`, and the compiler checks them against it. */
+#define KVRT_PRINTF(fmt, first) __attribute__((format(printf, fmt, first)))
 #else
 #define KVRT_API
+#define KVRT_PRINTF(fmt, first)
 #endif
 
 /*
@@ -72,11 +76,7 @@ KVRT_API const char *kvrt_error_message(void);
  * libraries built on kvrt (libkvrt-xfer) so that kvrt_error_message()
  * reports their failures too.  A NULL fmt clears the message.
  */
-KVRT_API int kvrt_error_report(int status, const char *fmt, ...)
-#if defined(__GNUC__) || defined(__clang__)
-    __attribute__((format(printf, 2, 3)))
-#endif
-    ;
+KVRT_API int kvrt_error_report(int status, const char *fmt, ...) KVRT_PRINTF(2, 3);
 
 /**
  * Copy `src` (NULL: "") into `dst`, `size` bytes, always terminated; bytes

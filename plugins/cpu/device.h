@@ -12,12 +12,6 @@
 #include "isa.h"
 #include "pool.h"
 
-#if defined(__GNUC__) || defined(__clang__)
-#define CPU_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define CPU_PRINTF(a, b)
-#endif
-
 /* Work smaller than this runs on the calling thread: waking a worker costs
  * more than it saves. */
 #define CPU_PARALLEL_MIN_BYTES ((uint64_t)256 * 1024)
@@ -39,10 +33,10 @@ struct kvrt_plugin_buffer {
 };
 
 /* Write "cpu: <message>" into err (if any) and return status. */
-int cpu_fail(kvrt_plugin_error *err, int status, const char *fmt, ...) CPU_PRINTF(3, 4);
+int cpu_fail(kvrt_plugin_error *err, int status, const char *fmt, ...) KVRT_PRINTF(3, 4);
 
 /* Log through the host, if it gave a logger. */
-void cpu_log(const kvrt_plugin_device *dev, int level, const char *fmt, ...) CPU_PRINTF(3, 4);
+void cpu_log(const kvrt_plugin_device *dev, int level, const char *fmt, ...) KVRT_PRINTF(3, 4);
 
 /* Threads a job may use on this device. */
 static inline unsigned cpu_threads(const kvrt_plugin_device *dev)

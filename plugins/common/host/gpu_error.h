@@ -7,14 +7,8 @@
 
 #include <kvrt/plugin.h>
 
-#if defined(__GNUC__)
-#define KVRT_GPU_PRINTF(a, b) __attribute__((format(printf, a, b)))
-#else
-#define KVRT_GPU_PRINTF(a, b)
-#endif
-
 /* Write the message into err (which may be NULL) and return status. */
-int kvrt_gpu_fail(kvrt_plugin_error *err, int status, const char *fmt, ...) KVRT_GPU_PRINTF(3, 4);
+int kvrt_gpu_fail(kvrt_plugin_error *err, int status, const char *fmt, ...) KVRT_PRINTF(3, 4);
 
 /* "bf16", ... or "dtype <n>" for an unknown value (buffer of 16 bytes). */
 const char *kvrt_gpu_dtype_name(int dtype, char buf[16]);
@@ -26,6 +20,6 @@ void kvrt_gpu_host_from_bind(const struct kvrt_plugin_bind_info *info,
 
 /* Log through the core's host services when it offered them. */
 void kvrt_gpu_log(const struct kvrt_plugin_host *host, int level, const char *fmt, ...)
-    KVRT_GPU_PRINTF(3, 4);
+    KVRT_PRINTF(3, 4);
 
 #endif
