@@ -11,9 +11,10 @@ Every source is compiled once, except a few that the build compiles more
 than once on purpose, each time with other flags: the CPU decode kernel
 once per instruction set, the test backend and the conformance mutants once
 per variant, the template backend again with its entry point renamed for
-the mutants, and in a clang build with the fuzzers the core and the tool's
-readers again with coverage.  The build's database cannot serve the
-analysers directly, for two reasons this script exists for:
+the mutants, and in a clang build with the fuzzers the core, the tool's
+readers, the kvrt-xfer metadata parser and the fuzz targets again with
+coverage.  So the build's database cannot serve the analysers directly, for
+the two reasons this script exists:
 
 - clang-tidy 14 analyses a file once per command the database holds for it
   (24 times for the test backend), and from the second pass on reports a
