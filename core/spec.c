@@ -11,6 +11,7 @@
 
 #include "checked.h"
 #include "error.h"
+#include "intmath.h"
 #include "kernel_split.h"
 #include "reserved.h"
 
@@ -279,16 +280,6 @@ int kvrt_spec_derive(const struct kvrt_spec *spec, uint64_t kernel_block_size, s
     return KVRT_OK;
 }
 
-static uint64_t gcd(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 /* A spec with every default resolved, so that two spellings of one cache
  * (head_size_v unset vs. equal to head_size, tokens_per_state 2/2 vs. 1/1,
  * a padded size equal to the page) compare equal. */
@@ -311,7 +302,7 @@ static void resolve(const struct kvrt_spec *s, struct resolved_spec *r)
         r->head_size = s->head_size;
         r->head_size_v = s->head_size_v;
         r->head_slots = s->num_head_slots;
-        uint64_t g = gcd(s->tokens_per_state_num, s->tokens_per_state_den);
+        uint64_t g = kvrt_gcd_u64(s->tokens_per_state_num, s->tokens_per_state_den);
         r->tps_num = g ? s->tokens_per_state_num / g : s->tokens_per_state_num;
         r->tps_den = g ? s->tokens_per_state_den / g : s->tokens_per_state_den;
     }

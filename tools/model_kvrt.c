@@ -10,6 +10,7 @@
 #include <kvrt/common.h>
 #include <kvrt/spec.h>
 
+#include "intmath.h"
 #include "model_internal.h"
 
 #define MAX_SIZE ((uint64_t)1 << 40)
@@ -229,16 +230,6 @@ static int parse_group(const struct model_ctx *c, const json_t *g, size_t index,
     return rc;
 }
 
-static uint64_t gcd(uint64_t a, uint64_t b)
-{
-    while (b) {
-        uint64_t t = a % b;
-        a = b;
-        b = t;
-    }
-    return a;
-}
-
 int model_parse_kvrt(const struct model_ctx *c, const json_t *root, const struct kvrt_model_options *opt,
                      struct kvrt_model *m)
 {
@@ -279,7 +270,10 @@ int model_parse_kvrt(const struct model_ctx *c, const json_t *root, const struct
         const struct kvrt_spec *s = &m->groups[g].layers[0].spec;
         if (s->kind != KVRT_SPEC_ATTENTION)
             continue;
-        q = q ? q / gcd(q, s->num_kv_heads) * s->num_kv_heads : s->num_kv_heads;
+        if (!q)
+            q = s->num_kv_heads;
+        else if (kvrt_lcm_overflow(q, s->num_kv_heads, &q))
+            q = UINT64_MAX;
         if (q > MAX_SIZE)
             return model_fail(c, KVRT_ERR_INVALID, "the groups' KV head counts have no common multiple "
                               "below 2^40; give \"num_q_heads\"");

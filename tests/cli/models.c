@@ -508,6 +508,13 @@ static void check_errors(void)
                             "\"spec\": {\"kind\": \"attention\", \"kv_heads\": 2, \"head_size\": 8}}]}",
          "\"groups[0].spec.dtype\""},
         {"kvrt-format.json", "{\"format\": \"gguf\"}", "\"format\""},
+        /* The KV head counts' least common multiple is 2^64 + 16711681: it
+         * must be refused, not wrapped to 16711681 query heads. */
+        {"kvrt-lcm.json", "{\"format\": \"kvrt-model\", \"version\": 1, \"dtype\": \"bf16\", \"groups\": ["
+                          "{\"name\": \"a\", \"layers\": 1, \"spec\": {\"kind\": \"attention\", \"kv_heads\": 16777217, "
+                          "\"head_size\": 1}}, {\"name\": \"b\", \"layers\": 1, \"spec\": {\"kind\": \"attention\", "
+                          "\"kv_heads\": 1099511562241, \"head_size\": 1}}]}",
+         "no common multiple below 2^40"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         const char *path = write_file(bad[i].name, bad[i].text);

@@ -7,13 +7,23 @@ Writes OUT_DIR/compile_commands.json with one entry per .c file under the
 given source directories (relative to SOURCE_ROOT; generated files in the
 build tree are left out), and prints the files, one per line.
 
-One entry per file matters: libkvrt's sources are compiled twice (shared
-library and the tests' static archive), and clang-tidy 14 run on a database
-with two commands for one file analyses it twice and then reports a false
-clang-analyzer-valist.Uninitialized on every va_start/vsnprintf pair of the
-second pass (and takes twice as long).  Entries are written with an
-"arguments" list rather than a "command" string; --cppcheck escapes the
-quotes of string-valued defines for cppcheck's parser.
+Every source is compiled once, except a few that the build compiles more
+than once on purpose, each time with other flags: the CPU decode kernel
+once per instruction set, the test backend and the conformance mutants once
+per variant, the template backend again with its entry point renamed for
+the mutants, and in a clang build with the fuzzers the core, the tool's
+readers, the kvrt-xfer metadata parser and the fuzz targets again with
+coverage.  So the build's database cannot serve the analysers directly, for
+the two reasons this script exists:
+
+- clang-tidy 14 analyses a file once per command the database holds for it
+  (24 times for the test backend), and from the second pass on reports a
+  false clang-analyzer-valist.Uninitialized on every va_start/vsnprintf
+  pair; so one entry per file is kept, the first (the plain build's).
+- cppcheck 2.10 drops a shell-quoted define ('-DNAME="0.1.0"', as meson
+  writes it) and strips the quotes of an unquoted one, so with --cppcheck
+  entries are written as "arguments" lists with the quotes of -D values
+  escaped.
 """
 import json
 import os
