@@ -14,6 +14,7 @@ struct dtype_entry {
     size_t size;
 };
 
+/* clang-format off */
 static const struct dtype_entry dtypes[KVRT_NUM_DTYPES] = {
     [KVRT_DTYPE_FP32] = {"fp32", 4},
     [KVRT_DTYPE_FP16] = {"fp16", 2},
@@ -23,6 +24,7 @@ static const struct dtype_entry dtypes[KVRT_NUM_DTYPES] = {
     [KVRT_DTYPE_INT8] = {"int8", 1},
     [KVRT_DTYPE_UINT8] = {"uint8", 1},
 };
+/* clang-format on */
 
 /* The long spellings torch users type ("torch.float16" minus the module). */
 static const struct {

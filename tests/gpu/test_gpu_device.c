@@ -23,6 +23,7 @@ struct config {
 
 /* Head sizes chosen so the byte-moving kernels take every unit width:
  * 16-byte (fp32, fp16), 4-byte (bf16 D6), 1-byte (int8 D5). */
+/* clang-format off */
 static const struct config configs[] = {
     {KVRT_DTYPE_FP32, 4, 16, 16, "fp32 D16/16"},
     {KVRT_DTYPE_BF16, 2, 6, 4, "bf16 D6/4"},
@@ -37,6 +38,7 @@ static const struct config decode_configs[] = {
     {KVRT_DTYPE_FP8_E4M3, 1, 16, 16, "fp8_e4m3 D16/16"},
     {KVRT_DTYPE_FP8_E5M2, 1, 8, 12, "fp8_e5m2 D8/12"},
 };
+/* clang-format on */
 #define NUM_CONFIGS (sizeof(configs) / sizeof(configs[0]))
 
 static struct gpu_geom geom(int layout, const struct config *cfg, uint64_t pad)

@@ -25,6 +25,7 @@
 /* X(suffix, element type, vector loads): vector variants read K/V rows in
  * 16-byte units (8 bytes for fp8) and need every cell offset and row length
  * aligned to them; the others read element by element. */
+/* clang-format off */
 #define KVRT_DECODE_VARIANTS(X)                                                \
     X(f32, KVRT_DT_F32, 0) X(f16, KVRT_DT_F16, 0) X(bf16, KVRT_DT_BF16, 0)     \
     X(e4m3, KVRT_DT_E4M3, 0) X(e5m2, KVRT_DT_E5M2, 0)                          \
@@ -36,6 +37,7 @@
 #define KVRT_REDUCE_VARIANTS(X)                                                \
     X(f32, KVRT_DT_F32) X(f16, KVRT_DT_F16) X(bf16, KVRT_DT_BF16)              \
     X(e4m3, KVRT_DT_E4M3) X(e5m2, KVRT_DT_E5M2)
+/* clang-format on */
 
 /* Query heads one decode work-group serves at most (its register
  * accumulators are sized by it); larger groups are split into chunks. */
