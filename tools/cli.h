@@ -169,4 +169,9 @@ int cli_json_print(json_t *root);
 /* json_object_set_new that reports whether `value` could be built. */
 bool cli_json_put(json_t *obj, const char *key, json_t *value);
 
+/* One trace step as {"step": its kind's name, "text", and "layout" and
+ * "backend" when the step is about one}. */
+struct kvrt_trace_step;
+json_t *cli_json_trace_step(const struct kvrt_trace_step *st);
+
 #endif

@@ -327,15 +327,7 @@ static int print_json(const struct explain *e)
         struct kvrt_trace_step st;
         if (kvrt_runtime_trace_step(e->rt, i, &st) != KVRT_OK)
             continue;
-        json_t *o = json_object();
-        const char *kind = kvrt_trace_kind_name(st.kind);
-        cli_json_put(o, "step", cli_json_str(kind ? kind : "unknown"));
-        cli_json_put(o, "text", cli_json_str(st.text));
-        if (st.layout != KVRT_TRACE_NO_LAYOUT)
-            cli_json_put(o, "layout", cli_json_str(kvrt_layout_name((enum kvrt_layout)st.layout)));
-        if (st.backend)
-            cli_json_put(o, "backend", cli_json_str(st.backend));
-        json_array_append_new(steps, o);
+        json_array_append_new(steps, cli_json_trace_step(&st));
     }
     for (int l = 0; l < KVRT_NUM_LAYOUTS; l++) {
         struct verdict v;
