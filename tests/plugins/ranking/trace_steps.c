@@ -34,6 +34,7 @@ static kvrt_runtime *open_runtime(void)
 static size_t find(const kvrt_runtime *rt, size_t from, enum kvrt_trace_kind kind, struct kvrt_trace_step *out)
 {
     size_t n = kvrt_runtime_num_trace_steps(rt);
+    memset(out, 0, sizeof(*out));
     for (size_t i = from; i < n; i++)
         if (kvrt_runtime_trace_step(rt, i, out) == KVRT_OK && out->kind == kind)
             return i;
