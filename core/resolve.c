@@ -379,7 +379,8 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
         memcpy(out->at, default_preference, sizeof(default_preference));
         out->count = KVRT_NUM_LAYOUTS;
         step(r, KVRT_TRACE_DEFAULT, NO_LAYOUT, NULL,
-             "no backend declares a list of layouts, so kvrt's default preference applies: %s", join_layouts(out->at, out->count, buf, sizeof(buf)));
+             "no backend declares a list of layouts, so kvrt's default preference applies: %s",
+             join_layouts(out->at, out->count, buf, sizeof(buf)));
         return KVRT_OK;
     }
     if (identical) {
@@ -411,7 +412,8 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
                       "least one layout", decls);
     }
     step(r, KVRT_TRACE_INTERSECTION, NO_LAYOUT, NULL,
-         "the declarations differ, so only layouts every backend supports remain: %s", join_layouts(common.at, common.count, buf, sizeof(buf)));
+         "the declarations differ, so only layouts every backend supports remain: %s",
+         join_layouts(common.at, common.count, buf, sizeof(buf)));
 
     unsigned votes[KVRT_NUM_LAYOUTS] = {0};
     for (size_t i = 0; i < r->num_decls; i++)
@@ -614,7 +616,8 @@ int kvrt_resolver_resolve(kvrt_resolver *r, enum kvrt_layout *out)
     if (rc == KVRT_OK) {
         char buf[128];
         r->candidates = c;
-        step(r, KVRT_TRACE_CANDIDATES, NO_LAYOUT, NULL, "%s (best first)", join_layouts(c.at, c.count, buf, sizeof(buf)));
+        step(r, KVRT_TRACE_CANDIDATES, NO_LAYOUT, NULL, "%s (best first)",
+             join_layouts(c.at, c.count, buf, sizeof(buf)));
         rc = apply_env_and_preference(r, &c, &choice);
     }
     if (rc == KVRT_OK)

@@ -115,7 +115,8 @@ int main(void)
     size_t before = kvrt_runtime_num_trace_steps(rt);
     kvrt_backend *again = NULL;
     kvrt_runtime_bind(rt, NULL, "BLHNC", &again);
-    tap_ok(find(rt, before, KVRT_TRACE_PREFERRED, &st) == SIZE_MAX && find(rt, before, KVRT_TRACE_BOUND, &st) != SIZE_MAX,
+    tap_ok(find(rt, before, KVRT_TRACE_PREFERRED, &st) == SIZE_MAX &&
+               find(rt, before, KVRT_TRACE_BOUND, &st) != SIZE_MAX,
            "a second automatic bind says bound again, but preferred only once per runtime");
 
     tap_ok(kvrt_runtime_bind(rt, "realgpu", "LBNHC", &b) == KVRT_OK, "binding realgpu by name");
@@ -138,7 +139,8 @@ int main(void)
     size_t n = kvrt_runtime_num_trace_steps(rt);
     struct kvrt_trace_step last;
     tap_ok(i == n - 2 && about(&st, KVRT_LAYOUT_LBHNC, NULL) && kvrt_runtime_trace_step(rt, n - 1, &last) == KVRT_OK &&
-               last.kind == KVRT_TRACE_RECORDED && about(&last, KVRT_LAYOUT_LBHNC, NULL) && strcmp(last.text, "LBHNC") == 0,
+               last.kind == KVRT_TRACE_RECORDED && about(&last, KVRT_LAYOUT_LBHNC, NULL) &&
+               strcmp(last.text, "LBHNC") == 0,
            "the resolver's recorded step, then the runtime's own record of LBHNC");
 
     const char *cpu_only[] = {"cpu"};
