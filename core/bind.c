@@ -57,12 +57,12 @@ static void note_demotions(kvrt_runtime *rt, const struct kvrt_loaded_plugin *ch
         return;
     for (size_t i = 0; i < rt->num_plugins; i++) {
         const struct kvrt_loaded_plugin *p = &rt->plugins[i];
-        char head[96];
-        snprintf(head, sizeof(head), "preferred: backend \"cpu\" over \"%s\"", p->desc->name);
-        if (emulates_cpu(p) && !strstr(kvrt_strbuf_str(&rt->trace), head))
-            kvrt_strbuf_appendf(&rt->trace, "preferred: backend \"cpu\" over \"%s\", whose device (%s) is the "
-                                "host CPU that \"cpu\" drives natively; set %s=%s to use it\n", p->desc->name,
-                                p->device.name[0] ? p->device.name : "CPU", KVRT_BACKEND_ENV, p->desc->name);
+        /* Said once per runtime, however often the choice is made. */
+        if (emulates_cpu(p) && !kvrt_trace_has(&rt->trace, KVRT_TRACE_PREFERRED, p->desc->name))
+            kvrt_trace_add(&rt->trace, KVRT_TRACE_PREFERRED, KVRT_TRACE_NO_LAYOUT, p->desc->name,
+                           "backend \"cpu\" over \"%s\", whose device (%s) is the host CPU that \"cpu\" drives "
+                           "natively; set %s=%s to use it", p->desc->name,
+                           p->device.name[0] ? p->device.name : "CPU", KVRT_BACKEND_ENV, p->desc->name);
     }
 }
 
@@ -170,7 +170,7 @@ int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t n
         status = kvrt_resolver_resolve(r, &chosen);
 
     pthread_mutex_lock(&rt->lock);
-    kvrt_strbuf_appendf(&rt->trace, "%s", kvrt_resolver_trace(r));
+    kvrt_trace_append(&rt->trace, kvrt_resolver_steps(r));
     if (status == KVRT_OK) {
         if (rt->has_record && rt->record != chosen) {
             status = kvrt_fail(KVRT_ERR_STATE,
@@ -178,12 +178,12 @@ int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t n
                                "a later resolution chose %s, and a recorded layout cannot change "
                                "(use one runtime per cache configuration)",
                                kvrt_layout_name(rt->record), kvrt_layout_name(chosen));
-            kvrt_strbuf_appendf(&rt->trace, "refused: layout already recorded as %s\n",
-                                kvrt_layout_name(rt->record));
+            kvrt_trace_add(&rt->trace, KVRT_TRACE_REFUSED, (int32_t)chosen, NULL, "layout already recorded as %s",
+                           kvrt_layout_name(rt->record));
         } else if (!rt->has_record) {
             rt->has_record = true;
             rt->record = chosen;
-            kvrt_strbuf_appendf(&rt->trace, "recorded: %s\n", kvrt_layout_name(chosen));
+            kvrt_trace_add(&rt->trace, KVRT_TRACE_RECORDED, (int32_t)chosen, NULL, "%s", kvrt_layout_name(chosen));
         }
     }
     pthread_mutex_unlock(&rt->lock);
@@ -285,8 +285,8 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
         } else {
             status = bind_plugin(rt, p, layout, out);
             if (status == KVRT_OK)
-                kvrt_strbuf_appendf(&rt->trace, "bound: backend \"%s\" (requested) with layout %s\n",
-                                    p->desc->name, kvrt_layout_name(layout));
+                kvrt_trace_add(&rt->trace, KVRT_TRACE_BOUND, (int32_t)layout, p->desc->name,
+                               "backend \"%s\" (requested) with layout %s", p->desc->name, kvrt_layout_name(layout));
         }
         pthread_mutex_unlock(&rt->lock);
         return status;
@@ -315,9 +315,9 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
                 status = bind_plugin(rt, p, layout, out);
                 if (status == KVRT_OK) {
                     note_demotions(rt, p);
-                    kvrt_strbuf_appendf(&rt->trace, "bound: backend \"%s\" (first available in priority "
-                                        "order " PRIORITY_TEXT ") with layout %s\n",
-                                        p->desc->name, kvrt_layout_name(layout));
+                    kvrt_trace_add(&rt->trace, KVRT_TRACE_BOUND, (int32_t)layout, p->desc->name,
+                                   "backend \"%s\" (first available in priority order " PRIORITY_TEXT
+                                   ") with layout %s", p->desc->name, kvrt_layout_name(layout));
                     break;
                 }
                 snprintf(why, sizeof(why), "%s", kvrt_error_message());
@@ -325,7 +325,9 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
             }
         }
         kvrt_strbuf_appendf(&passed, "%s\"%s\": %s", passed.len ? "; " : "", p->desc->name, why);
-        kvrt_strbuf_appendf(&rt->trace, "passed over backend \"%s\": %s\n", p->desc->name, why);
+        char head[128];
+        snprintf(head, sizeof(head), "passed over backend \"%s\"", p->desc->name);
+        kvrt_trace_add_headed(&rt->trace, KVRT_TRACE_PASSED_OVER, (int32_t)layout, p->desc->name, head, "%s", why);
         kvrt_runtime_log(rt, KVRT_LOG_INFO, "passed over backend \"%s\": %s", p->desc->name, why);
     }
     pthread_mutex_unlock(&rt->lock);

@@ -12,7 +12,7 @@
 
 #include "error.h"
 #include "layout_internal.h"
-#include "strbuf.h"
+#include "trace.h"
 
 /* The order kvrt picks from when no backend constrains it: the layouts vLLM
  * users run most come first (docs/design.md §7, step 1). */
@@ -52,7 +52,7 @@ struct kvrt_resolver {
     enum kvrt_layout record;
     unsigned resolves;
 
-    struct kvrt_strbuf trace;
+    struct kvrt_trace trace;
     bool trace_oom; /* a step could not be kept: resolve reports NOMEM */
 };
 
@@ -111,35 +111,41 @@ static const char *spelled(const char *as_typed, enum kvrt_layout l, char *buf, 
     return buf;
 }
 
-/* Append one step (one line) to the trace. */
-static void step(kvrt_resolver *r, const char *fmt, ...) KVRT_PRINTF(2, 3);
-static void step(kvrt_resolver *r, const char *fmt, ...)
+#define NO_LAYOUT KVRT_TRACE_NO_LAYOUT
+
+/* Append one step to the trace: its kind, the layout (or NO_LAYOUT) and the
+ * backend (or NULL) it is about, and its sentence. */
+static void step(kvrt_resolver *r, enum kvrt_trace_kind kind, int32_t layout, const char *backend,
+                 const char *fmt, ...) KVRT_PRINTF(5, 6);
+static void step(kvrt_resolver *r, enum kvrt_trace_kind kind, int32_t layout, const char *backend,
+                 const char *fmt, ...)
 {
     char line[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(line, sizeof(line), fmt, ap);
     va_end(ap);
-    if (!kvrt_strbuf_appendf(&r->trace, "%s\n", line))
+    if (!kvrt_trace_add(&r->trace, kind, layout, backend, "%s", line))
         r->trace_oom = true;
 }
 
-/* Record a refusal in both the trace and the thread's message. */
-static void refusal(kvrt_resolver *r, const char *fmt, ...) KVRT_PRINTF(2, 3);
-static void refusal(kvrt_resolver *r, const char *fmt, ...)
+/* Record a refusal (of `layout`, or NO_LAYOUT) in both the trace and the
+ * thread's message. */
+static void refusal(kvrt_resolver *r, int32_t layout, const char *fmt, ...) KVRT_PRINTF(3, 4);
+static void refusal(kvrt_resolver *r, int32_t layout, const char *fmt, ...)
 {
     char msg[2048];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    step(r, "refused: %s", msg);
+    step(r, KVRT_TRACE_REFUSED, layout, NULL, "%s", msg);
     kvrt_error_set("%s", msg);
 }
 
-/* `return refuse(r, status, ...);` records the refusal and fails with
- * `status`; a macro for the reason given at kvrt_fail in error.h. */
-#define refuse(r, status, ...) (refusal((r), __VA_ARGS__), (status))
+/* `return refuse(r, status, layout, ...);` records the refusal and fails
+ * with `status`; a macro for the reason given at kvrt_fail in error.h. */
+#define refuse(r, status, layout, ...) (refusal((r), (layout), __VA_ARGS__), (status))
 
 /* "backend "cpu" declares LBNHC, LBHNC; backend "x" accepts any layout" */
 static void describe_declarations(const kvrt_resolver *r, char *buf, size_t size)
@@ -191,7 +197,7 @@ void kvrt_resolver_destroy(kvrt_resolver *r)
     free(r->env);
     free(r->pref);
     free(r->pref_who);
-    kvrt_strbuf_free(&r->trace);
+    kvrt_trace_free(&r->trace);
     free(r);
 }
 
@@ -335,15 +341,17 @@ int kvrt_resolver_set_preference(kvrt_resolver *r, const char *name, const char 
 static void trace_declarations(kvrt_resolver *r)
 {
     if (r->num_decls == 0)
-        step(r, "declarations: no backend has declared anything");
+        step(r, KVRT_TRACE_NO_DECLARATIONS, NO_LAYOUT, NULL, "no backend has declared anything");
     for (size_t i = 0; i < r->num_decls; i++) {
         const struct declaration *d = &r->decls[i];
         char name[128], list[128];
         kvrt_layout_quote(d->backend, name, sizeof(name));
         if (d->any)
-            step(r, "declaration: backend \"%s\" accepts any layout (it adds no constraint)", name);
+            step(r, KVRT_TRACE_DECLARATION, NO_LAYOUT, d->backend,
+                 "backend \"%s\" accepts any layout (it adds no constraint)", name);
         else
-            step(r, "declaration: backend \"%s\" supports %s (its first choice first)", name,
+            step(r, KVRT_TRACE_DECLARATION, NO_LAYOUT, d->backend,
+                 "backend \"%s\" supports %s (its first choice first)", name,
                  join_layouts(d->list, d->count, list, sizeof(list)));
     }
 }
@@ -370,14 +378,15 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
     if (!first) {
         memcpy(out->at, default_preference, sizeof(default_preference));
         out->count = KVRT_NUM_LAYOUTS;
-        step(r, "default: no backend declares a list of layouts, so kvrt's default preference "
-                "applies: %s", join_layouts(out->at, out->count, buf, sizeof(buf)));
+        step(r, KVRT_TRACE_DEFAULT, NO_LAYOUT, NULL,
+             "no backend declares a list of layouts, so kvrt's default preference applies: %s",
+             join_layouts(out->at, out->count, buf, sizeof(buf)));
         return KVRT_OK;
     }
     if (identical) {
         memcpy(out->at, first->list, first->count * sizeof(first->list[0]));
         out->count = first->count;
-        step(r, "fast path: %s, so that order is kept as is: %s",
+        step(r, KVRT_TRACE_FAST_PATH, NO_LAYOUT, NULL, "%s, so that order is kept as is: %s",
              listing == 1 ? "only one backend declares a list"
                           : "every backend that declares a list declares the same one",
              join_layouts(out->at, out->count, buf, sizeof(buf)));
@@ -397,13 +406,14 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
     if (common.count == 0) {
         char decls[1536];
         describe_declarations(r, decls, sizeof(decls));
-        step(r, "intersection: no layout is supported by every backend");
-        return refuse(r, KVRT_ERR_REFUSED,
+        step(r, KVRT_TRACE_INTERSECTION, NO_LAYOUT, NULL, "no layout is supported by every backend");
+        return refuse(r, KVRT_ERR_REFUSED, NO_LAYOUT,
                       "no layout is supported by every backend (%s); use backends that share at "
                       "least one layout", decls);
     }
-    step(r, "intersection: the declarations differ, so only layouts every backend supports "
-            "remain: %s", join_layouts(common.at, common.count, buf, sizeof(buf)));
+    step(r, KVRT_TRACE_INTERSECTION, NO_LAYOUT, NULL,
+         "the declarations differ, so only layouts every backend supports remain: %s",
+         join_layouts(common.at, common.count, buf, sizeof(buf)));
 
     unsigned votes[KVRT_NUM_LAYOUTS] = {0};
     for (size_t i = 0; i < r->num_decls; i++)
@@ -414,8 +424,9 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
     for (size_t i = 0; i < common.count; i++)
         used += (size_t)snprintf(buf + used, sizeof(buf) - used, "%s%s %u", i ? ", " : "",
                                  kvrt_layout_name(common.at[i]), votes[common.at[i]]);
-    step(r, "votes: how many backends name each remaining layout as their first choice: %s "
-            "(ties are broken in table order %s)", buf, kvrt_layout_table_text());
+    step(r, KVRT_TRACE_VOTES, NO_LAYOUT, NULL,
+         "how many backends name each remaining layout as their first choice: %s "
+         "(ties are broken in table order %s)", buf, kvrt_layout_table_text());
 
     /* Insertion sort: stable, so equal votes keep table order. */
     for (size_t i = 1; i < common.count; i++) {
@@ -426,7 +437,7 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
         common.at[j] = l;
     }
     *out = common;
-    step(r, "ranking: %s", join_layouts(out->at, out->count, buf, sizeof(buf)));
+    step(r, KVRT_TRACE_RANKING, NO_LAYOUT, NULL, "%s", join_layouts(out->at, out->count, buf, sizeof(buf)));
     return KVRT_OK;
 }
 
@@ -435,8 +446,8 @@ static int narrow_for_mixed_shapes(kvrt_resolver *r, struct ranking *c)
 {
     char kept_s[128], dropped_s[128];
     if (!r->mixed_shapes) {
-        step(r, "shapes: every spec has the same head, state and page shape, so no layout is "
-                "ruled out by shape");
+        step(r, KVRT_TRACE_SHAPES, NO_LAYOUT, NULL,
+             "every spec has the same head, state and page shape, so no layout is ruled out by shape");
         return KVRT_OK;
     }
     struct ranking kept = {.count = 0}, dropped = {.count = 0};
@@ -448,14 +459,15 @@ static int narrow_for_mixed_shapes(kvrt_resolver *r, struct ranking *c)
     if (kept.count == 0) {
         join_layouts(c->at, c->count, kept_s, sizeof(kept_s));
         c->count = 0;
-        return refuse(r, KVRT_ERR_REFUSED,
+        return refuse(r, KVRT_ERR_REFUSED, NO_LAYOUT,
                       "the specs mix head, state or page shapes, which only a block-compact layout "
                       "(L and B outermost: LBHNC, LBNHC, BLHNC or BLNHC) can hold, but none of the "
                       "candidates (%s) is block-compact; have a backend declare a block-compact "
                       "layout, or give every layer the same shape", kept_s);
     }
-    step(r, "narrowing: the specs mix head, state or page shapes, so only block-compact layouts "
-            "(L and B outermost, each page one contiguous run) remain: %s; ruled out: %s",
+    step(r, KVRT_TRACE_NARROWING, NO_LAYOUT, NULL,
+         "the specs mix head, state or page shapes, so only block-compact layouts "
+         "(L and B outermost, each page one contiguous run) remain: %s; ruled out: %s",
          join_layouts(kept.at, kept.count, kept_s, sizeof(kept_s)),
          dropped.count ? dropped_s : "none");
     *c = kept;
@@ -496,33 +508,34 @@ static int apply_env_and_preference(kvrt_resolver *r, const struct ranking *c,
     bool have_env = false;
     enum kvrt_layout env_layout = KVRT_LAYOUT_LBNHC;
     if (!r->env) {
-        step(r, "env: %s is not set, so there is no hard constraint", KVRT_LAYOUT_ENV);
+        step(r, KVRT_TRACE_ENV, NO_LAYOUT, NULL, "%s is not set, so there is no hard constraint",
+             KVRT_LAYOUT_ENV);
     } else {
         char quoted[128];
         kvrt_layout_quote(r->env, quoted, sizeof(quoted));
-        step(r, "env: %s is set to \"%s\" (%s)", KVRT_LAYOUT_ENV, quoted, source);
         int rc = kvrt_layout_parse(r->env, &env_layout);
-        if (rc != KVRT_OK) {
-            char why[1024];
-            snprintf(why, sizeof(why), "%s", kvrt_error_message());
-            return refuse(r, rc, "%s=\"%s\" is not a valid layout: %s; fix or unset it",
+        char why[1024];
+        snprintf(why, sizeof(why), "%s", rc == KVRT_OK ? "" : kvrt_error_message());
+        step(r, KVRT_TRACE_ENV, rc == KVRT_OK ? (int32_t)env_layout : NO_LAYOUT, NULL, "%s is set to \"%s\" (%s)",
+             KVRT_LAYOUT_ENV, quoted, source);
+        if (rc != KVRT_OK)
+            return refuse(r, rc, NO_LAYOUT, "%s=\"%s\" is not a valid layout: %s; fix or unset it",
                           KVRT_LAYOUT_ENV, quoted, why);
-        }
         spelled(r->env, env_layout, buf, sizeof(buf));
         if (!ranking_has(c, env_layout)) {
-            char why[1024];
             explain_exclusion(r, env_layout, why, sizeof(why));
-            return refuse(r, KVRT_ERR_REFUSED,
+            return refuse(r, KVRT_ERR_REFUSED, (int32_t)env_layout,
                           "%s=%s cannot be used: %s; the valid candidates are %s; set %s to one "
                           "of them or unset it", KVRT_LAYOUT_ENV, buf, why, cands, KVRT_LAYOUT_ENV);
         }
         have_env = true;
-        step(r, "env: %s=%s is a hard constraint, and it is a candidate", KVRT_LAYOUT_ENV, buf);
+        step(r, KVRT_TRACE_ENV, (int32_t)env_layout, NULL, "%s=%s is a hard constraint, and it is a candidate",
+             KVRT_LAYOUT_ENV, buf);
     }
 
     r->warned = false;
     if (!r->pref) {
-        step(r, "preference: no soft preference was given");
+        step(r, KVRT_TRACE_PREFERENCE, NO_LAYOUT, NULL, "no soft preference was given");
     } else {
         kvrt_layout_quote(r->pref_who, who, sizeof(who));
         spelled(r->pref, r->pref_layout, buf, sizeof(buf));
@@ -530,25 +543,30 @@ static int apply_env_and_preference(kvrt_resolver *r, const struct ranking *c,
             /* A soft preference (e.g. a transfer connector) must never break a
              * configuration that works; it only tells the user it was ignored. */
             r->warned = true;
-            step(r, "preference: %s prefers %s, but it is not a candidate (%s), so it is "
-                    "ignored with a warning", who, buf, cands);
+            step(r, KVRT_TRACE_PREFERENCE, (int32_t)r->pref_layout, NULL,
+                 "%s prefers %s, but it is not a candidate (%s), so it is ignored with a warning", who, buf, cands);
         } else if (have_env && env_layout != r->pref_layout) {
-            step(r, "preference: %s prefers %s, but %s takes precedence", who, buf,
+            step(r, KVRT_TRACE_PREFERENCE, (int32_t)r->pref_layout, NULL, "%s prefers %s, but %s takes precedence",
+                 who, buf,
                  KVRT_LAYOUT_ENV);
         } else {
-            step(r, "preference: %s prefers %s, and it is a candidate", who, buf);
+            step(r, KVRT_TRACE_PREFERENCE, (int32_t)r->pref_layout, NULL, "%s prefers %s, and it is a candidate",
+                 who, buf);
         }
     }
 
     if (have_env) {
         *choice = env_layout;
-        step(r, "choice: %s, because %s requires it", kvrt_layout_name(*choice), KVRT_LAYOUT_ENV);
+        step(r, KVRT_TRACE_CHOICE, (int32_t)*choice, NULL, "%s, because %s requires it", kvrt_layout_name(*choice),
+             KVRT_LAYOUT_ENV);
     } else if (r->pref && !r->warned) {
         *choice = r->pref_layout;
-        step(r, "choice: %s, the soft preference of %s", kvrt_layout_name(*choice), who);
+        step(r, KVRT_TRACE_CHOICE, (int32_t)*choice, NULL, "%s, the soft preference of %s", kvrt_layout_name(*choice),
+             who);
     } else {
         *choice = c->at[0];
-        step(r, "choice: %s, the best-ranked candidate", kvrt_layout_name(*choice));
+        step(r, KVRT_TRACE_CHOICE, (int32_t)*choice, NULL, "%s, the best-ranked candidate",
+             kvrt_layout_name(*choice));
     }
     return KVRT_OK;
 }
@@ -560,15 +578,17 @@ static int record(kvrt_resolver *r, enum kvrt_layout choice)
     if (!r->recorded) {
         r->recorded = true;
         r->record = choice;
-        step(r, "recorded: %s is now this cache's layout; later resolves must agree with it",
+        step(r, KVRT_TRACE_RECORDED, (int32_t)choice, NULL,
+             "%s is now this cache's layout; later resolves must agree with it",
              kvrt_layout_name(choice));
         return KVRT_OK;
     }
     if (r->record == choice) {
-        step(r, "recorded: %s agrees with the layout recorded earlier", kvrt_layout_name(choice));
+        step(r, KVRT_TRACE_RECORDED, (int32_t)choice, NULL, "%s agrees with the layout recorded earlier",
+             kvrt_layout_name(choice));
         return KVRT_OK;
     }
-    return refuse(r, KVRT_ERR_STATE,
+    return refuse(r, KVRT_ERR_STATE, (int32_t)choice,
                   "the layout was already recorded as %s, but this resolve chose %s; a cache's "
                   "layout cannot change once chosen (create a new resolver for a new cache)",
                   kvrt_layout_name(r->record), kvrt_layout_name(choice));
@@ -581,8 +601,11 @@ int kvrt_resolver_resolve(kvrt_resolver *r, enum kvrt_layout *out)
     r->candidates.count = 0;
     r->warned = false;
     r->trace_oom = false;
-    step(r, "resolve #%u: choosing one layout for every backend that touches the cache",
-         ++r->resolves);
+    char head[32];
+    snprintf(head, sizeof(head), "resolve #%u", ++r->resolves);
+    if (!kvrt_trace_add_headed(&r->trace, KVRT_TRACE_RESOLVE, NO_LAYOUT, NULL, head,
+                               "choosing one layout for every backend that touches the cache"))
+        r->trace_oom = true;
     trace_declarations(r);
 
     struct ranking c;
@@ -593,7 +616,8 @@ int kvrt_resolver_resolve(kvrt_resolver *r, enum kvrt_layout *out)
     if (rc == KVRT_OK) {
         char buf[128];
         r->candidates = c;
-        step(r, "candidates: %s (best first)", join_layouts(c.at, c.count, buf, sizeof(buf)));
+        step(r, KVRT_TRACE_CANDIDATES, NO_LAYOUT, NULL, "%s (best first)",
+             join_layouts(c.at, c.count, buf, sizeof(buf)));
         rc = apply_env_and_preference(r, &c, &choice);
     }
     if (rc == KVRT_OK)
@@ -634,5 +658,22 @@ bool kvrt_resolver_recorded(const kvrt_resolver *r, enum kvrt_layout *out)
 
 const char *kvrt_resolver_trace(const kvrt_resolver *r)
 {
-    return r ? kvrt_strbuf_str(&r->trace) : "";
+    return r ? kvrt_trace_text(&r->trace) : "";
+}
+
+const struct kvrt_trace *kvrt_resolver_steps(const kvrt_resolver *r)
+{
+    return &r->trace;
+}
+
+size_t kvrt_resolver_num_trace_steps(const kvrt_resolver *r)
+{
+    return r ? r->trace.count : 0;
+}
+
+int kvrt_resolver_trace_step(const kvrt_resolver *r, size_t i, struct kvrt_trace_step *out)
+{
+    if (!r || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_trace_step: resolver and out must not be NULL");
+    return kvrt_trace_get(&r->trace, i, out, "kvrt_resolver_trace_step");
 }

@@ -108,7 +108,7 @@ void kvrt_runtime_close_now(kvrt_runtime *rt)
         free(b);
     }
     free(rt->backends);
-    kvrt_strbuf_free(&rt->trace);
+    kvrt_trace_free(&rt->trace);
     kvrt_loader_release(rt);
     pthread_mutex_destroy(&rt->lock);
     free(rt);
@@ -272,5 +272,28 @@ int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char **path, co
 
 const char *kvrt_runtime_trace(const kvrt_runtime *rt)
 {
-    return rt ? kvrt_strbuf_str(&rt->trace) : "";
+    return rt ? kvrt_trace_text(&rt->trace) : "";
+}
+
+size_t kvrt_runtime_num_trace_steps(const kvrt_runtime *crt)
+{
+    if (!crt)
+        return 0;
+    /* The lock guards the trace; the runtime stays logically const. */
+    kvrt_runtime *rt = (kvrt_runtime *)crt;
+    pthread_mutex_lock(&rt->lock);
+    size_t n = rt->trace.count;
+    pthread_mutex_unlock(&rt->lock);
+    return n;
+}
+
+int kvrt_runtime_trace_step(const kvrt_runtime *crt, size_t i, struct kvrt_trace_step *out)
+{
+    if (!crt || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_trace_step: runtime and out must not be NULL");
+    kvrt_runtime *rt = (kvrt_runtime *)crt;
+    pthread_mutex_lock(&rt->lock);
+    int status = kvrt_trace_get(&rt->trace, i, out, "kvrt_runtime_trace_step");
+    pthread_mutex_unlock(&rt->lock);
+    return status;
 }

@@ -10,6 +10,7 @@
 #include <kvrt/runtime.h>
 
 #include "strbuf.h"
+#include "trace.h"
 
 struct kvrt_loaded_plugin {
     char *path;
@@ -85,7 +86,7 @@ struct kvrt_runtime {
     size_t num_backends;
     bool has_record;          /* write-once result of kvrt_runtime_resolve */
     enum kvrt_layout record;
-    struct kvrt_strbuf trace;
+    struct kvrt_trace trace;
     uint64_t exports; /* live DLPack tensors of all its caches */
     bool closing;     /* kvrt_runtime_close ran; the last tensor finishes it */
 };

@@ -69,9 +69,10 @@ int cli_finish_output(int code);
  * else 1. */
 int cli_fail_status(int status);
 
-/* Print each "preferred: ..." step of a runtime trace (why automatic
- * selection passed over a backend), one per line after `indent`. */
-void cli_print_preferences(const char *trace, const char *indent);
+/* Print each KVRT_TRACE_PREFERRED step of a runtime's trace (why automatic
+ * selection ranked a backend lower), one per line after `indent`. */
+struct kvrt_runtime;
+void cli_print_preferences(const struct kvrt_runtime *rt, const char *indent);
 
 /* The exit status for a libkvrt status code. */
 int cli_exit_for_status(int status);
@@ -159,5 +160,10 @@ int cli_json_print(json_t *root);
 
 /* json_object_set_new that reports whether `value` could be built. */
 bool cli_json_put(json_t *obj, const char *key, json_t *value);
+
+/* One trace step as {"step": its kind's name, "text", and "layout" and
+ * "backend" when the step is about one}. */
+struct kvrt_trace_step;
+json_t *cli_json_trace_step(const struct kvrt_trace_step *st);
 
 #endif

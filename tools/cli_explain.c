@@ -82,42 +82,41 @@ struct explain {
 static const struct {
     const char *heading;
     const char *intro;
-    const char *tags[6];
+    enum kvrt_trace_kind kinds[5];
+    size_t num_kinds;
 } sections[] = {
     {"1. What each backend can handle",
      "Every backend plugin declares the layouts its kernels can read and write, best first\n"
      "   (or \"any\").  kvrt reads these declarations without running any plugin code.",
-     {"declaration", "declarations", NULL}},
+     {KVRT_TRACE_DECLARATION, KVRT_TRACE_NO_DECLARATIONS}, 2},
     {"2. Agreeing on candidates",
      "All backends must use one layout.  Identical lists keep their order; otherwise only\n"
      "   layouts every backend supports survive, ranked by how many backends put each first.",
-     {"default", "fast path", "intersection", "votes", "ranking", NULL}},
+     {KVRT_TRACE_DEFAULT, KVRT_TRACE_FAST_PATH, KVRT_TRACE_INTERSECTION, KVRT_TRACE_VOTES, KVRT_TRACE_RANKING}, 5},
     {"3. The model's shapes",
      "If the layers differ in head slots, states per block or page size, each page must be\n"
      "   one contiguous run of bytes (L and B outermost), so other layouts are ruled out.",
-     {"shapes", "narrowing", "candidates", NULL}},
+     {KVRT_TRACE_SHAPES, KVRT_TRACE_NARROWING, KVRT_TRACE_CANDIDATES}, 3},
     {"4. Your environment",
      "VLLM_KV_CACHE_LAYOUT, when set, is a hard requirement: if it is not a candidate,\n"
      "   kvrt refuses rather than silently picking something else.",
-     {"env", NULL}},
+     {KVRT_TRACE_ENV}, 1},
     {"5. Soft preference",
      "A preference (for example a KV-transfer connector's) is honoured only if it is a\n"
      "   candidate; otherwise it is ignored with a warning.",
-     {"preference", NULL}},
-    {"6. Result", NULL, {"choice", "recorded", "refused", NULL}},
+     {KVRT_TRACE_PREFERENCE}, 1},
+    {"6. Result", NULL, {KVRT_TRACE_CHOICE, KVRT_TRACE_RECORDED, KVRT_TRACE_REFUSED}, 3},
 };
 #define NUM_SECTIONS (sizeof(sections) / sizeof(sections[0]))
 
-static int section_of(const char *line, size_t *tag_len)
+/* The section a kind of step is told in; -1 for the steps of backend
+ * selection, which are told elsewhere or not at all. */
+static int section_of(enum kvrt_trace_kind kind)
 {
     for (size_t s = 0; s < NUM_SECTIONS; s++)
-        for (size_t t = 0; sections[s].tags[t]; t++) {
-            size_t n = strlen(sections[s].tags[t]);
-            if (strncmp(line, sections[s].tags[t], n) == 0 && line[n] == ':') {
-                *tag_len = n;
+        for (size_t k = 0; k < sections[s].num_kinds; k++)
+            if (sections[s].kinds[k] == kind)
                 return (int)s;
-            }
-        }
     return -1;
 }
 
@@ -237,7 +236,6 @@ static void judge(const struct explain *e, enum kvrt_layout l, struct verdict *v
 
 static void print_human(const struct explain *e)
 {
-    const char *trace = kvrt_runtime_trace(e->rt);
     printf("Why this layout?\n\n");
     printf("Backends that would touch the cache (%s):\n", e->backend_source);
     for (size_t b = 0; b < e->num_backends; b++) {
@@ -251,7 +249,7 @@ static void print_human(const struct explain *e)
         printf("  %-8s %s; device %s%s%s\n", in.name, layouts, in.available ? "available" : "not available",
                in.available ? "" : ": ", in.available ? "" : in.reason);
     }
-    cli_print_preferences(trace, "  ");
+    cli_print_preferences(e->rt, "  ");
     if (e->model) {
         printf("\nModel: %s, %llu layers in %zu group%s; shapes %s.\n", e->model->source,
                (unsigned long long)e->model->num_layers, e->model->num_groups, e->model->num_groups == 1 ? "" : "s",
@@ -259,28 +257,27 @@ static void print_human(const struct explain *e)
     } else {
         printf("\nNo model given: the layers are taken to share one shape.\n");
     }
+    size_t num_steps = kvrt_runtime_num_trace_steps(e->rt);
     for (size_t s = 0; s < NUM_SECTIONS; s++) {
         bool heading = false;
-        for (const char *p = trace; *p;) {
-            size_t len = strcspn(p, "\n"), tag_len;
-            if (section_of(p, &tag_len) == (int)s) {
-                if (!heading) {
-                    printf("\n%s\n", sections[s].heading);
-                    if (sections[s].intro)
-                        printf("   %s\n", sections[s].intro);
-                    heading = true;
-                }
-                const char *text = p + tag_len + 1;
-                while (*text == ' ')
-                    text++;
-                enum kvrt_layout only;
-                char word[16];
-                snprintf(word, sizeof(word), "%.*s", (int)(len - (size_t)(text - p)), text);
-                /* The runtime repeats the recording as a bare name: say it once. */
-                if (kvrt_layout_parse(word, &only) != KVRT_OK)
-                    printf("   - %.*s\n", (int)len, p);
+        struct kvrt_trace_step prev = {.kind = KVRT_TRACE_RESOLVE, .layout = KVRT_TRACE_NO_LAYOUT};
+        for (size_t i = 0; i < num_steps; i++) {
+            struct kvrt_trace_step st;
+            if (kvrt_runtime_trace_step(e->rt, i, &st) != KVRT_OK)
+                continue;
+            /* The runtime records what the resolver just recorded: say it once. */
+            bool repeat = st.kind == KVRT_TRACE_RECORDED && prev.kind == KVRT_TRACE_RECORDED &&
+                          prev.layout == st.layout;
+            prev = st;
+            if (section_of(st.kind) != (int)s || repeat)
+                continue;
+            if (!heading) {
+                printf("\n%s\n", sections[s].heading);
+                if (sections[s].intro)
+                    printf("   %s\n", sections[s].intro);
+                heading = true;
             }
-            p += len + (p[len] == '\n');
+            printf("   - %s: %s\n", kvrt_trace_kind_name(st.kind), st.text);
         }
     }
     if (e->placement_refused)
@@ -325,18 +322,12 @@ static int print_json(const struct explain *e)
         cli_json_put(o, "reason", cli_json_str(in.reason));
         json_array_append_new(backends, o);
     }
-    const char *trace = kvrt_runtime_trace(e->rt);
-    for (const char *p = trace; *p;) {
-        size_t len = strcspn(p, "\n");
-        const char *colon = memchr(p, ':', len);
-        json_t *o = json_object();
-        cli_json_put(o, "step", cli_json_strn(p, colon ? (size_t)(colon - p) : 0));
-        const char *text = colon ? colon + 1 : p;
-        while (*text == ' ')
-            text++;
-        cli_json_put(o, "text", cli_json_strn(text, len - (size_t)(text - p)));
-        json_array_append_new(steps, o);
-        p += len + (p[len] == '\n');
+    size_t num_steps = kvrt_runtime_num_trace_steps(e->rt);
+    for (size_t i = 0; i < num_steps; i++) {
+        struct kvrt_trace_step st;
+        if (kvrt_runtime_trace_step(e->rt, i, &st) != KVRT_OK)
+            continue;
+        json_array_append_new(steps, cli_json_trace_step(&st));
     }
     for (int l = 0; l < KVRT_NUM_LAYOUTS; l++) {
         struct verdict v;

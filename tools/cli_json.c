@@ -3,6 +3,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <kvrt/layout.h>
+#include <kvrt/trace.h>
+
 #include "cli.h"
 
 #if JSON_INTEGER_IS_LONG_LONG
@@ -139,4 +142,21 @@ bool cli_json_put(json_t *obj, const char *key, json_t *value)
         return false;
     }
     return json_object_set_new(obj, key, value) == 0;
+}
+
+json_t *cli_json_trace_step(const struct kvrt_trace_step *st)
+{
+    json_t *o = json_object();
+    const char *kind = kvrt_trace_kind_name(st->kind);
+    bool ok = o && cli_json_put(o, "step", cli_json_str(kind ? kind : "unknown")) &&
+              cli_json_put(o, "text", cli_json_str(st->text));
+    if (ok && st->layout != KVRT_TRACE_NO_LAYOUT)
+        ok = cli_json_put(o, "layout", cli_json_str(kvrt_layout_name((enum kvrt_layout)st->layout)));
+    if (ok && st->backend)
+        ok = cli_json_put(o, "backend", cli_json_str(st->backend));
+    if (!ok) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include <kvrt/common.h>
+#include <kvrt/runtime.h>
 
 #include "cli.h"
 
@@ -68,13 +69,12 @@ int cli_fail_status(int status)
     return cli_error(cli_exit_for_status(status), "%s", msg[0] ? msg : kvrt_status_name(status));
 }
 
-void cli_print_preferences(const char *trace, const char *indent)
+void cli_print_preferences(const struct kvrt_runtime *rt, const char *indent)
 {
-    static const char key[] = "preferred: ";
-    for (const char *p = trace ? strstr(trace, key) : NULL; p; p = strstr(p, key)) {
-        p += sizeof(key) - 1;
-        size_t len = strcspn(p, "\n");
-        printf("%spreferred %.*s\n", indent, (int)len, p);
-        p += len;
+    size_t n = kvrt_runtime_num_trace_steps(rt);
+    for (size_t i = 0; i < n; i++) {
+        struct kvrt_trace_step st;
+        if (kvrt_runtime_trace_step(rt, i, &st) == KVRT_OK && st.kind == KVRT_TRACE_PREFERRED)
+            printf("%spreferred %s\n", indent, st.text);
     }
 }

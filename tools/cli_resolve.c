@@ -196,6 +196,14 @@ static int report(const kvrt_resolver *r, enum kvrt_layout chosen, bool json)
         const char *env = getenv(KVRT_LAYOUT_ENV);
         json_object_set_new(root, "env", env ? cli_json_str(env) : json_null());
         json_object_set_new(root, "trace", trace_lines(kvrt_resolver_trace(r)));
+        /* The same steps as data, for programs. */
+        json_t *steps = json_array();
+        for (size_t i = 0; steps && i < kvrt_resolver_num_trace_steps(r); i++) {
+            struct kvrt_trace_step st;
+            if (kvrt_resolver_trace_step(r, i, &st) == KVRT_OK)
+                json_array_append_new(steps, cli_json_trace_step(&st));
+        }
+        json_object_set_new(root, "steps", steps);
         return cli_json_print(root);
     }
     printf("layout:     %s\ncandidates:", kvrt_layout_name(chosen));

@@ -173,20 +173,25 @@ static void state_free(struct run_state *s)
     kvrt_runtime_close(s->rt); /* destroys the cache, buffers and backend */
 }
 
-/* The "choice: ..." step of the trace, for the report. */
-static void choice_from_trace(const char *trace, char *out, size_t size)
+/* The reason of the last resolve's choice step, for the report. */
+static void choice_from_trace(const kvrt_runtime *rt, char *out, size_t size)
 {
-    const char *p = strstr(trace, "choice: ");
+    struct kvrt_trace_step choice = {.kind = KVRT_TRACE_RESOLVE, .text = NULL};
+    size_t n = kvrt_runtime_num_trace_steps(rt);
+    for (size_t i = 0; i < n; i++) {
+        struct kvrt_trace_step st;
+        if (kvrt_runtime_trace_step(rt, i, &st) == KVRT_OK && st.kind == KVRT_TRACE_CHOICE)
+            choice = st;
+    }
     out[0] = '\0';
-    if (!p)
+    if (!choice.text)
         return;
-    p += strlen("choice: ");
     /* "LBHNC, the best-ranked candidate": the name is printed separately. */
-    const char *comma = strstr(p, ", ");
-    if (comma && comma < p + strcspn(p, "\n"))
-        p = comma + 2;
-    size_t n = strcspn(p, "\n");
-    snprintf(out, size, "%.*s", (int)n, p);
+    const char *p = choice.text;
+    const char *name = kvrt_layout_name((enum kvrt_layout)choice.layout);
+    if (name && strncmp(p, name, strlen(name)) == 0 && strncmp(p + strlen(name), ", ", 2) == 0)
+        p += strlen(name) + 2;
+    snprintf(out, size, "%s", p);
 }
 
 static int choose_layout(struct run_request *r, struct run_state *s)
@@ -204,7 +209,7 @@ static int choose_layout(struct run_request *r, struct run_state *s)
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
     s->layout_source = "resolved";
-    choice_from_trace(kvrt_runtime_trace(s->rt), s->layout_reason, sizeof(s->layout_reason));
+    choice_from_trace(s->rt, s->layout_reason, sizeof(s->layout_reason));
     return CLI_EXIT_OK;
 }
 
@@ -368,7 +373,7 @@ static void print_human(const struct run_request *r, const struct run_state *s, 
 {
     char a[32], b[64], spec[256];
     printf("backend   %s (%s)\n", s->backend_name, s->backend_source);
-    cli_print_preferences(kvrt_runtime_trace(s->rt), "          ");
+    cli_print_preferences(s->rt, "          ");
     printf("layout    %s (%s)\n", kvrt_layout_name(s->layout), s->layout_reason);
     printf("model     %s: %" PRIu64 " layer%s in %zu group%s\n", s->model->source, s->model->num_layers,
            s->model->num_layers == 1 ? "" : "s", s->model->num_groups, s->model->num_groups == 1 ? "" : "s");

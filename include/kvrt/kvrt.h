@@ -11,6 +11,7 @@
 #include <kvrt/geometry.h>
 #include <kvrt/placement.h>
 #include <kvrt/transfer.h>
+#include <kvrt/trace.h>
 #include <kvrt/resolve.h>
 #include <kvrt/runtime.h>
 

@@ -9,7 +9,8 @@
  * 3. Mixed shapes keep only block-compact candidates.
  * 4. VLLM_KV_CACHE_LAYOUT is a hard constraint; a soft preference only warns.
  * 5. The result is recorded once; a later different result is an error.
- * Every step is kept in a human-readable trace.
+ * Every step is kept in a trace: as steps with a kind (kvrt/trace.h) and,
+ * rendered from them, as text for people.
  */
 #ifndef KVRT_RESOLVE_H
 #define KVRT_RESOLVE_H
@@ -17,6 +18,7 @@
 #include <stdbool.h>
 #include <kvrt/common.h>
 #include <kvrt/layout.h>
+#include <kvrt/trace.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -64,8 +66,21 @@ KVRT_API bool kvrt_resolver_warned(const kvrt_resolver *r);
 /** true when a layout has been recorded, and which (out may be NULL). */
 KVRT_API bool kvrt_resolver_recorded(const kvrt_resolver *r, enum kvrt_layout *out);
 
-/** The trace of every step so far, one step per line ("why this layout?"). */
+/**
+ * The trace of every step so far, one step per line ("why this layout?"):
+ * each step's kind name, ": " and its text ("resolve #N: " for the Nth
+ * resolve).  Valid until the next resolve or destroy.
+ */
 KVRT_API const char *kvrt_resolver_trace(const kvrt_resolver *r);
+
+/** How many steps the trace holds (every resolve adds its steps). */
+KVRT_API size_t kvrt_resolver_num_trace_steps(const kvrt_resolver *r);
+
+/**
+ * Step i (0 = oldest) of the trace into *out; its strings stay valid until
+ * the next resolve or destroy.  KVRT_ERR_INVALID for i out of range.
+ */
+KVRT_API int kvrt_resolver_trace_step(const kvrt_resolver *r, size_t i, struct kvrt_trace_step *out);
 
 #ifdef __cplusplus
 }

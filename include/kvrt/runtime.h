@@ -21,6 +21,7 @@
 #include <kvrt/layout.h>
 #include <kvrt/dtype.h>
 #include <kvrt/placement.h>
+#include <kvrt/trace.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -122,8 +123,24 @@ KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **n
  */
 KVRT_API int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends,
                                   bool mixed_shapes, const char *preference, enum kvrt_layout *out);
-/** The resolution and selection trace so far, one step per line. */
+/**
+ * The resolution and selection trace so far, one step per line, rendered
+ * from the steps below.  Valid until the next call that adds to the trace
+ * (kvrt_runtime_resolve, kvrt_runtime_bind, kvrt_runtime_default_backend)
+ * or kvrt_runtime_close.
+ */
 KVRT_API const char *kvrt_runtime_trace(const kvrt_runtime *rt);
+
+/** How many steps the runtime's trace holds. */
+KVRT_API size_t kvrt_runtime_num_trace_steps(const kvrt_runtime *rt);
+
+/**
+ * Step i (0 = oldest) of the runtime's trace into *out (kvrt/trace.h): the
+ * steps of each kvrt_runtime_resolve, then the runtime's own (recorded,
+ * refused, preferred, bound, passed over).  The strings stay valid as
+ * kvrt_runtime_trace()'s text does.  KVRT_ERR_INVALID for i out of range.
+ */
+KVRT_API int kvrt_runtime_trace_step(const kvrt_runtime *rt, size_t i, struct kvrt_trace_step *out);
 
 /**
  * Bind a backend for `layout_name` (as the user spelled it).

@@ -74,6 +74,14 @@ class PluginInfo(C.Structure):  # struct kvrt_plugin_info (with room for fields 
                 ("_later", C.c_uint8 * 1024)]
 
 
+class TraceStep(C.Structure):  # struct kvrt_trace_step
+    _fields_ = [("kind", i32), ("layout", C.c_int32), ("backend", C.c_char_p), ("text", C.c_char_p),
+                ("reserved", C.c_uint8 * 32)]
+
+
+TRACE_NO_LAYOUT = -1  # KVRT_TRACE_NO_LAYOUT
+
+
 class DecodeParams(C.Structure):  # struct kvrt_decode_params
     _fields_ = [("num_seqs", u32), ("num_q_heads", u32), ("q", vp), ("q_offset", u64), ("out", vp),
                 ("out_offset", u64), ("block_tables", vp), ("max_blocks_per_seq", u32),
@@ -139,6 +147,9 @@ _SIGNATURES = {
     "kvrt_resolver_candidates": ([vp, i32 * NUM_LAYOUTS], sz),
     "kvrt_resolver_warned": ([vp], C.c_bool),
     "kvrt_resolver_trace": ([vp], C.c_char_p),
+    "kvrt_resolver_num_trace_steps": ([vp], sz),
+    "kvrt_resolver_trace_step": ([vp, sz, P(TraceStep)], i32),
+    "kvrt_trace_kind_name": ([i32], C.c_char_p),
     "kvrt_runtime_options_default": ([P(RuntimeOptions)], None),
     "kvrt_runtime_open": ([P(RuntimeOptions), P(vp)], i32),
     "kvrt_runtime_close": ([vp], None),
@@ -147,6 +158,8 @@ _SIGNATURES = {
     "kvrt_runtime_default_backend": ([vp, P(C.c_char_p)], i32),
     "kvrt_runtime_resolve": ([vp, P(C.c_char_p), sz, C.c_bool, C.c_char_p, P(i32)], i32),
     "kvrt_runtime_bind": ([vp, C.c_char_p, C.c_char_p, P(vp)], i32),
+    "kvrt_runtime_num_trace_steps": ([vp], sz),
+    "kvrt_runtime_trace_step": ([vp, sz, P(TraceStep)], i32),
     "kvrt_backend_name": ([vp], C.c_char_p),
     "kvrt_backend_layout": ([vp], i32),
     "kvrt_buffer_create": ([vp, u64, P(vp)], i32),

@@ -71,13 +71,30 @@ def layouts():
     return {"layouts": out, "aliases": aliases, "valid_names": valid, "env": LAYOUT_ENV}
 
 
+def trace_steps(count, get, handle):
+    """The steps of a trace (kvrt/trace.h) as dicts, as ``kvrt resolve
+    --json`` prints them: {"step": the kind's name, "text"}, plus "layout"
+    and "backend" when the step is about one."""
+    out = []
+    for i in range(count(handle)):
+        st = _lib.TraceStep()
+        check(get(handle, i, C.byref(st)))
+        d = {"step": text(lib.kvrt_trace_kind_name(st.kind)) or "unknown", "text": text(st.text)}
+        if st.layout != _lib.TRACE_NO_LAYOUT:
+            d["layout"] = layout_name(st.layout)
+        if st.backend:
+            d["backend"] = text(st.backend)
+        out.append(d)
+    return out
+
+
 def resolve(declare=None, prefer=None, mixed_shapes=False):
     """Choose one layout for backend declarations: ``kvrt resolve --json``.
 
     declare: {backend: [layouts, best first] or "any"}; None or {}: the
     default preference.  prefer: a soft preference.  Reads
     VLLM_KV_CACHE_LAYOUT like the tool.  Returns {"layout", "candidates",
-    "warning", "env", "trace"}; raises RefusedError when nothing fits."""
+    "warning", "env", "trace", "steps"}; raises RefusedError when nothing fits."""
     r = C.c_void_p()
     check(lib.kvrt_resolver_create(C.byref(r)))
     try:
@@ -105,6 +122,7 @@ def resolve(declare=None, prefer=None, mixed_shapes=False):
             "env": os.environ.get(LAYOUT_ENV),
             # One string per line, as the tool prints it (no empty last line).
             "trace": trace.split("\n")[:-1] if trace.endswith("\n") else (trace.split("\n") if trace else []),
+            "steps": trace_steps(lib.kvrt_resolver_num_trace_steps, lib.kvrt_resolver_trace_step, r),
         }
     finally:
         lib.kvrt_resolver_destroy(r)

@@ -379,6 +379,13 @@ class Runtime(Closeable):
             })
         return out
 
+    @property
+    def trace_steps(self):
+        """The runtime's resolution and selection trace as steps (dicts with
+        "step", "text", and "layout"/"backend" when set), oldest first."""
+        self._check_open()
+        return info.trace_steps(lib.kvrt_runtime_num_trace_steps, lib.kvrt_runtime_trace_step, self._h)
+
     def default_backend(self):
         """The backend binding picks without a layout constraint."""
         self._check_open()

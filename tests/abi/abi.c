@@ -192,6 +192,12 @@ int main(void)
     OFF(kvrt_plugin_info, decode_dtypes, 120);
     OFF(kvrt_plugin_info, reserved, 124);
     SIZE(kvrt_plugin_info, 160);
+    OFF(kvrt_trace_step, kind, 0);
+    OFF(kvrt_trace_step, layout, 4);
+    OFF(kvrt_trace_step, backend, 8);
+    OFF(kvrt_trace_step, text, 16);
+    OFF(kvrt_trace_step, reserved, 24);
+    SIZE(kvrt_trace_step, 56);
     {
         /* A designated initialiser leaves the reserved bytes zero: the
          * growth rule depends on it. */
@@ -238,6 +244,27 @@ int main(void)
     VAL(KVRT_VIEW_ALL, 0);
     VAL(KVRT_VIEW_K, 1);
     VAL(KVRT_VIEW_V, 2);
+
+    VAL(KVRT_TRACE_RESOLVE, 0);
+    VAL(KVRT_TRACE_NO_DECLARATIONS, 1);
+    VAL(KVRT_TRACE_DECLARATION, 2);
+    VAL(KVRT_TRACE_DEFAULT, 3);
+    VAL(KVRT_TRACE_FAST_PATH, 4);
+    VAL(KVRT_TRACE_INTERSECTION, 5);
+    VAL(KVRT_TRACE_VOTES, 6);
+    VAL(KVRT_TRACE_RANKING, 7);
+    VAL(KVRT_TRACE_SHAPES, 8);
+    VAL(KVRT_TRACE_NARROWING, 9);
+    VAL(KVRT_TRACE_CANDIDATES, 10);
+    VAL(KVRT_TRACE_ENV, 11);
+    VAL(KVRT_TRACE_PREFERENCE, 12);
+    VAL(KVRT_TRACE_CHOICE, 13);
+    VAL(KVRT_TRACE_RECORDED, 14);
+    VAL(KVRT_TRACE_REFUSED, 15);
+    VAL(KVRT_TRACE_PREFERRED, 16);
+    VAL(KVRT_TRACE_BOUND, 17);
+    VAL(KVRT_TRACE_PASSED_OVER, 18);
+    VAL(KVRT_TRACE_NO_LAYOUT, -1);
 
     VAL(KVRT_OK, 0);
     VAL(KVRT_ERR_INVALID, -1);

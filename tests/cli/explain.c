@@ -20,6 +20,21 @@ static bool has_step(const json_t *root, const char *tag, const char *text)
     return false;
 }
 
+/* A step of this kind whose "layout" and "backend" fields are exactly these
+ * (NULL: the field is absent). */
+static bool has_step_about(const json_t *root, const char *tag, const char *layout, const char *backend)
+{
+    const json_t *steps = json_object_get(root, "steps");
+    for (size_t i = 0; i < json_array_size(steps); i++) {
+        const json_t *s = json_array_get(steps, i);
+        const char *l = js(s, "layout"), *b = js(s, "backend");
+        if (js(s, "step") && strcmp(js(s, "step"), tag) == 0 && (layout ? l && strcmp(l, layout) == 0 : !l) &&
+            (backend ? b && strcmp(b, backend) == 0 : !b))
+            return true;
+    }
+    return false;
+}
+
 static const json_t *verdict(const json_t *root, const char *layout)
 {
     const json_t *l = json_object_get(root, "layouts");
@@ -89,6 +104,10 @@ int main(int argc, char **argv)
     tap_ok(r && has_step(r, "declaration", "\"cpu\"") && has_step(r, "fast path", NULL) && has_step(r, "narrowing", NULL) &&
                has_step(r, "env", NULL) && has_step(r, "preference", "BLNHC") && has_step(r, "choice", "BLNHC"),
            "explain --json: declaration, fast path, narrowing, env, preference and choice steps");
+    tap_ok(r && has_step_about(r, "declaration", NULL, "cpu") && has_step_about(r, "preference", "BLNHC", NULL) &&
+               has_step_about(r, "choice", "BLNHC", NULL) && has_step_about(r, "recorded", "BLNHC", NULL) &&
+               has_step_about(r, "narrowing", NULL, NULL) && !has_step(r, "resolve #1", NULL),
+           "explain --json: steps named by kind, with \"layout\" and \"backend\" exactly where set");
     tap_ok(r && strcmp(js(r, "layout"), "BLNHC") == 0 && json_is_true(json_object_get(r, "mixed_shapes")) &&
                json_is_false(json_object_get(verdict(r, "LHBNC"), "shapes")) &&
                json_is_true(json_object_get(verdict(r, "BLHNC"), "usable")) &&

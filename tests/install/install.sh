@@ -60,7 +60,7 @@ fi
 plugindir=$libdir/kvrt/plugins
 
 missing=
-for h in kvrt.h version.h common.h layout.h dtype.h spec.h geometry.h placement.h transfer.h resolve.h \
+for h in kvrt.h version.h common.h layout.h dtype.h spec.h geometry.h placement.h transfer.h trace.h resolve.h \
          runtime.h plugin.h device.h dlpack.h; do
     [ -f "$prefix/include/kvrt/$h" ] || missing="$missing $h"
 done

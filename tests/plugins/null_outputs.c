@@ -182,6 +182,11 @@ static void resolver_functions(void)
     RETURNS(kvrt_resolver_warned, "NULL", !kvrt_resolver_warned(NULL));
     RETURNS(kvrt_resolver_recorded, "r, NULL (may be NULL)", kvrt_resolver_recorded(r, NULL));
     RETURNS(kvrt_resolver_trace, "NULL", kvrt_resolver_trace(NULL) != NULL);
+    RETURNS(kvrt_resolver_num_trace_steps, "NULL", kvrt_resolver_num_trace_steps(NULL) == 0);
+    struct kvrt_trace_step step;
+    INVALID(kvrt_resolver_trace_step, "NULL, 0, step", NULL, 0, &step);
+    INVALID(kvrt_resolver_trace_step, "r, 0, NULL", r, 0, NULL);
+    RETURNS(kvrt_trace_kind_name, "-1 (not a kind)", kvrt_trace_kind_name((enum kvrt_trace_kind)-1) == NULL);
     kvrt_resolver_destroy(r);
 }
 
@@ -208,6 +213,10 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     const char *one[1] = {"fault"};
     INVALID(kvrt_runtime_resolve, "rt, ..., NULL", rt, one, 1, false, NULL, NULL);
     RETURNS(kvrt_runtime_trace, "NULL", kvrt_runtime_trace(NULL) != NULL);
+    RETURNS(kvrt_runtime_num_trace_steps, "NULL", kvrt_runtime_num_trace_steps(NULL) == 0);
+    struct kvrt_trace_step step;
+    INVALID(kvrt_runtime_trace_step, "NULL, 0, step", NULL, 0, &step);
+    INVALID(kvrt_runtime_trace_step, "rt, 0, NULL", rt, 0, NULL);
     INVALID(kvrt_runtime_bind, "rt, \"fault\", \"LBHNC\", NULL", rt, "fault", "LBHNC", NULL);
 
     RETURNS(kvrt_backend_name, "NULL", kvrt_backend_name(NULL) == NULL);

@@ -117,6 +117,29 @@ def test_opencl_export_refused():
             assert float(k.sum()) == 16.0 and float(v.sum()) == 0.0
 
 
+def test_trace_steps():
+    """resolve()["steps"] and Runtime.trace_steps give each step's kind, layout and backend"""
+    old = os.environ.pop("VLLM_KV_CACHE_LAYOUT", None)
+    try:
+        got = kvrt.resolve(declare={"cuda": ["LBNHC", "LBHNC"], "opencl": ["LBHNC", "LBNHC"]}, prefer="BLHNC")
+    finally:
+        if old is not None:
+            os.environ["VLLM_KV_CACHE_LAYOUT"] = old
+    steps = got["steps"]
+    assert [s["step"] for s in steps] == ["resolve", "declaration", "declaration", "intersection", "votes",
+                                          "ranking", "shapes", "candidates", "env", "preference", "choice",
+                                          "recorded"], steps
+    assert [s.get("backend") for s in steps[1:3]] == ["cuda", "opencl"]
+    assert steps[9]["layout"] == "BLHNC" and "not a candidate" in steps[9]["text"] and got["warning"]
+    assert steps[10]["layout"] == got["layout"] == "LBHNC" and "backend" not in steps[10]
+    assert all(line.endswith(s["text"]) for line, s in zip(got["trace"], steps))
+    with kvrt.Runtime() as rt:
+        with rt.cache(model=model(), blocks=3, backend="cpu") as c:
+            bound = [s for s in rt.trace_steps if s["step"] == "bound"]
+            assert bound and bound[-1]["backend"] == "cpu" and bound[-1]["layout"] == c.layout, rt.trace_steps
+            assert [s for s in rt.trace_steps if s["step"] == "recorded"][-1]["layout"] == c.layout
+
+
 def test_runtime_plugins_and_context_managers():
     """Runtime.plugins lists cpu; caches and runtimes close on exit"""
     with kvrt.Runtime() as rt:
