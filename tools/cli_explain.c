@@ -389,6 +389,7 @@ static int explain_run(int argc, char **argv)
     int rc = KVRT_OK;
     if (code == CLI_EXIT_OK && (rc = kvrt_runtime_open(NULL, &e.rt)) != KVRT_OK)
         code = cli_fail_status(rc);
+    char given[64];
     if (code == CLI_EXIT_OK && e.num_backends == 0) {
         const char *name = NULL;
         if ((rc = kvrt_runtime_default_backend(e.rt, &name)) != KVRT_OK)
@@ -401,7 +402,8 @@ static int explain_run(int argc, char **argv)
                                : "the first available in priority order cuda, rocm, opencl, others, cpu, "
                                  "then backends whose device is the host CPU";
     } else {
-        e.backend_source = "given with --backend";
+        snprintf(given, sizeof(given), "given with %s", cli_option_name(explain_tables, OPT_BACKEND));
+        e.backend_source = given;
     }
     for (size_t b = 0; code == CLI_EXIT_OK && b < e.num_backends; b++) {
         size_t i;

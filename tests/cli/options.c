@@ -72,7 +72,7 @@ static void row_start(const struct cli_option *o, bool roff, char *buf, size_t s
 }
 
 static void check_row(const char *const *words, size_t nwords, const struct cli_option *o, const char *help,
-                      const char *man)
+                      const char *man_section)
 {
     char what[512], line[300], roff[600];
     cli_describe(words, what, sizeof(what));
@@ -99,7 +99,7 @@ static void check_row(const char *const *words, size_t nwords, const struct cli_
     bool must_refuse = o->metavar && !is_checked_later(o->name);
     bool answered = must_refuse ? refused : !o->metavar ? accepted : accepted || refused;
 
-    bool in_help = strstr(help, line) != NULL, in_man = strstr(man, roff) != NULL;
+    bool in_help = strstr(help, line) != NULL, in_man = strstr(man_section, roff) != NULL;
     if (!tap_ok(in_help && in_man && answered, "%s %s: in --help and --man, %s", what, o->name,
                 must_refuse ? "the value \"" WRONG_VALUE "\" refused by an error naming it" : "parsed"))
         tap_diag("help line%s found, man line%s found; exit %d, stderr: %s", in_help ? "" : " not",
@@ -138,6 +138,21 @@ static char *run_text(const char *const *args)
     return text;
 }
 
+/* The man page's section of `command` (".SS command" up to the next
+ * section), or "" when it has none; caller frees. */
+static char *man_section(const char *man, const char *command)
+{
+    char head[64];
+    snprintf(head, sizeof(head), "\n.SS %s\n", command);
+    const char *start = strstr(man, head);
+    if (!start)
+        return strdup("");
+    start += strlen(head);
+    const char *ss = strstr(start, "\n.SS "), *sh = strstr(start, "\n.SH ");
+    const char *end = ss && (!sh || ss < sh) ? ss : sh ? sh : start + strlen(start);
+    return strndup(start, (size_t)(end - start));
+}
+
 static void check_command(const char *const *words, size_t nwords, const struct cli_command *c, const char *man)
 {
     char what[512];
@@ -158,10 +173,13 @@ static void check_command(const char *const *words, size_t nwords, const struct 
     tables[n] = NULL;
     if (n > 0)
         check_shown(what, help, tables);
+    /* xfer serve and send are documented in xfer's section. */
+    char *section = man_section(man, words[0]);
     for (size_t t = 0; c->options && c->options[t]; t++)
         for (const struct cli_option *o = c->options[t]; o->name; o++)
             if (find_row(c->options, o->name, strlen(o->name)) == o) /* the row the parser takes */
-                check_row(words, nwords, o, help, man);
+                check_row(words, nwords, o, help, section);
+    free(section);
     free(help);
     for (size_t s = 0; c->subcommands && c->subcommands[s]; s++) {
         const char *sub[4] = {words[0], c->subcommands[s]->name, NULL};
