@@ -142,10 +142,12 @@ static int draw_run(int argc, char **argv)
         }
     }
     if (!svg && !ascii)
-        return cli_error(CLI_EXIT_USAGE, "draw: give --svg FILE, --ascii, or both (see 'kvrt draw --help')");
+        return cli_error(CLI_EXIT_USAGE, "draw: give %s FILE, %s, or both (see 'kvrt draw --help')",
+                         cli_option_name(draw_tables, OPT_SVG), cli_option_name(draw_tables, OPT_ASCII));
     if (cli_model_flag_given(&flags, CLI_OPT_MEMORY))
-        return cli_error(CLI_EXIT_USAGE, "draw: --memory does not apply; the picture shows --blocks blocks "
-                         "(default %d)", DRAW_DEFAULT_BLOCKS);
+        return cli_error(CLI_EXIT_USAGE, "draw: %s does not apply; the picture shows %s blocks (default %d)",
+                         cli_option_name(draw_tables, CLI_OPT_MEMORY), cli_option_name(draw_tables, CLI_OPT_BLOCKS),
+                         DRAW_DEFAULT_BLOCKS);
     if (cli_model_flag_given(&flags, CLI_OPT_BLOCKS) && flags.blocks > DRAW_MAX_BLOCKS)
         return cli_error(CLI_EXIT_USAGE, "%s \"%" PRIu64 "\" is too many to draw: give 1 to %d (the "
                          "layout repeats, a few blocks show it)", cli_option_name(draw_tables, CLI_OPT_BLOCKS),

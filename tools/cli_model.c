@@ -198,9 +198,9 @@ static bool check_flags(const struct cli_model_flags *f, bool defaults)
         for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
             if (given(f, required[i]) || (required[i] == CLI_OPT_BLOCKS && given(f, CLI_OPT_MEMORY)))
                 continue;
-            cli_error(CLI_EXIT_USAGE, "%s: %s is required (%s)%s; see 'kvrt %s --help'", cmd,
-                      name_of(required[i]), what[i],
-                      required[i] == CLI_OPT_BLOCKS ? ", or --memory" : "", cmd);
+            cli_error(CLI_EXIT_USAGE, "%s: %s is required (%s)%s%s; see 'kvrt %s --help'", cmd,
+                      name_of(required[i]), what[i], required[i] == CLI_OPT_BLOCKS ? ", or " : "",
+                      required[i] == CLI_OPT_BLOCKS ? name_of(CLI_OPT_MEMORY) : "", cmd);
             return false;
         }
     }
@@ -210,25 +210,28 @@ static bool check_flags(const struct cli_model_flags *f, bool defaults)
                                         CLI_OPT_DTYPE, CLI_OPT_TOKENS_PER_STATE};
         for (size_t i = 0; i < sizeof(head_only) / sizeof(head_only[0]); i++)
             if (given(f, head_only[i])) {
-                cli_error(CLI_EXIT_USAGE, "%s: %s does not apply to --kind state, whose cell is "
-                          "--state-content-bytes opaque bytes (one state per block); drop it", cmd,
-                          name_of(head_only[i]));
+                cli_error(CLI_EXIT_USAGE, "%s: %s does not apply to %s state, whose cell is "
+                          "%s opaque bytes (one state per block); drop it", cmd,
+                          name_of(head_only[i]), name_of(CLI_OPT_KIND), name_of(CLI_OPT_STATE_CONTENT_BYTES));
                 return false;
             }
         if (!given(f, CLI_OPT_STATE_CONTENT_BYTES)) {
-            cli_error(CLI_EXIT_USAGE, "%s: --kind state needs --state-content-bytes (the bytes "
-                      "of the layer's state tensors per block)", cmd);
+            cli_error(CLI_EXIT_USAGE, "%s: %s state needs %s (the bytes "
+                      "of the layer's state tensors per block)", cmd, name_of(CLI_OPT_KIND),
+                      name_of(CLI_OPT_STATE_CONTENT_BYTES));
             return false;
         }
         return true;
     }
     if (!given(f, CLI_OPT_HEAD_SIZE)) {
-        cli_error(CLI_EXIT_USAGE, "%s: --kind %s needs --head-size (elements per head)%s", cmd, kind,
-                  defaults ? ", or give --model FILE" : "");
+        cli_error(CLI_EXIT_USAGE, "%s: %s %s needs %s (elements per head)%s%s%s", cmd, name_of(CLI_OPT_KIND),
+                  kind, name_of(CLI_OPT_HEAD_SIZE), defaults ? ", or give " : "",
+                  defaults ? name_of(CLI_OPT_MODEL) : "", defaults ? " FILE" : "");
         return false;
     }
     if (f->spec.kind == KVRT_SPEC_ATTENTION && !given(f, CLI_OPT_KV_HEADS)) {
-        cli_error(CLI_EXIT_USAGE, "%s: --kind attention needs --kv-heads (the number of KV heads)", cmd);
+        cli_error(CLI_EXIT_USAGE, "%s: %s attention needs %s (the number of KV heads)", cmd,
+                  name_of(CLI_OPT_KIND), name_of(CLI_OPT_KV_HEADS));
         return false;
     }
     return true;
@@ -242,14 +245,15 @@ static int from_file(struct cli_model_flags *f, struct kvrt_model **out)
                                     CLI_OPT_STATE_CONTENT_BYTES};
     for (size_t i = 0; i < sizeof(spec_only) / sizeof(spec_only[0]); i++)
         if (given(f, spec_only[i]))
-            return cli_error(CLI_EXIT_USAGE, "%s: %s cannot be combined with --model, which gives the "
+            return cli_error(CLI_EXIT_USAGE, "%s: %s cannot be combined with %s, which gives the "
                              "layers and their specs (only the cache type, block size and backend "
-                             "override it); drop one of them", f->command, name_of(spec_only[i]));
+                             "override it); drop one of them", f->command, name_of(spec_only[i]),
+                             name_of(CLI_OPT_MODEL));
     struct kvrt_model_options opt;
     kvrt_model_options_default(&opt);
     if (given(f, CLI_OPT_DTYPE) && given(f, CLI_OPT_KV_CACHE_DTYPE))
-        return cli_error(CLI_EXIT_USAGE, "%s: --dtype and --kv-cache-dtype both give the KV-cache type; "
-                         "drop one of them", f->command);
+        return cli_error(CLI_EXIT_USAGE, "%s: %s and %s both give the KV-cache type; "
+                         "drop one of them", f->command, name_of(CLI_OPT_DTYPE), name_of(CLI_OPT_KV_CACHE_DTYPE));
     opt.dtype_given = given(f, CLI_OPT_DTYPE);
     opt.dtype = f->spec.dtype;
     opt.dtype_flag = name_of(opt.dtype_given ? CLI_OPT_DTYPE : CLI_OPT_KV_CACHE_DTYPE);
@@ -268,9 +272,10 @@ static int from_flags(struct cli_model_flags *f, bool defaults, struct kvrt_mode
     static const int file_only[] = {CLI_OPT_KV_CACHE_DTYPE, CLI_OPT_ATTENTION_BACKEND};
     for (size_t i = 0; i < sizeof(file_only) / sizeof(file_only[0]); i++)
         if (given(f, file_only[i]))
-            return cli_error(CLI_EXIT_USAGE, "%s: %s applies to --model FILE (a config.json); with "
-                             "flags, give the cache type with --dtype and the tokens per block with "
-                             "--block-size", f->command, name_of(file_only[i]));
+            return cli_error(CLI_EXIT_USAGE, "%s: %s applies to %s FILE (a config.json); with "
+                             "flags, give the cache type with %s and the tokens per block with "
+                             "%s", f->command, name_of(file_only[i]), name_of(CLI_OPT_MODEL),
+                             name_of(CLI_OPT_DTYPE), name_of(CLI_OPT_BLOCK_SIZE));
     if (!check_flags(f, defaults))
         return CLI_EXIT_USAGE;
     struct kvrt_spec *s = &f->spec;
@@ -327,7 +332,8 @@ int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_mode
                          enum kvrt_layout layout, uint64_t fallback, uint64_t *blocks)
 {
     if (given(f, CLI_OPT_MEMORY) && given(f, CLI_OPT_BLOCKS))
-        return cli_error(CLI_EXIT_USAGE, "%s: give --blocks or --memory, not both", f->command);
+        return cli_error(CLI_EXIT_USAGE, "%s: give %s or %s, not both", f->command, name_of(CLI_OPT_BLOCKS),
+                         name_of(CLI_OPT_MEMORY));
     if (given(f, CLI_OPT_MEMORY)) {
         struct kvrt_group *groups = kvrt_model_placement_groups(m);
         if (!groups)
@@ -344,8 +350,9 @@ int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_mode
         *blocks = fallback;
         return CLI_EXIT_OK;
     }
-    return cli_error(CLI_EXIT_USAGE, "%s: give --blocks (the number of blocks) or --memory (a budget "
-                     "such as 24GiB); see 'kvrt %s --help'", f->command, f->command);
+    return cli_error(CLI_EXIT_USAGE, "%s: give %s (the number of blocks) or %s (a budget "
+                     "such as 24GiB); see 'kvrt %s --help'", f->command, name_of(CLI_OPT_BLOCKS),
+                     name_of(CLI_OPT_MEMORY), f->command);
 }
 
 int cli_layout_or_env(const char *given_as, enum kvrt_layout given_layout, enum kvrt_layout fallback,

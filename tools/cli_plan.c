@@ -152,8 +152,9 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
     }
 parsed:
     if (!req->flags.file && (req->vllm.max_model_len || req->vllm.batched_tokens))
-        return cli_error(CLI_EXIT_USAGE, "plan: --max-model-len and --max-num-batched-tokens need "
-                         "--model FILE (they size vLLM's requests of a model)");
+        return cli_error(CLI_EXIT_USAGE, "plan: %s and %s need %s FILE (they size vLLM's requests of a model)",
+                         cli_option_name(plan_tables, OPT_MAX_MODEL_LEN),
+                         cli_option_name(plan_tables, OPT_BATCHED_TOKENS), cli_option_name(plan_tables, CLI_OPT_MODEL));
     int code = cli_model_build(&req->flags, req->flags.file != NULL, &req->model);
     if (code != CLI_EXIT_OK)
         return code;

@@ -147,7 +147,10 @@ static int parse(int argc, char **argv, struct run_request *r, bool *help)
         case OPT_NO_DECODE: r->decode = false; break;
         case OPT_SEQS: ok = cli_parse_u64(opt->name, v, 1, RUN_MAX_SEQS, &r->seqs); break;
         case OPT_CONTEXT: ok = cli_parse_u64(opt->name, v, 1, RUN_MAX_CONTEXT, &r->context); break;
-        case OPT_Q_HEADS: ok = cli_parse_u64(opt->name, v, 1, 1u << 16, &r->q_heads); r->q_heads_option = opt->name; break;
+        case OPT_Q_HEADS:
+            ok = cli_parse_u64(opt->name, v, 1, 1u << 16, &r->q_heads);
+            r->q_heads_option = opt->name;
+            break;
         case OPT_SEED: ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &r->seed); break;
         }
         if (!ok)

@@ -161,8 +161,8 @@ int xfer_side_set_up(struct xfer_side *s)
     enum kvrt_layout given = KVRT_LAYOUT_LBNHC;
     if (s->layout_name && (rc = kvrt_layout_parse(s->layout_name, &given)) != KVRT_OK)
         return cli_fail_status(rc);
-    if ((code = cli_layout_or_env(s->layout_name ? s->layout_option : NULL, given, KVRT_LAYOUT_LBNHC, &s->layout, &source)) !=
-        CLI_EXIT_OK)
+    if ((code = cli_layout_or_env(s->layout_name ? s->layout_option : NULL, given, KVRT_LAYOUT_LBNHC, &s->layout,
+                                  &source)) != CLI_EXIT_OK)
         return code;
     if ((rc = kvrt_runtime_bind(s->rt, backend, kvrt_layout_name(s->layout), &s->backend)) != KVRT_OK)
         return cli_fail_status(rc);

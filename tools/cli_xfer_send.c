@@ -130,8 +130,8 @@ static int parse(int argc, char **argv, struct send *d, bool *help)
         switch (cli_args_next(&args, send_tables, &opt, &v)) {
         case CLI_NEXT_END:
             if (!d->connect_given)
-                return cli_error(CLI_EXIT_USAGE, "xfer send: --connect ADDR:PORT is required (the address a "
-                                 "'kvrt xfer serve' listens on)");
+                return cli_error(CLI_EXIT_USAGE, "xfer send: %s ADDR:PORT is required (the address a "
+                                 "'kvrt xfer serve' listens on)", cli_option_name(send_tables, XO_CONNECT));
             return CLI_EXIT_OK;
         case CLI_NEXT_HELP: *help = true; return CLI_EXIT_OK;
         case CLI_NEXT_ERROR: return CLI_EXIT_USAGE;
@@ -149,7 +149,10 @@ static int parse(int argc, char **argv, struct send *d, bool *help)
             break;
         case XO_IDS: ok = xfer_parse_ids(opt->name, v, &d->ids, &d->num_ids); break;
         case XO_REMOTE_IDS: ok = xfer_parse_ids(opt->name, v, &d->remote_ids, &d->num_remote); break;
-        case XO_LAYER_RANGE: ok = parse_range(opt->name, v, &d->layer_first, &d->layer_last); d->layers_given = true; break;
+        case XO_LAYER_RANGE:
+            ok = parse_range(opt->name, v, &d->layer_first, &d->layer_last);
+            d->layers_given = true;
+            break;
         case XO_HEADS: ok = parse_heads(opt->name, v, &d->lh, &d->rh, &d->nh); break;
         case XO_PULL: d->pull = true; break;
         case XO_METHOD: ok = parse_method(opt->name, v, &d->method); break;
@@ -232,8 +235,9 @@ static int run(struct send *d)
         memcpy(d->remote_ids, d->ids, d->num_ids * sizeof(*d->ids));
     }
     if (d->num_remote != d->num_ids)
-        return cli_error(CLI_EXIT_USAGE, "xfer send: --ids has %llu blocks but --remote-ids %llu; give the same count",
-                         (unsigned long long)d->num_ids, (unsigned long long)d->num_remote);
+        return cli_error(CLI_EXIT_USAGE, "xfer send: %s has %llu blocks but %s %llu; give the same count",
+                         cli_option_name(send_tables, XO_IDS), (unsigned long long)d->num_ids,
+                         cli_option_name(send_tables, XO_REMOTE_IDS), (unsigned long long)d->num_remote);
     kvrt_xfer_peer *peer;
     int rc = kvrt_xfer_connect(s->agent, d->addr, d->port, &peer);
     if (rc != KVRT_OK)

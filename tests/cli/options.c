@@ -173,6 +173,13 @@ static void check_command(const char *const *words, size_t nwords, const struct 
     tables[n] = NULL;
     if (n > 0)
         check_shown(what, help, tables);
+    /* The parser keeps "given once" in one bit per row of an unsigned long. */
+    size_t rows = 0;
+    for (size_t t = 0; c->options && c->options[t]; t++)
+        for (const struct cli_option *o = c->options[t]; o->name; o++)
+            rows++;
+    if (c->options)
+        tap_ok(rows <= 8 * sizeof(unsigned long), "%s: %zu rows, within what the parser tracks", what, rows);
     /* xfer serve and send are documented in xfer's section. */
     char *section = man_section(man, words[0]);
     for (size_t t = 0; c->options && c->options[t]; t++)
