@@ -25,12 +25,19 @@ enum cli_exit {
     CLI_EXIT_NODEV = 4,
 };
 
+struct cli_option;
+
 /* One subcommand.  `run` gets argv with argv[0] = the subcommand name. */
 struct cli_command {
     const char *name;
     const char *summary;
     int (*run)(int argc, char **argv);
     void (*help)(FILE *out);
+    /* The option tables its parser reads (NULL-terminated; NULL: none), so
+     * a test can hold the help and the parser to every row. */
+    const struct cli_option *const *options;
+    /* Commands under this one ("xfer serve"), NULL-terminated; or NULL. */
+    const struct cli_command *const *subcommands;
 };
 
 extern const struct cli_command cli_layouts_command;
@@ -79,19 +86,29 @@ int cli_exit_for_status(int status);
 
 /* ---- options ------------------------------------------------------------ */
 
+/* One row of a command's option table: the parser, the help text and the
+ * messages all take the option's name from here. */
 struct cli_option {
-    const char *name;   /* "--layers" */
-    bool takes_value;
-    bool repeatable;
+    const char *name;    /* "--layers" */
+    const char *metavar; /* "L" when the option takes a value; NULL for a switch */
     int id;
+    bool repeatable;
+    const char *help;    /* for --help; each '\n' goes on under the text column */
 };
+
+#define CLI_OPTIONS_END {NULL, NULL, 0, false, NULL}
+
+/* --help is answered by the parser itself (CLI_NEXT_HELP, also for "-h");
+ * this row only shows it in a table's help. */
+#define CLI_OPT_HELP (-1)
+#define CLI_HELP_ROW {"--help", NULL, CLI_OPT_HELP, false, "show this help"}
 
 struct cli_args {
     const char *command; /* for messages: "plan" */
     int argc;
     char **argv;
     int next;            /* index of the next unread argument */
-    unsigned long seen;  /* bit i: option i of the table was given */
+    unsigned long seen;  /* bit i: row i of the tables (counted across them) was given */
 };
 
 enum cli_next {
@@ -103,11 +120,23 @@ enum cli_next {
 
 void cli_args_init(struct cli_args *a, const char *command, int argc, char **argv);
 
-/* The next option of `table` (terminated by a NULL name).  Accepts
- * "--name value" and "--name=value"; refuses unknown options, positional
- * arguments, missing values and non-repeatable options given twice. */
-enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *table,
+/* The next option of `tables` (a NULL-terminated list of tables, each ended
+ * by CLI_OPTIONS_END).  The first row that names an option wins, so a
+ * command can describe a shared option in its own words ahead of the shared
+ * table.  Accepts "--name value" and "--name=value"; refuses unknown
+ * options, positional arguments, missing values and non-repeatable options
+ * given twice. */
+enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *const *tables,
                             const struct cli_option **opt, const char **value);
+
+/* The name of option `id` in `tables` (NULL when none has it), for messages
+ * about an option other than the one being parsed. */
+const char *cli_option_name(const struct cli_option *const *tables, int id);
+
+/* The rows of `table` as help lines: "  --name METAVAR" padded to `column`
+ * (or followed by two spaces when it reaches it), then the help text, its
+ * further lines indented to `column`. */
+void cli_print_options(FILE *out, const struct cli_option *table, int column);
 
 /* Strict unsigned parse: decimal digits only, the whole string, within
  * [min, max].  Prints the error and returns false otherwise. */

@@ -1,5 +1,6 @@
-/* Option parsing shared by every subcommand: strict, and every refusal says
- * which argument was wrong and where to look for the valid ones. */
+/* Option parsing shared by every subcommand, from its option tables: strict,
+ * and every refusal says which argument was wrong and where to look for the
+ * valid ones.  The same tables print the option lists of the help. */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,7 +16,20 @@ void cli_args_init(struct cli_args *a, const char *command, int argc, char **arg
     a->seen = 0;
 }
 
-enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *table,
+static const struct cli_option *find(const struct cli_option *const *tables, const char *arg,
+                                     size_t len, size_t *index)
+{
+    size_t i = 0;
+    for (size_t t = 0; tables[t]; t++)
+        for (const struct cli_option *o = tables[t]; o->name; o++, i++)
+            if (strlen(o->name) == len && strncmp(o->name, arg, len) == 0) {
+                *index = i;
+                return o;
+            }
+    return NULL;
+}
+
+enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *const *tables,
                             const struct cli_option **opt, const char **value)
 {
     if (a->next >= a->argc)
@@ -30,40 +44,61 @@ enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *table,
     }
     const char *eq = strchr(arg, '=');
     size_t name_len = eq ? (size_t)(eq - arg) : strlen(arg);
-    for (size_t i = 0; table[i].name; i++) {
-        const struct cli_option *o = &table[i];
-        if (strlen(o->name) != name_len || strncmp(o->name, arg, name_len) != 0)
-            continue;
-        if (!o->repeatable && i < 8 * sizeof(a->seen)) {
-            if (a->seen & (1UL << i)) {
-                cli_error(CLI_EXIT_USAGE, "%s: option %s is given twice; give it once",
-                          a->command, o->name);
-                return CLI_NEXT_ERROR;
-            }
-            a->seen |= 1UL << i;
-        }
-        *opt = o;
-        *value = NULL;
-        if (!o->takes_value) {
-            if (eq) {
-                cli_error(CLI_EXIT_USAGE, "%s: option %s takes no value, but \"%s\" was given",
-                          a->command, o->name, eq + 1);
-                return CLI_NEXT_ERROR;
-            }
-        } else if (eq) {
-            *value = eq + 1;
-        } else if (a->next < a->argc) {
-            *value = a->argv[a->next++];
-        } else {
-            cli_error(CLI_EXIT_USAGE, "%s: option %s needs a value (see 'kvrt %s --help')",
-                      a->command, o->name, a->command);
+    size_t i = 0;
+    const struct cli_option *o = find(tables, arg, name_len, &i);
+    if (!o) {
+        cli_error(CLI_EXIT_USAGE, "%s: unknown option \"%.*s\" (see 'kvrt %s --help' for the valid "
+                  "options)", a->command, (int)name_len, arg, a->command);
+        return CLI_NEXT_ERROR;
+    }
+    if (!o->repeatable && i < 8 * sizeof(a->seen)) {
+        if (a->seen & (1UL << i)) {
+            cli_error(CLI_EXIT_USAGE, "%s: option %s is given twice; give it once", a->command, o->name);
             return CLI_NEXT_ERROR;
         }
-        return CLI_NEXT_OPTION;
+        a->seen |= 1UL << i;
     }
-    cli_error(CLI_EXIT_USAGE, "%s: unknown option \"%.*s\" (see 'kvrt %s --help' for the valid "
-              "options)", a->command, (int)name_len, arg, a->command);
-    return CLI_NEXT_ERROR;
+    *opt = o;
+    *value = NULL;
+    if (!o->metavar) {
+        if (eq) {
+            cli_error(CLI_EXIT_USAGE, "%s: option %s takes no value, but \"%s\" was given",
+                      a->command, o->name, eq + 1);
+            return CLI_NEXT_ERROR;
+        }
+    } else if (eq) {
+        *value = eq + 1;
+    } else if (a->next < a->argc) {
+        *value = a->argv[a->next++];
+    } else {
+        cli_error(CLI_EXIT_USAGE, "%s: option %s needs a value (see 'kvrt %s --help')",
+                  a->command, o->name, a->command);
+        return CLI_NEXT_ERROR;
+    }
+    return CLI_NEXT_OPTION;
+}
+
+const char *cli_option_name(const struct cli_option *const *tables, int id)
+{
+    for (size_t t = 0; tables[t]; t++)
+        for (const struct cli_option *o = tables[t]; o->name; o++)
+            if (o->id == id)
+                return o->name;
+    return NULL;
+}
+
+void cli_print_options(FILE *out, const struct cli_option *table, int column)
+{
+    for (const struct cli_option *o = table; o->name; o++) {
+        int used = fprintf(out, "  %s%s%s", o->name, o->metavar ? " " : "", o->metavar ? o->metavar : "");
+        fprintf(out, "%*s", used < column ? column - used : 2, "");
+        for (const char *p = o->help; *p; p++) {
+            fputc(*p, out);
+            if (*p == '\n')
+                fprintf(out, "%*s", column, "");
+        }
+        fputc('\n', out);
+    }
 }
 
 bool cli_parse_u64(const char *option, const char *text, uint64_t min, uint64_t max,

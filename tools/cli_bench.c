@@ -13,6 +13,55 @@
 /* Bytes of the device-copy roofline a plugin measures. */
 #define MEMCPY_BYTES (256ull << 20)
 
+enum bench_opt {
+    OPT_JSON, OPT_BACKEND, OPT_LAYOUT, OPT_OP, OPT_DTYPE, OPT_KV_HEADS, OPT_HEAD_SIZE, OPT_BLOCK_SIZE,
+    OPT_LAYERS, OPT_TOKENS, OPT_PAIRS, OPT_GATHER, OPT_SEQS, OPT_CONTEXT, OPT_Q_HEADS, OPT_REPEAT,
+    OPT_THREADS, OPT_PLOT
+};
+
+static const struct cli_option bench_options[] = {
+    {"--backend", "NAME", OPT_BACKEND, true,
+     "backend to measure; repeat for several (default:\n"
+     "$" KVRT_BACKEND_ENV ", else the first available)"},
+    {"--layout", "NAME", OPT_LAYOUT, true,
+     "layout to measure; repeat for several (default: every\n"
+     "layout the backend declares, or " KVRT_LAYOUT_ENV " when set)"},
+    {"--op", "OP", OPT_OP, true,
+     "write, read, copy_blocks, gather, scatter or decode;\n"
+     "repeat (default: all)"},
+    {"--dtype", "T", OPT_DTYPE, false, "element type (default bf16)"},
+    {"--kv-heads", "H", OPT_KV_HEADS, false, "KV heads (default 8)"},
+    {"--head-size", "D", OPT_HEAD_SIZE, false, "elements per head, K and V (default 128)"},
+    {"--block-size", "N", OPT_BLOCK_SIZE, false, "tokens per block (default 16)"},
+    {"--layers", "L", OPT_LAYERS, false, "layers in the cache (default 4)"},
+    {"--tokens", "T", OPT_TOKENS, false, "tokens written and read per layer (default 4096)"},
+    {"--pairs", "P", OPT_PAIRS, false, "block pairs copied (default 256)"},
+    {"--gather-blocks", "G", OPT_GATHER, false, "random blocks gathered and scattered (default 256)"},
+    {"--seqs", "S", OPT_SEQS, false, "decode: sequences (default 16)"},
+    {"--context", "C", OPT_CONTEXT, false, "decode: tokens per sequence (default 2048)"},
+    {"--q-heads", "Q", OPT_Q_HEADS, false, "decode: query heads (default 32)"},
+    {"--repeat", "N", OPT_REPEAT, false, "timed repetitions (default 5)"},
+    {"--threads", "N", OPT_THREADS, false,
+     "worker threads of the cpu backend (sets KVRT_CPU_THREADS;\n"
+     "default: one per CPU)"},
+    {"--plot", "FILE.svg", OPT_PLOT, false,
+     "also draw a bar chart of GB/s per layout and op, with\n"
+     "the best memcpy sample as a line"},
+    {"--json", NULL, OPT_JSON, false,
+     "print one JSON object: {\"memcpy_gbps\", \"read_gbps\",\n"
+     "\"results\": [{\"backend\", \"op\", \"layout\", \"dtype\",\n"
+     "\"gbps\", \"memcpy_gbps\", \"read_gbps\", \"roofline\"\n"
+     "(\"memcpy\" or \"read\"), \"ratio\" (to that roofline),\n"
+     "\"ratio_to_memcpy\", \"median_gbps\", \"bytes\",\n"
+     "\"seconds\", \"skipped\", \"reason\"}], \"shape\": {...},\n"
+     "\"threads\", \"roofline\", \"roofline_gbps\"}; roofline_gbps\n"
+     "and ratio_to_roofline: a plugin's device-copy roofline"},
+    CLI_HELP_ROW,
+    CLI_OPTIONS_END,
+};
+
+static const struct cli_option *const bench_tables[] = {bench_options, NULL};
+
 static void bench_help(FILE *out)
 {
     fprintf(out,
@@ -42,38 +91,9 @@ static void bench_help(FILE *out)
             "  decode           seqs x context x KV heads x (D + Dv) x element size: the K\n"
             "                   and V bytes one layer's paged decode reads\n"
             "\n"
-            "Options:\n"
-            "  --backend NAME     backend to measure; repeat for several (default:\n"
-            "                     $%s, else the first available)\n"
-            "  --layout NAME      layout to measure; repeat for several (default: every\n"
-            "                     layout the backend declares, or %s when set)\n"
-            "  --op OP            write, read, copy_blocks, gather, scatter or decode;\n"
-            "                     repeat (default: all)\n"
-            "  --dtype T          element type (default bf16)\n"
-            "  --kv-heads H       KV heads (default 8)\n"
-            "  --head-size D      elements per head, K and V (default 128)\n"
-            "  --block-size N     tokens per block (default 16)\n"
-            "  --layers L         layers in the cache (default 4)\n"
-            "  --tokens T         tokens written and read per layer (default 4096)\n"
-            "  --pairs P          block pairs copied (default 256)\n"
-            "  --gather-blocks G  random blocks gathered and scattered (default 256)\n"
-            "  --seqs S           decode: sequences (default 16)\n"
-            "  --context C        decode: tokens per sequence (default 2048)\n"
-            "  --q-heads Q        decode: query heads (default 32)\n"
-            "  --repeat N         timed repetitions (default 5)\n"
-            "  --threads N        worker threads of the cpu backend (sets KVRT_CPU_THREADS;\n"
-            "                     default: one per CPU)\n"
-            "  --plot FILE.svg    also draw a bar chart of GB/s per layout and op, with\n"
-            "                     the best memcpy sample as a line\n"
-            "  --json             print one JSON object: {\"memcpy_gbps\", \"read_gbps\",\n"
-            "                     \"results\": [{\"backend\", \"op\", \"layout\", \"dtype\",\n"
-            "                     \"gbps\", \"memcpy_gbps\", \"read_gbps\", \"roofline\"\n"
-            "                     (\"memcpy\" or \"read\"), \"ratio\" (to that roofline),\n"
-            "                     \"ratio_to_memcpy\", \"median_gbps\", \"bytes\",\n"
-            "                     \"seconds\", \"skipped\", \"reason\"}], \"shape\": {...},\n"
-            "                     \"threads\", \"roofline\", \"roofline_gbps\"}; roofline_gbps\n"
-            "                     and ratio_to_roofline: a plugin's device-copy roofline\n"
-            "  --help             show this help\n"
+            "Options:\n");
+    cli_print_options(out, bench_options, 21);
+    fprintf(out,
             "\n"
             "Environment:\n"
             "  %s  the backend when --backend is not given\n"
@@ -86,36 +106,9 @@ static void bench_help(FILE *out)
             "\n"
             "Example:\n"
             "  kvrt bench --backend cpu --op write --op decode --plot bench.svg\n",
-            KVRT_BACKEND_ENV, KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_LAYOUT_ENV, KVRT_PLUGIN_PATH_ENV);
+            KVRT_BACKEND_ENV, KVRT_LAYOUT_ENV, KVRT_PLUGIN_PATH_ENV);
 }
 
-enum bench_opt {
-    OPT_JSON, OPT_BACKEND, OPT_LAYOUT, OPT_OP, OPT_DTYPE, OPT_KV_HEADS, OPT_HEAD_SIZE, OPT_BLOCK_SIZE,
-    OPT_LAYERS, OPT_TOKENS, OPT_PAIRS, OPT_GATHER, OPT_SEQS, OPT_CONTEXT, OPT_Q_HEADS, OPT_REPEAT,
-    OPT_THREADS, OPT_PLOT
-};
-
-static const struct cli_option bench_options[] = {
-    {"--json", false, false, OPT_JSON},
-    {"--backend", true, true, OPT_BACKEND},
-    {"--layout", true, true, OPT_LAYOUT},
-    {"--op", true, true, OPT_OP},
-    {"--dtype", true, false, OPT_DTYPE},
-    {"--kv-heads", true, false, OPT_KV_HEADS},
-    {"--head-size", true, false, OPT_HEAD_SIZE},
-    {"--block-size", true, false, OPT_BLOCK_SIZE},
-    {"--layers", true, false, OPT_LAYERS},
-    {"--tokens", true, false, OPT_TOKENS},
-    {"--pairs", true, false, OPT_PAIRS},
-    {"--gather-blocks", true, false, OPT_GATHER},
-    {"--seqs", true, false, OPT_SEQS},
-    {"--context", true, false, OPT_CONTEXT},
-    {"--q-heads", true, false, OPT_Q_HEADS},
-    {"--repeat", true, false, OPT_REPEAT},
-    {"--threads", true, false, OPT_THREADS},
-    {"--plot", true, false, OPT_PLOT},
-    {NULL, false, false, 0},
-};
 
 struct bench_request {
     bool json;
@@ -144,7 +137,7 @@ static int parse(int argc, char **argv, struct bench_request *r, bool *help)
     r->sh = (struct bench_shape){KVRT_DTYPE_BF16, 8, 128, 16, 4, 4096, 256, 256, 16, 2048, 32, 5};
     cli_args_init(&args, "bench", argc, argv);
     for (;;) {
-        switch (cli_args_next(&args, bench_options, &opt, &v)) {
+        switch (cli_args_next(&args, bench_tables, &opt, &v)) {
         case CLI_NEXT_END:
             return CLI_EXIT_OK;
         case CLI_NEXT_HELP:
@@ -162,12 +155,12 @@ static int parse(int argc, char **argv, struct bench_request *r, bool *help)
         case OPT_PLOT: r->plot = v; break;
         case OPT_BACKEND:
             if (r->num_backends == MAX_BACKENDS)
-                return cli_error(CLI_EXIT_USAGE, "bench: at most %d --backend options", MAX_BACKENDS);
+                return cli_error(CLI_EXIT_USAGE, "bench: at most %d %s options", MAX_BACKENDS, opt->name);
             r->backends[r->num_backends++] = v;
             break;
         case OPT_LAYOUT:
             if (kvrt_layout_parse(v, &l) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "--layout: %s", kvrt_error_message());
+                return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
             r->layouts[l] = r->any_layout = true;
             break;
         case OPT_OP: {
@@ -175,31 +168,31 @@ static int parse(int argc, char **argv, struct bench_request *r, bool *help)
             while (k < BENCH_NUM_OPS && strcmp(bench_op_names[k], v) != 0)
                 k++;
             if (k == BENCH_NUM_OPS)
-                return cli_error(CLI_EXIT_USAGE, "--op \"%s\" is not an operation: valid ones are write, read, "
-                                 "copy_blocks, gather, scatter, decode", v);
+                return cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not an operation: valid ones are write, read, "
+                                 "copy_blocks, gather, scatter, decode", opt->name, v);
             r->ops[k] = r->any_op = true;
             break;
         }
         case OPT_DTYPE:
             if (kvrt_dtype_parse(v, &r->sh.dtype) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "--dtype: %s", kvrt_error_message());
+                return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
             break;
-        case OPT_KV_HEADS: ok = number("--kv-heads", v, 1u << 16, &r->sh.kv_heads); break;
-        case OPT_HEAD_SIZE: ok = number("--head-size", v, 1u << 16, &r->sh.head_size); break;
-        case OPT_BLOCK_SIZE: ok = number("--block-size", v, 1u << 16, &r->sh.block_size); break;
-        case OPT_LAYERS: ok = number("--layers", v, 4096, &r->sh.layers); break;
-        case OPT_TOKENS: ok = number("--tokens", v, 1u << 24, &r->sh.tokens); break;
-        case OPT_PAIRS: ok = number("--pairs", v, 1u << 20, &r->sh.pairs); break;
-        case OPT_GATHER: ok = number("--gather-blocks", v, 1u << 20, &r->sh.blocks); break;
-        case OPT_SEQS: ok = number("--seqs", v, 4096, &r->sh.seqs); break;
-        case OPT_CONTEXT: ok = number("--context", v, 1u << 24, &r->sh.context); break;
-        case OPT_Q_HEADS: ok = number("--q-heads", v, 1u << 16, &r->sh.q_heads); break;
+        case OPT_KV_HEADS: ok = number(opt->name, v, 1u << 16, &r->sh.kv_heads); break;
+        case OPT_HEAD_SIZE: ok = number(opt->name, v, 1u << 16, &r->sh.head_size); break;
+        case OPT_BLOCK_SIZE: ok = number(opt->name, v, 1u << 16, &r->sh.block_size); break;
+        case OPT_LAYERS: ok = number(opt->name, v, 4096, &r->sh.layers); break;
+        case OPT_TOKENS: ok = number(opt->name, v, 1u << 24, &r->sh.tokens); break;
+        case OPT_PAIRS: ok = number(opt->name, v, 1u << 20, &r->sh.pairs); break;
+        case OPT_GATHER: ok = number(opt->name, v, 1u << 20, &r->sh.blocks); break;
+        case OPT_SEQS: ok = number(opt->name, v, 4096, &r->sh.seqs); break;
+        case OPT_CONTEXT: ok = number(opt->name, v, 1u << 24, &r->sh.context); break;
+        case OPT_Q_HEADS: ok = number(opt->name, v, 1u << 16, &r->sh.q_heads); break;
         case OPT_REPEAT:
-            ok = number("--repeat", v, 1000, &n);
+            ok = number(opt->name, v, 1000, &n);
             r->sh.repeat = (unsigned)n;
             break;
         case OPT_THREADS:
-            ok = number("--threads", v, 1024, &n);
+            ok = number(opt->name, v, 1024, &n);
             if (ok)
                 setenv("KVRT_CPU_THREADS", v, 1);
             break;
@@ -451,4 +444,5 @@ const struct cli_command cli_bench_command = {
     .summary = "measure each operation's GB/s per layout against the machine's memcpy and read limits",
     .run = bench_run,
     .help = bench_help,
+    .options = bench_tables,
 };

@@ -10,6 +10,8 @@
 #include "cli_model.h"
 #include "draw.h"
 
+#define DRAW_TEXT(n) DRAW_TEXT_(n)
+#define DRAW_TEXT_(n) #n
 #define DRAW_DEFAULT_BLOCKS 3
 #define DRAW_MAX_BLOCKS 64
 /* More rows than this make a picture nobody can read. */
@@ -17,6 +19,21 @@
 /* Cells (head x state of a page) the map may hold: each can become a piece
  * and a span, so this bounds the memory and time of building the map. */
 #define DRAW_MAX_CELLS (1u << 21)
+
+enum draw_opt { OPT_LAYOUT, OPT_SVG, OPT_ASCII };
+
+/* --blocks is the model option, described here as draw uses it. */
+static const struct cli_option draw_options[] = {
+    {"--layout", "NAME", OPT_LAYOUT, false, "layout or alias (default: $" KVRT_LAYOUT_ENV " if set, else LBNHC)"},
+    {"--blocks", "B", CLI_OPT_BLOCKS, false,
+     "blocks in the drawn cache (default " DRAW_TEXT(DRAW_DEFAULT_BLOCKS) ", at most " DRAW_TEXT(DRAW_MAX_BLOCKS) ")"},
+    {"--svg", "FILE", OPT_SVG, false, "write the picture as SVG"},
+    {"--ascii", NULL, OPT_ASCII, false, "print the map on stdout (64 cells per row)"},
+    CLI_HELP_ROW,
+    CLI_OPTIONS_END,
+};
+
+static const struct cli_option *const draw_tables[] = {draw_options, cli_model_options, NULL};
 
 static void draw_help(FILE *out)
 {
@@ -39,13 +56,11 @@ static void draw_help(FILE *out)
             "piece holds one head), data-offset and data-length (bytes), so the picture\n"
             "can be checked against 'kvrt plan --json'.\n"
             "\n"
-            "Options:\n"
-            "  --layout NAME   layout or alias (default: $%s if set, else LBNHC)\n"
-            "  --blocks B      blocks in the drawn cache (default %d, at most %d)\n"
-            "  --svg FILE      write the picture as SVG\n"
-            "  --ascii         print the map on stdout (64 cells per row)\n"
-            "  --help          show this help\n"
-            "%s"
+            "Options:\n",
+            DRAW_DEFAULT_BLOCKS);
+    cli_print_options(out, draw_options, 18);
+    cli_model_print_options(out);
+    fprintf(out,
             "(--memory does not apply here.)\n"
             "\n"
             "Environment:\n"
@@ -54,7 +69,6 @@ static void draw_help(FILE *out)
             "Examples:\n"
             "  kvrt draw --layout BLHNC --model examples/models/llama-3.1-8b.json --svg blhnc.svg\n"
             "  kvrt draw --layout LBNHC --layers 2 --kv-heads 2 --head-size 8 --block-size 4 --ascii\n",
-            DRAW_DEFAULT_BLOCKS, KVRT_LAYOUT_ENV, DRAW_DEFAULT_BLOCKS, DRAW_MAX_BLOCKS, cli_model_options_help,
             KVRT_LAYOUT_ENV);
 }
 
@@ -92,24 +106,17 @@ static int check_size(const kvrt_placement *p)
 
 static int draw_run(int argc, char **argv)
 {
-    enum { OPT_LAYOUT, OPT_SVG, OPT_ASCII };
-    static const struct cli_option options[] = {
-        {"--layout", true, false, OPT_LAYOUT},
-        {"--svg", true, false, OPT_SVG},
-        {"--ascii", false, false, OPT_ASCII},
-        CLI_MODEL_OPTION_ROWS,
-        {NULL, false, false, 0},
-    };
     struct cli_args args;
     struct cli_model_flags flags;
     const struct cli_option *opt;
     const char *v, *svg = NULL, *source;
-    bool ascii = false, layout_given = false, ok;
+    const char *layout_given_as = NULL; /* the option that gave the layout */
+    bool ascii = false, ok;
     enum kvrt_layout layout = KVRT_LAYOUT_LBNHC;
     cli_model_flags_init(&flags, "draw");
     cli_args_init(&args, "draw", argc, argv);
     for (bool done = false; !done;) {
-        switch (cli_args_next(&args, options, &opt, &v)) {
+        switch (cli_args_next(&args, draw_tables, &opt, &v)) {
         case CLI_NEXT_END:
             done = true;
             continue;
@@ -121,13 +128,13 @@ static int draw_run(int argc, char **argv)
         case CLI_NEXT_OPTION:
             break;
         }
-        if (cli_model_flags_apply(&flags, opt->id, v, &ok)) {
+        if (cli_model_flags_apply(&flags, opt, v, &ok)) {
             if (!ok)
                 return CLI_EXIT_USAGE;
         } else if (opt->id == OPT_LAYOUT) {
             if (kvrt_layout_parse(v, &layout) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "--layout: %s", kvrt_error_message());
-            layout_given = true;
+                return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
+            layout_given_as = opt->name;
         } else if (opt->id == OPT_SVG) {
             svg = v;
         } else {
@@ -135,17 +142,20 @@ static int draw_run(int argc, char **argv)
         }
     }
     if (!svg && !ascii)
-        return cli_error(CLI_EXIT_USAGE, "draw: give --svg FILE, --ascii, or both (see 'kvrt draw --help')");
+        return cli_error(CLI_EXIT_USAGE, "draw: give %s FILE, %s, or both (see 'kvrt draw --help')",
+                         cli_option_name(draw_tables, OPT_SVG), cli_option_name(draw_tables, OPT_ASCII));
     if (cli_model_flag_given(&flags, CLI_OPT_MEMORY))
-        return cli_error(CLI_EXIT_USAGE, "draw: --memory does not apply; the picture shows --blocks blocks "
-                         "(default %d)", DRAW_DEFAULT_BLOCKS);
+        return cli_error(CLI_EXIT_USAGE, "draw: %s does not apply; the picture shows %s blocks (default %d)",
+                         cli_option_name(draw_tables, CLI_OPT_MEMORY), cli_option_name(draw_tables, CLI_OPT_BLOCKS),
+                         DRAW_DEFAULT_BLOCKS);
     if (cli_model_flag_given(&flags, CLI_OPT_BLOCKS) && flags.blocks > DRAW_MAX_BLOCKS)
-        return cli_error(CLI_EXIT_USAGE, "--blocks \"%" PRIu64 "\" is too many to draw: give 1 to %d (the "
-                         "layout repeats, a few blocks show it)", flags.blocks, DRAW_MAX_BLOCKS);
+        return cli_error(CLI_EXIT_USAGE, "%s \"%" PRIu64 "\" is too many to draw: give 1 to %d (the "
+                         "layout repeats, a few blocks show it)", cli_option_name(draw_tables, CLI_OPT_BLOCKS),
+                         flags.blocks, DRAW_MAX_BLOCKS);
     struct kvrt_model *m = NULL;
     int code = cli_model_build(&flags, true, &m);
     if (code == CLI_EXIT_OK)
-        code = cli_layout_or_env(layout_given, layout, KVRT_LAYOUT_LBNHC, &layout, &source);
+        code = cli_layout_or_env(layout_given_as, layout, KVRT_LAYOUT_LBNHC, &layout, &source);
     uint64_t blocks = cli_model_flag_given(&flags, CLI_OPT_BLOCKS) ? flags.blocks : DRAW_DEFAULT_BLOCKS;
     kvrt_placement *p = NULL;
     struct draw_map map;
@@ -184,4 +194,5 @@ const struct cli_command cli_draw_command = {
     .summary = "draw the memory map of the first blocks as SVG or text",
     .run = draw_run,
     .help = draw_help,
+    .options = draw_tables,
 };

@@ -15,6 +15,23 @@
 
 #define MAX_BACKENDS 8
 
+enum explain_opt { OPT_JSON, OPT_BACKEND, OPT_PREFER };
+
+static const struct cli_option explain_options[] = {
+    {"--backend", "NAME", OPT_BACKEND, true,
+     "a backend that touches the cache; repeat for several (a\n"
+     "GPU backend and a transfer engine, say).  Default:\n"
+     "$" KVRT_BACKEND_ENV ", else the first available backend"},
+    {"--prefer", "LAYOUT", OPT_PREFER, false, "a soft preference (e.g. a KV-transfer connector's)"},
+    {"--json", NULL, OPT_JSON, false,
+     "print one JSON object: backends, steps (the raw trace,\n"
+     "one object per step), layout, refused, error, layouts"},
+    CLI_HELP_ROW,
+    CLI_OPTIONS_END,
+};
+
+static const struct cli_option *const explain_tables[] = {explain_options, cli_model_options, NULL};
+
 static void explain_help(FILE *out)
 {
     fprintf(out,
@@ -36,15 +53,11 @@ static void explain_help(FILE *out)
             "model's placement, so you can see why any other layout was not chosen.\n"
             "Nothing is allocated and no device code runs.\n"
             "\n"
-            "Options:\n"
-            "  --backend NAME   a backend that touches the cache; repeat for several (a\n"
-            "                   GPU backend and a transfer engine, say).  Default:\n"
-            "                   $%s, else the first available backend\n"
-            "  --prefer LAYOUT  a soft preference (e.g. a KV-transfer connector's)\n"
-            "  --json           print one JSON object: backends, steps (the raw trace,\n"
-            "                   one object per step), layout, refused, error, layouts\n"
-            "  --help           show this help\n"
-            "%s"
+            "Options:\n",
+            KVRT_LAYOUT_ENV);
+    cli_print_options(out, explain_options, 19);
+    cli_model_print_options(out);
+    fprintf(out,
             "(--blocks and --memory are accepted and ignored here.)\n"
             "\n"
             "Environment:\n"
@@ -57,8 +70,7 @@ static void explain_help(FILE *out)
             "\n"
             "Example:\n"
             "  VLLM_KV_CACHE_LAYOUT=HND kvrt explain --model examples/models/qwen3-next-80b-a3b.json\n",
-            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, cli_model_options_help, KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV,
-            KVRT_PLUGIN_PATH_ENV);
+            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV);
 }
 
 struct explain {
@@ -122,14 +134,6 @@ static int section_of(enum kvrt_trace_kind kind)
 
 static int parse(int argc, char **argv, struct explain *e, bool *help)
 {
-    enum { OPT_JSON, OPT_BACKEND, OPT_PREFER };
-    static const struct cli_option options[] = {
-        {"--json", false, false, OPT_JSON},
-        {"--backend", true, true, OPT_BACKEND},
-        {"--prefer", true, false, OPT_PREFER},
-        CLI_MODEL_OPTION_ROWS,
-        {NULL, false, false, 0},
-    };
     struct cli_args args;
     const struct cli_option *opt;
     const char *v;
@@ -137,7 +141,7 @@ static int parse(int argc, char **argv, struct explain *e, bool *help)
     cli_model_flags_init(&e->flags, "explain");
     cli_args_init(&args, "explain", argc, argv);
     for (;;) {
-        switch (cli_args_next(&args, options, &opt, &v)) {
+        switch (cli_args_next(&args, explain_tables, &opt, &v)) {
         case CLI_NEXT_END:
             return CLI_EXIT_OK;
         case CLI_NEXT_HELP:
@@ -148,7 +152,7 @@ static int parse(int argc, char **argv, struct explain *e, bool *help)
         case CLI_NEXT_OPTION:
             break;
         }
-        if (cli_model_flags_apply(&e->flags, opt->id, v, &ok)) {
+        if (cli_model_flags_apply(&e->flags, opt, v, &ok)) {
             if (!ok)
                 return CLI_EXIT_USAGE;
             continue;
@@ -158,10 +162,10 @@ static int parse(int argc, char **argv, struct explain *e, bool *help)
         } else if (opt->id == OPT_PREFER) {
             enum kvrt_layout l;
             if (kvrt_layout_parse(v, &l) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "--prefer: %s", kvrt_error_message());
+                return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
             e->prefer = v;
         } else if (e->num_backends == MAX_BACKENDS) {
-            return cli_error(CLI_EXIT_USAGE, "explain: at most %d --backend options", MAX_BACKENDS);
+            return cli_error(CLI_EXIT_USAGE, "explain: at most %d %s options", MAX_BACKENDS, opt->name);
         } else {
             e->backends[e->num_backends++] = v;
         }
@@ -376,6 +380,7 @@ static int explain_run(int argc, char **argv)
     int rc = KVRT_OK;
     if (code == CLI_EXIT_OK && (rc = kvrt_runtime_open(NULL, &e.rt)) != KVRT_OK)
         code = cli_fail_status(rc);
+    char given[64];
     if (code == CLI_EXIT_OK && e.num_backends == 0) {
         const char *name = NULL;
         if ((rc = kvrt_runtime_default_backend(e.rt, &name)) != KVRT_OK)
@@ -388,7 +393,8 @@ static int explain_run(int argc, char **argv)
                                : "the first available in priority order cuda, rocm, opencl, others, cpu, "
                                  "then backends whose device is the host CPU";
     } else {
-        e.backend_source = "given with --backend";
+        snprintf(given, sizeof(given), "given with %s", cli_option_name(explain_tables, OPT_BACKEND));
+        e.backend_source = given;
     }
     for (size_t b = 0; code == CLI_EXIT_OK && b < e.num_backends; b++) {
         size_t i;
@@ -431,4 +437,5 @@ const struct cli_command cli_explain_command = {
     .summary = "explain step by step which layout would be chosen, and why not the others",
     .run = explain_run,
     .help = explain_help,
+    .options = explain_tables,
 };

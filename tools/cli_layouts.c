@@ -9,6 +9,16 @@
 
 static const char axis_letters[KVRT_NUM_AXES] = {'L', 'B', 'H', 'N', 'C'};
 
+enum layouts_opt { OPT_JSON };
+
+static const struct cli_option layouts_options[] = {
+    {"--json", NULL, OPT_JSON, false, "print one JSON object instead of a table"},
+    CLI_HELP_ROW,
+    CLI_OPTIONS_END,
+};
+
+static const struct cli_option *const layouts_tables[] = {layouts_options, NULL};
+
 static void layouts_help(FILE *out)
 {
     fprintf(out,
@@ -19,9 +29,9 @@ static void layouts_help(FILE *out)
             "per-layer [B, H, N, C] view, the four properties derived from the stride\n"
             "order, and the accepted aliases.\n"
             "\n"
-            "Options:\n"
-            "  --json   print one JSON object instead of a table\n"
-            "  --help   show this help\n"
+            "Options:\n");
+    cli_print_options(out, layouts_options, 11);
+    fprintf(out,
             "\n"
             "Environment:\n"
             "  none read; every name listed here is a valid value of %s\n"
@@ -129,18 +139,13 @@ static int print_json(void)
 
 static int layouts_run(int argc, char **argv)
 {
-    enum { OPT_JSON };
-    static const struct cli_option options[] = {
-        {"--json", false, false, OPT_JSON},
-        {NULL, false, false, 0},
-    };
     struct cli_args args;
     const struct cli_option *opt;
     const char *value;
     bool json = false;
     cli_args_init(&args, "layouts", argc, argv);
     for (;;) {
-        switch (cli_args_next(&args, options, &opt, &value)) {
+        switch (cli_args_next(&args, layouts_tables, &opt, &value)) {
         case CLI_NEXT_END:
             return json ? print_json() : print_table();
         case CLI_NEXT_HELP:
@@ -160,4 +165,5 @@ const struct cli_command cli_layouts_command = {
     .summary = "list the six layouts, their orders, properties and aliases",
     .run = layouts_run,
     .help = layouts_help,
+    .options = layouts_tables,
 };

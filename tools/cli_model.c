@@ -11,43 +11,59 @@
 /* Sizes stay below KVRT_UNSET and within JSON's signed integers. */
 #define MAX_SIZE ((uint64_t)INT64_MAX)
 
-const char cli_model_options_help[] =
-    "Model (a file, or one group of same-shaped layers from flags):\n"
-    "  --model FILE             a Hugging Face config.json (or a folder holding one),\n"
-    "                           or a kvrt model file (docs/model-format.md)\n"
-    "  --layers L               number of same-shaped layers (1..65536)\n"
-    "  --kind KIND              attention (default), mla or state\n"
-    "  --kv-heads H             KV heads (attention; default 1 for mla)\n"
-    "  --head-size D            elements per head (attention and mla)\n"
-    "  --head-size-v V          elements of a V vector (default D; mla: 0)\n"
-    "  --dtype T                fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, uint8\n"
-    "                           (also float32, float16, bfloat16); with --model the\n"
-    "                           KV-cache type, like --kv-cache-dtype\n"
-    "  --kv-cache-dtype T       with --model, as vLLM's flag: auto (the model dtype,\n"
-    "                           default), bf16, fp16, fp8 (= fp8_e4m3), fp8_e4m3,\n"
-    "                           fp8_e5m2\n"
-    "  --attention-backend B    with --model, the vLLM backend where it changes the\n"
-    "                           block size: FLASH_ATTN, FLASHINFER, TRITON_ATTN,\n"
-    "                           FLASHMLA (MLA default, 64), CUTLASS_MLA (128),\n"
-    "                           FLASHINFER_MLA (32 or 64), TRITON_MLA,\n"
-    "                           FLASHMLA_SPARSE (DeepSeek-V3.2, 64)\n"
-    "  --block-size N           tokens per block; with --model it replaces vLLM's\n"
-    "                           default of 16 (backends and hybrid models may raise it)\n"
-    "  --tokens-per-state P[/Q] tokens stored per state (default 1; 1/2 = two states\n"
-    "                           per token)\n"
-    "  --page-size-padded P     pad each page to P bytes\n"
-    "  --head-slots S           head slots if not one per KV head\n"
-    "  --state-content-bytes C  bytes per cell (--kind state: the bytes of the\n"
-    "                           layer's state tensors; no head options, no dtype)\n"
-    "  --blocks B               blocks in the cache\n"
-    "  --memory SIZE            as many blocks as fit in SIZE bytes (suffixes KiB,\n"
-    "                           MiB, GiB, TiB; e.g. 24GiB); replaces --blocks\n";
-
-static const char *const option_names[CLI_MODEL_NUM_OPTS] = {
-    "--model", "--layers", "--kind", "--kv-heads", "--head-size", "--head-size-v", "--dtype",
-    "--block-size", "--tokens-per-state", "--page-size-padded", "--head-slots",
-    "--state-content-bytes", "--blocks", "--memory", "--kv-cache-dtype", "--attention-backend",
+const struct cli_option cli_model_options[] = {
+    {"--model", "FILE", CLI_OPT_MODEL, false,
+     "a Hugging Face config.json (or a folder holding one),\n"
+     "or a kvrt model file (docs/model-format.md)"},
+    {"--layers", "L", CLI_OPT_LAYERS, false, "number of same-shaped layers (1..65536)"},
+    {"--kind", "KIND", CLI_OPT_KIND, false, "attention (default), mla or state"},
+    {"--kv-heads", "H", CLI_OPT_KV_HEADS, false, "KV heads (attention; default 1 for mla)"},
+    {"--head-size", "D", CLI_OPT_HEAD_SIZE, false, "elements per head (attention and mla)"},
+    {"--head-size-v", "V", CLI_OPT_HEAD_SIZE_V, false, "elements of a V vector (default D; mla: 0)"},
+    {"--dtype", "T", CLI_OPT_DTYPE, false,
+     "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, uint8\n"
+     "(also float32, float16, bfloat16); with --model the\n"
+     "KV-cache type, like --kv-cache-dtype"},
+    {"--kv-cache-dtype", "T", CLI_OPT_KV_CACHE_DTYPE, false,
+     "with --model, as vLLM's flag: auto (the model dtype,\n"
+     "default), bf16, fp16, fp8 (= fp8_e4m3), fp8_e4m3,\n"
+     "fp8_e5m2"},
+    {"--attention-backend", "B", CLI_OPT_ATTENTION_BACKEND, false,
+     "with --model, the vLLM backend where it changes the\n"
+     "block size: FLASH_ATTN, FLASHINFER, TRITON_ATTN,\n"
+     "FLASHMLA (MLA default, 64), CUTLASS_MLA (128),\n"
+     "FLASHINFER_MLA (32 or 64), TRITON_MLA,\n"
+     "FLASHMLA_SPARSE (DeepSeek-V3.2, 64)"},
+    {"--block-size", "N", CLI_OPT_BLOCK_SIZE, false,
+     "tokens per block; with --model it replaces vLLM's\n"
+     "default of 16 (backends and hybrid models may raise it)"},
+    {"--tokens-per-state", "P[/Q]", CLI_OPT_TOKENS_PER_STATE, false,
+     "tokens stored per state (default 1; 1/2 = two states\n"
+     "per token)"},
+    {"--page-size-padded", "P", CLI_OPT_PAGE_SIZE_PADDED, false, "pad each page to P bytes"},
+    {"--head-slots", "S", CLI_OPT_HEAD_SLOTS, false, "head slots if not one per KV head"},
+    {"--state-content-bytes", "C", CLI_OPT_STATE_CONTENT_BYTES, false,
+     "bytes per cell (--kind state: the bytes of the\n"
+     "layer's state tensors; no head options, no dtype)"},
+    {"--blocks", "B", CLI_OPT_BLOCKS, false, "blocks in the cache"},
+    {"--memory", "SIZE", CLI_OPT_MEMORY, false,
+     "as many blocks as fit in SIZE bytes (suffixes KiB,\n"
+     "MiB, GiB, TiB; e.g. 24GiB); replaces --blocks"},
+    CLI_OPTIONS_END,
 };
+
+static const struct cli_option *const model_tables[] = {cli_model_options, NULL};
+
+void cli_model_print_options(FILE *out)
+{
+    fputs("Model (a file, or one group of same-shaped layers from flags):\n", out);
+    cli_print_options(out, cli_model_options, 27);
+}
+
+static const char *name_of(int id)
+{
+    return cli_option_name(model_tables, id);
+}
 
 void cli_model_flags_init(struct cli_model_flags *f, const char *command)
 {
@@ -61,7 +77,7 @@ bool cli_model_flag_given(const struct cli_model_flags *f, int id)
     return id >= CLI_MODEL_OPT_FIRST && id < CLI_MODEL_OPT_END && f->given[id - CLI_MODEL_OPT_FIRST];
 }
 
-static bool parse_kind(const char *text, enum kvrt_spec_kind *out)
+static bool parse_kind(const char *option, const char *text, enum kvrt_spec_kind *out)
 {
     for (int k = KVRT_SPEC_ATTENTION; k <= KVRT_SPEC_STATE; k++) {
         if (strcmp(text, kvrt_spec_kind_name((enum kvrt_spec_kind)k)) == 0) {
@@ -69,79 +85,83 @@ static bool parse_kind(const char *text, enum kvrt_spec_kind *out)
             return true;
         }
     }
-    cli_error(CLI_EXIT_USAGE, "--kind \"%s\" is not a spec kind: valid kinds are attention, mla, state",
-              text);
+    cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a spec kind: valid kinds are attention, mla, state",
+              option, text);
     return false;
 }
 
-static bool parse_ratio(const char *text, uint64_t *num, uint64_t *den)
+static bool parse_ratio(const char *option, const char *text, uint64_t *num, uint64_t *den)
 {
     const char *slash = strchr(text, '/');
     if (!slash) {
         *den = 1;
-        return cli_parse_u64("--tokens-per-state", text, 1, MAX_SIZE, num);
+        return cli_parse_u64(option, text, 1, MAX_SIZE, num);
     }
-    char head[32];
+    char head[32], part[64];
     size_t n = (size_t)(slash - text);
     if (n >= sizeof(head)) {
-        cli_error(CLI_EXIT_USAGE, "--tokens-per-state \"%s\" is not P or P/Q with whole numbers", text);
+        cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not P or P/Q with whole numbers", option, text);
         return false;
     }
     memcpy(head, text, n);
     head[n] = '\0';
-    return cli_parse_u64("--tokens-per-state numerator", head, 1, MAX_SIZE, num) &&
-           cli_parse_u64("--tokens-per-state denominator", slash + 1, 1, MAX_SIZE, den);
+    snprintf(part, sizeof(part), "%s numerator", option);
+    if (!cli_parse_u64(part, head, 1, MAX_SIZE, num))
+        return false;
+    snprintf(part, sizeof(part), "%s denominator", option);
+    return cli_parse_u64(part, slash + 1, 1, MAX_SIZE, den);
 }
 
-static bool apply(struct cli_model_flags *f, int id, const char *v)
+static bool apply(struct cli_model_flags *f, const struct cli_option *opt, const char *v)
 {
     struct kvrt_spec *s = &f->spec;
-    switch (id) {
+    const char *name = opt->name;
+    switch (opt->id) {
     case CLI_OPT_MODEL:
         f->file = v;
         return true;
     case CLI_OPT_LAYERS:
-        return cli_parse_u64("--layers", v, 1, KVRT_MODEL_MAX_LAYERS, &f->layers);
+        return cli_parse_u64(name, v, 1, KVRT_MODEL_MAX_LAYERS, &f->layers);
     case CLI_OPT_KIND:
-        return parse_kind(v, &s->kind);
+        return parse_kind(name, v, &s->kind);
     case CLI_OPT_KV_HEADS:
-        return cli_parse_u64("--kv-heads", v, 1, MAX_SIZE, &s->num_kv_heads);
+        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->num_kv_heads);
     case CLI_OPT_HEAD_SIZE:
-        return cli_parse_u64("--head-size", v, 1, MAX_SIZE, &s->head_size);
+        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->head_size);
     case CLI_OPT_HEAD_SIZE_V:
-        return cli_parse_u64("--head-size-v", v, 0, MAX_SIZE, &s->head_size_v);
+        return cli_parse_u64(name, v, 0, MAX_SIZE, &s->head_size_v);
     case CLI_OPT_DTYPE:
         if (kvrt_dtype_parse(v, &s->dtype) != KVRT_OK) {
-            cli_error(CLI_EXIT_USAGE, "--dtype: %s", kvrt_error_message());
+            cli_error(CLI_EXIT_USAGE, "%s: %s", name, kvrt_error_message());
             return false;
         }
         return true;
     case CLI_OPT_BLOCK_SIZE:
-        return cli_parse_u64("--block-size", v, 1, MAX_SIZE, &s->block_size);
+        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->block_size);
     case CLI_OPT_TOKENS_PER_STATE:
-        return parse_ratio(v, &s->tokens_per_state_num, &s->tokens_per_state_den);
+        return parse_ratio(name, v, &s->tokens_per_state_num, &s->tokens_per_state_den);
     case CLI_OPT_PAGE_SIZE_PADDED:
-        return cli_parse_u64("--page-size-padded", v, 1, MAX_SIZE, &s->page_size_padded);
+        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->page_size_padded);
     case CLI_OPT_HEAD_SLOTS:
-        return cli_parse_u64("--head-slots", v, 1, MAX_SIZE, &s->num_head_slots);
+        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->num_head_slots);
     case CLI_OPT_STATE_CONTENT_BYTES:
-        return cli_parse_u64("--state-content-bytes", v, 1, MAX_SIZE, &s->state_content_bytes);
+        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->state_content_bytes);
     case CLI_OPT_BLOCKS:
-        return cli_parse_u64("--blocks", v, 1, MAX_SIZE, &f->blocks);
+        return cli_parse_u64(name, v, 1, MAX_SIZE, &f->blocks);
     case CLI_OPT_MEMORY:
-        return cli_parse_size("--memory", v, &f->memory);
+        return cli_parse_size(name, v, &f->memory);
     case CLI_OPT_KV_CACHE_DTYPE:
         if (!kvrt_model_cache_dtype_parse(v, &f->cache_dtype)) {
-            cli_error(CLI_EXIT_USAGE, "--kv-cache-dtype \"%s\" is not a KV-cache type: valid types are "
-                      "auto, bf16 (bfloat16), fp16 (float16), fp8, fp8_e4m3, fp8_e5m2", v);
+            cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a KV-cache type: valid types are "
+                      "auto, bf16 (bfloat16), fp16 (float16), fp8, fp8_e4m3, fp8_e5m2", name, v);
             return false;
         }
         return true;
     case CLI_OPT_ATTENTION_BACKEND:
         if (!kvrt_model_backend_parse(v, &f->backend)) {
-            cli_error(CLI_EXIT_USAGE, "--attention-backend \"%s\" is not a backend kvrt knows: valid "
+            cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a backend kvrt knows: valid "
                       "backends are FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASHMLA, FLASHMLA_SPARSE, "
-                      "CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA", v);
+                      "CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA", name, v);
             return false;
         }
         return true;
@@ -150,24 +170,20 @@ static bool apply(struct cli_model_flags *f, int id, const char *v)
     }
 }
 
-bool cli_model_flags_apply(struct cli_model_flags *f, int id, const char *value, bool *ok)
+bool cli_model_flags_apply(struct cli_model_flags *f, const struct cli_option *opt, const char *value,
+                           bool *ok)
 {
-    if (id < CLI_MODEL_OPT_FIRST || id >= CLI_MODEL_OPT_END)
+    if (opt->id < CLI_MODEL_OPT_FIRST || opt->id >= CLI_MODEL_OPT_END)
         return false;
-    *ok = apply(f, id, value);
+    *ok = apply(f, opt, value);
     if (*ok)
-        f->given[id - CLI_MODEL_OPT_FIRST] = true;
+        f->given[opt->id - CLI_MODEL_OPT_FIRST] = true;
     return true;
 }
 
 static bool given(const struct cli_model_flags *f, int id)
 {
     return f->given[id - CLI_MODEL_OPT_FIRST];
-}
-
-static const char *name_of(int id)
-{
-    return option_names[id - CLI_MODEL_OPT_FIRST];
 }
 
 /* Options that must or must not appear together, checked once all are read
@@ -182,9 +198,9 @@ static bool check_flags(const struct cli_model_flags *f, bool defaults)
         for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
             if (given(f, required[i]) || (required[i] == CLI_OPT_BLOCKS && given(f, CLI_OPT_MEMORY)))
                 continue;
-            cli_error(CLI_EXIT_USAGE, "%s: %s is required (%s)%s; see 'kvrt %s --help'", cmd,
-                      name_of(required[i]), what[i],
-                      required[i] == CLI_OPT_BLOCKS ? ", or --memory" : "", cmd);
+            cli_error(CLI_EXIT_USAGE, "%s: %s is required (%s)%s%s; see 'kvrt %s --help'", cmd,
+                      name_of(required[i]), what[i], required[i] == CLI_OPT_BLOCKS ? ", or " : "",
+                      required[i] == CLI_OPT_BLOCKS ? name_of(CLI_OPT_MEMORY) : "", cmd);
             return false;
         }
     }
@@ -194,25 +210,28 @@ static bool check_flags(const struct cli_model_flags *f, bool defaults)
                                         CLI_OPT_DTYPE, CLI_OPT_TOKENS_PER_STATE};
         for (size_t i = 0; i < sizeof(head_only) / sizeof(head_only[0]); i++)
             if (given(f, head_only[i])) {
-                cli_error(CLI_EXIT_USAGE, "%s: %s does not apply to --kind state, whose cell is "
-                          "--state-content-bytes opaque bytes (one state per block); drop it", cmd,
-                          name_of(head_only[i]));
+                cli_error(CLI_EXIT_USAGE, "%s: %s does not apply to %s state, whose cell is "
+                          "%s opaque bytes (one state per block); drop it", cmd,
+                          name_of(head_only[i]), name_of(CLI_OPT_KIND), name_of(CLI_OPT_STATE_CONTENT_BYTES));
                 return false;
             }
         if (!given(f, CLI_OPT_STATE_CONTENT_BYTES)) {
-            cli_error(CLI_EXIT_USAGE, "%s: --kind state needs --state-content-bytes (the bytes "
-                      "of the layer's state tensors per block)", cmd);
+            cli_error(CLI_EXIT_USAGE, "%s: %s state needs %s (the bytes "
+                      "of the layer's state tensors per block)", cmd, name_of(CLI_OPT_KIND),
+                      name_of(CLI_OPT_STATE_CONTENT_BYTES));
             return false;
         }
         return true;
     }
     if (!given(f, CLI_OPT_HEAD_SIZE)) {
-        cli_error(CLI_EXIT_USAGE, "%s: --kind %s needs --head-size (elements per head)%s", cmd, kind,
-                  defaults ? ", or give --model FILE" : "");
+        cli_error(CLI_EXIT_USAGE, "%s: %s %s needs %s (elements per head)%s%s%s", cmd, name_of(CLI_OPT_KIND),
+                  kind, name_of(CLI_OPT_HEAD_SIZE), defaults ? ", or give " : "",
+                  defaults ? name_of(CLI_OPT_MODEL) : "", defaults ? " FILE" : "");
         return false;
     }
     if (f->spec.kind == KVRT_SPEC_ATTENTION && !given(f, CLI_OPT_KV_HEADS)) {
-        cli_error(CLI_EXIT_USAGE, "%s: --kind attention needs --kv-heads (the number of KV heads)", cmd);
+        cli_error(CLI_EXIT_USAGE, "%s: %s attention needs %s (the number of KV heads)", cmd,
+                  name_of(CLI_OPT_KIND), name_of(CLI_OPT_KV_HEADS));
         return false;
     }
     return true;
@@ -226,17 +245,18 @@ static int from_file(struct cli_model_flags *f, struct kvrt_model **out)
                                     CLI_OPT_STATE_CONTENT_BYTES};
     for (size_t i = 0; i < sizeof(spec_only) / sizeof(spec_only[0]); i++)
         if (given(f, spec_only[i]))
-            return cli_error(CLI_EXIT_USAGE, "%s: %s cannot be combined with --model, which gives the "
+            return cli_error(CLI_EXIT_USAGE, "%s: %s cannot be combined with %s, which gives the "
                              "layers and their specs (only the cache type, block size and backend "
-                             "override it); drop one of them", f->command, name_of(spec_only[i]));
+                             "override it); drop one of them", f->command, name_of(spec_only[i]),
+                             name_of(CLI_OPT_MODEL));
     struct kvrt_model_options opt;
     kvrt_model_options_default(&opt);
     if (given(f, CLI_OPT_DTYPE) && given(f, CLI_OPT_KV_CACHE_DTYPE))
-        return cli_error(CLI_EXIT_USAGE, "%s: --dtype and --kv-cache-dtype both give the KV-cache type; "
-                         "drop one of them", f->command);
+        return cli_error(CLI_EXIT_USAGE, "%s: %s and %s both give the KV-cache type; "
+                         "drop one of them", f->command, name_of(CLI_OPT_DTYPE), name_of(CLI_OPT_KV_CACHE_DTYPE));
     opt.dtype_given = given(f, CLI_OPT_DTYPE);
     opt.dtype = f->spec.dtype;
-    opt.dtype_flag = opt.dtype_given ? "--dtype" : "--kv-cache-dtype";
+    opt.dtype_flag = name_of(opt.dtype_given ? CLI_OPT_DTYPE : CLI_OPT_KV_CACHE_DTYPE);
     opt.cache_dtype = f->cache_dtype;
     opt.backend = f->backend;
     opt.block_size = given(f, CLI_OPT_BLOCK_SIZE) ? f->spec.block_size : 0;
@@ -252,9 +272,10 @@ static int from_flags(struct cli_model_flags *f, bool defaults, struct kvrt_mode
     static const int file_only[] = {CLI_OPT_KV_CACHE_DTYPE, CLI_OPT_ATTENTION_BACKEND};
     for (size_t i = 0; i < sizeof(file_only) / sizeof(file_only[0]); i++)
         if (given(f, file_only[i]))
-            return cli_error(CLI_EXIT_USAGE, "%s: %s applies to --model FILE (a config.json); with "
-                             "flags, give the cache type with --dtype and the tokens per block with "
-                             "--block-size", f->command, name_of(file_only[i]));
+            return cli_error(CLI_EXIT_USAGE, "%s: %s applies to %s FILE (a config.json); with "
+                             "flags, give the cache type with %s and the tokens per block with "
+                             "%s", f->command, name_of(file_only[i]), name_of(CLI_OPT_MODEL),
+                             name_of(CLI_OPT_DTYPE), name_of(CLI_OPT_BLOCK_SIZE));
     if (!check_flags(f, defaults))
         return CLI_EXIT_USAGE;
     struct kvrt_spec *s = &f->spec;
@@ -311,7 +332,8 @@ int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_mode
                          enum kvrt_layout layout, uint64_t fallback, uint64_t *blocks)
 {
     if (given(f, CLI_OPT_MEMORY) && given(f, CLI_OPT_BLOCKS))
-        return cli_error(CLI_EXIT_USAGE, "%s: give --blocks or --memory, not both", f->command);
+        return cli_error(CLI_EXIT_USAGE, "%s: give %s or %s, not both", f->command, name_of(CLI_OPT_BLOCKS),
+                         name_of(CLI_OPT_MEMORY));
     if (given(f, CLI_OPT_MEMORY)) {
         struct kvrt_group *groups = kvrt_model_placement_groups(m);
         if (!groups)
@@ -328,16 +350,17 @@ int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_mode
         *blocks = fallback;
         return CLI_EXIT_OK;
     }
-    return cli_error(CLI_EXIT_USAGE, "%s: give --blocks (the number of blocks) or --memory (a budget "
-                     "such as 24GiB); see 'kvrt %s --help'", f->command, f->command);
+    return cli_error(CLI_EXIT_USAGE, "%s: give %s (the number of blocks) or %s (a budget "
+                     "such as 24GiB); see 'kvrt %s --help'", f->command, name_of(CLI_OPT_BLOCKS),
+                     name_of(CLI_OPT_MEMORY), f->command);
 }
 
-int cli_layout_or_env(bool was_given, enum kvrt_layout given_layout, enum kvrt_layout fallback,
+int cli_layout_or_env(const char *given_as, enum kvrt_layout given_layout, enum kvrt_layout fallback,
                       enum kvrt_layout *out, const char **source)
 {
-    if (was_given) {
+    if (given_as) {
         *out = given_layout;
-        *source = "--layout";
+        *source = given_as;
         return CLI_EXIT_OK;
     }
     bool set = false;

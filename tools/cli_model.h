@@ -8,6 +8,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include <kvrt/layout.h>
 #include <kvrt/spec.h>
@@ -38,27 +39,13 @@ enum cli_model_opt {
 };
 #define CLI_MODEL_NUM_OPTS (CLI_MODEL_OPT_END - CLI_MODEL_OPT_FIRST)
 
-/* Rows for a command's option table. */
-#define CLI_MODEL_OPTION_ROWS                                         \
-    {"--model", true, false, CLI_OPT_MODEL},                          \
-    {"--layers", true, false, CLI_OPT_LAYERS},                        \
-    {"--kind", true, false, CLI_OPT_KIND},                            \
-    {"--kv-heads", true, false, CLI_OPT_KV_HEADS},                    \
-    {"--head-size", true, false, CLI_OPT_HEAD_SIZE},                  \
-    {"--head-size-v", true, false, CLI_OPT_HEAD_SIZE_V},              \
-    {"--dtype", true, false, CLI_OPT_DTYPE},                          \
-    {"--block-size", true, false, CLI_OPT_BLOCK_SIZE},                \
-    {"--tokens-per-state", true, false, CLI_OPT_TOKENS_PER_STATE},    \
-    {"--page-size-padded", true, false, CLI_OPT_PAGE_SIZE_PADDED},    \
-    {"--head-slots", true, false, CLI_OPT_HEAD_SLOTS},                \
-    {"--state-content-bytes", true, false, CLI_OPT_STATE_CONTENT_BYTES}, \
-    {"--blocks", true, false, CLI_OPT_BLOCKS},                        \
-    {"--memory", true, false, CLI_OPT_MEMORY},                        \
-    {"--kv-cache-dtype", true, false, CLI_OPT_KV_CACHE_DTYPE},        \
-    {"--attention-backend", true, false, CLI_OPT_ATTENTION_BACKEND}
+/* Their table, for a command's list of tables (after its own, which may
+ * describe one of them in its own words: the first row that names an option
+ * wins). */
+extern const struct cli_option cli_model_options[];
 
-/* The help lines for those options (one string, for every command). */
-extern const char cli_model_options_help[];
+/* The heading and the help lines of cli_model_options. */
+void cli_model_print_options(FILE *out);
 
 struct cli_model_flags {
     const char *command;
@@ -74,9 +61,10 @@ struct cli_model_flags {
 
 void cli_model_flags_init(struct cli_model_flags *f, const char *command);
 
-/* true when `id` is a model option; then *ok says whether its value was
- * valid (an error was printed when not). */
-bool cli_model_flags_apply(struct cli_model_flags *f, int id, const char *value, bool *ok);
+/* true when `opt` is a model option (by its id); then *ok says whether its
+ * value was valid (an error naming opt->name was printed when not). */
+bool cli_model_flags_apply(struct cli_model_flags *f, const struct cli_option *opt, const char *value,
+                           bool *ok);
 
 bool cli_model_flag_given(const struct cli_model_flags *f, int id);
 
@@ -95,9 +83,10 @@ int cli_model_build(struct cli_model_flags *f, bool defaults, struct kvrt_model 
 int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_model *m,
                          enum kvrt_layout layout, uint64_t fallback, uint64_t *blocks);
 
-/* The layout: --layout (already parsed, `given`), else VLLM_KV_CACHE_LAYOUT,
- * else `fallback`; *source says which.  Returns a CLI exit status. */
-int cli_layout_or_env(bool given, enum kvrt_layout given_layout, enum kvrt_layout fallback,
+/* The layout: the option named `given_as` (already parsed; NULL: not given),
+ * else VLLM_KV_CACHE_LAYOUT, else `fallback`; *source says which.  Returns a
+ * CLI exit status. */
+int cli_layout_or_env(const char *given_as, enum kvrt_layout given_layout, enum kvrt_layout fallback,
                       enum kvrt_layout *out, const char **source);
 
 /* "attention, bf16, 8 KV heads x 128 (V 128), block 16": one spec for people. */

@@ -16,6 +16,27 @@
 
 static const char axis_letters[KVRT_NUM_AXES] = {'L', 'B', 'H', 'N', 'C'};
 
+enum plan_opt { OPT_JSON, OPT_LAYOUT, OPT_KERNEL_BLOCK_SIZE, OPT_MAX_MODEL_LEN, OPT_BATCHED_TOKENS };
+
+static const struct cli_option plan_options[] = {
+    {"--layout", "NAME", OPT_LAYOUT, false,
+     "layout or alias (default: $" KVRT_LAYOUT_ENV " if set, else LBNHC)"},
+    {"--kernel-block-size", "K", OPT_KERNEL_BLOCK_SIZE, false,
+     "split each block into kernel blocks of K tokens"},
+    {"--max-model-len", "T", OPT_MAX_MODEL_LEN, false,
+     "tokens per request for the concurrency figure\n"
+     "(default: the config's, as vLLM derives it)"},
+    {"--max-num-batched-tokens", "N", OPT_BATCHED_TOKENS, false,
+     "tokens scheduled per step; sliding-window layers\n"
+     "keep window - 1 + N (default 8192, vllm serve on a\n"
+     "GPU of 70 GiB or more)"},
+    {"--json", NULL, OPT_JSON, false, "print one JSON object instead of tables"},
+    CLI_HELP_ROW,
+    CLI_OPTIONS_END,
+};
+
+static const struct cli_option *const plan_tables[] = {plan_options, cli_model_options, NULL};
+
 static void plan_help(FILE *out)
 {
     fprintf(out,
@@ -42,17 +63,10 @@ static void plan_help(FILE *out)
             "cache size: N tokens\" and \"Maximum concurrency for T tokens per request\"\n"
             "(docs/models.md).\n"
             "\n"
-            "Options:\n"
-            "  --layout NAME            layout or alias (default: $%s if set, else LBNHC)\n"
-            "  --kernel-block-size K    split each block into kernel blocks of K tokens\n"
-            "  --max-model-len T        tokens per request for the concurrency figure\n"
-            "                           (default: the config's, as vLLM derives it)\n"
-            "  --max-num-batched-tokens N  tokens scheduled per step; sliding-window layers\n"
-            "                           keep window - 1 + N (default 8192, vllm serve on a\n"
-            "                           GPU of 70 GiB or more)\n"
-            "  --json                   print one JSON object instead of tables\n"
-            "  --help                   show this help\n"
-            "%s"
+            "Options:\n");
+    cli_print_options(out, plan_options, 27);
+    cli_model_print_options(out);
+    fprintf(out,
             "\n"
             "With flags, --layers, --block-size and --blocks (or --memory) are required,\n"
             "--kv-heads and --head-size too for attention, --head-size for mla.\n"
@@ -66,24 +80,12 @@ static void plan_help(FILE *out)
             "  kvrt plan --layout HND --layers 32 --blocks 1024 --block-size 16 \\\n"
             "            --kv-heads 8 --head-size 128 --dtype bf16\n"
             "  kvrt plan --model examples/models/gpt-oss-20b.json --memory 24GiB\n",
-            KVRT_LAYOUT_ENV, cli_model_options_help, KVRT_LAYOUT_ENV);
+            KVRT_LAYOUT_ENV);
 }
-
-enum plan_opt { OPT_JSON, OPT_LAYOUT, OPT_KERNEL_BLOCK_SIZE, OPT_MAX_MODEL_LEN, OPT_BATCHED_TOKENS };
-
-static const struct cli_option plan_options[] = {
-    {"--json", false, false, OPT_JSON},
-    {"--layout", true, false, OPT_LAYOUT},
-    {"--kernel-block-size", true, false, OPT_KERNEL_BLOCK_SIZE},
-    {"--max-model-len", true, false, OPT_MAX_MODEL_LEN},
-    {"--max-num-batched-tokens", true, false, OPT_BATCHED_TOKENS},
-    CLI_MODEL_OPTION_ROWS,
-    {NULL, false, false, 0},
-};
 
 struct plan_request {
     bool json;
-    bool layout_given;
+    const char *layout_given_as; /* the option that gave the layout, or NULL */
     enum kvrt_layout layout;
     const char *layout_source;
     uint64_t kernel_block_size;
@@ -107,7 +109,7 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
     cli_model_flags_init(&req->flags, "plan");
     cli_args_init(&args, "plan", argc, argv);
     for (;;) {
-        switch (cli_args_next(&args, plan_options, &opt, &value)) {
+        switch (cli_args_next(&args, plan_tables, &opt, &value)) {
         case CLI_NEXT_END:
             goto parsed;
         case CLI_NEXT_HELP:
@@ -118,7 +120,7 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
         case CLI_NEXT_OPTION:
             break;
         }
-        if (cli_model_flags_apply(&req->flags, opt->id, value, &ok)) {
+        if (cli_model_flags_apply(&req->flags, opt, value, &ok)) {
             if (!ok)
                 return CLI_EXIT_USAGE;
             continue;
@@ -129,31 +131,34 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
             break;
         case OPT_LAYOUT:
             if (kvrt_layout_parse(value, &req->layout) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "--layout: %s", kvrt_error_message());
-            req->layout_given = true;
+                return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
+            req->layout_given_as = opt->name;
             break;
         case OPT_KERNEL_BLOCK_SIZE:
-            if (!cli_parse_u64("--kernel-block-size", value, 1, (uint64_t)INT64_MAX, &req->kernel_block_size))
+            if (!cli_parse_u64(opt->name, value, 1, (uint64_t)INT64_MAX, &req->kernel_block_size))
                 return CLI_EXIT_USAGE;
             break;
         case OPT_MAX_MODEL_LEN:
-            if (!cli_parse_u64("--max-model-len", value, 1, UINT32_MAX, &req->vllm.max_model_len))
+            if (!cli_parse_u64(opt->name, value, 1, UINT32_MAX, &req->vllm.max_model_len))
                 return CLI_EXIT_USAGE;
+            req->vllm.max_model_len_source = opt->name;
             break;
         case OPT_BATCHED_TOKENS:
-            if (!cli_parse_u64("--max-num-batched-tokens", value, 1, UINT32_MAX, &req->vllm.batched_tokens))
+            if (!cli_parse_u64(opt->name, value, 1, UINT32_MAX, &req->vllm.batched_tokens))
                 return CLI_EXIT_USAGE;
+            req->vllm.batched_tokens_source = opt->name;
             break;
         }
     }
 parsed:
     if (!req->flags.file && (req->vllm.max_model_len || req->vllm.batched_tokens))
-        return cli_error(CLI_EXIT_USAGE, "plan: --max-model-len and --max-num-batched-tokens need "
-                         "--model FILE (they size vLLM's requests of a model)");
+        return cli_error(CLI_EXIT_USAGE, "plan: %s and %s need %s FILE (they size vLLM's requests of a model)",
+                         cli_option_name(plan_tables, OPT_MAX_MODEL_LEN),
+                         cli_option_name(plan_tables, OPT_BATCHED_TOKENS), cli_option_name(plan_tables, CLI_OPT_MODEL));
     int code = cli_model_build(&req->flags, req->flags.file != NULL, &req->model);
     if (code != CLI_EXIT_OK)
         return code;
-    code = cli_layout_or_env(req->layout_given, req->layout, KVRT_LAYOUT_LBNHC, &req->layout,
+    code = cli_layout_or_env(req->layout_given_as, req->layout, KVRT_LAYOUT_LBNHC, &req->layout,
                              &req->layout_source);
     if (code != CLI_EXIT_OK)
         return code;
@@ -356,4 +361,5 @@ const struct cli_command cli_plan_command = {
     .summary = "compute the shape, strides, size and views of a cache or a model's groups",
     .run = plan_run,
     .help = plan_help,
+    .options = plan_tables,
 };

@@ -13,6 +13,8 @@
 struct plan_vllm {
     uint64_t max_model_len;
     uint64_t batched_tokens;
+    const char *max_model_len_source;  /* the options that gave them */
+    const char *batched_tokens_source;
 };
 
 /* Place the model's groups and print them, per group and in total, with

@@ -74,9 +74,9 @@ static int vllm_figures(const struct kvrt_model *m, uint64_t budget, const struc
     uint64_t len = v->max_model_len ? v->max_model_len : m->max_model_len;
     memset(f, 0, sizeof(*f));
     f->have_len = len != 0;
-    f->len_source = v->max_model_len ? "--max-model-len" : m->max_model_len_source;
+    f->len_source = v->max_model_len ? v->max_model_len_source : m->max_model_len_source;
     f->batched = v->batched_tokens ? v->batched_tokens : KVRT_MODEL_DEFAULT_BATCHED_TOKENS;
-    f->batched_source = v->batched_tokens ? "--max-num-batched-tokens"
+    f->batched_source = v->batched_tokens ? v->batched_tokens_source
                                           : "default (vllm serve on a GPU of 70 GiB or more)";
     int rc = kvrt_model_vllm_capacity(m, budget, f->have_len ? len : 1, f->batched, &f->cap, err,
                                       sizeof(err));

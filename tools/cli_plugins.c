@@ -9,6 +9,28 @@
 
 #include "cli.h"
 
+static const struct cli_option plugins_options[] = {
+    {"--json", NULL, 0, false,
+     "print one JSON object with these fields:\n"
+     "plugins: one object per plugin, in search order:\n"
+     "  name, path, version, description, abi (\"MAJOR.MINOR\"),\n"
+     "  layouts (list, best first, or \"any\"), dtypes (list), ops (list\n"
+     "  of write, read, copy_blocks, gather, scatter, decode),\n"
+     "  available (a device answered the probe), device_reason (the\n"
+     "  probe's words when not), device_name, device_type (cpu, gpu,\n"
+     "  accelerator, unknown), memory (host, cuda, rocm, opaque),\n"
+     "  selectable, reason (why not selectable, else empty),\n"
+     "  default (the one binding picks)\n"
+     "skipped: one object per file passed over: path, reason\n"
+     "env: the layout variable: name, value (null when unset),\n"
+     "  valid, error (empty when valid)\n"
+     "default_backend: the backend binding picks, or null"},
+    CLI_HELP_ROW,
+    CLI_OPTIONS_END,
+};
+
+static const struct cli_option *const plugins_tables[] = {plugins_options, NULL};
+
 static void plugins_help(FILE *out)
 {
     fprintf(out,
@@ -30,22 +52,10 @@ static void plugins_help(FILE *out)
             "listed as not selectable, with the reason, so this command still helps\n"
             "when the environment is wrong.\n"
             "\n"
-            "Options:\n"
-            "  --json   print one JSON object with these fields:\n"
-            "           plugins: one object per plugin, in search order:\n"
-            "             name, path, version, description, abi (\"MAJOR.MINOR\"),\n"
-            "             layouts (list, best first, or \"any\"), dtypes (list), ops (list\n"
-            "             of write, read, copy_blocks, gather, scatter, decode),\n"
-            "             available (a device answered the probe), device_reason (the\n"
-            "             probe's words when not), device_name, device_type (cpu, gpu,\n"
-            "             accelerator, unknown), memory (host, cuda, rocm, opaque),\n"
-            "             selectable, reason (why not selectable, else empty),\n"
-            "             default (the one binding picks)\n"
-            "           skipped: one object per file passed over: path, reason\n"
-            "           env: the layout variable: name, value (null when unset),\n"
-            "             valid, error (empty when valid)\n"
-            "           default_backend: the backend binding picks, or null\n"
-            "  --help   show this help\n"
+            "Options:\n",
+            KVRT_LAYOUT_ENV, KVRT_LAYOUT_ENV);
+    cli_print_options(out, plugins_options, 11);
+    fprintf(out,
             "\n"
             "Environment:\n"
             "  %s  the layout a plugin must declare to be selectable\n"
@@ -54,7 +64,7 @@ static void plugins_help(FILE *out)
             "\n"
             "Example:\n"
             "  kvrt plugins --json\n",
-            KVRT_LAYOUT_ENV, KVRT_LAYOUT_ENV, KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV);
+            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV);
 }
 
 /* VLLM_KV_CACHE_LAYOUT as the selection sees it. */
@@ -287,17 +297,13 @@ static void print_human(const kvrt_runtime *rt, const struct env_layout *env, co
 
 static int plugins_run(int argc, char **argv)
 {
-    static const struct cli_option options[] = {
-        {"--json", false, false, 0},
-        {NULL, false, false, 0},
-    };
     struct cli_args args;
     const struct cli_option *opt;
     const char *value;
     bool json = false;
     cli_args_init(&args, "plugins", argc, argv);
     for (bool done = false; !done;) {
-        switch (cli_args_next(&args, options, &opt, &value)) {
+        switch (cli_args_next(&args, plugins_tables, &opt, &value)) {
         case CLI_NEXT_END:
             done = true;
             break;
@@ -335,4 +341,5 @@ const struct cli_command cli_plugins_command = {
     .summary = "list the backend plugins, their declarations and devices, and skipped files",
     .run = plugins_run,
     .help = plugins_help,
+    .options = plugins_tables,
 };

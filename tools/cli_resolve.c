@@ -37,6 +37,28 @@ static void resolve_orders(char *defaults, char *table, size_t size)
     join_names(at, KVRT_NUM_LAYOUTS, table, size);
 }
 
+enum resolve_opt { OPT_JSON, OPT_DECLARE, OPT_PREFER, OPT_MIXED };
+
+static const struct cli_option resolve_options[] = {
+    {"--declare", "NAME=LIST", OPT_DECLARE, true,
+     "backend NAME supports LIST: layouts or aliases,\n"
+     "comma-separated, best first; or \"any\".  Repeat per\n"
+     "backend (none given: the default preference applies)"},
+    {"--prefer", "LAYOUT", OPT_PREFER, false,
+     "a soft preference (e.g. a transfer connector's); if it\n"
+     "is not a candidate, a warning is reported instead"},
+    {"--mixed-shapes", NULL, OPT_MIXED, false,
+     "the layers' specs differ in head slots, states or page\n"
+     "size"},
+    {"--json", NULL, OPT_JSON, false,
+     "print one JSON object: layout, candidates, warning,\n"
+     "env (as spelled, or null), trace (one string per step)"},
+    CLI_HELP_ROW,
+    CLI_OPTIONS_END,
+};
+
+static const struct cli_option *const resolve_tables[] = {resolve_options, NULL};
+
 static void resolve_help(FILE *out)
 {
     char defaults[128], table[128];
@@ -55,17 +77,10 @@ static void resolve_help(FILE *out)
             "preference is only a wish.  Prints the choice, the ranked candidates, and\n"
             "the trace of every step.\n"
             "\n"
-            "Options:\n"
-            "  --declare NAME=LIST  backend NAME supports LIST: layouts or aliases,\n"
-            "                       comma-separated, best first; or \"any\".  Repeat per\n"
-            "                       backend (none given: the default preference applies)\n"
-            "  --prefer LAYOUT      a soft preference (e.g. a transfer connector's); if it\n"
-            "                       is not a candidate, a warning is reported instead\n"
-            "  --mixed-shapes       the layers' specs differ in head slots, states or page\n"
-            "                       size\n"
-            "  --json               print one JSON object: layout, candidates, warning,\n"
-            "                       env (as spelled, or null), trace (one string per step)\n"
-            "  --help               show this help\n"
+            "Options:\n",
+            defaults, table, KVRT_LAYOUT_ENV);
+    cli_print_options(out, resolve_options, 23);
+    fprintf(out,
             "\n"
             "Environment:\n"
             "  %s  the layout the user requires; refused (exit 3) when it\n"
@@ -73,21 +88,21 @@ static void resolve_help(FILE *out)
             "\n"
             "Example:\n"
             "  kvrt resolve --declare cuda=LBNHC,LBHNC --declare cpu=any --prefer HND\n",
-            defaults, table, KVRT_LAYOUT_ENV, KVRT_LAYOUT_ENV);
+            KVRT_LAYOUT_ENV);
 }
 
-/* --declare NAME=LIST into the resolver. */
-static int declare(kvrt_resolver *r, const char *spec)
+/* --declare NAME=LIST into the resolver; `option` names it in messages. */
+static int declare(kvrt_resolver *r, const char *option, const char *spec)
 {
     const char *eq = strchr(spec, '=');
     if (!eq || eq == spec || eq[1] == '\0')
-        return cli_error(CLI_EXIT_USAGE, "--declare \"%s\" is not NAME=LIST: give a backend name, "
-                         "\"=\", and comma-separated layouts or \"any\" (e.g. cuda=LBNHC,LBHNC)", spec);
+        return cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not NAME=LIST: give a backend name, "
+                         "\"=\", and comma-separated layouts or \"any\" (e.g. cuda=LBNHC,LBHNC)", option, spec);
     char name[256];
     size_t n = (size_t)(eq - spec);
     if (n >= sizeof(name))
-        return cli_error(CLI_EXIT_USAGE, "--declare: the backend name is longer than %zu characters",
-                         sizeof(name) - 1);
+        return cli_error(CLI_EXIT_USAGE, "%s: the backend name is longer than %zu characters",
+                         option, sizeof(name) - 1);
     memcpy(name, spec, n);
     name[n] = '\0';
     const char *list = eq + 1;
@@ -102,16 +117,17 @@ static int declare(kvrt_resolver *r, const char *spec)
             size_t len = comma ? (size_t)(comma - p) : strlen(p);
             char item[64];
             if (len == 0 || len >= sizeof(item))
-                return cli_error(CLI_EXIT_USAGE, "--declare %s: the list \"%s\" has %s item; give "
-                                 "layouts separated by single commas, or \"any\"", name, list,
+                return cli_error(CLI_EXIT_USAGE, "%s %s: the list \"%s\" has %s item; give "
+                                 "layouts separated by single commas, or \"any\"", option, name, list,
                                  len == 0 ? "an empty" : "an over-long");
             memcpy(item, p, len);
             item[len] = '\0';
             if (count == KVRT_NUM_LAYOUTS)
-                return cli_error(CLI_EXIT_USAGE, "--declare %s: the list \"%s\" has more than %d "
-                                 "layouts; each layout may appear once", name, list, KVRT_NUM_LAYOUTS);
+                return cli_error(CLI_EXIT_USAGE, "%s %s: the list \"%s\" has more than %d "
+                                 "layouts; each layout may appear once", option, name, list, KVRT_NUM_LAYOUTS);
             if (kvrt_layout_parse(item, &layouts[count]) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "--declare %s: %s (or \"any\")", name, kvrt_error_message());
+                return cli_error(CLI_EXIT_USAGE, "%s %s: %s (or \"any\")", option, name,
+                                 kvrt_error_message());
             count++;
             if (!comma)
                 break;
@@ -124,21 +140,14 @@ static int declare(kvrt_resolver *r, const char *spec)
 
 static int parse(kvrt_resolver *r, int argc, char **argv, bool *json, bool *help)
 {
-    enum { OPT_JSON, OPT_DECLARE, OPT_PREFER, OPT_MIXED };
-    static const struct cli_option options[] = {
-        {"--json", false, false, OPT_JSON},
-        {"--declare", true, true, OPT_DECLARE},
-        {"--prefer", true, false, OPT_PREFER},
-        {"--mixed-shapes", false, false, OPT_MIXED},
-        {NULL, false, false, 0},
-    };
     struct cli_args args;
     const struct cli_option *opt;
     const char *value;
+    char source[64];
     int code;
     cli_args_init(&args, "resolve", argc, argv);
     for (;;) {
-        switch (cli_args_next(&args, options, &opt, &value)) {
+        switch (cli_args_next(&args, resolve_tables, &opt, &value)) {
         case CLI_NEXT_END:
             return CLI_EXIT_OK;
         case CLI_NEXT_HELP:
@@ -154,11 +163,12 @@ static int parse(kvrt_resolver *r, int argc, char **argv, bool *json, bool *help
             *json = true;
             break;
         case OPT_DECLARE:
-            if ((code = declare(r, value)) != CLI_EXIT_OK)
+            if ((code = declare(r, opt->name, value)) != CLI_EXIT_OK)
                 return code;
             break;
         case OPT_PREFER:
-            if (kvrt_resolver_set_preference(r, value, "the command line (--prefer)") != KVRT_OK)
+            snprintf(source, sizeof(source), "the command line (%s)", opt->name);
+            if (kvrt_resolver_set_preference(r, value, source) != KVRT_OK)
                 return cli_error(CLI_EXIT_USAGE, "%s", kvrt_error_message());
             break;
         case OPT_MIXED:
@@ -247,4 +257,5 @@ const struct cli_command cli_resolve_command = {
     .summary = "choose one layout for a set of backend declarations, and say why",
     .run = resolve_run,
     .help = resolve_help,
+    .options = resolve_tables,
 };

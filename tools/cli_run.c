@@ -11,9 +11,42 @@
 #include "cli_model.h"
 #include "run.h"
 
-#define RUN_MAX_SEQS 4096u
+#define RUN_MAX_SEQS_N 4096
+#define RUN_MAX_SEQS ((unsigned)RUN_MAX_SEQS_N)
+#define RUN_TEXT(n) RUN_TEXT_(n)
+#define RUN_TEXT_(n) #n
 /* seq_lens are int32 in the decode ABI. */
 #define RUN_MAX_CONTEXT (1u << 24)
+
+enum run_opt { OPT_JSON, OPT_BACKEND, OPT_LAYOUT, OPT_SEQS, OPT_CONTEXT, OPT_Q_HEADS, OPT_SEED, OPT_NO_DECODE };
+
+/* --blocks and --memory are the model options, described here as run uses them. */
+static const struct cli_option run_options[] = {
+    {"--backend", "NAME", OPT_BACKEND, false,
+     "backend to run on (default: $" KVRT_BACKEND_ENV ", else the first\n"
+     "available in priority order cuda, rocm, opencl, cpu)"},
+    {"--layout", "NAME", OPT_LAYOUT, false,
+     "use this layout (a name or alias); refused (exit 3) when\n"
+     "the backend does not declare it.  Default: resolved"},
+    {"--seqs", "S", OPT_SEQS, false, "sequences in the batch (default 4, at most " RUN_TEXT(RUN_MAX_SEQS_N) ")"},
+    {"--context", "T", OPT_CONTEXT, false, "tokens per sequence (default 512)"},
+    {"--q-heads", "Q", OPT_Q_HEADS, false,
+     "query heads for decode (default: the model's attention\n"
+     "heads; with flags 4 x --kv-heads)"},
+    {"--blocks", "B", CLI_OPT_BLOCKS, false,
+     "blocks in the cache (default: what the batch needs plus\n"
+     "a quarter, so blocks are drawn from a larger pool)"},
+    {"--memory", "SIZE", CLI_OPT_MEMORY, false, "as many blocks as fit in SIZE"},
+    {"--seed", "N", OPT_SEED, false, "seed of the random data and blocks (default 1)"},
+    {"--no-decode", NULL, OPT_NO_DECODE, false, "skip paged decode"},
+    {"--json", NULL, OPT_JSON, false,
+     "print one JSON object: backend, layout, verified,\n"
+     "max_abs_error, tolerance, bytes, gbps, timings, ..."},
+    CLI_HELP_ROW,
+    CLI_OPTIONS_END,
+};
+
+static const struct cli_option *const run_tables[] = {run_options, cli_model_options, NULL};
 
 static void run_help(FILE *out)
 {
@@ -47,24 +80,11 @@ static void run_help(FILE *out)
             "bytes.  The decode tolerance is (2u + 1e-5) * max|reference| + 1e-6, u the\n"
             "unit roundoff of the cache type (bf16 2^-8, fp16 2^-11, fp32 2^-24).\n"
             "\n"
-            "Options:\n"
-            "  --backend NAME    backend to run on (default: $%s, else the first\n"
-            "                    available in priority order cuda, rocm, opencl, cpu)\n"
-            "  --layout NAME     use this layout (a name or alias); refused (exit 3) when\n"
-            "                    the backend does not declare it.  Default: resolved\n"
-            "  --seqs S          sequences in the batch (default 4, at most %u)\n"
-            "  --context T       tokens per sequence (default 512)\n"
-            "  --q-heads Q       query heads for decode (default: the model's attention\n"
-            "                    heads; with flags 4 x --kv-heads)\n"
-            "  --blocks B        blocks in the cache (default: what the batch needs plus\n"
-            "                    a quarter, so blocks are drawn from a larger pool)\n"
-            "  --memory SIZE     as many blocks as fit in SIZE\n"
-            "  --seed N          seed of the random data and blocks (default 1)\n"
-            "  --no-decode       skip paged decode\n"
-            "  --json            print one JSON object: backend, layout, verified,\n"
-            "                    max_abs_error, tolerance, bytes, gbps, timings, ...\n"
-            "  --help            show this help\n"
-            "%s"
+            "Options:\n",
+            KVRT_LAYOUT_ENV);
+    cli_print_options(out, run_options, 20);
+    cli_model_print_options(out);
+    fprintf(out,
             "\n"
             "Environment:\n"
             "  %s  the layout the resolution must honour (without --layout)\n"
@@ -78,28 +98,13 @@ static void run_help(FILE *out)
             "Example (a Llama-3-8B-shaped cache on the CPU, in seconds):\n"
             "  kvrt run --backend cpu --model examples/models/llama-3.1-8b.json \\\n"
             "           --seqs 4 --context 512\n",
-            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, RUN_MAX_SEQS, cli_model_options_help, KVRT_LAYOUT_ENV,
-            KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV);
+            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV);
 }
-
-enum run_opt { OPT_JSON, OPT_BACKEND, OPT_LAYOUT, OPT_SEQS, OPT_CONTEXT, OPT_Q_HEADS, OPT_SEED, OPT_NO_DECODE };
-
-static const struct cli_option run_options[] = {
-    {"--json", false, false, OPT_JSON},
-    {"--backend", true, false, OPT_BACKEND},
-    {"--layout", true, false, OPT_LAYOUT},
-    {"--seqs", true, false, OPT_SEQS},
-    {"--context", true, false, OPT_CONTEXT},
-    {"--q-heads", true, false, OPT_Q_HEADS},
-    {"--seed", true, false, OPT_SEED},
-    {"--no-decode", false, false, OPT_NO_DECODE},
-    CLI_MODEL_OPTION_ROWS,
-    {NULL, false, false, 0},
-};
 
 struct run_request {
     bool json, decode;
     const char *backend, *layout;
+    const char *backend_option, *layout_option, *q_heads_option; /* as the table spells them */
     uint64_t seqs, context, q_heads, seed;
     struct cli_model_flags flags;
 };
@@ -118,7 +123,7 @@ static int parse(int argc, char **argv, struct run_request *r, bool *help)
     cli_model_flags_init(&r->flags, "run");
     cli_args_init(&args, "run", argc, argv);
     for (;;) {
-        switch (cli_args_next(&args, run_options, &opt, &v)) {
+        switch (cli_args_next(&args, run_tables, &opt, &v)) {
         case CLI_NEXT_END:
             return CLI_EXIT_OK;
         case CLI_NEXT_HELP:
@@ -129,7 +134,7 @@ static int parse(int argc, char **argv, struct run_request *r, bool *help)
         case CLI_NEXT_OPTION:
             break;
         }
-        if (cli_model_flags_apply(&r->flags, opt->id, v, &ok)) {
+        if (cli_model_flags_apply(&r->flags, opt, v, &ok)) {
             if (!ok)
                 return CLI_EXIT_USAGE;
             continue;
@@ -137,13 +142,16 @@ static int parse(int argc, char **argv, struct run_request *r, bool *help)
         ok = true;
         switch (opt->id) {
         case OPT_JSON: r->json = true; break;
-        case OPT_BACKEND: r->backend = v; break;
-        case OPT_LAYOUT: r->layout = v; break;
+        case OPT_BACKEND: r->backend = v; r->backend_option = opt->name; break;
+        case OPT_LAYOUT: r->layout = v; r->layout_option = opt->name; break;
         case OPT_NO_DECODE: r->decode = false; break;
-        case OPT_SEQS: ok = cli_parse_u64("--seqs", v, 1, RUN_MAX_SEQS, &r->seqs); break;
-        case OPT_CONTEXT: ok = cli_parse_u64("--context", v, 1, RUN_MAX_CONTEXT, &r->context); break;
-        case OPT_Q_HEADS: ok = cli_parse_u64("--q-heads", v, 1, 1u << 16, &r->q_heads); break;
-        case OPT_SEED: ok = cli_parse_u64("--seed", v, 0, UINT64_MAX, &r->seed); break;
+        case OPT_SEQS: ok = cli_parse_u64(opt->name, v, 1, RUN_MAX_SEQS, &r->seqs); break;
+        case OPT_CONTEXT: ok = cli_parse_u64(opt->name, v, 1, RUN_MAX_CONTEXT, &r->context); break;
+        case OPT_Q_HEADS:
+            ok = cli_parse_u64(opt->name, v, 1, 1u << 16, &r->q_heads);
+            r->q_heads_option = opt->name;
+            break;
+        case OPT_SEED: ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &r->seed); break;
         }
         if (!ok)
             return CLI_EXIT_USAGE;
@@ -200,9 +208,9 @@ static int choose_layout(struct run_request *r, struct run_state *s)
     if (r->layout) {
         /* The user's spelling goes to bind, which refuses it by that name. */
         if (kvrt_layout_parse(r->layout, &s->layout) != KVRT_OK)
-            return cli_error(CLI_EXIT_USAGE, "--layout: %s", kvrt_error_message());
-        s->layout_source = "--layout";
-        snprintf(s->layout_reason, sizeof(s->layout_reason), "given with --layout %s", r->layout);
+            return cli_error(CLI_EXIT_USAGE, "%s: %s", r->layout_option, kvrt_error_message());
+        s->layout_source = r->layout_option;
+        snprintf(s->layout_reason, sizeof(s->layout_reason), "given with %s %s", r->layout_option, r->layout);
         return CLI_EXIT_OK;
     }
     int rc = kvrt_runtime_resolve(s->rt, names, 1, kvrt_model_mixed_shapes(s->model), NULL, &s->layout);
@@ -238,7 +246,7 @@ static int check_q_heads(const struct run_request *r, const struct kvrt_model *m
             continue;
         return cli_error(CLI_EXIT_USAGE, "run: %" PRIu64 " query heads (%s) is not a multiple of the %" PRIu64
                          " KV heads of group \"%s\"; give --q-heads as a multiple of %" PRIu64, q,
-                         r->q_heads ? "--q-heads" : "the model's", in.head_slots, m->groups[g].name,
+                         r->q_heads ? r->q_heads_option : "the model's", in.head_slots, m->groups[g].name,
                          in.head_slots);
     }
     return CLI_EXIT_OK;
@@ -261,7 +269,7 @@ static int set_up(struct run_request *r, struct run_state *s)
         if ((rc = kvrt_runtime_find_plugin(s->rt, r->backend, &index)) != KVRT_OK)
             return cli_fail_status(rc);
         s->backend_name = r->backend;
-        s->backend_source = "--backend";
+        s->backend_source = r->backend_option;
     } else {
         if ((rc = kvrt_runtime_default_backend(s->rt, &s->backend_name)) != KVRT_OK)
             return cli_fail_status(rc);
@@ -273,7 +281,7 @@ static int set_up(struct run_request *r, struct run_state *s)
     rc = kvrt_runtime_bind(s->rt, s->backend_name, r->layout ? r->layout : kvrt_layout_name(s->layout),
                            &s->backend);
     if (rc == KVRT_ERR_REFUSED && r->layout)
-        return cli_error(cli_exit_for_status(rc), "--layout %s: %s (see 'kvrt plugins')", r->layout,
+        return cli_error(cli_exit_for_status(rc), "%s %s: %s (see 'kvrt plugins')", r->layout_option, r->layout,
                          kvrt_error_message());
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
@@ -452,4 +460,5 @@ const struct cli_command cli_run_command = {
     .summary = "run a synthetic batch through a real cache on a backend and verify it",
     .run = run_run,
     .help = run_help,
+    .options = run_tables,
 };

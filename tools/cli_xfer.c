@@ -8,18 +8,29 @@
 
 #include "cli_xfer.h"
 
-const char xfer_common_help[] =
-    "  --backend NAME    backend of the cache (default: $KVRT_BACKEND, else the first\n"
-    "                    available); caches without registrable memory use host staging\n"
-    "  --layout NAME     layout of this side's cache (default: $VLLM_KV_CACHE_LAYOUT,\n"
-    "                    else LBNHC); the two sides may differ: kvrt converts\n"
-    "  --seed N          pattern of this side's cache (default: serve 2, send 1)\n"
-    "  --head-offset H   global index of this side's head 0 in the pattern (tensor\n"
-    "                    parallel ranks: rank x heads per rank; default 0)\n"
-    "  --timeout S       longest wait in seconds (connect, accept, a transfer; default 30)\n"
-    "  --staging-bytes SIZE  registered staging area (default: the whole cache's\n"
-    "                    staging bytes, at most 64 MiB)\n"
-    "  --json            print one JSON object\n";
+const struct cli_option xfer_common_options[] = {
+    {"--backend", "NAME", XO_BACKEND, false,
+     "backend of the cache (default: $" KVRT_BACKEND_ENV ", else the first\n"
+     "available); caches without registrable memory use host staging"},
+    {"--layout", "NAME", XO_LAYOUT, false,
+     "layout of this side's cache (default: $" KVRT_LAYOUT_ENV ",\n"
+     "else LBNHC); the two sides may differ: kvrt converts"},
+    {"--seed", "N", XO_SEED, false, "pattern of this side's cache (default: serve 2, send 1)"},
+    {"--head-offset", "H", XO_HEAD_OFFSET, false,
+     "global index of this side's head 0 in the pattern (tensor\n"
+     "parallel ranks: rank x heads per rank; default 0)"},
+    {"--timeout", "S", XO_TIMEOUT, false, "longest wait in seconds (connect, accept, a transfer; default 30)"},
+    {"--staging-bytes", "SIZE", XO_STAGING, false,
+     "registered staging area (default: the whole cache's\n"
+     "staging bytes, at most 64 MiB)"},
+    {"--json", NULL, XO_JSON, false, "print one JSON object"},
+    CLI_OPTIONS_END,
+};
+
+void xfer_print_common_options(FILE *out)
+{
+    cli_print_options(out, xfer_common_options, 20);
+}
 
 static bool parse_seconds(const char *option, const char *text, double *out)
 {
@@ -33,19 +44,19 @@ static bool parse_seconds(const char *option, const char *text, double *out)
     return true;
 }
 
-bool xfer_side_option(struct xfer_side *s, int id, const char *v, bool *ok)
+bool xfer_side_option(struct xfer_side *s, const struct cli_option *opt, const char *v, bool *ok)
 {
-    if (cli_model_flags_apply(&s->flags, id, v, ok))
+    if (cli_model_flags_apply(&s->flags, opt, v, ok))
         return true;
     *ok = true;
-    switch (id) {
+    switch (opt->id) {
     case XO_JSON: s->json = true; return true;
     case XO_BACKEND: s->backend_name = v; return true;
-    case XO_LAYOUT: s->layout_name = v; return true;
-    case XO_SEED: *ok = cli_parse_u64("--seed", v, 0, UINT64_MAX, &s->seed); return true;
-    case XO_HEAD_OFFSET: *ok = cli_parse_u64("--head-offset", v, 0, 1u << 20, &s->head_offset); return true;
-    case XO_TIMEOUT: *ok = parse_seconds("--timeout", v, &s->timeout); return true;
-    case XO_STAGING: *ok = cli_parse_size("--staging-bytes", v, &s->staging_bytes); return true;
+    case XO_LAYOUT: s->layout_name = v; s->layout_option = opt->name; return true;
+    case XO_SEED: *ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &s->seed); return true;
+    case XO_HEAD_OFFSET: *ok = cli_parse_u64(opt->name, v, 0, 1u << 20, &s->head_offset); return true;
+    case XO_TIMEOUT: *ok = parse_seconds(opt->name, v, &s->timeout); return true;
+    case XO_STAGING: *ok = cli_parse_size(opt->name, v, &s->staging_bytes); return true;
     default: return false;
     }
 }
@@ -150,8 +161,8 @@ int xfer_side_set_up(struct xfer_side *s)
     enum kvrt_layout given = KVRT_LAYOUT_LBNHC;
     if (s->layout_name && (rc = kvrt_layout_parse(s->layout_name, &given)) != KVRT_OK)
         return cli_fail_status(rc);
-    if ((code = cli_layout_or_env(s->layout_name != NULL, given, KVRT_LAYOUT_LBNHC, &s->layout, &source)) !=
-        CLI_EXIT_OK)
+    if ((code = cli_layout_or_env(s->layout_name ? s->layout_option : NULL, given, KVRT_LAYOUT_LBNHC, &s->layout,
+                                  &source)) != CLI_EXIT_OK)
         return code;
     if ((rc = kvrt_runtime_bind(s->rt, backend, kvrt_layout_name(s->layout), &s->backend)) != KVRT_OK)
         return cli_fail_status(rc);
@@ -420,8 +431,10 @@ static void xfer_help(FILE *out)
     cli_xfer_send_help(out, false);
     fprintf(out,
             "\n"
-            "Common to both:\n"
-            "%s%s"
+            "Common to both:\n");
+    xfer_print_common_options(out);
+    cli_model_print_options(out);
+    fprintf(out,
             "\n"
             "Environment:\n"
             "  UCX_TLS           UCX transports: tcp, or sm,tcp for shared memory on one host\n"
@@ -434,8 +447,11 @@ static void xfer_help(FILE *out)
             "                  --layout LBNHC\n"
             "  kvrt xfer send --connect 127.0.0.1:13337 --layers 2 --kv-heads 8 --head-size 128 \\\n"
             "                 --dtype bf16 --blocks 64 --layout BLHNC --ids 0-15 --remote-ids 32-47\n",
-            xfer_common_help, cli_model_options_help, KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV);
+            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV);
 }
+
+static const struct cli_command *const xfer_subcommands[] = {&cli_xfer_serve_command, &cli_xfer_send_command,
+                                                             NULL};
 
 static int xfer_run(int argc, char **argv)
 {
@@ -445,10 +461,9 @@ static int xfer_run(int argc, char **argv)
         xfer_help(stdout);
         return CLI_EXIT_OK;
     }
-    if (strcmp(argv[1], "serve") == 0)
-        return cli_xfer_serve(argc - 1, argv + 1);
-    if (strcmp(argv[1], "send") == 0)
-        return cli_xfer_send(argc - 1, argv + 1);
+    for (size_t i = 0; xfer_subcommands[i]; i++)
+        if (strcmp(argv[1], xfer_subcommands[i]->name) == 0)
+            return xfer_subcommands[i]->run(argc - 1, argv + 1);
     return cli_error(CLI_EXIT_USAGE, "xfer: unknown subcommand \"%s\"; valid are serve and send", argv[1]);
 }
 
@@ -457,4 +472,5 @@ const struct cli_command cli_xfer_command = {
     .summary = "move KV blocks between two processes over UCX (serve / send)",
     .run = xfer_run,
     .help = xfer_help,
+    .subcommands = xfer_subcommands,
 };

@@ -22,20 +22,17 @@ enum xfer_opt {
     XO_PEER_SEED, XO_PEER_HEAD_OFFSET,
 };
 
-#define XFER_COMMON_ROWS                                   \
-    {"--json", false, false, XO_JSON},                     \
-    {"--backend", true, false, XO_BACKEND},                \
-    {"--layout", true, false, XO_LAYOUT},                  \
-    {"--seed", true, false, XO_SEED},                      \
-    {"--head-offset", true, false, XO_HEAD_OFFSET},        \
-    {"--timeout", true, false, XO_TIMEOUT},                \
-    {"--staging-bytes", true, false, XO_STAGING},          \
-    CLI_MODEL_OPTION_ROWS
+/* The options both subcommands read, after their own and before the model's. */
+extern const struct cli_option xfer_common_options[];
+
+/* Their help lines. */
+void xfer_print_common_options(FILE *out);
 
 struct xfer_side {
     const char *command;      /* "xfer serve" */
     bool json;
     const char *backend_name, *layout_name;
+    const char *layout_option; /* --layout as the table spells it */
     uint64_t seed, head_offset;
     double timeout;
     uint64_t staging_bytes;
@@ -54,8 +51,8 @@ struct xfer_side {
     kvrt_xfer_agent *agent;
 };
 
-/* Apply a shared option; true when `id` was one (then *ok tells validity). */
-bool xfer_side_option(struct xfer_side *s, int id, const char *value, bool *ok);
+/* Apply a shared option; true when `opt` was one (then *ok tells validity). */
+bool xfer_side_option(struct xfer_side *s, const struct cli_option *opt, const char *value, bool *ok);
 
 /* Model, backend, layout, placement, cache, pattern fill and agent. */
 int xfer_side_set_up(struct xfer_side *s);
@@ -90,11 +87,13 @@ bool xfer_parse_endpoint(const char *option, const char *text, char *addr, size_
 /* "0-7,12,9": ids in order (free with free()). */
 bool xfer_parse_ids(const char *option, const char *text, int64_t **ids, uint64_t *n);
 
-extern const char xfer_common_help[];
-
 int cli_xfer_serve(int argc, char **argv);
 int cli_xfer_send(int argc, char **argv);
 void cli_xfer_serve_help(FILE *out, bool common);
 void cli_xfer_send_help(FILE *out, bool common);
+
+/* The two as commands of their own (`kvrt xfer serve --help`, ...). */
+extern const struct cli_command cli_xfer_serve_command;
+extern const struct cli_command cli_xfer_send_command;
 
 #endif

@@ -5,6 +5,25 @@
 
 #include "cli_xfer.h"
 
+static const struct cli_option send_options[] = {
+    {"--connect", "ADDR:PORT", XO_CONNECT, false, "the address a 'kvrt xfer serve' listens on (required)"},
+    {"--ids", "LIST", XO_IDS, false, "block ids and ranges, e.g. 0-7,12,9 (default: every block)"},
+    {"--remote-ids", "LIST", XO_REMOTE_IDS, false, "the peer's blocks, same count (default: --ids)"},
+    {"--layer-range", "A-B", XO_LAYER_RANGE, false, "only layers A..B (placement order; default all)"},
+    {"--heads", "L:R:N", XO_HEADS, false,
+     "heads L..L+N-1 here to/from R..R+N-1 on the peer\n"
+     "(tensor parallel slices; default all heads)"},
+    {"--pull", NULL, XO_PULL, false, "read the peer's blocks into this cache instead of pushing"},
+    {"--method", "NAME", XO_METHOD, false, "force a method (docs/xfer.md); default auto"},
+    {"--repeat", "N", XO_REPEAT, false, "transfers, each verified by its notification (default 1)"},
+    {"--peer-seed", "N", XO_PEER_SEED, false, "the peer's pattern, checked with --pull (default 2)"},
+    {"--peer-head-offset", "H", XO_PEER_HEAD_OFFSET, false, "the peer's --head-offset, for --pull (default 0)"},
+    CLI_OPTIONS_END,
+};
+
+static const struct cli_option *const send_tables[] = {send_options, xfer_common_options, cli_model_options,
+                                                       NULL};
+
 void cli_xfer_send_help(FILE *out, bool common)
 {
     fprintf(out,
@@ -18,40 +37,29 @@ void cli_xfer_send_help(FILE *out, bool common)
             "  this cache to the blocks --remote-ids of the peer (push), or the reverse\n"
             "  with --pull (then this side verifies against the peer's pattern,\n"
             "  --peer-seed, default 2, and --peer-head-offset).  Each of the N transfers\n"
-            "  (--repeat, default 1) ends with a notification the peer verifies.\n"
-            "  --ids LIST          block ids and ranges, e.g. 0-7,12,9 (default: every block)\n"
-            "  --remote-ids LIST   the peer's blocks, same count (default: --ids)\n"
-            "  --layer-range A-B   only layers A..B (placement order; default all)\n"
-            "  --heads L:R:N       heads L..L+N-1 here to/from R..R+N-1 on the peer\n"
-            "                      (tensor parallel slices; default all heads)\n"
-            "  --method NAME       force a method (docs/xfer.md); default auto\n"
-            "%s"
-            "  Prints the plan (method and why, planned regions, RMA operations, staging\n"
-            "  batches), the bytes, the time and GB/s (10^9 bytes/s) of the transfers.\n"
-            "  Exit status: 0 moved (and verified with --pull); 1 a transfer failed, timed\n"
-            "  out or did not verify; 2 bad input, a block id out of range on either side\n"
-            "  or an incompatible peer (nothing moved); 4 no backend.\n"
-            "  Example: kvrt xfer send --connect 127.0.0.1:13337 --layers 2 --kv-heads 8 \\\n"
-            "           --head-size 128 --dtype bf16 --blocks 64 --layout BLHNC --ids 0-15\n",
-            common ? xfer_common_help : "  (and the options common to both, below)\n");
+            "  (--repeat, default 1) ends with a notification the peer verifies.\n");
+    cli_print_options(out, send_options, 22);
     if (common)
-        fputs(cli_model_options_help, out);
+        xfer_print_common_options(out);
+    else
+        fputs("  (and the options common to both, below)\n", out);
+    fputs("  Prints the plan (method and why, planned regions, RMA operations, staging\n"
+          "  batches), the bytes, the time and GB/s (10^9 bytes/s) of the transfers.\n"
+          "  Exit status: 0 moved (and verified with --pull); 1 a transfer failed, timed\n"
+          "  out or did not verify; 2 bad input, a block id out of range on either side\n"
+          "  or an incompatible peer (nothing moved); 4 no backend.\n"
+          "  Example: kvrt xfer send --connect 127.0.0.1:13337 --layers 2 --kv-heads 8 \\\n"
+          "           --head-size 128 --dtype bf16 --blocks 64 --layout BLHNC --ids 0-15\n",
+          out);
+    if (common)
+        cli_model_print_options(out);
 }
 
-static const struct cli_option send_options[] = {
-    XFER_COMMON_ROWS,
-    {"--connect", true, false, XO_CONNECT},
-    {"--ids", true, false, XO_IDS},
-    {"--remote-ids", true, false, XO_REMOTE_IDS},
-    {"--layer-range", true, false, XO_LAYER_RANGE},
-    {"--heads", true, false, XO_HEADS},
-    {"--pull", false, false, XO_PULL},
-    {"--method", true, false, XO_METHOD},
-    {"--repeat", true, false, XO_REPEAT},
-    {"--peer-seed", true, false, XO_PEER_SEED},
-    {"--peer-head-offset", true, false, XO_PEER_HEAD_OFFSET},
-    {NULL, false, false, 0},
-};
+static void send_help(FILE *out)
+{
+    cli_xfer_send_help(out, true);
+}
+
 
 struct send {
     struct xfer_side side;
@@ -66,7 +74,7 @@ struct send {
     uint64_t repeat, peer_seed, peer_head_offset;
 };
 
-static bool parse_method(const char *v, enum kvrt_xfer_method *m)
+static bool parse_method(const char *option, const char *v, enum kvrt_xfer_method *m)
 {
     static const char *const names[] = {"auto", "regions", "direct", "staging"};
     for (int i = 0; i < 4; i++)
@@ -74,7 +82,7 @@ static bool parse_method(const char *v, enum kvrt_xfer_method *m)
             *m = (enum kvrt_xfer_method)i;
             return true;
         }
-    cli_error(CLI_EXIT_USAGE, "--method: \"%s\" is not a method; valid are auto, regions, direct, staging", v);
+    cli_error(CLI_EXIT_USAGE, "%s: \"%s\" is not a method; valid are auto, regions, direct, staging", option, v);
     return false;
 }
 
@@ -84,7 +92,7 @@ static const char *method_name(enum kvrt_xfer_method m)
     return (unsigned)m < 4 ? names[m] : "?";
 }
 
-static bool parse_range(const char *v, uint64_t *a, uint64_t *b)
+static bool parse_range(const char *option, const char *v, uint64_t *a, uint64_t *b)
 {
     unsigned long long x, y;
     char tail;
@@ -93,11 +101,11 @@ static bool parse_range(const char *v, uint64_t *a, uint64_t *b)
         *b = y;
         return true;
     }
-    cli_error(CLI_EXIT_USAGE, "--layer-range: \"%s\" is not a range; write FIRST-LAST, e.g. 0-15", v);
+    cli_error(CLI_EXIT_USAGE, "%s: \"%s\" is not a range; write FIRST-LAST, e.g. 0-15", option, v);
     return false;
 }
 
-static bool parse_heads(const char *v, uint64_t *l, uint64_t *r, uint64_t *n)
+static bool parse_heads(const char *option, const char *v, uint64_t *l, uint64_t *r, uint64_t *n)
 {
     unsigned long long a, b, c;
     char tail;
@@ -107,7 +115,7 @@ static bool parse_heads(const char *v, uint64_t *l, uint64_t *r, uint64_t *n)
         *n = c;
         return true;
     }
-    cli_error(CLI_EXIT_USAGE, "--heads: \"%s\" is not LOCAL:REMOTE:COUNT with COUNT > 0, e.g. 0:4:4", v);
+    cli_error(CLI_EXIT_USAGE, "%s: \"%s\" is not LOCAL:REMOTE:COUNT with COUNT > 0, e.g. 0:4:4", option, v);
     return false;
 }
 
@@ -119,35 +127,38 @@ static int parse(int argc, char **argv, struct send *d, bool *help)
     bool ok = true;
     cli_args_init(&args, "xfer send", argc, argv);
     for (;;) {
-        switch (cli_args_next(&args, send_options, &opt, &v)) {
+        switch (cli_args_next(&args, send_tables, &opt, &v)) {
         case CLI_NEXT_END:
             if (!d->connect_given)
-                return cli_error(CLI_EXIT_USAGE, "xfer send: --connect ADDR:PORT is required (the address a "
-                                 "'kvrt xfer serve' listens on)");
+                return cli_error(CLI_EXIT_USAGE, "xfer send: %s ADDR:PORT is required (the address a "
+                                 "'kvrt xfer serve' listens on)", cli_option_name(send_tables, XO_CONNECT));
             return CLI_EXIT_OK;
         case CLI_NEXT_HELP: *help = true; return CLI_EXIT_OK;
         case CLI_NEXT_ERROR: return CLI_EXIT_USAGE;
         case CLI_NEXT_OPTION: break;
         }
-        if (xfer_side_option(&d->side, opt->id, v, &ok)) {
+        if (xfer_side_option(&d->side, opt, v, &ok)) {
             if (!ok)
                 return CLI_EXIT_USAGE;
             continue;
         }
         switch (opt->id) {
         case XO_CONNECT:
-            ok = xfer_parse_endpoint("--connect", v, d->addr, sizeof(d->addr), &d->port);
+            ok = xfer_parse_endpoint(opt->name, v, d->addr, sizeof(d->addr), &d->port);
             d->connect_given = true;
             break;
-        case XO_IDS: ok = xfer_parse_ids("--ids", v, &d->ids, &d->num_ids); break;
-        case XO_REMOTE_IDS: ok = xfer_parse_ids("--remote-ids", v, &d->remote_ids, &d->num_remote); break;
-        case XO_LAYER_RANGE: ok = parse_range(v, &d->layer_first, &d->layer_last); d->layers_given = true; break;
-        case XO_HEADS: ok = parse_heads(v, &d->lh, &d->rh, &d->nh); break;
+        case XO_IDS: ok = xfer_parse_ids(opt->name, v, &d->ids, &d->num_ids); break;
+        case XO_REMOTE_IDS: ok = xfer_parse_ids(opt->name, v, &d->remote_ids, &d->num_remote); break;
+        case XO_LAYER_RANGE:
+            ok = parse_range(opt->name, v, &d->layer_first, &d->layer_last);
+            d->layers_given = true;
+            break;
+        case XO_HEADS: ok = parse_heads(opt->name, v, &d->lh, &d->rh, &d->nh); break;
         case XO_PULL: d->pull = true; break;
-        case XO_METHOD: ok = parse_method(v, &d->method); break;
-        case XO_REPEAT: ok = cli_parse_u64("--repeat", v, 1, 1000000, &d->repeat); break;
-        case XO_PEER_SEED: ok = cli_parse_u64("--peer-seed", v, 0, UINT64_MAX, &d->peer_seed); break;
-        case XO_PEER_HEAD_OFFSET: ok = cli_parse_u64("--peer-head-offset", v, 0, 1u << 20, &d->peer_head_offset); break;
+        case XO_METHOD: ok = parse_method(opt->name, v, &d->method); break;
+        case XO_REPEAT: ok = cli_parse_u64(opt->name, v, 1, 1000000, &d->repeat); break;
+        case XO_PEER_SEED: ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &d->peer_seed); break;
+        case XO_PEER_HEAD_OFFSET: ok = cli_parse_u64(opt->name, v, 0, 1u << 20, &d->peer_head_offset); break;
         }
         if (!ok)
             return CLI_EXIT_USAGE;
@@ -224,8 +235,9 @@ static int run(struct send *d)
         memcpy(d->remote_ids, d->ids, d->num_ids * sizeof(*d->ids));
     }
     if (d->num_remote != d->num_ids)
-        return cli_error(CLI_EXIT_USAGE, "xfer send: --ids has %llu blocks but --remote-ids %llu; give the same count",
-                         (unsigned long long)d->num_ids, (unsigned long long)d->num_remote);
+        return cli_error(CLI_EXIT_USAGE, "xfer send: %s has %llu blocks but %s %llu; give the same count",
+                         cli_option_name(send_tables, XO_IDS), (unsigned long long)d->num_ids,
+                         cli_option_name(send_tables, XO_REMOTE_IDS), (unsigned long long)d->num_remote);
     kvrt_xfer_peer *peer;
     int rc = kvrt_xfer_connect(s->agent, d->addr, d->port, &peer);
     if (rc != KVRT_OK)
@@ -317,3 +329,11 @@ int cli_xfer_send(int argc, char **argv)
     free(d.remote_ids);
     return code;
 }
+
+const struct cli_command cli_xfer_send_command = {
+    .name = "send",
+    .summary = "connect, move blocks (push or pull), report the plan",
+    .run = cli_xfer_send,
+    .help = send_help,
+    .options = send_tables,
+};

@@ -6,6 +6,16 @@
 
 #include "cli_xfer.h"
 
+static const struct cli_option serve_options[] = {
+    {"--listen", "ADDR:PORT", XO_LISTEN, false, "default 127.0.0.1:13337; port 0 picks a free port"},
+    {"--port-file", "FILE", XO_PORT_FILE, false, "write the bound port there once listening"},
+    {"--sessions", "N", XO_SESSIONS, false, "peers served one after another (default 1)"},
+    CLI_OPTIONS_END,
+};
+
+static const struct cli_option *const serve_tables[] = {serve_options, xfer_common_options, cli_model_options,
+                                                        NULL};
+
 void cli_xfer_serve_help(FILE *out, bool common)
 {
     fprintf(out,
@@ -17,28 +27,25 @@ void cli_xfer_serve_help(FILE *out, bool common)
             "  transfers (staged ones are scattered here) and apply each notification to\n"
             "  the expected contents; a session ends when the peer says goodbye.  Then\n"
             "  every byte of the cache is compared with what it should hold: the blocks\n"
-            "  moved by completed transfers, the own pattern everywhere else.\n"
-            "  --listen ADDR:PORT  default 127.0.0.1:13337; port 0 picks a free port\n"
-            "  --port-file FILE    write the bound port there once listening\n"
-            "%s"
-            "  An incompatible peer is told why and refused before any byte moves (a\n"
-            "  refused session counts as served).\n"
-            "  Exit status: 0 verified; 1 a mismatch, a timeout or a failed peer; 2 bad\n"
-            "  input; 4 no backend.\n",
-            common ? xfer_common_help : "  (and the options common to both, below)\n");
+            "  moved by completed transfers, the own pattern everywhere else.\n");
+    cli_print_options(out, serve_options, 22);
     if (common)
-        fputs(cli_model_options_help, out);
+        xfer_print_common_options(out);
+    else
+        fputs("  (and the options common to both, below)\n", out);
+    fputs("  An incompatible peer is told why and refused before any byte moves (a\n"
+          "  refused session counts as served).\n"
+          "  Exit status: 0 verified; 1 a mismatch, a timeout or a failed peer; 2 bad\n"
+          "  input; 4 no backend.\n",
+          out);
+    if (common)
+        cli_model_print_options(out);
 }
 
-enum { XO_SERVE_END = XO_PEER_HEAD_OFFSET + 1 };
-
-static const struct cli_option serve_options[] = {
-    XFER_COMMON_ROWS,
-    {"--listen", true, false, XO_LISTEN},
-    {"--port-file", true, false, XO_PORT_FILE},
-    {"--sessions", true, false, XO_SESSIONS},
-    {NULL, false, false, 0},
-};
+static void serve_help(FILE *out)
+{
+    cli_xfer_serve_help(out, true);
+}
 
 struct serve {
     struct xfer_side side;
@@ -196,21 +203,21 @@ int cli_xfer_serve(int argc, char **argv)
     const char *val;
     bool ok = true;
     for (bool more = true; more;) {
-        switch (cli_args_next(&args, serve_options, &opt, &val)) {
+        switch (cli_args_next(&args, serve_tables, &opt, &val)) {
         case CLI_NEXT_END: more = false; continue;
         case CLI_NEXT_HELP: cli_xfer_serve_help(stdout, true); return CLI_EXIT_OK;
         case CLI_NEXT_ERROR: return CLI_EXIT_USAGE;
         case CLI_NEXT_OPTION: break;
         }
-        if (xfer_side_option(&v.side, opt->id, val, &ok)) {
+        if (xfer_side_option(&v.side, opt, val, &ok)) {
             if (!ok)
                 return CLI_EXIT_USAGE;
             continue;
         }
         switch (opt->id) {
-        case XO_LISTEN: ok = xfer_parse_endpoint("--listen", val, v.addr, sizeof(v.addr), &v.port); break;
+        case XO_LISTEN: ok = xfer_parse_endpoint(opt->name, val, v.addr, sizeof(v.addr), &v.port); break;
         case XO_PORT_FILE: v.port_file = val; break;
-        case XO_SESSIONS: ok = cli_parse_u64("--sessions", val, 1, 1000000, &v.sessions); break;
+        case XO_SESSIONS: ok = cli_parse_u64(opt->name, val, 1, 1000000, &v.sessions); break;
         }
         if (!ok)
             return CLI_EXIT_USAGE;
@@ -240,3 +247,11 @@ int cli_xfer_serve(int argc, char **argv)
     xfer_side_free(&v.side);
     return code;
 }
+
+const struct cli_command cli_xfer_serve_command = {
+    .name = "serve",
+    .summary = "hold a cache, accept peers, verify what they moved",
+    .run = cli_xfer_serve,
+    .help = serve_help,
+    .options = serve_tables,
+};
