@@ -52,7 +52,8 @@ static const struct cli_option resolve_options[] = {
      "size"},
     {"--json", NULL, OPT_JSON, false,
      "print one JSON object: layout, candidates, warning,\n"
-     "env (as spelled, or null), trace (one string per step)"},
+     "env (as spelled, or null), trace (one string per step),\n"
+     "steps (kind, text, and layout and backend where set)"},
     CLI_HELP_ROW,
     CLI_OPTIONS_END,
 };
