@@ -103,31 +103,25 @@ struct cli_option {
 #define CLI_OPT_HELP (-1)
 #define CLI_HELP_ROW {"--help", NULL, CLI_OPT_HELP, false, "show this help"}
 
-struct cli_args {
-    const char *command; /* for messages: "plan" */
-    int argc;
-    char **argv;
-    int next;            /* index of the next unread argument */
-    unsigned long seen;  /* bit i: row i of the tables (counted across them) was given */
-};
+/* Applies one option given on the command line to a command's request:
+ * CLI_EXIT_OK, or the exit status after printing the error (cli_error). */
+typedef int (*cli_apply_fn)(void *request, const struct cli_option *opt, const char *value);
 
-enum cli_next {
-    CLI_NEXT_END,    /* no more arguments */
-    CLI_NEXT_OPTION, /* *opt and *value are set */
-    CLI_NEXT_HELP,   /* --help / -h was given */
-    CLI_NEXT_ERROR,  /* an error line was printed; exit CLI_EXIT_USAGE */
-};
+/* The option loop of every command: each option of argv (after argv[0])
+ * goes to `apply` with the row of `tables` (a NULL-terminated list of
+ * tables, each ended by CLI_OPTIONS_END) that names it; the first such row
+ * wins, so a command can describe a shared option in its own words ahead of
+ * the shared table.  "--name value" and "--name=value" are accepted;
+ * unknown options, positional arguments, missing values and non-repeatable
+ * options given twice are refused.  Returns CLI_EXIT_OK, with *help set
+ * when --help or -h was given (the rest is then not read), or the exit
+ * status of the first refusal (its error line printed). */
+int cli_parse_options(const char *command, int argc, char **argv, const struct cli_option *const *tables,
+                      cli_apply_fn apply, void *request, bool *help);
 
-void cli_args_init(struct cli_args *a, const char *command, int argc, char **argv);
-
-/* The next option of `tables` (a NULL-terminated list of tables, each ended
- * by CLI_OPTIONS_END).  The first row that names an option wins, so a
- * command can describe a shared option in its own words ahead of the shared
- * table.  Accepts "--name value" and "--name=value"; refuses unknown
- * options, positional arguments, missing values and non-repeatable options
- * given twice. */
-enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *const *tables,
-                            const struct cli_option **opt, const char **value);
+/* The apply function of a command whose only option is one switch:
+ * `request` is the bool it sets. */
+int cli_apply_switch(void *request, const struct cli_option *opt, const char *value);
 
 /* The name of option `id` in `tables` (NULL when none has it), for messages
  * about an option other than the one being parsed. */

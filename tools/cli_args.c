@@ -7,7 +7,22 @@
 
 #include "cli.h"
 
-void cli_args_init(struct cli_args *a, const char *command, int argc, char **argv)
+struct cli_args {
+    const char *command; /* for messages: "plan" */
+    int argc;
+    char **argv;
+    int next;            /* index of the next unread argument */
+    unsigned long seen;  /* bit i: row i of the tables (counted across them) was given */
+};
+
+enum cli_next {
+    CLI_NEXT_END,    /* no more arguments */
+    CLI_NEXT_OPTION, /* *opt and *value are set */
+    CLI_NEXT_HELP,   /* --help / -h was given */
+    CLI_NEXT_ERROR,  /* an error line was printed; exit CLI_EXIT_USAGE */
+};
+
+static void cli_args_init(struct cli_args *a, const char *command, int argc, char **argv)
 {
     a->command = command;
     a->argc = argc;
@@ -29,7 +44,12 @@ static const struct cli_option *find(const struct cli_option *const *tables, con
     return NULL;
 }
 
-enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *const *tables,
+/* The next option of `tables`.  The first row that names an option wins, so
+ * a command can describe a shared option in its own words ahead of the
+ * shared table.  Accepts "--name value" and "--name=value"; refuses unknown
+ * options, positional arguments, missing values and non-repeatable options
+ * given twice. */
+static enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *const *tables,
                             const struct cli_option **opt, const char **value)
 {
     if (a->next >= a->argc)
@@ -124,4 +144,33 @@ bool cli_parse_u64(const char *option, const char *text, uint64_t min, uint64_t 
     }
     *out = v;
     return true;
+}
+
+int cli_parse_options(const char *command, int argc, char **argv, const struct cli_option *const *tables,
+                      cli_apply_fn apply, void *request, bool *help)
+{
+    struct cli_args args;
+    const struct cli_option *opt;
+    const char *value;
+    *help = false;
+    cli_args_init(&args, command, argc, argv);
+    for (;;) {
+        switch (cli_args_next(&args, tables, &opt, &value)) {
+        case CLI_NEXT_END: return CLI_EXIT_OK;
+        case CLI_NEXT_HELP: *help = true; return CLI_EXIT_OK;
+        case CLI_NEXT_ERROR: return CLI_EXIT_USAGE;
+        case CLI_NEXT_OPTION: break;
+        }
+        int code = apply(request, opt, value);
+        if (code != CLI_EXIT_OK)
+            return code;
+    }
+}
+
+int cli_apply_switch(void *request, const struct cli_option *opt, const char *value)
+{
+    (void)opt;
+    (void)value;
+    *(bool *)request = true;
+    return CLI_EXIT_OK;
 }

@@ -127,79 +127,67 @@ static bool number(const char *opt, const char *v, uint64_t max, uint64_t *out)
     return cli_parse_u64(opt, v, 1, max, out);
 }
 
+static int apply(void *request, const struct cli_option *opt, const char *v)
+{
+    struct bench_request *r = request;
+    uint64_t n;
+    bool ok = true;
+    enum kvrt_layout l;
+    switch (opt->id) {
+    case OPT_JSON: r->json = true; break;
+    case OPT_PLOT: r->plot = v; break;
+    case OPT_BACKEND:
+        if (r->num_backends == MAX_BACKENDS)
+            return cli_error(CLI_EXIT_USAGE, "bench: at most %d %s options", MAX_BACKENDS, opt->name);
+        r->backends[r->num_backends++] = v;
+        break;
+    case OPT_LAYOUT:
+        if (kvrt_layout_parse(v, &l) != KVRT_OK)
+            return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
+        r->layouts[l] = r->any_layout = true;
+        break;
+    case OPT_OP: {
+        int k = 0;
+        while (k < BENCH_NUM_OPS && strcmp(bench_op_names[k], v) != 0)
+            k++;
+        if (k == BENCH_NUM_OPS)
+            return cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not an operation: valid ones are write, read, "
+                             "copy_blocks, gather, scatter, decode", opt->name, v);
+        r->ops[k] = r->any_op = true;
+        break;
+    }
+    case OPT_DTYPE:
+        if (kvrt_dtype_parse(v, &r->sh.dtype) != KVRT_OK)
+            return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
+        break;
+    case OPT_KV_HEADS: ok = number(opt->name, v, 1u << 16, &r->sh.kv_heads); break;
+    case OPT_HEAD_SIZE: ok = number(opt->name, v, 1u << 16, &r->sh.head_size); break;
+    case OPT_BLOCK_SIZE: ok = number(opt->name, v, 1u << 16, &r->sh.block_size); break;
+    case OPT_LAYERS: ok = number(opt->name, v, 4096, &r->sh.layers); break;
+    case OPT_TOKENS: ok = number(opt->name, v, 1u << 24, &r->sh.tokens); break;
+    case OPT_PAIRS: ok = number(opt->name, v, 1u << 20, &r->sh.pairs); break;
+    case OPT_GATHER: ok = number(opt->name, v, 1u << 20, &r->sh.blocks); break;
+    case OPT_SEQS: ok = number(opt->name, v, 4096, &r->sh.seqs); break;
+    case OPT_CONTEXT: ok = number(opt->name, v, 1u << 24, &r->sh.context); break;
+    case OPT_Q_HEADS: ok = number(opt->name, v, 1u << 16, &r->sh.q_heads); break;
+    case OPT_REPEAT:
+        ok = number(opt->name, v, 1000, &n);
+        r->sh.repeat = (unsigned)n;
+        break;
+    case OPT_THREADS:
+        ok = number(opt->name, v, 1024, &n);
+        if (ok)
+            setenv("KVRT_CPU_THREADS", v, 1);
+        break;
+    }
+    return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+}
+
 static int parse(int argc, char **argv, struct bench_request *r, bool *help)
 {
-    struct cli_args args;
-    const struct cli_option *opt;
-    const char *v;
-    uint64_t n;
     memset(r, 0, sizeof(*r));
     r->sh = (struct bench_shape){KVRT_DTYPE_BF16, 8, 128, 16, 4, 4096, 256, 256, 16, 2048, 32, 5};
-    cli_args_init(&args, "bench", argc, argv);
-    for (;;) {
-        switch (cli_args_next(&args, bench_tables, &opt, &v)) {
-        case CLI_NEXT_END:
-            return CLI_EXIT_OK;
-        case CLI_NEXT_HELP:
-            *help = true;
-            return CLI_EXIT_OK;
-        case CLI_NEXT_ERROR:
-            return CLI_EXIT_USAGE;
-        case CLI_NEXT_OPTION:
-            break;
-        }
-        bool ok = true;
-        enum kvrt_layout l;
-        switch (opt->id) {
-        case OPT_JSON: r->json = true; break;
-        case OPT_PLOT: r->plot = v; break;
-        case OPT_BACKEND:
-            if (r->num_backends == MAX_BACKENDS)
-                return cli_error(CLI_EXIT_USAGE, "bench: at most %d %s options", MAX_BACKENDS, opt->name);
-            r->backends[r->num_backends++] = v;
-            break;
-        case OPT_LAYOUT:
-            if (kvrt_layout_parse(v, &l) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
-            r->layouts[l] = r->any_layout = true;
-            break;
-        case OPT_OP: {
-            int k = 0;
-            while (k < BENCH_NUM_OPS && strcmp(bench_op_names[k], v) != 0)
-                k++;
-            if (k == BENCH_NUM_OPS)
-                return cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not an operation: valid ones are write, read, "
-                                 "copy_blocks, gather, scatter, decode", opt->name, v);
-            r->ops[k] = r->any_op = true;
-            break;
-        }
-        case OPT_DTYPE:
-            if (kvrt_dtype_parse(v, &r->sh.dtype) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
-            break;
-        case OPT_KV_HEADS: ok = number(opt->name, v, 1u << 16, &r->sh.kv_heads); break;
-        case OPT_HEAD_SIZE: ok = number(opt->name, v, 1u << 16, &r->sh.head_size); break;
-        case OPT_BLOCK_SIZE: ok = number(opt->name, v, 1u << 16, &r->sh.block_size); break;
-        case OPT_LAYERS: ok = number(opt->name, v, 4096, &r->sh.layers); break;
-        case OPT_TOKENS: ok = number(opt->name, v, 1u << 24, &r->sh.tokens); break;
-        case OPT_PAIRS: ok = number(opt->name, v, 1u << 20, &r->sh.pairs); break;
-        case OPT_GATHER: ok = number(opt->name, v, 1u << 20, &r->sh.blocks); break;
-        case OPT_SEQS: ok = number(opt->name, v, 4096, &r->sh.seqs); break;
-        case OPT_CONTEXT: ok = number(opt->name, v, 1u << 24, &r->sh.context); break;
-        case OPT_Q_HEADS: ok = number(opt->name, v, 1u << 16, &r->sh.q_heads); break;
-        case OPT_REPEAT:
-            ok = number(opt->name, v, 1000, &n);
-            r->sh.repeat = (unsigned)n;
-            break;
-        case OPT_THREADS:
-            ok = number(opt->name, v, 1024, &n);
-            if (ok)
-                setenv("KVRT_CPU_THREADS", v, 1);
-            break;
-        }
-        if (!ok)
-            return CLI_EXIT_USAGE;
-    }
+    return cli_parse_options("bench", argc, argv, bench_tables, apply, r, help);
 }
 
 /* The layouts to measure on backend i: asked for, else the env, else all

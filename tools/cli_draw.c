@@ -104,59 +104,62 @@ static int check_size(const kvrt_placement *p)
     return CLI_EXIT_OK;
 }
 
+struct draw_request {
+    struct cli_model_flags flags;
+    const char *svg;
+    const char *layout_given_as; /* the option that gave the layout */
+    bool ascii;
+    enum kvrt_layout layout;
+};
+
+static int apply(void *request, const struct cli_option *opt, const char *v)
+{
+    struct draw_request *d = request;
+    bool ok = true;
+    if (cli_model_flags_apply(&d->flags, opt, v, &ok))
+        return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    if (opt->id == OPT_LAYOUT) {
+        if (kvrt_layout_parse(v, &d->layout) != KVRT_OK)
+            return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
+        d->layout_given_as = opt->name;
+    } else if (opt->id == OPT_SVG) {
+        d->svg = v;
+    } else {
+        d->ascii = true;
+    }
+    return CLI_EXIT_OK;
+}
+
 static int draw_run(int argc, char **argv)
 {
-    struct cli_args args;
-    struct cli_model_flags flags;
-    const struct cli_option *opt;
-    const char *v, *svg = NULL, *source;
-    const char *layout_given_as = NULL; /* the option that gave the layout */
-    bool ascii = false, ok;
-    enum kvrt_layout layout = KVRT_LAYOUT_LBNHC;
-    cli_model_flags_init(&flags, "draw");
-    cli_args_init(&args, "draw", argc, argv);
-    for (bool done = false; !done;) {
-        switch (cli_args_next(&args, draw_tables, &opt, &v)) {
-        case CLI_NEXT_END:
-            done = true;
-            continue;
-        case CLI_NEXT_HELP:
+    struct draw_request d = {.layout = KVRT_LAYOUT_LBNHC};
+    bool help;
+    cli_model_flags_init(&d.flags, "draw");
+    int parsed = cli_parse_options("draw", argc, argv, draw_tables, apply, &d, &help);
+    if (parsed != CLI_EXIT_OK || help) {
+        if (help)
             draw_help(stdout);
-            return CLI_EXIT_OK;
-        case CLI_NEXT_ERROR:
-            return CLI_EXIT_USAGE;
-        case CLI_NEXT_OPTION:
-            break;
-        }
-        if (cli_model_flags_apply(&flags, opt, v, &ok)) {
-            if (!ok)
-                return CLI_EXIT_USAGE;
-        } else if (opt->id == OPT_LAYOUT) {
-            if (kvrt_layout_parse(v, &layout) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
-            layout_given_as = opt->name;
-        } else if (opt->id == OPT_SVG) {
-            svg = v;
-        } else {
-            ascii = true;
-        }
+        return parsed;
     }
+    const char *svg = d.svg, *source;
+    bool ascii = d.ascii;
+    enum kvrt_layout layout = d.layout;
     if (!svg && !ascii)
         return cli_error(CLI_EXIT_USAGE, "draw: give %s FILE, %s, or both (see 'kvrt draw --help')",
                          cli_option_name(draw_tables, OPT_SVG), cli_option_name(draw_tables, OPT_ASCII));
-    if (cli_model_flag_given(&flags, CLI_OPT_MEMORY))
+    if (cli_model_flag_given(&d.flags, CLI_OPT_MEMORY))
         return cli_error(CLI_EXIT_USAGE, "draw: %s does not apply; the picture shows %s blocks (default %d)",
                          cli_option_name(draw_tables, CLI_OPT_MEMORY), cli_option_name(draw_tables, CLI_OPT_BLOCKS),
                          DRAW_DEFAULT_BLOCKS);
-    if (cli_model_flag_given(&flags, CLI_OPT_BLOCKS) && flags.blocks > DRAW_MAX_BLOCKS)
+    if (cli_model_flag_given(&d.flags, CLI_OPT_BLOCKS) && d.flags.blocks > DRAW_MAX_BLOCKS)
         return cli_error(CLI_EXIT_USAGE, "%s \"%" PRIu64 "\" is too many to draw: give 1 to %d (the "
                          "layout repeats, a few blocks show it)", cli_option_name(draw_tables, CLI_OPT_BLOCKS),
-                         flags.blocks, DRAW_MAX_BLOCKS);
+                         d.flags.blocks, DRAW_MAX_BLOCKS);
     struct kvrt_model *m = NULL;
-    int code = cli_model_build(&flags, true, &m);
+    int code = cli_model_build(&d.flags, true, &m);
     if (code == CLI_EXIT_OK)
-        code = cli_layout_or_env(layout_given_as, layout, KVRT_LAYOUT_LBNHC, &layout, &source);
-    uint64_t blocks = cli_model_flag_given(&flags, CLI_OPT_BLOCKS) ? flags.blocks : DRAW_DEFAULT_BLOCKS;
+        code = cli_layout_or_env(d.layout_given_as, layout, KVRT_LAYOUT_LBNHC, &layout, &source);
+    uint64_t blocks = cli_model_flag_given(&d.flags, CLI_OPT_BLOCKS) ? d.flags.blocks : DRAW_DEFAULT_BLOCKS;
     kvrt_placement *p = NULL;
     struct draw_map map;
     memset(&map, 0, sizeof(map));
@@ -174,7 +177,7 @@ static int draw_run(int argc, char **argv)
         rows += draw_map_rows(&map, g);
     if (code == CLI_EXIT_OK && rows > DRAW_MAX_ROWS)
         code = cli_error(CLI_EXIT_USAGE, "draw: the map has %" PRIu64 " rows, more than %d can show; draw fewer "
-                         "--blocks or layers", rows, DRAW_MAX_ROWS);
+                         "%s or layers", rows, DRAW_MAX_ROWS, cli_option_name(draw_tables, CLI_OPT_BLOCKS));
     if (code == CLI_EXIT_OK && svg)
         code = draw_svg(&map, m, svg);
     if (code == CLI_EXIT_OK && ascii)

@@ -132,44 +132,31 @@ static int section_of(enum kvrt_trace_kind kind)
     return -1;
 }
 
+static int apply(void *request, const struct cli_option *opt, const char *v)
+{
+    struct explain *e = request;
+    bool ok = true;
+    if (cli_model_flags_apply(&e->flags, opt, v, &ok))
+        return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    if (opt->id == OPT_JSON) {
+        e->json = true;
+    } else if (opt->id == OPT_PREFER) {
+        enum kvrt_layout l;
+        if (kvrt_layout_parse(v, &l) != KVRT_OK)
+            return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
+        e->prefer = v;
+    } else if (e->num_backends == MAX_BACKENDS) {
+        return cli_error(CLI_EXIT_USAGE, "explain: at most %d %s options", MAX_BACKENDS, opt->name);
+    } else {
+        e->backends[e->num_backends++] = v;
+    }
+    return CLI_EXIT_OK;
+}
+
 static int parse(int argc, char **argv, struct explain *e, bool *help)
 {
-    struct cli_args args;
-    const struct cli_option *opt;
-    const char *v;
-    bool ok;
     cli_model_flags_init(&e->flags, "explain");
-    cli_args_init(&args, "explain", argc, argv);
-    for (;;) {
-        switch (cli_args_next(&args, explain_tables, &opt, &v)) {
-        case CLI_NEXT_END:
-            return CLI_EXIT_OK;
-        case CLI_NEXT_HELP:
-            *help = true;
-            return CLI_EXIT_OK;
-        case CLI_NEXT_ERROR:
-            return CLI_EXIT_USAGE;
-        case CLI_NEXT_OPTION:
-            break;
-        }
-        if (cli_model_flags_apply(&e->flags, opt, v, &ok)) {
-            if (!ok)
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        if (opt->id == OPT_JSON) {
-            e->json = true;
-        } else if (opt->id == OPT_PREFER) {
-            enum kvrt_layout l;
-            if (kvrt_layout_parse(v, &l) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
-            e->prefer = v;
-        } else if (e->num_backends == MAX_BACKENDS) {
-            return cli_error(CLI_EXIT_USAGE, "explain: at most %d %s options", MAX_BACKENDS, opt->name);
-        } else {
-            e->backends[e->num_backends++] = v;
-        }
-    }
+    return cli_parse_options("explain", argc, argv, explain_tables, apply, e, help);
 }
 
 /* Model flags are optional here: no model means uniform shapes. */

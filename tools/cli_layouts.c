@@ -139,25 +139,15 @@ static int print_json(void)
 
 static int layouts_run(int argc, char **argv)
 {
-    struct cli_args args;
-    const struct cli_option *opt;
-    const char *value;
-    bool json = false;
-    cli_args_init(&args, "layouts", argc, argv);
-    for (;;) {
-        switch (cli_args_next(&args, layouts_tables, &opt, &value)) {
-        case CLI_NEXT_END:
-            return json ? print_json() : print_table();
-        case CLI_NEXT_HELP:
-            layouts_help(stdout);
-            return CLI_EXIT_OK;
-        case CLI_NEXT_ERROR:
-            return CLI_EXIT_USAGE;
-        case CLI_NEXT_OPTION:
-            json = true;
-            break;
-        }
+    bool json = false, help;
+    int code = cli_parse_options("layouts", argc, argv, layouts_tables, cli_apply_switch, &json, &help);
+    if (code != CLI_EXIT_OK)
+        return code;
+    if (help) {
+        layouts_help(stdout);
+        return CLI_EXIT_OK;
     }
+    return json ? print_json() : print_table();
 }
 
 const struct cli_command cli_layouts_command = {

@@ -98,64 +98,51 @@ struct plan_request {
     struct kvrt_spec spec;
 };
 
+static int apply(void *request, const struct cli_option *opt, const char *value)
+{
+    struct plan_request *req = request;
+    bool ok = true;
+    if (cli_model_flags_apply(&req->flags, opt, value, &ok))
+        return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    switch (opt->id) {
+    case OPT_JSON:
+        req->json = true;
+        break;
+    case OPT_LAYOUT:
+        if (kvrt_layout_parse(value, &req->layout) != KVRT_OK)
+            return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
+        req->layout_given_as = opt->name;
+        break;
+    case OPT_KERNEL_BLOCK_SIZE:
+        if (!cli_parse_u64(opt->name, value, 1, (uint64_t)INT64_MAX, &req->kernel_block_size))
+            return CLI_EXIT_USAGE;
+        break;
+    case OPT_MAX_MODEL_LEN:
+        if (!cli_parse_u64(opt->name, value, 1, UINT32_MAX, &req->vllm.max_model_len))
+            return CLI_EXIT_USAGE;
+        req->vllm.max_model_len_source = opt->name;
+        break;
+    case OPT_BATCHED_TOKENS:
+        if (!cli_parse_u64(opt->name, value, 1, UINT32_MAX, &req->vllm.batched_tokens))
+            return CLI_EXIT_USAGE;
+        req->vllm.batched_tokens_source = opt->name;
+        break;
+    }
+    return CLI_EXIT_OK;
+}
+
 static int parse_request(int argc, char **argv, struct plan_request *req, bool *help)
 {
-    struct cli_args args;
-    const struct cli_option *opt;
-    const char *value;
-    bool ok;
-
     memset(req, 0, sizeof(*req));
     cli_model_flags_init(&req->flags, "plan");
-    cli_args_init(&args, "plan", argc, argv);
-    for (;;) {
-        switch (cli_args_next(&args, plan_tables, &opt, &value)) {
-        case CLI_NEXT_END:
-            goto parsed;
-        case CLI_NEXT_HELP:
-            *help = true;
-            return CLI_EXIT_OK;
-        case CLI_NEXT_ERROR:
-            return CLI_EXIT_USAGE;
-        case CLI_NEXT_OPTION:
-            break;
-        }
-        if (cli_model_flags_apply(&req->flags, opt, value, &ok)) {
-            if (!ok)
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        switch (opt->id) {
-        case OPT_JSON:
-            req->json = true;
-            break;
-        case OPT_LAYOUT:
-            if (kvrt_layout_parse(value, &req->layout) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
-            req->layout_given_as = opt->name;
-            break;
-        case OPT_KERNEL_BLOCK_SIZE:
-            if (!cli_parse_u64(opt->name, value, 1, (uint64_t)INT64_MAX, &req->kernel_block_size))
-                return CLI_EXIT_USAGE;
-            break;
-        case OPT_MAX_MODEL_LEN:
-            if (!cli_parse_u64(opt->name, value, 1, UINT32_MAX, &req->vllm.max_model_len))
-                return CLI_EXIT_USAGE;
-            req->vllm.max_model_len_source = opt->name;
-            break;
-        case OPT_BATCHED_TOKENS:
-            if (!cli_parse_u64(opt->name, value, 1, UINT32_MAX, &req->vllm.batched_tokens))
-                return CLI_EXIT_USAGE;
-            req->vllm.batched_tokens_source = opt->name;
-            break;
-        }
-    }
-parsed:
+    int code = cli_parse_options("plan", argc, argv, plan_tables, apply, req, help);
+    if (code != CLI_EXIT_OK || *help)
+        return code;
     if (!req->flags.file && (req->vllm.max_model_len || req->vllm.batched_tokens))
         return cli_error(CLI_EXIT_USAGE, "plan: %s and %s need %s FILE (they size vLLM's requests of a model)",
                          cli_option_name(plan_tables, OPT_MAX_MODEL_LEN),
                          cli_option_name(plan_tables, OPT_BATCHED_TOKENS), cli_option_name(plan_tables, CLI_OPT_MODEL));
-    int code = cli_model_build(&req->flags, req->flags.file != NULL, &req->model);
+    code = cli_model_build(&req->flags, req->flags.file != NULL, &req->model);
     if (code != CLI_EXIT_OK)
         return code;
     code = cli_layout_or_env(req->layout_given_as, req->layout, KVRT_LAYOUT_LBNHC, &req->layout,

@@ -297,25 +297,13 @@ static void print_human(const kvrt_runtime *rt, const struct env_layout *env, co
 
 static int plugins_run(int argc, char **argv)
 {
-    struct cli_args args;
-    const struct cli_option *opt;
-    const char *value;
-    bool json = false;
-    cli_args_init(&args, "plugins", argc, argv);
-    for (bool done = false; !done;) {
-        switch (cli_args_next(&args, plugins_tables, &opt, &value)) {
-        case CLI_NEXT_END:
-            done = true;
-            break;
-        case CLI_NEXT_HELP:
-            plugins_help(stdout);
-            return CLI_EXIT_OK;
-        case CLI_NEXT_ERROR:
-            return CLI_EXIT_USAGE;
-        case CLI_NEXT_OPTION:
-            json = true;
-            break;
-        }
+    bool json = false, help;
+    int parsed = cli_parse_options("plugins", argc, argv, plugins_tables, cli_apply_switch, &json, &help);
+    if (parsed != CLI_EXIT_OK)
+        return parsed;
+    if (help) {
+        plugins_help(stdout);
+        return CLI_EXIT_OK;
     }
     struct env_layout env;
     read_env(&env);

@@ -139,44 +139,39 @@ static int declare(kvrt_resolver *r, const char *option, const char *spec)
     return rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
 }
 
+struct resolve_request {
+    kvrt_resolver *r;
+    bool json;
+};
+
+static int apply(void *request, const struct cli_option *opt, const char *value)
+{
+    struct resolve_request *q = request;
+    char source[64];
+    switch (opt->id) {
+    case OPT_JSON:
+        q->json = true;
+        break;
+    case OPT_DECLARE:
+        return declare(q->r, opt->name, value);
+    case OPT_PREFER:
+        snprintf(source, sizeof(source), "the command line (%s)", opt->name);
+        if (kvrt_resolver_set_preference(q->r, value, source) != KVRT_OK)
+            return cli_error(CLI_EXIT_USAGE, "%s", kvrt_error_message());
+        break;
+    case OPT_MIXED:
+        kvrt_resolver_set_mixed_shapes(q->r, true);
+        break;
+    }
+    return CLI_EXIT_OK;
+}
+
 static int parse(kvrt_resolver *r, int argc, char **argv, bool *json, bool *help)
 {
-    struct cli_args args;
-    const struct cli_option *opt;
-    const char *value;
-    char source[64];
-    int code;
-    cli_args_init(&args, "resolve", argc, argv);
-    for (;;) {
-        switch (cli_args_next(&args, resolve_tables, &opt, &value)) {
-        case CLI_NEXT_END:
-            return CLI_EXIT_OK;
-        case CLI_NEXT_HELP:
-            *help = true;
-            return CLI_EXIT_OK;
-        case CLI_NEXT_ERROR:
-            return CLI_EXIT_USAGE;
-        case CLI_NEXT_OPTION:
-            break;
-        }
-        switch (opt->id) {
-        case OPT_JSON:
-            *json = true;
-            break;
-        case OPT_DECLARE:
-            if ((code = declare(r, opt->name, value)) != CLI_EXIT_OK)
-                return code;
-            break;
-        case OPT_PREFER:
-            snprintf(source, sizeof(source), "the command line (%s)", opt->name);
-            if (kvrt_resolver_set_preference(r, value, source) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "%s", kvrt_error_message());
-            break;
-        case OPT_MIXED:
-            kvrt_resolver_set_mixed_shapes(r, true);
-            break;
-        }
-    }
+    struct resolve_request q = {r, false};
+    int code = cli_parse_options("resolve", argc, argv, resolve_tables, apply, &q, help);
+    *json = q.json;
+    return code;
 }
 
 static json_t *trace_lines(const char *trace)

@@ -109,53 +109,37 @@ struct run_request {
     struct cli_model_flags flags;
 };
 
+static int apply(void *request, const struct cli_option *opt, const char *v)
+{
+    struct run_request *r = request;
+    bool ok = true;
+    if (cli_model_flags_apply(&r->flags, opt, v, &ok))
+        return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    switch (opt->id) {
+    case OPT_JSON: r->json = true; break;
+    case OPT_BACKEND: r->backend = v; r->backend_option = opt->name; break;
+    case OPT_LAYOUT: r->layout = v; r->layout_option = opt->name; break;
+    case OPT_NO_DECODE: r->decode = false; break;
+    case OPT_SEQS: ok = cli_parse_u64(opt->name, v, 1, RUN_MAX_SEQS, &r->seqs); break;
+    case OPT_CONTEXT: ok = cli_parse_u64(opt->name, v, 1, RUN_MAX_CONTEXT, &r->context); break;
+    case OPT_Q_HEADS:
+        ok = cli_parse_u64(opt->name, v, 1, 1u << 16, &r->q_heads);
+        r->q_heads_option = opt->name;
+        break;
+    case OPT_SEED: ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &r->seed); break;
+    }
+    return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+}
+
 static int parse(int argc, char **argv, struct run_request *r, bool *help)
 {
-    struct cli_args args;
-    const struct cli_option *opt;
-    const char *v;
-    bool ok;
     memset(r, 0, sizeof(*r));
     r->decode = true;
     r->seqs = 4;
     r->context = 512;
     r->seed = 1;
     cli_model_flags_init(&r->flags, "run");
-    cli_args_init(&args, "run", argc, argv);
-    for (;;) {
-        switch (cli_args_next(&args, run_tables, &opt, &v)) {
-        case CLI_NEXT_END:
-            return CLI_EXIT_OK;
-        case CLI_NEXT_HELP:
-            *help = true;
-            return CLI_EXIT_OK;
-        case CLI_NEXT_ERROR:
-            return CLI_EXIT_USAGE;
-        case CLI_NEXT_OPTION:
-            break;
-        }
-        if (cli_model_flags_apply(&r->flags, opt, v, &ok)) {
-            if (!ok)
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        ok = true;
-        switch (opt->id) {
-        case OPT_JSON: r->json = true; break;
-        case OPT_BACKEND: r->backend = v; r->backend_option = opt->name; break;
-        case OPT_LAYOUT: r->layout = v; r->layout_option = opt->name; break;
-        case OPT_NO_DECODE: r->decode = false; break;
-        case OPT_SEQS: ok = cli_parse_u64(opt->name, v, 1, RUN_MAX_SEQS, &r->seqs); break;
-        case OPT_CONTEXT: ok = cli_parse_u64(opt->name, v, 1, RUN_MAX_CONTEXT, &r->context); break;
-        case OPT_Q_HEADS:
-            ok = cli_parse_u64(opt->name, v, 1, 1u << 16, &r->q_heads);
-            r->q_heads_option = opt->name;
-            break;
-        case OPT_SEED: ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &r->seed); break;
-        }
-        if (!ok)
-            return CLI_EXIT_USAGE;
-    }
+    return cli_parse_options("run", argc, argv, run_tables, apply, r, help);
 }
 
 /* Everything the run holds, released in one place. */

@@ -119,50 +119,40 @@ static bool parse_heads(const char *option, const char *v, uint64_t *l, uint64_t
     return false;
 }
 
+static int apply(void *request, const struct cli_option *opt, const char *v)
+{
+    struct send *d = request;
+    bool ok = true;
+    if (xfer_side_option(&d->side, opt, v, &ok))
+        return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    switch (opt->id) {
+    case XO_CONNECT:
+        ok = xfer_parse_endpoint(opt->name, v, d->addr, sizeof(d->addr), &d->port);
+        d->connect_given = true;
+        break;
+    case XO_IDS: ok = xfer_parse_ids(opt->name, v, &d->ids, &d->num_ids); break;
+    case XO_REMOTE_IDS: ok = xfer_parse_ids(opt->name, v, &d->remote_ids, &d->num_remote); break;
+    case XO_LAYER_RANGE:
+        ok = parse_range(opt->name, v, &d->layer_first, &d->layer_last);
+        d->layers_given = true;
+        break;
+    case XO_HEADS: ok = parse_heads(opt->name, v, &d->lh, &d->rh, &d->nh); break;
+    case XO_PULL: d->pull = true; break;
+    case XO_METHOD: ok = parse_method(opt->name, v, &d->method); break;
+    case XO_REPEAT: ok = cli_parse_u64(opt->name, v, 1, 1000000, &d->repeat); break;
+    case XO_PEER_SEED: ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &d->peer_seed); break;
+    case XO_PEER_HEAD_OFFSET: ok = cli_parse_u64(opt->name, v, 0, 1u << 20, &d->peer_head_offset); break;
+    }
+    return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+}
+
 static int parse(int argc, char **argv, struct send *d, bool *help)
 {
-    struct cli_args args;
-    const struct cli_option *opt;
-    const char *v;
-    bool ok = true;
-    cli_args_init(&args, "xfer send", argc, argv);
-    for (;;) {
-        switch (cli_args_next(&args, send_tables, &opt, &v)) {
-        case CLI_NEXT_END:
-            if (!d->connect_given)
-                return cli_error(CLI_EXIT_USAGE, "xfer send: %s ADDR:PORT is required (the address a "
-                                 "'kvrt xfer serve' listens on)", cli_option_name(send_tables, XO_CONNECT));
-            return CLI_EXIT_OK;
-        case CLI_NEXT_HELP: *help = true; return CLI_EXIT_OK;
-        case CLI_NEXT_ERROR: return CLI_EXIT_USAGE;
-        case CLI_NEXT_OPTION: break;
-        }
-        if (xfer_side_option(&d->side, opt, v, &ok)) {
-            if (!ok)
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        switch (opt->id) {
-        case XO_CONNECT:
-            ok = xfer_parse_endpoint(opt->name, v, d->addr, sizeof(d->addr), &d->port);
-            d->connect_given = true;
-            break;
-        case XO_IDS: ok = xfer_parse_ids(opt->name, v, &d->ids, &d->num_ids); break;
-        case XO_REMOTE_IDS: ok = xfer_parse_ids(opt->name, v, &d->remote_ids, &d->num_remote); break;
-        case XO_LAYER_RANGE:
-            ok = parse_range(opt->name, v, &d->layer_first, &d->layer_last);
-            d->layers_given = true;
-            break;
-        case XO_HEADS: ok = parse_heads(opt->name, v, &d->lh, &d->rh, &d->nh); break;
-        case XO_PULL: d->pull = true; break;
-        case XO_METHOD: ok = parse_method(opt->name, v, &d->method); break;
-        case XO_REPEAT: ok = cli_parse_u64(opt->name, v, 1, 1000000, &d->repeat); break;
-        case XO_PEER_SEED: ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &d->peer_seed); break;
-        case XO_PEER_HEAD_OFFSET: ok = cli_parse_u64(opt->name, v, 0, 1u << 20, &d->peer_head_offset); break;
-        }
-        if (!ok)
-            return CLI_EXIT_USAGE;
-    }
+    int code = cli_parse_options("xfer send", argc, argv, send_tables, apply, d, help);
+    if (code == CLI_EXIT_OK && !*help && !d->connect_given)
+        return cli_error(CLI_EXIT_USAGE, "xfer send: %s ADDR:PORT is required (the address a "
+                         "'kvrt xfer serve' listens on)", cli_option_name(send_tables, XO_CONNECT));
+    return code;
 }
 
 static int print_report(const struct send *d, const struct kvrt_xfer_plan *plan, double seconds, uint64_t bad,

@@ -186,6 +186,20 @@ static int report(struct serve *v, uint64_t bad, const char *where)
     return CLI_EXIT_OK;
 }
 
+static int apply(void *request, const struct cli_option *opt, const char *val)
+{
+    struct serve *v = request;
+    bool ok = true;
+    if (xfer_side_option(&v->side, opt, val, &ok))
+        return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+    switch (opt->id) {
+    case XO_LISTEN: ok = xfer_parse_endpoint(opt->name, val, v->addr, sizeof(v->addr), &v->port); break;
+    case XO_PORT_FILE: v->port_file = val; break;
+    case XO_SESSIONS: ok = cli_parse_u64(opt->name, val, 1, 1000000, &v->sessions); break;
+    }
+    return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
+}
+
 int cli_xfer_serve(int argc, char **argv)
 {
     struct serve v;
@@ -197,32 +211,15 @@ int cli_xfer_serve(int argc, char **argv)
     snprintf(v.addr, sizeof(v.addr), "127.0.0.1");
     v.port = 13337;
     cli_model_flags_init(&v.side.flags, "xfer serve");
-    struct cli_args args;
-    cli_args_init(&args, "xfer serve", argc, argv);
-    const struct cli_option *opt;
-    const char *val;
-    bool ok = true;
-    for (bool more = true; more;) {
-        switch (cli_args_next(&args, serve_tables, &opt, &val)) {
-        case CLI_NEXT_END: more = false; continue;
-        case CLI_NEXT_HELP: cli_xfer_serve_help(stdout, true); return CLI_EXIT_OK;
-        case CLI_NEXT_ERROR: return CLI_EXIT_USAGE;
-        case CLI_NEXT_OPTION: break;
-        }
-        if (xfer_side_option(&v.side, opt, val, &ok)) {
-            if (!ok)
-                return CLI_EXIT_USAGE;
-            continue;
-        }
-        switch (opt->id) {
-        case XO_LISTEN: ok = xfer_parse_endpoint(opt->name, val, v.addr, sizeof(v.addr), &v.port); break;
-        case XO_PORT_FILE: v.port_file = val; break;
-        case XO_SESSIONS: ok = cli_parse_u64(opt->name, val, 1, 1000000, &v.sessions); break;
-        }
-        if (!ok)
-            return CLI_EXIT_USAGE;
+    bool help;
+    int code = cli_parse_options("xfer serve", argc, argv, serve_tables, apply, &v, &help);
+    if (code != CLI_EXIT_OK)
+        return code;
+    if (help) {
+        cli_xfer_serve_help(stdout, true);
+        return CLI_EXIT_OK;
     }
-    int code = xfer_side_set_up(&v.side);
+    code = xfer_side_set_up(&v.side);
     if (code == CLI_EXIT_OK) {
         int rc = kvrt_xfer_listen(v.side.agent, v.addr, v.port, &v.port);
         if (rc != KVRT_OK)
