@@ -58,15 +58,6 @@ struct kvrt_resolver {
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static char *dup_string(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 static bool ranking_has(const struct ranking *r, enum kvrt_layout l)
 {
     for (size_t i = 0; i < r->count; i++)
@@ -178,7 +169,7 @@ int kvrt_resolver_create(kvrt_resolver **out)
     /* Kept as spelled and validated at resolve time, so that an error names
      * exactly what the user exported, and the resolver is never half-built. */
     const char *env = getenv(KVRT_LAYOUT_ENV);
-    if (env && !(r->env = dup_string(env))) {
+    if (env && !(r->env = strdup(env))) {
         free(r);
         return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_create: out of memory");
     }
@@ -227,7 +218,7 @@ static int add_declaration(kvrt_resolver *r, const char *backend, struct declara
     }
     struct declaration *d = &r->decls[r->num_decls];
     memset(d, 0, sizeof(*d));
-    if (!(d->backend = dup_string(backend)))
+    if (!(d->backend = strdup(backend)))
         return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_declare: out of memory");
     r->num_decls++;
     *out = d;
@@ -297,7 +288,7 @@ int kvrt_resolver_set_env(kvrt_resolver *r, const char *value)
     if (!r)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_set_env: resolver is NULL");
     char *copy = NULL;
-    if (value && !(copy = dup_string(value)))
+    if (value && !(copy = strdup(value)))
         return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_set_env: out of memory");
     free(r->env);
     r->env = copy;
@@ -320,8 +311,8 @@ int kvrt_resolver_set_preference(kvrt_resolver *r, const char *name, const char 
     if (rc != KVRT_OK)
         return kvrt_fail_context(rc, "soft layout preference%s%s",
                                  who ? " of " : "", who ? who : "");
-    char *p = dup_string(name);
-    char *w = dup_string(who ? who : "the caller");
+    char *p = strdup(name);
+    char *w = strdup(who ? who : "the caller");
     if (!p || !w) {
         free(p);
         free(w);

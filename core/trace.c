@@ -39,21 +39,12 @@ const char *kvrt_trace_kind_name(enum kvrt_trace_kind kind)
     return (int)kind >= 0 && (size_t)kind < NUM_KINDS ? kind_names[kind] : NULL;
 }
 
-static char *dup_string(const char *s)
-{
-    size_t n = strlen(s) + 1;
-    char *d = malloc(n);
-    if (d)
-        memcpy(d, s, n);
-    return d;
-}
-
 /* Takes ownership of line (freed on failure). */
 static bool push(struct kvrt_trace *t, enum kvrt_trace_kind kind, int32_t layout, const char *backend,
                  char *line, size_t text)
 {
     char *b = NULL;
-    if (!line || (backend && !(b = dup_string(backend))))
+    if (!line || (backend && !(b = strdup(backend))))
         goto fail;
     if (t->count == t->cap) {
         size_t cap = t->cap ? 2 * t->cap : 16;
@@ -119,7 +110,7 @@ bool kvrt_trace_append(struct kvrt_trace *t, const struct kvrt_trace *src)
     bool ok = true;
     for (size_t i = 0; i < src->count; i++) {
         const struct kvrt_trace_entry *s = &src->steps[i];
-        ok = push(t, s->kind, s->layout, s->backend, dup_string(s->line), s->text) && ok;
+        ok = push(t, s->kind, s->layout, s->backend, strdup(s->line), s->text) && ok;
     }
     return ok;
 }
