@@ -37,7 +37,6 @@ enum { DEC_SEQS = 16, DEC_LEN = 2048, DEC_QHEADS = 32 };
 #define PAGE ((uint64_t)H * BLOCK * C)
 #define FLUSH_BYTES (64u << 20)
 
-
 static const struct kvrt_plugin_descriptor *desc;
 static kvrt_plugin_device *dev;
 static kvrt_plugin_error err;
@@ -92,8 +91,7 @@ static kvrt_plugin_buffer *alloc_buf(uint64_t bytes)
 }
 
 /* [L, B, H, N, C] byte strides of a dense cache in the given layout. */
-static void cache_for_layout(int layout, struct kvrt_plugin_cache *cache,
-                             struct kvrt_plugin_layer layers[L])
+static void cache_for_layout(int layout, struct kvrt_plugin_cache *cache, struct kvrt_plugin_layer layers[L])
 {
     const uint64_t extent[5] = {L, NUM_BLOCKS, H, BLOCK, C};
     uint64_t stride[5], s = 1;
@@ -208,18 +206,15 @@ struct ctx {
 static int run_op(struct ctx *x, const char *op)
 {
     if (!strcmp(op, "write"))
-        return desc->write(dev, &x->cache, x->cbuf, 1, WRITE_TOKENS, x->slots, x->k, 0, x->v, 0,
-                           &err);
+        return desc->write(dev, &x->cache, x->cbuf, 1, WRITE_TOKENS, x->slots, x->k, 0, x->v, 0, &err);
     if (!strcmp(op, "read"))
-        return desc->read(dev, &x->cache, x->cbuf, 1, WRITE_TOKENS, x->slots, x->k, 0, x->v, 0,
-                          &err);
+        return desc->read(dev, &x->cache, x->cbuf, 1, WRITE_TOKENS, x->slots, x->k, 0, x->v, 0, &err);
     if (!strcmp(op, "copy"))
         return desc->copy_blocks(dev, &x->cache, x->cbuf, COPY_PAIRS, x->pairs, &err);
     if (!strcmp(op, "gather"))
         return desc->gather(dev, &x->cache, x->cbuf, GATHER_BLOCKS, x->blocks, x->stage, 0, &err);
     if (!strcmp(op, "scatter"))
-        return desc->scatter(dev, &x->cache, x->cbuf, GATHER_BLOCKS, x->blocks, x->stage, 0,
-                             &err);
+        return desc->scatter(dev, &x->cache, x->cbuf, GATHER_BLOCKS, x->blocks, x->stage, 0, &err);
     struct kvrt_plugin_decode_args a = {
         .size = sizeof(a),
         .num_seqs = DEC_SEQS,
@@ -305,13 +300,12 @@ int main(int argc, char **argv)
     check(desc->bind(&bi, &dev, &err), "bind");
 
     double mc1 = bench_memcpy(16u << 20, 1), mc2 = bench_memcpy(16u << 20, 2);
-    printf("# kvrt-cpu %s, %s; bf16 H=%d D=%d block=%d L=%d; %s of %d cold runs\n",
-           desc->version, path, H, D, BLOCK, L, use_median ? "median" : "best", reps);
+    printf("# kvrt-cpu %s, %s; bf16 H=%d D=%d block=%d L=%d; %s of %d cold runs\n", desc->version, path, H, D, BLOCK, L,
+           use_median ? "median" : "best", reps);
     printf("# memcpy 16 MiB, cold: 1 thread %.2f GB/s, 2 threads %.2f GB/s\n", mc1, mc2);
     printf("# memcpy = 1-thread memcpy of the same bytes, timed alternately with the op\n");
     printf("# ratio = op GB/s / memcpy GB/s; cpu_ms = process CPU time of the op\n");
-    printf("%-8s %-6s %9s %8s %8s %6s %8s\n", "op", "layout", "ms", "GB/s", "memcpy", "ratio",
-           "cpu_ms");
+    printf("%-8s %-6s %9s %8s %8s %6s %8s\n", "op", "layout", "ms", "GB/s", "memcpy", "ratio", "cpu_ms");
     desc->unbind(dev);
     uint64_t mc_bytes = op_bytes("decode");
     unsigned char *mc_src = malloc(mc_bytes), *mc_dst = malloc(mc_bytes);

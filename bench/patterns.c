@@ -70,9 +70,8 @@ enum variant {
     NHC_CACHE_STREAM,
     NUM_VARIANTS
 };
-static const char *const names[NUM_VARIANTS] = {"page/memcpy",    "page/stream",
-                                                "nhc/staging+mc", "nhc/staging+st",
-                                                "nhc/cache+mc",   "nhc/cache+st"};
+static const char *const names[NUM_VARIANTS] = {"page/memcpy",    "page/stream",  "nhc/staging+mc",
+                                                "nhc/staging+st", "nhc/cache+mc", "nhc/cache+st"};
 
 struct task {
     unsigned begin, end;
@@ -86,12 +85,8 @@ static void *work(void *arg)
         const unsigned char *s = cache + (size_t)ids[g] * PAGE;
         unsigned char *d = stage + (size_t)g * PAGE;
         switch (t->v) {
-        case PAGE_MEMCPY:
-            memcpy(d, s, PAGE);
-            break;
-        case PAGE_STREAM:
-            stream_copy(d, s, PAGE);
-            break;
+        case PAGE_MEMCPY: memcpy(d, s, PAGE); break;
+        case PAGE_STREAM: stream_copy(d, s, PAGE); break;
         case NHC_STAGING_MEMCPY: /* staging [h][n] <- cache [n][h] */
         case NHC_STAGING_STREAM:
             for (unsigned h = 0; h < HEADS; h++)
@@ -116,8 +111,7 @@ static void *work(void *arg)
                         stream_copy(dc, sc, CELL);
                 }
             break;
-        default:
-            break;
+        default: break;
         }
     }
     _mm_sfence();
@@ -179,7 +173,7 @@ int main(int argc, char **argv)
     printf("memcpy 256 MiB, 1 thread: best %.2f GB/s, median %.2f GB/s (%d rounds)\n", roof,
            r[NUM_VARIANTS][rounds / 2], rounds);
     for (int v = 0; v < NUM_VARIANTS; v++)
-        printf("%-18s best %6.2f GB/s  median %6.2f GB/s  best/memcpy %.2f\n", names[v],
-               r[v][rounds - 1], r[v][rounds / 2], r[v][rounds - 1] / roof);
+        printf("%-18s best %6.2f GB/s  median %6.2f GB/s  best/memcpy %.2f\n", names[v], r[v][rounds - 1],
+               r[v][rounds / 2], r[v][rounds - 1] / roof);
     return 0;
 }

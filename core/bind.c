@@ -10,7 +10,7 @@
  * the user wants it.  A backend whose device is the host CPU itself (PoCL's
  * OpenCL CPU device) comes last: it emulates on the same cores what "cpu"
  * runs natively, and is typically tens of times slower. */
-static const char *const priority[] = { "cuda", "rocm", "opencl" };
+static const char *const priority[] = {"cuda", "rocm", "opencl"};
 #define NUM_PRIORITY (sizeof(priority) / sizeof(priority[0]))
 #define RANK_OTHERS NUM_PRIORITY
 #define RANK_CPU (NUM_PRIORITY + 1)
@@ -61,8 +61,8 @@ static void note_demotions(kvrt_runtime *rt, const struct kvrt_loaded_plugin *ch
         if (emulates_cpu(p) && !kvrt_trace_has(&rt->trace, KVRT_TRACE_PREFERRED, p->desc->name))
             kvrt_trace_add(&rt->trace, KVRT_TRACE_PREFERRED, KVRT_TRACE_NO_LAYOUT, p->desc->name,
                            "backend \"cpu\" over \"%s\", whose device (%s) is the host CPU that \"cpu\" drives "
-                           "natively; set %s=%s to use it", p->desc->name,
-                           p->device.name[0] ? p->device.name : "CPU", KVRT_BACKEND_ENV, p->desc->name);
+                           "natively; set %s=%s to use it",
+                           p->desc->name, p->device.name[0] ? p->device.name : "CPU", KVRT_BACKEND_ENV, p->desc->name);
     }
 }
 
@@ -84,8 +84,10 @@ static int backend_env(const kvrt_runtime *rt, const char **out)
                 break;
             len += (size_t)n;
         }
-        return kvrt_fail(KVRT_ERR_INVALID, "%s is set but empty; name a backend (%s) or unset it to use the "
-                         "first available one", KVRT_BACKEND_ENV, rt->num_plugins ? names : "none found");
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "%s is set but empty; name a backend (%s) or unset it to use the "
+                         "first available one",
+                         KVRT_BACKEND_ENV, rt->num_plugins ? names : "none found");
     }
     return KVRT_OK;
 }
@@ -125,12 +127,14 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
     }
     pthread_mutex_unlock(&rt->lock);
     free(order);
-    return kvrt_fail(KVRT_ERR_NODEV, "no backend has a usable device (%zu plugins found; run `kvrt plugins` "
-                     "to see each one's reason)", rt->num_plugins);
+    return kvrt_fail(KVRT_ERR_NODEV,
+                     "no backend has a usable device (%zu plugins found; run `kvrt plugins` "
+                     "to see each one's reason)",
+                     rt->num_plugins);
 }
 
-int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends,
-                         bool mixed_shapes, const char *preference, enum kvrt_layout *out)
+int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends, bool mixed_shapes,
+                         const char *preference, enum kvrt_layout *out)
 {
     if (!rt || !out || (num_backends && !backends))
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_resolve: NULL argument");
@@ -203,8 +207,7 @@ static void host_log(void *user, int level, const char *message)
 }
 
 /* Called with rt->lock held. */
-static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt_layout layout,
-                       kvrt_backend **out)
+static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt_layout layout, kvrt_backend **out)
 {
     /* An array of pointers, so sizeof(*grown) is right; clang-tidy 14 flags
      * every sizeof of a pointer to a struct and has no option to tell. */
@@ -222,7 +225,7 @@ static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt
     b->host.size = sizeof(b->host);
     b->host.user = b;
     b->host.log = host_log;
-    struct kvrt_plugin_bind_info info = { .size = sizeof(info), .layout = (int32_t)layout, .host = &b->host };
+    struct kvrt_plugin_bind_info info = {.size = sizeof(info), .layout = (int32_t)layout, .host = &b->host};
     kvrt_plugin_error err;
     err.message[0] = '\0';
     int status = p->desc->bind(&info, &b->dev, &err);
@@ -231,8 +234,8 @@ static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt
         free(b);
         if (status > 0 || status < KVRT_ERR_INTERNAL)
             status = KVRT_ERR_PLUGIN;
-        return kvrt_fail(status, "backend \"%s\" failed to bind layout %s: %s", p->desc->name,
-                         kvrt_layout_name(layout), err.message[0] ? err.message : kvrt_status_name(status));
+        return kvrt_fail(status, "backend \"%s\" failed to bind layout %s: %s", p->desc->name, kvrt_layout_name(layout),
+                         err.message[0] ? err.message : kvrt_status_name(status));
     }
     rt->backends[rt->num_backends++] = b;
     *out = b;
@@ -298,7 +301,7 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
         pthread_mutex_unlock(&rt->lock);
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory");
     }
-    struct kvrt_strbuf passed = { 0 };
+    struct kvrt_strbuf passed = {0};
     status = KVRT_ERR_NODEV;
     for (size_t k = 0; k < rt->num_plugins && status != KVRT_OK; k++) {
         struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
@@ -317,7 +320,8 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
                     note_demotions(rt, p);
                     kvrt_trace_add(&rt->trace, KVRT_TRACE_BOUND, (int32_t)layout, p->desc->name,
                                    "backend \"%s\" (first available in priority order " PRIORITY_TEXT
-                                   ") with layout %s", p->desc->name, kvrt_layout_name(layout));
+                                   ") with layout %s",
+                                   p->desc->name, kvrt_layout_name(layout));
                     break;
                 }
                 snprintf(why, sizeof(why), "%s", kvrt_error_message());
@@ -370,8 +374,7 @@ int kvrt_backend_copy_bandwidth(kvrt_backend *b, uint64_t bytes, double *bytes_p
     const struct kvrt_plugin_descriptor *d = b->plugin->desc;
     if (!KVRT_PLUGIN_HAS(d, measure_copy) || !d->measure_copy)
         return kvrt_fail(KVRT_ERR_UNSUPPORTED,
-                         "kvrt_backend_copy_bandwidth: backend \"%s\" does not measure its copy bandwidth",
-                         d->name);
+                         "kvrt_backend_copy_bandwidth: backend \"%s\" does not measure its copy bandwidth", d->name);
     kvrt_plugin_error err;
     err.message[0] = '\0';
     int status = d->measure_copy(b->dev, bytes, bytes_per_second, &err);

@@ -39,7 +39,8 @@ int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_c
         /* The handle is all the core ever passes back; a NULL one would be
          * handed to the plugin's own functions as if it were a buffer. */
         free(buf);
-        return kvrt_fail(KVRT_ERR_PLUGIN, "backend \"%s\": allocating %llu bytes returned success "
+        return kvrt_fail(KVRT_ERR_PLUGIN,
+                         "backend \"%s\": allocating %llu bytes returned success "
                          "but no buffer (a NULL handle); the plugin is at fault",
                          b->plugin->desc->name, (unsigned long long)bytes);
     }
@@ -112,10 +113,9 @@ static int check_range(const kvrt_buffer *buf, uint64_t offset, uint64_t bytes, 
     if (!buf)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: buffer is NULL", fn);
     if (kvrt_add_overflow(offset, bytes, &end) || end > buf->size)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "%s: range [%llu, %llu + %llu) is outside the buffer of %llu bytes", fn,
-                         (unsigned long long)offset, (unsigned long long)offset,
-                         (unsigned long long)bytes, (unsigned long long)buf->size);
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: range [%llu, %llu + %llu) is outside the buffer of %llu bytes", fn,
+                         (unsigned long long)offset, (unsigned long long)offset, (unsigned long long)bytes,
+                         (unsigned long long)buf->size);
     return KVRT_OK;
 }
 
@@ -135,7 +135,8 @@ static int check_host_overlap(kvrt_buffer *buf, uint64_t offset, const void *hos
         return KVRT_OK;
     uintptr_t lo = (uintptr_t)base + (uintptr_t)offset, h = (uintptr_t)host;
     if (h < lo + bytes && lo < h + bytes)
-        return kvrt_fail(KVRT_ERR_INVALID, "%s: the host range overlaps the buffer's own bytes [%llu, %llu) it "
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "%s: the host range overlaps the buffer's own bytes [%llu, %llu) it "
                          "copies (the host pointer is at buffer offset %lld); copy through a separate host array",
                          fn, (unsigned long long)offset, (unsigned long long)(offset + bytes),
                          (long long)(h - (uintptr_t)base));
@@ -157,8 +158,8 @@ int kvrt_buffer_upload(kvrt_buffer *buf, uint64_t offset, const void *src, uint6
     kvrt_plugin_error err;
     err.message[0] = '\0';
     kvrt_backend *b = buf->backend;
-    return kvrt_plugin_status(b, b->plugin->desc->buffer_upload(b->dev, buf->handle, offset, src, bytes, &err),
-                              &err, "upload");
+    return kvrt_plugin_status(b, b->plugin->desc->buffer_upload(b->dev, buf->handle, offset, src, bytes, &err), &err,
+                              "upload");
 }
 
 int kvrt_buffer_download(kvrt_buffer *buf, uint64_t offset, void *dst, uint64_t bytes)
@@ -176,8 +177,8 @@ int kvrt_buffer_download(kvrt_buffer *buf, uint64_t offset, void *dst, uint64_t 
     kvrt_plugin_error err;
     err.message[0] = '\0';
     kvrt_backend *b = buf->backend;
-    return kvrt_plugin_status(b, b->plugin->desc->buffer_download(b->dev, buf->handle, offset, dst, bytes, &err),
-                              &err, "download");
+    return kvrt_plugin_status(b, b->plugin->desc->buffer_download(b->dev, buf->handle, offset, dst, bytes, &err), &err,
+                              "download");
 }
 
 int kvrt_buffer_zero(kvrt_buffer *buf, uint64_t offset, uint64_t bytes)
@@ -188,8 +189,7 @@ int kvrt_buffer_zero(kvrt_buffer *buf, uint64_t offset, uint64_t bytes)
     kvrt_plugin_error err;
     err.message[0] = '\0';
     kvrt_backend *b = buf->backend;
-    return kvrt_plugin_status(b, b->plugin->desc->buffer_zero(b->dev, buf->handle, offset, bytes, &err),
-                              &err, "zero");
+    return kvrt_plugin_status(b, b->plugin->desc->buffer_zero(b->dev, buf->handle, offset, bytes, &err), &err, "zero");
 }
 
 int kvrt_buffer_address(kvrt_buffer *buf, void **addr, enum kvrt_memory_kind *kind)
@@ -203,9 +203,11 @@ int kvrt_buffer_address(kvrt_buffer *buf, void **addr, enum kvrt_memory_kind *ki
     const struct kvrt_plugin_descriptor *d = b->plugin->desc;
     int memory = b->plugin->device.memory;
     if (!KVRT_PLUGIN_HAS(d, buffer_address) || !d->buffer_address || memory == KVRT_MEMORY_OPAQUE)
-        return kvrt_fail(KVRT_ERR_UNSUPPORTED, "kvrt_buffer_address: backend \"%s\" keeps its buffers in %s "
+        return kvrt_fail(KVRT_ERR_UNSUPPORTED,
+                         "kvrt_buffer_address: backend \"%s\" keeps its buffers in %s "
                          "memory with no address in this process; copy through kvrt_buffer_download or "
-                         "kvrt_cache_gather instead", d->name, kvrt_memory_kind_text(memory));
+                         "kvrt_cache_gather instead",
+                         d->name, kvrt_memory_kind_text(memory));
     kvrt_plugin_error err;
     err.message[0] = '\0';
     void *p = NULL;

@@ -31,8 +31,7 @@ static int describe_layers(kvrt_cache *c)
     /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers, as in bind.c */
     c->layer_spec = calloc(total, sizeof(*c->layer_spec));
     if (!c->layers || !c->layer_names || !c->layer_info || !c->layer_spec)
-        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_cache_create: out of memory for %llu layers",
-                         (unsigned long long)total);
+        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_cache_create: out of memory for %llu layers", (unsigned long long)total);
     uint64_t n = 0;
     for (size_t s = 0; s < nsets; s++) {
         struct kvrt_placement_set set;
@@ -74,8 +73,8 @@ static int describe_layers(kvrt_cache *c)
     /* Both walks read the same immutable placement; a mismatch would leave
      * layers undescribed (and their spec pointers NULL). */
     if (n != total)
-        return kvrt_fail(KVRT_ERR_INTERNAL, "kvrt_cache_create: described %llu of %llu layers",
-                         (unsigned long long)n, (unsigned long long)total);
+        return kvrt_fail(KVRT_ERR_INTERNAL, "kvrt_cache_create: described %llu of %llu layers", (unsigned long long)n,
+                         (unsigned long long)total);
     c->desc.num_layers = total;
     return KVRT_OK;
 }
@@ -127,8 +126,8 @@ static int copy_placement(const kvrt_placement *src, kvrt_placement **out)
     struct kvrt_placement_set first;
     kvrt_placement_get_set(src, 0, &first);
     uint64_t kernel = first.geometry.info.kernel_blocks_per_block > 1 ? first.geometry.info.kernel_block_size : 0;
-    int status = kvrt_placement_create(kvrt_placement_layout(src), groups, ngroups,
-                                       kvrt_placement_num_blocks(src), kernel, out);
+    int status =
+        kvrt_placement_create(kvrt_placement_layout(src), groups, ngroups, kvrt_placement_num_blocks(src), kernel, out);
     free(entries);
     free(groups);
     return status;
@@ -162,7 +161,8 @@ int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out
         if (c->layer_spec[i]->kind != KVRT_SPEC_STATE && !kvrt_backend_supports_dtype(b, t))
             status = kvrt_fail(KVRT_ERR_UNSUPPORTED,
                                "kvrt_cache_create: backend \"%s\" does not support element type %s "
-                               "(layer \"%s\")", b->plugin->desc->name, kvrt_dtype_name(t), c->layer_names[i]);
+                               "(layer \"%s\")",
+                               b->plugin->desc->name, kvrt_dtype_name(t), c->layer_names[i]);
     }
     /* Slots and block tables count in one block size for the whole cache
      * (struct kvrt_plugin_cache has one): every layer with tokens must use
@@ -178,9 +178,9 @@ int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out
             status = kvrt_fail(KVRT_ERR_INVALID,
                                "kvrt_cache_create: layer \"%s\" has block_size %llu but layer \"%s\" has %llu; "
                                "slots and block tables count in one block size per cache, so place layers "
-                               "of different block sizes in separate caches", c->layer_names[i],
-                               (unsigned long long)c->layer_spec[i]->block_size, c->layer_names[token_layer],
-                               (unsigned long long)c->layer_spec[token_layer]->block_size);
+                               "of different block sizes in separate caches",
+                               c->layer_names[i], (unsigned long long)c->layer_spec[i]->block_size,
+                               c->layer_names[token_layer], (unsigned long long)c->layer_spec[token_layer]->block_size);
     }
     if (status == KVRT_OK) {
         c->desc.size = sizeof(c->desc);
@@ -247,7 +247,7 @@ int kvrt_cache_retain(kvrt_cache *c)
     pthread_mutex_lock(&rt->lock);
     if (c->destroyed || rt->closing)
         status = kvrt_fail(KVRT_ERR_STATE, "the cache was destroyed (its memory lives on only for the tensors "
-                           "already exported from it)");
+                                           "already exported from it)");
     else if (c->exports == UINT64_MAX)
         status = kvrt_fail(KVRT_ERR_OVERFLOW, "the cache has %llu live tensors, the most it can count",
                            (unsigned long long)c->exports);
@@ -298,8 +298,10 @@ int kvrt_cache_layer_index(const kvrt_cache *c, const char *name, uint32_t *laye
             return KVRT_OK;
         }
     }
-    return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_layer_index: no layer named \"%s\" in this cache (%llu layers, "
-                     "the first is \"%s\")", name, (unsigned long long)c->desc.num_layers, c->layer_names[0]);
+    return kvrt_fail(KVRT_ERR_INVALID,
+                     "kvrt_cache_layer_index: no layer named \"%s\" in this cache (%llu layers, "
+                     "the first is \"%s\")",
+                     name, (unsigned long long)c->desc.num_layers, c->layer_names[0]);
 }
 
 int kvrt_cache_staging_bytes(const kvrt_cache *c, uint64_t num_blocks, uint64_t *bytes)

@@ -26,9 +26,8 @@ static int need_op(const kvrt_cache *c, uint32_t op, const char *fn)
 static int check_layer(const kvrt_cache *c, uint32_t layer, const char *fn)
 {
     if (layer >= c->desc.num_layers)
-        return kvrt_fail(KVRT_ERR_INVALID, "%s: layer %u out of range; the cache has %llu layers (0..%llu)", fn,
-                         layer, (unsigned long long)c->desc.num_layers,
-                         (unsigned long long)c->desc.num_layers - 1);
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: layer %u out of range; the cache has %llu layers (0..%llu)", fn, layer,
+                         (unsigned long long)c->desc.num_layers, (unsigned long long)c->desc.num_layers - 1);
     return KVRT_OK;
 }
 
@@ -37,55 +36,60 @@ static int check_token_layer(const kvrt_cache *c, uint32_t layer, const char *fn
 {
     const struct kvrt_spec *s = c->layer_spec[layer];
     if (s->kind == KVRT_SPEC_STATE)
-        return kvrt_fail(KVRT_ERR_INVALID, "%s: layer \"%s\" is a state (Mamba-like) layer; token operations "
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "%s: layer \"%s\" is a state (Mamba-like) layer; token operations "
                          "need an attention or MLA layer (use gather/scatter/copy_blocks for state pages)",
                          fn, c->layer_names[layer]);
     if (s->tokens_per_state_num != s->tokens_per_state_den)
-        return kvrt_fail(KVRT_ERR_INVALID, "%s: layer \"%s\" stores one state per %llu/%llu tokens; token "
-                         "operations need tokens_per_state 1", fn, c->layer_names[layer],
-                         (unsigned long long)s->tokens_per_state_num, (unsigned long long)s->tokens_per_state_den);
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "%s: layer \"%s\" stores one state per %llu/%llu tokens; token "
+                         "operations need tokens_per_state 1",
+                         fn, c->layer_names[layer], (unsigned long long)s->tokens_per_state_num,
+                         (unsigned long long)s->tokens_per_state_den);
     return KVRT_OK;
 }
 
-static int check_buffer(const kvrt_cache *c, const kvrt_buffer *buf, uint64_t offset, uint64_t count,
-                        uint64_t elem, const char *fn, const char *what)
+static int check_buffer(const kvrt_cache *c, const kvrt_buffer *buf, uint64_t offset, uint64_t count, uint64_t elem,
+                        const char *fn, const char *what)
 {
     uint64_t bytes, end;
     if (!buf)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: %s buffer is NULL", fn, what);
     if (buf->backend->plugin != c->backend->plugin)
-        return kvrt_fail(KVRT_ERR_INVALID, "%s: %s buffer belongs to backend \"%s\", the cache to \"%s\"; copy "
-                         "through host memory first", fn, what, buf->backend->plugin->desc->name,
-                         c->backend->plugin->desc->name);
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "%s: %s buffer belongs to backend \"%s\", the cache to \"%s\"; copy "
+                         "through host memory first",
+                         fn, what, buf->backend->plugin->desc->name, c->backend->plugin->desc->name);
     if (kvrt_mul_overflow(count, elem, &bytes) || kvrt_add_overflow(bytes, offset, &end))
         return kvrt_fail(KVRT_ERR_OVERFLOW, "%s: %s size %llu x %llu bytes overflows", fn, what,
                          (unsigned long long)count, (unsigned long long)elem);
     if (end > buf->size)
-        return kvrt_fail(KVRT_ERR_INVALID, "%s: %s needs %llu bytes at offset %llu, but the buffer holds %llu",
-                         fn, what, (unsigned long long)bytes, (unsigned long long)offset,
-                         (unsigned long long)buf->size);
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: %s needs %llu bytes at offset %llu, but the buffer holds %llu", fn,
+                         what, (unsigned long long)bytes, (unsigned long long)offset, (unsigned long long)buf->size);
     /* Buffers are separate allocations, so only the cache's own buffer can
      * overlap the cache.  A backend would copy between overlapping ranges
      * (undefined for memcpy) and its workers would race on them. */
     if (buf == c->buffer && bytes > 0)
-        return kvrt_fail(KVRT_ERR_INVALID, "%s: %s range [%llu, %llu) lies in the cache's own buffer, which "
-                         "holds the cache allocation [0, %llu); pass a separate buffer", fn, what,
-                         (unsigned long long)offset, (unsigned long long)end, (unsigned long long)c->buffer->size);
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "%s: %s range [%llu, %llu) lies in the cache's own buffer, which "
+                         "holds the cache allocation [0, %llu); pass a separate buffer",
+                         fn, what, (unsigned long long)offset, (unsigned long long)end,
+                         (unsigned long long)c->buffer->size);
     return KVRT_OK;
 }
 
 /* Two regions of one operation where at least one is written must not
  * share bytes: the result would depend on the backend's copy order. */
 static int check_disjoint(const kvrt_buffer *a, uint64_t a_off, uint64_t a_bytes, const char *a_what,
-                          const kvrt_buffer *b, uint64_t b_off, uint64_t b_bytes, const char *b_what,
-                          const char *fn)
+                          const kvrt_buffer *b, uint64_t b_off, uint64_t b_bytes, const char *b_what, const char *fn)
 {
     /* Both ranges were checked against their buffers, so the ends fit. */
     if (a != b || a_bytes == 0 || b_bytes == 0 || a_off + a_bytes <= b_off || b_off + b_bytes <= a_off)
         return KVRT_OK;
-    return kvrt_fail(KVRT_ERR_INVALID, "%s: %s range [%llu, %llu) and %s range [%llu, %llu) overlap in one "
-                     "buffer; an output must not share bytes with another region of the operation", fn,
-                     a_what, (unsigned long long)a_off, (unsigned long long)(a_off + a_bytes), b_what,
+    return kvrt_fail(KVRT_ERR_INVALID,
+                     "%s: %s range [%llu, %llu) and %s range [%llu, %llu) overlap in one "
+                     "buffer; an output must not share bytes with another region of the operation",
+                     fn, a_what, (unsigned long long)a_off, (unsigned long long)(a_off + a_bytes), b_what,
                      (unsigned long long)b_off, (unsigned long long)(b_off + b_bytes));
 }
 
@@ -98,9 +102,10 @@ static int check_slots(const kvrt_cache *c, uint64_t n, const int64_t *slots, co
         return kvrt_fail(KVRT_ERR_OVERFLOW, "%s: number of slots overflows", fn);
     for (uint64_t t = 0; t < n; t++)
         if (slots[t] >= 0 && (uint64_t)slots[t] >= limit)
-            return kvrt_fail(KVRT_ERR_INVALID, "%s: slot %lld of token %llu is out of range; valid slots are "
-                             "0..%llu (%llu blocks x %llu tokens), or negative to skip", fn, (long long)slots[t],
-                             (unsigned long long)t, (unsigned long long)limit - 1,
+            return kvrt_fail(KVRT_ERR_INVALID,
+                             "%s: slot %lld of token %llu is out of range; valid slots are "
+                             "0..%llu (%llu blocks x %llu tokens), or negative to skip",
+                             fn, (long long)slots[t], (unsigned long long)t, (unsigned long long)limit - 1,
                              (unsigned long long)c->desc.num_blocks, (unsigned long long)c->desc.block_size);
     return KVRT_OK;
 }
@@ -143,8 +148,8 @@ static int token_io(kvrt_cache *c, bool is_write, uint32_t layer, uint64_t num_t
         return status;
     if (L->head_size_v == 0) {
         if (v)
-            return kvrt_fail(KVRT_ERR_INVALID, "%s: layer \"%s\" has no V part (head_size_v 0); pass NULL for V",
-                             fn, c->layer_names[layer]);
+            return kvrt_fail(KVRT_ERR_INVALID, "%s: layer \"%s\" has no V part (head_size_v 0); pass NULL for V", fn,
+                             c->layer_names[layer]);
     } else {
         status = check_buffer(c, v, v_offset, rows, vrow, fn, "V");
         /* Reading writes both K and V; writing only reads them. */
@@ -196,8 +201,8 @@ int kvrt_cache_copy_blocks(kvrt_cache *c, uint64_t num_pairs, const int64_t *pai
         return status;
     kvrt_plugin_error err;
     err.message[0] = '\0';
-    status = c->backend->plugin->desc->copy_blocks(c->backend->dev, &c->desc, c->buffer->handle, num_pairs,
-                                                   pairs, &err);
+    status =
+        c->backend->plugin->desc->copy_blocks(c->backend->dev, &c->desc, c->buffer->handle, num_pairs, pairs, &err);
     return kvrt_plugin_status(c->backend, status, &err, "copy_blocks");
 }
 
@@ -219,8 +224,8 @@ static int staging_io(kvrt_cache *c, bool is_gather, uint64_t n, const int64_t *
     const struct kvrt_plugin_descriptor *d = c->backend->plugin->desc;
     kvrt_plugin_error err;
     err.message[0] = '\0';
-    status = (is_gather ? d->gather : d->scatter)(c->backend->dev, &c->desc, c->buffer->handle, n, ids,
-                                                  staging->handle, offset, &err);
+    status = (is_gather ? d->gather : d->scatter)(c->backend->dev, &c->desc, c->buffer->handle, n, ids, staging->handle,
+                                                  offset, &err);
     return kvrt_plugin_status(c->backend, status, &err, is_gather ? "gather" : "scatter");
 }
 
@@ -269,9 +274,11 @@ int kvrt_cache_decode(kvrt_cache *c, uint32_t layer, const struct kvrt_decode_pa
                     break;
                 len += (size_t)n;
             }
-        return kvrt_fail(KVRT_ERR_UNSUPPORTED, "%s: backend \"%s\" does not decode %s (layer \"%s\"); its decode "
-                         "computes on: %s", fn, c->backend->plugin->desc->name,
-                         kvrt_dtype_name((enum kvrt_dtype)L->dtype), c->layer_names[layer], names);
+        return kvrt_fail(KVRT_ERR_UNSUPPORTED,
+                         "%s: backend \"%s\" does not decode %s (layer \"%s\"); its decode "
+                         "computes on: %s",
+                         fn, c->backend->plugin->desc->name, kvrt_dtype_name((enum kvrt_dtype)L->dtype),
+                         c->layer_names[layer], names);
     }
     if (L->head_size_v == 0)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: layer \"%s\" has no V part (MLA); paged decode needs head_size_v > 0",
@@ -279,8 +286,9 @@ int kvrt_cache_decode(kvrt_cache *c, uint32_t layer, const struct kvrt_decode_pa
     if (p->num_seqs == 0)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: num_seqs is 0; decode needs at least one sequence", fn);
     if (p->num_q_heads == 0 || p->num_q_heads % L->head_slots != 0)
-        return kvrt_fail(KVRT_ERR_INVALID, "%s: num_q_heads %u must be a positive multiple of the layer's %llu KV heads",
-                         fn, p->num_q_heads, (unsigned long long)L->head_slots);
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "%s: num_q_heads %u must be a positive multiple of the layer's %llu KV heads", fn,
+                         p->num_q_heads, (unsigned long long)L->head_slots);
     if (!isfinite(p->scale) || p->scale == 0.0f)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: scale %g must be a finite non-zero number (usually 1/sqrt(head_size))",
                          fn, (double)p->scale);
@@ -299,16 +307,19 @@ int kvrt_cache_decode(kvrt_cache *c, uint32_t layer, const struct kvrt_decode_pa
     for (uint32_t s = 0; s < p->num_seqs; s++) {
         int32_t len = p->seq_lens[s];
         if (len < 1 || (uint64_t)len > max_len)
-            return kvrt_fail(KVRT_ERR_INVALID, "%s: seq_lens[%u] = %d; valid lengths are 1..%llu (max_blocks_per_seq "
-                             "%u x block_size %llu)", fn, s, (int)len, (unsigned long long)max_len,
-                             p->max_blocks_per_seq, (unsigned long long)c->desc.block_size);
+            return kvrt_fail(KVRT_ERR_INVALID,
+                             "%s: seq_lens[%u] = %d; valid lengths are 1..%llu (max_blocks_per_seq "
+                             "%u x block_size %llu)",
+                             fn, s, (int)len, (unsigned long long)max_len, p->max_blocks_per_seq,
+                             (unsigned long long)c->desc.block_size);
         uint64_t used = ((uint64_t)len + c->desc.block_size - 1) / c->desc.block_size;
         for (uint64_t i = 0; i < used; i++) {
             int32_t b = p->block_tables[(uint64_t)s * p->max_blocks_per_seq + i];
             if (b < 0 || (uint64_t)b >= c->desc.num_blocks)
-                return kvrt_fail(KVRT_ERR_INVALID, "%s: block_tables[%u][%llu] = %d is out of range; valid ids are "
-                                 "0..%llu", fn, s, (unsigned long long)i, (int)b,
-                                 (unsigned long long)c->desc.num_blocks - 1);
+                return kvrt_fail(KVRT_ERR_INVALID,
+                                 "%s: block_tables[%u][%llu] = %d is out of range; valid ids are "
+                                 "0..%llu",
+                                 fn, s, (unsigned long long)i, (int)b, (unsigned long long)c->desc.num_blocks - 1);
         }
     }
     struct kvrt_plugin_decode_args a = {

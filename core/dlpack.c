@@ -11,7 +11,6 @@
 #include "error.h"
 #include "runtime_internal.h"
 
-
 /* One allocation per tensor: the DLManagedTensor points into it for its
  * shape and strides, and its deleter frees it. */
 struct kvrt_export {
@@ -51,15 +50,9 @@ static int dl_dtype(const struct kvrt_plugin_layer *L, DLDataType *out)
     }
     switch ((enum kvrt_dtype)L->dtype) {
     case KVRT_DTYPE_FP32:
-    case KVRT_DTYPE_FP16:
-        out->code = kDLFloat;
-        return KVRT_OK;
-    case KVRT_DTYPE_BF16:
-        out->code = kDLBfloat;
-        return KVRT_OK;
-    case KVRT_DTYPE_INT8:
-        out->code = kDLInt;
-        return KVRT_OK;
+    case KVRT_DTYPE_FP16: out->code = kDLFloat; return KVRT_OK;
+    case KVRT_DTYPE_BF16: out->code = kDLBfloat; return KVRT_OK;
+    case KVRT_DTYPE_INT8: out->code = kDLInt; return KVRT_OK;
     case KVRT_DTYPE_UINT8:
     case KVRT_DTYPE_FP8_E4M3:
     case KVRT_DTYPE_FP8_E5M2:
@@ -78,27 +71,20 @@ static int dl_device(kvrt_cache *c, enum kvrt_memory_kind kind, DLDevice *out)
         return status;
     out->device_id = kind == KVRT_MEMORY_HOST ? 0 : info.device_id;
     switch (kind) {
-    case KVRT_MEMORY_HOST:
-        out->device_type = kDLCPU;
-        return KVRT_OK;
-    case KVRT_MEMORY_CUDA:
-        out->device_type = kDLCUDA;
-        return KVRT_OK;
-    case KVRT_MEMORY_ROCM:
-        out->device_type = kDLROCM;
-        return KVRT_OK;
-    case KVRT_MEMORY_OPAQUE:
-        break;
+    case KVRT_MEMORY_HOST: out->device_type = kDLCPU; return KVRT_OK;
+    case KVRT_MEMORY_CUDA: out->device_type = kDLCUDA; return KVRT_OK;
+    case KVRT_MEMORY_ROCM: out->device_type = kDLROCM; return KVRT_OK;
+    case KVRT_MEMORY_OPAQUE: break;
     }
     return kvrt_fail(KVRT_ERR_UNSUPPORTED,
                      "DLPack export: backend \"%s\" keeps the cache in memory with no address in this "
                      "process (memory kind %d), so it cannot be shared as a tensor; use kvrt_cache_read "
-                     "or a backend with host, CUDA or ROCm memory", c->backend->plugin->desc->name, (int)kind);
+                     "or a backend with host, CUDA or ROCm memory",
+                     c->backend->plugin->desc->name, (int)kind);
 }
 
 /* The content sub-range of `part`: first element and count. */
-static int part_range(const kvrt_cache *c, uint32_t layer, enum kvrt_view_part part, uint64_t *first,
-                      uint64_t *count)
+static int part_range(const kvrt_cache *c, uint32_t layer, enum kvrt_view_part part, uint64_t *first, uint64_t *count)
 {
     const struct kvrt_plugin_layer *L = &c->layers[layer];
     uint64_t content = L->content_bytes / L->elem_size;
@@ -113,7 +99,8 @@ static int part_range(const kvrt_cache *c, uint32_t layer, enum kvrt_view_part p
         if (L->kind == KVRT_SPEC_STATE)
             return kvrt_fail(KVRT_ERR_INVALID,
                              "DLPack export: layer %u (\"%s\") is a state layer with no K or V; export "
-                             "it with KVRT_VIEW_ALL", layer, name);
+                             "it with KVRT_VIEW_ALL",
+                             layer, name);
         if (part == KVRT_VIEW_V && L->head_size_v == 0)
             return kvrt_fail(KVRT_ERR_INVALID,
                              "DLPack export: layer %u (\"%s\") is an MLA layer with no separate V "
@@ -122,14 +109,16 @@ static int part_range(const kvrt_cache *c, uint32_t layer, enum kvrt_view_part p
         if (L->head_size + L->head_size_v > content)
             return kvrt_fail(KVRT_ERR_INVALID,
                              "DLPack export: layer %u (\"%s\") has %llu content elements, fewer than head "
-                             "size %llu + V head size %llu", layer, name, ULL(content), ULL(L->head_size),
-                             ULL(L->head_size_v));
+                             "size %llu + V head size %llu",
+                             layer, name, ULL(content), ULL(L->head_size), ULL(L->head_size_v));
         *first = part == KVRT_VIEW_K ? 0 : L->head_size;
         *count = part == KVRT_VIEW_K ? L->head_size : L->head_size_v;
         return KVRT_OK;
     }
-    return kvrt_fail(KVRT_ERR_INVALID, "DLPack export: view part %d is not one of KVRT_VIEW_ALL (0), "
-                     "KVRT_VIEW_K (1), KVRT_VIEW_V (2)", (int)part);
+    return kvrt_fail(KVRT_ERR_INVALID,
+                     "DLPack export: view part %d is not one of KVRT_VIEW_ALL (0), "
+                     "KVRT_VIEW_K (1), KVRT_VIEW_V (2)",
+                     (int)part);
 }
 
 /* Layer 0's view with its K/V range, the buffer address and the device:
@@ -207,10 +196,9 @@ int kvrt_cache_export_layer(kvrt_cache *c, uint32_t layer, enum kvrt_view_part p
 static bool same_view(const struct kvrt_plugin_layer *a, const struct kvrt_plugin_layer *b)
 {
     return a->kind == b->kind && a->dtype == b->dtype && a->elem_size == b->elem_size &&
-           a->num_view_blocks == b->num_view_blocks && a->head_slots == b->head_slots &&
-           a->states == b->states && a->content_bytes == b->content_bytes && a->head_size == b->head_size &&
-           a->head_size_v == b->head_size_v && a->stride_block == b->stride_block &&
-           a->stride_head == b->stride_head && a->stride_state == b->stride_state;
+           a->num_view_blocks == b->num_view_blocks && a->head_slots == b->head_slots && a->states == b->states &&
+           a->content_bytes == b->content_bytes && a->head_size == b->head_size && a->head_size_v == b->head_size_v &&
+           a->stride_block == b->stride_block && a->stride_head == b->stride_head && a->stride_state == b->stride_state;
 }
 
 /* Elements from one layer to the next, when every layer has layer 0's view
@@ -230,8 +218,8 @@ static int layer_stride(const kvrt_cache *c, uint64_t *stride)
         return kvrt_fail(KVRT_ERR_INVALID,
                          "kvrt_cache_export_layers: layer 1 (\"%s\") starts at byte %llu and layer 0 at %llu, "
                          "not a positive whole number of %llu-byte elements later; export the layers one "
-                         "by one with kvrt_cache_export_layer", c->layer_names[1], ULL(L1->offset),
-                         ULL(L0->offset), ULL(L0->elem_size));
+                         "by one with kvrt_cache_export_layer",
+                         c->layer_names[1], ULL(L1->offset), ULL(L0->offset), ULL(L0->elem_size));
     uint64_t step = L1->offset - L0->offset;
     for (uint64_t l = 1; l < n; l++) {
         const struct kvrt_plugin_layer *L = &c->layers[l];
@@ -240,13 +228,14 @@ static int layer_stride(const kvrt_cache *c, uint64_t *stride)
             return kvrt_fail(KVRT_ERR_INVALID,
                              "kvrt_cache_export_layers: layer %llu (\"%s\") does not have layer 0's (\"%s\") "
                              "spec and strides, so the layers are not one tensor; export them one by one "
-                             "with kvrt_cache_export_layer", ULL(l), c->layer_names[l], c->layer_names[0]);
+                             "with kvrt_cache_export_layer",
+                             ULL(l), c->layer_names[l], c->layer_names[0]);
         if (kvrt_mul_overflow(step, l, &want) || kvrt_add_overflow(want, L0->offset, &want) || L->offset != want)
             return kvrt_fail(KVRT_ERR_INVALID,
                              "kvrt_cache_export_layers: layer %llu (\"%s\") starts at byte %llu, not at %llu "
                              "(layers are not evenly spaced by %llu bytes); export them one by one with "
-                             "kvrt_cache_export_layer", ULL(l), c->layer_names[l], ULL(L->offset),
-                             ULL(L0->offset + l * step), ULL(step));
+                             "kvrt_cache_export_layer",
+                             ULL(l), c->layer_names[l], ULL(L->offset), ULL(L0->offset + l * step), ULL(step));
     }
     *stride = step / L0->elem_size;
     return KVRT_OK;

@@ -36,8 +36,7 @@ static const struct {
     {"bfloat16", KVRT_DTYPE_BF16},
 };
 
-#define VALID_DTYPE_NAMES \
-    "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, uint8 (also float32, float16, bfloat16)"
+#define VALID_DTYPE_NAMES "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, uint8 (also float32, float16, bfloat16)"
 
 static int dtype_valid(enum kvrt_dtype dtype)
 {
@@ -78,6 +77,5 @@ int kvrt_dtype_parse(const char *name, enum kvrt_dtype *out)
     char quoted[128];
     kvrt_layout_quote(name, quoted, sizeof(quoted));
     return kvrt_fail(KVRT_ERR_INVALID,
-                     "unknown dtype \"%s\"; valid names (exact, case-sensitive) are " VALID_DTYPE_NAMES,
-                     quoted);
+                     "unknown dtype \"%s\"; valid names (exact, case-sensitive) are " VALID_DTYPE_NAMES, quoted);
 }

@@ -16,7 +16,6 @@
 #include "layout_internal.h"
 #include "reserved.h"
 
-
 static const char axis_names[KVRT_NUM_AXES] = {'L', 'B', 'H', 'N', 'C'};
 
 void kvrt_geometry_params_default(struct kvrt_geometry_params *params)
@@ -43,9 +42,9 @@ static int page_position(const int order[KVRT_NUM_AXES])
  * The walk.  `fixed` is per kernel block for B.  `padded_page` (0 = none)
  * is the least stride of the page axis; a fixed stride there must reach it.
  */
-static int walk_strides(const char *layout_name, const int order[KVRT_NUM_AXES],
-                        const uint64_t extent[KVRT_NUM_AXES], const uint64_t fixed[KVRT_NUM_AXES],
-                        uint64_t padded_page, uint64_t strides[KVRT_NUM_AXES], uint64_t *total)
+static int walk_strides(const char *layout_name, const int order[KVRT_NUM_AXES], const uint64_t extent[KVRT_NUM_AXES],
+                        const uint64_t fixed[KVRT_NUM_AXES], uint64_t padded_page, uint64_t strides[KVRT_NUM_AXES],
+                        uint64_t *total)
 {
     const int page_pos = page_position(order);
     uint64_t span = 1;
@@ -65,8 +64,8 @@ static int walk_strides(const char *layout_name, const int order[KVRT_NUM_AXES],
                                  "fixed stride %llu of axis %c (extent %llu) in layout %s is smaller "
                                  "than the %llu bytes of the axes inside it, so its entries would "
                                  "overlap; fix it to at least %llu or leave it unset",
-                                 ULL(fixed[axis]), axis_names[axis], ULL(extent[axis]), layout_name,
-                                 ULL(span), ULL(span));
+                                 ULL(fixed[axis]), axis_names[axis], ULL(extent[axis]), layout_name, ULL(span),
+                                 ULL(span));
             stride = fixed[axis];
         }
         strides[axis] = stride;
@@ -86,8 +85,8 @@ static int walk_strides(const char *layout_name, const int order[KVRT_NUM_AXES],
 
 /* Padding adds bytes after each page; only axes that step whole pages (L, B)
  * or that do not step at all may sit outside it. */
-static int check_padding(const char *layout_name, const int order[KVRT_NUM_AXES],
-                         const uint64_t extent[KVRT_NUM_AXES], const struct kvrt_spec_info *info)
+static int check_padding(const char *layout_name, const int order[KVRT_NUM_AXES], const uint64_t extent[KVRT_NUM_AXES],
+                         const struct kvrt_spec_info *info)
 {
     const int page_pos = page_position(order);
     for (int p = 0; p < page_pos; p++) {
@@ -99,8 +98,8 @@ static int check_padding(const char *layout_name, const int order[KVRT_NUM_AXES]
                          "bytes): axis %c (extent %llu) lies outside the page, so padding would cut "
                          "through it; use a layout whose page is contiguous such as LBNHC, LBHNC, "
                          "BLNHC or BLHNC, or leave page_size_padded unset",
-                         layout_name, ULL(info->page_size), ULL(info->unpadded_page_size),
-                         axis_names[axis], ULL(extent[axis]));
+                         layout_name, ULL(info->page_size), ULL(info->unpadded_page_size), axis_names[axis],
+                         ULL(extent[axis]));
     }
     return KVRT_OK;
 }
@@ -135,9 +134,8 @@ static int check_split(const struct walk_input *in, const struct kvrt_spec_info 
 static int check_params(const struct kvrt_geometry_params *params)
 {
     if (!kvrt_layout_valid((int)params->layout))
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "layout value %d is not valid; valid layouts are %s",
-                         (int)params->layout, kvrt_layout_values_text());
+        return kvrt_fail(KVRT_ERR_INVALID, "layout value %d is not valid; valid layouts are %s", (int)params->layout,
+                         kvrt_layout_values_text());
     if (!params->spec)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_geometry_compute: params->spec is NULL");
     if (params->num_layers == 0)
@@ -212,8 +210,7 @@ int kvrt_geometry_compute(const struct kvrt_geometry_params *params, struct kvrt
         }
     }
 
-    rc = walk_strides(in.layout_name, in.order, in.extent, in.fixed, in.padded_page, g.strides_bytes,
-                      &g.total_bytes);
+    rc = walk_strides(in.layout_name, in.order, in.extent, in.fixed, in.padded_page, g.strides_bytes, &g.total_bytes);
     if (rc != KVRT_OK)
         return rc;
 
@@ -238,17 +235,13 @@ int kvrt_geometry_layer_view(const struct kvrt_geometry *geom, uint64_t base_off
     if (!geom || !out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_geometry_layer_view: geom and out must not be NULL");
     if (layer >= geom->num_layers)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "layer %llu is out of range: the geometry has %llu layers (valid 0..%llu)",
+        return kvrt_fail(KVRT_ERR_INVALID, "layer %llu is out of range: the geometry has %llu layers (valid 0..%llu)",
                          ULL(layer), ULL(geom->num_layers), ULL(geom->num_layers - 1));
     if (geom->info.elem_size == 0)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "kvrt_geometry_layer_view: the geometry has element size 0; fill it with "
-                         "kvrt_geometry_compute");
-    if (kvrt_mul_overflow(layer, geom->layer_stride, &rel) ||
-        kvrt_add_overflow(base_offset, rel, &v.offset_bytes))
-        return kvrt_fail(KVRT_ERR_OVERFLOW,
-                         "view offset %llu + layer %llu * layer stride %llu does not fit in 64 bits",
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_geometry_layer_view: the geometry has element size 0; fill it with "
+                                           "kvrt_geometry_compute");
+    if (kvrt_mul_overflow(layer, geom->layer_stride, &rel) || kvrt_add_overflow(base_offset, rel, &v.offset_bytes))
+        return kvrt_fail(KVRT_ERR_OVERFLOW, "view offset %llu + layer %llu * layer stride %llu does not fit in 64 bits",
                          ULL(base_offset), ULL(layer), ULL(geom->layer_stride));
 
     v.elem_size = geom->info.elem_size;
@@ -263,8 +256,7 @@ int kvrt_geometry_layer_view(const struct kvrt_geometry *geom, uint64_t base_off
             return kvrt_fail(KVRT_ERR_INVALID,
                              "the stride %llu of axis %c is not a multiple of the element size %llu, "
                              "so it cannot be expressed in elements; fix strides to multiples of %llu",
-                             ULL(v.strides_bytes[i]), axis_names[axis], ULL(v.elem_size),
-                             ULL(v.elem_size));
+                             ULL(v.strides_bytes[i]), axis_names[axis], ULL(v.elem_size), ULL(v.elem_size));
         v.strides[i] = v.strides_bytes[i] / v.elem_size;
     }
     /* The byte pair (shape_bytes, strides_bytes) counts C in bytes with

@@ -20,12 +20,9 @@ struct layout_entry {
 
 /* Table order of docs/design.md §2; the enum values index this array. */
 static const struct layout_entry layouts[KVRT_NUM_LAYOUTS] = {
-    [KVRT_LAYOUT_LBHNC] = {"LBHNC", {0, 1, 2, 3, 4}},
-    [KVRT_LAYOUT_LBNHC] = {"LBNHC", {0, 1, 3, 2, 4}},
-    [KVRT_LAYOUT_LHBNC] = {"LHBNC", {0, 2, 1, 3, 4}},
-    [KVRT_LAYOUT_BLHNC] = {"BLHNC", {1, 0, 2, 3, 4}},
-    [KVRT_LAYOUT_BLNHC] = {"BLNHC", {1, 0, 3, 2, 4}},
-    [KVRT_LAYOUT_BHLNC] = {"BHLNC", {1, 2, 0, 3, 4}},
+    [KVRT_LAYOUT_LBHNC] = {"LBHNC", {0, 1, 2, 3, 4}}, [KVRT_LAYOUT_LBNHC] = {"LBNHC", {0, 1, 3, 2, 4}},
+    [KVRT_LAYOUT_LHBNC] = {"LHBNC", {0, 2, 1, 3, 4}}, [KVRT_LAYOUT_BLHNC] = {"BLHNC", {1, 0, 2, 3, 4}},
+    [KVRT_LAYOUT_BLNHC] = {"BLNHC", {1, 0, 3, 2, 4}}, [KVRT_LAYOUT_BHLNC] = {"BHLNC", {1, 2, 0, 3, 4}},
 };
 
 /* The spellings vLLM users already type for the two layer-compact layouts
@@ -72,8 +69,7 @@ static void write_names(void)
     snprintf(table_text, sizeof(table_text), "%.*s", (int)layouts_end, valid_names);
     size_t v = 0;
     for (int i = 0; i < KVRT_NUM_LAYOUTS; i++)
-        v += (size_t)snprintf(values_text + v, sizeof(values_text) - v, "%s%d (%s)", v ? ", " : "", i,
-                              layouts[i].name);
+        v += (size_t)snprintf(values_text + v, sizeof(values_text) - v, "%s%d (%s)", v ? ", " : "", i, layouts[i].name);
     /* "NHD and NHC mean LBNHC, HND and HNC mean LBHNC": grouped per layout,
      * in the order each layout first appears among the aliases. */
     size_t m = 0;
@@ -91,8 +87,8 @@ static void write_names(void)
                                   count ? " and " : (m ? ", " : ""), aliases[j].name);
             count++;
         }
-        m += (size_t)snprintf(alias_meanings + m, sizeof(alias_meanings) - m, " %s %s",
-                              count > 1 ? "mean" : "means", layouts[aliases[i].layout].name);
+        m += (size_t)snprintf(alias_meanings + m, sizeof(alias_meanings) - m, " %s %s", count > 1 ? "mean" : "means",
+                              layouts[aliases[i].layout].name);
     }
 }
 
@@ -141,8 +137,7 @@ int kvrt_layout_parse(const char *name, enum kvrt_layout *out)
     if (!out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_layout_parse: out is NULL");
     if (!name)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "layout name is NULL; valid names are %s", kvrt_layout_valid_names());
+        return kvrt_fail(KVRT_ERR_INVALID, "layout name is NULL; valid names are %s", kvrt_layout_valid_names());
     for (int i = 0; i < KVRT_NUM_LAYOUTS; i++) {
         if (strcmp(name, layouts[i].name) == 0) {
             *out = (enum kvrt_layout)i;
@@ -157,17 +152,16 @@ int kvrt_layout_parse(const char *name, enum kvrt_layout *out)
     }
     char quoted[256];
     kvrt_layout_quote(name, quoted, sizeof(quoted));
-    return kvrt_fail(KVRT_ERR_INVALID,
-                     "unknown layout \"%s\"; valid names (exact, case-sensitive) are %s (%s)",
-                     quoted, kvrt_layout_valid_names(), layout_alias_meanings());
+    return kvrt_fail(KVRT_ERR_INVALID, "unknown layout \"%s\"; valid names (exact, case-sensitive) are %s (%s)", quoted,
+                     kvrt_layout_valid_names(), layout_alias_meanings());
 }
 
 static int check_layout(const char *fn, enum kvrt_layout layout)
 {
     if (kvrt_layout_valid((int)layout))
         return KVRT_OK;
-    return kvrt_fail(KVRT_ERR_INVALID, "%s: layout value %d is not one of the %d layouts (0..%d)",
-                     fn, (int)layout, KVRT_NUM_LAYOUTS, KVRT_NUM_LAYOUTS - 1);
+    return kvrt_fail(KVRT_ERR_INVALID, "%s: layout value %d is not one of the %d layouts (0..%d)", fn, (int)layout,
+                     KVRT_NUM_LAYOUTS, KVRT_NUM_LAYOUTS - 1);
 }
 
 int kvrt_layout_stride_order(enum kvrt_layout layout, int out[KVRT_NUM_AXES])
@@ -184,7 +178,8 @@ int kvrt_layout_stride_order(enum kvrt_layout layout, int out[KVRT_NUM_AXES])
 int kvrt_layout_layer_view_order(enum kvrt_layout layout, int out[4])
 {
     if (!out)
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_layout_layer_view_order: out is NULL; pass an array to receive the order");
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "kvrt_layout_layer_view_order: out is NULL; pass an array to receive the order");
     int rc = check_layout("kvrt_layout_layer_view_order", layout);
     if (rc != KVRT_OK)
         return rc;
@@ -219,8 +214,7 @@ bool kvrt_layout_block_outermost(enum kvrt_layout layout)
 bool kvrt_layout_block_compact(enum kvrt_layout layout)
 {
     const int *o = order_of(layout);
-    return o && ((o[0] == KVRT_AXIS_L && o[1] == KVRT_AXIS_B) ||
-                 (o[0] == KVRT_AXIS_B && o[1] == KVRT_AXIS_L));
+    return o && ((o[0] == KVRT_AXIS_L && o[1] == KVRT_AXIS_B) || (o[0] == KVRT_AXIS_B && o[1] == KVRT_AXIS_L));
 }
 
 bool kvrt_layout_block_contiguous(enum kvrt_layout layout)
@@ -242,8 +236,7 @@ int kvrt_layout_from_env(bool *is_set, enum kvrt_layout *out)
      * it as "unset" would silently ignore what the user meant to constrain. */
     int rc = kvrt_layout_parse(value, out);
     if (rc != KVRT_OK)
-        return kvrt_fail_context(rc, "%s is set but not a valid layout (unset it to let kvrt choose)",
-                                 KVRT_LAYOUT_ENV);
+        return kvrt_fail_context(rc, "%s is set but not a valid layout (unset it to let kvrt choose)", KVRT_LAYOUT_ENV);
     *is_set = true;
     return KVRT_OK;
 }

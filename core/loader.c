@@ -25,8 +25,7 @@
 
 static int add_skipped(kvrt_runtime *rt, const char *path, const char *reason)
 {
-    struct kvrt_skipped_plugin *s =
-        realloc(rt->skipped, (rt->num_skipped + 1) * sizeof(*rt->skipped));
+    struct kvrt_skipped_plugin *s = realloc(rt->skipped, (rt->num_skipped + 1) * sizeof(*rt->skipped));
     if (!s)
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory recording skipped plugin %s", path);
     rt->skipped = s;
@@ -108,8 +107,7 @@ static int admit_module(kvrt_runtime *rt, const char *path, void *handle)
     void *sym = dlsym(handle, KVRT_PLUGIN_ENTRY_SYMBOL);
     if (!sym) {
         const char *e = dlerror();
-        snprintf(why, sizeof(why), "no entry symbol %s: %s", KVRT_PLUGIN_ENTRY_SYMBOL,
-                 e ? e : "symbol is NULL");
+        snprintf(why, sizeof(why), "no entry symbol %s: %s", KVRT_PLUGIN_ENTRY_SYMBOL, e ? e : "symbol is NULL");
         return add_skipped(rt, path, why);
     }
     kvrt_plugin_entry_fn entry;
@@ -121,13 +119,12 @@ static int admit_module(kvrt_runtime *rt, const char *path, void *handle)
     struct kvrt_loaded_plugin *first = find_by_name(rt, d->name);
     if (first) {
         snprintf(why, sizeof(why),
-                 "another plugin named \"%s\" was found first, at %s (the first in search order wins)",
-                 d->name, first->path);
+                 "another plugin named \"%s\" was found first, at %s (the first in search order wins)", d->name,
+                 first->path);
         return add_skipped(rt, path, why);
     }
 
-    struct kvrt_loaded_plugin *p =
-        realloc(rt->plugins, (rt->num_plugins + 1) * sizeof(*rt->plugins));
+    struct kvrt_loaded_plugin *p = realloc(rt->plugins, (rt->num_plugins + 1) * sizeof(*rt->plugins));
     if (!p)
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory loading plugin %s", path);
     rt->plugins = p;
@@ -145,8 +142,12 @@ static int admit_module(kvrt_runtime *rt, const char *path, void *handle)
 
 static const char *file_kind(mode_t mode)
 {
-    return S_ISDIR(mode) ? "a folder" : S_ISFIFO(mode) ? "a FIFO" : S_ISSOCK(mode) ? "a socket"
-         : S_ISCHR(mode) ? "a character device" : S_ISBLK(mode) ? "a block device" : "not a regular file";
+    return S_ISDIR(mode)    ? "a folder"
+           : S_ISFIFO(mode) ? "a FIFO"
+           : S_ISSOCK(mode) ? "a socket"
+           : S_ISCHR(mode)  ? "a character device"
+           : S_ISBLK(mode)  ? "a block device"
+                            : "not a regular file";
 }
 
 static int load_file(kvrt_runtime *rt, const char *path, bool check_dir)
@@ -184,8 +185,8 @@ static int load_file(kvrt_runtime *rt, const char *path, bool check_dir)
     if (realpath(path, real)) {
         struct kvrt_loaded_plugin *same = find_by_realpath(rt, real);
         if (same) {
-            snprintf(why, sizeof(why), "the same file as plugin \"%s\", already loaded from %s",
-                     same->desc->name, same->path);
+            snprintf(why, sizeof(why), "the same file as plugin \"%s\", already loaded from %s", same->desc->name,
+                     same->path);
             return add_skipped(rt, path, why);
         }
     }
@@ -242,9 +243,9 @@ static int scan_dir(kvrt_runtime *rt, const char *dir)
             int len = snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
             if (len < 0 || (size_t)len >= sizeof(path))
                 continue; /* a name that long is no plugin of ours either */
-            status = add_skipped(rt, path, "not loaded: a folder's plugins are the files named "
-                                 "kvrt-<name>.so; rename it, or list the file itself in "
-                                 KVRT_PLUGIN_PATH_ENV);
+            status = add_skipped(rt, path,
+                                 "not loaded: a folder's plugins are the files named "
+                                 "kvrt-<name>.so; rename it, or list the file itself in " KVRT_PLUGIN_PATH_ENV);
             if (status != KVRT_OK)
                 break;
             continue;
@@ -289,8 +290,8 @@ static int search_entry(kvrt_runtime *rt, const char *entry)
     if (len < 0 || (size_t)len >= sizeof(path)) {
         /* Truncated, it would name another file, which might then load. */
         char why[128];
-        snprintf(why, sizeof(why), "the search path entry is %zu bytes; at most %d fit a file name",
-                 strlen(entry), PATH_MAX - 1 - (strchr(entry, '/') ? 0 : 2));
+        snprintf(why, sizeof(why), "the search path entry is %zu bytes; at most %d fit a file name", strlen(entry),
+                 PATH_MAX - 1 - (strchr(entry, '/') ? 0 : 2));
         char shown[96];
         snprintf(shown, sizeof(shown), "%.64s...", entry);
         return add_skipped(rt, shown, why);
@@ -311,8 +312,7 @@ static int search_list(kvrt_runtime *rt, const char *list)
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory");
     int status = KVRT_OK;
     char *save = NULL;
-    for (char *tok = strtok_r(copy, ":", &save); tok && status == KVRT_OK;
-         tok = strtok_r(NULL, ":", &save))
+    for (char *tok = strtok_r(copy, ":", &save); tok && status == KVRT_OK; tok = strtok_r(NULL, ":", &save))
         status = search_entry(rt, tok);
     free(copy);
     return status;

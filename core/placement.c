@@ -15,7 +15,6 @@
 #include "error.h"
 #include "layout_internal.h"
 
-
 struct placement_set {
     size_t group;
     size_t num_layers;
@@ -38,7 +37,7 @@ struct kvrt_placement {
     struct placement_set *sets;
     char **names_storage; /* one strdup'd name per layer, all sets */
     size_t num_names;
-    char **set_names;     /* names_storage entries again, grouped by set */
+    char **set_names; /* names_storage entries again, grouped by set */
 };
 
 /* The flat list of layers being placed, with what the checks need. */
@@ -72,12 +71,11 @@ static int check_groups(const struct kvrt_group *groups, size_t num_groups, size
 {
     size_t n = 0;
     if (!groups || num_groups == 0)
-        return kvrt_fail(KVRT_ERR_INVALID, "a placement needs at least 1 group of layers (got %zu%s)",
-                         num_groups, groups ? "" : ", groups is NULL");
+        return kvrt_fail(KVRT_ERR_INVALID, "a placement needs at least 1 group of layers (got %zu%s)", num_groups,
+                         groups ? "" : ", groups is NULL");
     for (size_t g = 0; g < num_groups; g++) {
         if (groups[g].num_layers == 0 || !groups[g].layers)
-            return kvrt_fail(KVRT_ERR_INVALID,
-                             "group %zu has no layers; every group needs at least 1 layer", g);
+            return kvrt_fail(KVRT_ERR_INVALID, "group %zu has no layers; every group needs at least 1 layer", g);
         for (size_t i = 0; i < groups[g].num_layers; i++) {
             const char *name = groups[g].layers[i].name;
             if (!name || !*name)
@@ -163,8 +161,7 @@ static int assign_sets(struct flat_layer *flat, size_t n, uint64_t kernel_block_
     return KVRT_OK;
 }
 
-static int check_mixed_pages(enum kvrt_layout layout, const struct flat_layer *flat, size_t n,
-                             size_t num_groups)
+static int check_mixed_pages(enum kvrt_layout layout, const struct flat_layer *flat, size_t n, size_t num_groups)
 {
     size_t other = 0;
     while (other < n && flat[other].page_size == flat[0].page_size)
@@ -182,9 +179,8 @@ static int check_mixed_pages(enum kvrt_layout layout, const struct flat_layer *f
                      "\"%.128s\", %llu bytes for \"%.128s\") in %zu group%s: mixed page sizes need a "
                      "block-compact layout, and with more than one group a block-outermost one; use "
                      "BLHNC (or BLNHC)",
-                     kvrt_layout_name(layout), ULL(flat[0].page_size), flat[0].name,
-                     ULL(flat[other].page_size), flat[other].name, num_groups,
-                     num_groups == 1 ? "" : "s");
+                     kvrt_layout_name(layout), ULL(flat[0].page_size), flat[0].name, ULL(flat[other].page_size),
+                     flat[other].name, num_groups, num_groups == 1 ? "" : "s");
 }
 
 static int compute_bytes_per_block(const struct flat_layer *flat, size_t n, uint64_t *out)
@@ -204,8 +200,7 @@ static int compute_bytes_per_block(const struct flat_layer *flat, size_t n, uint
     return KVRT_OK;
 }
 
-static int build_sets(kvrt_placement *p, const struct flat_layer *flat, size_t n, const size_t *first,
-                      size_t num_sets)
+static int build_sets(kvrt_placement *p, const struct flat_layer *flat, size_t n, const size_t *first, size_t num_sets)
 {
     p->sets = calloc(num_sets, sizeof(*p->sets));
     p->names_storage = calloc(n, sizeof(*p->names_storage));
@@ -266,8 +261,8 @@ static int check_alignment(const struct placement_set *set, bool block_outer)
                      "layer \"%.128s\" (%s, %llu-byte elements) cannot be placed: %s is %llu bytes, "
                      "not a multiple of %llu, because the pages of the other layers add up to that; "
                      "pad their pages (page_size_padded) to multiples of %llu bytes",
-                     set->names[0], kvrt_dtype_name(set->spec.dtype), ULL(elem), what, ULL(value),
-                     ULL(elem), ULL(elem));
+                     set->names[0], kvrt_dtype_name(set->spec.dtype), ULL(elem), what, ULL(value), ULL(elem),
+                     ULL(elem));
 }
 
 /* Strides and offsets of every set. */
@@ -308,8 +303,7 @@ static int lay_out_sets(kvrt_placement *p, bool check_align)
 }
 
 static int placement_build(enum kvrt_layout layout, const struct kvrt_group *groups, size_t num_groups,
-                           uint64_t num_blocks, uint64_t kernel_block_size, bool check_align,
-                           kvrt_placement *p)
+                           uint64_t num_blocks, uint64_t kernel_block_size, bool check_align, kvrt_placement *p)
 {
     struct flat_layer *flat = NULL;
     size_t n = 0, num_sets = 0, *first = NULL;
@@ -320,9 +314,8 @@ static int placement_build(enum kvrt_layout layout, const struct kvrt_group *gro
     p->kernel_block_size = kernel_block_size;
     p->num_groups = num_groups;
     if (!kvrt_layout_valid((int)layout))
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "layout value %d is not valid; valid layouts are %s",
-                         (int)layout, kvrt_layout_values_text());
+        return kvrt_fail(KVRT_ERR_INVALID, "layout value %d is not valid; valid layouts are %s", (int)layout,
+                         kvrt_layout_values_text());
     if (num_blocks == 0)
         return kvrt_fail(KVRT_ERR_INVALID, "num_blocks 0 is not valid: a cache needs at least 1 block");
     rc = check_groups(groups, num_groups, &n);
@@ -380,8 +373,8 @@ int kvrt_placement_create(enum kvrt_layout layout, const struct kvrt_group *grou
     return KVRT_OK;
 }
 
-int kvrt_placement_blocks_for_budget(enum kvrt_layout layout, const struct kvrt_group *groups,
-                                     size_t num_groups, uint64_t budget_bytes, uint64_t *num_blocks)
+int kvrt_placement_blocks_for_budget(enum kvrt_layout layout, const struct kvrt_group *groups, size_t num_groups,
+                                     uint64_t budget_bytes, uint64_t *num_blocks)
 {
     kvrt_placement probe, *p;
     if (!num_blocks)
@@ -454,8 +447,10 @@ static int check_set(const char *fn, const kvrt_placement *p, size_t i)
     if (!p)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: placement is NULL", fn);
     if (i >= p->num_sets)
-        return kvrt_fail(KVRT_ERR_INVALID, "%s: set %zu is out of range; the placement has %zu sets "
-                         "(valid 0..%zu)", fn, i, p->num_sets, p->num_sets - 1);
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "%s: set %zu is out of range; the placement has %zu sets "
+                         "(valid 0..%zu)",
+                         fn, i, p->num_sets, p->num_sets - 1);
     return KVRT_OK;
 }
 

@@ -17,8 +17,7 @@
 /* The order kvrt picks from when no backend constrains it: the layouts vLLM
  * users run most come first (docs/design.md §7, step 1). */
 static const enum kvrt_layout default_preference[KVRT_NUM_LAYOUTS] = {
-    KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC,
-    KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
+    KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
 };
 
 struct declaration {
@@ -42,7 +41,7 @@ struct kvrt_resolver {
     char *env;            /* as spelled; NULL = unset */
     bool env_from_caller; /* set by kvrt_resolver_set_env, not the process env */
 
-    char *pref;           /* as spelled; NULL = none */
+    char *pref; /* as spelled; NULL = none */
     char *pref_who;
     enum kvrt_layout pref_layout;
 
@@ -82,8 +81,7 @@ static const char *join_layouts(const enum kvrt_layout *l, size_t n, char *buf, 
     size_t used = 0;
     buf[0] = '\0';
     for (size_t i = 0; i < n && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "",
-                                 kvrt_layout_name(l[i]));
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? ", " : "", kvrt_layout_name(l[i]));
     if (n == 0)
         snprintf(buf, size, "(none)");
     return buf;
@@ -106,10 +104,9 @@ static const char *spelled(const char *as_typed, enum kvrt_layout l, char *buf, 
 
 /* Append one step to the trace: its kind, the layout (or NO_LAYOUT) and the
  * backend (or NULL) it is about, and its sentence. */
-static void step(kvrt_resolver *r, enum kvrt_trace_kind kind, int32_t layout, const char *backend,
-                 const char *fmt, ...) KVRT_PRINTF(5, 6);
-static void step(kvrt_resolver *r, enum kvrt_trace_kind kind, int32_t layout, const char *backend,
-                 const char *fmt, ...)
+static void step(kvrt_resolver *r, enum kvrt_trace_kind kind, int32_t layout, const char *backend, const char *fmt, ...)
+    KVRT_PRINTF(5, 6);
+static void step(kvrt_resolver *r, enum kvrt_trace_kind kind, int32_t layout, const char *backend, const char *fmt, ...)
 {
     char line[2048];
     va_list ap;
@@ -148,11 +145,10 @@ static void describe_declarations(const kvrt_resolver *r, char *buf, size_t size
         char name[128], list[128];
         kvrt_layout_quote(d->backend, name, sizeof(name));
         if (d->any)
-            used += (size_t)snprintf(buf + used, size - used, "%sbackend \"%s\" accepts any layout",
-                                     i ? "; " : "", name);
+            used +=
+                (size_t)snprintf(buf + used, size - used, "%sbackend \"%s\" accepts any layout", i ? "; " : "", name);
         else
-            used += (size_t)snprintf(buf + used, size - used, "%sbackend \"%s\" declares %s",
-                                     i ? "; " : "", name,
+            used += (size_t)snprintf(buf + used, size - used, "%sbackend \"%s\" declares %s", i ? "; " : "", name,
                                      join_layouts(d->list, d->count, list, sizeof(list)));
     }
 }
@@ -205,7 +201,8 @@ static int add_declaration(kvrt_resolver *r, const char *backend, struct declara
             kvrt_layout_quote(backend, name, sizeof(name));
             return kvrt_fail(KVRT_ERR_INVALID,
                              "backend \"%s\" is already declared; each backend declares its "
-                             "layouts once", name);
+                             "layouts once",
+                             name);
         }
     }
     if (r->num_decls == r->cap_decls) {
@@ -225,8 +222,7 @@ static int add_declaration(kvrt_resolver *r, const char *backend, struct declara
     return KVRT_OK;
 }
 
-int kvrt_resolver_declare(kvrt_resolver *r, const char *backend,
-                          const enum kvrt_layout *layouts, size_t num_layouts)
+int kvrt_resolver_declare(kvrt_resolver *r, const char *backend, const enum kvrt_layout *layouts, size_t num_layouts)
 {
     if (!r)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_declare: resolver is NULL");
@@ -235,22 +231,25 @@ int kvrt_resolver_declare(kvrt_resolver *r, const char *backend,
     if (num_layouts == 0 || !layouts)
         return kvrt_fail(KVRT_ERR_INVALID,
                          "backend \"%s\" declares no layouts; declare at least one, or use "
-                         "kvrt_resolver_declare_any for a backend that takes any layout", name);
+                         "kvrt_resolver_declare_any for a backend that takes any layout",
+                         name);
     if (num_layouts > KVRT_NUM_LAYOUTS)
         return kvrt_fail(KVRT_ERR_INVALID,
                          "backend \"%s\" declares %zu layouts, but there are only %d; each "
-                         "layout may appear once", name, num_layouts, KVRT_NUM_LAYOUTS);
+                         "layout may appear once",
+                         name, num_layouts, KVRT_NUM_LAYOUTS);
     for (size_t i = 0; i < num_layouts; i++) {
         if (!kvrt_layout_valid((int)layouts[i]))
             return kvrt_fail(KVRT_ERR_INVALID,
                              "backend \"%s\": layout value %d at position %zu is not one of the "
-                             "%d layouts (0..%d)", name, (int)layouts[i], i, KVRT_NUM_LAYOUTS,
-                             KVRT_NUM_LAYOUTS - 1);
+                             "%d layouts (0..%d)",
+                             name, (int)layouts[i], i, KVRT_NUM_LAYOUTS, KVRT_NUM_LAYOUTS - 1);
         for (size_t j = 0; j < i; j++)
             if (layouts[j] == layouts[i])
                 return kvrt_fail(KVRT_ERR_INVALID,
                                  "backend \"%s\" lists %s twice (positions %zu and %zu); each "
-                                 "layout may appear once", name, kvrt_layout_name(layouts[i]), j, i);
+                                 "layout may appear once",
+                                 name, kvrt_layout_name(layouts[i]), j, i);
     }
     struct declaration *d;
     int rc = add_declaration(r, backend, &d);
@@ -309,8 +308,7 @@ int kvrt_resolver_set_preference(kvrt_resolver *r, const char *name, const char 
     enum kvrt_layout l;
     int rc = kvrt_layout_parse(name, &l);
     if (rc != KVRT_OK)
-        return kvrt_fail_context(rc, "soft layout preference%s%s",
-                                 who ? " of " : "", who ? who : "");
+        return kvrt_fail_context(rc, "soft layout preference%s%s", who ? " of " : "", who ? who : "");
     char *p = strdup(name);
     char *w = strdup(who ? who : "the caller");
     if (!p || !w) {
@@ -361,8 +359,7 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
         listing++;
         if (!first)
             first = d;
-        else if (d->count != first->count ||
-                 memcmp(d->list, first->list, d->count * sizeof(d->list[0])) != 0)
+        else if (d->count != first->count || memcmp(d->list, first->list, d->count * sizeof(d->list[0])) != 0)
             identical = false;
     }
 
@@ -400,7 +397,8 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
         step(r, KVRT_TRACE_INTERSECTION, NO_LAYOUT, NULL, "no layout is supported by every backend");
         return refuse(r, KVRT_ERR_REFUSED, NO_LAYOUT,
                       "no layout is supported by every backend (%s); use backends that share at "
-                      "least one layout", decls);
+                      "least one layout",
+                      decls);
     }
     step(r, KVRT_TRACE_INTERSECTION, NO_LAYOUT, NULL,
          "the declarations differ, so only layouts every backend supports remain: %s",
@@ -417,7 +415,8 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
                                  kvrt_layout_name(common.at[i]), votes[common.at[i]]);
     step(r, KVRT_TRACE_VOTES, NO_LAYOUT, NULL,
          "how many backends name each remaining layout as their first choice: %s "
-         "(ties are broken in table order %s)", buf, kvrt_layout_table_text());
+         "(ties are broken in table order %s)",
+         buf, kvrt_layout_table_text());
 
     /* Insertion sort: stable, so equal votes keep table order. */
     for (size_t i = 1; i < common.count; i++) {
@@ -454,13 +453,13 @@ static int narrow_for_mixed_shapes(kvrt_resolver *r, struct ranking *c)
                       "the specs mix head, state or page shapes, which only a block-compact layout "
                       "(L and B outermost: LBHNC, LBNHC, BLHNC or BLNHC) can hold, but none of the "
                       "candidates (%s) is block-compact; have a backend declare a block-compact "
-                      "layout, or give every layer the same shape", kept_s);
+                      "layout, or give every layer the same shape",
+                      kept_s);
     }
     step(r, KVRT_TRACE_NARROWING, NO_LAYOUT, NULL,
          "the specs mix head, state or page shapes, so only block-compact layouts "
          "(L and B outermost, each page one contiguous run) remain: %s; ruled out: %s",
-         join_layouts(kept.at, kept.count, kept_s, sizeof(kept_s)),
-         dropped.count ? dropped_s : "none");
+         join_layouts(kept.at, kept.count, kept_s, sizeof(kept_s)), dropped.count ? dropped_s : "none");
     *c = kept;
     return KVRT_OK;
 }
@@ -476,21 +475,19 @@ static void explain_exclusion(const kvrt_resolver *r, enum kvrt_layout l, char *
             continue;
         char name[128], list[128];
         kvrt_layout_quote(d->backend, name, sizeof(name));
-        used += (size_t)snprintf(buf + used, size - used,
-                                 "%sbackend \"%s\" does not support it (it declares %s)",
-                                 used ? "; " : "", name,
-                                 join_layouts(d->list, d->count, list, sizeof(list)));
+        used += (size_t)snprintf(buf + used, size - used, "%sbackend \"%s\" does not support it (it declares %s)",
+                                 used ? "; " : "", name, join_layouts(d->list, d->count, list, sizeof(list)));
     }
     if (used == 0 && r->mixed_shapes && !kvrt_layout_block_compact(l))
-        snprintf(buf, size, "it is not block-compact, and the specs mix head, state or page "
-                            "shapes, which only a block-compact layout can hold");
+        snprintf(buf, size,
+                 "it is not block-compact, and the specs mix head, state or page "
+                 "shapes, which only a block-compact layout can hold");
     else if (used == 0)
         snprintf(buf, size, "it is not among the candidates");
 }
 
 /* Step 4.  *choice is set on success. */
-static int apply_env_and_preference(kvrt_resolver *r, const struct ranking *c,
-                                    enum kvrt_layout *choice)
+static int apply_env_and_preference(kvrt_resolver *r, const struct ranking *c, enum kvrt_layout *choice)
 {
     char cands[128], who[128], buf[256];
     join_layouts(c->at, c->count, cands, sizeof(cands));
@@ -499,8 +496,7 @@ static int apply_env_and_preference(kvrt_resolver *r, const struct ranking *c,
     bool have_env = false;
     enum kvrt_layout env_layout = KVRT_LAYOUT_LBNHC;
     if (!r->env) {
-        step(r, KVRT_TRACE_ENV, NO_LAYOUT, NULL, "%s is not set, so there is no hard constraint",
-             KVRT_LAYOUT_ENV);
+        step(r, KVRT_TRACE_ENV, NO_LAYOUT, NULL, "%s is not set, so there is no hard constraint", KVRT_LAYOUT_ENV);
     } else {
         char quoted[128];
         kvrt_layout_quote(r->env, quoted, sizeof(quoted));
@@ -510,14 +506,15 @@ static int apply_env_and_preference(kvrt_resolver *r, const struct ranking *c,
         step(r, KVRT_TRACE_ENV, rc == KVRT_OK ? (int32_t)env_layout : NO_LAYOUT, NULL, "%s is set to \"%s\" (%s)",
              KVRT_LAYOUT_ENV, quoted, source);
         if (rc != KVRT_OK)
-            return refuse(r, rc, NO_LAYOUT, "%s=\"%s\" is not a valid layout: %s; fix or unset it",
-                          KVRT_LAYOUT_ENV, quoted, why);
+            return refuse(r, rc, NO_LAYOUT, "%s=\"%s\" is not a valid layout: %s; fix or unset it", KVRT_LAYOUT_ENV,
+                          quoted, why);
         spelled(r->env, env_layout, buf, sizeof(buf));
         if (!ranking_has(c, env_layout)) {
             explain_exclusion(r, env_layout, why, sizeof(why));
             return refuse(r, KVRT_ERR_REFUSED, (int32_t)env_layout,
                           "%s=%s cannot be used: %s; the valid candidates are %s; set %s to one "
-                          "of them or unset it", KVRT_LAYOUT_ENV, buf, why, cands, KVRT_LAYOUT_ENV);
+                          "of them or unset it",
+                          KVRT_LAYOUT_ENV, buf, why, cands, KVRT_LAYOUT_ENV);
         }
         have_env = true;
         step(r, KVRT_TRACE_ENV, (int32_t)env_layout, NULL, "%s=%s is a hard constraint, and it is a candidate",
@@ -537,12 +534,11 @@ static int apply_env_and_preference(kvrt_resolver *r, const struct ranking *c,
             step(r, KVRT_TRACE_PREFERENCE, (int32_t)r->pref_layout, NULL,
                  "%s prefers %s, but it is not a candidate (%s), so it is ignored with a warning", who, buf, cands);
         } else if (have_env && env_layout != r->pref_layout) {
-            step(r, KVRT_TRACE_PREFERENCE, (int32_t)r->pref_layout, NULL, "%s prefers %s, but %s takes precedence",
-                 who, buf,
-                 KVRT_LAYOUT_ENV);
+            step(r, KVRT_TRACE_PREFERENCE, (int32_t)r->pref_layout, NULL, "%s prefers %s, but %s takes precedence", who,
+                 buf, KVRT_LAYOUT_ENV);
         } else {
-            step(r, KVRT_TRACE_PREFERENCE, (int32_t)r->pref_layout, NULL, "%s prefers %s, and it is a candidate",
-                 who, buf);
+            step(r, KVRT_TRACE_PREFERENCE, (int32_t)r->pref_layout, NULL, "%s prefers %s, and it is a candidate", who,
+                 buf);
         }
     }
 
@@ -556,8 +552,7 @@ static int apply_env_and_preference(kvrt_resolver *r, const struct ranking *c,
              who);
     } else {
         *choice = c->at[0];
-        step(r, KVRT_TRACE_CHOICE, (int32_t)*choice, NULL, "%s, the best-ranked candidate",
-             kvrt_layout_name(*choice));
+        step(r, KVRT_TRACE_CHOICE, (int32_t)*choice, NULL, "%s, the best-ranked candidate", kvrt_layout_name(*choice));
     }
     return KVRT_OK;
 }
@@ -570,8 +565,7 @@ static int record(kvrt_resolver *r, enum kvrt_layout choice)
         r->recorded = true;
         r->record = choice;
         step(r, KVRT_TRACE_RECORDED, (int32_t)choice, NULL,
-             "%s is now this cache's layout; later resolves must agree with it",
-             kvrt_layout_name(choice));
+             "%s is now this cache's layout; later resolves must agree with it", kvrt_layout_name(choice));
         return KVRT_OK;
     }
     if (r->record == choice) {

@@ -30,8 +30,11 @@ void kvrt_runtime_log(const kvrt_runtime *rt, enum kvrt_log_level level, const c
     const char *debug = kvrt_secure_getenv("KVRT_DEBUG");
     if (debug && *debug && (level <= KVRT_LOG_WARNING || strcmp(debug, "2") == 0))
         fprintf(stderr, "kvrt: %s: %s\n",
-                level == KVRT_LOG_ERROR ? "error" : level == KVRT_LOG_WARNING ? "warning"
-                : level == KVRT_LOG_INFO ? "info" : "debug", msg);
+                level == KVRT_LOG_ERROR     ? "error"
+                : level == KVRT_LOG_WARNING ? "warning"
+                : level == KVRT_LOG_INFO    ? "info"
+                                            : "debug",
+                msg);
 }
 
 int kvrt_runtime_open(const struct kvrt_runtime_options *options, kvrt_runtime **out)
@@ -132,9 +135,9 @@ static void describe_device(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
     bool bad = info->type < KVRT_DEVICE_TYPE_UNKNOWN || info->type > KVRT_DEVICE_TYPE_ACCELERATOR ||
                info->memory < KVRT_MEMORY_OPAQUE || info->memory > KVRT_MEMORY_ROCM;
     if (status != KVRT_OK || bad) {
-        kvrt_runtime_log(rt, KVRT_LOG_WARNING, "backend \"%s\": describe %s; device taken as unknown",
-                         d->name, status != KVRT_OK ? (err.message[0] ? err.message : kvrt_status_name(status))
-                                                    : "returned an out-of-range type or memory kind");
+        kvrt_runtime_log(rt, KVRT_LOG_WARNING, "backend \"%s\": describe %s; device taken as unknown", d->name,
+                         status != KVRT_OK ? (err.message[0] ? err.message : kvrt_status_name(status))
+                                           : "returned an out-of-range type or memory kind");
         memset(info, 0, sizeof(*info));
     }
     for (char *c = info->name; *c; c++)
@@ -172,8 +175,8 @@ int kvrt_runtime_plugin_info(const kvrt_runtime *crt, size_t i, struct kvrt_plug
     if (!crt || !out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_plugin_info: NULL argument");
     if (i >= crt->num_plugins)
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_plugin_info: index %zu out of range (%zu plugins)",
-                         i, crt->num_plugins);
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_plugin_info: index %zu out of range (%zu plugins)", i,
+                         crt->num_plugins);
     /* Probing is lazy and cached; the runtime stays logically const. */
     kvrt_runtime *rt = (kvrt_runtime *)crt;
     struct kvrt_loaded_plugin *p = &rt->plugins[i];
@@ -240,10 +243,9 @@ int kvrt_runtime_find_plugin(const kvrt_runtime *rt, const char *name, size_t *i
     }
     char names[512];
     names_text(rt, names, sizeof(names));
-    return kvrt_fail(KVRT_ERR_NODEV, "no backend named \"%s\" (available plugins: %s; search path: %s=%s)",
-                     name, names, KVRT_PLUGIN_PATH_ENV,
-                     kvrt_secure_getenv(KVRT_PLUGIN_PATH_ENV) ? kvrt_secure_getenv(KVRT_PLUGIN_PATH_ENV)
-                                                              : "(unset)");
+    return kvrt_fail(KVRT_ERR_NODEV, "no backend named \"%s\" (available plugins: %s; search path: %s=%s)", name, names,
+                     KVRT_PLUGIN_PATH_ENV,
+                     kvrt_secure_getenv(KVRT_PLUGIN_PATH_ENV) ? kvrt_secure_getenv(KVRT_PLUGIN_PATH_ENV) : "(unset)");
 }
 
 bool kvrt_runtime_plugin_admits(const kvrt_runtime *rt, size_t i, enum kvrt_layout layout)
@@ -261,8 +263,8 @@ size_t kvrt_runtime_num_skipped(const kvrt_runtime *rt)
 int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char **path, const char **reason)
 {
     if (!rt || i >= rt->num_skipped)
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_skipped: index %zu out of range (%zu skipped)",
-                         i, rt ? rt->num_skipped : 0);
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_skipped: index %zu out of range (%zu skipped)", i,
+                         rt ? rt->num_skipped : 0);
     if (path)
         *path = rt->skipped[i].path;
     if (reason)

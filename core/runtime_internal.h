@@ -18,7 +18,7 @@ struct kvrt_loaded_plugin {
     const struct kvrt_plugin_descriptor *desc;
     bool probed;
     bool available;
-    char *reason;     /* why not available ("" when available) */
+    char *reason; /* why not available ("" when available) */
     /* From the plugin's describe after a successful probe; type UNKNOWN,
      * memory OPAQUE, name "" when it has none (ABI 1.0) or it failed. */
     struct kvrt_plugin_device_info device;
@@ -84,7 +84,7 @@ struct kvrt_runtime {
     pthread_mutex_t lock; /* guards backends, probing, the record and the trace */
     kvrt_backend **backends;
     size_t num_backends;
-    bool has_record;          /* write-once result of kvrt_runtime_resolve */
+    bool has_record; /* write-once result of kvrt_runtime_resolve */
     enum kvrt_layout record;
     struct kvrt_trace trace;
     uint64_t exports; /* live DLPack tensors of all its caches */
@@ -105,8 +105,7 @@ int kvrt_plugin_validate(const struct kvrt_plugin_descriptor *d, char *why, size
 void kvrt_plugin_probe(kvrt_runtime *rt, struct kvrt_loaded_plugin *p);
 
 /* Report through the runtime's log (runtime.c). */
-void kvrt_runtime_log(const kvrt_runtime *rt, enum kvrt_log_level level, const char *fmt, ...)
-    KVRT_PRINTF(3, 4);
+void kvrt_runtime_log(const kvrt_runtime *rt, enum kvrt_log_level level, const char *fmt, ...) KVRT_PRINTF(3, 4);
 
 /* Environment read safely for setuid/setgid programs (secure_env.c). */
 const char *kvrt_secure_getenv(const char *name);

@@ -47,8 +47,7 @@ int kvrt_slots_last_wins(uint64_t n, const int64_t *slots, int64_t **out)
             copy = malloc((size_t)n * sizeof(int64_t));
             if (!copy) {
                 free(seen);
-                return kvrt_fail(KVRT_ERR_NOMEM, "write: out of memory for %llu slots",
-                                 (unsigned long long)n);
+                return kvrt_fail(KVRT_ERR_NOMEM, "write: out of memory for %llu slots", (unsigned long long)n);
             }
             memcpy(copy, slots, (size_t)n * sizeof(int64_t));
         }

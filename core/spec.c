@@ -15,7 +15,6 @@
 #include "kernel_split.h"
 #include "reserved.h"
 
-
 static const char *const kind_names[] = {
     [KVRT_SPEC_ATTENTION] = "attention",
     [KVRT_SPEC_MLA] = "mla",
@@ -65,8 +64,7 @@ static int check_enums(const struct kvrt_spec *spec)
         for (int i = 0; i < KVRT_NUM_DTYPES && n < sizeof(list); i++)
             n += (size_t)snprintf(list + n, sizeof(list) - n, "%s%d (%s)", i ? ", " : "", i,
                                   kvrt_dtype_name((enum kvrt_dtype)i));
-        return kvrt_fail(KVRT_ERR_INVALID, "spec dtype %d is not valid; valid dtypes are %s",
-                         (int)spec->dtype, list);
+        return kvrt_fail(KVRT_ERR_INVALID, "spec dtype %d is not valid; valid dtypes are %s", (int)spec->dtype, list);
     }
     return KVRT_OK;
 }
@@ -80,13 +78,11 @@ static int derive_state_cell(const struct kvrt_spec *spec, struct kvrt_spec_info
                          "exactly one head slot; leave num_head_slots unset or set it to 1",
                          ULL(spec->num_head_slots));
     if (spec->state_content_bytes == KVRT_UNSET)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "state spec without state_content_bytes: set it to the sum of the "
-                         "bytes of the layer's state tensors");
+        return kvrt_fail(KVRT_ERR_INVALID, "state spec without state_content_bytes: set it to the sum of the "
+                                           "bytes of the layer's state tensors");
     if (spec->state_content_bytes == 0)
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "state_content_bytes 0 is not valid: a state spec needs at least 1 byte "
-                         "of state per block");
+        return kvrt_fail(KVRT_ERR_INVALID, "state_content_bytes 0 is not valid: a state spec needs at least 1 byte "
+                                           "of state per block");
     /* State content mixes tensors of different types, so views of it stay
      * in bytes: the element size of a state spec is 1. */
     info->elem_size = 1;
@@ -108,11 +104,13 @@ static int derive_head_cell(const struct kvrt_spec *spec, struct kvrt_spec_info 
     if (spec->num_kv_heads == 0)
         return kvrt_fail(KVRT_ERR_INVALID,
                          "num_kv_heads 0 is not valid for an %s spec: it needs at least 1 KV head; set "
-                         "num_kv_heads to the model's KV heads per layer (per rank)", kind);
+                         "num_kv_heads to the model's KV heads per layer (per rank)",
+                         kind);
     if (spec->head_size == 0)
         return kvrt_fail(KVRT_ERR_INVALID,
                          "head_size 0 is not valid for an %s spec: it needs at least 1 element per head; "
-                         "set head_size to the K head dimension", kind);
+                         "set head_size to the K head dimension",
+                         kind);
     if (spec->kind == KVRT_SPEC_MLA) {
         if (hsv == KVRT_UNSET)
             hsv = 0;
@@ -151,8 +149,8 @@ static int derive_head_cell(const struct kvrt_spec *spec, struct kvrt_spec_info 
             return kvrt_fail(KVRT_ERR_INVALID,
                              "state_content_bytes %llu is not a multiple of the %s element size %llu; "
                              "views count content in elements, so use a multiple of %llu",
-                             ULL(spec->state_content_bytes), kvrt_dtype_name(spec->dtype),
-                             ULL(info->elem_size), ULL(info->elem_size));
+                             ULL(spec->state_content_bytes), kvrt_dtype_name(spec->dtype), ULL(info->elem_size),
+                             ULL(info->elem_size));
         info->content_bytes = spec->state_content_bytes;
         return KVRT_OK;
     }
@@ -161,8 +159,7 @@ static int derive_head_cell(const struct kvrt_spec *spec, struct kvrt_spec_info 
         return kvrt_fail(KVRT_ERR_OVERFLOW,
                          "head_size %llu + head_size_v %llu does not fit in 64 bits; use smaller head sizes",
                          ULL(spec->head_size), ULL(hsv));
-    rc = mul_checked(elems, "(head_size + head_size_v)", info->elem_size, "element size",
-                     &info->content_bytes);
+    rc = mul_checked(elems, "(head_size + head_size_v)", info->elem_size, "element size", &info->content_bytes);
     return rc;
 }
 
@@ -181,8 +178,7 @@ static int states_for(const struct kvrt_spec *spec, uint64_t tokens, const char 
     return KVRT_OK;
 }
 
-static int derive_states(const struct kvrt_spec *spec, uint64_t kernel_block_size,
-                         struct kvrt_spec_info *info)
+static int derive_states(const struct kvrt_spec *spec, uint64_t kernel_block_size, struct kvrt_spec_info *info)
 {
     const uint64_t bs = spec->block_size;
     const uint64_t num = spec->tokens_per_state_num, den = spec->tokens_per_state_den;
@@ -229,16 +225,15 @@ static int derive_page(const struct kvrt_spec *spec, struct kvrt_spec_info *info
         return kvrt_fail(KVRT_ERR_INVALID,
                          "page_size_padded %llu is smaller than the page (H %llu * N %llu * C %llu = "
                          "%llu bytes); use at least %llu, or leave it unset for no padding",
-                         ULL(spec->page_size_padded), ULL(info->head_slots),
-                         ULL(info->states_per_block), ULL(info->content_bytes),
-                         ULL(info->unpadded_page_size), ULL(info->unpadded_page_size));
+                         ULL(spec->page_size_padded), ULL(info->head_slots), ULL(info->states_per_block),
+                         ULL(info->content_bytes), ULL(info->unpadded_page_size), ULL(info->unpadded_page_size));
     /* Padding strides a whole axis, and views count strides in elements. */
     if (spec->page_size_padded % info->elem_size != 0)
         return kvrt_fail(KVRT_ERR_INVALID,
                          "page_size_padded %llu is not a multiple of the %s element size %llu; use a "
                          "multiple of %llu",
-                         ULL(spec->page_size_padded), kvrt_dtype_name(spec->dtype),
-                         ULL(info->elem_size), ULL(info->elem_size));
+                         ULL(spec->page_size_padded), kvrt_dtype_name(spec->dtype), ULL(info->elem_size),
+                         ULL(info->elem_size));
     info->page_size = spec->page_size_padded;
     return KVRT_OK;
 }
@@ -330,8 +325,7 @@ int kvrt_spec_equal(const struct kvrt_spec *a, const struct kvrt_spec *b)
     resolve(a, &ra);
     resolve(b, &rb);
     return ra.kind == rb.kind && ra.dtype == rb.dtype && ra.block_size == rb.block_size &&
-           ra.num_kv_heads == rb.num_kv_heads && ra.head_size == rb.head_size &&
-           ra.head_size_v == rb.head_size_v && ra.tps_num == rb.tps_num && ra.tps_den == rb.tps_den &&
-           ra.head_slots == rb.head_slots && ra.content_bytes == rb.content_bytes &&
-           ra.page_size == rb.page_size;
+           ra.num_kv_heads == rb.num_kv_heads && ra.head_size == rb.head_size && ra.head_size_v == rb.head_size_v &&
+           ra.tps_num == rb.tps_num && ra.tps_den == rb.tps_den && ra.head_slots == rb.head_slots &&
+           ra.content_bytes == rb.content_bytes && ra.page_size == rb.page_size;
 }

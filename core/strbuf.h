@@ -8,7 +8,7 @@
 #include "format.h"
 
 struct kvrt_strbuf {
-    char *data;  /* always NUL-terminated once anything was appended */
+    char *data; /* always NUL-terminated once anything was appended */
     size_t len;
     size_t cap;
 };

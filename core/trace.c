@@ -40,8 +40,8 @@ const char *kvrt_trace_kind_name(enum kvrt_trace_kind kind)
 }
 
 /* Takes ownership of line (freed on failure). */
-static bool push(struct kvrt_trace *t, enum kvrt_trace_kind kind, int32_t layout, const char *backend,
-                 char *line, size_t text)
+static bool push(struct kvrt_trace *t, enum kvrt_trace_kind kind, int32_t layout, const char *backend, char *line,
+                 size_t text)
 {
     char *b = NULL;
     if (!line || (backend && !(b = strdup(backend))))
@@ -57,8 +57,8 @@ static bool push(struct kvrt_trace *t, enum kvrt_trace_kind kind, int32_t layout
     /* The text last: a step is in both views or in neither. */
     if (!kvrt_strbuf_appendf(&t->text, "%s\n", line))
         goto fail;
-    t->steps[t->count++] = (struct kvrt_trace_entry){
-        .kind = kind, .layout = layout, .backend = b, .line = line, .text = text};
+    t->steps[t->count++] =
+        (struct kvrt_trace_entry){.kind = kind, .layout = layout, .backend = b, .line = line, .text = text};
     return true;
 fail:
     free(b);
@@ -128,8 +128,8 @@ bool kvrt_trace_has(const struct kvrt_trace *t, enum kvrt_trace_kind kind, const
 int kvrt_trace_get(const struct kvrt_trace *t, size_t i, struct kvrt_trace_step *out, const char *fn)
 {
     if (i >= t->count)
-        return kvrt_fail(KVRT_ERR_INVALID, "%s: step %zu is out of range (the trace has %zu step%s)", fn, i,
-                         t->count, t->count == 1 ? "" : "s");
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: step %zu is out of range (the trace has %zu step%s)", fn, i, t->count,
+                         t->count == 1 ? "" : "s");
     const struct kvrt_trace_entry *s = &t->steps[i];
     memset(out, 0, sizeof(*out));
     out->kind = s->kind;

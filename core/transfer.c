@@ -15,7 +15,6 @@
 #include "checked.h"
 #include "error.h"
 
-
 enum { MAX_BOX_AXES = 6 };
 
 struct box_axis {
@@ -234,8 +233,10 @@ int kvrt_transfer_regions(const kvrt_placement *p, const uint64_t *block_ids, si
     if (!p)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_transfer_regions: placement is NULL");
     if (num_block_ids > 0 && !block_ids)
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_transfer_regions: block_ids is NULL but %zu ids were "
-                         "announced", num_block_ids);
+        return kvrt_fail(KVRT_ERR_INVALID,
+                         "kvrt_transfer_regions: block_ids is NULL but %zu ids were "
+                         "announced",
+                         num_block_ids);
     const uint64_t num_blocks = kvrt_placement_num_blocks(p);
     for (size_t i = 0; i < num_block_ids; i++)
         if (block_ids[i] >= num_blocks)

@@ -28,7 +28,7 @@ struct bench_shape {
     uint64_t blocks;        /* gather, scatter */
     uint64_t seqs, context; /* decode */
     uint64_t q_heads;
-    unsigned repeat;        /* timed repetitions after one warm-up */
+    unsigned repeat; /* timed repetitions after one warm-up */
 };
 
 /* The roofline an op's ratio uses: decode only reads the cache (read),
@@ -42,12 +42,12 @@ struct bench_result {
     enum kvrt_dtype dtype;
     bool skipped;
     char reason[384];
-    uint64_t bytes;         /* per repetition */
+    uint64_t bytes; /* per repetition */
     double best_s, median_s;
     /* Best of the samples timed between this op's repetitions. */
     double memcpy_gbps, read_gbps;
     enum bench_roofline roofline;
-    double roofline_gbps;   /* the backend's own copy roofline; 0: none (memcpy) */
+    double roofline_gbps; /* the backend's own copy roofline; 0: none (memcpy) */
 };
 
 double bench_gbps(uint64_t bytes, double seconds);
@@ -76,8 +76,8 @@ void bench_roof_free(struct bench_roof *r);
 /* Measure the ops marked in `ops` on one bound backend; out[op] for each.
  * Returns a CLI exit status (error printed). */
 int bench_layout(kvrt_backend *b, const struct bench_shape *sh, const bool ops[BENCH_NUM_OPS],
-                 struct bench_result out[BENCH_NUM_OPS], struct cli_progress *progress,
-                 uint64_t *steps_done, uint64_t steps_total);
+                 struct bench_result out[BENCH_NUM_OPS], struct cli_progress *progress, uint64_t *steps_done,
+                 uint64_t steps_total);
 
 /* A bar chart of GB/s per layout and op, with the memcpy line. */
 int bench_plot_svg(const char *path, double memcpy_gbps, const struct bench_result *r, size_t n);

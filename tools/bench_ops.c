@@ -249,23 +249,18 @@ static uint64_t op_bytes(const struct bench_env *e, enum bench_op op, const kvrt
     uint64_t staging = 0;
     switch (op) {
     case BENCH_WRITE:
-    case BENCH_READ:
-        return e->num_layers * sh->tokens * (e->row_k + e->row_v);
-    case BENCH_COPY:
-        return sh->pairs * kvrt_placement_bytes_per_block(p);
+    case BENCH_READ: return e->num_layers * sh->tokens * (e->row_k + e->row_v);
+    case BENCH_COPY: return sh->pairs * kvrt_placement_bytes_per_block(p);
     case BENCH_GATHER:
-    case BENCH_SCATTER:
-        kvrt_cache_staging_bytes(e->cache, sh->blocks, &staging);
-        return staging;
-    default:
-        return sh->seqs * sh->context * (e->row_k + e->row_v);
+    case BENCH_SCATTER: kvrt_cache_staging_bytes(e->cache, sh->blocks, &staging); return staging;
+    default: return sh->seqs * sh->context * (e->row_k + e->row_v);
     }
 }
 
 /* Why an op cannot run on this backend, or NULL. */
 static const char *obstacle(kvrt_backend *b, const struct bench_shape *sh, enum bench_op op)
 {
-    static const uint32_t bits[BENCH_NUM_OPS] = {KVRT_OP_WRITE, KVRT_OP_READ, KVRT_OP_COPY_BLOCKS,
+    static const uint32_t bits[BENCH_NUM_OPS] = {KVRT_OP_WRITE,  KVRT_OP_READ,    KVRT_OP_COPY_BLOCKS,
                                                  KVRT_OP_GATHER, KVRT_OP_SCATTER, KVRT_OP_DECODE};
     if (!(kvrt_backend_ops(b) & bits[op]))
         return "the backend does not implement it";
@@ -277,8 +272,8 @@ static const char *obstacle(kvrt_backend *b, const struct bench_shape *sh, enum 
 }
 
 int bench_layout(kvrt_backend *b, const struct bench_shape *sh, const bool ops[BENCH_NUM_OPS],
-                 struct bench_result out[BENCH_NUM_OPS], struct cli_progress *progress,
-                 uint64_t *steps_done, uint64_t steps_total)
+                 struct bench_result out[BENCH_NUM_OPS], struct cli_progress *progress, uint64_t *steps_done,
+                 uint64_t steps_total)
 {
     struct bench_env e;
     memset(&e, 0, sizeof(e));
@@ -303,7 +298,7 @@ int bench_layout(kvrt_backend *b, const struct bench_shape *sh, const bool ops[B
     spec.num_kv_heads = sh->kv_heads;
     spec.head_size = sh->head_size;
     struct kvrt_layer_entry *layers = calloc(sh->layers, sizeof(*layers));
-    char (*names)[32] = calloc(sh->layers, sizeof(*names));
+    char(*names)[32] = calloc(sh->layers, sizeof(*names));
     if (!layers || !names) {
         free(layers);
         free(names);

@@ -80,13 +80,12 @@ int bench_plot_svg(const char *path, double memcpy_gbps, const struct bench_resu
         char fill[8];
         layout_colour(r[i].layout, fill);
         svg_rect(&s, x + 1, TOP + PLOT_H - h, BAR_W - 2, h, fill,
-                 "class=\"bar\" data-backend=\"%s\" data-op=\"%s\" data-layout=\"%s\" data-gbps=\"%.3f\"",
-                 r[i].backend, bench_op_names[r[i].op], kvrt_layout_name(r[i].layout), gbps);
+                 "class=\"bar\" data-backend=\"%s\" data-op=\"%s\" data-layout=\"%s\" data-gbps=\"%.3f\"", r[i].backend,
+                 bench_op_names[r[i].op], kvrt_layout_name(r[i].layout), gbps);
     }
     /* The memcpy line over the bars. */
     const double my = TOP + PLOT_H - memcpy_gbps / top * PLOT_H;
-    svg_line(&s, LEFT, my, width - 150, my, "#c0392b", 2,
-             "stroke-dasharray=\"6 4\" class=\"memcpy\"");
+    svg_line(&s, LEFT, my, width - 150, my, "#c0392b", 2, "stroke-dasharray=\"6 4\" class=\"memcpy\"");
     svg_text(&s, width - 146, my + 4, 11, "start", "#c0392b", "memcpy %.2f GB/s", memcpy_gbps);
     /* Legend. */
     double ly = TOP + 30;

@@ -93,15 +93,21 @@ struct cli_option {
     const char *metavar; /* "L" when the option takes a value; NULL for a switch */
     int id;
     bool repeatable;
-    const char *help;    /* for --help; each '\n' goes on under the text column */
+    const char *help; /* for --help; each '\n' goes on under the text column */
 };
 
-#define CLI_OPTIONS_END {NULL, NULL, 0, false, NULL}
+#define CLI_OPTIONS_END                                                                                                \
+    {                                                                                                                  \
+        NULL, NULL, 0, false, NULL                                                                                     \
+    }
 
 /* --help is answered by the parser itself (CLI_NEXT_HELP, also for "-h");
  * this row only shows it in a table's help. */
 #define CLI_OPT_HELP (-1)
-#define CLI_HELP_ROW {"--help", NULL, CLI_OPT_HELP, false, "show this help"}
+#define CLI_HELP_ROW                                                                                                   \
+    {                                                                                                                  \
+        "--help", NULL, CLI_OPT_HELP, false, "show this help"                                                          \
+    }
 
 /* Applies one option given on the command line to a command's request:
  * CLI_EXIT_OK, or the exit status after printing the error (cli_error). */
@@ -134,8 +140,7 @@ void cli_print_options(FILE *out, const struct cli_option *table, int column);
 
 /* Strict unsigned parse: decimal digits only, the whole string, within
  * [min, max].  Prints the error and returns false otherwise. */
-bool cli_parse_u64(const char *option, const char *text, uint64_t min, uint64_t max,
-                   uint64_t *out);
+bool cli_parse_u64(const char *option, const char *text, uint64_t min, uint64_t max, uint64_t *out);
 
 /* A byte size: plain bytes, or a number (fractions allowed) followed by B,
  * KiB, MiB, GiB or TiB.  Prints the error and returns false otherwise. */

@@ -11,8 +11,8 @@ struct cli_args {
     const char *command; /* for messages: "plan" */
     int argc;
     char **argv;
-    int next;            /* index of the next unread argument */
-    unsigned long seen;  /* bit i: row i of the tables (counted across them) was given */
+    int next;           /* index of the next unread argument */
+    unsigned long seen; /* bit i: row i of the tables (counted across them) was given */
 };
 
 enum cli_next {
@@ -31,8 +31,7 @@ static void cli_args_init(struct cli_args *a, const char *command, int argc, cha
     a->seen = 0;
 }
 
-static const struct cli_option *find(const struct cli_option *const *tables, const char *arg,
-                                     size_t len, size_t *index)
+static const struct cli_option *find(const struct cli_option *const *tables, const char *arg, size_t len, size_t *index)
 {
     size_t i = 0;
     for (size_t t = 0; tables[t]; t++)
@@ -50,7 +49,7 @@ static const struct cli_option *find(const struct cli_option *const *tables, con
  * options, positional arguments, missing values and non-repeatable options
  * given twice. */
 static enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *const *tables,
-                            const struct cli_option **opt, const char **value)
+                                   const struct cli_option **opt, const char **value)
 {
     if (a->next >= a->argc)
         return CLI_NEXT_END;
@@ -58,8 +57,10 @@ static enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *
     if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0)
         return CLI_NEXT_HELP;
     if (strncmp(arg, "--", 2) != 0) {
-        cli_error(CLI_EXIT_USAGE, "%s: unexpected argument \"%s\"; options start with \"--\" "
-                  "(see 'kvrt %s --help')", a->command, arg, a->command);
+        cli_error(CLI_EXIT_USAGE,
+                  "%s: unexpected argument \"%s\"; options start with \"--\" "
+                  "(see 'kvrt %s --help')",
+                  a->command, arg, a->command);
         return CLI_NEXT_ERROR;
     }
     const char *eq = strchr(arg, '=');
@@ -67,8 +68,10 @@ static enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *
     size_t i = 0;
     const struct cli_option *o = find(tables, arg, name_len, &i);
     if (!o) {
-        cli_error(CLI_EXIT_USAGE, "%s: unknown option \"%.*s\" (see 'kvrt %s --help' for the valid "
-                  "options)", a->command, (int)name_len, arg, a->command);
+        cli_error(CLI_EXIT_USAGE,
+                  "%s: unknown option \"%.*s\" (see 'kvrt %s --help' for the valid "
+                  "options)",
+                  a->command, (int)name_len, arg, a->command);
         return CLI_NEXT_ERROR;
     }
     if (!o->repeatable && i < 8 * sizeof(a->seen)) {
@@ -82,8 +85,8 @@ static enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *
     *value = NULL;
     if (!o->metavar) {
         if (eq) {
-            cli_error(CLI_EXIT_USAGE, "%s: option %s takes no value, but \"%s\" was given",
-                      a->command, o->name, eq + 1);
+            cli_error(CLI_EXIT_USAGE, "%s: option %s takes no value, but \"%s\" was given", a->command, o->name,
+                      eq + 1);
             return CLI_NEXT_ERROR;
         }
     } else if (eq) {
@@ -91,8 +94,8 @@ static enum cli_next cli_args_next(struct cli_args *a, const struct cli_option *
     } else if (a->next < a->argc) {
         *value = a->argv[a->next++];
     } else {
-        cli_error(CLI_EXIT_USAGE, "%s: option %s needs a value (see 'kvrt %s --help')",
-                  a->command, o->name, a->command);
+        cli_error(CLI_EXIT_USAGE, "%s: option %s needs a value (see 'kvrt %s --help')", a->command, o->name,
+                  a->command);
         return CLI_NEXT_ERROR;
     }
     return CLI_NEXT_OPTION;
@@ -121,8 +124,7 @@ void cli_print_options(FILE *out, const struct cli_option *table, int column)
     }
 }
 
-bool cli_parse_u64(const char *option, const char *text, uint64_t min, uint64_t max,
-                   uint64_t *out)
+bool cli_parse_u64(const char *option, const char *text, uint64_t min, uint64_t max, uint64_t *out)
 {
     /* strtoull alone would accept " 12", "+12", "-1" (as a huge value) and
      * "12abc"; only plain decimal digits are a number here. */
@@ -130,16 +132,16 @@ bool cli_parse_u64(const char *option, const char *text, uint64_t min, uint64_t 
     for (const char *p = text; *p && digits; p++)
         digits = *p >= '0' && *p <= '9';
     if (!digits) {
-        cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a number: give a whole number from %llu to %llu",
-                  option, text, (unsigned long long)min, (unsigned long long)max);
+        cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a number: give a whole number from %llu to %llu", option, text,
+                  (unsigned long long)min, (unsigned long long)max);
         return false;
     }
     errno = 0;
     char *end = NULL;
     unsigned long long v = strtoull(text, &end, 10);
     if (errno == ERANGE || *end != '\0' || v < min || v > max) {
-        cli_error(CLI_EXIT_USAGE, "%s \"%s\" is out of range: give a whole number from %llu to %llu",
-                  option, text, (unsigned long long)min, (unsigned long long)max);
+        cli_error(CLI_EXIT_USAGE, "%s \"%s\" is out of range: give a whole number from %llu to %llu", option, text,
+                  (unsigned long long)min, (unsigned long long)max);
         return false;
     }
     *out = v;

@@ -14,9 +14,24 @@
 #define MEMCPY_BYTES (256ull << 20)
 
 enum bench_opt {
-    OPT_JSON, OPT_BACKEND, OPT_LAYOUT, OPT_OP, OPT_DTYPE, OPT_KV_HEADS, OPT_HEAD_SIZE, OPT_BLOCK_SIZE,
-    OPT_LAYERS, OPT_TOKENS, OPT_PAIRS, OPT_GATHER, OPT_SEQS, OPT_CONTEXT, OPT_Q_HEADS, OPT_REPEAT,
-    OPT_THREADS, OPT_PLOT
+    OPT_JSON,
+    OPT_BACKEND,
+    OPT_LAYOUT,
+    OPT_OP,
+    OPT_DTYPE,
+    OPT_KV_HEADS,
+    OPT_HEAD_SIZE,
+    OPT_BLOCK_SIZE,
+    OPT_LAYERS,
+    OPT_TOKENS,
+    OPT_PAIRS,
+    OPT_GATHER,
+    OPT_SEQS,
+    OPT_CONTEXT,
+    OPT_Q_HEADS,
+    OPT_REPEAT,
+    OPT_THREADS,
+    OPT_PLOT
 };
 
 static const struct cli_option bench_options[] = {
@@ -64,34 +79,33 @@ static const struct cli_option *const bench_tables[] = {bench_options, NULL};
 
 static void bench_help(FILE *out)
 {
-    fprintf(out,
-            "Usage: kvrt bench [--json] [--backend NAME ...] [--layout NAME ...]\n"
-            "                  [--op write|read|copy_blocks|gather|scatter|decode ...]\n"
-            "                  [--dtype T] [--kv-heads H] [--head-size D] [--block-size N]\n"
-            "                  [--layers L] [--tokens T] [--pairs P] [--gather-blocks G]\n"
-            "                  [--seqs S] [--context C] [--q-heads Q] [--repeat N]\n"
-            "                  [--threads N] [--plot FILE.svg]\n"
-            "\n"
-            "Measure each operation's throughput on each layout of a backend, and report\n"
-            "it as GB/s (10^9 bytes per second) and as a ratio to the physical limit\n"
-            "that bounds it, measured in the same run: decode only reads the cache and\n"
-            "is rated against a streaming read; every other op moves bytes and is\n"
-            "rated against memcpy.  Both use the cpu backend's threads (--threads, else\n"
-            "one per CPU), over at least 64 MiB, timed after every repetition of every\n"
-            "op (best of each).\n"
-            "Every op runs once to warm up, then --repeat times; the best time is\n"
-            "reported (the median is in the JSON).  The default shapes are a\n"
-            "Llama-3-8B-like attention layer.\n"
-            "\n"
-            "Bytes counted per repetition:\n"
-            "  write, read      layers x tokens x KV heads x (D + Dv) x element size: the\n"
-            "                   K and V bytes moved through the slot mapping (every layer)\n"
-            "  copy_blocks      pairs x the bytes of one block across all layers\n"
-            "  gather, scatter  the staging buffer: blocks x the page of every layer\n"
-            "  decode           seqs x context x KV heads x (D + Dv) x element size: the K\n"
-            "                   and V bytes one layer's paged decode reads\n"
-            "\n"
-            "Options:\n");
+    fprintf(out, "Usage: kvrt bench [--json] [--backend NAME ...] [--layout NAME ...]\n"
+                 "                  [--op write|read|copy_blocks|gather|scatter|decode ...]\n"
+                 "                  [--dtype T] [--kv-heads H] [--head-size D] [--block-size N]\n"
+                 "                  [--layers L] [--tokens T] [--pairs P] [--gather-blocks G]\n"
+                 "                  [--seqs S] [--context C] [--q-heads Q] [--repeat N]\n"
+                 "                  [--threads N] [--plot FILE.svg]\n"
+                 "\n"
+                 "Measure each operation's throughput on each layout of a backend, and report\n"
+                 "it as GB/s (10^9 bytes per second) and as a ratio to the physical limit\n"
+                 "that bounds it, measured in the same run: decode only reads the cache and\n"
+                 "is rated against a streaming read; every other op moves bytes and is\n"
+                 "rated against memcpy.  Both use the cpu backend's threads (--threads, else\n"
+                 "one per CPU), over at least 64 MiB, timed after every repetition of every\n"
+                 "op (best of each).\n"
+                 "Every op runs once to warm up, then --repeat times; the best time is\n"
+                 "reported (the median is in the JSON).  The default shapes are a\n"
+                 "Llama-3-8B-like attention layer.\n"
+                 "\n"
+                 "Bytes counted per repetition:\n"
+                 "  write, read      layers x tokens x KV heads x (D + Dv) x element size: the\n"
+                 "                   K and V bytes moved through the slot mapping (every layer)\n"
+                 "  copy_blocks      pairs x the bytes of one block across all layers\n"
+                 "  gather, scatter  the staging buffer: blocks x the page of every layer\n"
+                 "  decode           seqs x context x KV heads x (D + Dv) x element size: the K\n"
+                 "                   and V bytes one layer's paged decode reads\n"
+                 "\n"
+                 "Options:\n");
     cli_print_options(out, bench_options, 21);
     fprintf(out,
             "\n"
@@ -108,7 +122,6 @@ static void bench_help(FILE *out)
             "  kvrt bench --backend cpu --op write --op decode --plot bench.svg\n",
             KVRT_BACKEND_ENV, KVRT_LAYOUT_ENV, KVRT_PLUGIN_PATH_ENV);
 }
-
 
 struct bench_request {
     bool json;
@@ -151,8 +164,10 @@ static int apply(void *request, const struct cli_option *opt, const char *v)
         while (k < BENCH_NUM_OPS && strcmp(bench_op_names[k], v) != 0)
             k++;
         if (k == BENCH_NUM_OPS)
-            return cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not an operation: valid ones are write, read, "
-                             "copy_blocks, gather, scatter, decode", opt->name, v);
+            return cli_error(CLI_EXIT_USAGE,
+                             "%s \"%s\" is not an operation: valid ones are write, read, "
+                             "copy_blocks, gather, scatter, decode",
+                             opt->name, v);
         r->ops[k] = r->any_op = true;
         break;
     }
@@ -284,8 +299,8 @@ static void print_human(double memcpy_gbps, double read_gbps, const struct bench
     printf("limits    memcpy %.2f GB/s, read %.2f GB/s (best samples; %u thread%s, timed after every\n"
            "          repetition of every op; each op's own samples are in the table)\n\n",
            memcpy_gbps, read_gbps, bench_roof_threads(), bench_roof_threads() == 1 ? "" : "s");
-    printf("%-8s %-11s %-7s %-8s %9s %9s %9s %-7s %6s  %s\n", "backend", "op", "layout", "dtype", "GB/s",
-           "memcpy", "read", "roof", "ratio", "bytes");
+    printf("%-8s %-11s %-7s %-8s %9s %9s %9s %-7s %6s  %s\n", "backend", "op", "layout", "dtype", "GB/s", "memcpy",
+           "read", "roof", "ratio", "bytes");
     const char *last = NULL;
     for (size_t i = 0; i < n; i++)
         if (res[i].roofline_gbps > 0 && res[i].backend != last) {
@@ -298,16 +313,16 @@ static void print_human(double memcpy_gbps, double read_gbps, const struct bench
         cli_format_bytes(res[i].bytes, b, sizeof(b));
         if (res[i].skipped) {
             printf("%-8s %-11s %-7s %-8s %9s %9s %9s %-7s %6s  skipped: %s\n", res[i].backend,
-                   bench_op_names[res[i].op], kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), "-",
-                   "-", "-", "-", "-", res[i].reason);
+                   bench_op_names[res[i].op], kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), "-", "-",
+                   "-", "-", "-", res[i].reason);
             continue;
         }
         const double g = bench_gbps(res[i].bytes, res[i].best_s);
         /* On a device the limit is the plugin's own device-to-device copy. */
         const bool device = res[i].roofline_gbps > 0;
         printf("%-8s %-11s %-7s %-8s %9.2f %9.2f %9.2f %-7s %6.2f  %s\n", res[i].backend, bench_op_names[res[i].op],
-               kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), g, res[i].memcpy_gbps,
-               res[i].read_gbps, device ? "device" : bench_roofline_names[res[i].roofline],
+               kvrt_layout_name(res[i].layout), kvrt_dtype_name(res[i].dtype), g, res[i].memcpy_gbps, res[i].read_gbps,
+               device ? "device" : bench_roofline_names[res[i].roofline],
                device ? g / res[i].roofline_gbps : bench_ratio(&res[i]), b);
     }
 }

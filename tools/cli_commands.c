@@ -10,23 +10,21 @@
 #include "cli.h"
 
 const struct cli_command *const cli_commands[] = {
-    &cli_layouts_command, &cli_plan_command, &cli_resolve_command, &cli_plugins_command,
-    &cli_explain_command, &cli_run_command,  &cli_bench_command,   &cli_draw_command,
-    &cli_xfer_command,
+    &cli_layouts_command, &cli_plan_command,  &cli_resolve_command, &cli_plugins_command, &cli_explain_command,
+    &cli_run_command,     &cli_bench_command, &cli_draw_command,    &cli_xfer_command,
 };
 const size_t cli_num_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
 
 void cli_main_help(FILE *out)
 {
-    fprintf(out,
-            "Usage: kvrt <command> [options]\n"
-            "       kvrt --version | --help | help <command>\n"
-            "\n"
-            "Plan, explain, draw, run and measure the physical layout of a paged KV\n"
-            "cache, the way vLLM lays it out (layouts, geometry, layout resolution), on\n"
-            "the backends kvrt finds (cpu, opencl, cuda, rocm plugins).\n"
-            "\n"
-            "Commands:\n");
+    fprintf(out, "Usage: kvrt <command> [options]\n"
+                 "       kvrt --version | --help | help <command>\n"
+                 "\n"
+                 "Plan, explain, draw, run and measure the physical layout of a paged KV\n"
+                 "cache, the way vLLM lays it out (layouts, geometry, layout resolution), on\n"
+                 "the backends kvrt finds (cpu, opencl, cuda, rocm plugins).\n"
+                 "\n"
+                 "Commands:\n");
     for (size_t i = 0; i < cli_num_commands; i++)
         fprintf(out, "  %-10s %s\n", cli_commands[i]->name, cli_commands[i]->summary);
     fprintf(out,

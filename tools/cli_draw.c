@@ -94,13 +94,16 @@ static int check_size(const kvrt_placement *p)
     }
     uint64_t rows = row ? page_bytes / row : 0;
     if (over || rows > DRAW_MAX_ROWS)
-        return cli_error(CLI_EXIT_USAGE, "draw: the map would have %s%" PRIu64 " rows, more than %d can show; "
-                         "draw fewer --blocks or layers", over ? "more than " : "", over ? UINT64_MAX : rows,
-                         DRAW_MAX_ROWS);
+        return cli_error(CLI_EXIT_USAGE,
+                         "draw: the map would have %s%" PRIu64 " rows, more than %d can show; "
+                         "draw fewer --blocks or layers",
+                         over ? "more than " : "", over ? UINT64_MAX : rows, DRAW_MAX_ROWS);
     if (cells > DRAW_MAX_CELLS)
-        return cli_error(CLI_EXIT_USAGE, "draw: the map would hold %" PRIu64 " cells (head x state of every "
+        return cli_error(CLI_EXIT_USAGE,
+                         "draw: the map would hold %" PRIu64 " cells (head x state of every "
                          "page), more than %u can be drawn; draw fewer --blocks, layers, heads or tokens per "
-                         "block", cells, DRAW_MAX_CELLS);
+                         "block",
+                         cells, DRAW_MAX_CELLS);
     return CLI_EXIT_OK;
 }
 
@@ -152,9 +155,10 @@ static int draw_run(int argc, char **argv)
                          cli_option_name(draw_tables, CLI_OPT_MEMORY), cli_option_name(draw_tables, CLI_OPT_BLOCKS),
                          DRAW_DEFAULT_BLOCKS);
     if (cli_model_flag_given(&d.flags, CLI_OPT_BLOCKS) && d.flags.blocks > DRAW_MAX_BLOCKS)
-        return cli_error(CLI_EXIT_USAGE, "%s \"%" PRIu64 "\" is too many to draw: give 1 to %d (the "
-                         "layout repeats, a few blocks show it)", cli_option_name(draw_tables, CLI_OPT_BLOCKS),
-                         d.flags.blocks, DRAW_MAX_BLOCKS);
+        return cli_error(CLI_EXIT_USAGE,
+                         "%s \"%" PRIu64 "\" is too many to draw: give 1 to %d (the "
+                         "layout repeats, a few blocks show it)",
+                         cli_option_name(draw_tables, CLI_OPT_BLOCKS), d.flags.blocks, DRAW_MAX_BLOCKS);
     struct kvrt_model *m = NULL;
     int code = cli_model_build(&d.flags, true, &m);
     if (code == CLI_EXIT_OK)
@@ -176,16 +180,19 @@ static int draw_run(int argc, char **argv)
     for (size_t g = 0; code == CLI_EXIT_OK && g < map.num_groups; g++)
         rows += draw_map_rows(&map, g);
     if (code == CLI_EXIT_OK && rows > DRAW_MAX_ROWS)
-        code = cli_error(CLI_EXIT_USAGE, "draw: the map has %" PRIu64 " rows, more than %d can show; draw fewer "
-                         "%s or layers", rows, DRAW_MAX_ROWS, cli_option_name(draw_tables, CLI_OPT_BLOCKS));
+        code = cli_error(CLI_EXIT_USAGE,
+                         "draw: the map has %" PRIu64 " rows, more than %d can show; draw fewer "
+                         "%s or layers",
+                         rows, DRAW_MAX_ROWS, cli_option_name(draw_tables, CLI_OPT_BLOCKS));
     if (code == CLI_EXIT_OK && svg)
         code = draw_svg(&map, m, svg);
     if (code == CLI_EXIT_OK && ascii)
         code = draw_ascii(&map, m, stdout);
     else if (code == CLI_EXIT_OK)
         printf("wrote %s: %s, %" PRIu64 " layers x %" PRIu64 " blocks, %zu page pieces in %" PRIu64
-               " rows; block 0 moves as %zu contiguous run%s\n", svg, kvrt_layout_name(layout), map.num_layers, blocks,
-               map.num_pieces, rows, map.num_runs, map.num_runs == 1 ? "" : "s");
+               " rows; block 0 moves as %zu contiguous run%s\n",
+               svg, kvrt_layout_name(layout), map.num_layers, blocks, map.num_pieces, rows, map.num_runs,
+               map.num_runs == 1 ? "" : "s");
     draw_map_free(&map);
     kvrt_placement_destroy(p);
     kvrt_model_free(m);

@@ -100,23 +100,28 @@ static const struct {
     {"1. What each backend can handle",
      "Every backend plugin declares the layouts its kernels can read and write, best first\n"
      "   (or \"any\").  kvrt reads these declarations without running any plugin code.",
-     {KVRT_TRACE_DECLARATION, KVRT_TRACE_NO_DECLARATIONS}, 2},
+     {KVRT_TRACE_DECLARATION, KVRT_TRACE_NO_DECLARATIONS},
+     2},
     {"2. Agreeing on candidates",
      "All backends must use one layout.  Identical lists keep their order; otherwise only\n"
      "   layouts every backend supports survive, ranked by how many backends put each first.",
-     {KVRT_TRACE_DEFAULT, KVRT_TRACE_FAST_PATH, KVRT_TRACE_INTERSECTION, KVRT_TRACE_VOTES, KVRT_TRACE_RANKING}, 5},
+     {KVRT_TRACE_DEFAULT, KVRT_TRACE_FAST_PATH, KVRT_TRACE_INTERSECTION, KVRT_TRACE_VOTES, KVRT_TRACE_RANKING},
+     5},
     {"3. The model's shapes",
      "If the layers differ in head slots, states per block or page size, each page must be\n"
      "   one contiguous run of bytes (L and B outermost), so other layouts are ruled out.",
-     {KVRT_TRACE_SHAPES, KVRT_TRACE_NARROWING, KVRT_TRACE_CANDIDATES}, 3},
+     {KVRT_TRACE_SHAPES, KVRT_TRACE_NARROWING, KVRT_TRACE_CANDIDATES},
+     3},
     {"4. Your environment",
      "VLLM_KV_CACHE_LAYOUT, when set, is a hard requirement: if it is not a candidate,\n"
      "   kvrt refuses rather than silently picking something else.",
-     {KVRT_TRACE_ENV}, 1},
+     {KVRT_TRACE_ENV},
+     1},
     {"5. Soft preference",
      "A preference (for example a KV-transfer connector's) is honoured only if it is a\n"
      "   candidate; otherwise it is ignored with a warning.",
-     {KVRT_TRACE_PREFERENCE}, 1},
+     {KVRT_TRACE_PREFERENCE},
+     1},
     {"6. Result", NULL, {KVRT_TRACE_CHOICE, KVRT_TRACE_RECORDED, KVRT_TRACE_REFUSED}, 3},
 };
 #define NUM_SECTIONS (sizeof(sections) / sizeof(sections[0]))
@@ -204,8 +209,10 @@ static void judge(const struct explain *e, enum kvrt_layout l, struct verdict *v
     }
     v->shapes = !e->mixed || kvrt_layout_block_compact(l);
     if (v->declared && !v->shapes)
-        snprintf(v->why, sizeof(v->why), "the model mixes shapes and %s is not block-compact (a page "
-                 "would not be one contiguous run)", kvrt_layout_name(l));
+        snprintf(v->why, sizeof(v->why),
+                 "the model mixes shapes and %s is not block-compact (a page "
+                 "would not be one contiguous run)",
+                 kvrt_layout_name(l));
     bool set = false;
     enum kvrt_layout env;
     v->env = kvrt_layout_from_env(&set, &env) != KVRT_OK ? false : !set || env == l;
@@ -257,8 +264,8 @@ static void print_human(const struct explain *e)
             if (kvrt_runtime_trace_step(e->rt, i, &st) != KVRT_OK)
                 continue;
             /* The runtime records what the resolver just recorded: say it once. */
-            bool repeat = st.kind == KVRT_TRACE_RECORDED && prev.kind == KVRT_TRACE_RECORDED &&
-                          prev.layout == st.layout;
+            bool repeat =
+                st.kind == KVRT_TRACE_RECORDED && prev.kind == KVRT_TRACE_RECORDED && prev.layout == st.layout;
             prev = st;
             if (section_of(st.kind) != (int)s || repeat)
                 continue;
@@ -282,12 +289,16 @@ static void print_human(const struct explain *e)
         bool chosen = e->chosen_ok && e->chosen == (enum kvrt_layout)l;
         printf("  %-7s %-9s %-6s %-5s %-10s %s\n", kvrt_layout_name((enum kvrt_layout)l), v.declared ? "yes" : "no",
                v.shapes ? "yes" : "no", v.env ? "yes" : "no",
-               !v.checked_placement ? "-" : v.placeable ? "yes" : "no",
-               chosen ? "chosen" : ok ? "usable, ranked lower" : v.why);
+               !v.checked_placement ? "-"
+               : v.placeable        ? "yes"
+                                    : "no",
+               chosen ? "chosen"
+               : ok   ? "usable, ranked lower"
+                      : v.why);
     }
     printf("  (declared: by every backend; shape: allowed for the model's shapes; env: allowed by\n"
-           "  %s; placement: the model's groups fit this layout%s)\n", KVRT_LAYOUT_ENV,
-           e->model ? "" : ", '-' without a model");
+           "  %s; placement: the model's groups fit this layout%s)\n",
+           KVRT_LAYOUT_ENV, e->model ? "" : ", '-' without a model");
     if (e->chosen_ok)
         printf("\nChoice: %s.\n", kvrt_layout_name(e->chosen));
     else
@@ -375,10 +386,9 @@ static int explain_run(int argc, char **argv)
         else
             e.backends[e.num_backends++] = name;
         const char *env = getenv(KVRT_BACKEND_ENV);
-        e.backend_source = env && *env
-                               ? "named by " KVRT_BACKEND_ENV
-                               : "the first available in priority order cuda, rocm, opencl, others, cpu, "
-                                 "then backends whose device is the host CPU";
+        e.backend_source = env && *env ? "named by " KVRT_BACKEND_ENV
+                                       : "the first available in priority order cuda, rocm, opencl, others, cpu, "
+                                         "then backends whose device is the host CPU";
     } else {
         snprintf(given, sizeof(given), "given with %s", cli_option_name(explain_tables, OPT_BACKEND));
         e.backend_source = given;

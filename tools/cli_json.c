@@ -19,9 +19,10 @@ json_t *cli_json_u64(uint64_t value, const char *what)
     /* jansson integers are signed 64-bit; a larger size must not wrap into a
      * negative number that a consumer would trust. */
     if (value > (uint64_t)CLI_JSON_INT_MAX) {
-        cli_error(CLI_EXIT_USAGE, "%s %llu exceeds the largest JSON integer %lld; use smaller "
-                  "numbers or the human-readable output", what, (unsigned long long)value,
-                  (long long)CLI_JSON_INT_MAX);
+        cli_error(CLI_EXIT_USAGE,
+                  "%s %llu exceeds the largest JSON integer %lld; use smaller "
+                  "numbers or the human-readable output",
+                  what, (unsigned long long)value, (long long)CLI_JSON_INT_MAX);
         return NULL;
     }
     return json_integer((json_int_t)value);

@@ -21,15 +21,14 @@ static const struct cli_option *const layouts_tables[] = {layouts_options, NULL}
 
 static void layouts_help(FILE *out)
 {
-    fprintf(out,
-            "Usage: kvrt layouts [--json]\n"
-            "\n"
-            "List the six KV-cache layouts in table order: the stride order (physical\n"
-            "position -> logical axis, axes L=0 B=1 H=2 N=3 C=4), the order of a\n"
-            "per-layer [B, H, N, C] view, the four properties derived from the stride\n"
-            "order, and the accepted aliases.\n"
-            "\n"
-            "Options:\n");
+    fprintf(out, "Usage: kvrt layouts [--json]\n"
+                 "\n"
+                 "List the six KV-cache layouts in table order: the stride order (physical\n"
+                 "position -> logical axis, axes L=0 B=1 H=2 N=3 C=4), the order of a\n"
+                 "per-layer [B, H, N, C] view, the four properties derived from the stride\n"
+                 "order, and the accepted aliases.\n"
+                 "\n"
+                 "Options:\n");
     cli_print_options(out, layouts_options, 11);
     fprintf(out,
             "\n"
@@ -37,7 +36,8 @@ static void layouts_help(FILE *out)
             "  none read; every name listed here is a valid value of %s\n"
             "\n"
             "Example:\n"
-            "  kvrt layouts --json\n", KVRT_LAYOUT_ENV);
+            "  kvrt layouts --json\n",
+            KVRT_LAYOUT_ENV);
 }
 
 /* Aliases are every valid spelling that is not a canonical name, so this
@@ -47,8 +47,7 @@ static size_t collect_aliases(char names[][16], enum kvrt_layout *means, size_t 
     char list[256];
     size_t n = 0;
     snprintf(list, sizeof(list), "%s", kvrt_layout_valid_names());
-    for (char *save = NULL, *tok = strtok_r(list, ", ", &save); tok && n < max;
-         tok = strtok_r(NULL, ", ", &save)) {
+    for (char *save = NULL, *tok = strtok_r(list, ", ", &save); tok && n < max; tok = strtok_r(NULL, ", ", &save)) {
         enum kvrt_layout l;
         if (kvrt_layout_parse(tok, &l) == KVRT_OK && strcmp(tok, kvrt_layout_name(l)) != 0) {
             snprintf(names[n], sizeof(names[n]), "%s", tok);
@@ -69,10 +68,10 @@ static int print_table(void)
     enum kvrt_layout means[16];
     size_t num_aliases = collect_aliases(alias, means, 16);
 
-    printf("%-7s %-13s %-15s %-12s %-8s %-9s %-8s %s\n", "layout", "stride_order", "physical",
-           "layer_view", "layer", "block", "block", "block");
-    printf("%-7s %-13s %-15s %-12s %-8s %-9s %-8s %s\n", "", "", "order", "order", "compact",
-           "outermost", "compact", "contiguous");
+    printf("%-7s %-13s %-15s %-12s %-8s %-9s %-8s %s\n", "layout", "stride_order", "physical", "layer_view", "layer",
+           "block", "block", "block");
+    printf("%-7s %-13s %-15s %-12s %-8s %-9s %-8s %s\n", "", "", "order", "order", "compact", "outermost", "compact",
+           "contiguous");
     for (int i = 0; i < KVRT_NUM_LAYOUTS; i++) {
         enum kvrt_layout l = (enum kvrt_layout)i;
         int o[KVRT_NUM_AXES], v[4];
@@ -83,15 +82,16 @@ static int print_table(void)
         snprintf(physical, sizeof(physical), "%c %c %c %c %c", axis_letters[o[0]], axis_letters[o[1]],
                  axis_letters[o[2]], axis_letters[o[3]], axis_letters[o[4]]);
         snprintf(view, sizeof(view), "%d %d %d %d", v[0], v[1], v[2], v[3]);
-        printf("%-7s %-13s %-15s %-12s %-8s %-9s %-8s %s\n", kvrt_layout_name(l), order, physical,
-               view, yes_no(kvrt_layout_layer_compact(l)), yes_no(kvrt_layout_block_outermost(l)),
+        printf("%-7s %-13s %-15s %-12s %-8s %-9s %-8s %s\n", kvrt_layout_name(l), order, physical, view,
+               yes_no(kvrt_layout_layer_compact(l)), yes_no(kvrt_layout_block_outermost(l)),
                yes_no(kvrt_layout_block_compact(l)), yes_no(kvrt_layout_block_contiguous(l)));
     }
     printf("\naliases:");
     for (size_t i = 0; i < num_aliases; i++)
         printf("%s %s = %s", i ? "," : "", alias[i], kvrt_layout_name(means[i]));
     printf("\naxes: L layer, B block, H head slot, N state (token), C content bytes\n"
-           "names are exact and case-sensitive; %s accepts any of them\n", KVRT_LAYOUT_ENV);
+           "names are exact and case-sensitive; %s accepts any of them\n",
+           KVRT_LAYOUT_ENV);
     return CLI_EXIT_OK;
 }
 

@@ -56,7 +56,8 @@ int cli_print_man(FILE *out)
     fprintf(out, ".TH KVRT 1 \"\" \"kvrt %s\" \"User Commands\"\n", kvrt_version());
     fputs(".SH NAME\nkvrt \\- plan, explain, draw, run and measure paged KV\\-cache layouts\n", out);
     fputs(".SH SYNOPSIS\n.B kvrt\n.I command\n[\\fIoptions\\fR]\n.br\n"
-          ".B kvrt\n\\-\\-version | \\-\\-help | help \\fIcommand\\fR\n", out);
+          ".B kvrt\n\\-\\-version | \\-\\-help | help \\fIcommand\\fR\n",
+          out);
     fputs(".SH DESCRIPTION\n", out);
     put_verbatim(out, main_text);
     free(main_text);
@@ -70,7 +71,8 @@ int cli_print_man(FILE *out)
         free(text);
     }
     fputs(".SH FILES\n.TP\n.I examples/models/\nexample Hugging Face configs and a kvrt model file "
-          "(see docs/model\\-format.md)\n", out);
+          "(see docs/model\\-format.md)\n",
+          out);
     fputs(".SH SEE ALSO\nThe kvrt README and docs/ folder; vLLM's VLLM_KV_CACHE_LAYOUT.\n", out);
     return fflush(out) == 0 ? CLI_EXIT_OK : cli_error(CLI_EXIT_INTERNAL, "--man: cannot write");
 }

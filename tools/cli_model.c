@@ -85,8 +85,7 @@ static bool parse_kind(const char *option, const char *text, enum kvrt_spec_kind
             return true;
         }
     }
-    cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a spec kind: valid kinds are attention, mla, state",
-              option, text);
+    cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a spec kind: valid kinds are attention, mla, state", option, text);
     return false;
 }
 
@@ -117,61 +116,49 @@ static bool apply(struct cli_model_flags *f, const struct cli_option *opt, const
     struct kvrt_spec *s = &f->spec;
     const char *name = opt->name;
     switch (opt->id) {
-    case CLI_OPT_MODEL:
-        f->file = v;
-        return true;
-    case CLI_OPT_LAYERS:
-        return cli_parse_u64(name, v, 1, KVRT_MODEL_MAX_LAYERS, &f->layers);
-    case CLI_OPT_KIND:
-        return parse_kind(name, v, &s->kind);
-    case CLI_OPT_KV_HEADS:
-        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->num_kv_heads);
-    case CLI_OPT_HEAD_SIZE:
-        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->head_size);
-    case CLI_OPT_HEAD_SIZE_V:
-        return cli_parse_u64(name, v, 0, MAX_SIZE, &s->head_size_v);
+    case CLI_OPT_MODEL: f->file = v; return true;
+    case CLI_OPT_LAYERS: return cli_parse_u64(name, v, 1, KVRT_MODEL_MAX_LAYERS, &f->layers);
+    case CLI_OPT_KIND: return parse_kind(name, v, &s->kind);
+    case CLI_OPT_KV_HEADS: return cli_parse_u64(name, v, 1, MAX_SIZE, &s->num_kv_heads);
+    case CLI_OPT_HEAD_SIZE: return cli_parse_u64(name, v, 1, MAX_SIZE, &s->head_size);
+    case CLI_OPT_HEAD_SIZE_V: return cli_parse_u64(name, v, 0, MAX_SIZE, &s->head_size_v);
     case CLI_OPT_DTYPE:
         if (kvrt_dtype_parse(v, &s->dtype) != KVRT_OK) {
             cli_error(CLI_EXIT_USAGE, "%s: %s", name, kvrt_error_message());
             return false;
         }
         return true;
-    case CLI_OPT_BLOCK_SIZE:
-        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->block_size);
-    case CLI_OPT_TOKENS_PER_STATE:
-        return parse_ratio(name, v, &s->tokens_per_state_num, &s->tokens_per_state_den);
-    case CLI_OPT_PAGE_SIZE_PADDED:
-        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->page_size_padded);
-    case CLI_OPT_HEAD_SLOTS:
-        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->num_head_slots);
-    case CLI_OPT_STATE_CONTENT_BYTES:
-        return cli_parse_u64(name, v, 1, MAX_SIZE, &s->state_content_bytes);
-    case CLI_OPT_BLOCKS:
-        return cli_parse_u64(name, v, 1, MAX_SIZE, &f->blocks);
-    case CLI_OPT_MEMORY:
-        return cli_parse_size(name, v, &f->memory);
+    case CLI_OPT_BLOCK_SIZE: return cli_parse_u64(name, v, 1, MAX_SIZE, &s->block_size);
+    case CLI_OPT_TOKENS_PER_STATE: return parse_ratio(name, v, &s->tokens_per_state_num, &s->tokens_per_state_den);
+    case CLI_OPT_PAGE_SIZE_PADDED: return cli_parse_u64(name, v, 1, MAX_SIZE, &s->page_size_padded);
+    case CLI_OPT_HEAD_SLOTS: return cli_parse_u64(name, v, 1, MAX_SIZE, &s->num_head_slots);
+    case CLI_OPT_STATE_CONTENT_BYTES: return cli_parse_u64(name, v, 1, MAX_SIZE, &s->state_content_bytes);
+    case CLI_OPT_BLOCKS: return cli_parse_u64(name, v, 1, MAX_SIZE, &f->blocks);
+    case CLI_OPT_MEMORY: return cli_parse_size(name, v, &f->memory);
     case CLI_OPT_KV_CACHE_DTYPE:
         if (!kvrt_model_cache_dtype_parse(v, &f->cache_dtype)) {
-            cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a KV-cache type: valid types are "
-                      "auto, bf16 (bfloat16), fp16 (float16), fp8, fp8_e4m3, fp8_e5m2", name, v);
+            cli_error(CLI_EXIT_USAGE,
+                      "%s \"%s\" is not a KV-cache type: valid types are "
+                      "auto, bf16 (bfloat16), fp16 (float16), fp8, fp8_e4m3, fp8_e5m2",
+                      name, v);
             return false;
         }
         return true;
     case CLI_OPT_ATTENTION_BACKEND:
         if (!kvrt_model_backend_parse(v, &f->backend)) {
-            cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a backend kvrt knows: valid "
+            cli_error(CLI_EXIT_USAGE,
+                      "%s \"%s\" is not a backend kvrt knows: valid "
                       "backends are FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASHMLA, FLASHMLA_SPARSE, "
-                      "CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA", name, v);
+                      "CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA",
+                      name, v);
             return false;
         }
         return true;
-    default:
-        return false;
+    default: return false;
     }
 }
 
-bool cli_model_flags_apply(struct cli_model_flags *f, const struct cli_option *opt, const char *value,
-                           bool *ok)
+bool cli_model_flags_apply(struct cli_model_flags *f, const struct cli_option *opt, const char *value, bool *ok)
 {
     if (opt->id < CLI_MODEL_OPT_FIRST || opt->id >= CLI_MODEL_OPT_END)
         return false;
@@ -193,45 +180,46 @@ static bool check_flags(const struct cli_model_flags *f, bool defaults)
     const char *cmd = f->command;
     if (!defaults) {
         static const int required[] = {CLI_OPT_LAYERS, CLI_OPT_BLOCKS, CLI_OPT_BLOCK_SIZE};
-        static const char *const what[] = {"the number of layers", "the number of blocks",
-                                           "the tokens per block"};
+        static const char *const what[] = {"the number of layers", "the number of blocks", "the tokens per block"};
         for (size_t i = 0; i < sizeof(required) / sizeof(required[0]); i++) {
             if (given(f, required[i]) || (required[i] == CLI_OPT_BLOCKS && given(f, CLI_OPT_MEMORY)))
                 continue;
-            cli_error(CLI_EXIT_USAGE, "%s: %s is required (%s)%s%s; see 'kvrt %s --help'", cmd,
-                      name_of(required[i]), what[i], required[i] == CLI_OPT_BLOCKS ? ", or " : "",
+            cli_error(CLI_EXIT_USAGE, "%s: %s is required (%s)%s%s; see 'kvrt %s --help'", cmd, name_of(required[i]),
+                      what[i], required[i] == CLI_OPT_BLOCKS ? ", or " : "",
                       required[i] == CLI_OPT_BLOCKS ? name_of(CLI_OPT_MEMORY) : "", cmd);
             return false;
         }
     }
     const char *kind = kvrt_spec_kind_name(f->spec.kind);
     if (f->spec.kind == KVRT_SPEC_STATE) {
-        static const int head_only[] = {CLI_OPT_KV_HEADS, CLI_OPT_HEAD_SIZE, CLI_OPT_HEAD_SIZE_V,
-                                        CLI_OPT_DTYPE, CLI_OPT_TOKENS_PER_STATE};
+        static const int head_only[] = {CLI_OPT_KV_HEADS, CLI_OPT_HEAD_SIZE, CLI_OPT_HEAD_SIZE_V, CLI_OPT_DTYPE,
+                                        CLI_OPT_TOKENS_PER_STATE};
         for (size_t i = 0; i < sizeof(head_only) / sizeof(head_only[0]); i++)
             if (given(f, head_only[i])) {
-                cli_error(CLI_EXIT_USAGE, "%s: %s does not apply to %s state, whose cell is "
-                          "%s opaque bytes (one state per block); drop it", cmd,
-                          name_of(head_only[i]), name_of(CLI_OPT_KIND), name_of(CLI_OPT_STATE_CONTENT_BYTES));
+                cli_error(CLI_EXIT_USAGE,
+                          "%s: %s does not apply to %s state, whose cell is "
+                          "%s opaque bytes (one state per block); drop it",
+                          cmd, name_of(head_only[i]), name_of(CLI_OPT_KIND), name_of(CLI_OPT_STATE_CONTENT_BYTES));
                 return false;
             }
         if (!given(f, CLI_OPT_STATE_CONTENT_BYTES)) {
-            cli_error(CLI_EXIT_USAGE, "%s: %s state needs %s (the bytes "
-                      "of the layer's state tensors per block)", cmd, name_of(CLI_OPT_KIND),
-                      name_of(CLI_OPT_STATE_CONTENT_BYTES));
+            cli_error(CLI_EXIT_USAGE,
+                      "%s: %s state needs %s (the bytes "
+                      "of the layer's state tensors per block)",
+                      cmd, name_of(CLI_OPT_KIND), name_of(CLI_OPT_STATE_CONTENT_BYTES));
             return false;
         }
         return true;
     }
     if (!given(f, CLI_OPT_HEAD_SIZE)) {
-        cli_error(CLI_EXIT_USAGE, "%s: %s %s needs %s (elements per head)%s%s%s", cmd, name_of(CLI_OPT_KIND),
-                  kind, name_of(CLI_OPT_HEAD_SIZE), defaults ? ", or give " : "",
-                  defaults ? name_of(CLI_OPT_MODEL) : "", defaults ? " FILE" : "");
+        cli_error(CLI_EXIT_USAGE, "%s: %s %s needs %s (elements per head)%s%s%s", cmd, name_of(CLI_OPT_KIND), kind,
+                  name_of(CLI_OPT_HEAD_SIZE), defaults ? ", or give " : "", defaults ? name_of(CLI_OPT_MODEL) : "",
+                  defaults ? " FILE" : "");
         return false;
     }
     if (f->spec.kind == KVRT_SPEC_ATTENTION && !given(f, CLI_OPT_KV_HEADS)) {
-        cli_error(CLI_EXIT_USAGE, "%s: %s attention needs %s (the number of KV heads)", cmd,
-                  name_of(CLI_OPT_KIND), name_of(CLI_OPT_KV_HEADS));
+        cli_error(CLI_EXIT_USAGE, "%s: %s attention needs %s (the number of KV heads)", cmd, name_of(CLI_OPT_KIND),
+                  name_of(CLI_OPT_KV_HEADS));
         return false;
     }
     return true;
@@ -239,21 +227,23 @@ static bool check_flags(const struct cli_model_flags *f, bool defaults)
 
 static int from_file(struct cli_model_flags *f, struct kvrt_model **out)
 {
-    static const int spec_only[] = {CLI_OPT_LAYERS, CLI_OPT_KIND, CLI_OPT_KV_HEADS, CLI_OPT_HEAD_SIZE,
-                                    CLI_OPT_HEAD_SIZE_V, CLI_OPT_TOKENS_PER_STATE,
-                                    CLI_OPT_PAGE_SIZE_PADDED, CLI_OPT_HEAD_SLOTS,
-                                    CLI_OPT_STATE_CONTENT_BYTES};
+    static const int spec_only[] = {CLI_OPT_LAYERS,           CLI_OPT_KIND,        CLI_OPT_KV_HEADS,
+                                    CLI_OPT_HEAD_SIZE,        CLI_OPT_HEAD_SIZE_V, CLI_OPT_TOKENS_PER_STATE,
+                                    CLI_OPT_PAGE_SIZE_PADDED, CLI_OPT_HEAD_SLOTS,  CLI_OPT_STATE_CONTENT_BYTES};
     for (size_t i = 0; i < sizeof(spec_only) / sizeof(spec_only[0]); i++)
         if (given(f, spec_only[i]))
-            return cli_error(CLI_EXIT_USAGE, "%s: %s cannot be combined with %s, which gives the "
+            return cli_error(CLI_EXIT_USAGE,
+                             "%s: %s cannot be combined with %s, which gives the "
                              "layers and their specs (only the cache type, block size and backend "
-                             "override it); drop one of them", f->command, name_of(spec_only[i]),
-                             name_of(CLI_OPT_MODEL));
+                             "override it); drop one of them",
+                             f->command, name_of(spec_only[i]), name_of(CLI_OPT_MODEL));
     struct kvrt_model_options opt;
     kvrt_model_options_default(&opt);
     if (given(f, CLI_OPT_DTYPE) && given(f, CLI_OPT_KV_CACHE_DTYPE))
-        return cli_error(CLI_EXIT_USAGE, "%s: %s and %s both give the KV-cache type; "
-                         "drop one of them", f->command, name_of(CLI_OPT_DTYPE), name_of(CLI_OPT_KV_CACHE_DTYPE));
+        return cli_error(CLI_EXIT_USAGE,
+                         "%s: %s and %s both give the KV-cache type; "
+                         "drop one of them",
+                         f->command, name_of(CLI_OPT_DTYPE), name_of(CLI_OPT_KV_CACHE_DTYPE));
     opt.dtype_given = given(f, CLI_OPT_DTYPE);
     opt.dtype = f->spec.dtype;
     opt.dtype_flag = name_of(opt.dtype_given ? CLI_OPT_DTYPE : CLI_OPT_KV_CACHE_DTYPE);
@@ -272,10 +262,12 @@ static int from_flags(struct cli_model_flags *f, bool defaults, struct kvrt_mode
     static const int file_only[] = {CLI_OPT_KV_CACHE_DTYPE, CLI_OPT_ATTENTION_BACKEND};
     for (size_t i = 0; i < sizeof(file_only) / sizeof(file_only[0]); i++)
         if (given(f, file_only[i]))
-            return cli_error(CLI_EXIT_USAGE, "%s: %s applies to %s FILE (a config.json); with "
+            return cli_error(CLI_EXIT_USAGE,
+                             "%s: %s applies to %s FILE (a config.json); with "
                              "flags, give the cache type with %s and the tokens per block with "
-                             "%s", f->command, name_of(file_only[i]), name_of(CLI_OPT_MODEL),
-                             name_of(CLI_OPT_DTYPE), name_of(CLI_OPT_BLOCK_SIZE));
+                             "%s",
+                             f->command, name_of(file_only[i]), name_of(CLI_OPT_MODEL), name_of(CLI_OPT_DTYPE),
+                             name_of(CLI_OPT_BLOCK_SIZE));
     if (!check_flags(f, defaults))
         return CLI_EXIT_USAGE;
     struct kvrt_spec *s = &f->spec;
@@ -299,10 +291,9 @@ static int from_flags(struct cli_model_flags *f, bool defaults, struct kvrt_mode
     m->groups = g;
     g->layers = layers;
     m->num_groups = 1;
-    bool ok = (m->name = strdup("flags")) && (m->source = strdup("(flags)")) &&
-              (m->format = strdup("flags")) && (m->architecture = strdup("")) &&
-              (g->name = strdup("layers")) && (g->what = strdup(s->kind == KVRT_SPEC_STATE ? "state"
-                                                                                           : "attention"));
+    bool ok = (m->name = strdup("flags")) && (m->source = strdup("(flags)")) && (m->format = strdup("flags")) &&
+              (m->architecture = strdup("")) && (g->name = strdup("layers")) &&
+              (g->what = strdup(s->kind == KVRT_SPEC_STATE ? "state" : "attention"));
     for (uint64_t i = 0; ok && i < f->layers; i++) {
         char name[32];
         snprintf(name, sizeof(name), "layer.%" PRIu64, i);
@@ -328,8 +319,8 @@ int cli_model_build(struct cli_model_flags *f, bool defaults, struct kvrt_model 
     return from_flags(f, defaults, out);
 }
 
-int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_model *m,
-                         enum kvrt_layout layout, uint64_t fallback, uint64_t *blocks)
+int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_model *m, enum kvrt_layout layout,
+                         uint64_t fallback, uint64_t *blocks)
 {
     if (given(f, CLI_OPT_MEMORY) && given(f, CLI_OPT_BLOCKS))
         return cli_error(CLI_EXIT_USAGE, "%s: give %s or %s, not both", f->command, name_of(CLI_OPT_BLOCKS),
@@ -350,9 +341,10 @@ int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_mode
         *blocks = fallback;
         return CLI_EXIT_OK;
     }
-    return cli_error(CLI_EXIT_USAGE, "%s: give %s (the number of blocks) or %s (a budget "
-                     "such as 24GiB); see 'kvrt %s --help'", f->command, name_of(CLI_OPT_BLOCKS),
-                     name_of(CLI_OPT_MEMORY), f->command);
+    return cli_error(CLI_EXIT_USAGE,
+                     "%s: give %s (the number of blocks) or %s (a budget "
+                     "such as 24GiB); see 'kvrt %s --help'",
+                     f->command, name_of(CLI_OPT_BLOCKS), name_of(CLI_OPT_MEMORY), f->command);
 }
 
 int cli_layout_or_env(const char *given_as, enum kvrt_layout given_layout, enum kvrt_layout fallback,
@@ -384,8 +376,8 @@ void cli_describe_spec(const struct kvrt_spec *s, char *buf, size_t size)
     if (s->kind == KVRT_SPEC_STATE) {
         used = (size_t)snprintf(buf, size, "state, %" PRIu64 " bytes per block", in.content_bytes);
     } else {
-        used = (size_t)snprintf(buf, size, "%s, %s, %" PRIu64 " %s x %" PRIu64,
-                                kvrt_spec_kind_name(s->kind), kvrt_dtype_name(s->dtype), in.head_slots,
+        used = (size_t)snprintf(buf, size, "%s, %s, %" PRIu64 " %s x %" PRIu64, kvrt_spec_kind_name(s->kind),
+                                kvrt_dtype_name(s->dtype), in.head_slots,
                                 s->kind == KVRT_SPEC_MLA ? (in.head_slots == 1 ? "slot" : "slots")
                                                          : (in.head_slots == 1 ? "KV head" : "KV heads"),
                                 in.head_size);
@@ -442,8 +434,7 @@ void cli_model_print_settings(const struct kvrt_model *m)
     for (size_t i = 0; i < m->num_settings; i++)
         printf("%-18s %-12s from %s\n", m->settings[i].name, m->settings[i].value, m->settings[i].source);
     if (m->max_model_len)
-        printf("%-18s %-12" PRIu64 " from %s\n", "max_model_len", m->max_model_len,
-               m->max_model_len_source);
+        printf("%-18s %-12" PRIu64 " from %s\n", "max_model_len", m->max_model_len, m->max_model_len_source);
 }
 
 static json_t *settings_json(const struct kvrt_model *m)
@@ -453,8 +444,7 @@ static json_t *settings_json(const struct kvrt_model *m)
         json_t *e = json_object();
         if (!cli_json_put(e, "name", cli_json_str(m->settings[i].name)) ||
             !cli_json_put(e, "value", cli_json_str(m->settings[i].value)) ||
-            !cli_json_put(e, "source", cli_json_str(m->settings[i].source)) ||
-            json_array_append_new(a, e) != 0) {
+            !cli_json_put(e, "source", cli_json_str(m->settings[i].source)) || json_array_append_new(a, e) != 0) {
             json_decref(a);
             return NULL;
         }
@@ -467,30 +457,28 @@ json_t *cli_model_json(const struct kvrt_model *m)
     json_t *o = json_object(), *groups = json_array(), *notes = json_array();
     for (size_t i = 0; notes && i < m->num_notes; i++)
         json_array_append_new(notes, cli_json_str(m->notes[i]));
-    bool ok = cli_json_put(o, "name", cli_json_str(m->name)) &&
-              cli_json_put(o, "source", cli_json_str(m->source)) &&
+    bool ok = cli_json_put(o, "name", cli_json_str(m->name)) && cli_json_put(o, "source", cli_json_str(m->source)) &&
               cli_json_put(o, "format", cli_json_str(m->format)) &&
               cli_json_put(o, "architecture", cli_json_str(m->architecture)) &&
               cli_json_put(o, "num_layers", cli_json_u64(m->num_layers, "num_layers")) &&
               cli_json_put(o, "num_q_heads", cli_json_u64(m->num_q_heads, "num_q_heads")) &&
               cli_json_put(o, "settings", settings_json(m)) &&
-              cli_json_put(o, "max_model_len", m->max_model_len ? cli_json_u64(m->max_model_len, "max_model_len")
-                                                                : json_null()) &&
-              cli_json_put(o, "max_model_len_source", m->max_model_len_source
-                                                          ? cli_json_str(m->max_model_len_source)
-                                                          : json_null()) &&
+              cli_json_put(o, "max_model_len",
+                           m->max_model_len ? cli_json_u64(m->max_model_len, "max_model_len") : json_null()) &&
+              cli_json_put(o, "max_model_len_source",
+                           m->max_model_len_source ? cli_json_str(m->max_model_len_source) : json_null()) &&
               cli_json_put(o, "notes", notes);
     for (size_t g = 0; ok && g < m->num_groups; g++) {
         const struct kvrt_model_group *grp = &m->groups[g];
         json_t *e = json_object(), *names = json_array();
         for (size_t i = 0; names && i < grp->num_layers; i++)
             json_array_append_new(names, cli_json_str(grp->layers[i].name));
-        ok = cli_json_put(e, "name", cli_json_str(grp->name)) &&
-             cli_json_put(e, "what", cli_json_str(grp->what)) &&
+        ok = cli_json_put(e, "name", cli_json_str(grp->name)) && cli_json_put(e, "what", cli_json_str(grp->what)) &&
              cli_json_put(e, "window", grp->window ? cli_json_u64(grp->window, "window") : json_null()) &&
-             cli_json_put(e, "usage", cli_json_str(grp->usage == KVRT_USAGE_STATE     ? "state"
-                                                  : grp->usage == KVRT_USAGE_SLIDING ? "sliding_window"
-                                                                                     : "full")) &&
+             cli_json_put(e, "usage",
+                          cli_json_str(grp->usage == KVRT_USAGE_STATE     ? "state"
+                                       : grp->usage == KVRT_USAGE_SLIDING ? "sliding_window"
+                                                                          : "full")) &&
              cli_json_put(e, "num_layers", cli_json_u64(grp->num_layers, "num_layers")) &&
              cli_json_put(e, "layers", names) && cli_json_put(e, "spec", spec_json(&grp->layers[0].spec)) &&
              json_array_append_new(groups, e) == 0;

@@ -63,8 +63,7 @@ void cli_model_flags_init(struct cli_model_flags *f, const char *command);
 
 /* true when `opt` is a model option (by its id); then *ok says whether its
  * value was valid (an error naming opt->name was printed when not). */
-bool cli_model_flags_apply(struct cli_model_flags *f, const struct cli_option *opt, const char *value,
-                           bool *ok);
+bool cli_model_flags_apply(struct cli_model_flags *f, const struct cli_option *opt, const char *value, bool *ok);
 
 bool cli_model_flag_given(const struct cli_model_flags *f, int id);
 
@@ -80,8 +79,8 @@ int cli_model_build(struct cli_model_flags *f, bool defaults, struct kvrt_model 
  * under `layout`, else --blocks, else `fallback` (0: an error naming both
  * options).  Returns a CLI exit status.
  */
-int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_model *m,
-                         enum kvrt_layout layout, uint64_t fallback, uint64_t *blocks);
+int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_model *m, enum kvrt_layout layout,
+                         uint64_t fallback, uint64_t *blocks);
 
 /* The layout: the option named `given_as` (already parsed; NULL: not given),
  * else VLLM_KV_CACHE_LAYOUT, else `fallback`; *source says which.  Returns a

@@ -19,10 +19,8 @@ static const char axis_letters[KVRT_NUM_AXES] = {'L', 'B', 'H', 'N', 'C'};
 enum plan_opt { OPT_JSON, OPT_LAYOUT, OPT_KERNEL_BLOCK_SIZE, OPT_MAX_MODEL_LEN, OPT_BATCHED_TOKENS };
 
 static const struct cli_option plan_options[] = {
-    {"--layout", "NAME", OPT_LAYOUT, false,
-     "layout or alias (default: $" KVRT_LAYOUT_ENV " if set, else LBNHC)"},
-    {"--kernel-block-size", "K", OPT_KERNEL_BLOCK_SIZE, false,
-     "split each block into kernel blocks of K tokens"},
+    {"--layout", "NAME", OPT_LAYOUT, false, "layout or alias (default: $" KVRT_LAYOUT_ENV " if set, else LBNHC)"},
+    {"--kernel-block-size", "K", OPT_KERNEL_BLOCK_SIZE, false, "split each block into kernel blocks of K tokens"},
     {"--max-model-len", "T", OPT_MAX_MODEL_LEN, false,
      "tokens per request for the concurrency figure\n"
      "(default: the config's, as vLLM derives it)"},
@@ -39,31 +37,30 @@ static const struct cli_option *const plan_tables[] = {plan_options, cli_model_o
 
 static void plan_help(FILE *out)
 {
-    fprintf(out,
-            "Usage: kvrt plan [--json] [--layout NAME] --layers L --blocks B --block-size N\n"
-            "                 [--kind attention|mla|state] [--kv-heads H --head-size D]\n"
-            "                 [--head-size-v V] [--dtype T] [--tokens-per-state P[/Q]]\n"
-            "                 [--kernel-block-size K] [--page-size-padded P]\n"
-            "                 [--head-slots S] [--state-content-bytes C] [--memory SIZE]\n"
-            "       kvrt plan [--json] [--layout NAME] --model FILE (--blocks B | --memory SIZE)\n"
-            "                 [--kv-cache-dtype T] [--block-size N] [--attention-backend B]\n"
-            "                 [--max-model-len T] [--max-num-batched-tokens N]\n"
-            "\n"
-            "Compute where every byte of a paged KV cache goes.  From flags: the logical\n"
-            "shape [L, B, H, N, C] in bytes, the byte strides, the total size, the layer\n"
-            "and block strides, and one [B, H, N, C] view per layer (offset, shape and\n"
-            "strides in elements of the cache's type; in bytes for state specs).\n"
-            "From a model: its layers grouped the way vLLM groups them (full attention,\n"
-            "sliding window, state), each group's pages, bytes per block and in total,\n"
-            "and the placement of every set of same-shaped layers.  Groups share memory\n"
-            "(group g's layer i overlays every other group's layer i), so the cache is\n"
-            "the size of its largest group.  Every value the sizing used is listed with\n"
-            "where it came from (the config, a default, a flag, a vLLM rule).  With\n"
-            "--memory, also vLLM's own capacity figures for that KV-cache budget: \"GPU KV\n"
-            "cache size: N tokens\" and \"Maximum concurrency for T tokens per request\"\n"
-            "(docs/models.md).\n"
-            "\n"
-            "Options:\n");
+    fprintf(out, "Usage: kvrt plan [--json] [--layout NAME] --layers L --blocks B --block-size N\n"
+                 "                 [--kind attention|mla|state] [--kv-heads H --head-size D]\n"
+                 "                 [--head-size-v V] [--dtype T] [--tokens-per-state P[/Q]]\n"
+                 "                 [--kernel-block-size K] [--page-size-padded P]\n"
+                 "                 [--head-slots S] [--state-content-bytes C] [--memory SIZE]\n"
+                 "       kvrt plan [--json] [--layout NAME] --model FILE (--blocks B | --memory SIZE)\n"
+                 "                 [--kv-cache-dtype T] [--block-size N] [--attention-backend B]\n"
+                 "                 [--max-model-len T] [--max-num-batched-tokens N]\n"
+                 "\n"
+                 "Compute where every byte of a paged KV cache goes.  From flags: the logical\n"
+                 "shape [L, B, H, N, C] in bytes, the byte strides, the total size, the layer\n"
+                 "and block strides, and one [B, H, N, C] view per layer (offset, shape and\n"
+                 "strides in elements of the cache's type; in bytes for state specs).\n"
+                 "From a model: its layers grouped the way vLLM groups them (full attention,\n"
+                 "sliding window, state), each group's pages, bytes per block and in total,\n"
+                 "and the placement of every set of same-shaped layers.  Groups share memory\n"
+                 "(group g's layer i overlays every other group's layer i), so the cache is\n"
+                 "the size of its largest group.  Every value the sizing used is listed with\n"
+                 "where it came from (the config, a default, a flag, a vLLM rule).  With\n"
+                 "--memory, also vLLM's own capacity figures for that KV-cache budget: \"GPU KV\n"
+                 "cache size: N tokens\" and \"Maximum concurrency for T tokens per request\"\n"
+                 "(docs/models.md).\n"
+                 "\n"
+                 "Options:\n");
     cli_print_options(out, plan_options, 27);
     cli_model_print_options(out);
     fprintf(out,
@@ -105,9 +102,7 @@ static int apply(void *request, const struct cli_option *opt, const char *value)
     if (cli_model_flags_apply(&req->flags, opt, value, &ok))
         return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     switch (opt->id) {
-    case OPT_JSON:
-        req->json = true;
-        break;
+    case OPT_JSON: req->json = true; break;
     case OPT_LAYOUT:
         if (kvrt_layout_parse(value, &req->layout) != KVRT_OK)
             return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
@@ -145,8 +140,7 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
     code = cli_model_build(&req->flags, req->flags.file != NULL, &req->model);
     if (code != CLI_EXIT_OK)
         return code;
-    code = cli_layout_or_env(req->layout_given_as, req->layout, KVRT_LAYOUT_LBNHC, &req->layout,
-                             &req->layout_source);
+    code = cli_layout_or_env(req->layout_given_as, req->layout, KVRT_LAYOUT_LBNHC, &req->layout, &req->layout_source);
     if (code != CLI_EXIT_OK)
         return code;
     code = cli_model_num_blocks(&req->flags, req->model, req->layout, 0, &req->num_blocks);
@@ -172,26 +166,25 @@ static void print_u64s(const uint64_t *v, size_t n, char *buf, size_t size)
         used += (size_t)snprintf(buf + used, size - used, "%s%" PRIu64, i ? " " : "", v[i]);
 }
 
-static void describe_spec(const struct plan_request *req, const struct kvrt_geometry *g,
-                          char *buf, size_t size)
+static void describe_spec(const struct plan_request *req, const struct kvrt_geometry *g, char *buf, size_t size)
 {
     const struct kvrt_spec *s = &req->spec;
     const struct kvrt_spec_info *in = &g->info;
     if (s->kind == KVRT_SPEC_STATE) {
-        snprintf(buf, size, "state, %" PRIu64 " content bytes per block, block size %" PRIu64,
-                 in->content_bytes, s->block_size);
+        snprintf(buf, size, "state, %" PRIu64 " content bytes per block, block size %" PRIu64, in->content_bytes,
+                 s->block_size);
         return;
     }
-    size_t used = (size_t)snprintf(buf, size, "%s, %s, %" PRIu64 " KV head%s, head size %" PRIu64,
-                                   kvrt_spec_kind_name(s->kind), kvrt_dtype_name(s->dtype),
-                                   s->num_kv_heads, s->num_kv_heads == 1 ? "" : "s", in->head_size);
+    size_t used =
+        (size_t)snprintf(buf, size, "%s, %s, %" PRIu64 " KV head%s, head size %" PRIu64, kvrt_spec_kind_name(s->kind),
+                         kvrt_dtype_name(s->dtype), s->num_kv_heads, s->num_kv_heads == 1 ? "" : "s", in->head_size);
     if (s->kind == KVRT_SPEC_ATTENTION && used < size)
         used += (size_t)snprintf(buf + used, size - used, " (V %" PRIu64 ")", in->head_size_v);
     if (used < size)
         used += (size_t)snprintf(buf + used, size - used, ", block size %" PRIu64, s->block_size);
     if ((s->tokens_per_state_num != 1 || s->tokens_per_state_den != 1) && used < size)
-        snprintf(buf + used, size - used, ", %" PRIu64 "/%" PRIu64 " tokens per state",
-                 s->tokens_per_state_num, s->tokens_per_state_den);
+        snprintf(buf + used, size - used, ", %" PRIu64 "/%" PRIu64 " tokens per state", s->tokens_per_state_num,
+                 s->tokens_per_state_den);
 }
 
 static int print_table(const struct plan_request *req, const struct kvrt_geometry *g)
@@ -202,8 +195,8 @@ static int print_table(const struct plan_request *req, const struct kvrt_geometr
     kvrt_layout_stride_order(g->layout, o);
 
     printf("layout        %s (physical order %c %c %c %c %c; from %s)\n", kvrt_layout_name(g->layout),
-           axis_letters[o[0]], axis_letters[o[1]], axis_letters[o[2]], axis_letters[o[3]],
-           axis_letters[o[4]], req->layout_source);
+           axis_letters[o[0]], axis_letters[o[1]], axis_letters[o[2]], axis_letters[o[3]], axis_letters[o[4]],
+           req->layout_source);
     describe_spec(req, g, buf, sizeof(buf));
     printf("spec          %s\n", buf);
     printf("page          %" PRIu64 " bytes = H %" PRIu64 " x N %" PRIu64 " x C %" PRIu64, in->page_size,
@@ -212,25 +205,22 @@ static int print_table(const struct plan_request *req, const struct kvrt_geometr
         printf(" (padded from %" PRIu64 ")", in->unpadded_page_size);
     printf("\n");
     if (in->kernel_blocks_per_block > 1)
-        printf("kernel blocks %" PRIu64 " per block, %" PRIu64 " tokens each\n",
-               in->kernel_blocks_per_block, in->kernel_block_size);
-    printf("total         %" PRIu64 " bytes for %" PRIu64 " layer%s x %" PRIu64 " block%s\n",
-           g->total_bytes, g->num_layers, g->num_layers == 1 ? "" : "s", g->num_blocks,
-           g->num_blocks == 1 ? "" : "s");
+        printf("kernel blocks %" PRIu64 " per block, %" PRIu64 " tokens each\n", in->kernel_blocks_per_block,
+               in->kernel_block_size);
+    printf("total         %" PRIu64 " bytes for %" PRIu64 " layer%s x %" PRIu64 " block%s\n", g->total_bytes,
+           g->num_layers, g->num_layers == 1 ? "" : "s", g->num_blocks, g->num_blocks == 1 ? "" : "s");
     if (cli_model_flag_given(&req->flags, CLI_OPT_MEMORY)) {
         char budget[32], used[32];
         cli_format_bytes(req->flags.memory, budget, sizeof(budget));
         cli_format_bytes(g->total_bytes, used, sizeof(used));
-        printf("memory        %" PRIu64 " blocks fit in --memory %s (%s used)\n", g->num_blocks, budget,
-               used);
+        printf("memory        %" PRIu64 " blocks fit in --memory %s (%s used)\n", g->num_blocks, budget, used);
     }
     printf("layer stride  %" PRIu64 " bytes\n", g->layer_stride);
     printf("block stride  %" PRIu64 " bytes\n", g->block_stride);
 
     printf("\naxis  extent          stride_bytes\n");
     for (int a = 0; a < KVRT_NUM_AXES; a++)
-        printf("%-5c %-15" PRIu64 " %" PRIu64 "\n", axis_letters[a], g->shape_bytes[a],
-               g->strides_bytes[a]);
+        printf("%-5c %-15" PRIu64 " %" PRIu64 "\n", axis_letters[a], g->shape_bytes[a], g->strides_bytes[a]);
 
     printf("\nper-layer views [B, H, N, C]; shape and strides in %s:\n",
            req->spec.kind == KVRT_SPEC_STATE ? "bytes" : "elements");
@@ -282,33 +272,29 @@ static int print_json(const struct plan_request *req, const struct kvrt_geometry
         physical[p] = axis_letters[o[p]];
 
     json_t *root = json_object(), *layers = json_array();
-    bool ok = root && layers &&
-              put(root, "layout", cli_json_str(kvrt_layout_name(g->layout))) &&
-              put(root, "layout_source", cli_json_str(req->layout_source)) &&
-              put(root, "stride_order", cli_json_int_array(o, KVRT_NUM_AXES)) &&
-              put(root, "physical_order", cli_json_str(physical)) &&
-              put(root, "kind", cli_json_str(kvrt_spec_kind_name(req->spec.kind))) &&
-              put(root, "dtype", req->spec.kind == KVRT_SPEC_STATE
-                                     ? json_null()
-                                     : cli_json_str(kvrt_dtype_name(req->spec.dtype))) &&
-              put(root, "elem_size", cli_json_u64(in->elem_size, "elem_size")) &&
-              put(root, "num_layers", cli_json_u64(g->num_layers, "num_layers")) &&
-              put(root, "num_blocks", cli_json_u64(g->num_blocks, "num_blocks")) &&
-              put(root, "kernel_block_size", cli_json_u64(in->kernel_block_size, "kernel_block_size")) &&
-              put(root, "kernel_blocks_per_block",
-                  cli_json_u64(in->kernel_blocks_per_block, "kernel_blocks_per_block")) &&
-              put(root, "page_size_bytes", cli_json_u64(in->page_size, "page_size_bytes")) &&
-              put(root, "unpadded_page_size_bytes",
-                  cli_json_u64(in->unpadded_page_size, "unpadded_page_size_bytes")) &&
-              put(root, "shape_bytes", cli_json_u64_array(g->shape_bytes, KVRT_NUM_AXES, "shape_bytes")) &&
-              put(root, "strides_bytes",
-                  cli_json_u64_array(g->strides_bytes, KVRT_NUM_AXES, "strides_bytes")) &&
-              put(root, "total_bytes", cli_json_u64(g->total_bytes, "total_bytes")) &&
-              put(root, "layer_stride", cli_json_u64(g->layer_stride, "layer_stride")) &&
-              put(root, "block_stride", cli_json_u64(g->block_stride, "block_stride")) &&
-              put(root, "budget_bytes", cli_model_flag_given(&req->flags, CLI_OPT_MEMORY)
-                                            ? cli_json_u64(req->flags.memory, "budget_bytes")
-                                            : json_null());
+    bool ok =
+        root && layers && put(root, "layout", cli_json_str(kvrt_layout_name(g->layout))) &&
+        put(root, "layout_source", cli_json_str(req->layout_source)) &&
+        put(root, "stride_order", cli_json_int_array(o, KVRT_NUM_AXES)) &&
+        put(root, "physical_order", cli_json_str(physical)) &&
+        put(root, "kind", cli_json_str(kvrt_spec_kind_name(req->spec.kind))) &&
+        put(root, "dtype",
+            req->spec.kind == KVRT_SPEC_STATE ? json_null() : cli_json_str(kvrt_dtype_name(req->spec.dtype))) &&
+        put(root, "elem_size", cli_json_u64(in->elem_size, "elem_size")) &&
+        put(root, "num_layers", cli_json_u64(g->num_layers, "num_layers")) &&
+        put(root, "num_blocks", cli_json_u64(g->num_blocks, "num_blocks")) &&
+        put(root, "kernel_block_size", cli_json_u64(in->kernel_block_size, "kernel_block_size")) &&
+        put(root, "kernel_blocks_per_block", cli_json_u64(in->kernel_blocks_per_block, "kernel_blocks_per_block")) &&
+        put(root, "page_size_bytes", cli_json_u64(in->page_size, "page_size_bytes")) &&
+        put(root, "unpadded_page_size_bytes", cli_json_u64(in->unpadded_page_size, "unpadded_page_size_bytes")) &&
+        put(root, "shape_bytes", cli_json_u64_array(g->shape_bytes, KVRT_NUM_AXES, "shape_bytes")) &&
+        put(root, "strides_bytes", cli_json_u64_array(g->strides_bytes, KVRT_NUM_AXES, "strides_bytes")) &&
+        put(root, "total_bytes", cli_json_u64(g->total_bytes, "total_bytes")) &&
+        put(root, "layer_stride", cli_json_u64(g->layer_stride, "layer_stride")) &&
+        put(root, "block_stride", cli_json_u64(g->block_stride, "block_stride")) &&
+        put(root, "budget_bytes",
+            cli_model_flag_given(&req->flags, CLI_OPT_MEMORY) ? cli_json_u64(req->flags.memory, "budget_bytes")
+                                                              : json_null());
     for (uint64_t l = 0; ok && l < g->num_layers; l++) {
         json_t *e = layer_json(g, l);
         ok = e && json_array_append_new(layers, e) == 0;
@@ -333,8 +319,7 @@ static int plan_run(int argc, char **argv)
         plan_help(stdout);
     } else if (code == CLI_EXIT_OK && req.flags.file) {
         code = plan_model(req.model, req.layout, req.layout_source, req.num_blocks, req.kernel_block_size,
-                          cli_model_flag_given(&req.flags, CLI_OPT_MEMORY) ? req.flags.memory : 0,
-                          &req.vllm, req.json);
+                          cli_model_flag_given(&req.flags, CLI_OPT_MEMORY) ? req.flags.memory : 0, &req.vllm, req.json);
     } else if (code == CLI_EXIT_OK) {
         int rc = kvrt_geometry_compute(&req.params, &g);
         code = rc != KVRT_OK ? cli_fail_status(rc) : req.json ? print_json(&req, &g) : print_table(&req, &g);

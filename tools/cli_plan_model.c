@@ -67,8 +67,7 @@ struct vllm_figures {
     char log_tokens[96], log_concurrency[128];
 };
 
-static int vllm_figures(const struct kvrt_model *m, uint64_t budget, const struct plan_vllm *v,
-                        struct vllm_figures *f)
+static int vllm_figures(const struct kvrt_model *m, uint64_t budget, const struct plan_vllm *v, struct vllm_figures *f)
 {
     char err[512], a[32];
     uint64_t len = v->max_model_len ? v->max_model_len : m->max_model_len;
@@ -76,18 +75,17 @@ static int vllm_figures(const struct kvrt_model *m, uint64_t budget, const struc
     f->have_len = len != 0;
     f->len_source = v->max_model_len ? v->max_model_len_source : m->max_model_len_source;
     f->batched = v->batched_tokens ? v->batched_tokens : KVRT_MODEL_DEFAULT_BATCHED_TOKENS;
-    f->batched_source = v->batched_tokens ? v->batched_tokens_source
-                                          : "default (vllm serve on a GPU of 70 GiB or more)";
-    int rc = kvrt_model_vllm_capacity(m, budget, f->have_len ? len : 1, f->batched, &f->cap, err,
-                                      sizeof(err));
+    f->batched_source =
+        v->batched_tokens ? v->batched_tokens_source : "default (vllm serve on a GPU of 70 GiB or more)";
+    int rc = kvrt_model_vllm_capacity(m, budget, f->have_len ? len : 1, f->batched, &f->cap, err, sizeof(err));
     if (rc != KVRT_OK)
         return cli_error(cli_exit_for_status(rc), "plan: %s", err);
     with_commas(f->cap.tokens, a, sizeof(a));
     snprintf(f->log_tokens, sizeof(f->log_tokens), "GPU KV cache size: %s tokens", a);
     if (f->have_len) {
         with_commas(len, a, sizeof(a));
-        snprintf(f->log_concurrency, sizeof(f->log_concurrency),
-                 "Maximum concurrency for %s tokens per request: %.2fx", a, f->cap.max_concurrency);
+        snprintf(f->log_concurrency, sizeof(f->log_concurrency), "Maximum concurrency for %s tokens per request: %.2fx",
+                 a, f->cap.max_concurrency);
     }
     return CLI_EXIT_OK;
 }
@@ -103,14 +101,14 @@ static void print_vllm(const struct kvrt_model *m, const struct vllm_figures *f)
     }
     printf("  %s\n", f->log_concurrency);
     printf("  %" PRIu64 " blocks of %" PRIu64 " bytes; a request of %" PRIu64 " tokens (max_model_len "
-           "from %s) takes %" PRIu64 " blocks\n", f->cap.num_blocks, f->cap.bytes_per_block,
-           f->cap.max_model_len, f->len_source, f->cap.blocks_per_request);
+           "from %s) takes %" PRIu64 " blocks\n",
+           f->cap.num_blocks, f->cap.bytes_per_block, f->cap.max_model_len, f->len_source, f->cap.blocks_per_request);
     bool sliding = false;
     for (size_t g = 0; g < m->num_groups; g++)
         sliding = sliding || m->groups[g].usage == KVRT_USAGE_SLIDING;
     if (sliding)
-        printf("  sliding windows keep window - 1 + %" PRIu64 " tokens (max_num_batched_tokens from %s)\n",
-               f->batched, f->batched_source);
+        printf("  sliding windows keep window - 1 + %" PRIu64 " tokens (max_num_batched_tokens from %s)\n", f->batched,
+               f->batched_source);
     if (!f->cap.fits_one_request) {
         cli_format_bytes(f->cap.request_bytes, a, sizeof(a));
         printf("  vLLM would refuse to start: one request of %" PRIu64 " tokens needs %s of KV cache, "
@@ -119,23 +117,23 @@ static void print_vllm(const struct kvrt_model *m, const struct vllm_figures *f)
     }
 }
 
-static void print_human(const struct kvrt_model *m, const kvrt_placement *p, const char *layout_source,
-                        uint64_t budget, const struct vllm_figures *vf)
+static void print_human(const struct kvrt_model *m, const kvrt_placement *p, const char *layout_source, uint64_t budget,
+                        const struct vllm_figures *vf)
 {
     char order[2 * KVRT_NUM_AXES], a[32], b[32];
     const enum kvrt_layout layout = kvrt_placement_layout(p);
     const uint64_t blocks = kvrt_placement_num_blocks(p);
     physical(layout, true, order);
     printf("model         %s (%s%s%s): %" PRIu64 " layer%s in %zu group%s\n", m->source, m->format,
-           m->architecture[0] ? ", " : "", m->architecture, m->num_layers, m->num_layers == 1 ? "" : "s",
-           m->num_groups, m->num_groups == 1 ? "" : "s");
+           m->architecture[0] ? ", " : "", m->architecture, m->num_layers, m->num_layers == 1 ? "" : "s", m->num_groups,
+           m->num_groups == 1 ? "" : "s");
     printf("layout        %s (physical order %s; from %s)\n", kvrt_layout_name(layout), order, layout_source);
     cli_format_bytes(kvrt_placement_bytes_per_block(p), a, sizeof(a));
-    printf("per block     %" PRIu64 " bytes (%s) for every layer's page%s\n",
-           kvrt_placement_bytes_per_block(p), a, m->num_groups > 1 ? " of the largest group" : "");
+    printf("per block     %" PRIu64 " bytes (%s) for every layer's page%s\n", kvrt_placement_bytes_per_block(p), a,
+           m->num_groups > 1 ? " of the largest group" : "");
     cli_format_bytes(kvrt_placement_size(p), a, sizeof(a));
-    printf("total         %" PRIu64 " bytes (%s) for %" PRIu64 " block%s\n", kvrt_placement_size(p), a,
-           blocks, blocks == 1 ? "" : "s");
+    printf("total         %" PRIu64 " bytes (%s) for %" PRIu64 " block%s\n", kvrt_placement_size(p), a, blocks,
+           blocks == 1 ? "" : "s");
     if (budget) {
         cli_format_bytes(budget, b, sizeof(b));
         printf("memory        %" PRIu64 " blocks fit in --memory %s (%.1f%% used)\n", blocks, b,
@@ -159,8 +157,7 @@ static void print_human(const struct kvrt_model *m, const kvrt_placement *p, con
         size_t used = 0;
         names[0] = '\0';
         for (size_t i = 0; i < grp->num_layers && used < 200; i++)
-            used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "",
-                                     grp->layers[i].name);
+            used += (size_t)snprintf(names + used, sizeof(names) - used, "%s%s", i ? ", " : "", grp->layers[i].name);
         if (used >= 200)
             snprintf(names + 200, sizeof(names) - 200, ", ...");
         printf("\ngroup %-3zu     %s: %s\n", g, grp->name, grp->what);
@@ -168,14 +165,16 @@ static void print_human(const struct kvrt_model *m, const kvrt_placement *p, con
         printf("              %s\n", spec);
         if (grp->layers[0].spec.kind == KVRT_SPEC_STATE)
             printf("              %s per block, %s for all blocks; one block holds one sequence's "
-                   "state\n", a, b);
+                   "state\n",
+                   a, b);
         else
             printf("              %s per block, %s for all blocks; %" PRIu64 " tokens if it had every "
-                   "block\n", a, b, blocks * s.block_size);
+                   "block\n",
+                   a, b, blocks * s.block_size);
     }
     printf("\nplacement (one row per set of identical specs; bytes):\n");
-    printf("%-4s %-6s %-7s %-14s %-14s %-14s %s\n", "set", "group", "layers", "offset", "layer_stride",
-           "block_stride", "first layer");
+    printf("%-4s %-6s %-7s %-14s %-14s %-14s %s\n", "set", "group", "layers", "offset", "layer_stride", "block_stride",
+           "first layer");
     for (size_t i = 0; i < kvrt_placement_num_sets(p); i++) {
         struct kvrt_placement_set s;
         if (kvrt_placement_get_set(p, i, &s) != KVRT_OK)
@@ -227,15 +226,15 @@ static json_t *sets_json(const kvrt_placement *p)
         }
         for (size_t l = 0; l < s.num_layers; l++)
             json_array_append_new(names, cli_json_str(s.layer_names[l]));
-        bool ok = cli_json_put(e, "group", cli_json_u64(s.group, "group")) &&
-                  cli_json_put(e, "layers", names) &&
-                  cli_json_put(e, "offset", cli_json_u64(s.offset, "offset")) &&
-                  cli_json_put(e, "layer_stride", cli_json_u64(s.layer_stride, "layer_stride")) &&
-                  cli_json_put(e, "block_stride", cli_json_u64(s.block_stride, "block_stride")) &&
-                  cli_json_put(e, "shape_bytes", cli_json_u64_array(s.geometry.shape_bytes, KVRT_NUM_AXES, "shape_bytes")) &&
-                  cli_json_put(e, "strides_bytes",
-                               cli_json_u64_array(s.geometry.strides_bytes, KVRT_NUM_AXES, "strides_bytes")) &&
-                  json_array_append_new(a, e) == 0;
+        bool ok =
+            cli_json_put(e, "group", cli_json_u64(s.group, "group")) && cli_json_put(e, "layers", names) &&
+            cli_json_put(e, "offset", cli_json_u64(s.offset, "offset")) &&
+            cli_json_put(e, "layer_stride", cli_json_u64(s.layer_stride, "layer_stride")) &&
+            cli_json_put(e, "block_stride", cli_json_u64(s.block_stride, "block_stride")) &&
+            cli_json_put(e, "shape_bytes", cli_json_u64_array(s.geometry.shape_bytes, KVRT_NUM_AXES, "shape_bytes")) &&
+            cli_json_put(e, "strides_bytes",
+                         cli_json_u64_array(s.geometry.strides_bytes, KVRT_NUM_AXES, "strides_bytes")) &&
+            json_array_append_new(a, e) == 0;
         if (!ok) {
             json_decref(a);
             return NULL;
@@ -255,19 +254,17 @@ static json_t *vllm_json(const struct vllm_figures *f)
     bool ok = cli_json_put(o, "kv_cache_tokens", cli_json_u64(f->cap.tokens, "kv_cache_tokens")) &&
               cli_json_put(o, "num_blocks", cli_json_u64(f->cap.num_blocks, "num_blocks")) &&
               cli_json_put(o, "bytes_per_block", cli_json_u64(f->cap.bytes_per_block, "bytes_per_block")) &&
-              cli_json_put(o, "max_model_len", f->have_len ? cli_json_u64(f->cap.max_model_len, "max_model_len")
-                                                           : json_null()) &&
+              cli_json_put(o, "max_model_len",
+                           f->have_len ? cli_json_u64(f->cap.max_model_len, "max_model_len") : json_null()) &&
               cli_json_put(o, "max_model_len_source", f->have_len ? cli_json_str(f->len_source) : json_null()) &&
               cli_json_put(o, "max_num_batched_tokens", cli_json_u64(f->batched, "max_num_batched_tokens")) &&
               cli_json_put(o, "max_num_batched_tokens_source", cli_json_str(f->batched_source)) &&
-              cli_json_put(o, "blocks_per_request", f->have_len ? cli_json_u64(f->cap.blocks_per_request,
-                                                                               "blocks_per_request")
-                                                                : json_null()) &&
+              cli_json_put(o, "blocks_per_request",
+                           f->have_len ? cli_json_u64(f->cap.blocks_per_request, "blocks_per_request") : json_null()) &&
               cli_json_put(o, "max_concurrency", f->have_len ? json_real(f->cap.max_concurrency) : json_null()) &&
-              cli_json_put(o, "request_bytes", f->have_len ? cli_json_u64(f->cap.request_bytes, "request_bytes")
-                                                           : json_null()) &&
-              cli_json_put(o, "fits_one_request", f->have_len ? json_boolean(f->cap.fits_one_request)
-                                                              : json_null()) &&
+              cli_json_put(o, "request_bytes",
+                           f->have_len ? cli_json_u64(f->cap.request_bytes, "request_bytes") : json_null()) &&
+              cli_json_put(o, "fits_one_request", f->have_len ? json_boolean(f->cap.fits_one_request) : json_null()) &&
               cli_json_put(o, "log", log);
     if (!ok) {
         json_decref(o);
@@ -276,24 +273,24 @@ static json_t *vllm_json(const struct vllm_figures *f)
     return o;
 }
 
-static int print_json(const struct kvrt_model *m, const kvrt_placement *p, const char *layout_source,
-                      uint64_t budget, const struct vllm_figures *vf)
+static int print_json(const struct kvrt_model *m, const kvrt_placement *p, const char *layout_source, uint64_t budget,
+                      const struct vllm_figures *vf)
 {
     char order[2 * KVRT_NUM_AXES];
     const uint64_t blocks = kvrt_placement_num_blocks(p);
     physical(kvrt_placement_layout(p), false, order);
     json_t *root = json_object();
-    bool ok = cli_json_put(root, "model", cli_model_json(m)) &&
-              cli_json_put(root, "layout", cli_json_str(kvrt_layout_name(kvrt_placement_layout(p)))) &&
-              cli_json_put(root, "layout_source", cli_json_str(layout_source)) &&
-              cli_json_put(root, "physical_order", cli_json_str(order)) &&
-              cli_json_put(root, "num_blocks", cli_json_u64(blocks, "num_blocks")) &&
-              cli_json_put(root, "budget_bytes", budget ? cli_json_u64(budget, "budget_bytes") : json_null()) &&
-              cli_json_put(root, "bytes_per_block", cli_json_u64(kvrt_placement_bytes_per_block(p), "bytes_per_block")) &&
-              cli_json_put(root, "total_bytes", cli_json_u64(kvrt_placement_size(p), "total_bytes")) &&
-              cli_json_put(root, "groups", groups_json(m, blocks)) &&
-              cli_json_put(root, "sets", sets_json(p)) &&
-              cli_json_put(root, "vllm", vllm_json(vf));
+    bool ok =
+        cli_json_put(root, "model", cli_model_json(m)) &&
+        cli_json_put(root, "layout", cli_json_str(kvrt_layout_name(kvrt_placement_layout(p)))) &&
+        cli_json_put(root, "layout_source", cli_json_str(layout_source)) &&
+        cli_json_put(root, "physical_order", cli_json_str(order)) &&
+        cli_json_put(root, "num_blocks", cli_json_u64(blocks, "num_blocks")) &&
+        cli_json_put(root, "budget_bytes", budget ? cli_json_u64(budget, "budget_bytes") : json_null()) &&
+        cli_json_put(root, "bytes_per_block", cli_json_u64(kvrt_placement_bytes_per_block(p), "bytes_per_block")) &&
+        cli_json_put(root, "total_bytes", cli_json_u64(kvrt_placement_size(p), "total_bytes")) &&
+        cli_json_put(root, "groups", groups_json(m, blocks)) && cli_json_put(root, "sets", sets_json(p)) &&
+        cli_json_put(root, "vllm", vllm_json(vf));
     if (!ok) {
         json_decref(root);
         return cli_error(CLI_EXIT_INTERNAL, "plan: could not build the JSON output");
@@ -301,9 +298,8 @@ static int print_json(const struct kvrt_model *m, const kvrt_placement *p, const
     return cli_json_print(root);
 }
 
-int plan_model(const struct kvrt_model *m, enum kvrt_layout layout, const char *layout_source,
-               uint64_t num_blocks, uint64_t kernel_block_size, uint64_t budget,
-               const struct plan_vllm *vllm, bool json)
+int plan_model(const struct kvrt_model *m, enum kvrt_layout layout, const char *layout_source, uint64_t num_blocks,
+               uint64_t kernel_block_size, uint64_t budget, const struct plan_vllm *vllm, bool json)
 {
     struct vllm_figures vf;
     if (budget) {

@@ -128,8 +128,7 @@ static bool selectable(const kvrt_runtime *rt, size_t i, const struct kvrt_plugi
     if (!kvrt_runtime_plugin_admits(rt, i, env->layout)) {
         char layouts[128];
         layouts_text(in, layouts, sizeof(layouts));
-        snprintf(reason, size, "%s=%s is not among the layouts it declares (%s)", KVRT_LAYOUT_ENV,
-                 env->value, layouts);
+        snprintf(reason, size, "%s=%s is not among the layouts it declares (%s)", KVRT_LAYOUT_ENV, env->value, layouts);
         return false;
     }
     return true;
@@ -161,18 +160,14 @@ static const char *memory_name(enum kvrt_memory_kind m)
 static const char *memory_consequence(enum kvrt_memory_kind m)
 {
     switch (m) {
-    case KVRT_MEMORY_HOST:
-        return "host memory: zero-copy export, registered directly for transfers";
+    case KVRT_MEMORY_HOST: return "host memory: zero-copy export, registered directly for transfers";
     case KVRT_MEMORY_CUDA:
-    case KVRT_MEMORY_ROCM:
-        return "device pointers: zero-copy export on the device; transfers go through host staging";
-    default:
-        return "no address in this process: no zero-copy export; transfers go through host staging";
+    case KVRT_MEMORY_ROCM: return "device pointers: zero-copy export on the device; transfers go through host staging";
+    default: return "no address in this process: no zero-copy export; transfers go through host staging";
     }
 }
 
-static json_t *plugin_json(const kvrt_runtime *rt, size_t i, const struct env_layout *env,
-                           const char *default_name)
+static json_t *plugin_json(const kvrt_runtime *rt, size_t i, const struct env_layout *env, const char *default_name)
 {
     struct kvrt_plugin_info in;
     char reason[768], abi[32];
@@ -201,8 +196,7 @@ static json_t *plugin_json(const kvrt_runtime *rt, size_t i, const struct env_la
               cli_json_put(o, "device_name", cli_json_str(in.device_name ? in.device_name : "")) &&
               cli_json_put(o, "device_type", cli_json_str(device_type_name(in.device_type))) &&
               cli_json_put(o, "memory", cli_json_str(memory_name(in.memory))) &&
-              cli_json_put(o, "selectable", json_boolean(sel)) &&
-              cli_json_put(o, "reason", cli_json_str(reason)) &&
+              cli_json_put(o, "selectable", json_boolean(sel)) && cli_json_put(o, "reason", cli_json_str(reason)) &&
               cli_json_put(o, "default", json_boolean(default_name && strcmp(default_name, in.name) == 0));
     if (!ok) {
         json_decref(o);
@@ -236,8 +230,7 @@ static int print_json(const kvrt_runtime *rt, const struct env_layout *env, cons
     }
     ok = ok && cli_json_put(e, "name", cli_json_str(KVRT_LAYOUT_ENV)) &&
          cli_json_put(e, "value", env->value ? cli_json_str(env->value) : json_null()) &&
-         cli_json_put(e, "valid", json_boolean(env->valid)) &&
-         cli_json_put(e, "error", cli_json_str(env->error));
+         cli_json_put(e, "valid", json_boolean(env->valid)) && cli_json_put(e, "error", cli_json_str(env->error));
     ok = ok && cli_json_put(root, "default_backend", default_name ? cli_json_str(default_name) : json_null());
     if (!ok) {
         json_decref(root);
@@ -266,16 +259,16 @@ static void print_human(const kvrt_runtime *rt, const struct env_layout *env, co
         bool is_default = default_name && strcmp(default_name, in.name) == 0;
         char path[4 * 4096], version[256];
         printf("\n%s%s  %s\n", in.name, is_default ? " (default)" : "", cli_printable(in.path, path, sizeof(path)));
-        printf("  version    %s, plugin ABI %u.%u\n", cli_printable(in.version, version, sizeof(version)),
-               in.abi_major, in.abi_minor);
+        printf("  version    %s, plugin ABI %u.%u\n", cli_printable(in.version, version, sizeof(version)), in.abi_major,
+               in.abi_minor);
         printf("  layouts    %s\n", layouts);
         printf("  dtypes     %s\n", dtypes);
         if (in.available && in.device_name && in.device_name[0])
             printf("  device     available: %s, type %s\n", cli_printable(in.device_name, version, sizeof(version)),
                    device_type_name(in.device_type));
         else
-            printf("  device     %s%s%s\n", in.available ? "available" : "not available",
-                   in.available ? "" : ": ", in.available ? "" : in.reason);
+            printf("  device     %s%s%s\n", in.available ? "available" : "not available", in.available ? "" : ": ",
+                   in.available ? "" : in.reason);
         if (in.available)
             printf("  memory     %s (%s)\n", memory_name(in.memory), memory_consequence(in.memory));
         if (in.available && in.device_type == KVRT_DEVICE_TYPE_CPU && strcmp(in.name, "cpu") != 0)

@@ -32,8 +32,8 @@ void cli_progress_update(struct cli_progress *p, uint64_t done, uint64_t total, 
     if (done < total && now - p->last_drawn < REDRAW_SECONDS)
         return;
     p->last_drawn = now;
-    fprintf(stderr, "\r\033[K%s: %llu/%llu %s (%.1f s)", p->what, (unsigned long long)done,
-            (unsigned long long)total, detail ? detail : "", now - p->started);
+    fprintf(stderr, "\r\033[K%s: %llu/%llu %s (%.1f s)", p->what, (unsigned long long)done, (unsigned long long)total,
+            detail ? detail : "", now - p->started);
     fflush(stderr);
 }
 

@@ -39,8 +39,7 @@ int cli_finish_output(int code)
     if (fflush(stdout) != 0 || ferror(stdout)) {
         int e = errno;
         clearerr(stdout);
-        cli_error(CLI_EXIT_INTERNAL, "could not write the output to stdout: %s",
-                  e ? strerror(e) : "write error");
+        cli_error(CLI_EXIT_INTERNAL, "could not write the output to stdout: %s", e ? strerror(e) : "write error");
         return code == CLI_EXIT_OK ? CLI_EXIT_INTERNAL : code;
     }
     return code;
@@ -49,17 +48,12 @@ int cli_finish_output(int code)
 int cli_exit_for_status(int status)
 {
     switch (status) {
-    case KVRT_OK:
-        return CLI_EXIT_OK;
+    case KVRT_OK: return CLI_EXIT_OK;
     case KVRT_ERR_INVALID:
-    case KVRT_ERR_OVERFLOW:
-        return CLI_EXIT_USAGE;
-    case KVRT_ERR_REFUSED:
-        return CLI_EXIT_REFUSED;
-    case KVRT_ERR_NODEV:
-        return CLI_EXIT_NODEV;
-    default:
-        return CLI_EXIT_INTERNAL;
+    case KVRT_ERR_OVERFLOW: return CLI_EXIT_USAGE;
+    case KVRT_ERR_REFUSED: return CLI_EXIT_REFUSED;
+    case KVRT_ERR_NODEV: return CLI_EXIT_NODEV;
+    default: return CLI_EXIT_INTERNAL;
     }
 }
 

@@ -97,13 +97,15 @@ static int declare(kvrt_resolver *r, const char *option, const char *spec)
 {
     const char *eq = strchr(spec, '=');
     if (!eq || eq == spec || eq[1] == '\0')
-        return cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not NAME=LIST: give a backend name, "
-                         "\"=\", and comma-separated layouts or \"any\" (e.g. cuda=LBNHC,LBHNC)", option, spec);
+        return cli_error(CLI_EXIT_USAGE,
+                         "%s \"%s\" is not NAME=LIST: give a backend name, "
+                         "\"=\", and comma-separated layouts or \"any\" (e.g. cuda=LBNHC,LBHNC)",
+                         option, spec);
     char name[256];
     size_t n = (size_t)(eq - spec);
     if (n >= sizeof(name))
-        return cli_error(CLI_EXIT_USAGE, "%s: the backend name is longer than %zu characters",
-                         option, sizeof(name) - 1);
+        return cli_error(CLI_EXIT_USAGE, "%s: the backend name is longer than %zu characters", option,
+                         sizeof(name) - 1);
     memcpy(name, spec, n);
     name[n] = '\0';
     const char *list = eq + 1;
@@ -118,17 +120,19 @@ static int declare(kvrt_resolver *r, const char *option, const char *spec)
             size_t len = comma ? (size_t)(comma - p) : strlen(p);
             char item[64];
             if (len == 0 || len >= sizeof(item))
-                return cli_error(CLI_EXIT_USAGE, "%s %s: the list \"%s\" has %s item; give "
-                                 "layouts separated by single commas, or \"any\"", option, name, list,
-                                 len == 0 ? "an empty" : "an over-long");
+                return cli_error(CLI_EXIT_USAGE,
+                                 "%s %s: the list \"%s\" has %s item; give "
+                                 "layouts separated by single commas, or \"any\"",
+                                 option, name, list, len == 0 ? "an empty" : "an over-long");
             memcpy(item, p, len);
             item[len] = '\0';
             if (count == KVRT_NUM_LAYOUTS)
-                return cli_error(CLI_EXIT_USAGE, "%s %s: the list \"%s\" has more than %d "
-                                 "layouts; each layout may appear once", option, name, list, KVRT_NUM_LAYOUTS);
+                return cli_error(CLI_EXIT_USAGE,
+                                 "%s %s: the list \"%s\" has more than %d "
+                                 "layouts; each layout may appear once",
+                                 option, name, list, KVRT_NUM_LAYOUTS);
             if (kvrt_layout_parse(item, &layouts[count]) != KVRT_OK)
-                return cli_error(CLI_EXIT_USAGE, "%s %s: %s (or \"any\")", option, name,
-                                 kvrt_error_message());
+                return cli_error(CLI_EXIT_USAGE, "%s %s: %s (or \"any\")", option, name, kvrt_error_message());
             count++;
             if (!comma)
                 break;
@@ -149,19 +153,14 @@ static int apply(void *request, const struct cli_option *opt, const char *value)
     struct resolve_request *q = request;
     char source[64];
     switch (opt->id) {
-    case OPT_JSON:
-        q->json = true;
-        break;
-    case OPT_DECLARE:
-        return declare(q->r, opt->name, value);
+    case OPT_JSON: q->json = true; break;
+    case OPT_DECLARE: return declare(q->r, opt->name, value);
     case OPT_PREFER:
         snprintf(source, sizeof(source), "the command line (%s)", opt->name);
         if (kvrt_resolver_set_preference(q->r, value, source) != KVRT_OK)
             return cli_error(CLI_EXIT_USAGE, "%s", kvrt_error_message());
         break;
-    case OPT_MIXED:
-        kvrt_resolver_set_mixed_shapes(q->r, true);
-        break;
+    case OPT_MIXED: kvrt_resolver_set_mixed_shapes(q->r, true); break;
     }
     return CLI_EXIT_OK;
 }
@@ -242,8 +241,7 @@ static int resolve_run(int argc, char **argv)
     if (help)
         resolve_help(stdout);
     else if (code == CLI_EXIT_OK)
-        code = (rc = kvrt_resolver_resolve(r, &chosen)) == KVRT_OK ? report(r, chosen, json)
-                                                                  : cli_fail_status(rc);
+        code = (rc = kvrt_resolver_resolve(r, &chosen)) == KVRT_OK ? report(r, chosen, json) : cli_fail_status(rc);
     kvrt_resolver_destroy(r);
     return code;
 }

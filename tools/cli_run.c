@@ -117,8 +117,14 @@ static int apply(void *request, const struct cli_option *opt, const char *v)
         return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     switch (opt->id) {
     case OPT_JSON: r->json = true; break;
-    case OPT_BACKEND: r->backend = v; r->backend_option = opt->name; break;
-    case OPT_LAYOUT: r->layout = v; r->layout_option = opt->name; break;
+    case OPT_BACKEND:
+        r->backend = v;
+        r->backend_option = opt->name;
+        break;
+    case OPT_LAYOUT:
+        r->layout = v;
+        r->layout_option = opt->name;
+        break;
     case OPT_NO_DECODE: r->decode = false; break;
     case OPT_SEQS: ok = cli_parse_u64(opt->name, v, 1, RUN_MAX_SEQS, &r->seqs); break;
     case OPT_CONTEXT: ok = cli_parse_u64(opt->name, v, 1, RUN_MAX_CONTEXT, &r->context); break;
@@ -210,9 +216,10 @@ static int check_dtypes(const struct run_state *s)
     for (size_t g = 0; g < s->model->num_groups; g++) {
         const struct kvrt_spec *sp = &s->model->groups[g].layers[0].spec;
         if (sp->kind != KVRT_SPEC_STATE && !kvrt_backend_supports_dtype(s->backend, sp->dtype))
-            return cli_error(CLI_EXIT_USAGE, "backend \"%s\" does not support %s caches (group %s); "
-                             "choose another --dtype or backend (see 'kvrt plugins')", s->backend_name,
-                             kvrt_dtype_name(sp->dtype), s->model->groups[g].name);
+            return cli_error(CLI_EXIT_USAGE,
+                             "backend \"%s\" does not support %s caches (group %s); "
+                             "choose another --dtype or backend (see 'kvrt plugins')",
+                             s->backend_name, kvrt_dtype_name(sp->dtype), s->model->groups[g].name);
     }
     return CLI_EXIT_OK;
 }
@@ -228,9 +235,10 @@ static int check_q_heads(const struct run_request *r, const struct kvrt_model *m
         if (!run_token_layer(spec) || kvrt_spec_derive(spec, 0, &in) != KVRT_OK || in.head_slots == 0 ||
             q % in.head_slots == 0)
             continue;
-        return cli_error(CLI_EXIT_USAGE, "run: %" PRIu64 " query heads (%s) is not a multiple of the %" PRIu64
-                         " KV heads of group \"%s\"; give --q-heads as a multiple of %" PRIu64, q,
-                         r->q_heads ? r->q_heads_option : "the model's", in.head_slots, m->groups[g].name,
+        return cli_error(CLI_EXIT_USAGE,
+                         "run: %" PRIu64 " query heads (%s) is not a multiple of the %" PRIu64
+                         " KV heads of group \"%s\"; give --q-heads as a multiple of %" PRIu64,
+                         q, r->q_heads ? r->q_heads_option : "the model's", in.head_slots, m->groups[g].name,
                          in.head_slots);
     }
     return CLI_EXIT_OK;
@@ -262,8 +270,7 @@ static int set_up(struct run_request *r, struct run_state *s)
     }
     if ((code = choose_layout(r, s)) != CLI_EXIT_OK)
         return code;
-    rc = kvrt_runtime_bind(s->rt, s->backend_name, r->layout ? r->layout : kvrt_layout_name(s->layout),
-                           &s->backend);
+    rc = kvrt_runtime_bind(s->rt, s->backend_name, r->layout ? r->layout : kvrt_layout_name(s->layout), &s->backend);
     if (rc == KVRT_ERR_REFUSED && r->layout)
         return cli_error(cli_exit_for_status(rc), "%s %s: %s (see 'kvrt plugins')", r->layout_option, r->layout,
                          kvrt_error_message());
@@ -277,13 +284,16 @@ static int set_up(struct run_request *r, struct run_state *s)
     if (code != CLI_EXIT_OK)
         return code;
     if (s->num_blocks < s->needed)
-        return cli_error(CLI_EXIT_USAGE, "run: the batch needs %" PRIu64 " blocks (%" PRIu64 " sequences x "
+        return cli_error(CLI_EXIT_USAGE,
+                         "run: the batch needs %" PRIu64 " blocks (%" PRIu64 " sequences x "
                          "%" PRIu64 " tokens in every group) but the cache has %" PRIu64 "; raise --blocks "
-                         "or --memory, or lower --seqs or --context", s->needed, r->seqs, r->context,
-                         s->num_blocks);
+                         "or --memory, or lower --seqs or --context",
+                         s->needed, r->seqs, r->context, s->num_blocks);
     if (s->num_blocks > INT32_MAX)
-        return cli_error(CLI_EXIT_USAGE, "run: %" PRIu64 " blocks is more than decode's block tables "
-                         "address (%d); lower --blocks or --memory", s->num_blocks, INT32_MAX);
+        return cli_error(CLI_EXIT_USAGE,
+                         "run: %" PRIu64 " blocks is more than decode's block tables "
+                         "address (%d); lower --blocks or --memory",
+                         s->num_blocks, INT32_MAX);
     struct kvrt_group *groups = kvrt_model_placement_groups(s->model);
     if (!groups)
         return cli_error(CLI_EXIT_INTERNAL, "run: out of memory");
@@ -306,8 +316,7 @@ static json_t *op_json(const struct run_op *op, bool seconds)
     return seconds ? json_real(op->seconds) : json_real(gbps(op));
 }
 
-static int print_json(const struct run_request *r, const struct run_state *s, const struct run_totals *t,
-                      bool verified)
+static int print_json(const struct run_request *r, const struct run_state *s, const struct run_totals *t, bool verified)
 {
     const struct run_op *ops[] = {&t->write, &t->read, &t->decode, &t->gather, &t->scatter};
     static const char *const names[] = {"write", "read", "decode", "gather", "scatter"};
@@ -356,8 +365,8 @@ static void print_op(const char *name, const struct run_op *op, const char *what
     if (!op->layers)
         return;
     cli_format_bytes(op->bytes, b, sizeof(b));
-    printf("%-9s %" PRIu64 " layer%s, %s%s in %.4f s = %.3g GB/s%s\n", name, op->layers,
-           op->layers == 1 ? "" : "s", b, what, op->seconds, gbps(op), tail);
+    printf("%-9s %" PRIu64 " layer%s, %s%s in %.4f s = %.3g GB/s%s\n", name, op->layers, op->layers == 1 ? "" : "s", b,
+           what, op->seconds, gbps(op), tail);
 }
 
 static void print_human(const struct run_request *r, const struct run_state *s, const struct run_totals *t,
@@ -414,9 +423,15 @@ static int run_run(int argc, char **argv)
     if (code == CLI_EXIT_OK) {
         struct cli_progress progress;
         struct run_ctx ctx = {
-            .backend = s.backend, .cache = s.cache, .model = s.model, .batch = &s.batch, .rng = rng,
-            .q_heads = r.q_heads ? r.q_heads : s.model->num_q_heads, .decode = r.decode,
-            .progress = &progress, .layers_total = s.model->num_layers,
+            .backend = s.backend,
+            .cache = s.cache,
+            .model = s.model,
+            .batch = &s.batch,
+            .rng = rng,
+            .q_heads = r.q_heads ? r.q_heads : s.model->num_q_heads,
+            .decode = r.decode,
+            .progress = &progress,
+            .layers_total = s.model->num_layers,
         };
         cli_progress_begin(&progress, "run", r.json);
         for (size_t g = 0; code == CLI_EXIT_OK && g < s.model->num_groups; g++)
@@ -431,8 +446,8 @@ static int run_run(int argc, char **argv)
         code = r.json ? print_json(&r, &s, &t, verified) : (print_human(&r, &s, &t, verified), CLI_EXIT_OK);
         if (code == CLI_EXIT_OK && !verified) {
             fflush(stdout);
-            code = cli_error(CLI_EXIT_INTERNAL, "run: not verified on backend \"%s\", layout %s: %s",
-                             s.backend_name, kvrt_layout_name(s.layout), t.failure);
+            code = cli_error(CLI_EXIT_INTERNAL, "run: not verified on backend \"%s\", layout %s: %s", s.backend_name,
+                             kvrt_layout_name(s.layout), t.failure);
         }
     }
     state_free(&s);

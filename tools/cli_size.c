@@ -19,7 +19,8 @@ bool cli_parse_size(const char *option, const char *text, uint64_t *out)
     uint64_t whole = 0;
     bool digits = false, overflow = false;
     for (; *p >= '0' && *p <= '9'; p++, digits = true)
-        overflow |= __builtin_mul_overflow(whole, 10, &whole) || __builtin_add_overflow(whole, (uint64_t)(*p - '0'), &whole);
+        overflow |=
+            __builtin_mul_overflow(whole, 10, &whole) || __builtin_add_overflow(whole, (uint64_t)(*p - '0'), &whole);
     /* Fractions only make sense with a unit ("1.5GiB"); keep them exact to
      * the byte by working in millionths. */
     uint64_t frac = 0, scale = 1;
@@ -36,18 +37,18 @@ bool cli_parse_size(const char *option, const char *text, uint64_t *out)
     if (*p == '\0')
         u = 0;
     if (!digits || u == NUM_UNITS || (scale > 1 && u == 0)) {
-        cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a size: give bytes (e.g. 1073741824) or a number "
-                  "with KiB, MiB, GiB or TiB (e.g. 24GiB, 1.5GiB)", option, text);
+        cli_error(CLI_EXIT_USAGE,
+                  "%s \"%s\" is not a size: give bytes (e.g. 1073741824) or a number "
+                  "with KiB, MiB, GiB or TiB (e.g. 24GiB, 1.5GiB)",
+                  option, text);
         return false;
     }
     uint64_t bytes;
     overflow |= __builtin_mul_overflow(whole, units[u].factor, &bytes);
     if (!overflow && scale > 1)
-        overflow |= __builtin_add_overflow(bytes, (uint64_t)((long double)frac * units[u].factor / scale),
-                                           &bytes);
+        overflow |= __builtin_add_overflow(bytes, (uint64_t)((long double)frac * units[u].factor / scale), &bytes);
     if (overflow || bytes > (uint64_t)INT64_MAX) {
-        cli_error(CLI_EXIT_USAGE, "%s \"%s\" is too large: sizes go up to %" PRId64 " bytes", option, text,
-                  INT64_MAX);
+        cli_error(CLI_EXIT_USAGE, "%s \"%s\" is too large: sizes go up to %" PRId64 " bytes", option, text, INT64_MAX);
         return false;
     }
     if (bytes == 0) {

@@ -52,7 +52,10 @@ bool xfer_side_option(struct xfer_side *s, const struct cli_option *opt, const c
     switch (opt->id) {
     case XO_JSON: s->json = true; return true;
     case XO_BACKEND: s->backend_name = v; return true;
-    case XO_LAYOUT: s->layout_name = v; s->layout_option = opt->name; return true;
+    case XO_LAYOUT:
+        s->layout_name = v;
+        s->layout_option = opt->name;
+        return true;
     case XO_SEED: *ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &s->seed); return true;
     case XO_HEAD_OFFSET: *ok = cli_parse_u64(opt->name, v, 0, 1u << 20, &s->head_offset); return true;
     case XO_TIMEOUT: *ok = parse_seconds(opt->name, v, &s->timeout); return true;
@@ -182,9 +185,10 @@ int xfer_side_set_up(struct xfer_side *s)
     uint64_t bytes;
     if (__builtin_mul_overflow(s->num_blocks, s->staging_per_block, &bytes) || bytes > (1ull << 36) ||
         !(s->expected = malloc(bytes ? bytes : 1)))
-        return cli_error(CLI_EXIT_USAGE, "%s: the cache's %llu blocks need %llu staging bytes, more than this "
-                         "tool holds; lower --blocks", s->command, (unsigned long long)s->num_blocks,
-                         (unsigned long long)s->staging_per_block);
+        return cli_error(CLI_EXIT_USAGE,
+                         "%s: the cache's %llu blocks need %llu staging bytes, more than this "
+                         "tool holds; lower --blocks",
+                         s->command, (unsigned long long)s->num_blocks, (unsigned long long)s->staging_per_block);
     for (uint64_t b = 0; b < s->num_blocks; b++)
         for (uint64_t l = 0; l < s->num_layers; l++)
             for (uint64_t h = 0; h < s->layer_heads[l]; h++)
@@ -236,8 +240,7 @@ uint64_t xfer_side_verify(struct xfer_side *s, char *where, size_t size)
             uint64_t in = r - s->layer_offset[l], cell = in / s->layer_content[l];
             snprintf(where, size, "block %llu layer %llu head %llu state %llu byte %llu", (unsigned long long)b,
                      (unsigned long long)l, (unsigned long long)(cell / s->layer_states[l]),
-                     (unsigned long long)(cell % s->layer_states[l]),
-                     (unsigned long long)(in % s->layer_content[l]));
+                     (unsigned long long)(cell % s->layer_states[l]), (unsigned long long)(in % s->layer_content[l]));
         }
     }
     free(got);
@@ -276,8 +279,9 @@ char *xfer_record_json(const struct xfer_record *r)
     json_object_set_new(o, "src", src);
     json_object_set_new(o, "dst", dst);
     json_object_set_new(o, "layers", json_pack("[II]", (json_int_t)r->layer_start, (json_int_t)r->num_layers));
-    json_object_set_new(o, "heads", json_pack("[III]", (json_int_t)r->src_head_start, (json_int_t)r->dst_head_start,
-                                              (json_int_t)r->num_heads));
+    json_object_set_new(
+        o, "heads",
+        json_pack("[III]", (json_int_t)r->src_head_start, (json_int_t)r->dst_head_start, (json_int_t)r->num_heads));
     json_object_set_new(o, "seed", json_integer((json_int_t)r->seed));
     json_object_set_new(o, "head_offset", json_integer((json_int_t)r->head_offset));
     char *text = json_dumps(o, JSON_COMPACT);
@@ -309,9 +313,9 @@ bool xfer_record_parse(const char *text, struct xfer_record *r, const char *comm
     json_int_t idx, ls, ln, sh, dh, nh, seed, ho;
     int last, pull;
     json_t *src, *dst;
-    bool ok = o && json_unpack(o, "{s:I, s:b, s:b, s:o, s:o, s:[II], s:[III], s:I, s:I}", "index", &idx, "last", &last, "pull", &pull,
-                               "src", &src, "dst", &dst, "layers", &ls, &ln, "heads", &sh, &dh, &nh, "seed", &seed,
-                               "head_offset", &ho) == 0;
+    bool ok = o && json_unpack(o, "{s:I, s:b, s:b, s:o, s:o, s:[II], s:[III], s:I, s:I}", "index", &idx, "last", &last,
+                               "pull", &pull, "src", &src, "dst", &dst, "layers", &ls, &ln, "heads", &sh, &dh, &nh,
+                               "seed", &seed, "head_offset", &ho) == 0;
     if (ok) {
         r->num_blocks = json_array_size(src);
         ok = idx >= 0 && ls >= 0 && ln >= 0 && sh >= 0 && dh >= 0 && nh >= 0 && ho >= 0 &&
@@ -413,25 +417,23 @@ bad:
 
 static void xfer_help(FILE *out)
 {
-    fprintf(out,
-            "Usage: kvrt xfer serve [options]                  (one terminal)\n"
-            "       kvrt xfer send --connect ADDR:PORT [options]   (another)\n"
-            "\n"
-            "Move KV blocks between two caches over UCX (libkvrt-xfer): both sides fill\n"
-            "their cache with a deterministic pattern of their --seed; send moves blocks\n"
-            "(push, or --pull) and the receiving side verifies every byte against the\n"
-            "sender's pattern, converted through its own layout.  Both print the plan\n"
-            "(method, regions, RMA operations), the bytes, the time and GB/s.  Same\n"
-            "layout: one RMA per planned region; other layouts: region-to-region RMA\n"
-            "when the runs are long, else staging order and the receiver's scatter.\n"
-            "\n"
-            "Options:\n");
+    fprintf(out, "Usage: kvrt xfer serve [options]                  (one terminal)\n"
+                 "       kvrt xfer send --connect ADDR:PORT [options]   (another)\n"
+                 "\n"
+                 "Move KV blocks between two caches over UCX (libkvrt-xfer): both sides fill\n"
+                 "their cache with a deterministic pattern of their --seed; send moves blocks\n"
+                 "(push, or --pull) and the receiving side verifies every byte against the\n"
+                 "sender's pattern, converted through its own layout.  Both print the plan\n"
+                 "(method, regions, RMA operations), the bytes, the time and GB/s.  Same\n"
+                 "layout: one RMA per planned region; other layouts: region-to-region RMA\n"
+                 "when the runs are long, else staging order and the receiver's scatter.\n"
+                 "\n"
+                 "Options:\n");
     cli_xfer_serve_help(out, false);
     fprintf(out, "\n");
     cli_xfer_send_help(out, false);
-    fprintf(out,
-            "\n"
-            "Common to both:\n");
+    fprintf(out, "\n"
+                 "Common to both:\n");
     xfer_print_common_options(out);
     cli_model_print_options(out);
     fprintf(out,
@@ -450,8 +452,7 @@ static void xfer_help(FILE *out)
             KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV);
 }
 
-static const struct cli_command *const xfer_subcommands[] = {&cli_xfer_serve_command, &cli_xfer_send_command,
-                                                             NULL};
+static const struct cli_command *const xfer_subcommands[] = {&cli_xfer_serve_command, &cli_xfer_send_command, NULL};
 
 static int xfer_run(int argc, char **argv)
 {

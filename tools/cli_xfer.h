@@ -16,10 +16,26 @@
 
 /* Option ids shared by both subcommands (below CLI_MODEL_OPT_FIRST). */
 enum xfer_opt {
-    XO_JSON, XO_BACKEND, XO_LAYOUT, XO_SEED, XO_HEAD_OFFSET, XO_TIMEOUT, XO_STAGING,
-    XO_LISTEN, XO_PORT_FILE, XO_SESSIONS,
-    XO_CONNECT, XO_IDS, XO_REMOTE_IDS, XO_LAYER_RANGE, XO_HEADS, XO_PULL, XO_METHOD, XO_REPEAT,
-    XO_PEER_SEED, XO_PEER_HEAD_OFFSET,
+    XO_JSON,
+    XO_BACKEND,
+    XO_LAYOUT,
+    XO_SEED,
+    XO_HEAD_OFFSET,
+    XO_TIMEOUT,
+    XO_STAGING,
+    XO_LISTEN,
+    XO_PORT_FILE,
+    XO_SESSIONS,
+    XO_CONNECT,
+    XO_IDS,
+    XO_REMOTE_IDS,
+    XO_LAYER_RANGE,
+    XO_HEADS,
+    XO_PULL,
+    XO_METHOD,
+    XO_REPEAT,
+    XO_PEER_SEED,
+    XO_PEER_HEAD_OFFSET,
 };
 
 /* The options both subcommands read, after their own and before the model's. */
@@ -29,7 +45,7 @@ extern const struct cli_option xfer_common_options[];
 void xfer_print_common_options(FILE *out);
 
 struct xfer_side {
-    const char *command;      /* "xfer serve" */
+    const char *command; /* "xfer serve" */
     bool json;
     const char *backend_name, *layout_name;
     const char *layout_option; /* --layout as the table spells it */
@@ -45,9 +61,9 @@ struct xfer_side {
     kvrt_placement *placement;
     kvrt_cache *cache;
     uint64_t num_blocks, num_layers, staging_per_block;
-    uint64_t *layer_offset;   /* staging offset of each layer in a block */
+    uint64_t *layer_offset; /* staging offset of each layer in a block */
     uint64_t *layer_heads, *layer_states, *layer_content;
-    uint8_t *expected;        /* staging bytes of every block, as they should be */
+    uint8_t *expected; /* staging bytes of every block, as they should be */
     kvrt_xfer_agent *agent;
 };
 
@@ -68,10 +84,10 @@ struct xfer_record {
     uint64_t num_blocks;
     uint64_t layer_start, num_layers;
     uint64_t src_head_start, dst_head_start, num_heads; /* num_heads 0: all */
-    uint64_t seed, head_offset;                          /* the source's pattern */
+    uint64_t seed, head_offset;                         /* the source's pattern */
     uint64_t index;
     bool last;
-    bool pull;                                           /* the peer read: nothing written here */
+    bool pull; /* the peer read: nothing written here */
 };
 
 char *xfer_record_json(const struct xfer_record *r);

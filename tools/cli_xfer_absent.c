@@ -5,21 +5,20 @@
 
 static void xfer_help(FILE *out)
 {
-    fprintf(out,
-            "Usage: kvrt xfer serve|send ...\n"
-            "\n"
-            "Move KV blocks between two processes over UCX.  This kvrt was built without\n"
-            "UCX (meson option ucx; install libucx-dev and reconfigure), so the command\n"
-            "only reports that (exit 4).\n"
-            "\n"
-            "Options:\n"
-            "  none in this build\n"
-            "\n"
-            "Environment:\n"
-            "  UCX_TLS, UCX_NET_DEVICES  (read by UCX in builds that have it)\n"
-            "\n"
-            "Example:\n"
-            "  apt-get install libucx-dev && meson setup --reconfigure build -Ducx=enabled\n");
+    fprintf(out, "Usage: kvrt xfer serve|send ...\n"
+                 "\n"
+                 "Move KV blocks between two processes over UCX.  This kvrt was built without\n"
+                 "UCX (meson option ucx; install libucx-dev and reconfigure), so the command\n"
+                 "only reports that (exit 4).\n"
+                 "\n"
+                 "Options:\n"
+                 "  none in this build\n"
+                 "\n"
+                 "Environment:\n"
+                 "  UCX_TLS, UCX_NET_DEVICES  (read by UCX in builds that have it)\n"
+                 "\n"
+                 "Example:\n"
+                 "  apt-get install libucx-dev && meson setup --reconfigure build -Ducx=enabled\n");
 }
 
 static int xfer_run(int argc, char **argv)
@@ -27,7 +26,7 @@ static int xfer_run(int argc, char **argv)
     (void)argc;
     (void)argv;
     return cli_error(CLI_EXIT_NODEV, "xfer: this kvrt was built without UCX (install libucx-dev and "
-                     "reconfigure with -Ducx=enabled)");
+                                     "reconfigure with -Ducx=enabled)");
 }
 
 const struct cli_command cli_xfer_command = {

@@ -21,23 +21,21 @@ static const struct cli_option send_options[] = {
     CLI_OPTIONS_END,
 };
 
-static const struct cli_option *const send_tables[] = {send_options, xfer_common_options, cli_model_options,
-                                                       NULL};
+static const struct cli_option *const send_tables[] = {send_options, xfer_common_options, cli_model_options, NULL};
 
 void cli_xfer_send_help(FILE *out, bool common)
 {
-    fprintf(out,
-            "kvrt xfer send --connect ADDR:PORT [--ids LIST] [--remote-ids LIST]\n"
-            "               [--layer-range A-B] [--heads LOCAL:REMOTE:COUNT] [--pull]\n"
-            "               [--method auto|regions|direct|staging] [--repeat N]\n"
-            "               [--backend NAME] [--layout NAME] (--model FILE | --layers L ...)\n"
-            "               [--blocks B] [--seed N] [--peer-seed N] [--timeout S] [--json]\n"
-            "  Fill a cache with the pattern of --seed (default 1), connect (metadata is\n"
-            "  exchanged and checked on both sides first), and move the blocks --ids of\n"
-            "  this cache to the blocks --remote-ids of the peer (push), or the reverse\n"
-            "  with --pull (then this side verifies against the peer's pattern,\n"
-            "  --peer-seed, default 2, and --peer-head-offset).  Each of the N transfers\n"
-            "  (--repeat, default 1) ends with a notification the peer verifies.\n");
+    fprintf(out, "kvrt xfer send --connect ADDR:PORT [--ids LIST] [--remote-ids LIST]\n"
+                 "               [--layer-range A-B] [--heads LOCAL:REMOTE:COUNT] [--pull]\n"
+                 "               [--method auto|regions|direct|staging] [--repeat N]\n"
+                 "               [--backend NAME] [--layout NAME] (--model FILE | --layers L ...)\n"
+                 "               [--blocks B] [--seed N] [--peer-seed N] [--timeout S] [--json]\n"
+                 "  Fill a cache with the pattern of --seed (default 1), connect (metadata is\n"
+                 "  exchanged and checked on both sides first), and move the blocks --ids of\n"
+                 "  this cache to the blocks --remote-ids of the peer (push), or the reverse\n"
+                 "  with --pull (then this side verifies against the peer's pattern,\n"
+                 "  --peer-seed, default 2, and --peer-head-offset).  Each of the N transfers\n"
+                 "  (--repeat, default 1) ends with a notification the peer verifies.\n");
     cli_print_options(out, send_options, 22);
     if (common)
         xfer_print_common_options(out);
@@ -59,7 +57,6 @@ static void send_help(FILE *out)
 {
     cli_xfer_send_help(out, true);
 }
-
 
 struct send {
     struct xfer_side side;
@@ -150,8 +147,10 @@ static int parse(int argc, char **argv, struct send *d, bool *help)
 {
     int code = cli_parse_options("xfer send", argc, argv, send_tables, apply, d, help);
     if (code == CLI_EXIT_OK && !*help && !d->connect_given)
-        return cli_error(CLI_EXIT_USAGE, "xfer send: %s ADDR:PORT is required (the address a "
-                         "'kvrt xfer serve' listens on)", cli_option_name(send_tables, XO_CONNECT));
+        return cli_error(CLI_EXIT_USAGE,
+                         "xfer send: %s ADDR:PORT is required (the address a "
+                         "'kvrt xfer serve' listens on)",
+                         cli_option_name(send_tables, XO_CONNECT));
     return code;
 }
 
@@ -279,9 +278,10 @@ static int run(struct send *d)
             snprintf(why, sizeof(why), "%s", kvrt_error_message());
             kvrt_xfer_peer_close(peer);
             if (i > 0)
-                return cli_error(cli_exit_for_status(rc), "xfer send: transfer %llu of %llu failed after %llu "
-                                 "complete: %s", (unsigned long long)i + 1, (unsigned long long)d->repeat,
-                                 (unsigned long long)i, why);
+                return cli_error(cli_exit_for_status(rc),
+                                 "xfer send: transfer %llu of %llu failed after %llu "
+                                 "complete: %s",
+                                 (unsigned long long)i + 1, (unsigned long long)d->repeat, (unsigned long long)i, why);
             return cli_error(cli_exit_for_status(rc), "%s", why);
         }
         seconds += plan.seconds;

@@ -13,21 +13,19 @@ static const struct cli_option serve_options[] = {
     CLI_OPTIONS_END,
 };
 
-static const struct cli_option *const serve_tables[] = {serve_options, xfer_common_options, cli_model_options,
-                                                        NULL};
+static const struct cli_option *const serve_tables[] = {serve_options, xfer_common_options, cli_model_options, NULL};
 
 void cli_xfer_serve_help(FILE *out, bool common)
 {
-    fprintf(out,
-            "kvrt xfer serve [--listen ADDR:PORT] [--port-file FILE] [--sessions N]\n"
-            "                [--backend NAME] [--layout NAME] (--model FILE | --layers L ...)\n"
-            "                [--blocks B] [--seed N] [--head-offset H] [--timeout S] [--json]\n"
-            "  Fill a cache with the pattern of --seed (default 2), listen, and for each of\n"
-            "  N sessions (default 1) accept a peer, check its metadata, serve its\n"
-            "  transfers (staged ones are scattered here) and apply each notification to\n"
-            "  the expected contents; a session ends when the peer says goodbye.  Then\n"
-            "  every byte of the cache is compared with what it should hold: the blocks\n"
-            "  moved by completed transfers, the own pattern everywhere else.\n");
+    fprintf(out, "kvrt xfer serve [--listen ADDR:PORT] [--port-file FILE] [--sessions N]\n"
+                 "                [--backend NAME] [--layout NAME] (--model FILE | --layers L ...)\n"
+                 "                [--blocks B] [--seed N] [--head-offset H] [--timeout S] [--json]\n"
+                 "  Fill a cache with the pattern of --seed (default 2), listen, and for each of\n"
+                 "  N sessions (default 1) accept a peer, check its metadata, serve its\n"
+                 "  transfers (staged ones are scattered here) and apply each notification to\n"
+                 "  the expected contents; a session ends when the peer says goodbye.  Then\n"
+                 "  every byte of the cache is compared with what it should hold: the blocks\n"
+                 "  moved by completed transfers, the own pattern everywhere else.\n");
     cli_print_options(out, serve_options, 22);
     if (common)
         xfer_print_common_options(out);
@@ -96,8 +94,7 @@ static void session(struct serve *v, uint64_t index)
         return;
     }
     if (rc != KVRT_OK) {
-        snprintf(msg, sizeof(msg), "xfer serve: session %llu: %s", (unsigned long long)index + 1,
-                 kvrt_error_message());
+        snprintf(msg, sizeof(msg), "xfer serve: session %llu: %s", (unsigned long long)index + 1, kvrt_error_message());
         fail(v, cli_exit_for_status(rc), msg);
         return;
     }
@@ -134,17 +131,20 @@ static void session(struct serve *v, uint64_t index)
         if (st == KVRT_XFER_PEER_CLOSED)
             break;
         if (st == KVRT_XFER_PEER_FAILED) {
-            snprintf(msg, sizeof(msg), "xfer serve: session %llu: the peer failed after %llu complete transfers "
-                     "(%s); those stay, nothing else is marked complete", (unsigned long long)index + 1,
-                     (unsigned long long)in_session, why);
+            snprintf(msg, sizeof(msg),
+                     "xfer serve: session %llu: the peer failed after %llu complete transfers "
+                     "(%s); those stay, nothing else is marked complete",
+                     (unsigned long long)index + 1, (unsigned long long)in_session, why);
             fail(v, CLI_EXIT_INTERNAL, msg);
             break;
         }
         if (rc != KVRT_OK)
             quiet_since = cli_now(); /* a refused staged request: the peer was told */
         if (cli_now() - quiet_since > s->timeout) {
-            snprintf(msg, sizeof(msg), "xfer serve: session %llu: the peer was silent for %g s after %llu "
-                     "transfers", (unsigned long long)index + 1, s->timeout, (unsigned long long)in_session);
+            snprintf(msg, sizeof(msg),
+                     "xfer serve: session %llu: the peer was silent for %g s after %llu "
+                     "transfers",
+                     (unsigned long long)index + 1, s->timeout, (unsigned long long)in_session);
             fail(v, CLI_EXIT_INTERNAL, msg);
             break;
         }

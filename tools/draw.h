@@ -24,10 +24,10 @@
 struct draw_piece {
     uint64_t offset, length;
     size_t group;
-    uint32_t layer;      /* global index, placement order */
+    uint32_t layer; /* global index, placement order */
     const char *name;
     uint64_t block;
-    int64_t head;        /* the piece's only head, or -1 when it holds several */
+    int64_t head; /* the piece's only head, or -1 when it holds several */
     bool state;
     size_t first_span, num_spans; /* its head spans in draw_map.spans */
 };
@@ -46,7 +46,7 @@ struct draw_map {
     size_t num_pieces;
     struct draw_span *spans;
     size_t num_spans;
-    struct kvrt_region *runs;  /* block 0's transfer runs */
+    struct kvrt_region *runs; /* block 0's transfer runs */
     size_t num_runs;
 };
 

@@ -58,9 +58,10 @@ int draw_ascii(const struct draw_map *m, const struct kvrt_model *model, FILE *o
     fprintf(out, "kvrt draw: %s (physical order %c %c %c %c %c), %s, %" PRIu64 " layers, %" PRIu64 " blocks\n",
             kvrt_layout_name(m->layout), letters[o[0]], letters[o[1]], letters[o[2]], letters[o[3]], letters[o[4]],
             model->name, m->num_layers, m->num_blocks);
-    fprintf(out, "one row = %" PRIu64 " bytes in %d cells; a cell shows the head slot of its page (0-9a-z),\n"
-                 "'.' no page (padding); '|' a new block starts; '*' the row holds a transfer run of block 0\n"
-                 "(block 0 moves as %zu contiguous run%s)\n",
+    fprintf(out,
+            "one row = %" PRIu64 " bytes in %d cells; a cell shows the head slot of its page (0-9a-z),\n"
+            "'.' no page (padding); '|' a new block starts; '*' the row holds a transfer run of block 0\n"
+            "(block 0 moves as %zu contiguous run%s)\n",
             m->row_bytes, CELLS, m->num_runs, m->num_runs == 1 ? "" : "s");
     for (size_t g = 0; g < m->num_groups; g++) {
         fprintf(out, "\ngroup %zu: %s%s\n", g, g < model->num_groups ? model->groups[g].name : "?",

@@ -45,15 +45,14 @@ static int grow(void **array, size_t *cap, size_t need, size_t elem)
 
 /* One page: its cells in memory order, merged into pieces and head spans. */
 static int add_page(struct draw_map *m, size_t *piece_cap, size_t *span_cap, const struct kvrt_view *v,
-                    const struct kvrt_placement_set *set, uint64_t l, uint32_t global, uint64_t b,
-                    struct cell *cells)
+                    const struct kvrt_placement_set *set, uint64_t l, uint32_t global, uint64_t b, struct cell *cells)
 {
     const uint64_t H = v->shape_bytes[1], N = v->shape_bytes[2], C = v->shape_bytes[3];
     size_t k = 0;
     for (uint64_t h = 0; h < H; h++)
         for (uint64_t n = 0; n < N; n++, k++) {
-            cells[k].offset = v->offset_bytes + b * v->strides_bytes[0] + h * v->strides_bytes[1] +
-                              n * v->strides_bytes[2];
+            cells[k].offset =
+                v->offset_bytes + b * v->strides_bytes[0] + h * v->strides_bytes[1] + n * v->strides_bytes[2];
             cells[k].head = h;
         }
     qsort(cells, k, sizeof(*cells), cmp_cell);

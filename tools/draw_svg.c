@@ -40,7 +40,7 @@ static void piece_colour(const struct draw_piece *p, uint64_t head, bool stripe,
 }
 
 struct geom {
-    double y0;      /* top of the panel's first row */
+    double y0; /* top of the panel's first row */
     uint64_t row_bytes;
 };
 
@@ -58,12 +58,14 @@ static double y_of(const struct geom *g, uint64_t offset)
 /* Call fn for each row-bounded segment of [offset, offset + length). */
 /* seg_off and seg_len name the loop variables it declares, so they cannot
  * be parenthesised there. */
-#define FOR_SEGMENTS(g, offset, length, seg_off, seg_len)                                              \
-    for (uint64_t seg_off = (offset), seg_end_ = (offset) + (length), seg_len; /* NOLINT(bugprone-macro-parentheses): declares the named variables */ \
-         (seg_off) < seg_end_ &&                                                                        \
-         (((seg_len) = (((seg_off) / (g)->row_bytes + 1) * (g)->row_bytes < seg_end_                    \
-                            ? ((seg_off) / (g)->row_bytes + 1) * (g)->row_bytes                         \
-                            : seg_end_) - (seg_off)), 1);                                               \
+#define FOR_SEGMENTS(g, offset, length, seg_off, seg_len)                                                              \
+    for (uint64_t seg_off = (offset), seg_end_ = (offset) + (length),                                                  \
+                  seg_len; /* NOLINT(bugprone-macro-parentheses): declares the named variables */                      \
+         (seg_off) < seg_end_ && (((seg_len) = (((seg_off) / (g)->row_bytes + 1) * (g)->row_bytes < seg_end_           \
+                                                    ? ((seg_off) / (g)->row_bytes + 1) * (g)->row_bytes                \
+                                                    : seg_end_) -                                                      \
+                                               (seg_off)),                                                             \
+                                  1);                                                                                  \
          (seg_off) += (seg_len))
 
 static void draw_piece(struct svg *s, const struct geom *g, const struct draw_map *m, const struct draw_piece *p,
@@ -72,15 +74,15 @@ static void draw_piece(struct svg *s, const struct geom *g, const struct draw_ma
     char fill[8];
     /* A single-head piece gets its head's stripe shade, so heads show there too. */
     piece_colour(p, p->head >= 0 ? (uint64_t)p->head : 0, p->head >= 0 && m->heads_max > 1, fill);
-    FOR_SEGMENTS(g, p->offset, p->length, off, len) {
+    FOR_SEGMENTS(g, p->offset, p->length, off, len)
+    {
         const double x = x_of(g, off), w = (double)len / (double)g->row_bytes * MAP_W;
         if (p->head >= 0)
             svg_rect(s, x, y_of(g, off), w, BAR_H, fill,
                      "class=\"page\" data-group=\"%zu\" data-layer=\"%" PRIu32 "\" data-name=\"%s\" "
                      "data-block=\"%" PRIu64 "\" data-head=\"%" PRId64 "\" data-offset=\"%" PRIu64 "\" "
                      "data-length=\"%" PRIu64 "\"%s",
-                     p->group, p->layer, p->name, p->block, p->head, off, len,
-                     p->state ? " data-state=\"1\"" : "");
+                     p->group, p->layer, p->name, p->block, p->head, off, len, p->state ? " data-state=\"1\"" : "");
         else
             svg_rect(s, x, y_of(g, off), w, BAR_H, fill,
                      "class=\"page\" data-group=\"%zu\" data-layer=\"%" PRIu32 "\" data-name=\"%s\" "
@@ -97,8 +99,8 @@ static void draw_piece(struct svg *s, const struct geom *g, const struct draw_ma
             continue; /* the piece's own colour is the even heads' stripe */
         piece_colour(p, sp->head, true, fill);
         FOR_SEGMENTS(g, sp->offset, sp->length, off, len)
-            svg_rect(s, x_of(g, off), y_of(g, off), (double)len / (double)g->row_bytes * MAP_W, BAR_H, fill,
-                     "class=\"head\" data-head=\"%" PRIu64 "\"", sp->head);
+        svg_rect(s, x_of(g, off), y_of(g, off), (double)len / (double)g->row_bytes * MAP_W, BAR_H, fill,
+                 "class=\"head\" data-head=\"%" PRIu64 "\"", sp->head);
     }
 }
 
@@ -115,15 +117,13 @@ static void draw_labels(struct svg *s, const struct geom *g, const struct draw_m
             svg_rect(s, x - 1, y - 2, 2.5, BAR_H + 4, "#111111", "class=\"block-start\" data-block=\"%" PRIu64 "\"",
                      p->block);
         prev_block = p->block;
-        if (w >= 62)
-        {
+        if (w >= 62) {
             char head[24] = "";
             if (p->head >= 0 && m->heads_max > 1 && !p->state)
                 snprintf(head, sizeof(head), " h%" PRId64, p->head);
-            svg_text(s, x + 4, y + BAR_H - 2, 8, "start", "#ffffff", "L%" PRIu32 " B%" PRIu64 "%s", p->layer,
-                     p->block, head);
-        }
-        else if (w >= 22)
+            svg_text(s, x + 4, y + BAR_H - 2, 8, "start", "#ffffff", "L%" PRIu32 " B%" PRIu64 "%s", p->layer, p->block,
+                     head);
+        } else if (w >= 22)
             svg_text(s, x + 3, y + BAR_H - 2, 8, "start", "#ffffff", "B%" PRIu64, p->block);
     }
 }
@@ -134,9 +134,10 @@ static void draw_runs(struct svg *s, const struct geom *g, const struct draw_map
         if (m->runs[i].offset >= end)
             continue;
         FOR_SEGMENTS(g, m->runs[i].offset, m->runs[i].length, off, len)
-            svg_rect(s, x_of(g, off), y_of(g, off) + BAR_H + 1, (double)len / (double)g->row_bytes * MAP_W, 2.5,
-                     "#d62728", "class=\"run\" data-panel=\"%zu\" data-run=\"%zu\" data-offset=\"%" PRIu64 "\" "
-                     "data-length=\"%" PRIu64 "\"", panel, i, off, len);
+        svg_rect(s, x_of(g, off), y_of(g, off) + BAR_H + 1, (double)len / (double)g->row_bytes * MAP_W, 2.5, "#d62728",
+                 "class=\"run\" data-panel=\"%zu\" data-run=\"%zu\" data-offset=\"%" PRIu64 "\" "
+                 "data-length=\"%" PRIu64 "\"",
+                 panel, i, off, len);
     }
 }
 
@@ -166,14 +167,10 @@ static void legend(struct svg *s, const struct draw_map *m, const struct kvrt_mo
         svg_text(s, x, y, 10, "start", "#555", "... %" PRIu64 " layers in all (hue by layer)", m->num_layers), y += 14;
     y += 6;
     static const char *const lines[] = {
-        "shade: the block (darker = lower id)",
-        "stripes: head slots (lighter = odd head)",
-        "hatched: a state page (one per block)",
-        "black bar: a new block starts",
-        "red underline: the contiguous byte runs",
-        "   that move block 0 (transfer regions)",
-        "grey: padding or bytes of no page",
-        "one row = one page of the largest set",
+        "shade: the block (darker = lower id)",    "stripes: head slots (lighter = odd head)",
+        "hatched: a state page (one per block)",   "black bar: a new block starts",
+        "red underline: the contiguous byte runs", "   that move block 0 (transfer regions)",
+        "grey: padding or bytes of no page",       "one row = one page of the largest set",
     };
     for (size_t i = 0; i < sizeof(lines) / sizeof(lines[0]); i++) {
         svg_text(s, x, y, 10, "start", "#333", "%s", lines[i]);

@@ -33,8 +33,7 @@ static int dispatch(int argc, char **argv)
     char names[256];
     command_names(names, sizeof(names));
     if (argc < 2)
-        return cli_error(CLI_EXIT_USAGE, "no command given; commands are %s (see 'kvrt --help')",
-                         names);
+        return cli_error(CLI_EXIT_USAGE, "no command given; commands are %s (see 'kvrt --help')", names);
     const char *first = argv[1];
     if (strcmp(first, "--help") == 0 || strcmp(first, "-h") == 0) {
         cli_main_help(stdout);
@@ -54,15 +53,13 @@ static int dispatch(int argc, char **argv)
         }
         const struct cli_command *c = find_command(argv[2]);
         if (!c)
-            return cli_error(CLI_EXIT_USAGE, "help: unknown command \"%s\"; commands are %s",
-                             argv[2], names);
+            return cli_error(CLI_EXIT_USAGE, "help: unknown command \"%s\"; commands are %s", argv[2], names);
         c->help(stdout);
         return CLI_EXIT_OK;
     }
     const struct cli_command *c = find_command(first);
     if (!c)
-        return cli_error(CLI_EXIT_USAGE, "unknown command \"%s\"; commands are %s (see 'kvrt --help')",
-                         first, names);
+        return cli_error(CLI_EXIT_USAGE, "unknown command \"%s\"; commands are %s (see 'kvrt --help')", first, names);
     return c->run(argc - 1, argv + 1);
 }
 

@@ -55,9 +55,8 @@ static const char *base_name(const char *path)
     return slash ? slash + 1 : path;
 }
 
-int kvrt_model_parse_buffer(const char *json, size_t len, const char *filename,
-                            const struct kvrt_model_options *opt, struct kvrt_model **out,
-                            char *err, size_t err_size)
+int kvrt_model_parse_buffer(const char *json, size_t len, const char *filename, const struct kvrt_model_options *opt,
+                            struct kvrt_model **out, char *err, size_t err_size)
 {
     struct model_ctx c = {filename ? filename : "(model)", err, err_size};
     struct kvrt_model_options defaults;
@@ -74,11 +73,13 @@ int kvrt_model_parse_buffer(const char *json, size_t len, const char *filename,
     /* No duplicate keys: a config with two "num_hidden_layers" is ambiguous. */
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &jerr);
     if (!root)
-        return model_fail(&c, KVRT_ERR_INVALID, "line %d, column %d: not valid JSON: %s", jerr.line,
-                          jerr.column, jerr.text);
+        return model_fail(&c, KVRT_ERR_INVALID, "line %d, column %d: not valid JSON: %s", jerr.line, jerr.column,
+                          jerr.text);
     if (!json_is_object(root)) {
-        int rc = model_fail(&c, KVRT_ERR_INVALID, "the file is %s; a model file is a JSON object "
-                            "(a Hugging Face config.json or a kvrt model file)", model_json_type(root));
+        int rc = model_fail(&c, KVRT_ERR_INVALID,
+                            "the file is %s; a model file is a JSON object "
+                            "(a Hugging Face config.json or a kvrt model file)",
+                            model_json_type(root));
         json_decref(root);
         return rc;
     }
@@ -105,8 +106,8 @@ int kvrt_model_parse_buffer(const char *json, size_t len, const char *filename,
     return KVRT_OK;
 }
 
-int kvrt_model_load(const char *path, const struct kvrt_model_options *opt, struct kvrt_model **out,
-                    char *err, size_t err_size)
+int kvrt_model_load(const char *path, const struct kvrt_model_options *opt, struct kvrt_model **out, char *err,
+                    size_t err_size)
 {
     char joined[4096];
     struct stat st;
@@ -115,8 +116,10 @@ int kvrt_model_load(const char *path, const struct kvrt_model_options *opt, stru
         /* A downloaded model folder: its config.json describes it. */
         int len = snprintf(joined, sizeof(joined), "%s/config.json", path);
         if (len < 0 || (size_t)len >= sizeof(joined))
-            return model_fail(&c, KVRT_ERR_INVALID, "the model folder path is %zu bytes; with /config.json "
-                              "at most %zu fit", strlen(path), sizeof(joined) - 1);
+            return model_fail(&c, KVRT_ERR_INVALID,
+                              "the model folder path is %zu bytes; with /config.json "
+                              "at most %zu fit",
+                              strlen(path), sizeof(joined) - 1);
         path = joined;
         c.file = path;
     }
@@ -124,17 +127,23 @@ int kvrt_model_load(const char *path, const struct kvrt_model_options *opt, stru
      * checked on the opened file, so it cannot change after the check. */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0)
-        return model_fail(&c, KVRT_ERR_INVALID, "cannot open the model file: %s; give a config.json, "
-                          "a model folder or a kvrt model file", strerror(errno));
+        return model_fail(&c, KVRT_ERR_INVALID,
+                          "cannot open the model file: %s; give a config.json, "
+                          "a model folder or a kvrt model file",
+                          strerror(errno));
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         bool known = fstat(fd, &st) == 0;
         close(fd);
-        return model_fail(&c, KVRT_ERR_INVALID, "the model file is %s, not a regular file; give a config.json, "
+        return model_fail(&c, KVRT_ERR_INVALID,
+                          "the model file is %s, not a regular file; give a config.json, "
                           "a model folder or a kvrt model file",
-                          !known ? "of unknown type" : S_ISFIFO(st.st_mode) ? "a FIFO"
-                          : S_ISCHR(st.st_mode) ? "a character device" : S_ISSOCK(st.st_mode) ? "a socket"
-                          : S_ISBLK(st.st_mode) ? "a block device" : S_ISDIR(st.st_mode) ? "a folder"
-                          : "of another kind");
+                          !known                 ? "of unknown type"
+                          : S_ISFIFO(st.st_mode) ? "a FIFO"
+                          : S_ISCHR(st.st_mode)  ? "a character device"
+                          : S_ISSOCK(st.st_mode) ? "a socket"
+                          : S_ISBLK(st.st_mode)  ? "a block device"
+                          : S_ISDIR(st.st_mode)  ? "a folder"
+                                                 : "of another kind");
     }
     /* Back to blocking reads: the file is regular, so reads never wait. */
     int flags = fcntl(fd, F_GETFL);
@@ -155,8 +164,10 @@ int kvrt_model_load(const char *path, const struct kvrt_model_options *opt, stru
     else if (failed)
         rc = model_fail(&c, KVRT_ERR_INVALID, "cannot read the model file");
     else if (n > MODEL_MAX_FILE_BYTES)
-        rc = model_fail(&c, KVRT_ERR_INVALID, "the file is larger than %u MiB; a model file is a "
-                        "small JSON object", MODEL_MAX_FILE_BYTES >> 20);
+        rc = model_fail(&c, KVRT_ERR_INVALID,
+                        "the file is larger than %u MiB; a model file is a "
+                        "small JSON object",
+                        MODEL_MAX_FILE_BYTES >> 20);
     else
         rc = kvrt_model_parse_buffer(buf, n, path, opt, out, err, err_size);
     free(buf);
@@ -185,8 +196,7 @@ bool kvrt_model_mixed_shapes(const struct kvrt_model *m)
             if (!have) {
                 first = info;
                 have = true;
-            } else if (info.head_slots != first.head_slots ||
-                       info.states_per_block != first.states_per_block ||
+            } else if (info.head_slots != first.head_slots || info.states_per_block != first.states_per_block ||
                        info.page_size != first.page_size) {
                 return true;
             }

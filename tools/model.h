@@ -35,9 +35,9 @@
 /* How vLLM's allocator treats a group's layers when it counts what one
  * request needs (max_memory_usage_bytes of its KV-cache spec). */
 enum kvrt_model_usage {
-    KVRT_USAGE_FULL,     /* every token of the request */
-    KVRT_USAGE_SLIDING,  /* the window plus one batch of new tokens */
-    KVRT_USAGE_STATE,    /* one block per request */
+    KVRT_USAGE_FULL,    /* every token of the request */
+    KVRT_USAGE_SLIDING, /* the window plus one batch of new tokens */
+    KVRT_USAGE_STATE,   /* one block per request */
 };
 
 /* The attention backends whose choice changes vLLM's block size. */
@@ -74,24 +74,24 @@ struct kvrt_model_setting {
 };
 
 struct kvrt_model_group {
-    char *name;          /* "full_attention", "sliding_attention", "linear_attention.1", ... */
-    char *what;          /* for people: "full attention", "sliding window of 128 tokens", ... */
-    uint64_t window;     /* sliding window / chunk in tokens; 0 = none */
+    char *name;      /* "full_attention", "sliding_attention", "linear_attention.1", ... */
+    char *what;      /* for people: "full attention", "sliding window of 128 tokens", ... */
+    uint64_t window; /* sliding window / chunk in tokens; 0 = none */
     enum kvrt_model_usage usage;
     size_t num_layers;
     struct kvrt_layer_entry *layers; /* names owned by the model */
 };
 
 struct kvrt_model {
-    char *name;          /* file name without directories, or the "name" field */
-    char *source;        /* the file as given */
-    char *format;        /* "hf-config", "kvrt-model" or "flags" */
-    char *architecture;  /* model_type of a config.json; "" otherwise */
-    uint64_t num_layers; /* all layers, every group */
+    char *name;           /* file name without directories, or the "name" field */
+    char *source;         /* the file as given */
+    char *format;         /* "hf-config", "kvrt-model" or "flags" */
+    char *architecture;   /* model_type of a config.json; "" otherwise */
+    uint64_t num_layers;  /* all layers, every group */
     uint64_t num_q_heads; /* query heads for paged decode; 0 when unknown */
     size_t num_groups;
     struct kvrt_model_group *groups;
-    size_t num_notes;    /* decisions a reader should know about */
+    size_t num_notes; /* decisions a reader should know about */
     char *notes[KVRT_MODEL_MAX_NOTES];
     size_t num_settings;
     struct kvrt_model_setting settings[KVRT_MODEL_MAX_SETTINGS];
@@ -118,14 +118,14 @@ struct kvrt_model_options {
 
 /* vLLM's capacity figures for a KV-cache budget (_report_kv_cache_config). */
 struct kvrt_model_capacity {
-    uint64_t num_blocks;          /* available_memory // bytes of one block of every group */
+    uint64_t num_blocks; /* available_memory // bytes of one block of every group */
     uint64_t bytes_per_block;
-    uint64_t tokens;              /* "GPU KV cache size: N tokens" */
+    uint64_t tokens; /* "GPU KV cache size: N tokens" */
     uint64_t max_model_len;
-    uint64_t blocks_per_request;  /* a request of max_model_len tokens, all groups */
-    double max_concurrency;       /* "Maximum concurrency for T tokens per request" */
-    uint64_t request_bytes;       /* check_enough_kv_cache_memory's need */
-    bool fits_one_request;        /* false: vLLM refuses to start */
+    uint64_t blocks_per_request; /* a request of max_model_len tokens, all groups */
+    double max_concurrency;      /* "Maximum concurrency for T tokens per request" */
+    uint64_t request_bytes;      /* check_enough_kv_cache_memory's need */
+    bool fits_one_request;       /* false: vLLM refuses to start */
 };
 
 /**
@@ -134,8 +134,7 @@ struct kvrt_model_capacity {
  * window - 1 + batched_tokens).  Returns a kvrt status and a message.
  */
 int kvrt_model_vllm_capacity(const struct kvrt_model *m, uint64_t budget, uint64_t max_model_len,
-                             uint64_t batched_tokens, struct kvrt_model_capacity *out, char *err,
-                             size_t err_size);
+                             uint64_t batched_tokens, struct kvrt_model_capacity *out, char *err, size_t err_size);
 
 /* "auto", "bf16", ...: the flag's value names; NULL when out of range. */
 const char *kvrt_model_cache_dtype_name(enum kvrt_model_cache_dtype d);
@@ -153,13 +152,12 @@ void kvrt_model_options_default(struct kvrt_model_options *opt);
  *   status and a one-line message in err: what is wrong, in which field of
  *   which file, and what is valid.
  */
-int kvrt_model_parse_buffer(const char *json, size_t len, const char *filename,
-                            const struct kvrt_model_options *opt, struct kvrt_model **out,
-                            char *err, size_t err_size);
+int kvrt_model_parse_buffer(const char *json, size_t len, const char *filename, const struct kvrt_model_options *opt,
+                            struct kvrt_model **out, char *err, size_t err_size);
 
 /** Read `path` (a file, or a directory holding config.json) and parse it. */
-int kvrt_model_load(const char *path, const struct kvrt_model_options *opt,
-                    struct kvrt_model **out, char *err, size_t err_size);
+int kvrt_model_load(const char *path, const struct kvrt_model_options *opt, struct kvrt_model **out, char *err,
+                    size_t err_size);
 
 void kvrt_model_free(struct kvrt_model *m);
 

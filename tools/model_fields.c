@@ -47,8 +47,8 @@ const char *model_json_type(const json_t *v)
     return "an unknown JSON value";
 }
 
-static int read_u64(const struct model_ctx *c, const json_t *v, const char *where, const char *key,
-                    uint64_t min, uint64_t max, uint64_t *out)
+static int read_u64(const struct model_ctx *c, const json_t *v, const char *where, const char *key, uint64_t min,
+                    uint64_t max, uint64_t *out)
 {
     /* Some configs write whole numbers as 4096.0; accept those, nothing else. */
     if (json_is_real(v)) {
@@ -63,61 +63,62 @@ static int read_u64(const struct model_ctx *c, const json_t *v, const char *wher
             *out = (uint64_t)i;
             return KVRT_OK;
         }
-        return model_fail(c, KVRT_ERR_INVALID, "\"%s%s\" is %lld; valid values are whole numbers from "
-                          "%llu to %llu", where, key, (long long)i, (unsigned long long)min,
-                          (unsigned long long)max);
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "\"%s%s\" is %lld; valid values are whole numbers from "
+                          "%llu to %llu",
+                          where, key, (long long)i, (unsigned long long)min, (unsigned long long)max);
     }
-    return model_fail(c, KVRT_ERR_INVALID, "\"%s%s\" is %s; it must be a whole number from %llu to %llu",
-                      where, key, model_json_type(v), (unsigned long long)min, (unsigned long long)max);
+    return model_fail(c, KVRT_ERR_INVALID, "\"%s%s\" is %s; it must be a whole number from %llu to %llu", where, key,
+                      model_json_type(v), (unsigned long long)min, (unsigned long long)max);
 }
 
-int model_get_u64(const struct model_ctx *c, const json_t *obj, const char *where, const char *key,
-                  uint64_t min, uint64_t max, uint64_t *out)
+int model_get_u64(const struct model_ctx *c, const json_t *obj, const char *where, const char *key, uint64_t min,
+                  uint64_t max, uint64_t *out)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v))
-        return model_fail(c, KVRT_ERR_INVALID, "the field \"%s%s\" is missing%s; it must be a whole "
-                          "number from %llu to %llu", where, key, v ? " (null)" : "",
-                          (unsigned long long)min, (unsigned long long)max);
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "the field \"%s%s\" is missing%s; it must be a whole "
+                          "number from %llu to %llu",
+                          where, key, v ? " (null)" : "", (unsigned long long)min, (unsigned long long)max);
     return read_u64(c, v, where, key, min, max, out);
 }
 
-int model_get_u64_opt(const struct model_ctx *c, const json_t *obj, const char *where,
-                      const char *key, uint64_t min, uint64_t max, uint64_t *out, bool *found)
+int model_get_u64_opt(const struct model_ctx *c, const json_t *obj, const char *where, const char *key, uint64_t min,
+                      uint64_t max, uint64_t *out, bool *found)
 {
     const json_t *v = json_object_get(obj, key);
     *found = v && !json_is_null(v);
     return *found ? read_u64(c, v, where, key, min, max, out) : KVRT_OK;
 }
 
-int model_get_string_opt(const struct model_ctx *c, const json_t *obj, const char *where,
-                         const char *key, const char **out)
+int model_get_string_opt(const struct model_ctx *c, const json_t *obj, const char *where, const char *key,
+                         const char **out)
 {
     const json_t *v = json_object_get(obj, key);
     if (!v || json_is_null(v))
         return KVRT_OK;
     if (!json_is_string(v))
-        return model_fail(c, KVRT_ERR_INVALID, "\"%s%s\" is %s; it must be a string", where, key,
-                          model_json_type(v));
+        return model_fail(c, KVRT_ERR_INVALID, "\"%s%s\" is %s; it must be a string", where, key, model_json_type(v));
     return model_check_text(c, json_string_value(v), where, key, out);
 }
 
-int model_check_text(const struct model_ctx *c, const char *text, const char *where, const char *key,
-                     const char **out)
+int model_check_text(const struct model_ctx *c, const char *text, const char *where, const char *key, const char **out)
 {
     /* Names and notes from the file are printed in tables and messages,
      * so they must be one line of text. */
     for (size_t i = 0; text[i]; i++)
         if ((unsigned char)text[i] < 0x20 || text[i] == 0x7f)
-            return model_fail(c, KVRT_ERR_INVALID, "\"%s%s\" contains control character 0x%02x at "
-                              "position %zu; names and notes must be one line of text", where, key,
-                              (unsigned)(unsigned char)text[i], i);
+            return model_fail(c, KVRT_ERR_INVALID,
+                              "\"%s%s\" contains control character 0x%02x at "
+                              "position %zu; names and notes must be one line of text",
+                              where, key, (unsigned)(unsigned char)text[i], i);
     *out = text;
     return KVRT_OK;
 }
 
-int model_get_bool_opt(const struct model_ctx *c, const json_t *obj, const char *where,
-                       const char *key, bool *out, bool *found)
+int model_get_bool_opt(const struct model_ctx *c, const json_t *obj, const char *where, const char *key, bool *out,
+                       bool *found)
 {
     const json_t *v = json_object_get(obj, key);
     *found = v && !json_is_null(v);

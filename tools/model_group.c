@@ -31,9 +31,8 @@
 
 #include "model_internal.h"
 
-int model_builder_add(const struct model_ctx *c, struct model_builder *b, const char *name,
-                      const char *type, const char *what, uint64_t window,
-                      const struct kvrt_spec *spec)
+int model_builder_add(const struct model_ctx *c, struct model_builder *b, const char *name, const char *type,
+                      const char *what, uint64_t window, const struct kvrt_spec *spec)
 {
     if (b->num_layers == b->cap) {
         size_t cap = b->cap ? 2 * b->cap : 64;
@@ -113,12 +112,12 @@ void model_setting(struct kvrt_model *m, const char *name, const char *value, co
     m->settings[i] = s;
 }
 
-int model_add_group(const struct model_ctx *c, struct kvrt_model *m, const char *name,
-                    const char *what, uint64_t window, struct model_layer *layers, size_t n)
+int model_add_group(const struct model_ctx *c, struct kvrt_model *m, const char *name, const char *what,
+                    uint64_t window, struct model_layer *layers, size_t n)
 {
     if (m->num_groups == KVRT_MODEL_MAX_GROUPS)
-        return model_fail(c, KVRT_ERR_INVALID, "more than %u groups; kvrt handles at most %u",
-                          KVRT_MODEL_MAX_GROUPS, KVRT_MODEL_MAX_GROUPS);
+        return model_fail(c, KVRT_ERR_INVALID, "more than %u groups; kvrt handles at most %u", KVRT_MODEL_MAX_GROUPS,
+                          KVRT_MODEL_MAX_GROUPS);
     struct kvrt_model_group *grown = realloc(m->groups, (m->num_groups + 1) * sizeof(*grown));
     if (!grown)
         return model_fail(c, KVRT_ERR_NOMEM, "out of memory grouping the layers");
@@ -153,8 +152,7 @@ int model_add_group(const struct model_ctx *c, struct kvrt_model *m, const char 
 
 static bool same_type(const struct model_layer *a, const struct model_layer *b)
 {
-    return strcmp(a->type, b->type) == 0 && a->window == b->window &&
-           kvrt_spec_equal(&a->spec, &b->spec);
+    return strcmp(a->type, b->type) == 0 && a->window == b->window && kvrt_spec_equal(&a->spec, &b->spec);
 }
 
 static uint64_t page_of(const struct kvrt_spec *s)
@@ -165,8 +163,8 @@ static uint64_t page_of(const struct kvrt_spec *s)
 
 /* All layers of one kind, window and block size: one group, every layer in
  * order (vLLM's uniform spec, or UniformTypeKVCacheSpecs when specs differ). */
-static int one_group(const struct model_ctx *c, struct model_builder *b, struct kvrt_model *m,
-                     size_t types, const size_t *first)
+static int one_group(const struct model_ctx *c, struct model_builder *b, struct kvrt_model *m, size_t types,
+                     const size_t *first)
 {
     char what[256];
     size_t used = 0;
@@ -176,13 +174,13 @@ static int one_group(const struct model_ctx *c, struct model_builder *b, struct 
         for (size_t u = 0; u < t; u++)
             seen = seen || strcmp(b->layers[first[u]].what, b->layers[first[t]].what) == 0;
         if (!seen)
-            used += (size_t)snprintf(what + used, sizeof(what) - used, "%s%s", used ? " + " : "",
-                                     b->layers[first[t]].what);
+            used +=
+                (size_t)snprintf(what + used, sizeof(what) - used, "%s%s", used ? " + " : "", b->layers[first[t]].what);
     }
-    int rc = model_add_group(c, m, b->layers[0].type, what, b->layers[0].window, b->layers,
-                             b->num_layers);
+    int rc = model_add_group(c, m, b->layers[0].type, what, b->layers[0].window, b->layers, b->num_layers);
     if (rc == KVRT_OK && types > 1)
-        model_note(m, "%zu layer shapes of one kind in one group, as vLLM's "
+        model_note(m,
+                   "%zu layer shapes of one kind in one group, as vLLM's "
                    "UniformTypeKVCacheSpecs keeps them: one block holds a page of every layer",
                    types);
     return rc;
@@ -190,8 +188,8 @@ static int one_group(const struct model_ctx *c, struct model_builder *b, struct 
 
 /* vLLM's unify_kv_cache_spec_page_size: smaller pages get proportionally
  * larger blocks; a page size that does not divide the largest is an error. */
-static int unify_pages(const struct model_ctx *c, struct model_builder *b, struct kvrt_model *m,
-                       size_t types, const size_t *first, const size_t *type_of)
+static int unify_pages(const struct model_ctx *c, struct model_builder *b, struct kvrt_model *m, size_t types,
+                       const size_t *first, const size_t *type_of)
 {
     uint64_t largest = 0;
     for (size_t t = 0; t < types; t++) {
@@ -204,18 +202,22 @@ static int unify_pages(const struct model_ctx *c, struct model_builder *b, struc
         if (p == 0 || p == largest)
             continue;
         if (largest % p != 0)
-            return model_fail(c, KVRT_ERR_INVALID, "%s layers have %llu-byte pages and others %llu; "
+            return model_fail(c, KVRT_ERR_INVALID,
+                              "%s layers have %llu-byte pages and others %llu; "
                               "vLLM cannot give them one page size (unify_kv_cache_spec_page_size "
                               "raises NotImplementedError), so kvrt does not size this model",
                               proto->type, (unsigned long long)p, (unsigned long long)largest);
         const uint64_t ratio = largest / p;
         uint64_t grown;
         if (__builtin_mul_overflow(proto->spec.block_size, ratio, &grown))
-            return model_fail(c, KVRT_ERR_OVERFLOW, "%s layers: a block %llu times larger does not fit "
-                              "in 64 bits", proto->type, (unsigned long long)ratio);
-        model_note(m, "%s layers: block of %llu tokens, %llu times the others', so that every "
-                   "page is %llu bytes (vLLM's unify_kv_cache_spec_page_size)", proto->type,
-                   (unsigned long long)grown, (unsigned long long)ratio, (unsigned long long)largest);
+            return model_fail(c, KVRT_ERR_OVERFLOW,
+                              "%s layers: a block %llu times larger does not fit "
+                              "in 64 bits",
+                              proto->type, (unsigned long long)ratio);
+        model_note(m,
+                   "%s layers: block of %llu tokens, %llu times the others', so that every "
+                   "page is %llu bytes (vLLM's unify_kv_cache_spec_page_size)",
+                   proto->type, (unsigned long long)grown, (unsigned long long)ratio, (unsigned long long)largest);
         for (size_t i = 0; i < b->num_layers; i++)
             if (type_of[i] == t)
                 b->layers[i].spec.block_size *= ratio;
@@ -290,9 +292,11 @@ int model_group_like_vllm(const struct model_ctx *c, struct model_builder *b, st
         }
     }
     if (rc == KVRT_OK)
-        model_note(m, "%zu kinds of layer in %zu groups of up to %zu layers, as vLLM's hybrid "
+        model_note(m,
+                   "%zu kinds of layer in %zu groups of up to %zu layers, as vLLM's hybrid "
                    "allocator groups them; groups share memory, so one block costs the pages of "
-                   "the largest group", types, m->num_groups, size);
+                   "the largest group",
+                   types, m->num_groups, size);
 out:
     free(type_of);
     free(first);

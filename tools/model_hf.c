@@ -42,7 +42,7 @@ static const struct {
 /* The model types vLLM runs as MLA when kv_lora_rank is set
  * (ModelArchConfigConvertorBase.is_deepseek_mla). */
 static const char *const mla_types[] = {
-    "deepseek_v2", "deepseek_v3",     "deepseek_v32",    "deepseek_mtp",        "kimi_k2",
+    "deepseek_v2", "deepseek_v3",   "deepseek_v32",    "deepseek_mtp",        "kimi_k2",
     "kimi_linear", "longcat_flash", "pangu_ultra_moe", "pangu_ultra_moe_mtp", "glm_moe_dsa",
 };
 
@@ -55,12 +55,14 @@ static int find_text_config(struct hf *h)
     if (!tc || json_is_null(tc))
         return KVRT_OK;
     if (!json_is_object(tc))
-        return model_fail(h->c, KVRT_ERR_INVALID, "\"text_config\" is %s; it must be the language "
-                          "model's config, an object", model_json_type(tc));
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "\"text_config\" is %s; it must be the language "
+                          "model's config, an object",
+                          model_json_type(tc));
     h->cfg = tc;
     h->where = "text_config.";
     model_note(h->m, "the language model is read from \"text_config\", as vLLM reads "
-               "hf_text_config; the vision tower keeps no KV cache");
+                     "hf_text_config; the vision tower keeps no KV cache");
     return KVRT_OK;
 }
 
@@ -68,10 +70,11 @@ static int refuse_unsupported(const struct hf *h)
 {
     for (size_t i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++)
         if (json_object_get(h->cfg, unsupported[i].key))
-            return model_fail(h->c, KVRT_ERR_INVALID, "the field \"%s%s\" (%s) is not supported: "
+            return model_fail(h->c, KVRT_ERR_INVALID,
+                              "the field \"%s%s\" (%s) is not supported: "
                               "kvrt cannot tell each layer's cache from it; describe the model in a "
-                              "kvrt model file instead (docs/model-format.md)", h->where,
-                              unsupported[i].key, unsupported[i].what);
+                              "kvrt model file instead (docs/model-format.md)",
+                              h->where, unsupported[i].key, unsupported[i].what);
     return KVRT_OK;
 }
 
@@ -87,8 +90,7 @@ static int parse_heads(struct hf *h)
     if (rc != KVRT_OK || h->mla)
         return rc; /* MLA keeps one latent per token, whatever the heads */
     h->kv_heads = h->heads;
-    static const char *const kv_keys[] = {"n_head_kv", "num_kv_heads", "num_key_value_heads",
-                                          "multi_query_group_num"};
+    static const char *const kv_keys[] = {"n_head_kv", "num_kv_heads", "num_key_value_heads", "multi_query_group_num"};
     const char *kv_key = "num_key_value_heads";
     for (size_t i = 0; i < 4 && !found; i++) {
         if ((rc = model_get_u64_opt(c, r, w, kv_keys[i], 1, MAX_HEADS, &h->kv_heads, &found)))
@@ -104,9 +106,10 @@ static int parse_heads(struct hf *h)
             h->kv_heads = 1, kv_key = "multi_query";
     }
     if (h->heads % h->kv_heads != 0)
-        return model_fail(c, KVRT_ERR_INVALID, "\"%snum_attention_heads\" %llu is not a multiple of "
-                          "\"%s%s\" %llu; grouped-query attention needs it to be", w,
-                          (unsigned long long)h->heads, w, kv_key, (unsigned long long)h->kv_heads);
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "\"%snum_attention_heads\" %llu is not a multiple of "
+                          "\"%s%s\" %llu; grouped-query attention needs it to be",
+                          w, (unsigned long long)h->heads, w, kv_key, (unsigned long long)h->kv_heads);
     static const char *const dim_keys[] = {"head_dim", "hidden_size_per_head"};
     for (size_t i = 0; i < 2; i++) {
         if ((rc = model_get_u64_opt(c, r, w, dim_keys[i], 1, MAX_DIM, &h->head_dim, &found)))
@@ -117,12 +120,16 @@ static int parse_heads(struct hf *h)
     uint64_t hidden;
     rc = model_get_u64(c, r, w, "hidden_size", 1, (uint64_t)MAX_DIM * MAX_HEADS, &hidden);
     if (rc != KVRT_OK)
-        return model_fail(c, KVRT_ERR_INVALID, "neither \"%shead_dim\" nor \"%shidden_size\" gives the "
-                          "head size; add \"head_dim\"", w, w);
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "neither \"%shead_dim\" nor \"%shidden_size\" gives the "
+                          "head size; add \"head_dim\"",
+                          w, w);
     if (hidden % h->heads != 0)
-        return model_fail(c, KVRT_ERR_INVALID, "\"%shidden_size\" %llu is not a multiple of "
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "\"%shidden_size\" %llu is not a multiple of "
                           "\"%snum_attention_heads\" %llu, so the head size is unclear; add "
-                          "\"head_dim\"", w, (unsigned long long)hidden, w, (unsigned long long)h->heads);
+                          "\"head_dim\"",
+                          w, (unsigned long long)hidden, w, (unsigned long long)h->heads);
     h->head_dim = hidden / h->heads;
     return KVRT_OK;
 }
@@ -139,30 +146,35 @@ static int parse_mla(struct hf *h)
     while (i < sizeof(mla_types) / sizeof(mla_types[0]) && strcmp(mla_types[i], h->model_type) != 0)
         i++;
     if (i == sizeof(mla_types) / sizeof(mla_types[0]))
-        return model_fail(c, KVRT_ERR_INVALID, "\"%skv_lora_rank\" is set but \"%smodel_type\" is "
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "\"%skv_lora_rank\" is set but \"%smodel_type\" is "
                           "\"%s\", which vLLM does not run as MLA (is_deepseek_mla); kvrt does not "
-                          "guess its cache", h->where, h->where, h->model_type);
+                          "guess its cache",
+                          h->where, h->where, h->model_type);
     if ((rc = model_get_u64(c, h->cfg, h->where, "qk_rope_head_dim", 1, MAX_DIM, &rope)) != KVRT_OK)
         return rc;
     h->mla = true;
     h->mla_dim = rank + rope;
-    model_note(h->m, "MLA: one latent vector of kv_lora_rank %llu + qk_rope_head_dim %llu = %llu "
+    model_note(h->m,
+               "MLA: one latent vector of kv_lora_rank %llu + qk_rope_head_dim %llu = %llu "
                "elements per token, in one head slot, with no V",
                (unsigned long long)rank, (unsigned long long)rope, (unsigned long long)h->mla_dim);
     /* DeepSeek-V3.2 (vLLM keys on index_topk): every layer's indexer keeps
      * fp8 keys and one float32 scale per 128 values. */
     if (!json_object_get(h->cfg, "index_topk"))
         return KVRT_OK;
-    if ((rc = model_get_u64(c, h->cfg, h->where, "index_head_dim", INDEXER_QUANT_BLOCK, MAX_DIM,
-                            &index_dim)) != KVRT_OK)
+    if ((rc = model_get_u64(c, h->cfg, h->where, "index_head_dim", INDEXER_QUANT_BLOCK, MAX_DIM, &index_dim)) !=
+        KVRT_OK)
         return rc;
     if (index_dim % INDEXER_QUANT_BLOCK != 0)
-        return model_fail(c, KVRT_ERR_INVALID, "\"%sindex_head_dim\" %llu is not a multiple of %u, "
-                          "the indexer's quantisation block", h->where, (unsigned long long)index_dim,
-                          INDEXER_QUANT_BLOCK);
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "\"%sindex_head_dim\" %llu is not a multiple of %u, "
+                          "the indexer's quantisation block",
+                          h->where, (unsigned long long)index_dim, INDEXER_QUANT_BLOCK);
     h->sparse = true;
     h->index_head_dim = index_dim + index_dim / INDEXER_QUANT_BLOCK * 4;
-    model_note(h->m, "DeepSeek-V3.2 indexer: every layer also keeps %llu bytes of keys per token "
+    model_note(h->m,
+               "DeepSeek-V3.2 indexer: every layer also keeps %llu bytes of keys per token "
                "(index_head_dim %llu fp8 values + a float32 scale per 128: %llu), in the same block",
                (unsigned long long)h->index_head_dim, (unsigned long long)index_dim,
                (unsigned long long)(index_dim / INDEXER_QUANT_BLOCK));
@@ -172,19 +184,21 @@ static int parse_mla(struct hf *h)
 static int kinds_from_layer_types(struct hf *h, const json_t *types)
 {
     if (!json_is_array(types))
-        return model_fail(h->c, KVRT_ERR_INVALID, "\"%slayer_types\" is %s; it must be a list of "
-                          "strings, one per layer", h->where, model_json_type(types));
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "\"%slayer_types\" is %s; it must be a list of "
+                          "strings, one per layer",
+                          h->where, model_json_type(types));
     if (json_array_size(types) != h->layers)
-        return model_fail(h->c, KVRT_ERR_INVALID, "\"%slayer_types\" has %zu entries but "
-                          "\"%snum_hidden_layers\" is %llu; give one per layer", h->where,
-                          json_array_size(types), h->where, (unsigned long long)h->layers);
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "\"%slayer_types\" has %zu entries but "
+                          "\"%snum_hidden_layers\" is %llu; give one per layer",
+                          h->where, json_array_size(types), h->where, (unsigned long long)h->layers);
     static const struct {
         const char *name;
         enum layer_kind kind;
     } names[] = {
-        {"full_attention", LK_FULL},       {"attention", LK_FULL},
-        {"sliding_attention", LK_SLIDING}, {"chunked_attention", LK_CHUNKED},
-        {"linear_attention", LK_LINEAR},   {"mamba", LK_MAMBA},
+        {"full_attention", LK_FULL},       {"attention", LK_FULL},          {"sliding_attention", LK_SLIDING},
+        {"chunked_attention", LK_CHUNKED}, {"linear_attention", LK_LINEAR}, {"mamba", LK_MAMBA},
     };
     for (size_t i = 0; i < h->layers; i++) {
         const json_t *v = json_array_get(types, i);
@@ -193,10 +207,12 @@ static int kinds_from_layer_types(struct hf *h, const json_t *types)
         while (s && k < sizeof(names) / sizeof(names[0]) && strcmp(names[k].name, s) != 0)
             k++;
         if (!s || k == sizeof(names) / sizeof(names[0]))
-            return model_fail(h->c, KVRT_ERR_INVALID, "\"%slayer_types[%zu]\" is %s%s%s%s; valid values "
+            return model_fail(h->c, KVRT_ERR_INVALID,
+                              "\"%slayer_types[%zu]\" is %s%s%s%s; valid values "
                               "are full_attention, attention, sliding_attention, chunked_attention, "
-                              "linear_attention, mamba", h->where, i, s ? "\"" : model_json_type(v),
-                              s ? s : "", s ? "\"" : "", s ? ", an unknown layer type" : "");
+                              "linear_attention, mamba",
+                              h->where, i, s ? "\"" : model_json_type(v), s ? s : "", s ? "\"" : "",
+                              s ? ", an unknown layer type" : "");
         h->kind[i] = names[k].kind;
     }
     return KVRT_OK;
@@ -206,14 +222,18 @@ static int kinds_from_layer_types(struct hf *h, const json_t *types)
 static int mark_layers(struct hf *h, const json_t *list, const char *key, enum layer_kind kind)
 {
     if (!json_is_array(list))
-        return model_fail(h->c, KVRT_ERR_INVALID, "\"%slinear_attn_config.%s\" is %s; it must be a list "
-                          "of layer numbers from 1", h->where, key, model_json_type(list));
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "\"%slinear_attn_config.%s\" is %s; it must be a list "
+                          "of layer numbers from 1",
+                          h->where, key, model_json_type(list));
     for (size_t k = 0; k < json_array_size(list); k++) {
         const json_t *v = json_array_get(list, k);
         json_int_t n = json_is_integer(v) ? json_integer_value(v) : 0;
         if (n < 1 || (uint64_t)n > h->layers)
-            return model_fail(h->c, KVRT_ERR_INVALID, "\"%slinear_attn_config.%s[%zu]\" is not a layer "
-                              "number from 1 to %llu", h->where, key, k, (unsigned long long)h->layers);
+            return model_fail(h->c, KVRT_ERR_INVALID,
+                              "\"%slinear_attn_config.%s[%zu]\" is not a layer "
+                              "number from 1 to %llu",
+                              h->where, key, k, (unsigned long long)h->layers);
         h->kind[n - 1] = kind;
     }
     return KVRT_OK;
@@ -224,8 +244,10 @@ static int mark_layers(struct hf *h, const json_t *list, const char *key, enum l
 static int kinds_from_kimi(struct hf *h, const json_t *lac)
 {
     if (!json_is_object(lac))
-        return model_fail(h->c, KVRT_ERR_INVALID, "\"%slinear_attn_config\" is %s; it must be an "
-                          "object", h->where, model_json_type(lac));
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "\"%slinear_attn_config\" is %s; it must be an "
+                          "object",
+                          h->where, model_json_type(lac));
     for (size_t i = 0; i < h->layers; i++)
         h->kind[i] = LK_FULL;
     return mark_layers(h, json_object_get(lac, "kda_layers"), "kda_layers", LK_KDA);
@@ -236,18 +258,21 @@ static int kinds_from_kimi(struct hf *h, const json_t *lac)
 static int kinds_from_minimax(struct hf *h, const json_t *list)
 {
     if (!json_is_array(list) || json_array_size(list) != h->layers)
-        return model_fail(h->c, KVRT_ERR_INVALID, "\"%sattn_type_list\" must be a list of %llu "
-                          "numbers, one per layer", h->where, (unsigned long long)h->layers);
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "\"%sattn_type_list\" must be a list of %llu "
+                          "numbers, one per layer",
+                          h->where, (unsigned long long)h->layers);
     for (size_t i = 0; i < h->layers; i++) {
         const json_t *v = json_array_get(list, i);
         if (json_is_integer(v) && json_integer_value(v) == 1) {
             h->kind[i] = LK_FULL;
             continue;
         }
-        return model_fail(h->c, KVRT_ERR_INVALID, "\"%sattn_type_list[%zu]\" is %s%lld: a MiniMax "
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "\"%sattn_type_list[%zu]\" is %s%lld: a MiniMax "
                           "lightning (linear) attention layer, whose state kvrt does not size; only "
-                          "all-full-attention lists (1) are supported", h->where, i,
-                          json_is_integer(v) ? "" : "not 1, e.g. ",
+                          "all-full-attention lists (1) are supported",
+                          h->where, i, json_is_integer(v) ? "" : "not 1, e.g. ",
                           json_is_integer(v) ? (long long)json_integer_value(v) : 0LL);
     }
     return KVRT_OK;
@@ -260,8 +285,10 @@ static int kinds_from_chunks(struct hf *h)
     const json_t *nope = json_object_get(h->cfg, "no_rope_layers");
     const bool listed = json_is_array(nope) && json_array_size(nope) > 0;
     if (listed && json_array_size(nope) != h->layers)
-        return model_fail(h->c, KVRT_ERR_INVALID, "\"%sno_rope_layers\" has %zu entries but there are "
-                          "%llu layers", h->where, json_array_size(nope), (unsigned long long)h->layers);
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "\"%sno_rope_layers\" has %zu entries but there are "
+                          "%llu layers",
+                          h->where, json_array_size(nope), (unsigned long long)h->layers);
     for (size_t i = 0; i < h->layers; i++) {
         const bool rope = listed ? json_integer_value(json_array_get(nope, i)) != 0 : (i + 1) % 4 != 0;
         h->kind[i] = rope ? LK_CHUNKED : LK_FULL;
@@ -283,8 +310,8 @@ static int kinds_from_pattern(struct hf *h)
 
     /* Qwen3-Next: every interval-th layer is full attention, the rest
      * linear attention (gated delta net). */
-    if ((rc = model_get_u64_opt(c, r, w, "full_attention_interval", 1, KVRT_MODEL_MAX_LAYERS,
-                                &interval, &found)) != KVRT_OK)
+    if ((rc = model_get_u64_opt(c, r, w, "full_attention_interval", 1, KVRT_MODEL_MAX_LAYERS, &interval, &found)) !=
+        KVRT_OK)
         return rc;
     if (found) {
         for (size_t i = 0; i < h->layers; i++)
@@ -292,8 +319,7 @@ static int kinds_from_pattern(struct hf *h)
         return KVRT_OK;
     }
     /* Jamba: attention where i % period == offset, Mamba elsewhere. */
-    if ((rc = model_get_u64_opt(c, r, w, "attn_layer_period", 1, KVRT_MODEL_MAX_LAYERS, &period,
-                                &found)) != KVRT_OK)
+    if ((rc = model_get_u64_opt(c, r, w, "attn_layer_period", 1, KVRT_MODEL_MAX_LAYERS, &period, &found)) != KVRT_OK)
         return rc;
     if (found) {
         if ((rc = model_get_u64(c, r, w, "attn_layer_offset", 0, period - 1, &offset)) != KVRT_OK)
@@ -306,16 +332,20 @@ static int kinds_from_pattern(struct hf *h)
     const json_t *idx = json_object_get(r, "attn_layer_indices");
     if (idx && !json_is_null(idx)) {
         if (!json_is_array(idx))
-            return model_fail(c, KVRT_ERR_INVALID, "\"%sattn_layer_indices\" is %s; it must be a list "
-                              "of layer numbers", w, model_json_type(idx));
+            return model_fail(c, KVRT_ERR_INVALID,
+                              "\"%sattn_layer_indices\" is %s; it must be a list "
+                              "of layer numbers",
+                              w, model_json_type(idx));
         for (size_t i = 0; i < h->layers; i++)
             h->kind[i] = LK_MAMBA;
         for (size_t k = 0; k < json_array_size(idx); k++) {
             const json_t *v = json_array_get(idx, k);
             json_int_t n = json_is_integer(v) ? json_integer_value(v) : -1;
             if (n < 0 || (uint64_t)n >= h->layers)
-                return model_fail(c, KVRT_ERR_INVALID, "\"%sattn_layer_indices[%zu]\" is not a layer "
-                                  "number from 0 to %llu", w, k, (unsigned long long)h->layers - 1);
+                return model_fail(c, KVRT_ERR_INVALID,
+                                  "\"%sattn_layer_indices[%zu]\" is not a layer "
+                                  "number from 0 to %llu",
+                                  w, k, (unsigned long long)h->layers - 1);
             h->kind[n] = LK_FULL;
         }
         return KVRT_OK;
@@ -339,8 +369,7 @@ static int kinds_from_pattern(struct hf *h)
             h->kind[i] = LK_SLIDING;
         return KVRT_OK;
     }
-    if ((rc = model_get_u64_opt(c, r, w, "sliding_window_pattern", 1, KVRT_MODEL_MAX_LAYERS, &p,
-                                &found)) != KVRT_OK)
+    if ((rc = model_get_u64_opt(c, r, w, "sliding_window_pattern", 1, KVRT_MODEL_MAX_LAYERS, &p, &found)) != KVRT_OK)
         return rc;
     if (!found && strcmp(h->model_type, "gemma2") == 0)
         p = 2, found = true; /* Gemma 2 alternates, starting with a window */
@@ -399,17 +428,22 @@ static int merge_local_attention(struct hf *h, const bool *have)
     if (!have[LK_CHUNKED])
         return KVRT_OK;
     if (!have[LK_FULL])
-        return model_fail(h->c, KVRT_ERR_INVALID, "every layer is chunked local attention "
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "every layer is chunked local attention "
                           "(\"%sattention_chunk_size\"); kvrt sizes chunked layers only next to full "
-                          "attention ones, as vLLM merges them", h->where);
+                          "attention ones, as vLLM merges them",
+                          h->where);
     if (have[LK_LINEAR] || have[LK_MAMBA] || have[LK_KDA])
-        return model_fail(h->c, KVRT_ERR_INVALID, "chunked local attention (\"%sattention_chunk_size\") "
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "chunked local attention (\"%sattention_chunk_size\") "
                           "next to state layers: vLLM cannot merge them into one group without the "
-                          "hybrid allocator", h->where);
+                          "hybrid allocator",
+                          h->where);
     for (size_t i = 0; i < h->layers; i++)
         if (h->kind[i] == LK_CHUNKED || h->kind[i] == LK_SLIDING)
             h->kind[i] = LK_FULL;
-    model_note(h->m, "chunked local attention (%llu-token chunks) is kept for every token in one group "
+    model_note(h->m,
+               "chunked local attention (%llu-token chunks) is kept for every token in one group "
                "with the full-attention layers: vLLM turns the hybrid allocator off for it unless "
                "VLLM_ALLOW_CHUNKED_LOCAL_ATTN_WITH_HYBRID_KV_CACHE=1 (unify_hybrid_kv_cache_specs)",
                (unsigned long long)h->chunk);
@@ -427,7 +461,7 @@ static int add_layer(struct hf *h, struct model_builder *b, size_t i, const stru
     switch (k) {
     case LK_FULL:
         snprintf(what, sizeof(what), "%s",
-                 !h->mla ? "full attention"
+                 !h->mla         ? "full attention"
                  : h->fp8_ds_mla ? "full attention, MLA latent in fp8_ds_mla (512 fp8 + 4 float32 "
                                    "scales + 64 bf16 rope = 656 bytes)"
                                  : "full attention, MLA latent");
@@ -455,8 +489,10 @@ static int add_layer(struct hf *h, struct model_builder *b, size_t i, const stru
     ix.dtype = KVRT_DTYPE_UINT8;
     ix.head_size = h->index_head_dim;
     snprintf(name, sizeof(name), "layers.%zu.indexer", i);
-    return model_builder_add(h->c, b, name, kind_type[LK_FULL], "full attention, DeepSeek-V3.2 "
-                             "indexer keys (fp8 + float32 scales)", 0, &ix);
+    return model_builder_add(h->c, b, name, kind_type[LK_FULL],
+                             "full attention, DeepSeek-V3.2 "
+                             "indexer keys (fp8 + float32 scales)",
+                             0, &ix);
 }
 
 static int build_layers(struct hf *h, struct model_builder *b)
@@ -469,16 +505,17 @@ static int build_layers(struct hf *h, struct model_builder *b)
         have[h->kind[i]] = true;
     if (have[LK_SLIDING] && h->window == 0) {
         bool found;
-        if ((rc = model_get_u64_opt(h->c, h->cfg, h->where, "sliding_window", 1, UINT32_MAX, &h->window,
-                                    &found)) != KVRT_OK)
+        if ((rc = model_get_u64_opt(h->c, h->cfg, h->where, "sliding_window", 1, UINT32_MAX, &h->window, &found)) !=
+            KVRT_OK)
             return rc;
         if (!found)
-            return model_fail(h->c, KVRT_ERR_INVALID, "\"%slayer_types\" has sliding_attention layers "
+            return model_fail(h->c, KVRT_ERR_INVALID,
+                              "\"%slayer_types\" has sliding_attention layers "
                               "but the field \"%ssliding_window\" is missing; give the window in tokens",
                               h->where, h->where);
     }
-    if (have[LK_CHUNKED] && (rc = model_get_u64(h->c, h->cfg, h->where, "attention_chunk_size", 1,
-                                                UINT32_MAX, &h->chunk)) != KVRT_OK)
+    if (have[LK_CHUNKED] &&
+        (rc = model_get_u64(h->c, h->cfg, h->where, "attention_chunk_size", 1, UINT32_MAX, &h->chunk)) != KVRT_OK)
         return rc;
     if ((rc = merge_local_attention(h, have)) != KVRT_OK)
         return rc;
@@ -486,8 +523,8 @@ static int build_layers(struct hf *h, struct model_builder *b)
         have[LK_CHUNKED] = have[LK_SLIDING] = false;
     uint64_t state_max = 0;
     for (int k = LK_LINEAR; k < NUM_LK; k++) {
-        if (have[k] && (rc = hf_state_bytes(h, (enum layer_kind)k, &state[k], state_what[k],
-                                            sizeof(state_what[k]))) != KVRT_OK)
+        if (have[k] &&
+            (rc = hf_state_bytes(h, (enum layer_kind)k, &state[k], state_what[k], sizeof(state_what[k]))) != KVRT_OK)
             return rc;
         state_max = state[k] > state_max ? state[k] : state_max;
     }
@@ -499,8 +536,10 @@ static int build_layers(struct hf *h, struct model_builder *b)
     attention_spec(h, &attn);
     uint64_t attn_page;
     if (__builtin_mul_overflow(h->block_size, attention_bytes_per_token(h), &attn_page))
-        return model_fail(h->c, KVRT_ERR_OVERFLOW, "one attention page of %llu tokens does not fit in "
-                          "64 bits; use a smaller block size", (unsigned long long)h->block_size);
+        return model_fail(h->c, KVRT_ERR_OVERFLOW,
+                          "one attention page of %llu tokens does not fit in "
+                          "64 bits; use a smaller block size",
+                          (unsigned long long)h->block_size);
     for (size_t i = 0; i < h->layers; i++)
         if ((rc = add_layer(h, b, i, &attn, state, state_what, attn_page, any_attention)) != KVRT_OK)
             return rc;
@@ -522,14 +561,12 @@ int model_parse_hf(const struct model_ctx *c, const json_t *root, const struct k
         (rc = model_get_string_opt(c, h.cfg, h.where, "model_type", &h.model_type)))
         return rc;
     if ((rc = model_get_u64(c, h.cfg, h.where, "num_hidden_layers", 1, KVRT_MODEL_MAX_LAYERS, &h.layers)) ||
-        (rc = parse_mla(&h)) || (rc = parse_heads(&h)) || (rc = hf_resolve_dtypes(&h)) ||
-        (rc = hf_max_model_len(&h)))
+        (rc = parse_mla(&h)) || (rc = parse_heads(&h)) || (rc = hf_resolve_dtypes(&h)) || (rc = hf_max_model_len(&h)))
         return rc;
     m->num_q_heads = h.heads;
     h.kind = calloc(h.layers, sizeof(*h.kind));
     if (!h.kind)
-        return model_fail(c, KVRT_ERR_NOMEM, "out of memory reading %llu layers",
-                          (unsigned long long)h.layers);
+        return model_fail(c, KVRT_ERR_NOMEM, "out of memory reading %llu layers", (unsigned long long)h.layers);
     rc = find_kinds(&h);
     if (rc == KVRT_OK)
         rc = build_layers(&h, &b);

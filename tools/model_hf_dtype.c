@@ -20,21 +20,21 @@ static const struct {
     {"half", KVRT_DTYPE_FP16},     {"float", KVRT_DTYPE_FP32},
 };
 
-static int torch_dtype(const struct hf *h, const char *where, const char *key, const char *text,
-                       enum kvrt_dtype *out)
+static int torch_dtype(const struct hf *h, const char *where, const char *key, const char *text, enum kvrt_dtype *out)
 {
     for (size_t i = 0; i < sizeof(torch_names) / sizeof(torch_names[0]); i++)
         if (strcmp(torch_names[i].name, text) == 0) {
             *out = torch_names[i].dtype;
             return KVRT_OK;
         }
-    return model_fail(h->c, KVRT_ERR_INVALID, "\"%s%s\" is \"%s\", which is not a type kvrt knows; "
-                      "valid values are bfloat16, float16, float32", where, key, text);
+    return model_fail(h->c, KVRT_ERR_INVALID,
+                      "\"%s%s\" is \"%s\", which is not a type kvrt knows; "
+                      "valid values are bfloat16, float16, float32",
+                      where, key, text);
 }
 
 /* "torch_dtype", or "dtype" as newer transformers write it, in `obj`. */
-static int find_dtype(const struct hf *h, const json_t *obj, const char *where, const char **key,
-                      const char **text)
+static int find_dtype(const struct hf *h, const json_t *obj, const char *where, const char **key, const char **text)
 {
     static const char *const keys[] = {"torch_dtype", "dtype"};
     for (size_t i = 0; obj && i < 2; i++) {
@@ -92,19 +92,24 @@ static int model_dtype(struct hf *h)
             return rc;
         snprintf(source, sizeof(source), "config %s%s", where, key);
     } else {
-        snprintf(source, sizeof(source), "default: no torch_dtype in the config, so float32 (vLLM "
+        snprintf(source, sizeof(source),
+                 "default: no torch_dtype in the config, so float32 (vLLM "
                  "would read the weights' dtype first; kvrt cannot)");
     }
     h->model_dtype = config;
     if (config == KVRT_DTYPE_FP32) {
         h->model_dtype = KVRT_DTYPE_BF16;
-        model_setting(h->m, "dtype", "bfloat16", "%s float32, served in bfloat16 by vLLM's --dtype "
+        model_setting(h->m, "dtype", "bfloat16",
+                      "%s float32, served in bfloat16 by vLLM's --dtype "
                       "auto (_resolve_auto_dtype: float32 becomes the first supported type, "
-                      "bfloat16 on Ampere or newer)", source);
+                      "bfloat16 on Ampere or newer)",
+                      source);
     } else if (config == KVRT_DTYPE_FP16 && no_float16(h)) {
         h->model_dtype = KVRT_DTYPE_BF16;
-        model_setting(h->m, "dtype", "bfloat16", "%s float16, which vLLM does not run for this "
-                      "model type (_FLOAT16_NOT_SUPPORTED_MODELS), so bfloat16", source);
+        model_setting(h->m, "dtype", "bfloat16",
+                      "%s float16, which vLLM does not run for this "
+                      "model type (_FLOAT16_NOT_SUPPORTED_MODELS), so bfloat16",
+                      source);
     } else {
         model_setting(h->m, "dtype", torch_name(config), "%s", source);
     }
@@ -123,9 +128,11 @@ static int kv_cache_dtype(struct hf *h)
         case KVRT_DTYPE_FP8_E4M3: choice = KVRT_CACHE_FP8_E4M3; break;
         case KVRT_DTYPE_FP8_E5M2: choice = KVRT_CACHE_FP8_E5M2; break;
         default:
-            return model_fail(h->c, KVRT_ERR_INVALID, "%s %s is not a KV-cache type vLLM offers for "
+            return model_fail(h->c, KVRT_ERR_INVALID,
+                              "%s %s is not a KV-cache type vLLM offers for "
                               "a config.json; valid types are auto, bf16, fp16, fp8, fp8_e4m3, "
-                              "fp8_e5m2", flag, kvrt_dtype_name(o->dtype));
+                              "fp8_e5m2",
+                              flag, kvrt_dtype_name(o->dtype));
         }
     }
     const char *name = kvrt_model_cache_dtype_name(choice);
@@ -135,28 +142,34 @@ static int kv_cache_dtype(struct hf *h)
         if (choice == KVRT_CACHE_FP8 || choice == KVRT_CACHE_FP8_E4M3 || choice == KVRT_CACHE_FP8_E5M2) {
             h->fp8_ds_mla = true;
             h->kv_dtype = KVRT_DTYPE_UINT8;
-            model_setting(h->m, "kv_cache_dtype", "fp8_ds_mla", "%s %s, which vLLM turns into "
-                          "DeepSeek-V3.2's fp8_ds_mla entry (656 bytes per token)", flag, name);
+            model_setting(h->m, "kv_cache_dtype", "fp8_ds_mla",
+                          "%s %s, which vLLM turns into "
+                          "DeepSeek-V3.2's fp8_ds_mla entry (656 bytes per token)",
+                          flag, name);
             return KVRT_OK;
         }
         if (choice == KVRT_CACHE_FP16)
-            return model_fail(h->c, KVRT_ERR_INVALID, "%s fp16 with DeepSeek-V3.2 (\"index_topk\"): "
+            return model_fail(h->c, KVRT_ERR_INVALID,
+                              "%s fp16 with DeepSeek-V3.2 (\"index_topk\"): "
                               "its sparse MLA cache is bfloat16 or fp8_ds_mla; give bf16 or fp8",
                               flag);
         if (h->model_dtype != KVRT_DTYPE_BF16)
-            return model_fail(h->c, KVRT_ERR_INVALID, "DeepSeek-V3.2 (\"index_topk\") with model dtype "
+            return model_fail(h->c, KVRT_ERR_INVALID,
+                              "DeepSeek-V3.2 (\"index_topk\") with model dtype "
                               "%s: its sparse MLA cache is bfloat16 or fp8_ds_mla",
                               kvrt_dtype_name(h->model_dtype));
         h->kv_dtype = KVRT_DTYPE_BF16;
-        model_setting(h->m, "kv_cache_dtype", "bf16", "%s%s: the model dtype (DeepSeek-V3.2 keeps "
-                      "bfloat16 as auto)", choice == KVRT_CACHE_AUTO ? "default " : flag,
-                      choice == KVRT_CACHE_AUTO ? "auto" : " bf16");
+        model_setting(h->m, "kv_cache_dtype", "bf16",
+                      "%s%s: the model dtype (DeepSeek-V3.2 keeps "
+                      "bfloat16 as auto)",
+                      choice == KVRT_CACHE_AUTO ? "default " : flag, choice == KVRT_CACHE_AUTO ? "auto" : " bf16");
         return KVRT_OK;
     }
     switch (choice) {
     case KVRT_CACHE_AUTO:
         h->kv_dtype = h->model_dtype;
-        model_setting(h->m, "kv_cache_dtype", kvrt_dtype_name(h->kv_dtype), "default auto: the "
+        model_setting(h->m, "kv_cache_dtype", kvrt_dtype_name(h->kv_dtype),
+                      "default auto: the "
                       "model dtype");
         return KVRT_OK;
     case KVRT_CACHE_BF16: h->kv_dtype = KVRT_DTYPE_BF16; break;
@@ -167,8 +180,7 @@ static int kv_cache_dtype(struct hf *h)
         return KVRT_OK;
     case KVRT_CACHE_FP8_E4M3: h->kv_dtype = KVRT_DTYPE_FP8_E4M3; break;
     case KVRT_CACHE_FP8_E5M2: h->kv_dtype = KVRT_DTYPE_FP8_E5M2; break;
-    default:
-        return model_fail(h->c, KVRT_ERR_INVALID, "unknown KV-cache type %d", (int)choice);
+    default: return model_fail(h->c, KVRT_ERR_INVALID, "unknown KV-cache type %d", (int)choice);
     }
     model_setting(h->m, "kv_cache_dtype", kvrt_dtype_name(h->kv_dtype), "%s %s", flag, name);
     return KVRT_OK;

@@ -41,8 +41,8 @@ static int gated_delta_net(struct hf *h, struct state *s, char *what, size_t siz
     s->temporal = nv * dk * dv;
     s->temporal_dtype = h->ssm_dtype;
     snprintf(what, size, "linear attention state (conv %llu x %llu + recurrent %llu x %llu x %llu)",
-             (unsigned long long)s->conv_dim, (unsigned long long)s->conv_len,
-             (unsigned long long)nv, (unsigned long long)dk, (unsigned long long)dv);
+             (unsigned long long)s->conv_dim, (unsigned long long)s->conv_len, (unsigned long long)nv,
+             (unsigned long long)dk, (unsigned long long)dv);
     return KVRT_OK;
 }
 
@@ -75,8 +75,7 @@ static int mamba(struct hf *h, struct state *s, char *what, size_t size)
         s->temporal = d_inner * d_state;
     }
     snprintf(what, size, "Mamba%s state (conv %llu x %llu + SSM %llu)", mamba2 ? "-2" : "",
-             (unsigned long long)s->conv_dim, (unsigned long long)s->conv_len,
-             (unsigned long long)s->temporal);
+             (unsigned long long)s->conv_dim, (unsigned long long)s->conv_len, (unsigned long long)s->temporal);
     return KVRT_OK;
 }
 
@@ -98,8 +97,8 @@ static int kda(struct hf *h, struct state *s, char *what, size_t size)
     s->temporal = heads * dim * dim;
     s->temporal_dtype = KVRT_DTYPE_FP32;
     snprintf(what, size, "KDA state (conv %llu x %llu + float32 recurrent %llu x %llu x %llu)",
-             (unsigned long long)s->conv_dim, (unsigned long long)s->conv_len,
-             (unsigned long long)heads, (unsigned long long)dim, (unsigned long long)dim);
+             (unsigned long long)s->conv_dim, (unsigned long long)s->conv_len, (unsigned long long)heads,
+             (unsigned long long)dim, (unsigned long long)dim);
     return KVRT_OK;
 }
 
@@ -113,12 +112,10 @@ int hf_state_bytes(struct hf *h, enum layer_kind kind, uint64_t *bytes, char *wh
         return rc;
     /* Every factor is bounded above, so these products fit in 64 bits.  The
      * conv state keeps the model's type (mamba_cache_dtype auto). */
-    *bytes = s.conv_dim * s.conv_len * kvrt_dtype_size(h->model_dtype) +
-             s.temporal * kvrt_dtype_size(s.temporal_dtype);
+    *bytes = s.conv_dim * s.conv_len * kvrt_dtype_size(h->model_dtype) + s.temporal * kvrt_dtype_size(s.temporal_dtype);
     if (kind != LK_KDA)
         model_setting(h->m, "mamba_ssm_dtype", kvrt_dtype_name(h->ssm_dtype), "%s",
-                      h->ssm_dtype == h->model_dtype &&
-                              !json_object_get(h->cfg, "mamba_ssm_dtype")
+                      h->ssm_dtype == h->model_dtype && !json_object_get(h->cfg, "mamba_ssm_dtype")
                           ? "default: the model dtype (mamba_ssm_cache_dtype auto)"
                           : "config mamba_ssm_dtype (vLLM's mamba_ssm_cache_dtype follows it)");
     return KVRT_OK;

@@ -27,24 +27,23 @@ const char *model_json_type(const json_t *v);
  * level, "groups[1].spec." inside).  *_opt: absent or null leaves *out alone
  * and returns KVRT_OK with *found false.
  */
-int model_get_u64(const struct model_ctx *c, const json_t *obj, const char *where, const char *key,
-                  uint64_t min, uint64_t max, uint64_t *out);
-int model_get_u64_opt(const struct model_ctx *c, const json_t *obj, const char *where,
-                      const char *key, uint64_t min, uint64_t max, uint64_t *out, bool *found);
+int model_get_u64(const struct model_ctx *c, const json_t *obj, const char *where, const char *key, uint64_t min,
+                  uint64_t max, uint64_t *out);
+int model_get_u64_opt(const struct model_ctx *c, const json_t *obj, const char *where, const char *key, uint64_t min,
+                      uint64_t max, uint64_t *out, bool *found);
 /* `text` as *out when it has no control characters; else an error naming
  * where/key and the offending byte. */
-int model_check_text(const struct model_ctx *c, const char *text, const char *where, const char *key,
-                     const char **out);
-int model_get_string_opt(const struct model_ctx *c, const json_t *obj, const char *where,
-                         const char *key, const char **out);
-int model_get_bool_opt(const struct model_ctx *c, const json_t *obj, const char *where,
-                       const char *key, bool *out, bool *found);
+int model_check_text(const struct model_ctx *c, const char *text, const char *where, const char *key, const char **out);
+int model_get_string_opt(const struct model_ctx *c, const json_t *obj, const char *where, const char *key,
+                         const char **out);
+int model_get_bool_opt(const struct model_ctx *c, const json_t *obj, const char *where, const char *key, bool *out,
+                       bool *found);
 
 /* One layer before grouping. */
 struct model_layer {
     char *name;
-    char *type;   /* "full_attention", "sliding_attention", "linear_attention", "mamba", ... */
-    char *what;   /* for people */
+    char *type; /* "full_attention", "sliding_attention", "linear_attention", "mamba", ... */
+    char *what; /* for people */
     uint64_t window;
     struct kvrt_spec spec;
 };
@@ -55,24 +54,22 @@ struct model_builder {
 };
 
 /* Append a layer (strings copied). */
-int model_builder_add(const struct model_ctx *c, struct model_builder *b, const char *name,
-                      const char *type, const char *what, uint64_t window,
-                      const struct kvrt_spec *spec);
+int model_builder_add(const struct model_ctx *c, struct model_builder *b, const char *name, const char *type,
+                      const char *what, uint64_t window, const struct kvrt_spec *spec);
 void model_builder_free(struct model_builder *b);
 
 /* Group the layers like vLLM (see model.h) into m->groups. */
 int model_group_like_vllm(const struct model_ctx *c, struct model_builder *b, struct kvrt_model *m);
 
 /* One explicit group (kvrt model files): the layers in order. */
-int model_add_group(const struct model_ctx *c, struct kvrt_model *m, const char *name,
-                    const char *what, uint64_t window, struct model_layer *layers, size_t n);
+int model_add_group(const struct model_ctx *c, struct kvrt_model *m, const char *name, const char *what,
+                    uint64_t window, struct model_layer *layers, size_t n);
 
 /* Record a decision for the reader. */
 void model_note(struct kvrt_model *m, const char *fmt, ...) KVRT_PRINTF(2, 3);
 
 /* Record (or replace, by name) a value the sizing used and its source. */
-void model_setting(struct kvrt_model *m, const char *name, const char *value, const char *fmt, ...)
-    KVRT_PRINTF(4, 5);
+void model_setting(struct kvrt_model *m, const char *name, const char *value, const char *fmt, ...) KVRT_PRINTF(4, 5);
 
 char *model_strdup(const char *s);
 
@@ -93,13 +90,13 @@ struct hf {
     const struct kvrt_model_options *opt;
     struct kvrt_model *m;
     uint64_t layers, heads, kv_heads, head_dim, block_size;
-    enum kvrt_dtype model_dtype;       /* after vLLM's auto rule */
-    enum kvrt_dtype kv_dtype;          /* the cache's element type */
-    enum kvrt_dtype ssm_dtype;         /* temporal state of Mamba / GDN layers */
-    bool fp8_ds_mla;                   /* DeepSeek-V3.2's 656-byte fp8 MLA entry */
-    bool mla, sparse;                  /* sparse: DeepSeek-V3.2's indexer (index_topk) */
+    enum kvrt_dtype model_dtype; /* after vLLM's auto rule */
+    enum kvrt_dtype kv_dtype;    /* the cache's element type */
+    enum kvrt_dtype ssm_dtype;   /* temporal state of Mamba / GDN layers */
+    bool fp8_ds_mla;             /* DeepSeek-V3.2's 656-byte fp8 MLA entry */
+    bool mla, sparse;            /* sparse: DeepSeek-V3.2's indexer (index_topk) */
     uint64_t mla_dim;
-    uint64_t index_head_dim;           /* indexer key cache entry, bytes */
+    uint64_t index_head_dim; /* indexer key cache entry, bytes */
     uint64_t window, chunk;
     enum layer_kind *kind;
 };
@@ -117,7 +114,7 @@ int hf_max_model_len(struct hf *h);
 /* The two formats. */
 int model_parse_hf(const struct model_ctx *c, const json_t *root, const struct kvrt_model_options *opt,
                    struct kvrt_model *m);
-int model_parse_kvrt(const struct model_ctx *c, const json_t *root,
-                     const struct kvrt_model_options *opt, struct kvrt_model *m);
+int model_parse_kvrt(const struct model_ctx *c, const json_t *root, const struct kvrt_model_options *opt,
+                     struct kvrt_model *m);
 
 #endif

@@ -15,19 +15,20 @@
 
 #define MAX_SIZE ((uint64_t)1 << 40)
 
-static const char *const top_keys[] = {"format", "version", "name", "num_q_heads", "dtype",
-                                       "block_size", "groups", "comment", NULL};
+static const char *const top_keys[] = {"format",     "version", "name",    "num_q_heads", "dtype",
+                                       "block_size", "groups",  "comment", NULL};
 static const char *const group_keys[] = {"name", "layers", "window", "what", "spec", "comment", NULL};
-static const char *const spec_keys[] = {"kind", "dtype", "block_size", "kv_heads", "head_size",
-                                        "head_size_v", "head_slots", "state_content_bytes",
-                                        "tokens_per_state", "page_size_padded", NULL};
+static const char *const spec_keys[] = {
+    "kind",        "dtype",      "block_size",          "kv_heads",         "head_size",
+    "head_size_v", "head_slots", "state_content_bytes", "tokens_per_state", "page_size_padded",
+    NULL};
 
-static int check_keys(const struct model_ctx *c, const json_t *obj, const char *where,
-                      const char *const *valid)
+static int check_keys(const struct model_ctx *c, const json_t *obj, const char *where, const char *const *valid)
 {
     const char *key;
     const json_t *v;
-    json_object_foreach((json_t *)obj, key, v) {
+    json_object_foreach((json_t *)obj, key, v)
+    {
         size_t i = 0;
         while (valid[i] && strcmp(valid[i], key) != 0)
             i++;
@@ -38,8 +39,7 @@ static int check_keys(const struct model_ctx *c, const json_t *obj, const char *
         list[0] = '\0';
         for (i = 0; valid[i] && used < sizeof(list); i++)
             used += (size_t)snprintf(list + used, sizeof(list) - used, "%s%s", i ? ", " : "", valid[i]);
-        return model_fail(c, KVRT_ERR_INVALID, "unknown field \"%s%s\"; valid fields there are %s",
-                          where, key, list);
+        return model_fail(c, KVRT_ERR_INVALID, "unknown field \"%s%s\"; valid fields there are %s", where, key, list);
     }
     return KVRT_OK;
 }
@@ -57,27 +57,26 @@ static int parse_dtype(const struct model_ctx *c, const json_t *obj, const char 
     return KVRT_OK;
 }
 
-static int parse_kind(const struct model_ctx *c, const json_t *spec, const char *where,
-                      enum kvrt_spec_kind *out)
+static int parse_kind(const struct model_ctx *c, const json_t *spec, const char *where, enum kvrt_spec_kind *out)
 {
     const char *text = NULL;
     int rc = model_get_string_opt(c, spec, where, "kind", &text);
     if (rc != KVRT_OK)
         return rc;
     if (!text)
-        return model_fail(c, KVRT_ERR_INVALID, "the field \"%skind\" is missing; valid kinds are "
-                          "attention, mla, state", where);
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "the field \"%skind\" is missing; valid kinds are "
+                          "attention, mla, state",
+                          where);
     for (int k = KVRT_SPEC_ATTENTION; k <= KVRT_SPEC_STATE; k++)
         if (strcmp(text, kvrt_spec_kind_name((enum kvrt_spec_kind)k)) == 0) {
             *out = (enum kvrt_spec_kind)k;
             return KVRT_OK;
         }
-    return model_fail(c, KVRT_ERR_INVALID, "\"%skind\" is \"%s\"; valid kinds are attention, mla, state",
-                      where, text);
+    return model_fail(c, KVRT_ERR_INVALID, "\"%skind\" is \"%s\"; valid kinds are attention, mla, state", where, text);
 }
 
-static int parse_ratio(const struct model_ctx *c, const json_t *spec, const char *where,
-                       struct kvrt_spec *s)
+static int parse_ratio(const struct model_ctx *c, const json_t *spec, const char *where, struct kvrt_spec *s)
 {
     const json_t *v = json_object_get(spec, "tokens_per_state");
     if (!v || json_is_null(v))
@@ -87,10 +86,12 @@ static int parse_ratio(const struct model_ctx *c, const json_t *spec, const char
     unsigned long long num, den;
     char tail;
     const char *text = json_string_value(v);
-    if (!text || sscanf(text, "%llu/%llu%c", &num, &den, &tail) != 2 || num == 0 || den == 0 ||
-        num > MAX_SIZE || den > MAX_SIZE || text[0] < '0' || text[0] > '9')
-        return model_fail(c, KVRT_ERR_INVALID, "\"%stokens_per_state\" must be a whole number or a "
-                          "string \"P/Q\" of whole numbers (e.g. \"1/2\" for two states per token)", where);
+    if (!text || sscanf(text, "%llu/%llu%c", &num, &den, &tail) != 2 || num == 0 || den == 0 || num > MAX_SIZE ||
+        den > MAX_SIZE || text[0] < '0' || text[0] > '9')
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "\"%stokens_per_state\" must be a whole number or a "
+                          "string \"P/Q\" of whole numbers (e.g. \"1/2\" for two states per token)",
+                          where);
     s->tokens_per_state_num = num;
     s->tokens_per_state_den = den;
     return KVRT_OK;
@@ -102,14 +103,16 @@ struct defaults {
     uint64_t block_size;
 };
 
-static int parse_spec(const struct model_ctx *c, const json_t *spec, const char *where,
-                      const struct defaults *d, const struct kvrt_model_options *opt, struct kvrt_spec *s)
+static int parse_spec(const struct model_ctx *c, const json_t *spec, const char *where, const struct defaults *d,
+                      const struct kvrt_model_options *opt, struct kvrt_spec *s)
 {
     bool found, dtype_found;
     int rc;
     if (!json_is_object(spec))
-        return model_fail(c, KVRT_ERR_INVALID, "\"%s\" is %s; it must be an object with at least "
-                          "\"kind\"", where, spec ? model_json_type(spec) : "missing");
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "\"%s\" is %s; it must be an object with at least "
+                          "\"kind\"",
+                          where, spec ? model_json_type(spec) : "missing");
     char w[96];
     snprintf(w, sizeof(w), "%s.", where);
     kvrt_spec_default(s);
@@ -133,8 +136,10 @@ static int parse_spec(const struct model_ctx *c, const json_t *spec, const char 
         if (opt->dtype_given)
             s->dtype = opt->dtype;
         else if (!dtype_found && !d->dtype_found)
-            return model_fail(c, KVRT_ERR_INVALID, "the field \"%sdtype\" is missing (and there is no "
-                              "top-level \"dtype\"); give the cache's element type, e.g. \"bf16\"", w);
+            return model_fail(c, KVRT_ERR_INVALID,
+                              "the field \"%sdtype\" is missing (and there is no "
+                              "top-level \"dtype\"); give the cache's element type, e.g. \"bf16\"",
+                              w);
         s->num_kv_heads = 1;
         if (s->kind == KVRT_SPEC_ATTENTION &&
             (rc = model_get_u64(c, spec, w, "kv_heads", 1, MAX_SIZE, &s->num_kv_heads)))
@@ -166,8 +171,10 @@ static int parse_group(const struct model_ctx *c, const json_t *g, size_t index,
     snprintf(where, sizeof(where), "groups[%zu]", index);
     snprintf(w, sizeof(w), "%s.", where);
     if (!json_is_object(g))
-        return model_fail(c, KVRT_ERR_INVALID, "\"%s\" is %s; each group is an object with \"name\", "
-                          "\"layers\" and \"spec\"", where, model_json_type(g));
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "\"%s\" is %s; each group is an object with \"name\", "
+                          "\"layers\" and \"spec\"",
+                          where, model_json_type(g));
     const char *name = NULL, *what = NULL;
     uint64_t window = 0, count = 0;
     bool found;
@@ -177,8 +184,7 @@ static int parse_group(const struct model_ctx *c, const json_t *g, size_t index,
         (rc = model_get_u64_opt(c, g, w, "window", 1, MAX_SIZE, &window, &found)))
         return rc;
     if (!name || !*name)
-        return model_fail(c, KVRT_ERR_INVALID, "the field \"%sname\" is missing or empty; name each group",
-                          w);
+        return model_fail(c, KVRT_ERR_INVALID, "the field \"%sname\" is missing or empty; name each group", w);
     char spec_where[80];
     snprintf(spec_where, sizeof(spec_where), "%sspec", w);
     struct kvrt_spec spec;
@@ -189,14 +195,17 @@ static int parse_group(const struct model_ctx *c, const json_t *g, size_t index,
     if (json_is_array(layers))
         count = json_array_size(layers);
     else if ((rc = model_get_u64(c, g, w, "layers", 1, KVRT_MODEL_MAX_LAYERS, &count)))
-        return model_fail(c, KVRT_ERR_INVALID, "\"%slayers\" must be a number of layers (1 to %u) or a "
-                          "list of layer names", w, KVRT_MODEL_MAX_LAYERS);
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "\"%slayers\" must be a number of layers (1 to %u) or a "
+                          "list of layer names",
+                          w, KVRT_MODEL_MAX_LAYERS);
     if (count == 0 || m->num_layers + count > KVRT_MODEL_MAX_LAYERS)
-        return model_fail(c, KVRT_ERR_INVALID, "\"%slayers\" gives %llu layers; a group has 1 to %u and "
-                          "the model at most %u in all", w, (unsigned long long)count,
-                          KVRT_MODEL_MAX_LAYERS, KVRT_MODEL_MAX_LAYERS);
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "\"%slayers\" gives %llu layers; a group has 1 to %u and "
+                          "the model at most %u in all",
+                          w, (unsigned long long)count, KVRT_MODEL_MAX_LAYERS, KVRT_MODEL_MAX_LAYERS);
     struct model_layer *list = calloc(count, sizeof(*list));
-    char (*names)[160] = calloc(count, sizeof(*names));
+    char(*names)[160] = calloc(count, sizeof(*names));
     if (!list || !names) {
         free(list);
         free(names);
@@ -208,8 +217,10 @@ static int parse_group(const struct model_ctx *c, const json_t *g, size_t index,
             char key[48];
             snprintf(key, sizeof(key), "layers[%zu]", i);
             if (!s || !*s || strlen(s) >= sizeof(names[i]))
-                rc = model_fail(c, KVRT_ERR_INVALID, "\"%slayers[%zu]\" must be a non-empty layer name "
-                                "of at most %zu characters", w, i, sizeof(names[i]) - 1);
+                rc = model_fail(c, KVRT_ERR_INVALID,
+                                "\"%slayers[%zu]\" must be a non-empty layer name "
+                                "of at most %zu characters",
+                                w, i, sizeof(names[i]) - 1);
             else if ((rc = model_check_text(c, s, w, key, &s)) == KVRT_OK)
                 snprintf(names[i], sizeof(names[i]), "%s", s);
         } else {
@@ -221,8 +232,7 @@ static int parse_group(const struct model_ctx *c, const json_t *g, size_t index,
     if (rc == KVRT_OK) {
         char desc[192];
         if (!what)
-            snprintf(desc, sizeof(desc), "%s%s", kvrt_spec_kind_name(spec.kind),
-                     window ? " with a window" : "");
+            snprintf(desc, sizeof(desc), "%s%s", kvrt_spec_kind_name(spec.kind), window ? " with a window" : "");
         rc = model_add_group(c, m, name, what ? what : desc, window, list, count);
     }
     free(list);
@@ -243,7 +253,8 @@ int model_parse_kvrt(const struct model_ctx *c, const json_t *root, const struct
     if ((rc = check_keys(c, root, "", top_keys)) || (rc = model_get_string_opt(c, root, "", "format", &format)))
         return rc;
     if (!format || strcmp(format, "kvrt-model") != 0)
-        return model_fail(c, KVRT_ERR_INVALID, "\"format\" must be \"kvrt-model\" in a kvrt model file "
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "\"format\" must be \"kvrt-model\" in a kvrt model file "
                           "(a Hugging Face config.json has no \"format\" field)");
     if ((rc = model_get_u64(c, root, "", "version", 1, 1, &version)) ||
         (rc = model_get_string_opt(c, root, "", "name", &name)) ||
@@ -258,8 +269,10 @@ int model_parse_kvrt(const struct model_ctx *c, const json_t *root, const struct
     }
     const json_t *groups = json_object_get(root, "groups");
     if (!json_is_array(groups) || json_array_size(groups) == 0)
-        return model_fail(c, KVRT_ERR_INVALID, "the field \"groups\" is %s; it must be a non-empty list "
-                          "of groups", groups ? model_json_type(groups) : "missing");
+        return model_fail(c, KVRT_ERR_INVALID,
+                          "the field \"groups\" is %s; it must be a non-empty list "
+                          "of groups",
+                          groups ? model_json_type(groups) : "missing");
     for (size_t i = 0; i < json_array_size(groups) && rc == KVRT_OK; i++)
         rc = parse_group(c, json_array_get(groups, i), i, &d, opt, m);
     if (rc != KVRT_OK || m->num_q_heads)
@@ -275,7 +288,8 @@ int model_parse_kvrt(const struct model_ctx *c, const json_t *root, const struct
         else if (kvrt_lcm_overflow(q, s->num_kv_heads, &q))
             q = UINT64_MAX;
         if (q > MAX_SIZE)
-            return model_fail(c, KVRT_ERR_INVALID, "the groups' KV head counts have no common multiple "
+            return model_fail(c, KVRT_ERR_INVALID,
+                              "the groups' KV head counts have no common multiple "
                               "below 2^40; give \"num_q_heads\"");
     }
     m->num_q_heads = q;

@@ -41,7 +41,7 @@ bool kvrt_model_cache_dtype_parse(const char *text, enum kvrt_model_cache_dtype 
 }
 
 static const char *const backend_names[KVRT_NUM_BACKENDS] = {
-    "default",        "FLASH_ATTN",  "FLASHINFER",     "TRITON_ATTN", "FLASHMLA",
+    "default",         "FLASH_ATTN",  "FLASHINFER",     "TRITON_ATTN", "FLASHMLA",
     "FLASHMLA_SPARSE", "CUTLASS_MLA", "FLASHINFER_MLA", "TRITON_MLA",
 };
 
@@ -62,9 +62,8 @@ bool kvrt_model_backend_parse(const char *text, enum kvrt_model_backend *out)
 
 static bool is_mla_backend(enum kvrt_model_backend b)
 {
-    return b == KVRT_BACKEND_FLASHMLA || b == KVRT_BACKEND_FLASHMLA_SPARSE ||
-           b == KVRT_BACKEND_CUTLASS_MLA || b == KVRT_BACKEND_FLASHINFER_MLA ||
-           b == KVRT_BACKEND_TRITON_MLA;
+    return b == KVRT_BACKEND_FLASHMLA || b == KVRT_BACKEND_FLASHMLA_SPARSE || b == KVRT_BACKEND_CUTLASS_MLA ||
+           b == KVRT_BACKEND_FLASHINFER_MLA || b == KVRT_BACKEND_TRITON_MLA;
 }
 
 static uint64_t cdiv(uint64_t a, uint64_t b)
@@ -77,29 +76,34 @@ static int choose_backend(struct hf *h, enum kvrt_model_backend *b)
 {
     const enum kvrt_model_backend given = h->opt->backend;
     if (given == KVRT_BACKEND_DEFAULT) {
-        *b = h->sparse ? KVRT_BACKEND_FLASHMLA_SPARSE
-             : h->mla  ? KVRT_BACKEND_FLASHMLA
-                       : KVRT_BACKEND_FLASH_ATTN;
-        model_setting(h->m, "attention_backend", kvrt_model_backend_name(*b), "default: vLLM's "
+        *b = h->sparse ? KVRT_BACKEND_FLASHMLA_SPARSE : h->mla ? KVRT_BACKEND_FLASHMLA : KVRT_BACKEND_FLASH_ATTN;
+        model_setting(h->m, "attention_backend", kvrt_model_backend_name(*b),
+                      "default: vLLM's "
                       "choice on a Hopper GPU (CudaPlatformBase.check_and_update_config)");
         return KVRT_OK;
     }
     *b = given;
     const char *name = kvrt_model_backend_name(given);
     if (h->mla && !is_mla_backend(given))
-        return model_fail(h->c, KVRT_ERR_INVALID, "--attention-backend %s is not an MLA backend, and "
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "--attention-backend %s is not an MLA backend, and "
                           "this model is MLA (\"%skv_lora_rank\"); valid: FLASHMLA, CUTLASS_MLA, "
-                          "FLASHINFER_MLA, TRITON_MLA%s", name, h->where,
-                          h->sparse ? ", FLASHMLA_SPARSE" : "");
+                          "FLASHINFER_MLA, TRITON_MLA%s",
+                          name, h->where, h->sparse ? ", FLASHMLA_SPARSE" : "");
     if (!h->mla && is_mla_backend(given))
-        return model_fail(h->c, KVRT_ERR_INVALID, "--attention-backend %s is an MLA backend, and this "
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "--attention-backend %s is an MLA backend, and this "
                           "model has no \"%skv_lora_rank\"; valid: FLASH_ATTN, FLASHINFER, "
-                          "TRITON_ATTN", name, h->where);
+                          "TRITON_ATTN",
+                          name, h->where);
     if (h->sparse && given != KVRT_BACKEND_FLASHMLA_SPARSE)
-        return model_fail(h->c, KVRT_ERR_INVALID, "--attention-backend %s cannot run DeepSeek-V3.2's "
-                          "sparse attention (\"%sindex_topk\"); use FLASHMLA_SPARSE", name, h->where);
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "--attention-backend %s cannot run DeepSeek-V3.2's "
+                          "sparse attention (\"%sindex_topk\"); use FLASHMLA_SPARSE",
+                          name, h->where);
     if (!h->sparse && given == KVRT_BACKEND_FLASHMLA_SPARSE)
-        return model_fail(h->c, KVRT_ERR_INVALID, "--attention-backend FLASHMLA_SPARSE needs a sparse "
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "--attention-backend FLASHMLA_SPARSE needs a sparse "
                           "model (\"index_topk\"); valid: FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, "
                           "TRITON_MLA");
     model_setting(h->m, "attention_backend", name, "--attention-backend");
@@ -124,7 +128,8 @@ int hf_block_size(struct hf *h, uint64_t per_token, uint64_t state_max)
         const uint64_t need = align * cdiv(state_max, align * per_token);
         if (!user || user < need) {
             bs = need;
-            snprintf(source, sizeof(source), "%svLLM's hybrid rule: the smallest multiple of %llu "
+            snprintf(source, sizeof(source),
+                     "%svLLM's hybrid rule: the smallest multiple of %llu "
                      "tokens whose attention page (%llu bytes a token) holds a state page of %llu "
                      "bytes (HybridAttentionMambaModelConfig)",
                      user ? "raised from --block-size by " : "", (unsigned long long)align,
@@ -146,8 +151,8 @@ int hf_block_size(struct hf *h, uint64_t per_token, uint64_t state_max)
             bs = 64;
         if (bs != before)
             snprintf(source, sizeof(source), "%s forces %llu tokens (was %llu from %s)",
-                     kvrt_model_backend_name(backend), (unsigned long long)bs,
-                     (unsigned long long)before, user ? "--block-size" : "the default");
+                     kvrt_model_backend_name(backend), (unsigned long long)bs, (unsigned long long)before,
+                     user ? "--block-size" : "the default");
     }
     h->block_size = bs;
     char value[32];
@@ -174,8 +179,8 @@ static const char *rope_type(const json_t *rp)
  * "rope_scaling", either one entry or one per layer type.  Applies vLLM's
  * scaling to *len; *longrope is set when any entry is LongRoPE.
  */
-static int scale_by_rope(struct hf *h, uint64_t *len, const char **from, bool *scaled, bool *longrope,
-                         char *how, size_t size)
+static int scale_by_rope(struct hf *h, uint64_t *len, const char **from, bool *scaled, bool *longrope, char *how,
+                         size_t size)
 {
     const char *key = "rope_parameters";
     const json_t *rope = json_object_get(h->cfg, key);
@@ -193,9 +198,7 @@ static int scale_by_rope(struct hf *h, uint64_t *len, const char **from, bool *s
     } else {
         const char *k;
         const json_t *v;
-        json_object_foreach((json_t *)rope, k, v)
-            if (json_is_object(v) && rope_type(v) && n < 16)
-                entries[n++] = v;
+        json_object_foreach((json_t *)rope, k, v) if (json_is_object(v) && rope_type(v) && n < 16) entries[n++] = v;
     }
     double factor = 1.0, base = (double)*len;
     bool applies = false;
@@ -213,8 +216,10 @@ static int scale_by_rope(struct hf *h, uint64_t *len, const char **from, bool *s
                                                      : "rope_parameters.original_max_position_embeddings";
             base = number(json_object_get(entries[i], "original_max_position_embeddings"));
             if (base <= 0)
-                return model_fail(h->c, KVRT_ERR_INVALID, "\"%s%s\" is yarn without a positive "
-                                  "\"original_max_position_embeddings\"", h->where, key);
+                return model_fail(h->c, KVRT_ERR_INVALID,
+                                  "\"%s%s\" is yarn without a positive "
+                                  "\"original_max_position_embeddings\"",
+                                  h->where, key);
         }
         snprintf(how, size, " x %s factor %g (%s)", key, factor, t);
     }
@@ -222,8 +227,8 @@ static int scale_by_rope(struct hf *h, uint64_t *len, const char **from, bool *s
     if (!applies || strstr(h->model_type, "gemma3"))
         return KVRT_OK;
     if (!(factor > 0) || base * factor >= 4294967296.0)
-        return model_fail(h->c, KVRT_ERR_INVALID, "\"%s%s\" factor %g gives no length below 2^32",
-                          h->where, key, factor);
+        return model_fail(h->c, KVRT_ERR_INVALID, "\"%s%s\" factor %g gives no length below 2^32", h->where, key,
+                          factor);
     *len = (uint64_t)(base * factor);
     *scaled = true;
     return KVRT_OK;
@@ -239,9 +244,9 @@ static int scale_by_rope(struct hf *h, uint64_t *len, const char **from, bool *s
  */
 int hf_max_model_len(struct hf *h)
 {
-    static const char *const keys[] = {"max_position_embeddings", "n_positions", "max_seq_len",
-                                       "seq_length", "model_max_length", "max_target_positions",
-                                       "max_sequence_length", "max_seq_length", "seq_len"};
+    static const char *const keys[] = {
+        "max_position_embeddings", "n_positions",         "max_seq_len",    "seq_length", "model_max_length",
+        "max_target_positions",    "max_sequence_length", "max_seq_length", "seq_len"};
     uint64_t len = 0, v;
     const char *from = NULL;
     bool found;
@@ -262,7 +267,7 @@ int hf_max_model_len(struct hf *h)
         /* vLLM would take the transformers config class's default, which
          * kvrt does not know: no length rather than a guessed one. */
         model_note(h->m, "the config gives no max_position_embeddings; vLLM would use its "
-                   "transformers class default, so give --max-model-len for the concurrency");
+                         "transformers class default, so give --max-model-len for the concurrency");
         return KVRT_OK;
     }
     char how[160] = "", source[320];
@@ -270,10 +275,11 @@ int hf_max_model_len(struct hf *h)
     const char *length_key = from;
     if ((rc = scale_by_rope(h, &len, &from, &scaled, &longrope, how, sizeof(how))) != KVRT_OK)
         return rc;
-    snprintf(source, sizeof(source), "config %s%s%s", h->where, scaled ? from : length_key,
-             scaled ? how : "");
-    if (longrope && (rc = model_get_u64_opt(h->c, h->cfg, h->where, "original_max_position_embeddings",
-                                            1, UINT32_MAX, &v, &found)) == KVRT_OK && found) {
+    snprintf(source, sizeof(source), "config %s%s%s", h->where, scaled ? from : length_key, scaled ? how : "");
+    if (longrope &&
+        (rc = model_get_u64_opt(h->c, h->cfg, h->where, "original_max_position_embeddings", 1, UINT32_MAX, &v,
+                                &found)) == KVRT_OK &&
+        found) {
         len = v;
         snprintf(source, sizeof(source), "config %soriginal_max_position_embeddings (LongRoPE)", h->where);
     }
@@ -286,32 +292,27 @@ int hf_max_model_len(struct hf *h)
 
 /* What one layer of `g` holds for a request of `len` tokens
  * (max_memory_usage_bytes of the layer's spec). */
-static int layer_usage(const struct kvrt_model_group *g, const struct kvrt_spec *s, uint64_t len,
-                       uint64_t batched, uint64_t *out)
+static int layer_usage(const struct kvrt_model_group *g, const struct kvrt_spec *s, uint64_t len, uint64_t batched,
+                       uint64_t *out)
 {
     struct kvrt_spec_info in;
     if (kvrt_spec_derive(s, 0, &in) != KVRT_OK)
         return KVRT_ERR_INVALID;
     uint64_t blocks;
     switch (g->usage) {
-    case KVRT_USAGE_STATE:
-        blocks = 1;
-        break;
+    case KVRT_USAGE_STATE: blocks = 1; break;
     case KVRT_USAGE_SLIDING: {
         const uint64_t keep = g->window - 1 + batched;
         blocks = cdiv(keep < len ? keep : len, s->block_size) + 1;
         break;
     }
-    default:
-        blocks = cdiv(len, s->block_size);
-        break;
+    default: blocks = cdiv(len, s->block_size); break;
     }
     return __builtin_mul_overflow(blocks, in.page_size, out) ? KVRT_ERR_OVERFLOW : KVRT_OK;
 }
 
 int kvrt_model_vllm_capacity(const struct kvrt_model *m, uint64_t budget, uint64_t max_model_len,
-                             uint64_t batched_tokens, struct kvrt_model_capacity *out, char *err,
-                             size_t err_size)
+                             uint64_t batched_tokens, struct kvrt_model_capacity *out, char *err, size_t err_size)
 {
     struct model_ctx c = {m->name, err, err_size};
     memset(out, 0, sizeof(*out));
@@ -333,9 +334,10 @@ int kvrt_model_vllm_capacity(const struct kvrt_model *m, uint64_t budget, uint64
                 __builtin_add_overflow(group_bytes, in.page_size, &group_bytes) ||
                 __builtin_add_overflow(group_need, use, &group_need) ||
                 __builtin_add_overflow(request_need, use, &request_need))
-                return model_fail(&c, KVRT_ERR_OVERFLOW, "group %s: the bytes of a request of %llu "
-                                  "tokens do not fit in 64 bits", grp->name,
-                                  (unsigned long long)max_model_len);
+                return model_fail(&c, KVRT_ERR_OVERFLOW,
+                                  "group %s: the bytes of a request of %llu "
+                                  "tokens do not fit in 64 bits",
+                                  grp->name, (unsigned long long)max_model_len);
         }
         if (grp->num_layers > largest)
             largest = grp->num_layers;

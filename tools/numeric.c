@@ -80,18 +80,10 @@ void numeric_encode(enum kvrt_dtype dtype, double x, void *dst)
         h = (uint16_t)encode(&bf16, x);
         memcpy(dst, &h, 2);
         return;
-    case KVRT_DTYPE_FP8_E4M3:
-        b = (uint8_t)encode(&e4m3, x);
-        break;
-    case KVRT_DTYPE_FP8_E5M2:
-        b = (uint8_t)encode(&e5m2, x);
-        break;
-    case KVRT_DTYPE_INT8:
-        b = (uint8_t)(int8_t)lrint(fmax(-128, fmin(127, x * 127)));
-        break;
-    default:
-        b = (uint8_t)lrint(fmax(0, fmin(255, (x + 1) * 127.5)));
-        break;
+    case KVRT_DTYPE_FP8_E4M3: b = (uint8_t)encode(&e4m3, x); break;
+    case KVRT_DTYPE_FP8_E5M2: b = (uint8_t)encode(&e5m2, x); break;
+    case KVRT_DTYPE_INT8: b = (uint8_t)(int8_t)lrint(fmax(-128, fmin(127, x * 127))); break;
+    default: b = (uint8_t)lrint(fmax(0, fmin(255, (x + 1) * 127.5))); break;
     }
     memcpy(dst, &b, 1);
 }
@@ -102,28 +94,17 @@ double numeric_decode(enum kvrt_dtype dtype, const void *src)
     uint8_t b;
     float v;
     switch (dtype) {
-    case KVRT_DTYPE_FP32:
-        memcpy(&v, src, 4);
-        return v;
-    case KVRT_DTYPE_FP16:
-        memcpy(&h, src, 2);
-        return decode(&fp16, h);
-    case KVRT_DTYPE_BF16:
-        memcpy(&h, src, 2);
-        return decode(&bf16, h);
-    default:
-        break;
+    case KVRT_DTYPE_FP32: memcpy(&v, src, 4); return v;
+    case KVRT_DTYPE_FP16: memcpy(&h, src, 2); return decode(&fp16, h);
+    case KVRT_DTYPE_BF16: memcpy(&h, src, 2); return decode(&bf16, h);
+    default: break;
     }
     memcpy(&b, src, 1);
     switch (dtype) {
-    case KVRT_DTYPE_FP8_E4M3:
-        return decode(&e4m3, b);
-    case KVRT_DTYPE_FP8_E5M2:
-        return decode(&e5m2, b);
-    case KVRT_DTYPE_INT8:
-        return (int8_t)b;
-    default:
-        return b;
+    case KVRT_DTYPE_FP8_E4M3: return decode(&e4m3, b);
+    case KVRT_DTYPE_FP8_E5M2: return decode(&e5m2, b);
+    case KVRT_DTYPE_INT8: return (int8_t)b;
+    default: return b;
     }
 }
 

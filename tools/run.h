@@ -21,15 +21,15 @@
 /* The blocks one group's sequences own: no block is shared with any other
  * group, because overlaid groups alias the same bytes at one block id. */
 struct run_group_batch {
-    bool state;               /* one block per sequence holds its state */
+    bool state; /* one block per sequence holds its state */
     uint64_t block_size;
-    uint64_t blocks_per_seq;  /* attention: ceil(context / block_size); state: 1 */
-    int32_t *block_tables;    /* [seqs, blocks_per_seq] */
+    uint64_t blocks_per_seq; /* attention: ceil(context / block_size); state: 1 */
+    int32_t *block_tables;   /* [seqs, blocks_per_seq] */
 };
 
 struct run_batch {
     uint64_t seqs, context;
-    int32_t *seq_lens;        /* decode lengths, 1..context; the first is context */
+    int32_t *seq_lens; /* decode lengths, 1..context; the first is context */
     size_t num_groups;
     struct run_group_batch *groups;
 };
@@ -46,20 +46,20 @@ void run_batch_free(struct run_batch *b);
 int64_t run_slot(const struct run_batch *b, size_t g, uint64_t s, uint64_t t);
 
 struct run_op {
-    uint64_t layers;  /* layers it ran on */
-    uint64_t bytes;   /* bytes the operation moved (see `kvrt run --help`) */
+    uint64_t layers; /* layers it ran on */
+    uint64_t bytes;  /* bytes the operation moved (see `kvrt run --help`) */
     double seconds;
-    bool failed;      /* a mismatch or an error */
+    bool failed; /* a mismatch or an error */
 };
 
 struct run_totals {
     struct run_op write, read, decode, gather, scatter;
-    double max_abs_error;   /* decode, largest over layers */
-    double tolerance;       /* decode, the bound it was checked against (largest) */
+    double max_abs_error; /* decode, largest over layers */
+    double tolerance;     /* decode, the bound it was checked against (largest) */
     uint64_t decode_skipped;
-    char skip_reason[512];  /* why decode was skipped (first reason) */
+    char skip_reason[512]; /* why decode was skipped (first reason) */
     uint64_t mismatches;
-    char failure[768];      /* the first failure, for the error line */
+    char failure[768]; /* the first failure, for the error line */
     uint64_t q_heads;
 };
 
@@ -69,8 +69,8 @@ struct run_ctx {
     const struct kvrt_model *model;
     const struct run_batch *batch;
     struct numeric_rng rng;
-    uint64_t q_heads;         /* 0: the model's, else per layer H */
-    bool decode;              /* run paged decode where the layer allows */
+    uint64_t q_heads; /* 0: the model's, else per layer H */
+    bool decode;      /* run paged decode where the layer allows */
     struct cli_progress *progress;
     uint64_t layers_done, layers_total;
 };

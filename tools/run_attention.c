@@ -35,8 +35,7 @@ static void table_fill(struct value_table *vt, enum kvrt_dtype dtype, struct num
 }
 
 /* n random elements: the bytes to store and their values. */
-static void draw(const struct value_table *vt, struct numeric_rng *rng, uint8_t *bytes, double *value,
-                 uint64_t n)
+static void draw(const struct value_table *vt, struct numeric_rng *rng, uint8_t *bytes, double *value, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++) {
         uint64_t k = numeric_next(rng) % TABLE_SIZE;
@@ -91,10 +90,9 @@ static int io_alloc(struct run_ctx *ctx, struct layer_io *io)
     io->out = malloc((on ? on : 1) * io->es);
     io->ref = malloc((on ? on : 1) * sizeof(double));
     io->slots = malloc(io->tokens * sizeof(*io->slots));
-    if (!io->k || !io->k_back || !io->kd || !io->v || !io->v_back || !io->vd || !io->q || !io->qd ||
-        !io->out || !io->ref || !io->slots)
-        return cli_error(CLI_EXIT_INTERNAL, "run: out of host memory for %llu tokens",
-                         (unsigned long long)io->tokens);
+    if (!io->k || !io->k_back || !io->kd || !io->v || !io->v_back || !io->vd || !io->q || !io->qd || !io->out ||
+        !io->ref || !io->slots)
+        return cli_error(CLI_EXIT_INTERNAL, "run: out of host memory for %llu tokens", (unsigned long long)io->tokens);
     kvrt_backend *b = ctx->backend;
     int rc = kvrt_buffer_create(b, kn * io->es, &io->kb);
     if (rc == KVRT_OK)
@@ -113,18 +111,19 @@ static int io_alloc(struct run_ctx *ctx, struct layer_io *io)
 
 /* Describe where a differing element of the read-back lives. */
 static void report_read_mismatch(struct run_totals *t, const struct layer_io *io, const char *layer,
-                                 const struct run_batch *b, const uint8_t *want, const uint8_t *got,
-                                 uint64_t row_elems, const char *part)
+                                 const struct run_batch *b, const uint8_t *want, const uint8_t *got, uint64_t row_elems,
+                                 const char *part)
 {
     const uint64_t row = row_elems * io->es;
     for (uint64_t i = 0; i < io->tokens * io->heads; i++) {
         if (memcmp(want + i * row, got + i * row, row) == 0)
             continue;
         uint64_t tok = i / io->heads;
-        run_failed(t, "layer %s: %s read back differs from what was written: token %llu of sequence "
-                   "%llu (slot %lld), head %llu", layer, part, (unsigned long long)(tok % b->context),
-                   (unsigned long long)(tok / b->context), (long long)io->slots[tok],
-                   (unsigned long long)(i % io->heads));
+        run_failed(t,
+                   "layer %s: %s read back differs from what was written: token %llu of sequence "
+                   "%llu (slot %lld), head %llu",
+                   layer, part, (unsigned long long)(tok % b->context), (unsigned long long)(tok / b->context),
+                   (long long)io->slots[tok], (unsigned long long)(i % io->heads));
         return;
     }
 }
@@ -192,8 +191,8 @@ static void skip_decode(struct run_totals *t, const char *reason)
         snprintf(t->skip_reason, sizeof(t->skip_reason), "%s", reason);
 }
 
-static int decode_layer(struct run_ctx *ctx, struct layer_io *io, size_t g, uint32_t layer,
-                        const char *name, struct run_totals *t)
+static int decode_layer(struct run_ctx *ctx, struct layer_io *io, size_t g, uint32_t layer, const char *name,
+                        struct run_totals *t)
 {
     const struct run_batch *b = ctx->batch;
     const struct run_group_batch *gb = &b->groups[g];
@@ -234,8 +233,7 @@ static int decode_layer(struct run_ctx *ctx, struct layer_io *io, size_t g, uint
     /* The kernel sees exactly the reference's inputs; what differs is fp32
      * accumulation (the 1e-5 term) and rounding the output to the cache
      * type (two units of roundoff of the largest output). */
-    const double tol = (2 * numeric_unit_roundoff(ctx->model->groups[g].layers[0].spec.dtype) + 1e-5) *
-                       largest + 1e-6;
+    const double tol = (2 * numeric_unit_roundoff(ctx->model->groups[g].layers[0].spec.dtype) + 1e-5) * largest + 1e-6;
     double worst = 0;
     uint64_t worst_at = 0;
     for (uint64_t i = 0; i < b->seqs * io->hq * io->dv; i++) {
@@ -249,9 +247,10 @@ static int decode_layer(struct run_ctx *ctx, struct layer_io *io, size_t g, uint
     t->max_abs_error = worst > t->max_abs_error ? worst : t->max_abs_error;
     t->tolerance = tol > t->tolerance ? tol : t->tolerance;
     if (worst > tol)
-        run_failed(t, "layer %s: decode differs from the double-precision reference by %.3g (tolerance "
-                   "%.3g) at sequence %llu, query head %llu", name, worst, tol,
-                   (unsigned long long)(worst_at / io->dv / io->hq),
+        run_failed(t,
+                   "layer %s: decode differs from the double-precision reference by %.3g (tolerance "
+                   "%.3g) at sequence %llu, query head %llu",
+                   name, worst, tol, (unsigned long long)(worst_at / io->dv / io->hq),
                    (unsigned long long)(worst_at / io->dv % io->hq));
     uint64_t kv_tokens = 0;
     for (uint64_t s = 0; s < b->seqs; s++)
@@ -262,8 +261,7 @@ static int decode_layer(struct run_ctx *ctx, struct layer_io *io, size_t g, uint
     return CLI_EXIT_OK;
 }
 
-static int layer_round_trip(struct run_ctx *ctx, struct layer_io *io, size_t g, size_t i,
-                            struct run_totals *t)
+static int layer_round_trip(struct run_ctx *ctx, struct layer_io *io, size_t g, size_t i, struct run_totals *t)
 {
     const struct kvrt_model_group *grp = &ctx->model->groups[g];
     const char *name = grp->layers[i].name;

@@ -58,7 +58,7 @@ int run_batch_create(const struct kvrt_model *m, uint64_t seqs, uint64_t context
         /* A partial Fisher-Yates shuffle: each draw is a fresh block. */
         for (uint64_t i = 0; i < n; i++, next++) {
             const uint64_t left = num_blocks - next; /* blocks not yet drawn */
-            if (left == 0) { /* the caller gave too few blocks */
+            if (left == 0) {                         /* the caller gave too few blocks */
                 free(ids);
                 run_batch_free(out);
                 return KVRT_ERR_INVALID;

@@ -27,7 +27,7 @@ struct page_layer {
 struct pass {
     uint64_t num_blocks, per_block;
     int64_t *ids;
-    size_t *owner;           /* group of each block in ids */
+    size_t *owner; /* group of each block in ids */
     size_t num_layers;
     struct page_layer *layers;
     uint8_t *expect, *got, *again;
@@ -37,8 +37,7 @@ struct pass {
 /* Every cell (h, n) of layer l's page in block b: offset of its C bytes. */
 static uint64_t cell_offset(const struct kvrt_view *v, int64_t b, uint64_t h, uint64_t n)
 {
-    return v->offset_bytes + (uint64_t)b * v->strides_bytes[0] + h * v->strides_bytes[1] +
-           n * v->strides_bytes[2];
+    return v->offset_bytes + (uint64_t)b * v->strides_bytes[0] + h * v->strides_bytes[1] + n * v->strides_bytes[2];
 }
 
 /* The staging offset of each global layer, in placement order. */
@@ -146,8 +145,8 @@ static int place_pages(struct run_ctx *ctx, struct pass *ps, bool zero)
 }
 
 /* Compare the owned pages of `got` (staging order) with `expect`. */
-static void compare_pages(const struct run_ctx *ctx, const struct pass *ps, const uint8_t *got,
-                          const char *when, struct run_totals *t)
+static void compare_pages(const struct run_ctx *ctx, const struct pass *ps, const uint8_t *got, const char *when,
+                          struct run_totals *t)
 {
     for (uint64_t k = 0; k < ps->num_blocks; k++) {
         for (size_t l = 0; l < ps->num_layers; l++) {
@@ -156,9 +155,10 @@ static void compare_pages(const struct run_ctx *ctx, const struct pass *ps, cons
                 continue;
             uint64_t at = k * ps->per_block + pl->staging_offset;
             if (memcmp(ps->expect + at, got + at, pl->page) != 0) {
-                run_failed(t, "group %s: the page of block %lld %s differs from the bytes placed at "
-                           "the offsets the geometry gives", ctx->model->groups[pl->group].name,
-                           (long long)ps->ids[k], when);
+                run_failed(t,
+                           "group %s: the page of block %lld %s differs from the bytes placed at "
+                           "the offsets the geometry gives",
+                           ctx->model->groups[pl->group].name, (long long)ps->ids[k], when);
                 return;
             }
         }
@@ -192,17 +192,17 @@ int run_state_groups(struct run_ctx *ctx, struct run_totals *t)
     if (rc == KVRT_OK && (rc = kvrt_cache_staging_bytes(ctx->cache, ps.num_blocks, &check)) == KVRT_OK &&
         check != bytes) {
         pass_free(&ps);
-        return cli_error(CLI_EXIT_INTERNAL, "run: the staging buffer holds %llu bytes, but the pages "
-                         "of the placement add up to %llu", (unsigned long long)check,
-                         (unsigned long long)bytes);
+        return cli_error(CLI_EXIT_INTERNAL,
+                         "run: the staging buffer holds %llu bytes, but the pages "
+                         "of the placement add up to %llu",
+                         (unsigned long long)check, (unsigned long long)bytes);
     }
     if (rc == KVRT_OK) {
         const size_t alloc = bytes ? bytes : 1; /* no zero-byte allocation (NULL would read as NOMEM) */
         ps.expect = calloc(alloc, 1);
         ps.got = malloc(alloc);
         ps.again = malloc(alloc);
-        rc = ps.expect && ps.got && ps.again ? kvrt_buffer_create(ctx->backend, bytes, &ps.staging)
-                                             : KVRT_ERR_NOMEM;
+        rc = ps.expect && ps.got && ps.again ? kvrt_buffer_create(ctx->backend, bytes, &ps.staging) : KVRT_ERR_NOMEM;
     }
     if (rc == KVRT_OK) {
         numeric_fill(&ctx->rng, KVRT_DTYPE_UINT8, ps.expect, bytes);
@@ -228,7 +228,7 @@ int run_state_groups(struct run_ctx *ctx, struct run_totals *t)
         if (memcmp(ps.got, ps.again, bytes) != 0) {
             t->scatter.failed = true;
             run_failed(t, "gather after scatter returned other bytes than the gather before it: "
-                       "the scatter did not put every page back where it came from");
+                          "the scatter did not put every page back where it came from");
         }
     }
     ctx->layers_done += ps.num_layers;

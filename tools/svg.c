@@ -57,12 +57,18 @@ void svg_hsl(double h, double s, double l, char out[8])
     /* CSS's hsl() to RGB, so every renderer sees the same colour. */
     double c = (1 - fabs(2 * l - 1)) * s, hp = fmod(h, 360) / 60, x = c * (1 - fabs(fmod(hp, 2) - 1));
     double r = 0, g = 0, b = 0;
-    if (hp < 1) r = c, g = x;
-    else if (hp < 2) r = x, g = c;
-    else if (hp < 3) g = c, b = x;
-    else if (hp < 4) g = x, b = c;
-    else if (hp < 5) r = x, b = c;
-    else r = c, b = x;
+    if (hp < 1)
+        r = c, g = x;
+    else if (hp < 2)
+        r = x, g = c;
+    else if (hp < 3)
+        g = c, b = x;
+    else if (hp < 4)
+        g = x, b = c;
+    else if (hp < 5)
+        r = x, b = c;
+    else
+        r = c, b = x;
     double m = l - c / 2;
     snprintf(out, 8, "#%02x%02x%02x", (unsigned)lround((r + m) * 255), (unsigned)lround((g + m) * 255),
              (unsigned)lround((b + m) * 255));
@@ -93,16 +99,16 @@ void svg_line(struct svg *s, double x1, double y1, double x2, double y2, const c
             x1, y1, x2, y2, stroke, width, extra ? " " : "", extra ? extra : "");
 }
 
-void svg_text(struct svg *s, double x, double y, double size, const char *anchor, const char *fill,
-              const char *fmt, ...)
+void svg_text(struct svg *s, double x, double y, double size, const char *anchor, const char *fill, const char *fmt,
+              ...)
 {
     char buf[1024];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(buf, sizeof(buf), fmt, ap);
     va_end(ap);
-    fprintf(s->f, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"%.1f\" text-anchor=\"%s\" fill=\"%s\">", x, y, size,
-            anchor, fill);
+    fprintf(s->f, "<text x=\"%.2f\" y=\"%.2f\" font-size=\"%.1f\" text-anchor=\"%s\" fill=\"%s\">", x, y, size, anchor,
+            fill);
     escape(s->f, buf);
     fputs("</text>\n", s->f);
 }

@@ -30,8 +30,8 @@ void svg_rect(struct svg *s, double x, double y, double w, double h, const char 
 void svg_line(struct svg *s, double x1, double y1, double x2, double y2, const char *stroke, double width,
               const char *extra);
 /* Text at (x, y); anchor "start", "middle" or "end". */
-void svg_text(struct svg *s, double x, double y, double size, const char *anchor, const char *fill,
-              const char *fmt, ...) KVRT_PRINTF(7, 8);
+void svg_text(struct svg *s, double x, double y, double size, const char *anchor, const char *fill, const char *fmt,
+              ...) KVRT_PRINTF(7, 8);
 void svg_group_begin(struct svg *s, const char *extra, ...) KVRT_PRINTF(2, 3);
 void svg_group_end(struct svg *s);
 /* Raw markup (definitions), written as is. */

@@ -17,8 +17,8 @@ void kvrt_xfer_agent_options_default(struct kvrt_xfer_agent_options *o)
     o->size = sizeof(*o);
 }
 
-static int register_mem(kvrt_xfer_agent *a, void *addr, uint64_t len, ucp_mem_h *memh, void **rkey,
-                        size_t *rkey_len, const char *what)
+static int register_mem(kvrt_xfer_agent *a, void *addr, uint64_t len, ucp_mem_h *memh, void **rkey, size_t *rkey_len,
+                        const char *what)
 {
     ucp_mem_map_params_t mp;
     memset(&mp, 0, sizeof(mp));
@@ -55,8 +55,10 @@ static int make_area(kvrt_xfer_agent *a, uint64_t want)
         want = all < DEFAULT_AREA_MAX ? all : DEFAULT_AREA_MAX;
     }
     if (want < a->local.staging_per_block)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_create: staging_bytes %llu is smaller than one "
-                         "block's staging bytes (%llu)", ULL(want), ULL(a->local.staging_per_block));
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_xfer_agent_create: staging_bytes %llu is smaller than one "
+                         "block's staging bytes (%llu)",
+                         ULL(want), ULL(a->local.staging_per_block));
     a->area_bytes = want;
     int rc = kvrt_buffer_create(a->backend, want, &a->area_buf);
     if (rc != KVRT_OK)
@@ -99,11 +101,15 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
     if (!o)
         o = &def;
     if (o->size < sizeof(*o))
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_create: options size %zu; expected %zu (call "
-                         "kvrt_xfer_agent_options_default)", o->size, sizeof(*o));
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_xfer_agent_create: options size %zu; expected %zu (call "
+                         "kvrt_xfer_agent_options_default)",
+                         o->size, sizeof(*o));
     if (!(o->timeout_s >= 0) || o->timeout_s > 1e6)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_create: timeout_s %g; valid are 0 (default 30) "
-                         "to 1e6 seconds", o->timeout_s);
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_xfer_agent_create: timeout_s %g; valid are 0 (default 30) "
+                         "to 1e6 seconds",
+                         o->timeout_s);
     kvrt_xfer_agent *a = calloc(1, sizeof(*a));
     if (!a)
         return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: out of memory");
@@ -146,8 +152,8 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
         /* Registered once for the whole allocation, never per block. */
         a->cache_addr = xfer_buffer_host_address(kvrt_cache_buffer(cache));
         if (a->cache_addr) {
-            rc = register_mem(a, a->cache_addr, a->local.bytes, &a->cache_memh, &a->cache_rkey,
-                              &a->cache_rkey_len, "ucp_mem_map of the cache");
+            rc = register_mem(a, a->cache_addr, a->local.bytes, &a->cache_memh, &a->cache_rkey, &a->cache_rkey_len,
+                              "ucp_mem_map of the cache");
             a->cache_registered = rc == KVRT_OK;
         }
     }

@@ -26,8 +26,7 @@ static int make_sockaddr(const char *addr, uint16_t port, struct sockaddr_in *sa
     sa->sin_family = AF_INET;
     sa->sin_port = htons(port);
     if (inet_pton(AF_INET, addr ? addr : "127.0.0.1", &sa->sin_addr) != 1)
-        return XFER_FAIL(KVRT_ERR_INVALID, "%s: address \"%s\" is not an IPv4 address (e.g. 127.0.0.1)", fn,
-                         addr);
+        return XFER_FAIL(KVRT_ERR_INVALID, "%s: address \"%s\" is not an IPv4 address (e.g. 127.0.0.1)", fn, addr);
     return KVRT_OK;
 }
 
@@ -50,8 +49,8 @@ int kvrt_xfer_listen(kvrt_xfer_agent *a, const char *addr, uint16_t port, uint16
     lp.conn_handler.arg = a;
     ucs_status_t st = ucp_listener_create(a->worker, &lp, &a->listener);
     if (st != UCS_OK)
-        return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_listen: cannot listen on %s:%u: %s",
-                         addr ? addr : "127.0.0.1", port, ucs_status_string(st));
+        return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_listen: cannot listen on %s:%u: %s", addr ? addr : "127.0.0.1",
+                         port, ucs_status_string(st));
     if (bound_port) {
         ucp_listener_attr_t la;
         la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
@@ -191,8 +190,8 @@ int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_
     ucs_status_t st = ucp_ep_create(a->worker, &ep, &p->ep);
     if (st != UCS_OK) {
         xfer_peer_drop(a, p);
-        return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_connect: cannot connect to %s:%u: %s",
-                         addr ? addr : "127.0.0.1", port, ucs_status_string(st));
+        return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_connect: cannot connect to %s:%u: %s", addr ? addr : "127.0.0.1",
+                         port, ucs_status_string(st));
     }
     uint8_t *mine;
     size_t len;

@@ -77,8 +77,8 @@ int xfer_wait(kvrt_xfer_agent *a, kvrt_xfer_peer *p, void *req, const char *what
     return KVRT_OK;
 }
 
-int xfer_am_send(kvrt_xfer_agent *a, kvrt_xfer_peer *p, unsigned id, const void *hdr, size_t hlen,
-                 const void *data, size_t dlen, const char *what)
+int xfer_am_send(kvrt_xfer_agent *a, kvrt_xfer_peer *p, unsigned id, const void *hdr, size_t hlen, const void *data,
+                 size_t dlen, const char *what)
 {
     ucp_request_param_t prm;
     memset(&prm, 0, sizeof(prm));
@@ -111,8 +111,8 @@ static void enqueue(struct xfer_queued ***tail, struct xfer_queued *q)
     *tail = &q->next;
 }
 
-static ucs_status_t am_cb(kvrt_xfer_agent *a, uint32_t kind, const void *header, size_t hlen, void *data,
-                          size_t len, const ucp_am_recv_param_t *param)
+static ucs_status_t am_cb(kvrt_xfer_agent *a, uint32_t kind, const void *header, size_t hlen, void *data, size_t len,
+                          const ucp_am_recv_param_t *param)
 {
     ucp_ep_h reply = (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) ? param->reply_ep : NULL;
     if (!reply || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
@@ -196,11 +196,11 @@ static ucs_status_t am_cb(kvrt_xfer_agent *a, uint32_t kind, const void *header,
     return UCS_OK;
 }
 
-#define AM_HANDLER(name, kind)                                                                            \
-    static ucs_status_t name(void *arg, const void *header, size_t hlen, void *data, size_t len,          \
-                             const ucp_am_recv_param_t *param)                                            \
-    {                                                                                                     \
-        return am_cb(arg, (kind), header, hlen, data, len, param);                                        \
+#define AM_HANDLER(name, kind)                                                                                         \
+    static ucs_status_t name(void *arg, const void *header, size_t hlen, void *data, size_t len,                       \
+                             const ucp_am_recv_param_t *param)                                                         \
+    {                                                                                                                  \
+        return am_cb(arg, (kind), header, hlen, data, len, param);                                                     \
     }
 AM_HANDLER(am_hello, XFER_AM_HELLO)
 AM_HANDLER(am_reply, XFER_AM_REPLY)
@@ -217,9 +217,9 @@ int xfer_set_am_handlers(kvrt_xfer_agent *a)
         unsigned id;
         ucp_am_recv_callback_t cb;
     } table[] = {
-        {XFER_AM_HELLO, am_hello},   {XFER_AM_REPLY, am_reply}, {XFER_AM_COMMIT, am_commit},
-        {XFER_AM_PREPARE, am_prepare}, {XFER_AM_ACK, am_ack},   {XFER_AM_NOTIFY, am_notify},
-        {XFER_AM_BYE, am_bye},       {XFER_AM_BIND, am_bind},
+        {XFER_AM_HELLO, am_hello},     {XFER_AM_REPLY, am_reply}, {XFER_AM_COMMIT, am_commit},
+        {XFER_AM_PREPARE, am_prepare}, {XFER_AM_ACK, am_ack},     {XFER_AM_NOTIFY, am_notify},
+        {XFER_AM_BYE, am_bye},         {XFER_AM_BIND, am_bind},
     };
     for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
         ucp_am_handler_param_t hp;

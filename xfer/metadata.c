@@ -241,8 +241,9 @@ static const uint8_t *get_blob(struct reader *r, uint32_t *n, const char *field)
     return b;
 }
 
-#define TRUNC(r) XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: truncated at byte %zu of %zu (field %s)", \
-                           (r)->pos, (r)->len, (r)->failed_field)
+#define TRUNC(r)                                                                                                       \
+    XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: truncated at byte %zu of %zu (field %s)", (r)->pos, (r)->len,     \
+              (r)->failed_field)
 
 struct set_rec {
     uint32_t group, num_layers;
@@ -258,7 +259,7 @@ static int rebuild(enum kvrt_layout layout, uint64_t num_blocks, uint64_t kernel
         total += sets[s].num_layers;
     struct kvrt_layer_entry *entries = calloc(total, sizeof(*entries));
     struct kvrt_group *groups = calloc(ngroups, sizeof(*groups));
-    char (*names)[32] = calloc(total, sizeof(*names));
+    char(*names)[32] = calloc(total, sizeof(*names));
     int rc = KVRT_OK;
     if (!entries || !groups || !names) {
         rc = XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer metadata: out of memory for %llu layers", ULL(total));
@@ -267,8 +268,10 @@ static int rebuild(enum kvrt_layout layout, uint64_t num_blocks, uint64_t kernel
     uint64_t k = 0;
     for (uint32_t s = 0; s < nsets; s++) {
         if (sets[s].group >= ngroups || (s > 0 && sets[s].group < sets[s - 1].group)) {
-            rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: set %u names group %u; groups must be "
-                           "0..%u in nondecreasing order", s, sets[s].group, ngroups - 1);
+            rc = XFER_FAIL(KVRT_ERR_INVALID,
+                           "kvrt-xfer metadata: set %u names group %u; groups must be "
+                           "0..%u in nondecreasing order",
+                           s, sets[s].group, ngroups - 1);
             goto done;
         }
         if (groups[sets[s].group].num_layers == 0)
@@ -299,16 +302,19 @@ static int check_placement(const kvrt_placement *p, const struct set_rec *sets, 
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: %u sets described, kvrt places %zu", nsets,
                          kvrt_placement_num_sets(p));
     if (kvrt_placement_size(p) != bytes)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: cache size %llu bytes in the blob, kvrt "
-                         "computes %llu for its layout and specs", ULL(bytes), ULL(kvrt_placement_size(p)));
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt-xfer metadata: cache size %llu bytes in the blob, kvrt "
+                         "computes %llu for its layout and specs",
+                         ULL(bytes), ULL(kvrt_placement_size(p)));
     for (uint32_t s = 0; s < nsets; s++) {
         struct kvrt_placement_set set;
         kvrt_placement_get_set(p, s, &set);
         if (set.layer_stride != sets[s].layer_stride || set.block_stride != sets[s].block_stride ||
             set.offset != sets[s].offset || set.num_layers != sets[s].num_layers)
-            return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: set %u (layer stride %llu, block stride "
-                             "%llu, offset %llu) disagrees with kvrt's geometry (%llu, %llu, %llu)", s,
-                             ULL(sets[s].layer_stride), ULL(sets[s].block_stride), ULL(sets[s].offset),
+            return XFER_FAIL(KVRT_ERR_INVALID,
+                             "kvrt-xfer metadata: set %u (layer stride %llu, block stride "
+                             "%llu, offset %llu) disagrees with kvrt's geometry (%llu, %llu, %llu)",
+                             s, ULL(sets[s].layer_stride), ULL(sets[s].block_stride), ULL(sets[s].offset),
                              ULL(set.layer_stride), ULL(set.block_stride), ULL(set.offset));
     }
     return KVRT_OK;
@@ -325,13 +331,13 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
         return TRUNC(&r);
     if (memcmp(m, magic, sizeof(magic)) != 0)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: bad magic (not a kvrt-xfer metadata blob; "
-                         "it starts with \"KVRTXFER\")");
+                                           "it starts with \"KVRTXFER\")");
     uint32_t version = get_u32(&r, "version");
     if (r.failed_field)
         return TRUNC(&r);
     if (version != KVRT_XFER_METADATA_VERSION)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: format version %u; this kvrt reads version %u",
-                         version, KVRT_XFER_METADATA_VERSION);
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: format version %u; this kvrt reads version %u", version,
+                         KVRT_XFER_METADATA_VERSION);
     uint32_t layout = get_u32(&r, "layout");
     uint64_t num_blocks = get_u64(&r, "num_blocks");
     uint64_t bytes = get_u64(&r, "cache_bytes");
@@ -343,8 +349,10 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
     if (!kvrt_layout_valid((int)layout))
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: layout %u is not one of the six (0..5)", layout);
     if (nsets == 0 || nsets > MAX_SETS || ngroups == 0 || ngroups > nsets)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: %u sets in %u groups; valid are 1..%d sets "
-                         "and 1..(sets) groups", nsets, ngroups, MAX_SETS);
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt-xfer metadata: %u sets in %u groups; valid are 1..%d sets "
+                         "and 1..(sets) groups",
+                         nsets, ngroups, MAX_SETS);
     if (num_blocks == 0)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: 0 blocks; a cache has at least one");
     struct set_rec *sets = calloc(nsets, sizeof(*sets));
@@ -373,8 +381,8 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
         if (r.failed_field)
             rc = TRUNC(&r);
         else if (x->num_layers == 0 || x->num_layers > MAX_LAYERS || (total_layers += x->num_layers) > MAX_LAYERS)
-            rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: set %u has %u layers; valid are 1..%d in all",
-                           s, x->num_layers, MAX_LAYERS);
+            rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: set %u has %u layers; valid are 1..%d in all", s,
+                           x->num_layers, MAX_LAYERS);
     }
     uint32_t registered = get_u32(&r, "registered");
     md->cache_addr = get_u64(&r, "cache_address");
@@ -410,8 +418,10 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
         if (rc != KVRT_OK)
             xfer_desc_free(&md->cache, true);
         else if (md->area_bytes < md->cache.staging_per_block)
-            rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: staging area of %llu bytes is smaller than "
-                           "one block (%llu bytes)", ULL(md->area_bytes), ULL(md->cache.staging_per_block));
+            rc = XFER_FAIL(KVRT_ERR_INVALID,
+                           "kvrt-xfer metadata: staging area of %llu bytes is smaller than "
+                           "one block (%llu bytes)",
+                           ULL(md->area_bytes), ULL(md->cache.staging_per_block));
         if (rc != KVRT_OK && md->cache.layers)
             xfer_desc_free(&md->cache, true);
     } else {
@@ -430,8 +440,10 @@ static uint64_t head_v(const struct kvrt_spec *s)
 int xfer_md_compatible(const struct xfer_cache_desc *a, const struct xfer_cache_desc *b)
 {
     if (a->num_layers != b->num_layers)
-        return XFER_FAIL(KVRT_ERR_INVALID, "incompatible peer: the model has %llu layers here and %llu on the "
-                         "peer", ULL(a->num_layers), ULL(b->num_layers));
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "incompatible peer: the model has %llu layers here and %llu on the "
+                         "peer",
+                         ULL(a->num_layers), ULL(b->num_layers));
     for (uint64_t i = 0; i < a->num_layers; i++) {
         const struct kvrt_spec *x = a->layers[i].spec, *y = b->layers[i].spec;
         const char *what = NULL;
@@ -466,8 +478,8 @@ int xfer_md_compatible(const struct xfer_cache_desc *a, const struct xfer_cache_
             snprintf(there, sizeof(there), "%llu", ULL(b->layers[i].content));
         }
         if (what)
-            return XFER_FAIL(KVRT_ERR_INVALID, "incompatible peer: layer %llu %s is %s here and %s on the peer",
-                             ULL(i), what, here, there);
+            return XFER_FAIL(KVRT_ERR_INVALID, "incompatible peer: layer %llu %s is %s here and %s on the peer", ULL(i),
+                             what, here, there);
     }
     return KVRT_OK;
 }

@@ -38,8 +38,7 @@ void xfer_peer_free(kvrt_xfer_peer *p, bool polite)
         if (polite && p->state == KVRT_XFER_PEER_CONNECTED)
             req = ucp_ep_flush_nbx(eps[i], &prm);
         double deadline = xfer_now() + 2.0;
-        while (req && !UCS_PTR_IS_ERR(req) && ucp_request_check_status(req) == UCS_INPROGRESS &&
-               xfer_now() < deadline)
+        while (req && !UCS_PTR_IS_ERR(req) && ucp_request_check_status(req) == UCS_INPROGRESS && xfer_now() < deadline)
             ucp_worker_progress(a->worker);
         if (req && !UCS_PTR_IS_ERR(req))
             ucp_request_free(req);
@@ -47,8 +46,7 @@ void xfer_peer_free(kvrt_xfer_peer *p, bool polite)
         prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
         req = ucp_ep_close_nbx(eps[i], &prm);
         deadline = xfer_now() + 2.0;
-        while (req && !UCS_PTR_IS_ERR(req) && ucp_request_check_status(req) == UCS_INPROGRESS &&
-               xfer_now() < deadline)
+        while (req && !UCS_PTR_IS_ERR(req) && ucp_request_check_status(req) == UCS_INPROGRESS && xfer_now() < deadline)
             ucp_worker_progress(a->worker);
         if (req && !UCS_PTR_IS_ERR(req))
             ucp_request_free(req);

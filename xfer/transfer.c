@@ -66,16 +66,16 @@ struct plan_in {
     bool full;
 };
 
-static int check_ids(const int64_t *ids, size_t n, uint64_t limit, const char *side, const char *name,
-                     bool unique)
+static int check_ids(const int64_t *ids, size_t n, uint64_t limit, const char *side, const char *name, bool unique)
 {
     if (n && !ids)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: %s is NULL for %zu blocks", name, n);
     for (size_t i = 0; i < n; i++)
         if (ids[i] < 0 || (uint64_t)ids[i] >= limit)
-            return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: %s block id %lld at %s[%zu] is out of range; "
-                             "the %s cache has %llu blocks (valid ids 0..%llu)", side, (long long)ids[i], name, i,
-                             side, ULL(limit), ULL(limit - 1));
+            return XFER_FAIL(KVRT_ERR_INVALID,
+                             "kvrt_xfer_transfer: %s block id %lld at %s[%zu] is out of range; "
+                             "the %s cache has %llu blocks (valid ids 0..%llu)",
+                             side, (long long)ids[i], name, i, side, ULL(limit), ULL(limit - 1));
     if (unique && n > 1) {
         uint8_t *seen = calloc((size_t)limit / 8 + 1, 1);
         if (!seen)
@@ -84,7 +84,8 @@ static int check_ids(const int64_t *ids, size_t n, uint64_t limit, const char *s
             uint64_t b = (uint64_t)ids[i];
             if (seen[b / 8] & (1u << (b % 8))) {
                 free(seen);
-                return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: destination block id %lld appears twice "
+                return XFER_FAIL(KVRT_ERR_INVALID,
+                                 "kvrt_xfer_transfer: destination block id %lld appears twice "
                                  "in %s (at %zu and before); each destination block can be written once",
                                  (long long)ids[i], name, i);
             }
@@ -100,8 +101,10 @@ static int validate(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfe
     if (!a || !p || !r)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: NULL argument");
     if (r->size < sizeof(*r))
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: request size %zu; expected %zu (call "
-                         "kvrt_xfer_request_default)", r->size, sizeof(*r));
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_xfer_transfer: request size %zu; expected %zu (call "
+                         "kvrt_xfer_request_default)",
+                         r->size, sizeof(*r));
     if (p->agent != a || !p->loaded)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: the peer does not belong to this agent");
     int rc = xfer_peer_ok(p, "kvrt_xfer_transfer");
@@ -111,8 +114,10 @@ static int validate(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfe
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: direction %d; valid are 0 (push) and 1 (pull)",
                          (int)r->direction);
     if ((unsigned)r->method > KVRT_XFER_STAGING)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: method %d; valid are 0 (auto), 1 (regions), "
-                         "2 (direct), 3 (staging)", (int)r->method);
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_xfer_transfer: method %d; valid are 0 (auto), 1 (regions), "
+                         "2 (direct), 3 (staging)",
+                         (int)r->method);
     const struct xfer_cache_desc *L = &a->local, *R = &p->md.cache;
     bool push = r->direction == KVRT_XFER_PUSH;
     if ((rc = check_ids(r->local_ids, r->num_blocks, L->num_blocks, "local", "local_ids", !push)) != KVRT_OK ||
@@ -120,13 +125,17 @@ static int validate(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfe
         return rc;
     uint64_t nl = r->num_layers;
     if (r->layer_start >= L->num_layers)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: layer_start %llu is out of range; the model has "
-                         "%llu layers", ULL(r->layer_start), ULL(L->num_layers));
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_xfer_transfer: layer_start %llu is out of range; the model has "
+                         "%llu layers",
+                         ULL(r->layer_start), ULL(L->num_layers));
     if (nl == 0)
         nl = L->num_layers - r->layer_start;
     if (nl > L->num_layers - r->layer_start)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: layers %llu..%llu are out of range; the model has "
-                         "%llu layers", ULL(r->layer_start), ULL(r->layer_start + nl - 1), ULL(L->num_layers));
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_xfer_transfer: layers %llu..%llu are out of range; the model has "
+                         "%llu layers",
+                         ULL(r->layer_start), ULL(r->layer_start + nl - 1), ULL(L->num_layers));
     in->req = r;
     in->lsel = (struct xfer_sel){r->layer_start, nl, r->local_head_start, r->num_heads};
     in->rsel = (struct xfer_sel){r->layer_start, nl, r->remote_head_start, r->num_heads};
@@ -135,27 +144,36 @@ static int validate(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfe
         uint64_t lh = L->layers[l].heads, rh = R->layers[l].heads;
         if (r->num_heads == 0) {
             if (r->local_head_start || r->remote_head_start)
-                return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: head starts %llu/%llu given without "
-                                 "num_heads", ULL(r->local_head_start), ULL(r->remote_head_start));
+                return XFER_FAIL(KVRT_ERR_INVALID,
+                                 "kvrt_xfer_transfer: head starts %llu/%llu given without "
+                                 "num_heads",
+                                 ULL(r->local_head_start), ULL(r->remote_head_start));
             if (lh != rh)
-                return XFER_FAIL(KVRT_ERR_INVALID, "incompatible peer: layer %llu has %llu KV heads here and %llu on "
-                                 "the peer; pass a head range (num_heads) to move a slice", ULL(l), ULL(lh), ULL(rh));
+                return XFER_FAIL(KVRT_ERR_INVALID,
+                                 "incompatible peer: layer %llu has %llu KV heads here and %llu on "
+                                 "the peer; pass a head range (num_heads) to move a slice",
+                                 ULL(l), ULL(lh), ULL(rh));
             in->lsel.num_heads = in->rsel.num_heads = lh;
             /* Layers may differ in heads only in a uniform way: one count
              * per request. */
             if (l > r->layer_start && lh != L->layers[r->layer_start].heads)
-                return XFER_FAIL(KVRT_ERR_UNSUPPORTED, "kvrt_xfer_transfer: layers %llu and %llu differ in heads "
-                                 "(%llu, %llu); transfer them in separate layer ranges", ULL(r->layer_start),
-                                 ULL(l), ULL(L->layers[r->layer_start].heads), ULL(lh));
+                return XFER_FAIL(KVRT_ERR_UNSUPPORTED,
+                                 "kvrt_xfer_transfer: layers %llu and %llu differ in heads "
+                                 "(%llu, %llu); transfer them in separate layer ranges",
+                                 ULL(r->layer_start), ULL(l), ULL(L->layers[r->layer_start].heads), ULL(lh));
         } else {
             if (r->local_head_start + r->num_heads > lh || r->local_head_start + r->num_heads < r->num_heads)
-                return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: local heads %llu..%llu are out of range; "
-                                 "layer %llu has %llu here", ULL(r->local_head_start),
-                                 ULL(r->local_head_start + r->num_heads - 1), ULL(l), ULL(lh));
+                return XFER_FAIL(KVRT_ERR_INVALID,
+                                 "kvrt_xfer_transfer: local heads %llu..%llu are out of range; "
+                                 "layer %llu has %llu here",
+                                 ULL(r->local_head_start), ULL(r->local_head_start + r->num_heads - 1), ULL(l),
+                                 ULL(lh));
             if (r->remote_head_start + r->num_heads > rh || r->remote_head_start + r->num_heads < r->num_heads)
-                return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_transfer: remote heads %llu..%llu are out of range; "
-                                 "layer %llu has %llu on the peer", ULL(r->remote_head_start),
-                                 ULL(r->remote_head_start + r->num_heads - 1), ULL(l), ULL(rh));
+                return XFER_FAIL(KVRT_ERR_INVALID,
+                                 "kvrt_xfer_transfer: remote heads %llu..%llu are out of range; "
+                                 "layer %llu has %llu on the peer",
+                                 ULL(r->remote_head_start), ULL(r->remote_head_start + r->num_heads - 1), ULL(l),
+                                 ULL(rh));
             if (r->num_heads != lh || r->num_heads != rh)
                 in->full = false;
         }
@@ -305,8 +323,8 @@ struct plan_state {
     uint64_t batch;       /* blocks per staging round */
 };
 
-static int make_plan(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer_request *r,
-                     struct plan_state *ps, struct kvrt_xfer_plan *out)
+static int make_plan(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer_request *r, struct plan_state *ps,
+                     struct kvrt_xfer_plan *out)
 {
     memset(ps, 0, sizeof(*ps));
     memset(out, 0, sizeof(*out));
@@ -320,14 +338,17 @@ static int make_plan(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xf
     out->bytes = ps->block_bytes * r->num_blocks;
     enum kvrt_xfer_method m = r->method;
     if (m == KVRT_XFER_REGIONS && !same)
-        return XFER_FAIL(KVRT_ERR_UNSUPPORTED, "kvrt_xfer_transfer: method regions needs the same layout and "
+        return XFER_FAIL(KVRT_ERR_UNSUPPORTED,
+                         "kvrt_xfer_transfer: method regions needs the same layout and "
                          "specs on both sides, whole pages and registered caches (here %s, the peer %s%s%s)",
                          kvrt_layout_name(a->local.layout), kvrt_layout_name(p->md.cache.layout),
                          ps->in.full ? "" : ", a layer or head selection",
                          both ? "" : ", a cache without registered memory");
     if (m == KVRT_XFER_DIRECT && !both)
-        return XFER_FAIL(KVRT_ERR_UNSUPPORTED, "kvrt_xfer_transfer: method direct needs both caches in registered "
-                         "host memory (%s side has none); use staging", a->cache_registered ? "the peer's" : "this");
+        return XFER_FAIL(KVRT_ERR_UNSUPPORTED,
+                         "kvrt_xfer_transfer: method direct needs both caches in registered "
+                         "host memory (%s side has none); use staging",
+                         a->cache_registered ? "the peer's" : "this");
     if (m == KVRT_XFER_AUTO && same)
         m = KVRT_XFER_REGIONS;
     if (m == KVRT_XFER_REGIONS) {
@@ -340,8 +361,7 @@ static int make_plan(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xf
         if (rc == KVRT_OK && m == KVRT_XFER_AUTO && avg < DIRECT_MIN_RUN) {
             m = KVRT_XFER_STAGING;
             snprintf(out->why, sizeof(out->why), "%s -> %s runs average %llu bytes (< %u): staging order is cheaper",
-                     kvrt_layout_name(a->local.layout), kvrt_layout_name(p->md.cache.layout), ULL(avg),
-                     DIRECT_MIN_RUN);
+                     kvrt_layout_name(a->local.layout), kvrt_layout_name(p->md.cache.layout), ULL(avg), DIRECT_MIN_RUN);
             free(ps->ops.v);
             memset(&ps->ops, 0, sizeof(ps->ops));
         } else {
@@ -370,8 +390,10 @@ static int make_plan(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xf
         uint64_t area = a->area_bytes < p->md.area_bytes ? a->area_bytes : p->md.area_bytes;
         ps->batch = ps->block_bytes ? area / ps->block_bytes : r->num_blocks;
         if (ps->batch == 0)
-            return XFER_FAIL(KVRT_ERR_UNSUPPORTED, "kvrt_xfer_transfer: one block needs %llu staging bytes but the "
-                             "smaller staging area holds %llu", ULL(ps->block_bytes), ULL(area));
+            return XFER_FAIL(KVRT_ERR_UNSUPPORTED,
+                             "kvrt_xfer_transfer: one block needs %llu staging bytes but the "
+                             "smaller staging area holds %llu",
+                             ULL(ps->block_bytes), ULL(area));
         out->batches = ps->batch ? (r->num_blocks + ps->batch - 1) / ps->batch : 0;
         out->regions = out->batches;
         out->wire_bytes = out->bytes;
@@ -447,8 +469,7 @@ static int wait_ack(kvrt_xfer_agent *a, kvrt_xfer_peer *p, uint64_t xid, const c
         if (p->state != KVRT_XFER_PEER_CONNECTED)
             return xfer_peer_ok(p, what);
         if (xfer_now() > deadline)
-            return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s: no answer from the peer within %g s", what,
-                             a->timeout_s);
+            return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s: no answer from the peer within %g s", what, a->timeout_s);
     }
     p->ack_seen = false;
     if (p->ack_status != KVRT_OK)
@@ -553,15 +574,17 @@ static int serve_one(kvrt_xfer_agent *a, struct xfer_queued *q)
     if (rc == KVRT_OK)
         rc = check_ids(ids, (size_t)m.num_blocks, d->num_blocks, "local", "the request's ids",
                        q->kind == XFER_AM_COMMIT);
-    if (rc == KVRT_OK &&
-        (m.sel.layer_start >= d->num_layers || m.sel.num_layers == 0 || m.sel.num_layers > d->num_layers - m.sel.layer_start))
+    if (rc == KVRT_OK && (m.sel.layer_start >= d->num_layers || m.sel.num_layers == 0 ||
+                          m.sel.num_layers > d->num_layers - m.sel.layer_start))
         rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: %s request names layers %llu+%llu of %llu", what,
                        ULL(m.sel.layer_start), ULL(m.sel.num_layers), ULL(d->num_layers));
     for (uint64_t l = m.sel.layer_start; rc == KVRT_OK && l < m.sel.layer_start + m.sel.num_layers; l++)
         if (m.sel.num_heads == 0 || m.sel.head_start + m.sel.num_heads > d->layers[l].heads ||
             m.sel.head_start + m.sel.num_heads < m.sel.num_heads)
-            rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: %s request names heads %llu+%llu of layer %llu, which has "
-                           "%llu", what, ULL(m.sel.head_start), ULL(m.sel.num_heads), ULL(l), ULL(d->layers[l].heads));
+            rc = XFER_FAIL(KVRT_ERR_INVALID,
+                           "kvrt-xfer: %s request names heads %llu+%llu of layer %llu, which has "
+                           "%llu",
+                           what, ULL(m.sel.head_start), ULL(m.sel.num_heads), ULL(l), ULL(d->layers[l].heads));
     if (rc == KVRT_OK && m.num_blocks * xfer_sel_block_bytes(d, &m.sel) > a->area_bytes)
         rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: %s request needs more than the %llu-byte staging area", what,
                        ULL(a->area_bytes));

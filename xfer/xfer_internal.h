@@ -20,11 +20,11 @@
 /* One layer of a cache as the planner sees it (either side). */
 struct xfer_layer {
     const struct kvrt_spec *spec;
-    struct kvrt_view view;          /* [B*r, H, N(k), C] in bytes */
-    uint64_t kernel_blocks;         /* r */
-    uint64_t kernel_states;         /* N(k) */
+    struct kvrt_view view;           /* [B*r, H, N(k), C] in bytes */
+    uint64_t kernel_blocks;          /* r */
+    uint64_t kernel_states;          /* N(k) */
     uint64_t heads, states, content; /* H, N of a manager block, C bytes */
-    uint64_t staging_offset;        /* within one block's staging bytes */
+    uint64_t staging_offset;         /* within one block's staging bytes */
 };
 
 /* A cache described by metadata (the peer) or by the cache itself (local). */
@@ -58,22 +58,22 @@ struct xfer_queued {
 struct kvrt_xfer_peer {
     kvrt_xfer_agent *agent;
     kvrt_xfer_peer *next;
-    ucp_ep_h ep;                   /* connection (listener/client) or worker-address ep */
+    ucp_ep_h ep; /* connection (listener/client) or worker-address ep */
     /* The ep that carries RMA and active messages.  A client that came in
      * through the listener (tcp) opens it to the peer's worker address, so
      * that UCX may pick shared memory; the server learns it from BIND. */
     ucp_ep_h data_ep;
-    bool own_data_ep;              /* created here (closed here) */
-    uint64_t token;                /* the server's name for this peer */
+    bool own_data_ep; /* created here (closed here) */
+    uint64_t token;   /* the server's name for this peer */
     enum kvrt_xfer_peer_state state;
     char why[512];
-    bool loaded;                   /* metadata checked, rkeys unpacked */
-    uint8_t *blob;                 /* the peer's metadata (kept: md points into it) */
+    bool loaded;   /* metadata checked, rkeys unpacked */
+    uint8_t *blob; /* the peer's metadata (kept: md points into it) */
     size_t blob_len;
     struct xfer_md md;
     ucp_rkey_h cache_rkey, area_rkey;
-    bool hello_seen;               /* server side: the peer's metadata arrived */
-    bool reply_seen;               /* client side: the answer arrived */
+    bool hello_seen; /* server side: the peer's metadata arrived */
+    bool reply_seen; /* client side: the answer arrived */
     int reply_status;
     bool ack_seen;
     uint64_t ack_xid;
@@ -99,9 +99,9 @@ struct kvrt_xfer_agent {
     void *cache_rkey;
     size_t cache_rkey_len;
 
-    kvrt_buffer *area_buf;   /* on the backend: gather/scatter target */
-    uint8_t *area_host;      /* registered host bytes (area_buf's own when host memory) */
-    bool area_shared;        /* area_host is area_buf's memory */
+    kvrt_buffer *area_buf; /* on the backend: gather/scatter target */
+    uint8_t *area_host;    /* registered host bytes (area_buf's own when host memory) */
+    bool area_shared;      /* area_host is area_buf's memory */
     uint64_t area_bytes;
     ucp_mem_h area_memh;
     void *area_rkey;
@@ -137,7 +137,7 @@ enum {
     XFER_AM_ACK = 5,     /* answer to COMMIT/PREPARE */
     XFER_AM_NOTIFY = 6,  /* data: the notification */
     XFER_AM_BYE = 7,
-    XFER_AM_BIND = 8,    /* header: the token; this ep is the peer's data ep */
+    XFER_AM_BIND = 8, /* header: the token; this ep is the peer's data ep */
 };
 
 /* The selection of a staged request: what each block contributes. */
@@ -165,8 +165,8 @@ int xfer_md_compatible(const struct xfer_cache_desc *local, const struct xfer_ca
 int xfer_ucx_fail(ucs_status_t st, const char *what);
 int xfer_set_am_handlers(kvrt_xfer_agent *a);
 int xfer_wait(kvrt_xfer_agent *a, kvrt_xfer_peer *p, void *req, const char *what);
-int xfer_am_send(kvrt_xfer_agent *a, kvrt_xfer_peer *p, unsigned id, const void *hdr, size_t hlen,
-                 const void *data, size_t dlen, const char *what);
+int xfer_am_send(kvrt_xfer_agent *a, kvrt_xfer_peer *p, unsigned id, const void *hdr, size_t hlen, const void *data,
+                 size_t dlen, const char *what);
 int xfer_peer_ok(const kvrt_xfer_peer *p, const char *what);
 int xfer_serve_inbox(kvrt_xfer_agent *a);
 double xfer_now(void);

@@ -32,8 +32,7 @@ struct kvrt_plugin_buffer {
  * index is split into a view block and a state within it.  This is the only
  * place where a layout enters the code.
  */
-static inline uint64_t tpl_cell(const struct kvrt_plugin_layer *layer, uint64_t block, uint64_t state,
-                                uint64_t head)
+static inline uint64_t tpl_cell(const struct kvrt_plugin_layer *layer, uint64_t block, uint64_t state, uint64_t head)
 {
     uint64_t view_block = block * layer->blocks_per_block + state / layer->states;
     return layer->offset + view_block * layer->stride_block + head * layer->stride_head +
@@ -42,8 +41,8 @@ static inline uint64_t tpl_cell(const struct kvrt_plugin_layer *layer, uint64_t 
 
 /* The cell of a token slot (token operations only run on layers with one
  * state per token, so a token's index in its block is its state index). */
-static inline uint64_t tpl_slot_cell(const struct kvrt_plugin_cache *cache,
-                                     const struct kvrt_plugin_layer *layer, int64_t slot, uint64_t head)
+static inline uint64_t tpl_slot_cell(const struct kvrt_plugin_cache *cache, const struct kvrt_plugin_layer *layer,
+                                     int64_t slot, uint64_t head)
 {
     uint64_t s = (uint64_t)slot;
     return tpl_cell(layer, s / cache->block_size, s % cache->block_size, head);
@@ -62,20 +61,19 @@ int tpl_fail(kvrt_plugin_error *err, int status, const char *fmt, ...)
 
 /* The operations (template_tokens.c, template_blocks.c, template_decode.c). */
 int tpl_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
-              uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k,
-              uint64_t k_offset, kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err);
+              uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+              kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err);
 int tpl_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
-             uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k,
-             uint64_t k_offset, kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err);
-int tpl_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                    kvrt_plugin_buffer *cache_buf, uint64_t num_pairs, const int64_t *pairs,
-                    kvrt_plugin_error *err);
+             uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+             kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err);
+int tpl_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                    uint64_t num_pairs, const int64_t *pairs, kvrt_plugin_error *err);
 int tpl_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
-               uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging,
-               uint64_t staging_offset, kvrt_plugin_error *err);
+               uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging, uint64_t staging_offset,
+               kvrt_plugin_error *err);
 int tpl_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
-                uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging,
-                uint64_t staging_offset, kvrt_plugin_error *err);
+                uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging, uint64_t staging_offset,
+                kvrt_plugin_error *err);
 int tpl_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
                uint32_t layer, const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err);
 

@@ -13,9 +13,8 @@ static uint64_t block_states(const struct kvrt_plugin_layer *layer)
     return layer->states * layer->blocks_per_block;
 }
 
-int tpl_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                    kvrt_plugin_buffer *cache_buf, uint64_t num_pairs, const int64_t *pairs,
-                    kvrt_plugin_error *err)
+int tpl_copy_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                    uint64_t num_pairs, const int64_t *pairs, kvrt_plugin_error *err)
 {
     (void)dev;
     (void)err;
@@ -68,8 +67,8 @@ static void move_blocks(enum direction dir, const struct kvrt_plugin_cache *cach
 }
 
 int tpl_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
-               uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging,
-               uint64_t staging_offset, kvrt_plugin_error *err)
+               uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging, uint64_t staging_offset,
+               kvrt_plugin_error *err)
 {
     (void)dev;
     (void)err;
@@ -78,8 +77,8 @@ int tpl_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, k
 }
 
 int tpl_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
-                uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging,
-                uint64_t staging_offset, kvrt_plugin_error *err)
+                uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging, uint64_t staging_offset,
+                kvrt_plugin_error *err)
 {
     (void)dev;
     (void)err;

@@ -44,8 +44,7 @@ static void tpl_unbind(kvrt_plugin_device *dev)
     free(dev);
 }
 
-static int tpl_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out,
-                            kvrt_plugin_error *err)
+static int tpl_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out, kvrt_plugin_error *err)
 {
     (void)dev;
     kvrt_plugin_buffer *buf = malloc(sizeof(*buf));
@@ -57,8 +56,7 @@ static int tpl_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin
     if (!buf || !data) {
         free(buf);
         free(data);
-        return tpl_fail(err, KVRT_ERR_NOMEM, "cannot allocate %llu bytes of host memory",
-                        (unsigned long long)bytes);
+        return tpl_fail(err, KVRT_ERR_NOMEM, "cannot allocate %llu bytes of host memory", (unsigned long long)bytes);
     }
     buf->bytes = bytes;
     buf->data = data;
@@ -105,8 +103,7 @@ static int tpl_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf,
 /* Most preferred first: the order the core's resolution uses when this
  * backend is the only one touching a cache. */
 static const int32_t tpl_layouts[] = {
-    KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC,
-    KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
+    KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
 };
 
 static const struct kvrt_plugin_descriptor tpl_descriptor = {

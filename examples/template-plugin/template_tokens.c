@@ -42,8 +42,8 @@ static void move_tokens(enum direction dir, const struct kvrt_plugin_cache *cach
 }
 
 int tpl_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
-              uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k,
-              uint64_t k_offset, kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
+              uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+              kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
 {
     (void)dev;
     (void)err;
@@ -53,8 +53,8 @@ int tpl_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kv
 }
 
 int tpl_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
-             uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k,
-             uint64_t k_offset, kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
+             uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+             kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
 {
     (void)dev;
     (void)err;

@@ -53,16 +53,16 @@ extern "C" {
 /* Status codes.  The values are part of the ABI (locked by tests). */
 enum kvrt_status {
     KVRT_OK = 0,
-    KVRT_ERR_INVALID = -1,   /* invalid argument: bad name, bad number, misuse */
-    KVRT_ERR_OVERFLOW = -2,  /* a size does not fit in 64 bits */
-    KVRT_ERR_NOMEM = -3,     /* host memory exhausted */
-    KVRT_ERR_REFUSED = -4,   /* layout refused or unsatisfiable */
-    KVRT_ERR_NODEV = -5,     /* no backend or no device available */
-    KVRT_ERR_STATE = -6,     /* operation not allowed in the current state */
-    KVRT_ERR_DEVICE = -7,    /* the device or its driver failed */
+    KVRT_ERR_INVALID = -1,     /* invalid argument: bad name, bad number, misuse */
+    KVRT_ERR_OVERFLOW = -2,    /* a size does not fit in 64 bits */
+    KVRT_ERR_NOMEM = -3,       /* host memory exhausted */
+    KVRT_ERR_REFUSED = -4,     /* layout refused or unsatisfiable */
+    KVRT_ERR_NODEV = -5,       /* no backend or no device available */
+    KVRT_ERR_STATE = -6,       /* operation not allowed in the current state */
+    KVRT_ERR_DEVICE = -7,      /* the device or its driver failed */
     KVRT_ERR_UNSUPPORTED = -8, /* backend does not support this operation/type */
-    KVRT_ERR_PLUGIN = -9,    /* a plugin is malformed or misbehaved */
-    KVRT_ERR_INTERNAL = -10, /* a bug in kvrt */
+    KVRT_ERR_PLUGIN = -9,      /* a plugin is malformed or misbehaved */
+    KVRT_ERR_INTERNAL = -10,   /* a bug in kvrt */
 };
 
 /**

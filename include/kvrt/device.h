@@ -14,7 +14,7 @@ extern "C" {
  * a backend whose device is the host CPU (an OpenCL CPU device such as PoCL)
  * ranks after the native "cpu" backend. */
 enum kvrt_device_type {
-    KVRT_DEVICE_TYPE_UNKNOWN = 0,     /* the plugin does not say (ABI 1.0) */
+    KVRT_DEVICE_TYPE_UNKNOWN = 0, /* the plugin does not say (ABI 1.0) */
     KVRT_DEVICE_TYPE_CPU = 1,
     KVRT_DEVICE_TYPE_GPU = 2,
     KVRT_DEVICE_TYPE_ACCELERATOR = 3,

@@ -58,8 +58,7 @@ enum kvrt_view_part {
  *   when the backend's memory cannot be addressed from this process;
  *   KVRT_ERR_NOMEM.
  */
-KVRT_API int kvrt_cache_export_layer(kvrt_cache *c, uint32_t layer, enum kvrt_view_part part,
-                                     DLManagedTensor **out);
+KVRT_API int kvrt_cache_export_layer(kvrt_cache *c, uint32_t layer, enum kvrt_view_part part, DLManagedTensor **out);
 
 /**
  * Export every layer as one 5-D [L, B, H, N, C] tensor.  All layers must

@@ -16,8 +16,8 @@ struct kvrt_geometry_params {
     enum kvrt_layout layout;
     const struct kvrt_spec *spec;
     uint64_t num_layers;
-    uint64_t num_blocks;           /* manager blocks */
-    uint64_t kernel_block_size;    /* 0 = no splitting */
+    uint64_t num_blocks;        /* manager blocks */
+    uint64_t kernel_block_size; /* 0 = no splitting */
     /* Byte strides fixed by the caller, logical [L, B, H, N, C] order;
      * KVRT_UNSET = computed.  The B stride is per manager block. */
     uint64_t fixed_strides[KVRT_NUM_AXES];
@@ -33,20 +33,20 @@ struct kvrt_geometry {
     enum kvrt_layout layout;
     struct kvrt_spec_info info;
     uint64_t num_layers;
-    uint64_t num_blocks;                 /* manager blocks */
+    uint64_t num_blocks;                   /* manager blocks */
     uint64_t shape_bytes[KVRT_NUM_AXES];   /* [L, B*r, H, N(k), C] */
     uint64_t strides_bytes[KVRT_NUM_AXES]; /* logical order; B per kernel block */
-    uint64_t total_bytes;   /* bytes spanned by the whole allocation */
-    uint64_t layer_stride;  /* bytes from layer l to l+1 */
-    uint64_t block_stride;  /* bytes from manager block b to b+1 */
+    uint64_t total_bytes;                  /* bytes spanned by the whole allocation */
+    uint64_t layer_stride;                 /* bytes from layer l to l+1 */
+    uint64_t block_stride;                 /* bytes from manager block b to b+1 */
 };
 
 /* A per-layer 4-D [B, H, N, C] view. */
 struct kvrt_view {
     uint64_t offset_bytes;
-    uint64_t elem_size;      /* 1 for state specs (views stay in bytes) */
-    uint64_t shape[4];       /* C in elements */
-    uint64_t strides[4];     /* in elements */
+    uint64_t elem_size;        /* 1 for state specs (views stay in bytes) */
+    uint64_t shape[4];         /* C in elements */
+    uint64_t strides[4];       /* in elements */
     uint64_t shape_bytes[4];   /* C in bytes */
     uint64_t strides_bytes[4]; /* C stride 1: the byte pair matches shape_bytes */
 };
@@ -61,12 +61,11 @@ struct kvrt_view {
  * C stride other than 1, and the errors of kvrt_spec_derive.
  * A padded page is a floor: fixed inner strides may make the page longer.
  */
-KVRT_API int kvrt_geometry_compute(const struct kvrt_geometry_params *params,
-                                   struct kvrt_geometry *out);
+KVRT_API int kvrt_geometry_compute(const struct kvrt_geometry_params *params, struct kvrt_geometry *out);
 
 /** The view of layer `layer` at base offset `base_offset`. */
-KVRT_API int kvrt_geometry_layer_view(const struct kvrt_geometry *geom, uint64_t base_offset,
-                                      uint64_t layer, struct kvrt_view *out);
+KVRT_API int kvrt_geometry_layer_view(const struct kvrt_geometry *geom, uint64_t base_offset, uint64_t layer,
+                                      struct kvrt_view *out);
 
 #ifdef __cplusplus
 }

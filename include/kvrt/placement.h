@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 struct kvrt_layer_entry {
-    const char *name;        /* copied by kvrt_placement_create */
+    const char *name; /* copied by kvrt_placement_create */
     struct kvrt_spec spec;
 };
 
@@ -39,9 +39,8 @@ typedef struct kvrt_placement kvrt_placement;
  *   pushed it off its grid: pad those pages); errors of kvrt_spec_derive /
  *   kvrt_geometry_compute otherwise, prefixed with the layer's name.
  */
-KVRT_API int kvrt_placement_create(enum kvrt_layout layout, const struct kvrt_group *groups,
-                                   size_t num_groups, uint64_t num_blocks,
-                                   uint64_t kernel_block_size, kvrt_placement **out);
+KVRT_API int kvrt_placement_create(enum kvrt_layout layout, const struct kvrt_group *groups, size_t num_groups,
+                                   uint64_t num_blocks, uint64_t kernel_block_size, kvrt_placement **out);
 
 KVRT_API void kvrt_placement_destroy(kvrt_placement *p);
 
@@ -52,8 +51,7 @@ KVRT_API void kvrt_placement_destroy(kvrt_placement *p);
  * one block); the errors of kvrt_placement_create otherwise.
  */
 KVRT_API int kvrt_placement_blocks_for_budget(enum kvrt_layout layout, const struct kvrt_group *groups,
-                                              size_t num_groups, uint64_t budget_bytes,
-                                              uint64_t *num_blocks);
+                                              size_t num_groups, uint64_t budget_bytes, uint64_t *num_blocks);
 
 KVRT_API enum kvrt_layout kvrt_placement_layout(const kvrt_placement *p);
 KVRT_API uint64_t kvrt_placement_bytes_per_block(const kvrt_placement *p);
@@ -64,26 +62,24 @@ KVRT_API size_t kvrt_placement_num_groups(const kvrt_placement *p);
 
 /* One set of identical specs in a group. */
 struct kvrt_placement_set {
-    size_t group;                 /* index of its group */
+    size_t group; /* index of its group */
     size_t num_layers;
     const char *const *layer_names; /* owned by the placement */
     const struct kvrt_spec *spec;   /* owned by the placement */
     uint64_t layer_stride;
     uint64_t block_stride;
     uint64_t offset;
-    struct kvrt_geometry geometry;  /* strides, views of this set */
+    struct kvrt_geometry geometry; /* strides, views of this set */
 };
 
 /** Describe set i (0 <= i < num_sets); pointers stay valid with p. */
 KVRT_API int kvrt_placement_get_set(const kvrt_placement *p, size_t i, struct kvrt_placement_set *out);
 
 /** View of layer `layer` (index within its set) of set `set`. */
-KVRT_API int kvrt_placement_layer_view(const kvrt_placement *p, size_t set, uint64_t layer,
-                                       struct kvrt_view *out);
+KVRT_API int kvrt_placement_layer_view(const kvrt_placement *p, size_t set, uint64_t layer, struct kvrt_view *out);
 
 /** Find a layer by name: its set and index within the set. */
-KVRT_API int kvrt_placement_find_layer(const kvrt_placement *p, const char *name, size_t *set,
-                                       uint64_t *layer);
+KVRT_API int kvrt_placement_find_layer(const kvrt_placement *p, const char *name, size_t *set, uint64_t *layer);
 
 #ifdef __cplusplus
 }

@@ -113,41 +113,41 @@ struct kvrt_plugin_bind_info {
  */
 struct kvrt_plugin_layer {
     uint32_t size;
-    int32_t kind;              /* enum kvrt_spec_kind */
-    int32_t dtype;             /* enum kvrt_dtype; a state layer may carry one the
-                                  plugin never declared (opaque bytes) */
+    int32_t kind;  /* enum kvrt_spec_kind */
+    int32_t dtype; /* enum kvrt_dtype; a state layer may carry one the
+                      plugin never declared (opaque bytes) */
     uint32_t elem_size;
-    uint64_t offset;           /* bytes from the start of the cache buffer */
-    uint64_t num_view_blocks;  /* B x r */
-    uint64_t blocks_per_block; /* r */
-    uint64_t view_block_tokens;/* k: tokens per view block */
-    uint64_t head_slots;       /* H */
-    uint64_t states;           /* N per view block */
-    uint64_t content_bytes;    /* C */
-    uint64_t head_size;        /* D, elements (0 for state specs) */
-    uint64_t head_size_v;      /* Dv, elements (0 for MLA and state specs) */
-    uint64_t stride_block;     /* bytes between view blocks */
-    uint64_t stride_head;      /* bytes between head slots */
-    uint64_t stride_state;     /* bytes between states */
+    uint64_t offset;            /* bytes from the start of the cache buffer */
+    uint64_t num_view_blocks;   /* B x r */
+    uint64_t blocks_per_block;  /* r */
+    uint64_t view_block_tokens; /* k: tokens per view block */
+    uint64_t head_slots;        /* H */
+    uint64_t states;            /* N per view block */
+    uint64_t content_bytes;     /* C */
+    uint64_t head_size;         /* D, elements (0 for state specs) */
+    uint64_t head_size_v;       /* Dv, elements (0 for MLA and state specs) */
+    uint64_t stride_block;      /* bytes between view blocks */
+    uint64_t stride_head;       /* bytes between head slots */
+    uint64_t stride_state;      /* bytes between states */
 };
 
 /* What `describe` reports (ABI 1.1).  The core zeroes it and sets `size`
  * before the call; the plugin fills what it knows. */
 struct kvrt_plugin_device_info {
     uint32_t size;
-    int32_t type;      /* enum kvrt_device_type */
-    int32_t memory;    /* enum kvrt_memory_kind of the plugin's buffers */
-    int32_t device_id; /* device ordinal (CUDA/ROCm); 0 otherwise */
+    int32_t type;                    /* enum kvrt_device_type */
+    int32_t memory;                  /* enum kvrt_memory_kind of the plugin's buffers */
+    int32_t device_id;               /* device ordinal (CUDA/ROCm); 0 otherwise */
     char name[KVRT_DEVICE_NAME_MAX]; /* e.g. "NVIDIA H200", "PoCL: cpu-x86-64 (CPU)" */
 };
 
 /* A cache: one buffer, several layers in placement order. */
 struct kvrt_plugin_cache {
     uint32_t size;
-    int32_t layout;            /* enum kvrt_layout */
-    uint64_t bytes;            /* size of the cache buffer */
-    uint64_t num_blocks;       /* manager blocks */
-    uint64_t block_size;       /* tokens per manager block */
+    int32_t layout;      /* enum kvrt_layout */
+    uint64_t bytes;      /* size of the cache buffer */
+    uint64_t num_blocks; /* manager blocks */
+    uint64_t block_size; /* tokens per manager block */
     uint64_t num_layers;
     const struct kvrt_plugin_layer *layers;
 };
@@ -182,11 +182,11 @@ struct kvrt_plugin_descriptor {
     const char *name;    /* [a-z0-9_-]+, e.g. "cpu" */
     const char *version; /* the plugin's own version string */
     const char *description;
-    uint32_t flags;      /* KVRT_PLUGIN_ANY_LAYOUT */
+    uint32_t flags; /* KVRT_PLUGIN_ANY_LAYOUT */
     uint32_t num_layouts;
     const int32_t *layouts; /* enum kvrt_layout, most preferred first */
-    uint32_t dtypes;     /* bit (1u << enum kvrt_dtype) per supported type */
-    uint32_t ops;        /* enum kvrt_op bits */
+    uint32_t dtypes;        /* bit (1u << enum kvrt_dtype) per supported type */
+    uint32_t ops;           /* enum kvrt_op bits */
 
     /* --- required --- */
 
@@ -194,19 +194,17 @@ struct kvrt_plugin_descriptor {
      * KVRT_ERR_NODEV with the reason (e.g. the driver's error name). */
     int (*probe)(kvrt_plugin_error *why);
     /* Open the device for one layout.  Called only with a declared layout. */
-    int (*bind)(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
-                kvrt_plugin_error *err);
+    int (*bind)(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out, kvrt_plugin_error *err);
     void (*unbind)(kvrt_plugin_device *dev);
 
-    int (*buffer_alloc)(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out,
-                        kvrt_plugin_error *err);
+    int (*buffer_alloc)(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out, kvrt_plugin_error *err);
     void (*buffer_free)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf);
-    int (*buffer_zero)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                       uint64_t bytes, kvrt_plugin_error *err);
-    int (*buffer_upload)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                         const void *src, uint64_t bytes, kvrt_plugin_error *err);
-    int (*buffer_download)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                           void *dst, uint64_t bytes, kvrt_plugin_error *err);
+    int (*buffer_zero)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, uint64_t bytes,
+                       kvrt_plugin_error *err);
+    int (*buffer_upload)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, const void *src,
+                         uint64_t bytes, kvrt_plugin_error *err);
+    int (*buffer_download)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, void *dst, uint64_t bytes,
+                           kvrt_plugin_error *err);
 
     /* --- one per declared operation (NULL when the op bit is clear) --- */
 
@@ -214,32 +212,28 @@ struct kvrt_plugin_descriptor {
      * Dv == 0); slots[t] < 0 skips token t.  The core never passes a slot
      * twice: when the caller names one slot for several tokens, the last
      * of them wins and the core turns the earlier ones into -1. */
-    int (*write)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                 kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                 const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+    int (*write)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                 uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
                  kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err);
     /* The reverse of write; rows of negative slots are left untouched. */
-    int (*read)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+    int (*read)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
                 kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err);
     /* pairs[2i] = source manager block, pairs[2i+1] = destination, every
      * layer; pairs are applied in order. */
-    int (*copy_blocks)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                       kvrt_plugin_buffer *cache_buf, uint64_t num_pairs, const int64_t *pairs,
-                       kvrt_plugin_error *err);
+    int (*copy_blocks)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                       uint64_t num_pairs, const int64_t *pairs, kvrt_plugin_error *err);
     /* Staging order (layout-independent): for each block in request order,
      * for each layer in placement order, that layer's page in [H, N, C]
      * order with N counting the states of the whole manager block, unpadded. */
-    int (*gather)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                  kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
-                  kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err);
-    int (*scatter)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                   kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
-                   kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err);
-    int (*decode)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                  kvrt_plugin_buffer *cache_buf, uint32_t layer,
-                  const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err);
+    int (*gather)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                  uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging, uint64_t staging_offset,
+                  kvrt_plugin_error *err);
+    int (*scatter)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                   uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging, uint64_t staging_offset,
+                   kvrt_plugin_error *err);
+    int (*decode)(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                  uint32_t layer, const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err);
 
     /* --- ABI 1.1: read by the core only when KVRT_PLUGIN_HAS(desc, field) --- */
 
@@ -247,7 +241,7 @@ struct kvrt_plugin_descriptor {
      * of `dtypes`.  The core refuses decode of any other type by name
      * before the plugin runs. */
     uint32_t decode_dtypes;
-    uint32_t reserved0;  /* zero */
+    uint32_t reserved0; /* zero */
     /* Describe the device probe found.  Optional (NULL: unknown type,
      * opaque memory).  Called only after a successful probe, at most once. */
     int (*describe)(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err);
@@ -256,16 +250,14 @@ struct kvrt_plugin_descriptor {
      * registration.  Optional: NULL when buffers have no address in this
      * process (memory OPAQUE).  The address stays valid while the buffer
      * lives. */
-    int (*buffer_address)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address,
-                          kvrt_plugin_error *err);
+    int (*buffer_address)(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address, kvrt_plugin_error *err);
     /* The device's copy roofline for benchmarks: copy `bytes` from one
      * device buffer to another many times after a warm-up, timed on the
      * device (events) where the API has them, and report bytes copied per
      * second, each byte counted once (as benchmarks count an operation's
      * bytes).  Optional (NULL: benchmarks compare with host memcpy).  The
      * plugin allocates and frees its own buffers. */
-    int (*measure_copy)(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second,
-                        kvrt_plugin_error *err);
+    int (*measure_copy)(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second, kvrt_plugin_error *err);
 };
 
 /*
@@ -273,19 +265,18 @@ struct kvrt_plugin_descriptor {
  * after the last, and `size` says which ones a plugin was built with.  The
  * core reads a field only when the descriptor is large enough to hold it.
  */
-#define KVRT_PLUGIN_HAS(desc, field)                                           \
+#define KVRT_PLUGIN_HAS(desc, field)                                                                                   \
     ((desc)->size >= offsetof(struct kvrt_plugin_descriptor, field) + sizeof((desc)->field))
 
 /* Size of an ABI 1.0 descriptor: the smallest the core accepts. */
-#define KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE \
-    (offsetof(struct kvrt_plugin_descriptor, decode) + sizeof(void (*)(void)))
+#define KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE (offsetof(struct kvrt_plugin_descriptor, decode) + sizeof(void (*)(void)))
 
 /* Convenience for plugin authors: define the entry point. */
-#define KVRT_PLUGIN_DEFINE_ENTRY(descriptor)                                   \
-    KVRT_PLUGIN_EXPORT const struct kvrt_plugin_descriptor *kvrt_plugin_entry(void); \
-    KVRT_PLUGIN_EXPORT const struct kvrt_plugin_descriptor *kvrt_plugin_entry(void) \
-    {                                                                          \
-        return &(descriptor);                                                  \
+#define KVRT_PLUGIN_DEFINE_ENTRY(descriptor)                                                                           \
+    KVRT_PLUGIN_EXPORT const struct kvrt_plugin_descriptor *kvrt_plugin_entry(void);                                   \
+    KVRT_PLUGIN_EXPORT const struct kvrt_plugin_descriptor *kvrt_plugin_entry(void)                                    \
+    {                                                                                                                  \
+        return &(descriptor);                                                                                          \
     }
 
 #ifdef __cplusplus

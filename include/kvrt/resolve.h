@@ -30,8 +30,8 @@ KVRT_API int kvrt_resolver_create(kvrt_resolver **out);
 KVRT_API void kvrt_resolver_destroy(kvrt_resolver *r);
 
 /** Declare a backend's ordered list (copied). Duplicates or invalid values: KVRT_ERR_INVALID. */
-KVRT_API int kvrt_resolver_declare(kvrt_resolver *r, const char *backend,
-                                   const enum kvrt_layout *layouts, size_t num_layouts);
+KVRT_API int kvrt_resolver_declare(kvrt_resolver *r, const char *backend, const enum kvrt_layout *layouts,
+                                   size_t num_layouts);
 /** Declare a backend that takes any layout. */
 KVRT_API int kvrt_resolver_declare_any(kvrt_resolver *r, const char *backend);
 

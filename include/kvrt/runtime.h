@@ -76,10 +76,10 @@ struct kvrt_plugin_info {
     bool any_layout;
     size_t num_layouts;
     enum kvrt_layout layouts[KVRT_NUM_LAYOUTS]; /* in the plugin's preference order */
-    uint32_t dtypes; /* 1u << enum kvrt_dtype */
-    uint32_t ops;    /* enum kvrt_op bits (kvrt/plugin.h) */
-    bool available;  /* probe found a device */
-    const char *reason; /* why not available, "" otherwise */
+    uint32_t dtypes;                            /* 1u << enum kvrt_dtype */
+    uint32_t ops;                               /* enum kvrt_op bits (kvrt/plugin.h) */
+    bool available;                             /* probe found a device */
+    const char *reason;                         /* why not available, "" otherwise */
     /* Since API 1.0 (plugin ABI 1.1); UNKNOWN / OPAQUE / "" when the plugin
      * does not describe its device or probe failed. */
     enum kvrt_device_type device_type;
@@ -102,8 +102,7 @@ KVRT_API bool kvrt_runtime_plugin_admits(const kvrt_runtime *rt, size_t i, enum 
 /** Files passed over during discovery, each with its reason (path and
  *  reason may each be NULL). */
 KVRT_API size_t kvrt_runtime_num_skipped(const kvrt_runtime *rt);
-KVRT_API int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char **path,
-                                  const char **reason);
+KVRT_API int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char **path, const char **reason);
 
 /**
  * The backend that binding would choose without a layout constraint:
@@ -121,8 +120,8 @@ KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **n
  * The result is recorded in the runtime: a later, different result is
  * KVRT_ERR_STATE.  kvrt_runtime_trace() explains every step.
  */
-KVRT_API int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends,
-                                  bool mixed_shapes, const char *preference, enum kvrt_layout *out);
+KVRT_API int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends, bool mixed_shapes,
+                                  const char *preference, enum kvrt_layout *out);
 /**
  * The resolution and selection trace so far, one step per line, rendered
  * from the steps below.  Valid until the next call that adds to the trace
@@ -152,8 +151,7 @@ KVRT_API int kvrt_runtime_trace_step(const kvrt_runtime *rt, size_t i, struct kv
  *   the backend does not declare the layout (names the layout as spelled,
  *   the backend and its layouts); KVRT_ERR_NODEV when no device.
  */
-KVRT_API int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_name,
-                               kvrt_backend **out);
+KVRT_API int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_name, kvrt_backend **out);
 
 KVRT_API const char *kvrt_backend_name(const kvrt_backend *b);
 
@@ -215,28 +213,28 @@ KVRT_API int kvrt_cache_staging_bytes(const kvrt_cache *c, uint64_t num_blocks, 
 
 /** Write K [T, H, D] and V [T, H, Dv] of layer `layer` (v NULL when Dv is 0);
  *  slots[t] < 0 skips token t.  Nothing is written when an argument is bad. */
-KVRT_API int kvrt_cache_write(kvrt_cache *c, uint32_t layer, uint64_t num_tokens, const int64_t *slots,
-                              kvrt_buffer *k, uint64_t k_offset, kvrt_buffer *v, uint64_t v_offset);
+KVRT_API int kvrt_cache_write(kvrt_cache *c, uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_buffer *k,
+                              uint64_t k_offset, kvrt_buffer *v, uint64_t v_offset);
 /** Read K and V of the given slots back (rows of negative slots untouched). */
-KVRT_API int kvrt_cache_read(kvrt_cache *c, uint32_t layer, uint64_t num_tokens, const int64_t *slots,
-                             kvrt_buffer *k, uint64_t k_offset, kvrt_buffer *v, uint64_t v_offset);
+KVRT_API int kvrt_cache_read(kvrt_cache *c, uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_buffer *k,
+                             uint64_t k_offset, kvrt_buffer *v, uint64_t v_offset);
 /** pairs[2i] -> pairs[2i+1], every layer. */
 KVRT_API int kvrt_cache_copy_blocks(kvrt_cache *c, uint64_t num_pairs, const int64_t *pairs);
-KVRT_API int kvrt_cache_gather(kvrt_cache *c, uint64_t num_blocks, const int64_t *block_ids,
-                               kvrt_buffer *staging, uint64_t staging_offset);
-KVRT_API int kvrt_cache_scatter(kvrt_cache *c, uint64_t num_blocks, const int64_t *block_ids,
-                                kvrt_buffer *staging, uint64_t staging_offset);
+KVRT_API int kvrt_cache_gather(kvrt_cache *c, uint64_t num_blocks, const int64_t *block_ids, kvrt_buffer *staging,
+                               uint64_t staging_offset);
+KVRT_API int kvrt_cache_scatter(kvrt_cache *c, uint64_t num_blocks, const int64_t *block_ids, kvrt_buffer *staging,
+                                uint64_t staging_offset);
 
 struct kvrt_decode_params {
     uint32_t num_seqs;
-    uint32_t num_q_heads;           /* a multiple of the layer's KV heads */
-    kvrt_buffer *q;                 /* [S, Hq, D] in the layer's dtype */
+    uint32_t num_q_heads; /* a multiple of the layer's KV heads */
+    kvrt_buffer *q;       /* [S, Hq, D] in the layer's dtype */
     uint64_t q_offset;
-    kvrt_buffer *out;               /* [S, Hq, Dv] */
+    kvrt_buffer *out; /* [S, Hq, Dv] */
     uint64_t out_offset;
-    const int32_t *block_tables;    /* host [S, max_blocks_per_seq] */
+    const int32_t *block_tables; /* host [S, max_blocks_per_seq] */
     uint32_t max_blocks_per_seq;
-    const int32_t *seq_lens;        /* host [S], 1 .. max_blocks_per_seq * block_size */
+    const int32_t *seq_lens; /* host [S], 1 .. max_blocks_per_seq * block_size */
     float scale;
     uint8_t reserved[32];
 };

@@ -24,15 +24,15 @@ enum kvrt_spec_kind {
 struct kvrt_spec {
     enum kvrt_spec_kind kind;
     enum kvrt_dtype dtype;
-    uint64_t block_size;          /* tokens per block (manager block) */
-    uint64_t num_kv_heads;        /* attention/MLA */
-    uint64_t head_size;           /* attention/MLA, elements */
-    uint64_t head_size_v;         /* KVRT_UNSET = head_size; 0 for MLA */
-    uint64_t num_head_slots;      /* KVRT_UNSET = num_kv_heads */
-    uint64_t state_content_bytes; /* KVRT_UNSET = (head_size + head_size_v) * elem; required for state */
+    uint64_t block_size;           /* tokens per block (manager block) */
+    uint64_t num_kv_heads;         /* attention/MLA */
+    uint64_t head_size;            /* attention/MLA, elements */
+    uint64_t head_size_v;          /* KVRT_UNSET = head_size; 0 for MLA */
+    uint64_t num_head_slots;       /* KVRT_UNSET = num_kv_heads */
+    uint64_t state_content_bytes;  /* KVRT_UNSET = (head_size + head_size_v) * elem; required for state */
     uint64_t tokens_per_state_num; /* tokens_per_state = num / den, default 1/1 */
     uint64_t tokens_per_state_den;
-    uint64_t page_size_padded;    /* KVRT_UNSET = no padding */
+    uint64_t page_size_padded; /* KVRT_UNSET = no padding */
     /* Room for fields of later API minors; must be zero, which
      * kvrt_spec_default() and designated initialisers both give. */
     uint8_t reserved[32];
@@ -43,17 +43,17 @@ KVRT_API void kvrt_spec_default(struct kvrt_spec *spec);
 
 /* Quantities derived from a spec (docs/design.md §3), for one kernel block. */
 struct kvrt_spec_info {
-    uint64_t elem_size;       /* bytes per element; 1 for state specs (opaque bytes) */
-    uint64_t head_slots;      /* H */
+    uint64_t elem_size;               /* bytes per element; 1 for state specs (opaque bytes) */
+    uint64_t head_slots;              /* H */
     uint64_t states_per_block;        /* N for a whole manager block */
     uint64_t kernel_block_size;       /* k (== block_size when not split) */
     uint64_t kernel_blocks_per_block; /* r = block_size / k */
     uint64_t states_per_kernel_block; /* N(k) */
-    uint64_t content_bytes;   /* C */
-    uint64_t head_size;       /* D, elements (0 for state specs) */
-    uint64_t head_size_v;     /* Dv, elements (0 for MLA and state) */
-    uint64_t unpadded_page_size; /* H * N * C of a manager block */
-    uint64_t page_size;       /* page_size_padded, or the unpadded size */
+    uint64_t content_bytes;           /* C */
+    uint64_t head_size;               /* D, elements (0 for state specs) */
+    uint64_t head_size_v;             /* Dv, elements (0 for MLA and state) */
+    uint64_t unpadded_page_size;      /* H * N * C of a manager block */
+    uint64_t page_size;               /* page_size_padded, or the unpadded size */
 };
 
 /**
@@ -69,8 +69,7 @@ struct kvrt_spec_info {
  *   MLA or == 0 for attention, an invalid kind or dtype;
  *   KVRT_ERR_OVERFLOW when a product does not fit in 64 bits.
  */
-KVRT_API int kvrt_spec_derive(const struct kvrt_spec *spec, uint64_t kernel_block_size,
-                              struct kvrt_spec_info *out);
+KVRT_API int kvrt_spec_derive(const struct kvrt_spec *spec, uint64_t kernel_block_size, struct kvrt_spec_info *out);
 
 /** true when two specs describe the same per-layer cache: all fields equal
  *  once defaults are resolved (head_size_v and num_head_slots unset vs. their

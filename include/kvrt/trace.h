@@ -24,26 +24,26 @@ extern "C" {
  * value it does not know (kvrt_trace_kind_name() returns NULL for it). */
 enum kvrt_trace_kind {
     /* Resolution (kvrt_resolver_resolve, kvrt_runtime_resolve). */
-    KVRT_TRACE_RESOLVE = 0,       /* a resolve starts */
+    KVRT_TRACE_RESOLVE = 0,         /* a resolve starts */
     KVRT_TRACE_NO_DECLARATIONS = 1, /* no backend has declared anything */
-    KVRT_TRACE_DECLARATION = 2,   /* what one backend declares (backend) */
-    KVRT_TRACE_DEFAULT = 3,       /* no lists: the default order applies */
-    KVRT_TRACE_FAST_PATH = 4,     /* one list, or identical lists, kept as is */
-    KVRT_TRACE_INTERSECTION = 5,  /* lists differ: what every backend supports */
-    KVRT_TRACE_VOTES = 6,         /* first-choice votes per remaining layout */
-    KVRT_TRACE_RANKING = 7,       /* the intersection in rank order */
-    KVRT_TRACE_SHAPES = 8,        /* uniform shapes: nothing ruled out */
-    KVRT_TRACE_NARROWING = 9,     /* mixed shapes: only block-compact layouts */
-    KVRT_TRACE_CANDIDATES = 10,   /* the candidates, best first */
-    KVRT_TRACE_ENV = 11,          /* VLLM_KV_CACHE_LAYOUT (layout once parsed) */
-    KVRT_TRACE_PREFERENCE = 12,   /* the soft preference (layout when given) */
-    KVRT_TRACE_CHOICE = 13,       /* the layout chosen (layout) */
-    KVRT_TRACE_RECORDED = 14,     /* the layout recorded or agreed with (layout) */
-    KVRT_TRACE_REFUSED = 15,      /* a refusal; layout when one was refused */
+    KVRT_TRACE_DECLARATION = 2,     /* what one backend declares (backend) */
+    KVRT_TRACE_DEFAULT = 3,         /* no lists: the default order applies */
+    KVRT_TRACE_FAST_PATH = 4,       /* one list, or identical lists, kept as is */
+    KVRT_TRACE_INTERSECTION = 5,    /* lists differ: what every backend supports */
+    KVRT_TRACE_VOTES = 6,           /* first-choice votes per remaining layout */
+    KVRT_TRACE_RANKING = 7,         /* the intersection in rank order */
+    KVRT_TRACE_SHAPES = 8,          /* uniform shapes: nothing ruled out */
+    KVRT_TRACE_NARROWING = 9,       /* mixed shapes: only block-compact layouts */
+    KVRT_TRACE_CANDIDATES = 10,     /* the candidates, best first */
+    KVRT_TRACE_ENV = 11,            /* VLLM_KV_CACHE_LAYOUT (layout once parsed) */
+    KVRT_TRACE_PREFERENCE = 12,     /* the soft preference (layout when given) */
+    KVRT_TRACE_CHOICE = 13,         /* the layout chosen (layout) */
+    KVRT_TRACE_RECORDED = 14,       /* the layout recorded or agreed with (layout) */
+    KVRT_TRACE_REFUSED = 15,        /* a refusal; layout when one was refused */
     /* Backend selection (kvrt_runtime_bind, kvrt_runtime_default_backend). */
-    KVRT_TRACE_PREFERRED = 16,    /* "cpu" ranked above backend (host CPU device) */
-    KVRT_TRACE_BOUND = 17,        /* backend bound with layout */
-    KVRT_TRACE_PASSED_OVER = 18,  /* backend passed over for layout, and why */
+    KVRT_TRACE_PREFERRED = 16,   /* "cpu" ranked above backend (host CPU device) */
+    KVRT_TRACE_BOUND = 17,       /* backend bound with layout */
+    KVRT_TRACE_PASSED_OVER = 18, /* backend passed over for layout, and why */
 };
 
 /* The layout of a step that is not about one layout. */

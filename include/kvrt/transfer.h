@@ -27,9 +27,8 @@ struct kvrt_region {
  * @return KVRT_OK; KVRT_ERR_INVALID for a block id out of range (message gives
  *   the id and the number of blocks).
  */
-KVRT_API int kvrt_transfer_regions(const kvrt_placement *p, const uint64_t *block_ids,
-                                   size_t num_block_ids, struct kvrt_region **regions,
-                                   size_t *num_regions);
+KVRT_API int kvrt_transfer_regions(const kvrt_placement *p, const uint64_t *block_ids, size_t num_block_ids,
+                                   struct kvrt_region **regions, size_t *num_regions);
 
 #ifdef __cplusplus
 }

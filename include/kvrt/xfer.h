@@ -37,7 +37,7 @@ typedef struct kvrt_xfer_peer kvrt_xfer_peer;
 #define KVRT_XFER_METADATA_VERSION 1u
 
 struct kvrt_xfer_agent_options {
-    size_t size;             /* sizeof(struct kvrt_xfer_agent_options) */
+    size_t size; /* sizeof(struct kvrt_xfer_agent_options) */
     /* Registered host staging area for layout conversion and for caches
      * whose memory UCX cannot register.  0: the staging bytes of every block
      * of the cache, at most 64 MiB.  Larger transfers go in batches. */
@@ -59,8 +59,7 @@ KVRT_API void kvrt_xfer_agent_options_default(struct kvrt_xfer_agent_options *op
  * @return KVRT_OK; KVRT_ERR_INVALID for bad arguments; KVRT_ERR_DEVICE when
  *   UCX fails (its reason in the message).
  */
-KVRT_API int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache,
-                                    const struct kvrt_xfer_agent_options *options,
+KVRT_API int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt_xfer_agent_options *options,
                                     kvrt_xfer_agent **out);
 /** Close every peer (abruptly) and release UCX resources; the cache stays. */
 KVRT_API void kvrt_xfer_agent_destroy(kvrt_xfer_agent *a);
@@ -74,14 +73,14 @@ KVRT_API int kvrt_xfer_metadata_export(kvrt_xfer_agent *a, void **blob, size_t *
 
 /* What a metadata blob describes (kvrt_xfer_metadata_parse). */
 struct kvrt_xfer_metadata_info {
-    size_t size;             /* sizeof(struct kvrt_xfer_metadata_info) */
+    size_t size; /* sizeof(struct kvrt_xfer_metadata_info) */
     uint32_t version;
     enum kvrt_layout layout;
     uint64_t num_blocks;
     uint64_t num_layers;
     uint64_t num_sets;
     uint64_t cache_bytes;
-    bool cache_registered;   /* false: the peer's transfers use host staging */
+    bool cache_registered; /* false: the peer's transfers use host staging */
     uint64_t staging_bytes;
 };
 
@@ -124,8 +123,8 @@ KVRT_API void kvrt_xfer_peer_close(kvrt_xfer_peer *p);
 
 enum kvrt_xfer_peer_state {
     KVRT_XFER_PEER_CONNECTED = 0,
-    KVRT_XFER_PEER_CLOSED = 1,   /* the peer said goodbye */
-    KVRT_XFER_PEER_FAILED = 2,   /* the connection broke; the reason is kept */
+    KVRT_XFER_PEER_CLOSED = 1, /* the peer said goodbye */
+    KVRT_XFER_PEER_FAILED = 2, /* the connection broke; the reason is kept */
 };
 
 /** State of a peer; *why (may be NULL) gets the failure, "" otherwise. */
@@ -137,19 +136,19 @@ enum kvrt_xfer_direction {
 };
 
 enum kvrt_xfer_method {
-    KVRT_XFER_AUTO = 0,     /* choose per pair (docs/xfer.md) */
-    KVRT_XFER_REGIONS = 1,  /* same layout: one RMA per planned region */
-    KVRT_XFER_DIRECT = 2,   /* region-to-region RMA between two layouts */
-    KVRT_XFER_STAGING = 3,  /* staging order through registered host areas */
+    KVRT_XFER_AUTO = 0,    /* choose per pair (docs/xfer.md) */
+    KVRT_XFER_REGIONS = 1, /* same layout: one RMA per planned region */
+    KVRT_XFER_DIRECT = 2,  /* region-to-region RMA between two layouts */
+    KVRT_XFER_STAGING = 3, /* staging order through registered host areas */
 };
 
 struct kvrt_xfer_request {
-    size_t size;                    /* sizeof(struct kvrt_xfer_request) */
+    size_t size; /* sizeof(struct kvrt_xfer_request) */
     enum kvrt_xfer_direction direction;
-    enum kvrt_xfer_method method;   /* KVRT_XFER_AUTO unless forced */
+    enum kvrt_xfer_method method; /* KVRT_XFER_AUTO unless forced */
     size_t num_blocks;
-    const int64_t *local_ids;       /* num_blocks each */
-    const int64_t *remote_ids;      /* destination ids must not repeat */
+    const int64_t *local_ids;  /* num_blocks each */
+    const int64_t *remote_ids; /* destination ids must not repeat */
     /* Layers [layer_start, layer_start + num_layers), in placement order on
      * both sides; num_layers 0: every layer from layer_start. */
     uint64_t layer_start, num_layers;
@@ -168,13 +167,13 @@ KVRT_API void kvrt_xfer_request_default(struct kvrt_xfer_request *req);
 struct kvrt_xfer_plan {
     size_t size;                  /* sizeof(struct kvrt_xfer_plan) */
     enum kvrt_xfer_method method; /* what was chosen */
-    uint64_t regions;     /* planned RMA regions (REGIONS, DIRECT) or staged runs */
-    uint64_t rma_ops;     /* RMA operations issued (== regions for REGIONS) */
-    uint64_t bytes;       /* cache bytes moved (selected pages, unpadded) */
-    uint64_t wire_bytes;  /* bytes carried by RMA */
-    uint64_t batches;     /* staging rounds */
-    double seconds;       /* wall time of kvrt_xfer_transfer */
-    char why[160];        /* the reason for the method */
+    uint64_t regions;             /* planned RMA regions (REGIONS, DIRECT) or staged runs */
+    uint64_t rma_ops;             /* RMA operations issued (== regions for REGIONS) */
+    uint64_t bytes;               /* cache bytes moved (selected pages, unpadded) */
+    uint64_t wire_bytes;          /* bytes carried by RMA */
+    uint64_t batches;             /* staging rounds */
+    double seconds;               /* wall time of kvrt_xfer_transfer */
+    char why[160];                /* the reason for the method */
 };
 
 /**

@@ -44,21 +44,18 @@ static void bulk(kvrt_plugin_device *dev, void *dst, const void *src, uint64_t b
     cpu_pool_run(dev->pool, chunks, 1, bulk_task, &b);
 }
 
-static int check_range(const kvrt_plugin_buffer *buf, uint64_t offset, uint64_t bytes,
-                       const char *what, kvrt_plugin_error *err)
+static int check_range(const kvrt_plugin_buffer *buf, uint64_t offset, uint64_t bytes, const char *what,
+                       kvrt_plugin_error *err)
 {
     /* The core validates ranges; this only guards against a core bug
      * turning into a wild pointer. */
     if (offset > buf->bytes || bytes > buf->bytes - offset)
-        return cpu_fail(err, KVRT_ERR_INVALID,
-                        "%s of %llu bytes at offset %llu is outside the %llu-byte buffer", what,
-                        (unsigned long long)bytes, (unsigned long long)offset,
-                        (unsigned long long)buf->bytes);
+        return cpu_fail(err, KVRT_ERR_INVALID, "%s of %llu bytes at offset %llu is outside the %llu-byte buffer", what,
+                        (unsigned long long)bytes, (unsigned long long)offset, (unsigned long long)buf->bytes);
     return KVRT_OK;
 }
 
-int cpu_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out,
-                     kvrt_plugin_error *err)
+int cpu_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out, kvrt_plugin_error *err)
 {
     (void)dev;
     *out = NULL;
@@ -67,15 +64,13 @@ int cpu_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer
     uint64_t align = bytes >= CPU_HUGE_PAGE ? CPU_HUGE_PAGE : CPU_BUFFER_ALIGN;
     uint64_t rounded = bytes == 0 ? align : (bytes + align - 1) & ~(align - 1);
     if (rounded < bytes || rounded > PTRDIFF_MAX)
-        return cpu_fail(err, KVRT_ERR_NOMEM,
-                        "cannot allocate a buffer of %llu bytes: larger than the address space",
+        return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate a buffer of %llu bytes: larger than the address space",
                         (unsigned long long)bytes);
     kvrt_plugin_buffer *buf = malloc(sizeof(*buf));
     void *data = buf ? aligned_alloc((size_t)align, (size_t)rounded) : NULL;
     if (!data) {
         free(buf);
-        return cpu_fail(err, KVRT_ERR_NOMEM,
-                        "cannot allocate a buffer of %llu bytes (%.1f MiB) in host memory",
+        return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate a buffer of %llu bytes (%.1f MiB) in host memory",
                         (unsigned long long)bytes, (double)bytes / (1024.0 * 1024.0));
     }
 #ifdef MADV_HUGEPAGE
@@ -97,8 +92,8 @@ void cpu_buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
     free(buf);
 }
 
-int cpu_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                    uint64_t bytes, kvrt_plugin_error *err)
+int cpu_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, uint64_t bytes,
+                    kvrt_plugin_error *err)
 {
     int rc = check_range(buf, offset, bytes, "zero", err);
     if (rc == KVRT_OK)
@@ -106,8 +101,8 @@ int cpu_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t o
     return rc;
 }
 
-int cpu_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                      const void *src, uint64_t bytes, kvrt_plugin_error *err)
+int cpu_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, const void *src,
+                      uint64_t bytes, kvrt_plugin_error *err)
 {
     int rc = check_range(buf, offset, bytes, "upload", err);
     if (rc == KVRT_OK && bytes > 0)
@@ -115,8 +110,8 @@ int cpu_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t
     return rc;
 }
 
-int cpu_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                        void *dst, uint64_t bytes, kvrt_plugin_error *err)
+int cpu_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, void *dst, uint64_t bytes,
+                        kvrt_plugin_error *err)
 {
     int rc = check_range(buf, offset, bytes, "download", err);
     if (rc == KVRT_OK && bytes > 0)
@@ -124,8 +119,7 @@ int cpu_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64
     return rc;
 }
 
-int cpu_buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address,
-                       kvrt_plugin_error *err)
+int cpu_buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address, kvrt_plugin_error *err)
 {
     (void)dev;
     (void)err;

@@ -124,8 +124,7 @@ static inline float cpu_e4m3_to_f32(uint8_t b)
  * Returns the encoded magnitude, or UINT32_MAX when it overflows the
  * exponent range `emax_field` (the caller decides inf or saturation).
  */
-static inline uint32_t cpu_f32_to_minifloat_mag(uint32_t a, uint32_t mbits, int32_t bias,
-                                                uint32_t emax_field)
+static inline uint32_t cpu_f32_to_minifloat_mag(uint32_t a, uint32_t mbits, int32_t bias, uint32_t emax_field)
 {
     /* a: |f| bits, finite.  Float exponent (unbiased); float subnormals are
      * far below every fp8 subnormal and round to zero. */

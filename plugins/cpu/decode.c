@@ -15,17 +15,14 @@ uint64_t cpu_decode_scratch_floats(uint64_t group, uint64_t d, uint64_t dv)
      * scores [G, TILE], max and sum [G], bf16 q [G, D padded to 32]; rounded
      * up to a cache line per worker. */
     uint64_t dp = (d + 15) & ~(uint64_t)15, dvp = (dv + 15) & ~(uint64_t)15;
-    uint64_t n = group * dp + group * dvp + group * CPU_DECODE_TILE + 2 * group +
-                 group * cpu_decode_q16_elems(d) / 2;
+    uint64_t n = group * dp + group * dvp + group * CPU_DECODE_TILE + 2 * group + group * cpu_decode_q16_elems(d) / 2;
     return (n + 15) & ~(uint64_t)15;
 }
 
 static const char *dtype_name(int32_t dtype)
 {
-    static const char *const names[] = {"fp32", "fp16", "bf16", "fp8_e4m3",
-                                        "fp8_e5m2", "int8", "uint8"};
-    return dtype >= 0 && dtype < (int32_t)(sizeof(names) / sizeof(names[0])) ? names[dtype]
-                                                                            : "unknown";
+    static const char *const names[] = {"fp32", "fp16", "bf16", "fp8_e4m3", "fp8_e5m2", "int8", "uint8"};
+    return dtype >= 0 && dtype < (int32_t)(sizeof(names) / sizeof(names[0])) ? names[dtype] : "unknown";
 }
 
 struct decode_task {
@@ -39,8 +36,7 @@ static void decode_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end
     task->fn(task->job, worker, begin, end);
 }
 
-static void pick_kernel(const kvrt_plugin_device *dev, cpu_decode_fn *items,
-                        cpu_decode_fn *reduce)
+static void pick_kernel(const kvrt_plugin_device *dev, cpu_decode_fn *items, cpu_decode_fn *reduce)
 {
     switch (dev->isa) {
 #ifdef CPU_HAVE_X86_KERNELS
@@ -79,21 +75,19 @@ static uint64_t split_parts(uint64_t items, unsigned threads, uint64_t max_len)
     return parts ? parts : 1;
 }
 
-int cpu_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-               kvrt_plugin_buffer *cache_buf, uint32_t layer,
-               const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err)
+int cpu_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+               uint32_t layer, const struct kvrt_plugin_decode_args *args, kvrt_plugin_error *err)
 {
     if (layer >= cache->num_layers)
-        return cpu_fail(err, KVRT_ERR_INVALID, "decode: layer %u out of range; the cache has %llu",
-                        layer, (unsigned long long)cache->num_layers);
+        return cpu_fail(err, KVRT_ERR_INVALID, "decode: layer %u out of range; the cache has %llu", layer,
+                        (unsigned long long)cache->num_layers);
     const struct kvrt_plugin_layer *ly = &cache->layers[layer];
     switch (ly->dtype) {
     case KVRT_DTYPE_FP32:
     case KVRT_DTYPE_FP16:
     case KVRT_DTYPE_BF16:
     case KVRT_DTYPE_FP8_E4M3:
-    case KVRT_DTYPE_FP8_E5M2:
-        break;
+    case KVRT_DTYPE_FP8_E5M2: break;
     default:
         return cpu_fail(err, KVRT_ERR_UNSUPPORTED,
                         "decode is not supported on %s caches (layer %u); the cpu backend "
@@ -105,14 +99,12 @@ int cpu_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
         return cpu_fail(err, KVRT_ERR_UNSUPPORTED,
                         "decode needs K and V in every cell; layer %u has head_size %llu and "
                         "head_size_v %llu (MLA and state layers cannot be decoded)",
-                        layer, (unsigned long long)ly->head_size,
-                        (unsigned long long)ly->head_size_v);
+                        layer, (unsigned long long)ly->head_size, (unsigned long long)ly->head_size_v);
     if (ly->states != ly->view_block_tokens)
         return cpu_fail(err, KVRT_ERR_UNSUPPORTED,
                         "decode needs one state per token; layer %u stores %llu states per "
                         "%llu-token block",
-                        layer, (unsigned long long)ly->states,
-                        (unsigned long long)ly->view_block_tokens);
+                        layer, (unsigned long long)ly->states, (unsigned long long)ly->view_block_tokens);
     if (args->num_q_heads == 0 || args->num_q_heads % ly->head_slots != 0)
         return cpu_fail(err, KVRT_ERR_INVALID,
                         "decode: %u query heads is not a multiple of the %llu KV heads of "
@@ -158,8 +150,7 @@ int cpu_decode(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
         job.partials = malloc(floats * sizeof(float));
         if (!job.partials) {
             free(job.scratch);
-            return cpu_fail(err, KVRT_ERR_NOMEM,
-                            "decode: cannot allocate %llu bytes of split partials",
+            return cpu_fail(err, KVRT_ERR_NOMEM, "decode: cannot allocate %llu bytes of split partials",
                             (unsigned long long)floats * sizeof(float));
         }
     }

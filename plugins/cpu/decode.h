@@ -17,15 +17,15 @@ struct cpu_decode_job {
     unsigned char *out;     /* [S, Hq, Dv] */
     const int32_t *block_tables;
     const int32_t *seq_lens;
-    uint64_t block_size;    /* tokens per manager block */
+    uint64_t block_size; /* tokens per manager block */
     uint32_t max_blocks;
     uint32_t num_q_heads;
-    uint32_t group;         /* query heads per KV head */
+    uint32_t group; /* query heads per KV head */
     float scale;
-    float *scratch;         /* scratch_floats per worker */
+    float *scratch; /* scratch_floats per worker */
     uint64_t scratch_floats;
-    uint64_t parts;         /* slices of each item's context (1: no split) */
-    float *partials;        /* parts > 1: [items x parts][max G, sum G, acc G x Dv] */
+    uint64_t parts;  /* slices of each item's context (1: no split) */
+    float *partials; /* parts > 1: [items x parts][max G, sum G, acc G x Dv] */
 };
 
 /* bf16 elements of one query row kept for vdpbf16ps (padded to 32). */
@@ -40,20 +40,13 @@ uint64_t cpu_decode_scratch_floats(uint64_t group, uint64_t d, uint64_t dv);
 /* Units are parts of (sequence, KV head) items: unit = (s x H + h) x parts
  * + part.  One kernel per instruction set; the x86-64 ones are built only
  * where the compiler targets x86-64 (CPU_HAVE_X86_KERNELS). */
-typedef void (*cpu_decode_fn)(const struct cpu_decode_job *job, unsigned worker,
-                              uint64_t begin, uint64_t end);
-void cpu_decode_items_generic(const struct cpu_decode_job *job, unsigned worker,
-                              uint64_t begin, uint64_t end);
-void cpu_decode_items_avx2(const struct cpu_decode_job *job, unsigned worker, uint64_t begin,
-                           uint64_t end);
-void cpu_decode_items_avx512(const struct cpu_decode_job *job, unsigned worker, uint64_t begin,
-                             uint64_t end);
+typedef void (*cpu_decode_fn)(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, uint64_t end);
+void cpu_decode_items_generic(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, uint64_t end);
+void cpu_decode_items_avx2(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, uint64_t end);
+void cpu_decode_items_avx512(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, uint64_t end);
 /* The reduction of a split job, over items (not units). */
-void cpu_decode_reduce_generic(const struct cpu_decode_job *job, unsigned worker,
-                               uint64_t begin, uint64_t end);
-void cpu_decode_reduce_avx2(const struct cpu_decode_job *job, unsigned worker, uint64_t begin,
-                            uint64_t end);
-void cpu_decode_reduce_avx512(const struct cpu_decode_job *job, unsigned worker,
-                              uint64_t begin, uint64_t end);
+void cpu_decode_reduce_generic(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, uint64_t end);
+void cpu_decode_reduce_avx2(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, uint64_t end);
+void cpu_decode_reduce_avx512(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, uint64_t end);
 
 #endif

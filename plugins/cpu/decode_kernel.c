@@ -45,8 +45,8 @@ struct tile {
     uint64_t n;
 };
 
-static inline struct tile tile_at(const struct cpu_decode_job *job, const int32_t *table,
-                                  uint64_t head, uint64_t t, uint64_t len, uint64_t tile_max)
+static inline struct tile tile_at(const struct cpu_decode_job *job, const int32_t *table, uint64_t head, uint64_t t,
+                                  uint64_t len, uint64_t tile_max)
 {
     const struct kvrt_plugin_layer *ly = job->layer;
     const uint64_t k = ly->view_block_tokens, bs = job->block_size;
@@ -57,9 +57,8 @@ static inline struct tile tile_at(const struct cpu_decode_job *job, const int32_
         n = len - t;
     if (n > tile_max)
         n = tile_max;
-    struct tile r = {job->cache + ly->offset + (slot / k) * ly->stride_block +
-                         head * ly->stride_head + j * ly->stride_state,
-                     n};
+    struct tile r = {
+        job->cache + ly->offset + (slot / k) * ly->stride_block + head * ly->stride_head + j * ly->stride_state, n};
     return r;
 }
 
@@ -87,9 +86,8 @@ static uint64_t round_vl(uint64_t n)
  * chunks are split into 4/qb independent sums, so every variant keeps eight
  * FMA chains in flight.
  */
-CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
-                            const unsigned char *k, uint64_t stride, uint64_t n, uint64_t d,
-                            uint64_t e, float *sc)
+CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp, const unsigned char *k, uint64_t stride,
+                            uint64_t n, uint64_t d, uint64_t e, float *sc)
 {
     const int lanes = 4 / qb;
     const uint64_t full = d / CPU_VL, rest = d % CPU_VL;
@@ -98,18 +96,18 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
         const bool pair = u + 1 < n;
         const unsigned char *k0 = k + u * stride, *k1 = pair ? k0 + stride : k0;
         vecf a[4][4], b[4][4];
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int i = 0; i < 4; i++)
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int j = 0; j < 4; j++)
                 a[i][j] = b[i][j] = vf_zero();
         uint64_t c = 0;
         for (; c + (uint64_t)lanes <= full; c += (uint64_t)lanes)
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int j = 0; j < lanes; j++) {
                 vecf x0 = vf_load_elems(dtype, k0 + (c + (uint64_t)j) * CPU_VL * e);
                 vecf x1 = vf_load_elems(dtype, k1 + (c + (uint64_t)j) * CPU_VL * e);
-                #pragma GCC unroll 8
+#pragma GCC unroll 8
                 for (int i = 0; i < qb; i++) {
                     vecf qv = vf_load(q + (uint64_t)i * dp + (c + (uint64_t)j) * CPU_VL);
                     a[i][j] = vf_fma(qv, x0, a[i][j]);
@@ -119,7 +117,7 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
         for (; c < full; c++) {
             vecf x0 = vf_load_elems(dtype, k0 + c * CPU_VL * e);
             vecf x1 = vf_load_elems(dtype, k1 + c * CPU_VL * e);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
                 vecf qv = vf_load(q + (uint64_t)i * dp + c * CPU_VL);
                 a[i][0] = vf_fma(qv, x0, a[i][0]);
@@ -129,7 +127,7 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
         if (rest) {
             vecf x0 = vf_load_partial(dtype, k0 + full * CPU_VL * e, rest);
             vecf x1 = vf_load_partial(dtype, k1 + full * CPU_VL * e, rest);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
                 vecf qv = vf_load(q + (uint64_t)i * dp + full * CPU_VL);
                 a[i][0] = vf_fma(qv, x0, a[i][0]);
@@ -137,11 +135,11 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
             }
         }
         vecf sa[4], sb[4];
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int i = 0; i < qb; i++) {
             sa[i] = a[i][0];
             sb[i] = b[i][0];
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int j = 1; j < lanes; j++) {
                 sa[i] = vf_add(sa[i], a[i][j]);
                 sb[i] = vf_add(sb[i], b[i][j]);
@@ -150,17 +148,17 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
         float r[4];
         if (qb == 4) {
             vf_hsum4(sa, r);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int i = 0; i < 4; i++)
                 sc[(size_t)i * TILE + u] = r[i];
             if (pair) {
                 vf_hsum4(sb, r);
-                #pragma GCC unroll 8
+#pragma GCC unroll 8
                 for (int i = 0; i < 4; i++)
                     sc[(size_t)i * TILE + u + 1] = r[i];
             }
         } else {
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
                 sc[(size_t)i * TILE + u] = vf_hsum(sa[i]);
                 if (pair)
@@ -172,19 +170,18 @@ CPU_INLINE void tile_scores(int32_t dtype, int qb, const float *q, uint64_t dp,
 
 /* One chunk of eight V columns for qb query rows: the generic path, used
  * for chunks left over by the blocked loop and for a partial last chunk. */
-CPU_INLINE void values_chunk(int32_t dtype, int qb, float *acc, uint64_t dvp, const float *p,
-                             const unsigned char *vc, uint64_t stride, uint64_t n, uint64_t w)
+CPU_INLINE void values_chunk(int32_t dtype, int qb, float *acc, uint64_t dvp, const float *p, const unsigned char *vc,
+                             uint64_t stride, uint64_t n, uint64_t w)
 {
     vecf a[4], b[4];
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int i = 0; i < 4; i++) {
         a[i] = i < qb ? vf_load(acc + (uint64_t)i * dvp) : vf_zero();
         b[i] = vf_zero();
     }
     for (uint64_t u = 0; u < n; u++) {
-        vecf x = w == CPU_VL ? vf_load_elems(dtype, vc + u * stride)
-                        : vf_load_partial(dtype, vc + u * stride, w);
-        #pragma GCC unroll 8
+        vecf x = w == CPU_VL ? vf_load_elems(dtype, vc + u * stride) : vf_load_partial(dtype, vc + u * stride, w);
+#pragma GCC unroll 8
         for (int i = 0; i < qb; i++) {
             if (u & 1)
                 b[i] = vf_fma(vf_set1(p[(size_t)i * TILE + u]), x, b[i]);
@@ -192,7 +189,7 @@ CPU_INLINE void values_chunk(int32_t dtype, int qb, float *acc, uint64_t dvp, co
                 a[i] = vf_fma(vf_set1(p[(size_t)i * TILE + u]), x, a[i]);
         }
     }
-    #pragma GCC unroll 8
+#pragma GCC unroll 8
     for (int i = 0; i < qb; i++)
         vf_store(acc + (uint64_t)i * dvp, vf_add(a[i], b[i]));
 }
@@ -203,37 +200,36 @@ CPU_INLINE void values_chunk(int32_t dtype, int qb, float *acc, uint64_t dvp, co
  * accumulators (CPU_ACC_REGS registers) stay in registers for the whole tile and each
  * probability is broadcast once per block of chunks.
  */
-CPU_INLINE void tile_values(int32_t dtype, int qb, float *acc, uint64_t dvp, const float *p,
-                            const unsigned char *v, uint64_t stride, uint64_t n, uint64_t dv,
-                            uint64_t e)
+CPU_INLINE void tile_values(int32_t dtype, int qb, float *acc, uint64_t dvp, const float *p, const unsigned char *v,
+                            uint64_t stride, uint64_t n, uint64_t dv, uint64_t e)
 {
     const int width = CPU_ACC_REGS / qb;
     const uint64_t full = dv / CPU_VL;
     uint64_t c = 0;
     for (; c + (uint64_t)width <= full; c += (uint64_t)width) {
         vecf a[4][CPU_ACC_REGS];
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int i = 0; i < qb; i++)
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int j = 0; j < width; j++)
                 a[i][j] = vf_load(acc + (uint64_t)i * dvp + (c + (uint64_t)j) * CPU_VL);
         const unsigned char *vc = v + c * CPU_VL * e;
         for (uint64_t u = 0; u < n; u++, vc += stride) {
             vecf pb[4];
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int i = 0; i < qb; i++)
                 pb[i] = vf_set1(p[(size_t)i * TILE + u]);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int j = 0; j < width; j++) {
                 vecf x = vf_load_elems(dtype, vc + (uint64_t)j * CPU_VL * e);
-                #pragma GCC unroll 8
+#pragma GCC unroll 8
                 for (int i = 0; i < qb; i++)
                     a[i][j] = vf_fma(pb[i], x, a[i][j]);
             }
         }
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int i = 0; i < qb; i++)
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int j = 0; j < width; j++)
                 vf_store(acc + (uint64_t)i * dvp + (c + (uint64_t)j) * CPU_VL, a[i][j]);
     }
@@ -243,16 +239,13 @@ CPU_INLINE void tile_values(int32_t dtype, int qb, float *acc, uint64_t dvp, con
     }
 }
 
-static void store_row(int32_t dtype, const float *src, float scale, unsigned char *dst,
-                      uint64_t n)
+static void store_row(int32_t dtype, const float *src, float scale, unsigned char *dst, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++) {
         float x = src[i] * scale;
         uint16_t h;
         switch (dtype) {
-        case KVRT_DTYPE_FP32:
-            memcpy(dst + 4 * i, &x, 4);
-            break;
+        case KVRT_DTYPE_FP32: memcpy(dst + 4 * i, &x, 4); break;
         case KVRT_DTYPE_BF16:
             h = cpu_f32_to_bf16(x);
             memcpy(dst + 2 * i, &h, 2);
@@ -261,22 +254,16 @@ static void store_row(int32_t dtype, const float *src, float scale, unsigned cha
             h = cpu_f32_to_f16(x);
             memcpy(dst + 2 * i, &h, 2);
             break;
-        case KVRT_DTYPE_FP8_E4M3:
-            dst[i] = cpu_f32_to_e4m3(x);
-            break;
-        case KVRT_DTYPE_FP8_E5M2:
-            dst[i] = cpu_f32_to_e5m2(x);
-            break;
-        default:
-            break;
+        case KVRT_DTYPE_FP8_E4M3: dst[i] = cpu_f32_to_e4m3(x); break;
+        case KVRT_DTYPE_FP8_E5M2: dst[i] = cpu_f32_to_e5m2(x); break;
+        default: break;
         }
     }
 }
 
 /* Fold a tile's scores (rows of sc) into the running max/sum/accumulator of
  * `group` query heads; sc becomes the tile's unnormalised probabilities. */
-static void tile_softmax(uint64_t group, uint64_t n, float *sc, float *m, float *l, float *acc,
-                         uint64_t dvp)
+static void tile_softmax(uint64_t group, uint64_t n, float *sc, float *m, float *l, float *acc, uint64_t dvp)
 {
     for (uint64_t g = 0; g < group; g++) {
         float *s = sc + g * TILE;
@@ -316,8 +303,8 @@ static void tile_softmax(uint64_t group, uint64_t n, float *sc, float *m, float 
  * takes 32 elements of K, and the scale multiplies the fp32 sums.  Products
  * of two bf16 are exact in fp32; the sums are fp32 like the FMA path's.
  */
-CPU_INLINE void tile_scores_bf16(int qb, const uint16_t *q, uint64_t dq, const unsigned char *k,
-                                 uint64_t stride, uint64_t n, uint64_t d, float scale, float *sc)
+CPU_INLINE void tile_scores_bf16(int qb, const uint16_t *q, uint64_t dq, const unsigned char *k, uint64_t stride,
+                                 uint64_t n, uint64_t d, float scale, float *sc)
 {
     const uint64_t full = d / 32, rest = d % 32;
     const __mmask32 tail = (__mmask32)((UINT64_C(1) << rest) - 1u);
@@ -325,13 +312,13 @@ CPU_INLINE void tile_scores_bf16(int qb, const uint16_t *q, uint64_t dq, const u
         const bool pair = u + 1 < n;
         const unsigned char *k0 = k + u * stride, *k1 = pair ? k0 + stride : k0;
         __m512 a[4], b[4];
-        #pragma GCC unroll 8
+#pragma GCC unroll 8
         for (int i = 0; i < 4; i++)
             a[i] = b[i] = _mm512_setzero_ps();
         for (uint64_t c = 0; c < full; c++) {
             __m512bh x0 = (__m512bh)_mm512_loadu_si512(k0 + c * 64);
             __m512bh x1 = (__m512bh)_mm512_loadu_si512(k1 + c * 64);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
                 __m512bh qv = (__m512bh)_mm512_loadu_si512(q + (uint64_t)i * dq + c * 32);
                 a[i] = _mm512_dpbf16_ps(a[i], qv, x0);
@@ -341,7 +328,7 @@ CPU_INLINE void tile_scores_bf16(int qb, const uint16_t *q, uint64_t dq, const u
         if (rest) {
             __m512bh x0 = (__m512bh)_mm512_maskz_loadu_epi16(tail, k0 + full * 64);
             __m512bh x1 = (__m512bh)_mm512_maskz_loadu_epi16(tail, k1 + full * 64);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
                 __m512bh qv = (__m512bh)_mm512_loadu_si512(q + (uint64_t)i * dq + full * 32);
                 a[i] = _mm512_dpbf16_ps(a[i], qv, x0);
@@ -351,17 +338,17 @@ CPU_INLINE void tile_scores_bf16(int qb, const uint16_t *q, uint64_t dq, const u
         float r[4];
         if (qb == 4) {
             vf_hsum4(a, r);
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int i = 0; i < 4; i++)
                 sc[(size_t)i * TILE + u] = r[i] * scale;
             if (pair) {
                 vf_hsum4(b, r);
-                #pragma GCC unroll 8
+#pragma GCC unroll 8
                 for (int i = 0; i < 4; i++)
                     sc[(size_t)i * TILE + u + 1] = r[i] * scale;
             }
         } else {
-            #pragma GCC unroll 8
+#pragma GCC unroll 8
             for (int i = 0; i < qb; i++) {
                 sc[(size_t)i * TILE + u] = vf_hsum(a[i]) * scale;
                 if (pair)
@@ -373,10 +360,9 @@ CPU_INLINE void tile_scores_bf16(int qb, const uint16_t *q, uint64_t dq, const u
 #endif
 
 /* The scores of one tile for every query head of the group. */
-CPU_INLINE void group_scores(int32_t dtype, int qb, uint64_t group, const float *qf,
-                             const uint16_t *q16, uint64_t dp, uint64_t dq,
-                             const unsigned char *cell, uint64_t ss, uint64_t n, uint64_t d,
-                             uint64_t e, float scale, float *sc)
+CPU_INLINE void group_scores(int32_t dtype, int qb, uint64_t group, const float *qf, const uint16_t *q16, uint64_t dp,
+                             uint64_t dq, const unsigned char *cell, uint64_t ss, uint64_t n, uint64_t d, uint64_t e,
+                             float scale, float *sc)
 {
 #ifdef CPU_HAVE_DPBF16
     if (dtype == KVRT_DTYPE_BF16) {
@@ -411,8 +397,8 @@ CPU_INLINE void group_scores(int32_t dtype, int qb, uint64_t group, const float 
  * running maximum, sum and unnormalised accumulator in job->partials for
  * the reduction (the flash-decoding split).
  */
-CPU_INLINE void run_units(const struct cpu_decode_job *job, unsigned worker, uint64_t begin,
-                          uint64_t end, const int32_t dtype)
+CPU_INLINE void run_units(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, uint64_t end,
+                          const int32_t dtype)
 {
     const struct kvrt_plugin_layer *ly = job->layer;
     const uint64_t e = ly->elem_size, d = ly->head_size, dv = ly->head_size_v;
@@ -494,8 +480,7 @@ CPU_INLINE void run_units(const struct cpu_decode_job *job, unsigned worker, uin
         }
         /* An empty sequence (the core never sends one) gives zeros. */
         for (uint64_t g = 0; g < group; g++)
-            store_row(dtype, acc + g * dvp, len ? 1.0f / l[g] : 0.0f,
-                      job->out + (qh0 + g) * dv * e, dv);
+            store_row(dtype, acc + g * dvp, len ? 1.0f / l[g] : 0.0f, job->out + (qh0 + g) * dv * e, dv);
     }
 }
 
@@ -527,8 +512,7 @@ void REDUCE(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, u
                 for (uint64_t i = 0; i < dv; i++)
                     acc[i] += pa[i] * c;
             }
-            store_row(ly->dtype, acc, sum > 0.0f ? 1.0f / sum : 0.0f,
-                      job->out + (qh0 + g) * dv * e, dv);
+            store_row(ly->dtype, acc, sum > 0.0f ? 1.0f / sum : 0.0f, job->out + (qh0 + g) * dv * e, dv);
         }
     }
 }
@@ -537,22 +521,11 @@ void KERNEL(const struct cpu_decode_job *job, unsigned worker, uint64_t begin, u
 {
     /* One instance per element type: the loads compile to straight code. */
     switch (job->layer->dtype) {
-    case KVRT_DTYPE_FP32:
-        run_units(job, worker, begin, end, KVRT_DTYPE_FP32);
-        break;
-    case KVRT_DTYPE_FP16:
-        run_units(job, worker, begin, end, KVRT_DTYPE_FP16);
-        break;
-    case KVRT_DTYPE_BF16:
-        run_units(job, worker, begin, end, KVRT_DTYPE_BF16);
-        break;
-    case KVRT_DTYPE_FP8_E4M3:
-        run_units(job, worker, begin, end, KVRT_DTYPE_FP8_E4M3);
-        break;
-    case KVRT_DTYPE_FP8_E5M2:
-        run_units(job, worker, begin, end, KVRT_DTYPE_FP8_E5M2);
-        break;
-    default:
-        break; /* refused by the driver */
+    case KVRT_DTYPE_FP32: run_units(job, worker, begin, end, KVRT_DTYPE_FP32); break;
+    case KVRT_DTYPE_FP16: run_units(job, worker, begin, end, KVRT_DTYPE_FP16); break;
+    case KVRT_DTYPE_BF16: run_units(job, worker, begin, end, KVRT_DTYPE_BF16); break;
+    case KVRT_DTYPE_FP8_E4M3: run_units(job, worker, begin, end, KVRT_DTYPE_FP8_E4M3); break;
+    case KVRT_DTYPE_FP8_E5M2: run_units(job, worker, begin, end, KVRT_DTYPE_FP8_E5M2); break;
+    default: break; /* refused by the driver */
     }
 }

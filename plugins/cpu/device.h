@@ -19,7 +19,7 @@
 struct kvrt_plugin_device {
     int32_t layout;
     struct cpu_pool *pool;
-    enum cpu_isa isa; /* the decode kernel */
+    enum cpu_isa isa;   /* the decode kernel */
     uint64_t llc_bytes; /* block moves above this use streaming stores */
     /* A copy of the host services: the core's struct need not outlive bind. */
     void *log_user;

@@ -10,9 +10,8 @@
 #include "ops.h"
 #include "plan.h"
 
-static int move_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                       kvrt_plugin_buffer *cache_buf, uint64_t num_blocks,
-                       const int64_t *block_ids, kvrt_plugin_buffer *staging,
+static int move_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                       uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging,
                        uint64_t staging_offset, enum cpu_move mode, kvrt_plugin_error *err)
 {
     if (num_blocks == 0)
@@ -33,24 +32,21 @@ static int move_blocks(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *
     if (mode == CPU_MOVE_GATHER)
         cpu_plan_run(dev, &plan, mode, cache_buf->data, stage, block_ids, num_blocks);
     else
-        cpu_plan_run_ordered(dev, &plan, mode, cache_buf->data, stage, block_ids, num_blocks,
-                             cache->num_blocks);
+        cpu_plan_run_ordered(dev, &plan, mode, cache_buf->data, stage, block_ids, num_blocks, cache->num_blocks);
     cpu_plan_free(&plan);
     return KVRT_OK;
 }
 
-int cpu_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-               kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
-               kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err)
+int cpu_gather(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+               uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging, uint64_t staging_offset,
+               kvrt_plugin_error *err)
 {
-    return move_blocks(dev, cache, cache_buf, num_blocks, block_ids, staging, staging_offset,
-                       CPU_MOVE_GATHER, err);
+    return move_blocks(dev, cache, cache_buf, num_blocks, block_ids, staging, staging_offset, CPU_MOVE_GATHER, err);
 }
 
-int cpu_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                kvrt_plugin_buffer *cache_buf, uint64_t num_blocks, const int64_t *block_ids,
-                kvrt_plugin_buffer *staging, uint64_t staging_offset, kvrt_plugin_error *err)
+int cpu_scatter(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging, uint64_t staging_offset,
+                kvrt_plugin_error *err)
 {
-    return move_blocks(dev, cache, cache_buf, num_blocks, block_ids, staging, staging_offset,
-                       CPU_MOVE_SCATTER, err);
+    return move_blocks(dev, cache, cache_buf, num_blocks, block_ids, staging, staging_offset, CPU_MOVE_SCATTER, err);
 }

@@ -47,8 +47,7 @@ static struct x86_features x86_features(void)
     __cpuid_count(7, 0, a, b, c, d);
     f.avx2 = (b & (1u << 5)) != 0;
     const unsigned f512 = 1u << 16, dq = 1u << 17, bw = 1u << 30, vl = 1u << 31;
-    bool base512 = f.avx2 && (b & (f512 | dq | bw | vl)) == (f512 | dq | bw | vl) &&
-                   (lo & 0xe0u) == 0xe0u;
+    bool base512 = f.avx2 && (b & (f512 | dq | bw | vl)) == (f512 | dq | bw | vl) && (lo & 0xe0u) == 0xe0u;
     __cpuid_count(7, 1, a, b, c, d);
     f.avx512 = base512 && (a & (1u << 5)) != 0; /* AVX512_BF16 */
     return f;
@@ -58,14 +57,10 @@ bool cpu_isa_runs(enum cpu_isa isa)
 {
     struct x86_features f = x86_features();
     switch (isa) {
-    case CPU_ISA_GENERIC:
-        return true;
-    case CPU_ISA_AVX2:
-        return f.avx2;
-    case CPU_ISA_AVX512:
-        return f.avx512;
-    default:
-        return false;
+    case CPU_ISA_GENERIC: return true;
+    case CPU_ISA_AVX2: return f.avx2;
+    case CPU_ISA_AVX512: return f.avx512;
+    default: return false;
     }
 }
 
@@ -109,8 +104,7 @@ int cpu_isa_choose(enum cpu_isa *out, kvrt_plugin_error *err)
         for (int i = CPU_ISA_COUNT - 1; i >= 0; i--)
             if (cpu_isa_runs((enum cpu_isa)i)) {
                 size_t used = strlen(runs);
-                snprintf(runs + used, sizeof(runs) - used, "%s%s", used ? ", " : "",
-                         isa_names[i]);
+                snprintf(runs + used, sizeof(runs) - used, "%s%s", used ? ", " : "", isa_names[i]);
             }
         return cpu_fail(err, KVRT_ERR_UNSUPPORTED,
                         "KVRT_CPU_ISA=%s: the %s kernel needs %s, which %s; kernels that run "

@@ -56,7 +56,9 @@ static inline void cpu_move_stream(unsigned char *dst, const unsigned char *src,
     memcpy(dst, src, n);
 }
 
-static inline void cpu_move_fence(void) {}
+static inline void cpu_move_fence(void)
+{
+}
 
 #endif
 

@@ -22,8 +22,8 @@ struct builder {
     bool oom;
 };
 
-static void push(struct builder *b, uint64_t cache_off, uint64_t cache_step, uint64_t stage_off,
-                 uint64_t stage_step, uint64_t len, uint64_t count, uint64_t block_stride)
+static void push(struct builder *b, uint64_t cache_off, uint64_t cache_step, uint64_t stage_off, uint64_t stage_step,
+                 uint64_t len, uint64_t count, uint64_t block_stride)
 {
     struct cpu_plan *p = b->plan;
     const bool staged = b->staged;
@@ -43,8 +43,7 @@ static void push(struct builder *b, uint64_t cache_off, uint64_t cache_step, uin
             return;
         }
         if (same_block && count == 1 && len == last->len) {
-            if (last->count == 1 && cache_off > last->cache_off &&
-                (!staged || stage_off > last->stage_off)) {
+            if (last->count == 1 && cache_off > last->cache_off && (!staged || stage_off > last->stage_off)) {
                 last->cache_step = cache_off - last->cache_off;
                 last->stage_step = staged ? stage_off - last->stage_off : 0;
                 last->count = 2;
@@ -98,8 +97,8 @@ static void add_layer(struct builder *b, const struct kvrt_plugin_layer *ly, uin
         }
 }
 
-int cpu_plan_build(const struct kvrt_plugin_cache *cache, enum cpu_plan_order order,
-                   struct cpu_plan *out, kvrt_plugin_error *err)
+int cpu_plan_build(const struct kvrt_plugin_cache *cache, enum cpu_plan_order order, struct cpu_plan *out,
+                   kvrt_plugin_error *err)
 {
     memset(out, 0, sizeof(*out));
     struct builder b = {.plan = out, .staged = order != CPU_PLAN_COPY};
@@ -164,8 +163,8 @@ struct plan_job {
 #define SHORT_RUN 2048u
 
 /* count pieces of len bytes (a multiple of 64), dst and src stepping apart. */
-static void copy_cells(unsigned char *dst, uint64_t dst_step, const unsigned char *src,
-                       uint64_t src_step, uint64_t len, uint64_t count, bool stream)
+static void copy_cells(unsigned char *dst, uint64_t dst_step, const unsigned char *src, uint64_t src_step, uint64_t len,
+                       uint64_t count, bool stream)
 {
     /* Streamed cells must start 16-byte aligned (cache and staging buffers
      * are 64-byte aligned; an odd staging offset takes the plain path). */
@@ -213,22 +212,18 @@ static void plan_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end)
          * cell by cell): a tight loop of inlined copies instead of one
          * generic step and one memcpy call per cell, which measured about a
          * third slower. */
-        if (off == 0 && run->count > 1 && run->len % 64 == 0 && run->len <= SHORT_RUN &&
-            job->mode != CPU_MOVE_COPY) {
+        if (off == 0 && run->count > 1 && run->len % 64 == 0 && run->len <= SHORT_RUN && job->mode != CPU_MOVE_COPY) {
             uint64_t reps = (end - pos) / run->len;
             if (reps > run->count - rep)
                 reps = run->count - rep;
             if (reps > 0) {
                 unsigned char *block = job->cache + (uint64_t)job->ids[item] * run->block_stride;
                 unsigned char *c = block + run->cache_off + rep * run->cache_step;
-                unsigned char *s = job->staging + item * p->block_bytes + run->stage_off +
-                                   rep * run->stage_step;
+                unsigned char *s = job->staging + item * p->block_bytes + run->stage_off + rep * run->stage_step;
                 if (job->mode == CPU_MOVE_GATHER)
-                    copy_cells(s, run->stage_step, c, run->cache_step, run->len, reps,
-                               job->stream);
+                    copy_cells(s, run->stage_step, c, run->cache_step, run->len, reps, job->stream);
                 else
-                    copy_cells(c, run->cache_step, s, run->stage_step, run->len, reps,
-                               job->stream);
+                    copy_cells(c, run->cache_step, s, run->stage_step, run->len, reps, job->stream);
                 pos += reps * run->len;
                 rep += reps;
                 if (rep == run->count) {
@@ -250,8 +245,7 @@ static void plan_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end)
         case CPU_MOVE_SCATTER: {
             unsigned char *block = job->cache + (uint64_t)job->ids[item] * run->block_stride;
             unsigned char *c = block + in_block;
-            unsigned char *s = job->staging + item * p->block_bytes + run->stage_off +
-                               rep * run->stage_step + off;
+            unsigned char *s = job->staging + item * p->block_bytes + run->stage_off + rep * run->stage_step + off;
             if (job->mode == CPU_MOVE_GATHER)
                 cpu_move(s, c, n, job->stream);
             else
@@ -283,9 +277,8 @@ static void plan_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end)
         cpu_move_fence();
 }
 
-void cpu_plan_run(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu_move mode,
-                  unsigned char *cache, unsigned char *staging, const int64_t *ids,
-                  uint64_t items)
+void cpu_plan_run(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu_move mode, unsigned char *cache,
+                  unsigned char *staging, const int64_t *ids, uint64_t items)
 {
     if (items == 0 || plan->block_bytes == 0)
         return;
@@ -301,9 +294,9 @@ void cpu_plan_run(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu
 
 enum { MARK_READ = 1, MARK_WRITTEN = 2 };
 
-void cpu_plan_run_ordered(kvrt_plugin_device *dev, const struct cpu_plan *plan,
-                          enum cpu_move mode, unsigned char *cache, unsigned char *staging,
-                          const int64_t *ids, uint64_t items, uint64_t num_blocks)
+void cpu_plan_run_ordered(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu_move mode,
+                          unsigned char *cache, unsigned char *staging, const int64_t *ids, uint64_t items,
+                          uint64_t num_blocks)
 {
     /* Per item: the block it reads (copy only) and the block it writes. */
     const uint64_t per_item = mode == CPU_MOVE_COPY ? 2 : 1;
@@ -312,8 +305,7 @@ void cpu_plan_run_ordered(kvrt_plugin_device *dev, const struct cpu_plan *plan,
     if (!marks) {
         /* Still correct, only slower: one item at a time. */
         for (uint64_t i = 0; i < items; i++)
-            cpu_plan_run(dev, plan, mode, cache, staging ? staging + i * stage_step : NULL,
-                         ids + per_item * i, 1);
+            cpu_plan_run(dev, plan, mode, cache, staging ? staging + i * stage_step : NULL, ids + per_item * i, 1);
         return;
     }
 
@@ -323,12 +315,11 @@ void cpu_plan_run_ordered(kvrt_plugin_device *dev, const struct cpu_plan *plan,
         if (!flush) {
             const int64_t *it = ids + per_item * i;
             uint64_t dst = (uint64_t)it[per_item - 1];
-            flush = (marks[dst] & (MARK_READ | MARK_WRITTEN)) ||
-                    (per_item == 2 && (marks[it[0]] & MARK_WRITTEN));
+            flush = (marks[dst] & (MARK_READ | MARK_WRITTEN)) || (per_item == 2 && (marks[it[0]] & MARK_WRITTEN));
         }
         if (flush) {
-            cpu_plan_run(dev, plan, mode, cache, staging ? staging + start * stage_step : NULL,
-                         ids + per_item * start, i - start);
+            cpu_plan_run(dev, plan, mode, cache, staging ? staging + start * stage_step : NULL, ids + per_item * start,
+                         i - start);
             for (uint64_t j = start * per_item; j < i * per_item; j++)
                 marks[ids[j]] = 0;
             start = i;

@@ -51,8 +51,8 @@ enum cpu_plan_order {
     CPU_PLAN_MEMORY
 };
 
-int cpu_plan_build(const struct kvrt_plugin_cache *cache, enum cpu_plan_order order,
-                   struct cpu_plan *out, kvrt_plugin_error *err);
+int cpu_plan_build(const struct kvrt_plugin_cache *cache, enum cpu_plan_order order, struct cpu_plan *out,
+                   kvrt_plugin_error *err);
 void cpu_plan_free(struct cpu_plan *plan);
 
 enum cpu_move {
@@ -62,9 +62,8 @@ enum cpu_move {
 };
 
 /* Move `items` blocks, all at once: the items must be independent. */
-void cpu_plan_run(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu_move mode,
-                  unsigned char *cache, unsigned char *staging, const int64_t *ids,
-                  uint64_t items);
+void cpu_plan_run(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu_move mode, unsigned char *cache,
+                  unsigned char *staging, const int64_t *ids, uint64_t items);
 
 /*
  * Move `items` blocks with the result of doing them one by one in order
@@ -73,8 +72,8 @@ void cpu_plan_run(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu
  * written; a segment's items run together, segments one after another.  The
  * usual batch is a single segment.  num_blocks bounds the block ids.
  */
-void cpu_plan_run_ordered(kvrt_plugin_device *dev, const struct cpu_plan *plan,
-                          enum cpu_move mode, unsigned char *cache, unsigned char *staging,
-                          const int64_t *ids, uint64_t items, uint64_t num_blocks);
+void cpu_plan_run_ordered(kvrt_plugin_device *dev, const struct cpu_plan *plan, enum cpu_move mode,
+                          unsigned char *cache, unsigned char *staging, const int64_t *ids, uint64_t items,
+                          uint64_t num_blocks);
 
 #endif

@@ -28,8 +28,7 @@
  * slower and copy in one run per head.
  */
 static const int32_t cpu_layouts[] = {
-    KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC,
-    KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
+    KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
 };
 
 #define DTYPE_BIT(t) (1u << (t))
@@ -45,9 +44,8 @@ static const struct kvrt_plugin_descriptor cpu_descriptor = {
     .num_layouts = sizeof(cpu_layouts) / sizeof(cpu_layouts[0]),
     .layouts = cpu_layouts,
     /* Byte-moving operations take every type; decode checks its own. */
-    .dtypes = DTYPE_BIT(KVRT_DTYPE_FP32) | DTYPE_BIT(KVRT_DTYPE_FP16) |
-              DTYPE_BIT(KVRT_DTYPE_BF16) | DTYPE_BIT(KVRT_DTYPE_FP8_E4M3) |
-              DTYPE_BIT(KVRT_DTYPE_FP8_E5M2) | DTYPE_BIT(KVRT_DTYPE_INT8) |
+    .dtypes = DTYPE_BIT(KVRT_DTYPE_FP32) | DTYPE_BIT(KVRT_DTYPE_FP16) | DTYPE_BIT(KVRT_DTYPE_BF16) |
+              DTYPE_BIT(KVRT_DTYPE_FP8_E4M3) | DTYPE_BIT(KVRT_DTYPE_FP8_E5M2) | DTYPE_BIT(KVRT_DTYPE_INT8) |
               DTYPE_BIT(KVRT_DTYPE_UINT8),
     .ops = KVRT_OP_ALL,
 
@@ -66,9 +64,8 @@ static const struct kvrt_plugin_descriptor cpu_descriptor = {
     .scatter = cpu_scatter,
     .decode = cpu_decode,
     /* int8/uint8 carry no scale to compute with: stored and moved only. */
-    .decode_dtypes = DTYPE_BIT(KVRT_DTYPE_FP32) | DTYPE_BIT(KVRT_DTYPE_FP16) |
-                     DTYPE_BIT(KVRT_DTYPE_BF16) | DTYPE_BIT(KVRT_DTYPE_FP8_E4M3) |
-                     DTYPE_BIT(KVRT_DTYPE_FP8_E5M2),
+    .decode_dtypes = DTYPE_BIT(KVRT_DTYPE_FP32) | DTYPE_BIT(KVRT_DTYPE_FP16) | DTYPE_BIT(KVRT_DTYPE_BF16) |
+                     DTYPE_BIT(KVRT_DTYPE_FP8_E4M3) | DTYPE_BIT(KVRT_DTYPE_FP8_E5M2),
     .describe = cpu_describe,
     .buffer_address = cpu_buffer_address,
 };
@@ -136,19 +133,19 @@ int cpu_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err)
     return KVRT_OK;
 }
 
-int cpu_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
-             kvrt_plugin_error *err)
+int cpu_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out, kvrt_plugin_error *err)
 {
     *out = NULL;
     unsigned want = 1;
     const char *bad = NULL;
     if (!cpu_pool_default_threads(&want, &bad))
-        return cpu_fail(err, KVRT_ERR_INVALID, "KVRT_CPU_THREADS=\"%s\" is not a thread count; give a "
-                        "whole number from 1 to %d, or unset it to use every CPU", bad, CPU_POOL_MAX_THREADS);
+        return cpu_fail(err, KVRT_ERR_INVALID,
+                        "KVRT_CPU_THREADS=\"%s\" is not a thread count; give a "
+                        "whole number from 1 to %d, or unset it to use every CPU",
+                        bad, CPU_POOL_MAX_THREADS);
     kvrt_plugin_device *dev = calloc(1, sizeof(*dev));
     if (!dev)
-        return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate the device context (%zu bytes)",
-                        sizeof(*dev));
+        return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate the device context (%zu bytes)", sizeof(*dev));
     dev->layout = info->layout;
     const struct kvrt_plugin_host *host = info->host;
     if (host && host->size >= offsetof(struct kvrt_plugin_host, log) + sizeof(host->log)) {
@@ -165,15 +162,12 @@ int cpu_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
     dev->pool = cpu_pool_create(want);
     if (!dev->pool) {
         free(dev);
-        return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate a worker pool of %u threads",
-                        want);
+        return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate a worker pool of %u threads", want);
     }
     unsigned got = cpu_pool_threads(dev->pool);
     if (got < want)
-        cpu_log(dev, 1, "could start only %u of %u worker threads; running on %u", got - 1,
-                want - 1, got);
-    cpu_log(dev, 3, "bound: %u thread%s, %s decode kernel", got, got == 1 ? "" : "s",
-            cpu_isa_name(dev->isa));
+        cpu_log(dev, 1, "could start only %u of %u worker threads; running on %u", got - 1, want - 1, got);
+    cpu_log(dev, 3, "bound: %u thread%s, %s decode kernel", got, got == 1 ? "" : "s", cpu_isa_name(dev->isa));
     *out = dev;
     return KVRT_OK;
 }

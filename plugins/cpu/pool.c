@@ -11,7 +11,6 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-
 struct cpu_job {
     cpu_task_fn fn;
     void *ctx;
@@ -22,8 +21,8 @@ struct cpu_job {
 };
 
 struct cpu_pool {
-    unsigned threads;  /* participants, submitter included */
-    unsigned started;  /* worker threads actually running */
+    unsigned threads; /* participants, submitter included */
+    unsigned started; /* worker threads actually running */
     pthread_t *workers;
 
     /* Held by the submitter for the whole job: one job at a time. */
@@ -180,8 +179,7 @@ void cpu_pool_run(struct cpu_pool *pool, uint64_t n, uint64_t grain, cpu_task_fn
     /* Inline: nothing to share, no workers (or none in this forked child),
      * or the pool is taken by another submitter, whose job already keeps the
      * other cores busy. */
-    if (n <= grain || threads == 1 || pool->pid != getpid() ||
-        pthread_mutex_trylock(&pool->submit) != 0) {
+    if (n <= grain || threads == 1 || pool->pid != getpid() || pthread_mutex_trylock(&pool->submit) != 0) {
         fn(ctx, 0, 0, n);
         return;
     }

@@ -62,20 +62,17 @@ static void token_task(void *ctx, unsigned worker, uint64_t begin, uint64_t end)
     }
 }
 
-static int token_op(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-                    kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-                    const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
-                    kvrt_plugin_buffer *v, uint64_t v_offset, bool to_cache,
-                    kvrt_plugin_error *err)
+static int token_op(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+                    uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+                    kvrt_plugin_buffer *v, uint64_t v_offset, bool to_cache, kvrt_plugin_error *err)
 {
     const char *op = to_cache ? "write" : "read";
     if (layer >= cache->num_layers)
-        return cpu_fail(err, KVRT_ERR_INVALID, "%s: layer %u out of range; the cache has %llu",
-                        op, layer, (unsigned long long)cache->num_layers);
+        return cpu_fail(err, KVRT_ERR_INVALID, "%s: layer %u out of range; the cache has %llu", op, layer,
+                        (unsigned long long)cache->num_layers);
     const struct kvrt_plugin_layer *ly = &cache->layers[layer];
     if (ly->head_size_v > 0 && !v)
-        return cpu_fail(err, KVRT_ERR_INVALID,
-                        "%s: layer %u has head_size_v %llu but no V buffer was given", op, layer,
+        return cpu_fail(err, KVRT_ERR_INVALID, "%s: layer %u has head_size_v %llu but no V buffer was given", op, layer,
                         (unsigned long long)ly->head_size_v);
     if (num_tokens == 0)
         return KVRT_OK;
@@ -103,20 +100,16 @@ static int token_op(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cac
     return KVRT_OK;
 }
 
-int cpu_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-              kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-              const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+int cpu_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+              uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
               kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
 {
-    return token_op(dev, cache, cache_buf, layer, num_tokens, slots, k, k_offset, v, v_offset,
-                    true, err);
+    return token_op(dev, cache, cache_buf, layer, num_tokens, slots, k, k_offset, v, v_offset, true, err);
 }
 
-int cpu_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache,
-             kvrt_plugin_buffer *cache_buf, uint32_t layer, uint64_t num_tokens,
-             const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+int cpu_read(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
+             uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
              kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
 {
-    return token_op(dev, cache, cache_buf, layer, num_tokens, slots, k, k_offset, v, v_offset,
-                    false, err);
+    return token_op(dev, cache, cache_buf, layer, num_tokens, slots, k, k_offset, v, v_offset, false, err);
 }

@@ -29,26 +29,17 @@ CPU_INLINE float cpu_elem_to_f32(int32_t dtype, const unsigned char *row, uint64
     uint16_t h;
     float f;
     switch (dtype) {
-    case KVRT_DTYPE_FP32:
-        memcpy(&f, row + 4 * i, 4);
-        return f;
-    case KVRT_DTYPE_BF16:
-        memcpy(&h, row + 2 * i, 2);
-        return cpu_bf16_to_f32(h);
-    case KVRT_DTYPE_FP16:
-        memcpy(&h, row + 2 * i, 2);
-        return cpu_f16_to_f32(h);
-    case KVRT_DTYPE_FP8_E4M3:
-        return cpu_e4m3_to_f32(row[i]);
-    case KVRT_DTYPE_FP8_E5M2:
-        return cpu_e5m2_to_f32(row[i]);
-    default:
-        return 0.0f;
+    case KVRT_DTYPE_FP32: memcpy(&f, row + 4 * i, 4); return f;
+    case KVRT_DTYPE_BF16: memcpy(&h, row + 2 * i, 2); return cpu_bf16_to_f32(h);
+    case KVRT_DTYPE_FP16: memcpy(&h, row + 2 * i, 2); return cpu_f16_to_f32(h);
+    case KVRT_DTYPE_FP8_E4M3: return cpu_e4m3_to_f32(row[i]);
+    case KVRT_DTYPE_FP8_E5M2: return cpu_e5m2_to_f32(row[i]);
+    default: return 0.0f;
     }
 }
 
-#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && \
-    defined(__AVX512DQ__) && defined(__AVX512BF16__)
+#if defined(__AVX512F__) && defined(__AVX512BW__) && defined(__AVX512VL__) && defined(__AVX512DQ__) &&                 \
+    defined(__AVX512BF16__)
 #include <immintrin.h>
 
 #define CPU_VL 16
@@ -60,13 +51,34 @@ CPU_INLINE float cpu_elem_to_f32(int32_t dtype, const unsigned char *row, uint64
 
 typedef __m512 vecf;
 
-CPU_INLINE vecf vf_zero(void) { return _mm512_setzero_ps(); }
-CPU_INLINE vecf vf_set1(float x) { return _mm512_set1_ps(x); }
-CPU_INLINE vecf vf_load(const float *p) { return _mm512_loadu_ps(p); }
-CPU_INLINE void vf_store(float *p, vecf v) { _mm512_storeu_ps(p, v); }
-CPU_INLINE vecf vf_add(vecf a, vecf b) { return _mm512_add_ps(a, b); }
-CPU_INLINE vecf vf_mul(vecf a, vecf b) { return _mm512_mul_ps(a, b); }
-CPU_INLINE vecf vf_fma(vecf a, vecf b, vecf c) { return _mm512_fmadd_ps(a, b, c); }
+CPU_INLINE vecf vf_zero(void)
+{
+    return _mm512_setzero_ps();
+}
+CPU_INLINE vecf vf_set1(float x)
+{
+    return _mm512_set1_ps(x);
+}
+CPU_INLINE vecf vf_load(const float *p)
+{
+    return _mm512_loadu_ps(p);
+}
+CPU_INLINE void vf_store(float *p, vecf v)
+{
+    _mm512_storeu_ps(p, v);
+}
+CPU_INLINE vecf vf_add(vecf a, vecf b)
+{
+    return _mm512_add_ps(a, b);
+}
+CPU_INLINE vecf vf_mul(vecf a, vecf b)
+{
+    return _mm512_mul_ps(a, b);
+}
+CPU_INLINE vecf vf_fma(vecf a, vecf b, vecf c)
+{
+    return _mm512_fmadd_ps(a, b, c);
+}
 
 /* 16 E4M3 bytes as fp16: the magnitude's 7 bits sit one place below fp16's
  * (exponent bias 7 against 15), so the fp16 read is the value x 2^-8, exact
@@ -75,8 +87,8 @@ CPU_INLINE vecf vf_e4m3x16(__m128i b)
 {
     __m256i w = _mm256_cvtepu8_epi16(b);
     __m256i mag = _mm256_and_si256(w, _mm256_set1_epi16(0x7f));
-    __m256i h = _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8),
-                                _mm256_slli_epi16(mag, 7));
+    __m256i h =
+        _mm256_or_si256(_mm256_slli_epi16(_mm256_and_si256(w, _mm256_set1_epi16(0x80)), 8), _mm256_slli_epi16(mag, 7));
     __m512 f = _mm512_mul_ps(_mm512_cvtph_ps(h), _mm512_set1_ps(256.0f));
     __mmask16 nan = _mm256_cmpeq_epi16_mask(mag, _mm256_set1_epi16(0x7f));
     return _mm512_mask_blend_ps(nan, f, _mm512_set1_ps(__builtin_nanf("")));
@@ -86,25 +98,23 @@ CPU_INLINE vecf vf_e4m3x16(__m128i b)
 CPU_INLINE vecf vf_load_elems(int32_t dtype, const unsigned char *p)
 {
     switch (dtype) {
-    case KVRT_DTYPE_FP32:
-        return _mm512_loadu_ps((const float *)(const void *)p);
+    case KVRT_DTYPE_FP32: return _mm512_loadu_ps((const float *)(const void *)p);
     case KVRT_DTYPE_BF16:
         return _mm512_castsi512_ps(
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)p)), 16));
-    case KVRT_DTYPE_FP16:
-        return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
+    case KVRT_DTYPE_FP16: return _mm512_cvtph_ps(_mm256_loadu_si256((const __m256i *)p));
     case KVRT_DTYPE_FP8_E5M2:
         /* E5M2 is the upper byte of an fp16. */
-        return _mm512_cvtph_ps(
-            _mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p)), 8));
-    case KVRT_DTYPE_FP8_E4M3:
-        return vf_e4m3x16(_mm_loadu_si128((const __m128i *)p));
-    default:
-        return _mm512_setzero_ps();
+        return _mm512_cvtph_ps(_mm256_slli_epi16(_mm256_cvtepu8_epi16(_mm_loadu_si128((const __m128i *)p)), 8));
+    case KVRT_DTYPE_FP8_E4M3: return vf_e4m3x16(_mm_loadu_si128((const __m128i *)p));
+    default: return _mm512_setzero_ps();
     }
 }
 
-CPU_INLINE float vf_hsum(vecf v) { return _mm512_reduce_add_ps(v); }
+CPU_INLINE float vf_hsum(vecf v)
+{
+    return _mm512_reduce_add_ps(v);
+}
 
 /* out[i] = the sum of the lanes of v[i], for four vectors at once: halves
  * added, then the 256-bit transpose-add (13 instructions, not 4 x 8). */
@@ -148,43 +158,57 @@ CPU_INLINE vecf vf_exp_neg(vecf x)
 
 typedef __m256 vecf;
 
-CPU_INLINE vecf vf_zero(void) { return _mm256_setzero_ps(); }
-CPU_INLINE vecf vf_set1(float x) { return _mm256_set1_ps(x); }
-CPU_INLINE vecf vf_load(const float *p) { return _mm256_loadu_ps(p); }
-CPU_INLINE void vf_store(float *p, vecf v) { _mm256_storeu_ps(p, v); }
-CPU_INLINE vecf vf_add(vecf a, vecf b) { return _mm256_add_ps(a, b); }
-CPU_INLINE vecf vf_mul(vecf a, vecf b) { return _mm256_mul_ps(a, b); }
-CPU_INLINE vecf vf_fma(vecf a, vecf b, vecf c) { return _mm256_fmadd_ps(a, b, c); }
+CPU_INLINE vecf vf_zero(void)
+{
+    return _mm256_setzero_ps();
+}
+CPU_INLINE vecf vf_set1(float x)
+{
+    return _mm256_set1_ps(x);
+}
+CPU_INLINE vecf vf_load(const float *p)
+{
+    return _mm256_loadu_ps(p);
+}
+CPU_INLINE void vf_store(float *p, vecf v)
+{
+    _mm256_storeu_ps(p, v);
+}
+CPU_INLINE vecf vf_add(vecf a, vecf b)
+{
+    return _mm256_add_ps(a, b);
+}
+CPU_INLINE vecf vf_mul(vecf a, vecf b)
+{
+    return _mm256_mul_ps(a, b);
+}
+CPU_INLINE vecf vf_fma(vecf a, vecf b, vecf c)
+{
+    return _mm256_fmadd_ps(a, b, c);
+}
 
 /* Eight elements of a row, widened. */
 CPU_INLINE vecf vf_load_elems(int32_t dtype, const unsigned char *p)
 {
     switch (dtype) {
-    case KVRT_DTYPE_FP32:
-        return _mm256_loadu_ps((const float *)(const void *)p);
+    case KVRT_DTYPE_FP32: return _mm256_loadu_ps((const float *)(const void *)p);
     case KVRT_DTYPE_BF16:
-        return _mm256_castsi256_ps(
-            _mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
-    case KVRT_DTYPE_FP16:
-        return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(_mm_loadu_si128((const __m128i *)p)), 16));
+    case KVRT_DTYPE_FP16: return _mm256_cvtph_ps(_mm_loadu_si128((const __m128i *)p));
     case KVRT_DTYPE_FP8_E5M2:
         /* E5M2 is the upper byte of an fp16. */
-        return _mm256_cvtph_ps(
-            _mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p)), 8));
+        return _mm256_cvtph_ps(_mm_slli_epi16(_mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p)), 8));
     case KVRT_DTYPE_FP8_E4M3: {
         /* As fp16 the E4M3 magnitude reads as the value x 2^-8 (see the
          * AVX-512 variant); S.1111.111 is NaN. */
         __m128i w = _mm_cvtepu8_epi16(_mm_loadl_epi64((const __m128i *)p));
         __m128i mag = _mm_and_si128(w, _mm_set1_epi16(0x7f));
-        __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8),
-                                 _mm_slli_epi16(mag, 7));
+        __m128i h = _mm_or_si128(_mm_slli_epi16(_mm_and_si128(w, _mm_set1_epi16(0x80)), 8), _mm_slli_epi16(mag, 7));
         __m256 f = _mm256_mul_ps(_mm256_cvtph_ps(h), _mm256_set1_ps(256.0f));
-        __m256 nan = _mm256_castsi256_ps(
-            _mm256_cvtepi16_epi32(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f))));
+        __m256 nan = _mm256_castsi256_ps(_mm256_cvtepi16_epi32(_mm_cmpeq_epi16(mag, _mm_set1_epi16(0x7f))));
         return _mm256_blendv_ps(f, _mm256_set1_ps(__builtin_nanf("")), nan);
     }
-    default:
-        return _mm256_setzero_ps();
+    default: return _mm256_setzero_ps();
     }
 }
 
@@ -259,7 +283,10 @@ CPU_INLINE vecf vf_load(const float *p)
     return r;
 }
 
-CPU_INLINE void vf_store(float *p, vecf v) { memcpy(p, v.v, sizeof(v.v)); }
+CPU_INLINE void vf_store(float *p, vecf v)
+{
+    memcpy(p, v.v, sizeof(v.v));
+}
 
 CPU_INLINE vecf vf_add(vecf a, vecf b)
 {

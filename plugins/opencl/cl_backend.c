@@ -8,10 +8,8 @@ int kvrt_cl_scratch_alloc(void *ctx, uint64_t bytes, void **mem, kvrt_plugin_err
     cl_int rc;
     cl_mem m = clCreateBuffer(s->context, CL_MEM_READ_WRITE, (size_t)bytes, NULL, &rc);
     if (rc != CL_SUCCESS)
-        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
-                             "clCreateBuffer of %llu scratch bytes on '%s' failed: %s (%d)",
-                             (unsigned long long)bytes, s->choice.name, kvrt_cl_error_name(rc),
-                             (int)rc);
+        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clCreateBuffer of %llu scratch bytes on '%s' failed: %s (%d)",
+                             (unsigned long long)bytes, s->choice.name, kvrt_cl_error_name(rc), (int)rc);
     *mem = m;
     return KVRT_OK;
 }
@@ -30,11 +28,11 @@ int kvrt_cl_wait(cl_event ev, const char *what, kvrt_plugin_error *err)
         clGetEventInfo(ev, CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof(status), &status, NULL);
     clReleaseEvent(ev);
     if (rc != CL_SUCCESS && rc != CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST)
-        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clWaitForEvents after %s failed: %s (%d)",
-                             what, kvrt_cl_error_name(rc), (int)rc);
+        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clWaitForEvents after %s failed: %s (%d)", what,
+                             kvrt_cl_error_name(rc), (int)rc);
     if (status < 0)
-        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "%s failed on the device: %s (%d)", what,
-                             kvrt_cl_error_name(status), (int)status);
+        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "%s failed on the device: %s (%d)", what, kvrt_cl_error_name(status),
+                             (int)status);
     return KVRT_OK;
 }
 
@@ -57,8 +55,8 @@ static void set_pending(struct kvrt_gpu_call *call, cl_event ev)
     call->pending = ev;
 }
 
-static int cl_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const void *host,
-                     uint64_t bytes, struct kvrt_gpu_arg *arg, kvrt_plugin_error *err)
+static int cl_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const void *host, uint64_t bytes,
+                     struct kvrt_gpu_arg *arg, kvrt_plugin_error *err)
 {
     if (call->num_scratch == KVRT_GPU_CALL_MAX_SCRATCH)
         return kvrt_gpu_fail(err, KVRT_ERR_INTERNAL, "OpenCL: too many uploads in one call");
@@ -71,19 +69,17 @@ static int cl_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const 
     if (bytes == 0 || !host)
         return KVRT_OK;
     cl_event ev;
-    cl_int rc = clEnqueueWriteBuffer(dev->shared->queue, (cl_mem)s->mem, CL_FALSE, 0,
-                                     (size_t)bytes, host, 0, NULL, &ev);
+    cl_int rc =
+        clEnqueueWriteBuffer(dev->shared->queue, (cl_mem)s->mem, CL_FALSE, 0, (size_t)bytes, host, 0, NULL, &ev);
     if (rc != CL_SUCCESS)
-        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
-                             "clEnqueueWriteBuffer of %llu index bytes failed: %s (%d)",
+        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clEnqueueWriteBuffer of %llu index bytes failed: %s (%d)",
                              (unsigned long long)bytes, kvrt_cl_error_name(rc), (int)rc);
     set_pending(call, ev);
     return KVRT_OK;
 }
 
-static int cl_launch(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int kernel,
-                     const struct kvrt_gpu_arg *args, unsigned num_args, uint64_t groups,
-                     uint32_t local, uint64_t shared_bytes, kvrt_plugin_error *err)
+static int cl_launch(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int kernel, const struct kvrt_gpu_arg *args,
+                     unsigned num_args, uint64_t groups, uint32_t local, uint64_t shared_bytes, kvrt_plugin_error *err)
 {
     struct kvrt_cl_shared *s = dev->shared;
     cl_kernel k = s->kernels[kernel];
@@ -119,8 +115,7 @@ static int cl_launch(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int ke
     return KVRT_OK;
 }
 
-static int cl_finish(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int status,
-                     kvrt_plugin_error *err)
+static int cl_finish(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int status, kvrt_plugin_error *err)
 {
     if (call->pending) {
         /* Always wait, even after a failure: the device may still read the

@@ -31,8 +31,7 @@ int kvrt_cl_scratch_alloc(void *ctx, uint64_t bytes, void **mem, kvrt_plugin_err
 void kvrt_cl_scratch_free(void *ctx, void *mem);
 
 /* The descriptor's measure_copy (cl_roofline.c). */
-int kvrt_cl_measure_copy(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second,
-                         kvrt_plugin_error *err);
+int kvrt_cl_measure_copy(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second, kvrt_plugin_error *err);
 
 /* Wait for ev, then release it; a failed command's status becomes an error. */
 int kvrt_cl_wait(cl_event ev, const char *what, kvrt_plugin_error *err);

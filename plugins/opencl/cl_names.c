@@ -1,6 +1,9 @@
 #include "cl_names.h"
 
-#define N(code, name) {code, #name}
+#define N(code, name)                                                                                                  \
+    {                                                                                                                  \
+        code, #name                                                                                                    \
+    }
 
 static const struct {
     cl_int code;

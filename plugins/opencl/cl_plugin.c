@@ -19,8 +19,7 @@ static int cl_probe(kvrt_plugin_error *why)
     return kvrt_cl_select(&choice, why);
 }
 
-static int cl_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
-                   kvrt_plugin_error *err)
+static int cl_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out, kvrt_plugin_error *err)
 {
     kvrt_plugin_device *dev = calloc(1, sizeof(*dev));
     if (!dev)
@@ -32,8 +31,7 @@ static int cl_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device 
         free(dev);
         return status;
     }
-    kvrt_scratch_pool_init(&dev->scratch, dev->shared, kvrt_cl_scratch_alloc,
-                           kvrt_cl_scratch_free);
+    kvrt_scratch_pool_init(&dev->scratch, dev->shared, kvrt_cl_scratch_alloc, kvrt_cl_scratch_free);
     *out = dev;
     return KVRT_OK;
 }
@@ -47,29 +45,25 @@ static void cl_unbind(kvrt_plugin_device *dev)
     free(dev);
 }
 
-static int cl_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out,
-                           kvrt_plugin_error *err)
+static int cl_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out, kvrt_plugin_error *err)
 {
     struct kvrt_cl_shared *s = dev->shared;
     if (bytes > s->max_alloc)
         return kvrt_gpu_fail(err, KVRT_ERR_NOMEM,
                              "OpenCL buffer of %llu bytes exceeds the %llu-byte allocation "
                              "limit (CL_DEVICE_MAX_MEM_ALLOC_SIZE) of '%s'",
-                             (unsigned long long)bytes, (unsigned long long)s->max_alloc,
-                             s->choice.name);
+                             (unsigned long long)bytes, (unsigned long long)s->max_alloc, s->choice.name);
     kvrt_plugin_buffer *buf = calloc(1, sizeof(*buf));
     if (!buf)
         return kvrt_gpu_fail(err, KVRT_ERR_NOMEM, "out of host memory for a buffer handle");
     cl_int rc;
     /* OpenCL refuses empty buffers; a 0-byte buffer is still a valid handle. */
-    buf->mem = clCreateBuffer(s->context, CL_MEM_READ_WRITE, bytes ? (size_t)bytes : 1, NULL,
-                              &rc);
+    buf->mem = clCreateBuffer(s->context, CL_MEM_READ_WRITE, bytes ? (size_t)bytes : 1, NULL, &rc);
     if (rc != CL_SUCCESS) {
         free(buf);
         return kvrt_gpu_fail(err, rc == CL_INVALID_BUFFER_SIZE ? KVRT_ERR_NOMEM : KVRT_ERR_DEVICE,
-                             "clCreateBuffer of %llu bytes on '%s' failed: %s (%d)",
-                             (unsigned long long)bytes, s->choice.name, kvrt_cl_error_name(rc),
-                             (int)rc);
+                             "clCreateBuffer of %llu bytes on '%s' failed: %s (%d)", (unsigned long long)bytes,
+                             s->choice.name, kvrt_cl_error_name(rc), (int)rc);
     }
     buf->bytes = bytes;
     *out = buf;
@@ -85,50 +79,44 @@ static void cl_buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
     free(buf);
 }
 
-static int cl_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                          uint64_t bytes, kvrt_plugin_error *err)
+static int cl_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, uint64_t bytes,
+                          kvrt_plugin_error *err)
 {
     if (bytes == 0)
         return KVRT_OK;
     const cl_uchar zero = 0;
     cl_event ev;
-    cl_int rc = clEnqueueFillBuffer(dev->shared->queue, buf->mem, &zero, 1, (size_t)offset,
-                                    (size_t)bytes, 0, NULL, &ev);
+    cl_int rc =
+        clEnqueueFillBuffer(dev->shared->queue, buf->mem, &zero, 1, (size_t)offset, (size_t)bytes, 0, NULL, &ev);
     if (rc != CL_SUCCESS)
-        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
-                             "clEnqueueFillBuffer of %llu bytes at %llu failed: %s (%d)",
-                             (unsigned long long)bytes, (unsigned long long)offset,
-                             kvrt_cl_error_name(rc), (int)rc);
+        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clEnqueueFillBuffer of %llu bytes at %llu failed: %s (%d)",
+                             (unsigned long long)bytes, (unsigned long long)offset, kvrt_cl_error_name(rc), (int)rc);
     return kvrt_cl_wait(ev, "clEnqueueFillBuffer", err);
 }
 
-static int cl_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                            const void *src, uint64_t bytes, kvrt_plugin_error *err)
+static int cl_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, const void *src,
+                            uint64_t bytes, kvrt_plugin_error *err)
 {
     if (bytes == 0)
         return KVRT_OK;
-    cl_int rc = clEnqueueWriteBuffer(dev->shared->queue, buf->mem, CL_TRUE, (size_t)offset,
-                                     (size_t)bytes, src, 0, NULL, NULL);
+    cl_int rc =
+        clEnqueueWriteBuffer(dev->shared->queue, buf->mem, CL_TRUE, (size_t)offset, (size_t)bytes, src, 0, NULL, NULL);
     if (rc != CL_SUCCESS)
-        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
-                             "clEnqueueWriteBuffer of %llu bytes at %llu failed: %s (%d)",
-                             (unsigned long long)bytes, (unsigned long long)offset,
-                             kvrt_cl_error_name(rc), (int)rc);
+        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clEnqueueWriteBuffer of %llu bytes at %llu failed: %s (%d)",
+                             (unsigned long long)bytes, (unsigned long long)offset, kvrt_cl_error_name(rc), (int)rc);
     return KVRT_OK;
 }
 
-static int cl_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                              void *dst, uint64_t bytes, kvrt_plugin_error *err)
+static int cl_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, void *dst,
+                              uint64_t bytes, kvrt_plugin_error *err)
 {
     if (bytes == 0)
         return KVRT_OK;
-    cl_int rc = clEnqueueReadBuffer(dev->shared->queue, buf->mem, CL_TRUE, (size_t)offset,
-                                    (size_t)bytes, dst, 0, NULL, NULL);
+    cl_int rc =
+        clEnqueueReadBuffer(dev->shared->queue, buf->mem, CL_TRUE, (size_t)offset, (size_t)bytes, dst, 0, NULL, NULL);
     if (rc != CL_SUCCESS)
-        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
-                             "clEnqueueReadBuffer of %llu bytes at %llu failed: %s (%d)",
-                             (unsigned long long)bytes, (unsigned long long)offset,
-                             kvrt_cl_error_name(rc), (int)rc);
+        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clEnqueueReadBuffer of %llu bytes at %llu failed: %s (%d)",
+                             (unsigned long long)bytes, (unsigned long long)offset, kvrt_cl_error_name(rc), (int)rc);
     return KVRT_OK;
 }
 

@@ -19,8 +19,7 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
-static int copies(struct kvrt_cl_shared *s, cl_mem a, cl_mem b, size_t bytes, int n,
-                  kvrt_plugin_error *err)
+static int copies(struct kvrt_cl_shared *s, cl_mem a, cl_mem b, size_t bytes, int n, kvrt_plugin_error *err)
 {
     cl_event ev = NULL;
     cl_int rc = CL_SUCCESS;
@@ -28,8 +27,7 @@ static int copies(struct kvrt_cl_shared *s, cl_mem a, cl_mem b, size_t bytes, in
         if (ev)
             clReleaseEvent(ev);
         ev = NULL;
-        rc = clEnqueueCopyBuffer(s->queue, i % 2 ? b : a, i % 2 ? a : b, 0, 0, bytes, 0, NULL,
-                                 &ev);
+        rc = clEnqueueCopyBuffer(s->queue, i % 2 ? b : a, i % 2 ? a : b, 0, 0, bytes, 0, NULL, &ev);
     }
     if (rc != CL_SUCCESS) {
         if (ev) {
@@ -43,23 +41,18 @@ static int copies(struct kvrt_cl_shared *s, cl_mem a, cl_mem b, size_t bytes, in
     return kvrt_cl_wait(ev, "clEnqueueCopyBuffer", err);
 }
 
-int kvrt_cl_measure_copy(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second,
-                         kvrt_plugin_error *err)
+int kvrt_cl_measure_copy(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second, kvrt_plugin_error *err)
 {
     struct kvrt_cl_shared *s = dev->shared;
     if (bytes > s->max_alloc)
         bytes = s->max_alloc;
     cl_int rc;
     cl_mem a = clCreateBuffer(s->context, CL_MEM_READ_WRITE, (size_t)bytes, NULL, &rc);
-    cl_mem b = rc == CL_SUCCESS
-                   ? clCreateBuffer(s->context, CL_MEM_READ_WRITE, (size_t)bytes, NULL, &rc)
-                   : NULL;
+    cl_mem b = rc == CL_SUCCESS ? clCreateBuffer(s->context, CL_MEM_READ_WRITE, (size_t)bytes, NULL, &rc) : NULL;
     int status = KVRT_OK;
     if (rc != CL_SUCCESS)
-        status = kvrt_gpu_fail(err, KVRT_ERR_NOMEM,
-                               "clCreateBuffer of %llu roofline bytes on '%s' failed: %s (%d)",
-                               (unsigned long long)bytes, s->choice.name, kvrt_cl_error_name(rc),
-                               (int)rc);
+        status = kvrt_gpu_fail(err, KVRT_ERR_NOMEM, "clCreateBuffer of %llu roofline bytes on '%s' failed: %s (%d)",
+                               (unsigned long long)bytes, s->choice.name, kvrt_cl_error_name(rc), (int)rc);
     if (status == KVRT_OK)
         status = copies(s, a, b, (size_t)bytes, 2, err); /* first touch, warm-up */
     const double t0 = now();

@@ -38,15 +38,13 @@ static const char *unusable(cl_device_id d, char *buf, size_t size)
     if (clGetDeviceInfo(d, CL_DEVICE_AVAILABLE, sizeof(yes), &yes, NULL) != CL_SUCCESS || !yes)
         return "the device reports CL_DEVICE_AVAILABLE = false";
     yes = CL_FALSE;
-    if (clGetDeviceInfo(d, CL_DEVICE_COMPILER_AVAILABLE, sizeof(yes), &yes, NULL) != CL_SUCCESS ||
-        !yes)
+    if (clGetDeviceInfo(d, CL_DEVICE_COMPILER_AVAILABLE, sizeof(yes), &yes, NULL) != CL_SUCCESS || !yes)
         return "the device has no OpenCL C compiler (kvrt builds its kernels from source)";
     char version[128] = "";
     clGetDeviceInfo(d, CL_DEVICE_OPENCL_C_VERSION, sizeof(version), version, NULL);
     version[sizeof(version) - 1] = '\0';
     int major = 0, minor = 0;
-    if (sscanf(version, "OpenCL C %d.%d", &major, &minor) != 2 ||
-        major * 10 + minor < 12) {
+    if (sscanf(version, "OpenCL C %d.%d", &major, &minor) != 2 || major * 10 + minor < 12) {
         snprintf(buf, size, "the device offers '%s'; kvrt's kernels need OpenCL C 1.2", version);
         return buf;
     }
@@ -62,8 +60,8 @@ static void describe_platforms(const cl_platform_id *ps, cl_uint n, char *buf, s
         char pname[96];
         cl_device_id devs[MAX_DEVICES];
         platform_name(ps[i], pname, sizeof(pname));
-        int w = snprintf(buf + used, size - used, "%s%u '%s' (%u device(s))", i ? ", " : "", i,
-                         pname, list_devices(ps[i], devs));
+        int w = snprintf(buf + used, size - used, "%s%u '%s' (%u device(s))", i ? ", " : "", i, pname,
+                         list_devices(ps[i], devs));
         if (w < 0)
             break;
         used += (size_t)w;
@@ -85,8 +83,7 @@ static int parse_choice(const char *text, unsigned *pi, unsigned *di)
     return 0;
 }
 
-static int pick(struct kvrt_cl_choice *out, cl_platform_id p, unsigned pi, cl_device_id d,
-                unsigned di)
+static int pick(struct kvrt_cl_choice *out, cl_platform_id p, unsigned pi, cl_device_id d, unsigned di)
 {
     out->platform = p;
     out->device = d;
@@ -124,26 +121,25 @@ int kvrt_cl_select(struct kvrt_cl_choice *out, kvrt_plugin_error *why)
         if (parse_choice(env, &pi, &di) != 0)
             return kvrt_gpu_fail(why, KVRT_ERR_NODEV,
                                  KVRT_CL_DEVICE_ENV "='%s' is not 'platform:device' (two "
-                                 "indices, e.g. '0:0')",
+                                                    "indices, e.g. '0:0')",
                                  env);
         describe_platforms(ps, np, platforms, sizeof(platforms));
         if (pi >= np)
             return kvrt_gpu_fail(why, KVRT_ERR_NODEV,
-                                 KVRT_CL_DEVICE_ENV "='%s': there is no platform %u; platforms: %s",
-                                 env, pi, platforms);
+                                 KVRT_CL_DEVICE_ENV "='%s': there is no platform %u; platforms: %s", env, pi,
+                                 platforms);
         cl_device_id devs[MAX_DEVICES];
         cl_uint nd = list_devices(ps[pi], devs);
         if (di >= nd)
             return kvrt_gpu_fail(why, KVRT_ERR_NODEV,
                                  KVRT_CL_DEVICE_ENV "='%s': platform %u has no device %u; "
-                                 "platforms: %s",
+                                                    "platforms: %s",
                                  env, pi, di, platforms);
         const char *bad = unusable(devs[di], reason, sizeof(reason));
         if (bad) {
             char dname[96];
             device_name(devs[di], dname, sizeof(dname));
-            return kvrt_gpu_fail(why, KVRT_ERR_NODEV, KVRT_CL_DEVICE_ENV "='%s' ('%s'): %s", env,
-                                 dname, bad);
+            return kvrt_gpu_fail(why, KVRT_ERR_NODEV, KVRT_CL_DEVICE_ENV "='%s' ('%s'): %s", env, dname, bad);
         }
         return pick(out, ps[pi], pi, devs[di], di);
     }
@@ -160,8 +156,8 @@ int kvrt_cl_select(struct kvrt_cl_choice *out, kvrt_plugin_error *why)
         }
     }
     describe_platforms(ps, np, platforms, sizeof(platforms));
-    return kvrt_gpu_fail(why, KVRT_ERR_NODEV, "no usable OpenCL device (platforms: %s)%s%s",
-                         platforms, last ? "; last device refused: " : "", last ? last : "");
+    return kvrt_gpu_fail(why, KVRT_ERR_NODEV, "no usable OpenCL device (platforms: %s)%s%s", platforms,
+                         last ? "; last device refused: " : "", last ? last : "");
 }
 
 int kvrt_cl_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err)
@@ -191,7 +187,7 @@ int kvrt_cl_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *er
     info->device_id = (int32_t)(c.platform_index * 256u + c.device_index);
     char pname[96];
     platform_name(c.platform, pname, sizeof(pname));
-    snprintf(info->name, sizeof(info->name), "%s: %s (%s, device %u:%u)", pname, c.name, text,
-             c.platform_index, c.device_index);
+    snprintf(info->name, sizeof(info->name), "%s: %s (%s, device %u:%u)", pname, c.name, text, c.platform_index,
+             c.device_index);
     return KVRT_OK;
 }

@@ -36,35 +36,31 @@ static int build_failed(struct kvrt_cl_shared *s, const struct kvrt_plugin_host 
 {
     size_t size = 0;
     char *log = NULL;
-    if (clGetProgramBuildInfo(s->program, s->choice.device, CL_PROGRAM_BUILD_LOG, 0, NULL,
-                              &size) == CL_SUCCESS &&
+    if (clGetProgramBuildInfo(s->program, s->choice.device, CL_PROGRAM_BUILD_LOG, 0, NULL, &size) == CL_SUCCESS &&
         size > 0 && (log = malloc(size + 1)) != NULL) {
-        if (clGetProgramBuildInfo(s->program, s->choice.device, CL_PROGRAM_BUILD_LOG, size, log,
-                                  NULL) != CL_SUCCESS)
+        if (clGetProgramBuildInfo(s->program, s->choice.device, CL_PROGRAM_BUILD_LOG, size, log, NULL) != CL_SUCCESS)
             size = 0;
         log[size] = '\0';
     }
-    kvrt_gpu_log(host, 0, "kvrt-opencl: build log for '%s':\n%s", s->choice.name,
-                 log ? log : "(none)");
-    int status = kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
-                               "clBuildProgram failed on '%s': %s (%d), options '%s'; build "
-                               "log: %s",
-                               s->choice.name, kvrt_cl_error_name(rc), (int)rc, BUILD_OPTIONS,
-                               log && log[0] ? log : "(empty)");
+    kvrt_gpu_log(host, 0, "kvrt-opencl: build log for '%s':\n%s", s->choice.name, log ? log : "(none)");
+    int status =
+        kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
+                      "clBuildProgram failed on '%s': %s (%d), options '%s'; build "
+                      "log: %s",
+                      s->choice.name, kvrt_cl_error_name(rc), (int)rc, BUILD_OPTIONS, log && log[0] ? log : "(empty)");
     free(log);
     return status;
 }
 
-static int build(struct kvrt_cl_shared *s, const struct kvrt_plugin_host *host,
-                 kvrt_plugin_error *err)
+static int build(struct kvrt_cl_shared *s, const struct kvrt_plugin_host *host, kvrt_plugin_error *err)
 {
     cl_int rc;
     const char *src = kvrt_opencl_source;
     const size_t len = kvrt_opencl_source_len;
     s->program = clCreateProgramWithSource(s->context, 1, &src, &len, &rc);
     if (rc != CL_SUCCESS)
-        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clCreateProgramWithSource failed: %s (%d)",
-                             kvrt_cl_error_name(rc), (int)rc);
+        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clCreateProgramWithSource failed: %s (%d)", kvrt_cl_error_name(rc),
+                             (int)rc);
     rc = clBuildProgram(s->program, 1, &s->choice.device, BUILD_OPTIONS, NULL, NULL);
     if (rc != CL_SUCCESS)
         return build_failed(s, host, rc, err);
@@ -73,11 +69,11 @@ static int build(struct kvrt_cl_shared *s, const struct kvrt_plugin_host *host,
     for (unsigned i = 0; i < KVRT_GPU_K_COUNT; i++) {
         s->kernels[i] = clCreateKernel(s->program, kvrt_gpu_kernel_names[i], &rc);
         if (rc != CL_SUCCESS)
-            return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clCreateKernel('%s') failed: %s (%d)",
-                                 kvrt_gpu_kernel_names[i], kvrt_cl_error_name(rc), (int)rc);
+            return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clCreateKernel('%s') failed: %s (%d)", kvrt_gpu_kernel_names[i],
+                                 kvrt_cl_error_name(rc), (int)rc);
         size_t wg = 0;
-        if (clGetKernelWorkGroupInfo(s->kernels[i], s->choice.device, CL_KERNEL_WORK_GROUP_SIZE,
-                                     sizeof(wg), &wg, NULL) == CL_SUCCESS &&
+        if (clGetKernelWorkGroupInfo(s->kernels[i], s->choice.device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(wg), &wg,
+                                     NULL) == CL_SUCCESS &&
             wg > 0 && wg < kernel_wg)
             kernel_wg = wg;
     }
@@ -87,10 +83,8 @@ static int build(struct kvrt_cl_shared *s, const struct kvrt_plugin_host *host,
     cl_uint units = 0;
     clGetDeviceInfo(s->choice.device, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof(units), &units, NULL);
     clGetDeviceInfo(s->choice.device, CL_DEVICE_TYPE, sizeof(type), &type, NULL);
-    clGetDeviceInfo(s->choice.device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(local_mem), &local_mem,
-                    NULL);
-    clGetDeviceInfo(s->choice.device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(s->max_alloc),
-                    &s->max_alloc, NULL);
+    clGetDeviceInfo(s->choice.device, CL_DEVICE_LOCAL_MEM_SIZE, sizeof(local_mem), &local_mem, NULL);
+    clGetDeviceInfo(s->choice.device, CL_DEVICE_MAX_MEM_ALLOC_SIZE, sizeof(s->max_alloc), &s->max_alloc, NULL);
     /* A CPU runs a work-group as a loop: small groups keep every core busy
      * on small launches.  GPUs want wider groups. */
     const int cpu = (type & CL_DEVICE_TYPE_CPU) != 0;
@@ -115,8 +109,7 @@ static int build(struct kvrt_cl_shared *s, const struct kvrt_plugin_host *host,
     return KVRT_OK;
 }
 
-static int create(const struct kvrt_plugin_host *host, struct kvrt_cl_shared **out,
-                  kvrt_plugin_error *err)
+static int create(const struct kvrt_plugin_host *host, struct kvrt_cl_shared **out, kvrt_plugin_error *err)
 {
     struct kvrt_cl_shared *s = calloc(1, sizeof(*s));
     if (!s)
@@ -128,19 +121,17 @@ static int create(const struct kvrt_plugin_host *host, struct kvrt_cl_shared **o
         return status;
     }
     cl_int rc;
-    const cl_context_properties props[] = {CL_CONTEXT_PLATFORM,
-                                           (cl_context_properties)s->choice.platform, 0};
+    const cl_context_properties props[] = {CL_CONTEXT_PLATFORM, (cl_context_properties)s->choice.platform, 0};
     s->context = clCreateContext(props, 1, &s->choice.device, NULL, NULL, &rc);
     if (rc != CL_SUCCESS) {
-        status = kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clCreateContext on '%s' failed: %s (%d)",
-                               s->choice.name, kvrt_cl_error_name(rc), (int)rc);
+        status = kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clCreateContext on '%s' failed: %s (%d)", s->choice.name,
+                               kvrt_cl_error_name(rc), (int)rc);
         destroy(s);
         return status;
     }
     s->queue = clCreateCommandQueue(s->context, s->choice.device, 0, &rc);
     if (rc != CL_SUCCESS) {
-        status = kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
-                               "clCreateCommandQueue on '%s' failed: %s (%d)", s->choice.name,
+        status = kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "clCreateCommandQueue on '%s' failed: %s (%d)", s->choice.name,
                                kvrt_cl_error_name(rc), (int)rc);
         destroy(s);
         return status;
@@ -150,14 +141,13 @@ static int create(const struct kvrt_plugin_host *host, struct kvrt_cl_shared **o
         destroy(s);
         return status;
     }
-    kvrt_gpu_log(host, 2, "kvrt-opencl: using device %u:%u '%s'", s->choice.platform_index,
-                 s->choice.device_index, s->choice.name);
+    kvrt_gpu_log(host, 2, "kvrt-opencl: using device %u:%u '%s'", s->choice.platform_index, s->choice.device_index,
+                 s->choice.name);
     *out = s;
     return KVRT_OK;
 }
 
-int kvrt_cl_shared_get(const struct kvrt_plugin_host *host, struct kvrt_cl_shared **out,
-                       kvrt_plugin_error *err)
+int kvrt_cl_shared_get(const struct kvrt_plugin_host *host, struct kvrt_cl_shared **out, kvrt_plugin_error *err)
 {
     pthread_mutex_lock(&state_lock);
     int status = KVRT_OK;

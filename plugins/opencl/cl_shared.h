@@ -30,8 +30,7 @@ struct kvrt_cl_shared {
     cl_ulong max_alloc;
 };
 
-int kvrt_cl_shared_get(const struct kvrt_plugin_host *host, struct kvrt_cl_shared **out,
-                       kvrt_plugin_error *err);
+int kvrt_cl_shared_get(const struct kvrt_plugin_host *host, struct kvrt_cl_shared **out, kvrt_plugin_error *err);
 void kvrt_cl_shared_put(struct kvrt_cl_shared *shared);
 
 #endif

@@ -16,9 +16,11 @@
 
 #include "tap.h"
 
-#define OFF(type, field, want) TAP_EQ_U64(offsetof(struct type, field), want, "offsetof(" #type ", " #field ") == " #want)
+#define OFF(type, field, want)                                                                                         \
+    TAP_EQ_U64(offsetof(struct type, field), want, "offsetof(" #type ", " #field ") == " #want)
 #define SIZE(type, want) TAP_EQ_U64(sizeof(struct type), want, "sizeof(struct " #type ") == " #want)
-#define VAL(name, want) TAP_EQ_U64((unsigned long long)(long long)(name), (unsigned long long)(long long)(want), #name " == " #want)
+#define VAL(name, want)                                                                                                \
+    TAP_EQ_U64((unsigned long long)(long long)(name), (unsigned long long)(long long)(want), #name " == " #want)
 
 int main(void)
 {

@@ -11,8 +11,9 @@
 #include "cli_env.h"
 #include "svg_scan.h"
 
-#define TINY "--tokens", "64", "--layers", "1", "--pairs", "4", "--gather-blocks", "4", "--seqs", "2", \
-             "--context", "32", "--repeat", "2"
+#define TINY                                                                                                           \
+    "--tokens", "64", "--layers", "1", "--pairs", "4", "--gather-blocks", "4", "--seqs", "2", "--context", "32",       \
+        "--repeat", "2"
 
 static void check_schema(void)
 {
@@ -41,14 +42,16 @@ static void check_schema(void)
         double g = json_number_value(json_object_get(first, "gbps"));
         double mc = json_number_value(json_object_get(first, "memcpy_gbps"));
         double ratio = json_number_value(json_object_get(first, "ratio"));
-        tap_ok(fabs(ratio - g / mc) <= 1e-9 * (g / mc), "bench --json: write's ratio is gbps / its memcpy_gbps (%g)", ratio);
+        tap_ok(fabs(ratio - g / mc) <= 1e-9 * (g / mc), "bench --json: write's ratio is gbps / its memcpy_gbps (%g)",
+               ratio);
     } else {
         tap_ok(false, "bench --json: write's ratio is gbps / its memcpy_gbps");
     }
     json_decref(r);
 
-    r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "decode", "--op", "gather", "--layout", "BLNHC", TINY),
-                 NULL);
+    r = cli_json(
+        ARGS("bench", "--json", "--backend", "cpu", "--op", "decode", "--op", "gather", "--layout", "BLNHC", TINY),
+        NULL);
     results = json_object_get(r, "results");
     const json_t *gather = NULL, *decode = NULL;
     for (size_t i = 0; i < json_array_size(results); i++) {
@@ -78,8 +81,9 @@ static void check_schema(void)
     tap_ok(all, "bench --json: six ops x two layouts, each with a number");
     json_decref(r);
 
-    r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "decode", "--dtype", "int8", "--layout", "LBNHC", TINY),
-                 NULL);
+    r = cli_json(
+        ARGS("bench", "--json", "--backend", "cpu", "--op", "decode", "--dtype", "int8", "--layout", "LBNHC", TINY),
+        NULL);
     first = json_array_get(json_object_get(r, "results"), 0);
     tap_ok(first && json_is_true(json_object_get(first, "skipped")) && json_is_null(json_object_get(first, "gbps")) &&
                strstr(js(first, "reason"), "floating-point"),
@@ -96,8 +100,9 @@ static void check_plot(void)
     }
     snprintf(svg, sizeof(svg), "%s/bench.svg", dir);
     snprintf(png, sizeof(png), "%s/bench.png", dir);
-    json_t *r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "copy_blocks", "--op", "gather", "--plot", svg, TINY),
-                         NULL);
+    json_t *r = cli_json(
+        ARGS("bench", "--json", "--backend", "cpu", "--op", "copy_blocks", "--op", "gather", "--plot", svg, TINY),
+        NULL);
     size_t results = json_array_size(json_object_get(r, "results"));
     json_decref(r);
     char *text = cli_read_text(svg);
@@ -144,7 +149,8 @@ int main(int argc, char **argv)
     cli_error_case(ARGS("bench", "--repeat", "0"), NULL, 2, MENTIONS("--repeat"));
     cli_error_case(ARGS("bench", "--op", "write"), ENV("VLLM_KV_CACHE_LAYOUT=nhd"), 2,
                    MENTIONS("VLLM_KV_CACHE_LAYOUT", "\"nhd\""));
-    json_t *r = cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "read", TINY), ENV("VLLM_KV_CACHE_LAYOUT=HND"));
+    json_t *r =
+        cli_json(ARGS("bench", "--json", "--backend", "cpu", "--op", "read", TINY), ENV("VLLM_KV_CACHE_LAYOUT=HND"));
     const json_t *results = json_object_get(r, "results");
     tap_ok(json_array_size(results) == 1 && strcmp(js(json_array_get(results, 0), "layout"), "LBHNC") == 0,
            "bench without --layout measures only VLLM_KV_CACHE_LAYOUT when set");

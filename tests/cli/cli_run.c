@@ -38,12 +38,10 @@ void cli_describe(const char *const *args, char *buf, size_t size)
     size_t used = 0;
     buf[0] = '\0';
     for (size_t i = 0; args[i] && used < size; i++)
-        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? " " : "",
-                                 args[i][0] ? args[i] : "''");
+        used += (size_t)snprintf(buf + used, size - used, "%s%s", i ? " " : "", args[i][0] ? args[i] : "''");
 }
 
-bool cli_expect_error(const struct spawn_result *res, int status, const char *const *mentions,
-                      const char *what)
+bool cli_expect_error(const struct spawn_result *res, int status, const char *const *mentions, const char *what)
 {
     const char *nl = strchr(res->err, '\n');
     bool one_line = nl && nl[1] == '\0';

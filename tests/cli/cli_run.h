@@ -23,8 +23,7 @@ void cli_describe(const char *const *args, char *buf, size_t size);
 /* The failure contract: exit `status`, nothing on stdout, exactly one line
  * on stderr beginning "kvrt: error: " and containing every `mentions`
  * string (NULL-terminated; may be NULL).  One TAP point. */
-bool cli_expect_error(const struct spawn_result *res, int status, const char *const *mentions,
-                      const char *what);
+bool cli_expect_error(const struct spawn_result *res, int status, const char *const *mentions, const char *what);
 
 /* Parse stdout as JSON; one TAP point (exit 0, valid JSON, empty stderr). */
 json_t *cli_expect_json(const struct spawn_result *res, const char *what);

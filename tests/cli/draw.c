@@ -41,8 +41,8 @@ static void expect_set(struct owner *own, uint64_t size, uint64_t first_layer, u
         for (uint64_t b = 0; b < BLOCKS; b++)
             for (uint64_t h = 0; h < H; h++)
                 for (uint64_t n = 0; n < N; n++) {
-                    uint64_t at = offset + l * u64(strides, 0) + b * u64(strides, 1) + h * u64(strides, 2) +
-                                  n * u64(strides, 3);
+                    uint64_t at =
+                        offset + l * u64(strides, 0) + b * u64(strides, 1) + h * u64(strides, 2) + n * u64(strides, 3);
                     for (uint64_t c = 0; c < C; c++) {
                         /* own[] is set for every byte below size by the caller's loop,
                          * which the analyser does not follow that far. */
@@ -150,9 +150,10 @@ static void check_flags_layout(const char *layout)
         expect_set(own, size, 0, 3, 0, json_object_get(plan, "strides_bytes"), json_object_get(plan, "shape_bytes"),
                    &ok);
     size_t pieces = 0;
-    tap_ok(ok && svg_owners(text, own, size, -1, &pieces),
-           "draw %s: every page rect lies exactly on its (layer, block, head) bytes from plan, all covered (%zu pieces)",
-           layout, pieces);
+    tap_ok(
+        ok && svg_owners(text, own, size, -1, &pieces),
+        "draw %s: every page rect lies exactly on its (layer, block, head) bytes from plan, all covered (%zu pieces)",
+        layout, pieces);
     /* Block 0 moves as one run per block, per layer, or per layer and head. */
     size_t want = layout[0] == 'B' ? 1 : strcmp(layout, "LHBNC") == 0 ? 6 : 3;
     size_t runs = text ? count_runs(text, 0) : 0;
@@ -208,8 +209,9 @@ static void check_model_layout(const char *layout)
 
 static void check_ascii(void)
 {
-    cli_ok_case(ARGS("draw", "--layout", "BLHNC", SHAPE, "--ascii"), NULL,
-                MENTIONS("kvrt draw: BLHNC (physical order B L H N C)", "block 0 moves as 1 contiguous run", "|0", "*"));
+    cli_ok_case(
+        ARGS("draw", "--layout", "BLHNC", SHAPE, "--ascii"), NULL,
+        MENTIONS("kvrt draw: BLHNC (physical order B L H N C)", "block 0 moves as 1 contiguous run", "|0", "*"));
     cli_ok_case(ARGS("draw", "--layout", "LHBNC", SHAPE, "--ascii"), NULL, MENTIONS("6 contiguous runs"));
     cli_ok_case(ARGS("draw", "--layout", "HND", "--model", cli_model_path("qwen3-next-80b-a3b.json"), "--blocks", "1",
                      "--ascii"),
@@ -219,7 +221,8 @@ static void check_ascii(void)
 static void check_errors(void)
 {
     cli_error_case(ARGS("draw", "--layout", "BLHNC", SHAPE), NULL, 2, MENTIONS("--svg", "--ascii"));
-    cli_error_case(ARGS("draw", "--layout", "BLHNC", SHAPE, "--ascii", "--blocks", "65"), NULL, 2, MENTIONS("65", "64"));
+    cli_error_case(ARGS("draw", "--layout", "BLHNC", SHAPE, "--ascii", "--blocks", "65"), NULL, 2,
+                   MENTIONS("65", "64"));
     cli_error_case(ARGS("draw", "--layout", "bogus", SHAPE, "--ascii"), NULL, 2, MENTIONS("\"bogus\""));
     cli_error_case(ARGS("draw", SHAPE, "--ascii", "--memory", "1GiB"), NULL, 2, MENTIONS("--memory"));
     cli_error_case(ARGS("draw", SHAPE, "--svg", "/nonexistent-dir/x.svg"), NULL, 2, MENTIONS("/nonexistent-dir/x.svg"));

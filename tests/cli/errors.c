@@ -15,11 +15,9 @@
 #define NO_ENV NULL
 
 /* A plan that works, to be spoiled one option at a time. */
-#define PLAN_OK "plan", "--layers", "2", "--blocks", "3", "--block-size", "16", "--kv-heads", "2", \
-                "--head-size", "64"
+#define PLAN_OK "plan", "--layers", "2", "--blocks", "3", "--block-size", "16", "--kv-heads", "2", "--head-size", "64"
 
-static void expect_error(const char *const *args, const char *const *env, int status,
-                         const char *const *mentions)
+static void expect_error(const char *const *args, const char *const *env, int status, const char *const *mentions)
 {
     char what[512];
     cli_describe(args, what, sizeof(what));
@@ -98,22 +96,25 @@ static void check_numbers(void)
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         char quoted[32];
         snprintf(quoted, sizeof(quoted), "\"%s\"", bad[i]);
-        expect_error(ARGS(PLAN_OK, "--page-size-padded", bad[i]), NO_ENV, 2,
-                     MENTIONS("--page-size-padded", quoted));
+        expect_error(ARGS(PLAN_OK, "--page-size-padded", bad[i]), NO_ENV, 2, MENTIONS("--page-size-padded", quoted));
     }
     expect_error(ARGS(PLAN_OK, "--blocks=0"), NO_ENV, 2, MENTIONS("--blocks"));
-    expect_error(ARGS("plan", "--layers", "0", "--blocks", "3", "--block-size", "16", "--kv-heads", "2",
-                      "--head-size", "64"), NO_ENV, 2, MENTIONS("--layers \"0\"", "1 to"));
+    expect_error(
+        ARGS("plan", "--layers", "0", "--blocks", "3", "--block-size", "16", "--kv-heads", "2", "--head-size", "64"),
+        NO_ENV, 2, MENTIONS("--layers \"0\"", "1 to"));
     expect_error(ARGS("plan", "--layers", "99999999999999999999999", "--blocks", "3", "--block-size", "16",
-                      "--kv-heads", "2", "--head-size", "64"), NO_ENV, 2, MENTIONS("99999999999999999999999"));
-    expect_error(ARGS("plan", "--layers", "100000", "--blocks", "3", "--block-size", "16",
-                      "--kv-heads", "2", "--head-size", "64"), NO_ENV, 2, MENTIONS("100000", "65536"));
+                      "--kv-heads", "2", "--head-size", "64"),
+                 NO_ENV, 2, MENTIONS("99999999999999999999999"));
+    expect_error(ARGS("plan", "--layers", "100000", "--blocks", "3", "--block-size", "16", "--kv-heads", "2",
+                      "--head-size", "64"),
+                 NO_ENV, 2, MENTIONS("100000", "65536"));
     expect_error(ARGS(PLAN_OK, "--tokens-per-state", "1/0"), NO_ENV, 2, MENTIONS("denominator", "\"0\""));
     expect_error(ARGS(PLAN_OK, "--tokens-per-state", "1/"), NO_ENV, 2, MENTIONS("--tokens-per-state"));
     expect_error(ARGS(PLAN_OK, "--tokens-per-state", "/2"), NO_ENV, 2, MENTIONS("--tokens-per-state"));
     /* Too large for 64 bits in the core's arithmetic: refused, not wrapped. */
-    expect_error(ARGS("plan", "--layers", "2", "--blocks", "9223372036854775807", "--block-size", "16",
-                      "--kv-heads", "2", "--head-size", "64"), NO_ENV, 2, MENTIONS("64 bits"));
+    expect_error(ARGS("plan", "--layers", "2", "--blocks", "9223372036854775807", "--block-size", "16", "--kv-heads",
+                      "2", "--head-size", "64"),
+                 NO_ENV, 2, MENTIONS("64 bits"));
 }
 
 static void check_names_and_usage(void)
@@ -127,16 +128,16 @@ static void check_names_and_usage(void)
     expect_error(ARGS(PLAN_OK, "--layers", "4"), NO_ENV, 2, MENTIONS("--layers", "twice"));
     expect_error(ARGS(PLAN_OK, "--json=yes"), NO_ENV, 2, MENTIONS("--json", "no value"));
     expect_error(ARGS(PLAN_OK, "--dtype"), NO_ENV, 2, MENTIONS("--dtype", "needs a value"));
-    expect_error(ARGS("plan", "--layers", "2", "--blocks", "3", "--block-size", "16", "--head-size", "64"),
-                 NO_ENV, 2, MENTIONS("--kv-heads"));
-    expect_error(ARGS("plan", "--layers", "2", "--blocks", "3", "--block-size", "16", "--kind", "state",
-                      "--kv-heads", "2", "--state-content-bytes", "48"), NO_ENV, 2,
-                 MENTIONS("--kv-heads", "state"));
-    expect_error(ARGS("plan", "--layers", "2", "--blocks", "3", "--block-size", "16", "--kind", "state"),
-                 NO_ENV, 2, MENTIONS("--state-content-bytes"));
+    expect_error(ARGS("plan", "--layers", "2", "--blocks", "3", "--block-size", "16", "--head-size", "64"), NO_ENV, 2,
+                 MENTIONS("--kv-heads"));
+    expect_error(ARGS("plan", "--layers", "2", "--blocks", "3", "--block-size", "16", "--kind", "state", "--kv-heads",
+                      "2", "--state-content-bytes", "48"),
+                 NO_ENV, 2, MENTIONS("--kv-heads", "state"));
+    expect_error(ARGS("plan", "--layers", "2", "--blocks", "3", "--block-size", "16", "--kind", "state"), NO_ENV, 2,
+                 MENTIONS("--state-content-bytes"));
     /* A core refusal keeps its own status: splitting interleaved pages. */
-    expect_error(ARGS("plan", "--layout", "BLHNC", "--layers", "2", "--blocks", "4", "--block-size", "4",
-                      "--kv-heads", "1", "--head-size", "2", "--kernel-block-size", "2"),
+    expect_error(ARGS("plan", "--layout", "BLHNC", "--layers", "2", "--blocks", "4", "--block-size", "4", "--kv-heads",
+                      "1", "--head-size", "2", "--kernel-block-size", "2"),
                  NO_ENV, 3, MENTIONS("BLHNC"));
 
     expect_error(ARGS("resolve", "--declare", "cuda"), NO_ENV, 2, MENTIONS("\"cuda\"", "NAME=LIST"));
@@ -150,8 +151,8 @@ static void check_names_and_usage(void)
     expect_error(ARGS("resolve", "--prefer", "bogus"), NO_ENV, 2, MENTIONS("\"bogus\""));
     expect_error(ARGS("resolve", "--declare", "a=LBNHC", "--declare", "b=HND"), NO_ENV, 3,
                  MENTIONS("\"a\"", "\"b\"", "LBNHC", "LBHNC"));
-    expect_ok(ARGS("resolve", "--declare", "cuda=LBNHC,LBHNC", "--declare", "cpu=any", "--prefer", "HND"),
-              NO_ENV, MENTIONS("layout:     LBHNC", "candidates: LBNHC, LBHNC", "why:", "  choice: LBHNC"));
+    expect_ok(ARGS("resolve", "--declare", "cuda=LBNHC,LBHNC", "--declare", "cpu=any", "--prefer", "HND"), NO_ENV,
+              MENTIONS("layout:     LBHNC", "candidates: LBNHC, LBHNC", "why:", "  choice: LBHNC"));
     expect_ok(ARGS("resolve", "--declare", "cuda=LBNHC", "--prefer", "HND"), NO_ENV,
               MENTIONS("layout:     LBNHC", "warning:"));
     expect_ok(ARGS("resolve"), NO_ENV, MENTIONS("layout:     LBNHC", "default"));

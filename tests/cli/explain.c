@@ -59,7 +59,7 @@ struct cpu_order {
 
 static struct cpu_order cpu_order(void)
 {
-    struct cpu_order o = { "?", "", 1 };
+    struct cpu_order o = {"?", "", 1};
     json_t *r = cli_json(ARGS("plugins", "--json"), NULL);
     const json_t *plugins = json_object_get(r, "plugins");
     for (size_t i = 0; i < json_array_size(plugins); i++) {
@@ -101,8 +101,9 @@ int main(int argc, char **argv)
                          "Every layout against each rule"));
 
     json_t *r = cli_json(ARGS("explain", "--json", "--backend", "cpu", "--model", hybrid, "--prefer", "BLNHC"), NULL);
-    tap_ok(r && has_step(r, "declaration", "\"cpu\"") && has_step(r, "fast path", NULL) && has_step(r, "narrowing", NULL) &&
-               has_step(r, "env", NULL) && has_step(r, "preference", "BLNHC") && has_step(r, "choice", "BLNHC"),
+    tap_ok(r && has_step(r, "declaration", "\"cpu\"") && has_step(r, "fast path", NULL) &&
+               has_step(r, "narrowing", NULL) && has_step(r, "env", NULL) && has_step(r, "preference", "BLNHC") &&
+               has_step(r, "choice", "BLNHC"),
            "explain --json: declaration, fast path, narrowing, env, preference and choice steps");
     tap_ok(r && has_step_about(r, "declaration", NULL, "cpu") && has_step_about(r, "preference", "BLNHC", NULL) &&
                has_step_about(r, "choice", "BLNHC", NULL) && has_step_about(r, "recorded", "BLNHC", NULL) &&
@@ -129,8 +130,8 @@ int main(int argc, char **argv)
     json_decref(r);
 
     /* The env refuses: exit 3, the explanation still on stdout, one error line. */
-    struct spawn_result res = cli_run(ARGS("explain", "--backend", "subset"), ENV(cli_env.subset_path_env,
-                                                                                 "VLLM_KV_CACHE_LAYOUT=BHLNC"));
+    struct spawn_result res =
+        cli_run(ARGS("explain", "--backend", "subset"), ENV(cli_env.subset_path_env, "VLLM_KV_CACHE_LAYOUT=BHLNC"));
     const char *nl = strchr(res.err, '\n');
     tap_ok(res.status == 3 && strstr(res.out, "4. Your environment") && strstr(res.out, "refused:") &&
                strstr(res.out, "No layout:") && strncmp(res.err, "kvrt: error: ", 13) == 0 && nl && !nl[1] &&

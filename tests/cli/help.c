@@ -8,7 +8,8 @@
 
 #include "cli_env.h"
 
-static const char *const commands[] = {"layouts", "plan", "resolve", "plugins", "explain", "run", "bench", "draw", "xfer"};
+static const char *const commands[] = {"layouts", "plan",  "resolve", "plugins", "explain",
+                                       "run",     "bench", "draw",    "xfer"};
 #define NUM (sizeof(commands) / sizeof(commands[0]))
 
 int main(int argc, char **argv)

@@ -88,15 +88,15 @@ static void check_refused_values(void)
     expect_error(ARGS("draw", "--layers", "8", "--kv-heads", "4096", "--block-size", "1024", "--blocks", "1",
                       "--head-size", "1", "--ascii"),
                  NULL, 2, MENTIONS("draw", "cells"));
-    expect_error(ARGS("run", "--backend", "cpu", "--layers", "2", "--kv-heads", "2", "--q-heads", "3", "--head-size",
-                      "8"),
-                 NULL, 2, MENTIONS("3 query heads", "--q-heads", "2 KV heads"));
+    expect_error(
+        ARGS("run", "--backend", "cpu", "--layers", "2", "--kv-heads", "2", "--q-heads", "3", "--head-size", "8"), NULL,
+        2, MENTIONS("3 query heads", "--q-heads", "2 KV heads"));
     expect_error(ARGS("run", "--layers", "2", "--kv-heads", "2", "--head-size", "8"), ENV("KVRT_BACKEND="), 2,
                  MENTIONS("KVRT_BACKEND", "empty"));
     expect_error(ARGS("explain", "--layers", "2", "--kv-heads", "2", "--head-size", "8"), ENV("KVRT_BACKEND="), 2,
                  MENTIONS("KVRT_BACKEND", "empty"));
-    static const char *const threads[] = {"KVRT_CPU_THREADS=abc", "KVRT_CPU_THREADS=0", "KVRT_CPU_THREADS=257",
-                                          "KVRT_CPU_THREADS=", "KVRT_CPU_THREADS= 4", "KVRT_CPU_THREADS=4x"};
+    static const char *const threads[] = {"KVRT_CPU_THREADS=abc", "KVRT_CPU_THREADS=0",  "KVRT_CPU_THREADS=257",
+                                          "KVRT_CPU_THREADS=",    "KVRT_CPU_THREADS= 4", "KVRT_CPU_THREADS=4x"};
     for (size_t i = 0; i < sizeof(threads) / sizeof(threads[0]); i++)
         expect_error(ARGS("run", "--backend", "cpu", "--layers", "2", "--kv-heads", "2", "--head-size", "8"),
                      ENV(threads[i]), 2, MENTIONS("KVRT_CPU_THREADS", "1 to 256"));
@@ -119,11 +119,12 @@ static void check_control_bytes(void)
         const char *escaped;
     } cases[] = {
         {ARGS("plan", "--layers", "2", "--blocks", "1\n2\x1b[31m", "--block-size", "16", "--kv-heads", "2",
-              "--head-size", "64"), NULL, "1\\n2\\x1b[31m"},
+              "--head-size", "64"),
+         NULL, "1\\n2\\x1b[31m"},
         {ARGS("plan", "--layers", "2", "--memory", "1\rGiB", "--block-size", "16", "--kv-heads", "2", "--head-size",
-              "64"), NULL, "1\\rGiB"},
-        {ARGS("run", "--layers", "2", "--kv-heads", "2", "--head-size", "8"), ENV("KVRT_BACKEND=cpu\nx"),
-         "cpu\\nx"},
+              "64"),
+         NULL, "1\\rGiB"},
+        {ARGS("run", "--layers", "2", "--kv-heads", "2", "--head-size", "8"), ENV("KVRT_BACKEND=cpu\nx"), "cpu\\nx"},
         {ARGS("plan", "--layers", "2", "--blocks", "3", "--block-size", "16", "--kv-heads", "2", "--head-size", "64"),
          ENV("VLLM_KV_CACHE_LAYOUT=NHD\x07"), "NHD\\x07"},
     };
@@ -150,7 +151,8 @@ static void check_model_names(void)
     }
     fputs("{\"format\": \"kvrt-model\", \"version\": 1, \"name\": \"m\", \"dtype\": \"fp16\", \"block_size\": 16,\n"
           " \"groups\": [{\"name\": \"g\", \"layers\": [\"a\\u001b[2Jb\"],\n"
-          "  \"spec\": {\"kind\": \"attention\", \"kv_heads\": 2, \"head_size\": 8}}]}\n", f);
+          "  \"spec\": {\"kind\": \"attention\", \"kv_heads\": 2, \"head_size\": 8}}]}\n",
+          f);
     fclose(f);
     expect_error(ARGS("plan", "--model", path, "--blocks", "4"), NULL, 2,
                  MENTIONS("layers[0]", "control character 0x1b"));

@@ -87,13 +87,12 @@ static bool has(const char *text, const char *part)
 
 /* vLLM's figures: blocks, "GPU KV cache size" tokens, blocks per request
  * and the concurrency to two decimals, as vLLM logs it. */
-static bool capacity(const json_t *r, json_int_t blocks, json_int_t tokens, json_int_t len,
-                     json_int_t per_request, double concurrency)
+static bool capacity(const json_t *r, json_int_t blocks, json_int_t tokens, json_int_t len, json_int_t per_request,
+                     double concurrency)
 {
     const json_t *v = vllm(r);
-    return v && gi(v, "num_blocks") == blocks && gi(v, "kv_cache_tokens") == tokens &&
-           gi(v, "max_model_len") == len && gi(v, "blocks_per_request") == per_request &&
-           jnum(v, "max_concurrency") - concurrency < 0.005 &&
+    return v && gi(v, "num_blocks") == blocks && gi(v, "kv_cache_tokens") == tokens && gi(v, "max_model_len") == len &&
+           gi(v, "blocks_per_request") == per_request && jnum(v, "max_concurrency") - concurrency < 0.005 &&
            concurrency - jnum(v, "max_concurrency") < 0.005;
 }
 
@@ -116,10 +115,9 @@ static void check_llama(void)
      * 12288 / 8192 = 1.50x. */
     json_t *r = plan_example("llama-3.1-8b.json", ARGS("--memory", "24GiB"));
     tap_ok(all_groups(r, 1, 32, 65536, 16) && per_token(r, 0) == 4096 &&
-               strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 &&
-               spec_i(group(r, 0), "kv_heads") == 8 && spec_i(group(r, 0), "head_size") == 128 &&
-               gi(r, "bytes_per_block") == 2097152 && gi(r, "num_blocks") == 12288 &&
-               gi(r, "total_bytes") == GIB24,
+               strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 && spec_i(group(r, 0), "kv_heads") == 8 &&
+               spec_i(group(r, 0), "head_size") == 128 && gi(r, "bytes_per_block") == 2097152 &&
+               gi(r, "num_blocks") == 12288 && gi(r, "total_bytes") == GIB24,
            "llama-3.1-8b: one group of 32 layers, pages of 65536 bytes, 12288 blocks in 24 GiB");
     tap_ok(capacity(r, 12288, 196608, 131072, 8192, 1.50) &&
                has(json_string_value(json_array_get(json_object_get(vllm(r), "log"), 0)),
@@ -158,8 +156,8 @@ static void check_llama(void)
     cli_ok_case(ARGS("plan", "--model", cli_model_path("llama-3.1-8b.json"), "--memory", "1.5GiB"), NULL,
                 MENTIONS("group 0", "full_attention", "768 blocks fit in --memory 1.50 GiB", "per block",
                          "GPU KV cache size: 12,288 tokens",
-                         "Maximum concurrency for 131,072 tokens per request: 0.09x",
-                         "vLLM would refuse to start", "from config torch_dtype"));
+                         "Maximum concurrency for 131,072 tokens per request: 0.09x", "vLLM would refuse to start",
+                         "from config torch_dtype"));
 }
 
 static void check_qwen_and_gemma(void)
@@ -171,8 +169,8 @@ static void check_qwen_and_gemma(void)
      * 8192 = 3.43x. */
     json_t *r = plan_example("qwen2.5-7b.json", ARGS("--memory", "24GiB"));
     tap_ok(all_groups(r, 1, 28, 32768, 16) && per_token(r, 0) == 2048 &&
-               json_is_null(json_object_get(group(r, 0), "window")) &&
-               gi(r, "bytes_per_block") == 917504 && capacity(r, 28086, 449376, 131072, 8192, 3.43),
+               json_is_null(json_object_get(group(r, 0), "window")) && gi(r, "bytes_per_block") == 917504 &&
+               capacity(r, 28086, 449376, 131072, 8192, 3.43),
            "qwen2.5-7b: 28 full layers (window off), 28086 blocks, 449376 tokens, 3.43x");
     json_decref(r);
 
@@ -185,9 +183,8 @@ static void check_qwen_and_gemma(void)
      * 1025 = 29.51x. */
     r = plan_example("gemma-2-2b-it.json", ARGS("--memory", "24GiB"));
     tap_ok(all_groups(r, 2, 13, 65536, 16) && per_token(r, 0) == 4096 && per_token(r, 1) == 4096 &&
-               gi(group(r, 0), "window") == 4096 &&
-               strcmp(js(group(r, 0), "usage"), "sliding_window") == 0 && gi(r, "bytes_per_block") == 851968 &&
-               capacity(r, 30247, 241968, 8192, 1025, 29.51),
+               gi(group(r, 0), "window") == 4096 && strcmp(js(group(r, 0), "usage"), "sliding_window") == 0 &&
+               gi(r, "bytes_per_block") == 851968 && capacity(r, 30247, 241968, 8192, 1025, 29.51),
            "gemma-2-2b-it: 13 sliding + 13 full layers, 30247 blocks, 241968 tokens, 29.51x");
     json_decref(r);
     /* --max-num-batched-tokens 2048: sliding keeps cdiv(4095 + 2048, 16) +
@@ -224,10 +221,10 @@ static void check_deepseek(void)
      * tokens.  max_model_len: yarn 4096 x 40 = 163840, 2560 blocks a
      * request; 5729 / 2560 = 2.24x. */
     json_t *r = plan_example("deepseek-v3.json", ARGS("--memory", "24GiB"));
-    tap_ok(all_groups(r, 1, 61, 73728, 64) && per_token(r, 0) == 1152 &&
-               gi(r, "bytes_per_block") / 64 == 70272 && strcmp(spec_s(group(r, 0), "kind"), "mla") == 0 &&
-               spec_i(group(r, 0), "head_size") == 576 && spec_i(group(r, 0), "head_size_v") == 0 &&
-               gi(r, "bytes_per_block") == 4497408 && capacity(r, 5729, 366656, 163840, 2560, 2.24) &&
+    tap_ok(all_groups(r, 1, 61, 73728, 64) && per_token(r, 0) == 1152 && gi(r, "bytes_per_block") / 64 == 70272 &&
+               strcmp(spec_s(group(r, 0), "kind"), "mla") == 0 && spec_i(group(r, 0), "head_size") == 576 &&
+               spec_i(group(r, 0), "head_size_v") == 0 && gi(r, "bytes_per_block") == 4497408 &&
+               capacity(r, 5729, 366656, 163840, 2560, 2.24) &&
                has(setting(r, "block_size", "source"), "FLASHMLA forces 64") &&
                strcmp(setting(r, "attention_backend", "value"), "FLASHMLA") == 0,
            "deepseek-v3: 61 MLA layers of 576, FlashMLA's 64-token blocks, 5729 blocks, 2.24x");
@@ -238,16 +235,15 @@ static void check_deepseek(void)
         const char *backend, *block;
         json_int_t expect;
     } backends[] = {
-        {"CUTLASS_MLA", NULL, 128},  {"FLASHINFER_MLA", NULL, 64}, {"FLASHINFER_MLA", "32", 32},
-        {"TRITON_MLA", NULL, 16},    {"FLASHMLA", "128", 128},     {"FLASHMLA", "32", 64},
+        {"CUTLASS_MLA", NULL, 128}, {"FLASHINFER_MLA", NULL, 64}, {"FLASHINFER_MLA", "32", 32},
+        {"TRITON_MLA", NULL, 16},   {"FLASHMLA", "128", 128},     {"FLASHMLA", "32", 64},
     };
     bool ok = true;
     for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
-        r = backends[i].block ? plan_example("deepseek-v3.json", ARGS("--blocks", "2", "--attention-backend",
-                                                                      backends[i].backend, "--block-size",
-                                                                      backends[i].block))
-                              : plan_example("deepseek-v3.json",
-                                             ARGS("--blocks", "2", "--attention-backend", backends[i].backend));
+        r = backends[i].block
+                ? plan_example("deepseek-v3.json", ARGS("--blocks", "2", "--attention-backend", backends[i].backend,
+                                                        "--block-size", backends[i].block))
+                : plan_example("deepseek-v3.json", ARGS("--blocks", "2", "--attention-backend", backends[i].backend));
         ok = ok && spec_i(group(r, 0), "block_size") == backends[i].expect &&
              spec_i(group(r, 0), "page_bytes") == backends[i].expect * 1152;
         json_decref(r);
@@ -276,8 +272,7 @@ static void check_deepseek(void)
      * blocks = 536064 tokens. */
     r = plan_example("deepseek-v3.2-exp.json", ARGS("--memory", "24GiB", "--kv-cache-dtype", "fp8"));
     tap_ok(gi(r, "bytes_per_block") == 3076352 && gi(r, "bytes_per_block") / 64 == 61 * 788 &&
-               gi(vllm(r), "kv_cache_tokens") == 536064 &&
-               spec_i(group(r, 0), "page_bytes") == 64 * 656 &&
+               gi(vllm(r), "kv_cache_tokens") == 536064 && spec_i(group(r, 0), "page_bytes") == 64 * 656 &&
                strcmp(setting(r, "kv_cache_dtype", "value"), "fp8_ds_mla") == 0,
            "deepseek-v3.2-exp --kv-cache-dtype fp8: fp8_ds_mla, 3076352-byte blocks, 536064 tokens");
     json_decref(r);
@@ -294,9 +289,9 @@ static void check_gpt_oss(void)
      * 65536 / 8713 = 7.52x. */
     json_t *r = plan_example("gpt-oss-20b.json", ARGS("--memory", "24GiB"));
     tap_ok(all_groups(r, 2, 12, 32768, 16) && per_token(r, 0) == 2048 &&
-               strcmp(js(group(r, 0), "name"), "sliding_attention") == 0 &&
-               gi(group(r, 0), "window") == 128 && strcmp(spec_s(group(r, 1), "dtype"), "bf16") == 0 &&
-               gi(r, "bytes_per_block") == 393216 && capacity(r, 65536, 524288, 131072, 8713, 7.52),
+               strcmp(js(group(r, 0), "name"), "sliding_attention") == 0 && gi(group(r, 0), "window") == 128 &&
+               strcmp(spec_s(group(r, 1), "dtype"), "bf16") == 0 && gi(r, "bytes_per_block") == 393216 &&
+               capacity(r, 65536, 524288, 131072, 8713, 7.52),
            "gpt-oss-20b: 12 sliding + 12 full layers, bf16, 65536 blocks, 524288 tokens, 7.52x");
     tap_ok(strcmp(setting(r, "dtype", "value"), "bfloat16") == 0 &&
                has(setting(r, "dtype", "source"), "no torch_dtype") &&
@@ -320,8 +315,7 @@ static void check_hybrids(void)
     for (size_t i = 0; ok && i < 3; i++)
         ok = strcmp(spec_s(group(r, i), "kind"), "state") == 0 && spec_i(group(r, i), "content_bytes") == 1097728;
     tap_ok(ok && strcmp(js(group(r, 3), "name"), "full_attention") == 0 && per_token(r, 3) == 2048 &&
-               gi(r, "bytes_per_block") == 13369344 &&
-               capacity(r, 1927, 261664, 262144, 485, 3.97) &&
+               gi(r, "bytes_per_block") == 13369344 && capacity(r, 1927, 261664, 262144, 485, 3.97) &&
                has(setting(r, "block_size", "source"), "hybrid rule"),
            "qwen3-next: 3 state groups + 1 attention group of 12, 544-token blocks, 1927 blocks, 3.97x");
     json_decref(r);
@@ -335,8 +329,7 @@ static void check_hybrids(void)
      * 19660 / 110 = 178.73x. */
     r = plan_example("jamba-v0.1.json", ARGS("--memory", "24GiB", "--max-model-len", "8192"));
     tap_ok(all_groups(r, 8, 4, 327680, 80) && per_token(r, 7) == 4096 &&
-               spec_i(group(r, 0), "content_bytes") == 311296 &&
-               capacity(r, 19660, 196560, 8192, 110, 178.73),
+               spec_i(group(r, 0), "content_bytes") == 311296 && capacity(r, 19660, 196560, 8192, 110, 178.73),
            "jamba-v0.1: 8 groups of 4, 80-token blocks, 19660 blocks, 178.73x for 8192 tokens");
     json_decref(r);
     cli_ok_case(ARGS("plan", "--model", cli_model_path("jamba-v0.1.json"), "--memory", "24GiB"), NULL,
@@ -390,12 +383,13 @@ static void check_rules(void)
     /* text_config (Gemma-3 style): 6 layers, every 6th full, window 1024;
      * 5 sliding groups of 1 + 1 full group; 4 KV heads x 512 x 2 = 4096
      * bytes a token, pages 65536.  Gemma 3's length is not rope-scaled. */
-    r = plan(write_file("mm.json", "{\"model_type\": \"gemma3\", \"torch_dtype\": \"bfloat16\", \"text_config\": "
-                                   "{\"model_type\": \"gemma3_text\", \"num_hidden_layers\": 6, \"num_attention_heads\": 8, "
-                                   "\"num_key_value_heads\": 4, \"head_dim\": 256, \"sliding_window\": 1024, "
-                                   "\"sliding_window_pattern\": 6, \"max_position_embeddings\": 131072, "
-                                   "\"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}}, "
-                                   "\"vision_config\": {\"model_type\": \"siglip_vision_model\"}}"),
+    r = plan(write_file("mm.json",
+                        "{\"model_type\": \"gemma3\", \"torch_dtype\": \"bfloat16\", \"text_config\": "
+                        "{\"model_type\": \"gemma3_text\", \"num_hidden_layers\": 6, \"num_attention_heads\": 8, "
+                        "\"num_key_value_heads\": 4, \"head_dim\": 256, \"sliding_window\": 1024, "
+                        "\"sliding_window_pattern\": 6, \"max_position_embeddings\": 131072, "
+                        "\"rope_scaling\": {\"factor\": 8.0, \"rope_type\": \"linear\"}}, "
+                        "\"vision_config\": {\"model_type\": \"siglip_vision_model\"}}"),
              ARGS("--blocks", "2"));
     tap_ok(all_groups(r, 6, 1, 65536, 16) && strcmp(js(group(r, 5), "name"), "full_attention") == 0 &&
                gi(json_object_get(r, "model"), "max_model_len") == 131072,
@@ -404,19 +398,21 @@ static void check_rules(void)
 
     /* Llama 4 style chunked attention: 8 layers, every 4th without RoPE
      * (full), the rest chunked; vLLM keeps all 8 in one full-attention group. */
-    r = plan(write_file("chunked.json", "{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\", "
-                                        "\"torch_dtype\": \"bfloat16\", \"num_hidden_layers\": 8, \"num_attention_heads\": 40, "
-                                        "\"num_key_value_heads\": 8, \"head_dim\": 128, \"attention_chunk_size\": 8192, "
-                                        "\"max_position_embeddings\": 262144}}"),
+    r = plan(write_file("chunked.json",
+                        "{\"model_type\": \"llama4\", \"text_config\": {\"model_type\": \"llama4_text\", "
+                        "\"torch_dtype\": \"bfloat16\", \"num_hidden_layers\": 8, \"num_attention_heads\": 40, "
+                        "\"num_key_value_heads\": 8, \"head_dim\": 128, \"attention_chunk_size\": 8192, "
+                        "\"max_position_embeddings\": 262144}}"),
              ARGS("--blocks", "2"));
     tap_ok(all_groups(r, 1, 8, 65536, 16) && strcmp(js(group(r, 0), "usage"), "full") == 0,
            "chunked local attention: one group of 8 full-attention layers, 16-token blocks");
     json_decref(r);
 
     /* MiniMax-M2 style: attn_type_list all 1 is plain full attention. */
-    r = plan(write_file("minimax.json", "{\"model_type\": \"minimax_m2\", \"torch_dtype\": \"bfloat16\", "
-                                        "\"num_hidden_layers\": 3, \"num_attention_heads\": 48, \"num_key_value_heads\": 8, "
-                                        "\"head_dim\": 128, \"attn_type_list\": [1, 1, 1]}"),
+    r = plan(write_file("minimax.json",
+                        "{\"model_type\": \"minimax_m2\", \"torch_dtype\": \"bfloat16\", "
+                        "\"num_hidden_layers\": 3, \"num_attention_heads\": 48, \"num_key_value_heads\": 8, "
+                        "\"head_dim\": 128, \"attn_type_list\": [1, 1, 1]}"),
              ARGS("--blocks", "2"));
     tap_ok(all_groups(r, 1, 3, 65536, 16), "attn_type_list of 1s: three full-attention layers");
     json_decref(r);
@@ -457,63 +453,78 @@ static void check_errors(void)
     } bad[] = {
         {"no-layers.json", "{\"num_attention_heads\": 8, \"hidden_size\": 512, \"torch_dtype\": \"bfloat16\"}",
          "\"num_hidden_layers\""},
-        {"bad-type.json", "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"hidden_size\": 512, "
-                          "\"torch_dtype\": \"bfloat16\", \"layer_types\": [\"full_attention\", \"teleport\"]}",
+        {"bad-type.json",
+         "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"hidden_size\": 512, "
+         "\"torch_dtype\": \"bfloat16\", \"layer_types\": [\"full_attention\", \"teleport\"]}",
          "\"layer_types[1]\""},
-        {"short-types.json", "{\"num_hidden_layers\": 3, \"num_attention_heads\": 8, \"hidden_size\": 512, "
-                             "\"torch_dtype\": \"bfloat16\", \"layer_types\": [\"full_attention\"]}",
+        {"short-types.json",
+         "{\"num_hidden_layers\": 3, \"num_attention_heads\": 8, \"hidden_size\": 512, "
+         "\"torch_dtype\": \"bfloat16\", \"layer_types\": [\"full_attention\"]}",
          "\"layer_types\""},
-        {"no-window.json", "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"hidden_size\": 512, "
-                           "\"torch_dtype\": \"bfloat16\", \"layer_types\": [\"sliding_attention\", \"full_attention\"]}",
+        {"no-window.json",
+         "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"hidden_size\": 512, "
+         "\"torch_dtype\": \"bfloat16\", \"layer_types\": [\"sliding_attention\", \"full_attention\"]}",
          "\"sliding_window\""},
-        {"dtype.json", "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"hidden_size\": 512, "
-                       "\"torch_dtype\": \"float64\"}",
+        {"dtype.json",
+         "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"hidden_size\": 512, "
+         "\"torch_dtype\": \"float64\"}",
          "\"float64\""},
-        {"string.json", "{\"num_hidden_layers\": \"32\", \"num_attention_heads\": 8, \"hidden_size\": 512, "
-                        "\"torch_dtype\": \"bfloat16\"}",
+        {"string.json",
+         "{\"num_hidden_layers\": \"32\", \"num_attention_heads\": 8, \"hidden_size\": 512, "
+         "\"torch_dtype\": \"bfloat16\"}",
          "\"num_hidden_layers\""},
-        {"gqa.json", "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 3, "
-                     "\"hidden_size\": 512, \"torch_dtype\": \"bfloat16\"}",
+        {"gqa.json",
+         "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"num_key_value_heads\": 3, "
+         "\"hidden_size\": 512, \"torch_dtype\": \"bfloat16\"}",
          "\"num_key_value_heads\""},
-        {"nemotron.json", "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"hidden_size\": 512, "
-                          "\"torch_dtype\": \"bfloat16\", \"hybrid_override_pattern\": \"M*\"}",
+        {"nemotron.json",
+         "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, \"hidden_size\": 512, "
+         "\"torch_dtype\": \"bfloat16\", \"hybrid_override_pattern\": \"M*\"}",
          "\"hybrid_override_pattern\""},
-        {"lightning.json", "{\"model_type\": \"minimax\", \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
-                           "\"hidden_size\": 512, \"attn_type_list\": [0, 1]}",
+        {"lightning.json",
+         "{\"model_type\": \"minimax\", \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+         "\"hidden_size\": 512, \"attn_type_list\": [0, 1]}",
          "\"attn_type_list[0]\" is 0"},
-        {"mla-type.json", "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
-                          "\"hidden_size\": 512, \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64}",
+        {"mla-type.json",
+         "{\"model_type\": \"llama\", \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+         "\"hidden_size\": 512, \"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64}",
          "\"kv_lora_rank\" is set but \"model_type\" is \"llama\""},
         {"bad-text.json", "{\"text_config\": 7, \"num_hidden_layers\": 2}", "\"text_config\" is an integer"},
         {"text-nolayers.json", "{\"text_config\": {\"num_attention_heads\": 8}}", "\"text_config.num_hidden_layers\""},
-        {"kda-layer.json", "{\"model_type\": \"kimi_linear\", \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
-                           "\"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64, \"linear_attn_config\": {\"kda_layers\": [3], "
-                           "\"num_heads\": 4, \"head_dim\": 128}}",
+        {"kda-layer.json",
+         "{\"model_type\": \"kimi_linear\", \"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
+         "\"kv_lora_rank\": 512, \"qk_rope_head_dim\": 64, \"linear_attn_config\": {\"kda_layers\": [3], "
+         "\"num_heads\": 4, \"head_dim\": 128}}",
          "\"linear_attn_config.kda_layers[0]\""},
-        {"linear.json", "{\"num_hidden_layers\": 4, \"num_attention_heads\": 8, \"hidden_size\": 512, "
-                        "\"torch_dtype\": \"bfloat16\", \"full_attention_interval\": 2}",
+        {"linear.json",
+         "{\"num_hidden_layers\": 4, \"num_attention_heads\": 8, \"hidden_size\": 512, "
+         "\"torch_dtype\": \"bfloat16\", \"full_attention_interval\": 2}",
          "\"linear_num_key_heads\""},
         {"broken.json", "{\"num_hidden_layers\": 2,", "not valid JSON"},
         {"array.json", "[1, 2]", "JSON object"},
         {"dup.json", "{\"num_hidden_layers\": 2, \"num_hidden_layers\": 3}", "not valid JSON"},
-        {"kvrt-key.json", "{\"format\": \"kvrt-model\", \"version\": 1, \"dtype\": \"bf16\", \"groups\": [{\"name\": "
-                          "\"g\", \"layers\": 2, \"spec\": {\"kind\": \"attention\", \"kv_heads\": 2, \"head_size\": 8, "
-                          "\"heads\": 4}}]}",
+        {"kvrt-key.json",
+         "{\"format\": \"kvrt-model\", \"version\": 1, \"dtype\": \"bf16\", \"groups\": [{\"name\": "
+         "\"g\", \"layers\": 2, \"spec\": {\"kind\": \"attention\", \"kv_heads\": 2, \"head_size\": 8, "
+         "\"heads\": 4}}]}",
          "\"groups[0].spec.heads\""},
-        {"kvrt-kind.json", "{\"format\": \"kvrt-model\", \"version\": 1, \"groups\": [{\"name\": \"g\", \"layers\": 2, "
-                           "\"spec\": {\"kind\": \"mamba\", \"state_content_bytes\": 8}}]}",
+        {"kvrt-kind.json",
+         "{\"format\": \"kvrt-model\", \"version\": 1, \"groups\": [{\"name\": \"g\", \"layers\": 2, "
+         "\"spec\": {\"kind\": \"mamba\", \"state_content_bytes\": 8}}]}",
          "\"mamba\""},
         {"kvrt-version.json", "{\"format\": \"kvrt-model\", \"version\": 2, \"groups\": []}", "\"version\""},
-        {"kvrt-dtype.json", "{\"format\": \"kvrt-model\", \"version\": 1, \"groups\": [{\"name\": \"g\", \"layers\": 2, "
-                            "\"spec\": {\"kind\": \"attention\", \"kv_heads\": 2, \"head_size\": 8}}]}",
+        {"kvrt-dtype.json",
+         "{\"format\": \"kvrt-model\", \"version\": 1, \"groups\": [{\"name\": \"g\", \"layers\": 2, "
+         "\"spec\": {\"kind\": \"attention\", \"kv_heads\": 2, \"head_size\": 8}}]}",
          "\"groups[0].spec.dtype\""},
         {"kvrt-format.json", "{\"format\": \"gguf\"}", "\"format\""},
         /* The KV head counts' least common multiple is 2^64 + 16711681: it
          * must be refused, not wrapped to 16711681 query heads. */
-        {"kvrt-lcm.json", "{\"format\": \"kvrt-model\", \"version\": 1, \"dtype\": \"bf16\", \"groups\": ["
-                          "{\"name\": \"a\", \"layers\": 1, \"spec\": {\"kind\": \"attention\", \"kv_heads\": 16777217, "
-                          "\"head_size\": 1}}, {\"name\": \"b\", \"layers\": 1, \"spec\": {\"kind\": \"attention\", "
-                          "\"kv_heads\": 1099511562241, \"head_size\": 1}}]}",
+        {"kvrt-lcm.json",
+         "{\"format\": \"kvrt-model\", \"version\": 1, \"dtype\": \"bf16\", \"groups\": ["
+         "{\"name\": \"a\", \"layers\": 1, \"spec\": {\"kind\": \"attention\", \"kv_heads\": 16777217, "
+         "\"head_size\": 1}}, {\"name\": \"b\", \"layers\": 1, \"spec\": {\"kind\": \"attention\", "
+         "\"kv_heads\": 1099511562241, \"head_size\": 1}}]}",
          "no common multiple below 2^40"},
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -542,15 +553,15 @@ static void check_errors(void)
                    MENTIONS("--kv-cache-dtype", "\"int4\"", "fp8_e5m2"));
     cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--attention-backend", "XFORMERS"), NULL, 2,
                    MENTIONS("--attention-backend", "\"XFORMERS\"", "CUTLASS_MLA"));
-    cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--dtype", "bf16", "--kv-cache-dtype", "fp8"), NULL, 2,
-                   MENTIONS("--dtype", "--kv-cache-dtype"));
+    cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--dtype", "bf16", "--kv-cache-dtype", "fp8"), NULL,
+                   2, MENTIONS("--dtype", "--kv-cache-dtype"));
     cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--dtype", "int8"), NULL, 2,
                    MENTIONS("--dtype int8", "fp8_e4m3"));
-    cli_error_case(ARGS("plan", "--layers", "2", "--block-size", "16", "--kv-heads", "2", "--head-size", "64", "--blocks",
-                        "2", "--kv-cache-dtype", "fp8"),
+    cli_error_case(ARGS("plan", "--layers", "2", "--block-size", "16", "--kv-heads", "2", "--head-size", "64",
+                        "--blocks", "2", "--kv-cache-dtype", "fp8"),
                    NULL, 2, MENTIONS("--kv-cache-dtype", "--model"));
-    cli_error_case(ARGS("plan", "--layers", "2", "--block-size", "16", "--kv-heads", "2", "--head-size", "64", "--blocks",
-                        "2", "--max-model-len", "8"),
+    cli_error_case(ARGS("plan", "--layers", "2", "--block-size", "16", "--kv-heads", "2", "--head-size", "64",
+                        "--blocks", "2", "--max-model-len", "8"),
                    NULL, 2, MENTIONS("--max-model-len", "--model"));
     cli_error_case(ARGS("plan", "--model", "/nonexistent/config.json", "--blocks", "2"), NULL, 2,
                    MENTIONS("/nonexistent/config.json"));
@@ -559,7 +570,8 @@ static void check_errors(void)
     json_t *r = plan(write_file("no-dtype.json", "{\"num_hidden_layers\": 2, \"num_attention_heads\": 8, "
                                                  "\"hidden_size\": 512}"),
                      ARGS("--blocks", "2"));
-    tap_ok(r && strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 && spec_i(group(r, 0), "page_bytes") == 16 * 8 * 128 * 2,
+    tap_ok(r && strcmp(spec_s(group(r, 0), "dtype"), "bf16") == 0 &&
+               spec_i(group(r, 0), "page_bytes") == 16 * 8 * 128 * 2,
            "a config without torch_dtype is sized in bfloat16 (8 heads x (64 + 64) x 2 bytes x 16 tokens)");
     json_decref(r);
 
@@ -571,7 +583,9 @@ static void check_errors(void)
     snprintf(cfg, sizeof(cfg), "%s/config.json", sub);
     FILE *f = fopen(cfg, "w");
     if (f) {
-        fputs("{\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"hidden_size\": 256, \"torch_dtype\": \"float16\"}", f);
+        fputs("{\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"hidden_size\": 256, \"torch_dtype\": "
+              "\"float16\"}",
+              f);
         fclose(f);
     }
     r = cli_json(ARGS("plan", "--json", "--model", sub, "--blocks", "2"), NULL);
@@ -582,11 +596,11 @@ static void check_errors(void)
     rmdir(sub);
 
     /* Mixed page sizes in two groups need a block-outermost layout. */
-    const char *mixed = write_file("mixed.kvrt.json",
-                                   "{\"format\": \"kvrt-model\", \"version\": 1, \"dtype\": \"fp16\", \"groups\": ["
-                                   "{\"name\": \"a\", \"layers\": 2, \"spec\": {\"kind\": \"attention\", \"kv_heads\": 2, "
-                                   "\"head_size\": 8}}, {\"name\": \"s\", \"layers\": 1, \"spec\": {\"kind\": \"state\", "
-                                   "\"state_content_bytes\": 100}}]}");
+    const char *mixed = write_file(
+        "mixed.kvrt.json", "{\"format\": \"kvrt-model\", \"version\": 1, \"dtype\": \"fp16\", \"groups\": ["
+                           "{\"name\": \"a\", \"layers\": 2, \"spec\": {\"kind\": \"attention\", \"kv_heads\": 2, "
+                           "\"head_size\": 8}}, {\"name\": \"s\", \"layers\": 1, \"spec\": {\"kind\": \"state\", "
+                           "\"state_content_bytes\": 100}}]}");
     cli_error_case(ARGS("plan", "--model", mixed, "--blocks", "2", "--layout", "LBNHC"), NULL, 3,
                    MENTIONS("LBNHC", "BLHNC"));
     r = cli_json(ARGS("plan", "--json", "--model", mixed, "--blocks", "2", "--layout", "BLHNC"), NULL);
@@ -600,7 +614,8 @@ static void check_memory(void)
 {
     const char *llama = cli_model_path("llama-3.1-8b.json");
     cli_error_case(ARGS("plan", "--model", llama, "--memory", "1KiB"), NULL, 2, MENTIONS("does not hold one block"));
-    cli_error_case(ARGS("plan", "--model", llama, "--memory", "12XB"), NULL, 2, MENTIONS("--memory", "\"12XB\"", "GiB"));
+    cli_error_case(ARGS("plan", "--model", llama, "--memory", "12XB"), NULL, 2,
+                   MENTIONS("--memory", "\"12XB\"", "GiB"));
     cli_error_case(ARGS("plan", "--model", llama, "--memory", "1.5"), NULL, 2, MENTIONS("--memory"));
     cli_error_case(ARGS("plan", "--model", llama), NULL, 2, MENTIONS("--blocks", "--memory"));
     cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--memory", "1GiB"), NULL, 2, MENTIONS("not both"));
@@ -620,7 +635,8 @@ static void check_memory(void)
     r = cli_json(ARGS("plan", "--json", "--layers", "2", "--block-size", "16", "--kv-heads", "2", "--head-size", "64",
                       "--memory", "1048576"),
                  NULL);
-    tap_ok(r && gi(r, "num_blocks") == 64 && gi(r, "budget_bytes") == 1048576, "plan with flags: --memory in plain bytes");
+    tap_ok(r && gi(r, "num_blocks") == 64 && gi(r, "budget_bytes") == 1048576,
+           "plan with flags: --memory in plain bytes");
     json_decref(r);
 }
 

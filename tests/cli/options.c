@@ -19,8 +19,7 @@
  * (a file, a backend name; run and xfer look --layout up once the backend is
  * known): a wrong value may pass the parser there.  Every other option that
  * takes a value, each number among them, must refuse WRONG_VALUE at once. */
-static const char *const checked_later[] = {"--model", "--backend", "--svg", "--plot", "--port-file", "--layout",
-                                            NULL};
+static const char *const checked_later[] = {"--model", "--backend", "--svg", "--plot", "--port-file", "--layout", NULL};
 #define WRONG_VALUE "x!"
 
 static bool is_checked_later(const char *name)
@@ -93,8 +92,8 @@ static void check_row(const char *const *words, size_t nwords, const struct cli_
     struct spawn_result res = cli_run(args, NULL);
     const char *nl = strchr(res.err, '\n');
     bool one_error = strncmp(res.err, "kvrt: error: ", 13) == 0 && nl && nl[1] == '\0';
-    bool refused = res.status == CLI_EXIT_USAGE && res.out[0] == '\0' && one_error &&
-                   names_option(res.err, o->name) && !strstr(res.err, "unknown option");
+    bool refused = res.status == CLI_EXIT_USAGE && res.out[0] == '\0' && one_error && names_option(res.err, o->name) &&
+                   !strstr(res.err, "unknown option");
     bool accepted = res.status == 0 && res.err[0] == '\0' && strcmp(res.out, help) == 0;
     bool must_refuse = o->metavar && !is_checked_later(o->name);
     bool answered = must_refuse ? refused : !o->metavar ? accepted : accepted || refused;

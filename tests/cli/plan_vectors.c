@@ -113,13 +113,11 @@ static void check_case(const json_t *c, const json_t *layouts)
     for (size_t i = 0; i < json_array_size(layouts); i++) {
         const json_t *l = json_array_get(layouts, i);
         if (strcmp(json_string_value(json_object_get(l, "name")), layout) == 0)
-            ok &= same(json_object_get(got, "stride_order"), json_object_get(l, "stride_order"), id,
-                       "stride_order");
+            ok &= same(json_object_get(got, "stride_order"), json_object_get(l, "stride_order"), id, "stride_order");
     }
     ok &= same(json_object_get(got, "page_size_bytes"), json_object_get(expect, "page_size_bytes"), id,
                "page_size_bytes");
-    static const char *const fields[] = {"shape_bytes", "strides_bytes", "total_bytes", "layer_stride",
-                                         "block_stride"};
+    static const char *const fields[] = {"shape_bytes", "strides_bytes", "total_bytes", "layer_stride", "block_stride"};
     for (size_t i = 0; i < sizeof(fields) / sizeof(fields[0]); i++)
         ok &= same(json_object_get(got, fields[i]), json_object_get(expect, fields[i]), id, fields[i]);
 
@@ -147,8 +145,7 @@ static void check_case(const json_t *c, const json_t *layouts)
          * except C, which counts bytes in the byte view. */
         const json_t *sb = json_object_get(g, "strides_bytes"), *se = json_object_get(g, "strides");
         for (size_t a = 0; a < 3; a++)
-            ok &= json_integer_value(json_array_get(sb, a)) ==
-                  elem * json_integer_value(json_array_get(se, a));
+            ok &= json_integer_value(json_array_get(sb, a)) == elem * json_integer_value(json_array_get(se, a));
     }
     if (!tap_ok(ok, "%s: kvrt plan --json reproduces every field (%s)", id, layout))
         tap_diag("kvrt %s", cmd);
@@ -198,10 +195,8 @@ int main(int argc, char **argv)
     tap_plan_dynamic();
     size_t i;
     json_t *c;
-    json_array_foreach(json_object_get(geometry, "cases"), i, c)
-        check_case(c, json_object_get(layouts, "layouts"));
-    json_array_foreach(json_object_get(geometry, "errors"), i, c)
-        check_error(c);
+    json_array_foreach(json_object_get(geometry, "cases"), i, c) check_case(c, json_object_get(layouts, "layouts"));
+    json_array_foreach(json_object_get(geometry, "errors"), i, c) check_error(c);
     json_decref(geometry);
     json_decref(layouts);
     return tap_done();

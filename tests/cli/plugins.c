@@ -47,7 +47,8 @@ static void check_help_lists(const json_t *root)
     for (size_t o = 0; ok && o < sizeof(objects) / sizeof(objects[0]); o++) {
         const char *key;
         json_t *value;
-        json_object_foreach((json_t *)objects[o], key, value) {
+        json_object_foreach((json_t *)objects[o], key, value)
+        {
             (void)value;
             if (!strstr(help.out, key)) {
                 size_t n = strlen(missing);
@@ -55,8 +56,8 @@ static void check_help_lists(const json_t *root)
             }
         }
     }
-    tap_ok(ok && !missing[0], "plugins --help names every field of plugins --json%s%s",
-           missing[0] ? "; missing:" : "", missing);
+    tap_ok(ok && !missing[0], "plugins --help names every field of plugins --json%s%s", missing[0] ? "; missing:" : "",
+           missing);
     spawn_result_free(&help);
 }
 
@@ -81,8 +82,8 @@ static void check_bad_env(void)
     /* Listing must still work when the environment is wrong. */
     json_t *root = cli_json(ARGS("plugins", "--json"), ENV("VLLM_KV_CACHE_LAYOUT=bogus"));
     const json_t *cpu = find_plugin(root, "cpu");
-    tap_ok(cpu && json_is_true(json_object_get(cpu, "available")) && json_is_false(json_object_get(cpu, "selectable")) &&
-               strstr(js(cpu, "reason"), "\"bogus\""),
+    tap_ok(cpu && json_is_true(json_object_get(cpu, "available")) &&
+               json_is_false(json_object_get(cpu, "selectable")) && strstr(js(cpu, "reason"), "\"bogus\""),
            "plugins --json with VLLM_KV_CACHE_LAYOUT=bogus: cpu available but not selectable, the reason quotes it");
     const json_t *env = json_object_get(root, "env");
     tap_ok(json_is_false(json_object_get(env, "valid")) && strcmp(js(env, "value"), "bogus") == 0,

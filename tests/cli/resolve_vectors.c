@@ -38,7 +38,8 @@ static void check_case(size_t index, const json_t *c)
     char decl[8][128], env[128], id[32];
     size_t n = 2, i;
     json_t *d;
-    json_array_foreach(json_object_get(c, "declarations"), i, d) {
+    json_array_foreach(json_object_get(c, "declarations"), i, d)
+    {
         size_t used = (size_t)snprintf(decl[i], sizeof(decl[i]), "backend%zu=", i + 1);
         if (json_is_string(d)) {
             snprintf(decl[i] + used, sizeof(decl[i]) - used, "%s", json_string_value(d));
@@ -109,8 +110,7 @@ int main(int argc, char **argv)
     tap_plan_dynamic();
     size_t i;
     json_t *c;
-    json_array_foreach(json_object_get(root, "cases"), i, c)
-        check_case(i, c);
+    json_array_foreach(json_object_get(root, "cases"), i, c) check_case(i, c);
     json_decref(root);
     return tap_done();
 }

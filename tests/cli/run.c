@@ -11,8 +11,8 @@
 
 #include "cli_env.h"
 
-#define SMALL "--layers", "2", "--kv-heads", "2", "--head-size", "16", "--block-size", "4", "--seqs", "3", \
-              "--context", "10"
+#define SMALL                                                                                                          \
+    "--layers", "2", "--kv-heads", "2", "--head-size", "16", "--block-size", "4", "--seqs", "3", "--context", "10"
 
 static const char *const layouts[] = {"LBHNC", "LBNHC", "LHBNC", "BLHNC", "BLNHC", "BHLNC"};
 
@@ -42,8 +42,7 @@ static void check_layouts(void)
                    json_is_number(json_object_get(r, "max_abs_error")) &&
                    json_is_number(json_object_get(json_object_get(r, "gbps"), "write")) &&
                    json_is_number(json_object_get(json_object_get(r, "timings"), "decode")) &&
-                   json_integer_value(json_object_get(json_object_get(r, "bytes"), "write")) ==
-                       2 * 3 * 10 * 2 * 32 * 2,
+                   json_integer_value(json_object_get(json_object_get(r, "bytes"), "write")) == 2 * 3 * 10 * 2 * 32 * 2,
                "%s: layout, backend, decode on both layers, error, GB/s, timings, bytes written", what);
         json_decref(r);
     }
@@ -69,8 +68,8 @@ static void check_dtypes(void)
     }
     json_t *r = cli_json(ARGS("run", "--json", "--backend", "cpu", "--dtype", "int8", SMALL), NULL);
     const json_t *skip = json_object_get(r, "decode_skipped");
-    tap_ok(r && json_is_true(json_object_get(r, "verified")) && json_integer_value(json_object_get(skip, "layers")) == 2 &&
-               strstr(js(skip, "reason"), "floating-point"),
+    tap_ok(r && json_is_true(json_object_get(r, "verified")) &&
+               json_integer_value(json_object_get(skip, "layers")) == 2 && strstr(js(skip, "reason"), "floating-point"),
            "run --dtype int8: read back verified, decode skipped with the reason");
     json_decref(r);
 }
@@ -81,8 +80,8 @@ static void check_models(void)
         const char *file;
         bool decode, state;
     } models[] = {
-        {"llama-3.1-8b.json", true, false},   {"qwen2.5-7b.json", true, false},
-        {"deepseek-v3.json", false, false},   {"gpt-oss-20b.json", true, false},
+        {"llama-3.1-8b.json", true, false},      {"qwen2.5-7b.json", true, false},
+        {"deepseek-v3.json", false, false},      {"gpt-oss-20b.json", true, false},
         {"qwen3-next-80b-a3b.json", true, true}, {"jamba-v0.1.json", true, true},
         {"tiny-hybrid.kvrt.json", true, true},
     };
@@ -101,16 +100,16 @@ static void check_models(void)
         if (models[i].decode)
             tap_ok(json_integer_value(json_object_get(r, "decode_layers")) > 0, "%s: decode ran", what);
         else
-            tap_ok(json_integer_value(json_object_get(r, "decode_layers")) == 0 &&
-                       strstr(js(skip, "reason"), "MLA") && json_is_null(json_object_get(r, "max_abs_error")),
+            tap_ok(json_integer_value(json_object_get(r, "decode_layers")) == 0 && strstr(js(skip, "reason"), "MLA") &&
+                       json_is_null(json_object_get(r, "max_abs_error")),
                    "%s: decode skipped, saying MLA has no V", what);
-        tap_ok((json_integer_value(json_object_get(r, "state_layers")) > 0) == models[i].state,
-               "%s: state pages %s", what, models[i].state ? "round-tripped" : "absent");
+        tap_ok((json_integer_value(json_object_get(r, "state_layers")) > 0) == models[i].state, "%s: state pages %s",
+               what, models[i].state ? "round-tripped" : "absent");
         json_decref(r);
     }
-    cli_ok_case(ARGS("run", "--backend", "cpu", "--model", cli_model_path("deepseek-v3.json"), "--seqs", "1",
-                     "--context", "8"),
-                NULL, MENTIONS("verified  yes", "decode skipped on 61 layers", "MLA"));
+    cli_ok_case(
+        ARGS("run", "--backend", "cpu", "--model", cli_model_path("deepseek-v3.json"), "--seqs", "1", "--context", "8"),
+        NULL, MENTIONS("verified  yes", "decode skipped on 61 layers", "MLA"));
     cli_ok_case(ARGS("run", "--backend", "cpu", "--model", cli_model_path("tiny-hybrid.kvrt.json"), "--seqs", "2",
                      "--context", "8"),
                 NULL, MENTIONS("verified  yes", "round trip exact", "read back bit-exact"));
@@ -122,15 +121,15 @@ static void check_refusals(void)
     cli_error_case(ARGS("run", "--backend", "subset", "--layout", "BLHNC", SMALL), ENV(cli_env.subset_path_env), 3,
                    MENTIONS("\"BLHNC\"", "subset", "LBHNC, LBNHC"));
     /* The advice names the setting the user used, not the one they did not. */
-    struct spawn_result res = cli_run(ARGS("run", "--backend", "subset", "--layout", "BLHNC", SMALL),
-                                      ENV(cli_env.subset_path_env));
+    struct spawn_result res =
+        cli_run(ARGS("run", "--backend", "subset", "--layout", "BLHNC", SMALL), ENV(cli_env.subset_path_env));
     tap_ok(res.status == 3 && strstr(res.err, "--layout BLHNC") && !strstr(res.err, "VLLM_KV_CACHE_LAYOUT"),
            "run --layout refused: the message names --layout, not VLLM_KV_CACHE_LAYOUT");
     if (res.err)
         tap_diag("%s", res.err);
     spawn_result_free(&res);
-    cli_error_case(ARGS("run", "--backend", "subset", SMALL), ENV(cli_env.subset_path_env, "VLLM_KV_CACHE_LAYOUT=BHLNC"),
-                   3, MENTIONS("BHLNC", "subset"));
+    cli_error_case(ARGS("run", "--backend", "subset", SMALL),
+                   ENV(cli_env.subset_path_env, "VLLM_KV_CACHE_LAYOUT=BHLNC"), 3, MENTIONS("BHLNC", "subset"));
     cli_error_case(ARGS("run", "--json", "--backend", "subset", SMALL),
                    ENV(cli_env.subset_path_env, "KVRT_BACKEND=subset", "VLLM_KV_CACHE_LAYOUT=LHBNC"), 3,
                    MENTIONS("LHBNC"));
@@ -151,7 +150,8 @@ static void check_usage(void)
     json_t *r = cli_json(ARGS("run", "--json", "--backend", "cpu", SMALL, "--memory", "64KiB"), NULL);
     tap_ok(r && json_is_true(json_object_get(r, "verified")) &&
                json_integer_value(json_object_get(json_object_get(r, "bytes"), "cache")) <= 65536 &&
-               json_integer_value(json_object_get(r, "num_blocks")) >= json_integer_value(json_object_get(r, "blocks_needed")),
+               json_integer_value(json_object_get(r, "num_blocks")) >=
+                   json_integer_value(json_object_get(r, "blocks_needed")),
            "run --memory 64KiB: the cache fits the budget and holds the batch");
     json_decref(r);
 }

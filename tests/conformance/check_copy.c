@@ -26,12 +26,12 @@ void conf_check_copy(struct conf_case *cs)
         return;
     }
     /* Disjoint pairs first: what every engine does after a fork. */
-    int64_t pairs[4] = { b[0], b[1], b[2], b[3] };
-    tap_ok(copy(cs, 2, pairs), "%s: copy_blocks %lld->%lld, %lld->%lld copies every layer, nothing else",
-           cs->label, (long long)pairs[0], (long long)pairs[1], (long long)pairs[2], (long long)pairs[3]);
+    int64_t pairs[4] = {b[0], b[1], b[2], b[3]};
+    tap_ok(copy(cs, 2, pairs), "%s: copy_blocks %lld->%lld, %lld->%lld copies every layer, nothing else", cs->label,
+           (long long)pairs[0], (long long)pairs[1], (long long)pairs[2], (long long)pairs[3]);
     /* A chain: the second pair reads what the first wrote (plugin.h: pairs
      * are applied in order). */
-    int64_t chain[4] = { b[4], b[5], b[5], b[0] };
+    int64_t chain[4] = {b[4], b[5], b[5], b[0]};
     tap_ok(copy(cs, 2, chain), "%s: copy_blocks applies pairs in order (%lld->%lld, %lld->%lld)", cs->label,
            (long long)chain[0], (long long)chain[1], (long long)chain[2], (long long)chain[3]);
     free(b);

@@ -103,8 +103,8 @@ static void declined(struct conf_case *cs, uint32_t layer, kvrt_buffer *out, con
         untouched = memcmp(got, want, kvrt_buffer_size(out)) == 0 && conf_cache_matches(&cs->cache);
     }
     if (untouched)
-        tap_skip("%s: decode layer %u: the backend declines %s: %s", cs->label, layer,
-                 kvrt_dtype_name(cs->dtype), reason);
+        tap_skip("%s: decode layer %u: the backend declines %s: %s", cs->label, layer, kvrt_dtype_name(cs->dtype),
+                 reason);
     else
         tap_ok(false, "%s: decode layer %u: declined with KVRT_ERR_UNSUPPORTED, but wrote its output or the cache",
                cs->label, layer);
@@ -179,7 +179,8 @@ static void decode_layer(struct conf_case *cs, uint32_t layer)
         bool cache_same = conf_cache_matches(c);
         ok = worst <= conf_tolerance(L->dtype) && around && cache_same;
     }
-    tap_ok(ok, "%s: decode layer %u (S %u, Hq %llu = %u x H, lens %d/%d/%d) matches the fp64 reference "
+    tap_ok(ok,
+           "%s: decode layer %u (S %u, Hq %llu = %u x H, lens %d/%d/%d) matches the fp64 reference "
            "(max err %.2g x max|v|, tolerance %.0e), writes only its output",
            cs->label, layer, NUM_SEQS, (unsigned long long)d.hq, GROUP, d.lens[0], d.lens[1], d.lens[2], worst,
            conf_tolerance(L->dtype));

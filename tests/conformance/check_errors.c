@@ -28,7 +28,7 @@ static void guard_begin(struct guard *g, struct conf_cache *c, kvrt_buffer *a, k
     memset(g, 0, sizeof(*g));
     g->cache = c;
     g->cache_before = conf_cache_download(c);
-    kvrt_buffer *list[MAX_GUARDED] = { a, b, d };
+    kvrt_buffer *list[MAX_GUARDED] = {a, b, d};
     for (int i = 0; i < MAX_GUARDED; i++) {
         g->bufs[i] = list[i];
         g->before[i] = list[i] ? conf_download(list[i]) : NULL;
@@ -91,8 +91,8 @@ static void judge(struct conf_case *cs, struct guard *g, struct refusal r, int w
     if (!status_ok)
         tap_diag("  returned %s, expected %s", kvrt_status_name(r.status), kvrt_status_name(want));
     if (!named)
-        tap_diag("  the message should mention \"%s\"%s%s%s: \"%s\"", word1, word2 ? " and \"" : "",
-                 word2 ? word2 : "", word2 ? "\"" : "", r.message);
+        tap_diag("  the message should mention \"%s\"%s%s%s: \"%s\"", word1, word2 ? " and \"" : "", word2 ? word2 : "",
+                 word2 ? "\"" : "", r.message);
     tap_ok(status_ok && named && same, "%s: %s -> %s naming it, nothing written", cs->label, what,
            kvrt_status_name(want));
 }
@@ -137,10 +137,10 @@ static void token_errors(struct conf_case *cs, struct args *a, bool is_write)
     const char *fn = is_write ? "write" : "read";
     uint32_t op = is_write ? KVRT_OP_WRITE : KVRT_OP_READ;
     kvrt_buffer *k = is_write ? a->k : a->k_out, *v = is_write ? a->v : a->v_out;
-    int (*call)(kvrt_cache *, uint32_t, uint64_t, const int64_t *, kvrt_buffer *, uint64_t, kvrt_buffer *,
-                uint64_t) = is_write ? kvrt_cache_write : kvrt_cache_read;
+    int (*call)(kvrt_cache *, uint32_t, uint64_t, const int64_t *, kvrt_buffer *, uint64_t, kvrt_buffer *, uint64_t) =
+        is_write ? kvrt_cache_write : kvrt_cache_read;
     if (!conf_has_op(cs, op)) {
-        int64_t slots[2] = { 0, 1 };
+        int64_t slots[2] = {0, 1};
         struct guard g;
         guard_begin(&g, c, k, v, NULL);
         judge(cs, &g, capture(call(c->cache, 0, 2, slots, k, 0, v, 0)), KVRT_ERR_UNSUPPORTED,
@@ -151,18 +151,17 @@ static void token_errors(struct conf_case *cs, struct args *a, bool is_write)
     struct guard g;
 
     uint64_t limit = conf_num_slots(c);
-    int64_t slots[2] = { 3, (int64_t)limit };
+    int64_t slots[2] = {3, (int64_t)limit};
     snprintf(value, sizeof(value), "%llu", (unsigned long long)limit);
     snprintf(what, sizeof(what), "%s with slot %s (one past the last) after a valid one", fn, value);
     guard_begin(&g, c, k, v, NULL);
     judge(cs, &g, capture(call(c->cache, 0, 2, slots, k, 0, v, 0)), KVRT_ERR_INVALID, what, "slot", value);
 
-    int64_t good[2] = { 1, 5 };
+    int64_t good[2] = {1, 5};
     snprintf(value, sizeof(value), "%u", c->num_layers);
     snprintf(what, sizeof(what), "%s to layer %s of %u", fn, value, c->num_layers);
     guard_begin(&g, c, k, v, NULL);
-    judge(cs, &g, capture(call(c->cache, c->num_layers, 2, good, k, 0, v, 0)), KVRT_ERR_INVALID, what, "layer",
-          value);
+    judge(cs, &g, capture(call(c->cache, c->num_layers, 2, good, k, 0, v, 0)), KVRT_ERR_INVALID, what, "layer", value);
 
     /* K one element short, through its offset. */
     const uint64_t elem = c->layers[0].elem;
@@ -185,20 +184,19 @@ static void token_errors(struct conf_case *cs, struct args *a, bool is_write)
     kvrt_buffer *own = kvrt_cache_buffer(c->cache);
     snprintf(what, sizeof(what), "%s with K inside the cache's own buffer", fn);
     guard_begin(&g, c, v, NULL, NULL);
-    judge(cs, &g, capture(call(c->cache, 0, 2, good, own, 0, v, 0)), KVRT_ERR_INVALID, what, "K",
-          "cache's own buffer");
+    judge(cs, &g, capture(call(c->cache, 0, 2, good, own, 0, v, 0)), KVRT_ERR_INVALID, what, "K", "cache's own buffer");
     snprintf(what, sizeof(what), "%s with V inside the cache's own buffer, at its end", fn);
     guard_begin(&g, c, k, NULL, NULL);
-    judge(cs, &g, capture(call(c->cache, 0, 2, good, k, 0, own, c->bytes - a->v_bytes)), KVRT_ERR_INVALID, what,
-          "V", "cache's own buffer");
+    judge(cs, &g, capture(call(c->cache, 0, 2, good, k, 0, own, c->bytes - a->v_bytes)), KVRT_ERR_INVALID, what, "V",
+          "cache's own buffer");
     if (!is_write) {
         /* Reading writes K and V: one buffer holding both, overlapping. */
         kvrt_buffer *both = conf_sentinel_buffer(cs->backend, a->k_bytes + a->v_bytes);
         snprintf(value, sizeof(value), "[%llu, ", (unsigned long long)elem);
         snprintf(what, sizeof(what), "read with K and V overlapping by all but one element in one buffer");
         guard_begin(&g, c, both, NULL, NULL);
-        judge(cs, &g, capture(call(c->cache, 0, 2, good, both, 0, both, elem)), KVRT_ERR_INVALID, what,
-              "overlap", value);
+        judge(cs, &g, capture(call(c->cache, 0, 2, good, both, 0, both, elem)), KVRT_ERR_INVALID, what, "overlap",
+              value);
         kvrt_buffer_destroy(both);
     }
 
@@ -207,8 +205,8 @@ static void token_errors(struct conf_case *cs, struct args *a, bool is_write)
         tap_skip("%s: %s: %s", cs->label, what, cs->plugin->foreign_why);
     } else {
         guard_begin(&g, c, a->foreign, v, NULL);
-        judge(cs, &g, capture(call(c->cache, 0, 2, good, a->foreign, 0, v, 0)), KVRT_ERR_INVALID, what,
-              "backend", a->foreign_name);
+        judge(cs, &g, capture(call(c->cache, 0, 2, good, a->foreign, 0, v, 0)), KVRT_ERR_INVALID, what, "backend",
+              a->foreign_name);
     }
 }
 
@@ -222,13 +220,13 @@ static void block_errors(struct conf_case *cs, struct args *a)
     if (!conf_has_op(cs, KVRT_OP_COPY_BLOCKS)) {
         tap_skip("%s: copy_blocks errors: the backend does not declare copy_blocks", cs->label);
     } else {
-        int64_t pairs[4] = { 0, 1, 2, nb };
+        int64_t pairs[4] = {0, 1, 2, nb};
         snprintf(value, sizeof(value), "%lld", (long long)nb);
         snprintf(what, sizeof(what), "copy_blocks with destination block %s after a valid pair", value);
         guard_begin(&g, c, NULL, NULL, NULL);
         judge(cs, &g, capture(kvrt_cache_copy_blocks(c->cache, 2, pairs)), KVRT_ERR_INVALID, what, "block", value);
 
-        int64_t neg[2] = { -1, 2 };
+        int64_t neg[2] = {-1, 2};
         guard_begin(&g, c, NULL, NULL, NULL);
         judge(cs, &g, capture(kvrt_cache_copy_blocks(c->cache, 1, neg)), KVRT_ERR_INVALID,
               "copy_blocks with source block -1", "block", "-1");
@@ -244,13 +242,13 @@ static void block_errors(struct conf_case *cs, struct args *a)
             continue;
         }
         kvrt_buffer *staging = conf_sentinel_buffer(cs->backend, 2 * per);
-        int64_t ids[2] = { 1, nb + 3 };
+        int64_t ids[2] = {1, nb + 3};
         snprintf(value, sizeof(value), "%lld", (long long)nb + 3);
         snprintf(what, sizeof(what), "%s of block %s after a valid one", fn, value);
         guard_begin(&g, c, staging, NULL, NULL);
         judge(cs, &g, capture(call(c->cache, 2, ids, staging, 0)), KVRT_ERR_INVALID, what, "block", value);
 
-        int64_t valid[2] = { 1, 2 };
+        int64_t valid[2] = {1, 2};
         snprintf(value, sizeof(value), "%llu", 2 * (unsigned long long)per);
         snprintf(what, sizeof(what), "%s of 2 blocks with staging 1 byte short", fn);
         guard_begin(&g, c, staging, NULL, NULL);
@@ -258,8 +256,8 @@ static void block_errors(struct conf_case *cs, struct args *a)
 
         snprintf(what, sizeof(what), "%s with staging inside the cache's own buffer", fn);
         guard_begin(&g, c, NULL, NULL, NULL);
-        judge(cs, &g, capture(call(c->cache, 2, (int64_t[]){1, 0}, kvrt_cache_buffer(c->cache), 0)),
-              KVRT_ERR_INVALID, what, "staging", "cache's own buffer");
+        judge(cs, &g, capture(call(c->cache, 2, (int64_t[]){1, 0}, kvrt_cache_buffer(c->cache), 0)), KVRT_ERR_INVALID,
+              what, "staging", "cache's own buffer");
 
         /* A count larger than the id array: refused by the staging size
          * before the array is read (ASan builds catch a read past it). */
@@ -270,8 +268,7 @@ static void block_errors(struct conf_case *cs, struct args *a)
             snprintf(what, sizeof(what), "%s of 1000 blocks, 2 ids given, staging for 2", fn);
             snprintf(value, sizeof(value), "%llu", 1000 * (unsigned long long)per);
             guard_begin(&g, c, staging, NULL, NULL);
-            judge(cs, &g, capture(call(c->cache, 1000, two, staging, 0)), KVRT_ERR_INVALID, what, "staging",
-                  value);
+            judge(cs, &g, capture(call(c->cache, 1000, two, staging, 0)), KVRT_ERR_INVALID, what, "staging", value);
             free(two);
         }
 
@@ -315,9 +312,9 @@ static void decode_errors(struct conf_case *cs)
     const uint64_t out_bytes = seqs * max_hq * L->head_size_v * L->elem;
     kvrt_buffer *q = conf_sentinel_buffer(cs->backend, q_bytes);
     kvrt_buffer *out = conf_sentinel_buffer(cs->backend, out_bytes);
-    int32_t tables[4] = { 1, 2, 3, 4 };
+    int32_t tables[4] = {1, 2, 3, 4};
     /* Both sequences use both of their blocks. */
-    int32_t lens[2] = { (int32_t)c->block_size + 1, (int32_t)c->block_size + 2 };
+    int32_t lens[2] = {(int32_t)c->block_size + 1, (int32_t)c->block_size + 2};
     struct kvrt_decode_params p;
     kvrt_decode_params_default(&p);
     p.num_seqs = (uint32_t)seqs;
@@ -334,8 +331,7 @@ static void decode_errors(struct conf_case *cs)
     struct kvrt_decode_params bad = p;
     bad.num_q_heads = (uint32_t)(hq + 1);
     snprintf(value, sizeof(value), "%llu", (unsigned long long)hq + 1);
-    snprintf(what, sizeof(what), "decode with Hq %s, not a multiple of H %llu", value,
-             (unsigned long long)L->heads);
+    snprintf(what, sizeof(what), "decode with Hq %s, not a multiple of H %llu", value, (unsigned long long)L->heads);
     guard_begin(&g, c, out, NULL, NULL);
     judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &bad)), KVRT_ERR_INVALID, what, "num_q_heads", value);
 
@@ -345,14 +341,14 @@ static void decode_errors(struct conf_case *cs)
     judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &bad)), KVRT_ERR_INVALID, "decode with scale inf", "scale",
           NULL);
 
-    int32_t zero[2] = { 3, 0 };
+    int32_t zero[2] = {3, 0};
     bad = p;
     bad.seq_lens = zero;
     guard_begin(&g, c, out, NULL, NULL);
     judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &bad)), KVRT_ERR_INVALID,
           "decode with seq_len 0 for the second sequence", "seq_lens", NULL);
 
-    int32_t far[4] = { 1, 2, 3, (int32_t)c->num_blocks };
+    int32_t far[4] = {1, 2, 3, (int32_t)c->num_blocks};
     bad = p;
     bad.block_tables = far;
     snprintf(value, sizeof(value), "%llu", (unsigned long long)c->num_blocks);
@@ -360,7 +356,7 @@ static void decode_errors(struct conf_case *cs)
     guard_begin(&g, c, out, NULL, NULL);
     judge(cs, &g, capture(kvrt_cache_decode(c->cache, 0, &bad)), KVRT_ERR_INVALID, what, "block_tables", value);
 
-    int32_t neg[4] = { -1, 2, 3, 4 };
+    int32_t neg[4] = {-1, 2, 3, 4};
     bad = p;
     bad.block_tables = neg;
     guard_begin(&g, c, out, NULL, NULL);

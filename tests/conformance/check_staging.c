@@ -137,8 +137,8 @@ static void scatter_back(struct conf_case *cs, const uint8_t *staged, uint64_t s
     else
         conf_model_scatter(c, NUM_STAGED, back, staged + STAGING_OFFSET);
     tap_ok(status == KVRT_OK && conf_cache_matches(c),
-           "%s: scatter of the gathered blocks onto %lld, %lld, %lld of the same cache", cs->label,
-           (long long)back[0], (long long)back[1], (long long)back[2]);
+           "%s: scatter of the gathered blocks onto %lld, %lld, %lld of the same cache", cs->label, (long long)back[0],
+           (long long)back[1], (long long)back[2]);
     kvrt_buffer_destroy(staging);
 }
 
@@ -170,10 +170,10 @@ void conf_check_staging(struct conf_case *cs)
         if (at >= 0 && per > 0)
             tap_diag("  staging byte %lld (block #%lld of the request, byte %lld of it) differs", (long long)at,
                      (long long)((uint64_t)at / per), (long long)((uint64_t)at % per));
-        tap_ok(at < 0, "%s: gather of blocks %lld, %lld, %lld: request order, then layers, each [H, N, C]",
-               cs->label, (long long)ids[0], (long long)ids[1], (long long)ids[2]);
-        bool around = memcmp(got, want, STAGING_OFFSET) == 0 &&
-                      memcmp(got + size - TAIL, want + size - TAIL, TAIL) == 0;
+        tap_ok(at < 0, "%s: gather of blocks %lld, %lld, %lld: request order, then layers, each [H, N, C]", cs->label,
+               (long long)ids[0], (long long)ids[1], (long long)ids[2]);
+        bool around =
+            memcmp(got, want, STAGING_OFFSET) == 0 && memcmp(got + size - TAIL, want + size - TAIL, TAIL) == 0;
         if (!around)
             tap_diag("  gather wrote outside its staging region");
         tap_ok(around && conf_cache_matches(c), "%s: gather leaves the cache and the staging bytes around it untouched",
@@ -184,8 +184,7 @@ void conf_check_staging(struct conf_case *cs)
     if (ok && conf_has_op(cs, KVRT_OP_SCATTER)) {
         scatter_other(cs, want, size, ids); /* reads the source blocks: before they change */
         scatter_back(cs, want, size, ids);
-    }
-    else if (!conf_has_op(cs, KVRT_OP_SCATTER))
+    } else if (!conf_has_op(cs, KVRT_OP_SCATTER))
         tap_skip("%s: scatter: the backend does not declare it", cs->label);
     kvrt_buffer_destroy(staging);
     free(ids);

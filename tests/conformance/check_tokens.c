@@ -127,11 +127,10 @@ static void batch_read(struct conf_case *cs, const struct token_batch *t, bool *
             for (uint64_t i = 0; i < t->n; i++) {
                 bool written = t->slots[i] >= 0;
                 uint64_t ko = ROW_OFFSET + i * kr, vo = ROW_OFFSET + i * vr;
-                bool same = memcmp(got_k + ko, want_k + ko, kr) == 0 &&
-                            (!got_v || memcmp(got_v + vo, want_v + vo, vr) == 0);
+                bool same =
+                    memcmp(got_k + ko, want_k + ko, kr) == 0 && (!got_v || memcmp(got_v + vo, want_v + vo, vr) == 0);
                 if (!same && (written ? *rows_ok : *rest_ok))
-                    tap_diag("  layer %u token %llu (slot %lld): %s", l, (unsigned long long)i,
-                             (long long)t->slots[i],
+                    tap_diag("  layer %u token %llu (slot %lld): %s", l, (unsigned long long)i, (long long)t->slots[i],
                              written ? "K/V read back differ from what was written"
                                      : "row of a skipped slot was modified");
                 if (!same)

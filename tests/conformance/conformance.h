@@ -118,8 +118,8 @@ struct conf_plugin {
     size_t num_layouts;
     kvrt_backend *bound[KVRT_NUM_LAYOUTS];
     bool bind_tried[KVRT_NUM_LAYOUTS];
-    kvrt_backend *foreign;  /* a binding of another plugin, or NULL */
-    char foreign_why[256];  /* why there is none */
+    kvrt_backend *foreign; /* a binding of another plugin, or NULL */
+    char foreign_why[256]; /* why there is none */
     struct conf_rng rng;
 };
 
@@ -141,8 +141,8 @@ void conf_run_plugin(kvrt_runtime *rt, size_t index, uint64_t seed);
 bool conf_has_op(const struct conf_case *cs, uint32_t op);
 
 /* The checks, one file each; each emits its own points. */
-void conf_check_tokens(struct conf_case *cs);  /* write/read round trip */
-void conf_fill_cache(struct conf_case *cs);    /* every slot of every layer */
+void conf_check_tokens(struct conf_case *cs); /* write/read round trip */
+void conf_fill_cache(struct conf_case *cs);   /* every slot of every layer */
 void conf_check_copy(struct conf_case *cs);
 void conf_check_staging(struct conf_case *cs); /* gather A -> scatter B */
 void conf_check_decode(struct conf_case *cs);

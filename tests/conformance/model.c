@@ -29,8 +29,8 @@ static int describe(struct conf_cache *c, const kvrt_placement *p)
             if (status != KVRT_OK)
                 return status;
             L->name = set.layer_names[l];
-            L->has_tokens = set.spec->kind != KVRT_SPEC_STATE &&
-                            set.spec->tokens_per_state_num == set.spec->tokens_per_state_den;
+            L->has_tokens =
+                set.spec->kind != KVRT_SPEC_STATE && set.spec->tokens_per_state_num == set.spec->tokens_per_state_den;
             L->dtype = set.spec->dtype;
             L->elem = info->elem_size;
             L->heads = info->head_slots;
@@ -42,8 +42,8 @@ static int describe(struct conf_cache *c, const kvrt_placement *p)
             /* The runtime numbers layers by set, then within the set. */
             uint32_t index;
             if (kvrt_cache_layer_index(c->cache, L->name, &index) != KVRT_OK || index != n) {
-                tap_diag("layer \"%s\" has cache index %u, expected %u (sets in order, layers within a set)",
-                         L->name, index, n);
+                tap_diag("layer \"%s\" has cache index %u, expected %u (sets in order, layers within a set)", L->name,
+                         index, n);
                 return KVRT_ERR_INTERNAL;
             }
         }
@@ -217,12 +217,12 @@ void conf_describe_offset(const struct conf_cache *c, uint64_t offset, char *out
                         continue;
                     uint64_t byte = offset - cell, kb = L->head_size * L->elem;
                     if (!L->has_tokens)
-                        snprintf(out, size, "layer %u \"%s\", block %llu, head %llu, state %llu, byte %llu", l,
-                                 L->name, (unsigned long long)b, (unsigned long long)h, (unsigned long long)s,
+                        snprintf(out, size, "layer %u \"%s\", block %llu, head %llu, state %llu, byte %llu", l, L->name,
+                                 (unsigned long long)b, (unsigned long long)h, (unsigned long long)s,
                                  (unsigned long long)byte);
                     else
-                        snprintf(out, size, "layer %u \"%s\", block %llu, head %llu, token %llu, %s element %llu",
-                                 l, L->name, (unsigned long long)b, (unsigned long long)h, (unsigned long long)s,
+                        snprintf(out, size, "layer %u \"%s\", block %llu, head %llu, token %llu, %s element %llu", l,
+                                 L->name, (unsigned long long)b, (unsigned long long)h, (unsigned long long)s,
                                  byte < kb ? "K" : "V", (unsigned long long)((byte < kb ? byte : byte - kb) / L->elem));
                     return;
                 }
@@ -242,9 +242,8 @@ bool conf_cache_matches(struct conf_cache *c)
         for (uint64_t i = 0; i < c->bytes; i++)
             wrong += got[i] != c->image[i];
         conf_describe_offset(c, (uint64_t)at, where, sizeof(where));
-        tap_diag("  cache byte %lld (%s) is 0x%02x, expected 0x%02x; %llu of %llu bytes differ",
-                 (long long)at, where, got[at], c->image[at], (unsigned long long)wrong,
-                 (unsigned long long)c->bytes);
+        tap_diag("  cache byte %lld (%s) is 0x%02x, expected 0x%02x; %llu of %llu bytes differ", (long long)at, where,
+                 got[at], c->image[at], (unsigned long long)wrong, (unsigned long long)c->bytes);
     }
     free(got);
     return at < 0;

@@ -9,16 +9,11 @@
 const char *conf_shape_name(enum conf_shape shape)
 {
     switch (shape) {
-    case CONF_SHAPE_BASIC:
-        return "basic";
-    case CONF_SHAPE_TWO_SETS:
-        return "two-sets";
-    case CONF_SHAPE_SPLIT:
-        return "kernel-split";
-    case CONF_SHAPE_MLA:
-        return "mla";
-    case CONF_SHAPE_HYBRID:
-        return "hybrid";
+    case CONF_SHAPE_BASIC: return "basic";
+    case CONF_SHAPE_TWO_SETS: return "two-sets";
+    case CONF_SHAPE_SPLIT: return "kernel-split";
+    case CONF_SHAPE_MLA: return "mla";
+    case CONF_SHAPE_HYBRID: return "hybrid";
     }
     return "?";
 }
@@ -50,25 +45,25 @@ int conf_placement(enum conf_shape shape, enum kvrt_layout layout, enum kvrt_dty
     uint64_t kernel = 0;
     switch (shape) {
     case CONF_SHAPE_BASIC:
-        layers[0] = (struct kvrt_layer_entry){ "layer.0", attention(dtype, 4, 2, 16) };
-        layers[1] = (struct kvrt_layer_entry){ "layer.1", attention(dtype, 4, 2, 16) };
+        layers[0] = (struct kvrt_layer_entry){"layer.0", attention(dtype, 4, 2, 16)};
+        layers[1] = (struct kvrt_layer_entry){"layer.1", attention(dtype, 4, 2, 16)};
         break;
     case CONF_SHAPE_TWO_SETS:
         /* Equal pages (H x C) so that every layout can hold both sets. */
-        layers[0] = (struct kvrt_layer_entry){ "wide.0", attention(dtype, 4, 2, 16) };
-        layers[1] = (struct kvrt_layer_entry){ "narrow.0", attention(dtype, 4, 4, 8) };
-        layers[2] = (struct kvrt_layer_entry){ "wide.1", attention(dtype, 4, 2, 16) };
+        layers[0] = (struct kvrt_layer_entry){"wide.0", attention(dtype, 4, 2, 16)};
+        layers[1] = (struct kvrt_layer_entry){"narrow.0", attention(dtype, 4, 4, 8)};
+        layers[2] = (struct kvrt_layer_entry){"wide.1", attention(dtype, 4, 2, 16)};
         n = 3;
         break;
     case CONF_SHAPE_SPLIT:
-        layers[0] = (struct kvrt_layer_entry){ "layer.0", attention(dtype, 8, 2, 16) };
-        layers[1] = (struct kvrt_layer_entry){ "layer.1", attention(dtype, 8, 2, 16) };
+        layers[0] = (struct kvrt_layer_entry){"layer.0", attention(dtype, 8, 2, 16)};
+        layers[1] = (struct kvrt_layer_entry){"layer.1", attention(dtype, 8, 2, 16)};
         kernel = split ? 4 : 0;
         break;
     case CONF_SHAPE_MLA:
         /* head_size_v 0: V arguments are NULL, decode is refused. */
         for (int i = 0; i < 2; i++) {
-            layers[i] = (struct kvrt_layer_entry){ i ? "latent.1" : "latent.0", attention(dtype, 4, 1, 24) };
+            layers[i] = (struct kvrt_layer_entry){i ? "latent.1" : "latent.0", attention(dtype, 4, 1, 24)};
             layers[i].spec.kind = KVRT_SPEC_MLA;
             layers[i].spec.head_size_v = 0;
         }
@@ -76,19 +71,19 @@ int conf_placement(enum conf_shape shape, enum kvrt_layout layout, enum kvrt_dty
     case CONF_SHAPE_HYBRID:
         /* Every page 2 heads x 4 tokens x 32 elements: any layout holds them.
          * Only block operations reach the last two layers. */
-        layers[0] = (struct kvrt_layer_entry){ "attn.0", attention(dtype, 4, 2, 16) };
-        layers[1] = (struct kvrt_layer_entry){ "ssm.0", attention(dtype, 4, 1, 0) };
+        layers[0] = (struct kvrt_layer_entry){"attn.0", attention(dtype, 4, 2, 16)};
+        layers[1] = (struct kvrt_layer_entry){"ssm.0", attention(dtype, 4, 1, 0)};
         layers[1].spec.kind = KVRT_SPEC_STATE;
         /* Typed uint8 as the model readers type Mamba states, whether or not
          * the backend declares uint8: state bytes are opaque. */
         layers[1].spec.dtype = KVRT_DTYPE_UINT8;
         layers[1].spec.state_content_bytes = 2 * 4 * 32 * kvrt_dtype_size(dtype);
-        layers[2] = (struct kvrt_layer_entry){ "packed.0", attention(dtype, 4, 2, 32) };
+        layers[2] = (struct kvrt_layer_entry){"packed.0", attention(dtype, 4, 2, 32)};
         layers[2].spec.tokens_per_state_num = 2;
-        layers[3] = (struct kvrt_layer_entry){ "attn.1", attention(dtype, 4, 2, 16) };
+        layers[3] = (struct kvrt_layer_entry){"attn.1", attention(dtype, 4, 2, 16)};
         n = 4;
         break;
     }
-    struct kvrt_group group = { layers, n };
+    struct kvrt_group group = {layers, n};
     return kvrt_placement_create(layout, &group, 1, CONF_NUM_BLOCKS, kernel, out);
 }

@@ -29,7 +29,7 @@ kvrt_backend *conf_bind(struct conf_plugin *p, enum kvrt_layout layout)
  * backend".  Host-memory backends first: they bind instantly. */
 void conf_find_foreign(struct conf_plugin *p)
 {
-    static const char *const cheap[] = { "cpu", "template" };
+    static const char *const cheap[] = {"cpu", "template"};
     size_t n = kvrt_runtime_num_plugins(p->rt);
     snprintf(p->foreign_why, sizeof(p->foreign_why), "no other backend with a device is loaded");
     for (int pass = 0; pass < 2 && !p->foreign; pass++) {
@@ -84,8 +84,8 @@ static void check_declaration(struct conf_plugin *p)
     kvrt_placement *pl = NULL;
     if (missing_type < 0) {
         tap_skip("%s: refusal of an undeclared element type: it declares every type", name);
-    } else if (!b || conf_placement(CONF_SHAPE_BASIC, p->layouts[0], (enum kvrt_dtype)missing_type, false, &pl) !=
-                         KVRT_OK) {
+    } else if (!b ||
+               conf_placement(CONF_SHAPE_BASIC, p->layouts[0], (enum kvrt_dtype)missing_type, false, &pl) != KVRT_OK) {
         tap_ok(false, "%s: refusal of undeclared element type %s: bind and placement", name,
                kvrt_dtype_name((enum kvrt_dtype)missing_type));
     } else {
@@ -113,8 +113,8 @@ static void run_case(struct conf_plugin *p, kvrt_backend *b, enum kvrt_layout la
     cs.layout = layout;
     cs.dtype = dtype;
     cs.shape = shape;
-    snprintf(cs.label, sizeof(cs.label), "%s %s %s %s", p->info.name, kvrt_layout_name(layout),
-             kvrt_dtype_name(dtype), conf_shape_name(shape));
+    snprintf(cs.label, sizeof(cs.label), "%s %s %s %s", p->info.name, kvrt_layout_name(layout), kvrt_dtype_name(dtype),
+             conf_shape_name(shape));
 
     kvrt_placement *pl = NULL;
     int status = conf_placement(shape, layout, dtype, true, &pl);
@@ -138,8 +138,8 @@ static void run_case(struct conf_plugin *p, kvrt_backend *b, enum kvrt_layout la
            (unsigned long long)cs.cache.bytes);
 
     void (*const checks[])(struct conf_case *) = {
-        conf_check_tokens, conf_fill_cache, conf_check_copy, conf_check_staging, conf_check_decode,
-        shape == CONF_SHAPE_BASIC ? conf_check_errors : NULL,
+        conf_check_tokens,  conf_fill_cache,   conf_check_copy,
+        conf_check_staging, conf_check_decode, shape == CONF_SHAPE_BASIC ? conf_check_errors : NULL,
     };
     for (size_t i = 0; i < sizeof(checks) / sizeof(checks[0]); i++) {
         int failures = tap_failures();
@@ -154,7 +154,7 @@ static void run_case(struct conf_plugin *p, kvrt_backend *b, enum kvrt_layout la
 static void describe(const struct conf_plugin *p)
 {
     char layouts[128] = "", types[128] = "", ops[128] = "";
-    static const char *const op_names[] = { "write", "read", "copy_blocks", "gather", "scatter", "decode" };
+    static const char *const op_names[] = {"write", "read", "copy_blocks", "gather", "scatter", "decode"};
     for (size_t i = 0; i < p->num_layouts; i++)
         snprintf(layouts + strlen(layouts), sizeof(layouts) - strlen(layouts), "%s%s", i ? " " : "",
                  kvrt_layout_name(p->layouts[i]));
@@ -167,8 +167,7 @@ static void describe(const struct conf_plugin *p)
             snprintf(ops + strlen(ops), sizeof(ops) - strlen(ops), "%s%s", *ops ? " " : "", op_names[o]);
     tap_diag("plugin \"%s\" %s (%s), ABI %u.%u", p->info.name, p->info.version, p->info.path, p->info.abi_major,
              p->info.abi_minor);
-    tap_diag("  layouts: %s%s; types: %s; operations: %s", p->info.any_layout ? "any: " : "", layouts, types,
-             ops);
+    tap_diag("  layouts: %s%s; types: %s; operations: %s", p->info.any_layout ? "any: " : "", layouts, types, ops);
 }
 
 void conf_run_plugin(kvrt_runtime *rt, size_t index, uint64_t seed)

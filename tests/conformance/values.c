@@ -114,19 +114,13 @@ void conf_fill(struct conf_rng *r, enum kvrt_dtype t, void *dst, uint64_t count)
 double conf_tolerance(enum kvrt_dtype t)
 {
     switch (t) {
-    case KVRT_DTYPE_FP32:
-        return 1e-4;
-    case KVRT_DTYPE_FP16:
-        return 2e-3;
-    case KVRT_DTYPE_BF16:
-        return 2e-2;
+    case KVRT_DTYPE_FP32: return 1e-4;
+    case KVRT_DTYPE_FP16: return 2e-3;
+    case KVRT_DTYPE_BF16: return 2e-2;
     /* The output is rounded to the cache type: half an ulp is 2^-4 (E4M3)
      * and 2^-3 (E5M2) of the value. */
-    case KVRT_DTYPE_FP8_E4M3:
-        return 7e-2;
-    case KVRT_DTYPE_FP8_E5M2:
-        return 1.3e-1;
-    default:
-        return 0;
+    case KVRT_DTYPE_FP8_E4M3: return 7e-2;
+    case KVRT_DTYPE_FP8_E5M2: return 1.3e-1;
+    default: return 0;
     }
 }

@@ -87,7 +87,8 @@ bool cv_mentions(const json_t *strings, const char *msg)
     size_t i;
     const json_t *s;
     bool ok = true;
-    json_array_foreach(strings, i, s) {
+    json_array_foreach(strings, i, s)
+    {
         const char *want = json_string_value(s);
         if (want && !strstr(msg, want)) {
             tap_diag("  message lacks \"%s\": %s", want, msg);

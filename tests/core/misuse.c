@@ -47,8 +47,7 @@ static int derive(const struct kvrt_spec *s, uint64_t k)
     return kvrt_spec_derive(s, k, &info);
 }
 
-static int geometry(enum kvrt_layout layout, const struct kvrt_spec *s, uint64_t layers, uint64_t blocks,
-                    uint64_t k)
+static int geometry(enum kvrt_layout layout, const struct kvrt_spec *s, uint64_t layers, uint64_t blocks, uint64_t k)
 {
     struct kvrt_geometry_params gp;
     struct kvrt_geometry g;
@@ -98,8 +97,7 @@ static void spec_zero_sizes(void)
     expect(derive(&s, 0), KVRT_ERR_INVALID, "state_content_bytes 0", "state_content_bytes 0", NULL);
     s.state_content_bytes = 100;
     s.num_head_slots = 2;
-    expect(derive(&s, 0), KVRT_ERR_INVALID, "state spec with 2 head slots", "num_head_slots 2", "one head slot",
-           NULL);
+    expect(derive(&s, 0), KVRT_ERR_INVALID, "state spec with 2 head slots", "num_head_slots 2", "one head slot", NULL);
 }
 
 static void spec_rules(void)
@@ -108,11 +106,9 @@ static void spec_rules(void)
 
     s = attention();
     s.page_size_padded = 8191;
-    expect(derive(&s, 0), KVRT_ERR_INVALID, "padded page smaller than the page", "page_size_padded 8191",
-           "8192", NULL);
+    expect(derive(&s, 0), KVRT_ERR_INVALID, "padded page smaller than the page", "page_size_padded 8191", "8192", NULL);
     s.page_size_padded = 8193;
-    expect(derive(&s, 0), KVRT_ERR_INVALID, "padded page not a whole number of fp16 elements", "8193", "2",
-           NULL);
+    expect(derive(&s, 0), KVRT_ERR_INVALID, "padded page not a whole number of fp16 elements", "8193", "2", NULL);
     s = attention();
     expect(derive(&s, 6), KVRT_ERR_INVALID, "kernel block not dividing the block",
            "kernel_block_size 6 does not divide block_size 16", NULL);
@@ -122,8 +118,8 @@ static void spec_rules(void)
     expect(derive(&s, 0), KVRT_ERR_INVALID, "zero states per block", "tokens_per_state 32/1", "block_size 16",
            "zero states", NULL);
     s.tokens_per_state_num = 4;
-    expect(derive(&s, 2), KVRT_ERR_INVALID, "zero states per kernel block", "kernel_block_size 2",
-           "zero states", "4 tokens", NULL);
+    expect(derive(&s, 2), KVRT_ERR_INVALID, "zero states per kernel block", "kernel_block_size 2", "zero states",
+           "4 tokens", NULL);
     s.block_size = 12;
     s.tokens_per_state_num = 3;
     expect(derive(&s, 4), KVRT_ERR_INVALID, "kernel split whose states do not add up", "kernel_block_size 4",
@@ -133,8 +129,8 @@ static void spec_rules(void)
     s = attention();
     s.dtype = KVRT_DTYPE_FP32;
     s.state_content_bytes = 6;
-    expect(derive(&s, 0), KVRT_ERR_INVALID, "content not a whole number of fp32 elements",
-           "state_content_bytes 6", "fp32", "4", NULL);
+    expect(derive(&s, 0), KVRT_ERR_INVALID, "content not a whole number of fp32 elements", "state_content_bytes 6",
+           "fp32", "4", NULL);
     s = attention();
     s.kind = KVRT_SPEC_MLA;
     s.head_size_v = 64;
@@ -169,16 +165,16 @@ static void spec_overflow(void)
     s = attention();
     s.head_size = 1ull << 62;
     s.dtype = KVRT_DTYPE_FP32;
-    expect(derive(&s, 0), KVRT_ERR_OVERFLOW, "(head_size + head_size_v) * elem overflow", "head_size",
-           "element size", NULL);
+    expect(derive(&s, 0), KVRT_ERR_OVERFLOW, "(head_size + head_size_v) * elem overflow", "head_size", "element size",
+           NULL);
     s = attention();
     s.head_size = UINT64_MAX - 1;
     s.head_size_v = 5;
     expect(derive(&s, 0), KVRT_ERR_OVERFLOW, "head_size + head_size_v overflow", "head_size_v 5", NULL);
     s = attention();
     s.tokens_per_state_den = 1ull << 62;
-    expect(derive(&s, 0), KVRT_ERR_OVERFLOW, "block_size * tokens_per_state denominator overflow",
-           "block_size 16", "denominator", NULL);
+    expect(derive(&s, 0), KVRT_ERR_OVERFLOW, "block_size * tokens_per_state denominator overflow", "block_size 16",
+           "denominator", NULL);
 
     /* 2^40 blocks of 2^30-byte pages: 2^70 bytes. */
     s = attention();
@@ -204,24 +200,23 @@ static void geometry_misuse(void)
     struct kvrt_geometry g;
     struct kvrt_view v;
 
-    expect(geometry((enum kvrt_layout)9, &s, 1, 1, 0), KVRT_ERR_INVALID, "invalid layout", "layout value 9",
-           "LBHNC", "BHLNC", NULL);
+    expect(geometry((enum kvrt_layout)9, &s, 1, 1, 0), KVRT_ERR_INVALID, "invalid layout", "layout value 9", "LBHNC",
+           "BHLNC", NULL);
     expect(geometry(KVRT_LAYOUT_LBHNC, &s, 0, 1, 0), KVRT_ERR_INVALID, "zero layers", "num_layers 0", NULL);
     expect(geometry(KVRT_LAYOUT_LBHNC, &s, 1, 0, 0), KVRT_ERR_INVALID, "zero blocks", "num_blocks 0", NULL);
     expect(geometry(KVRT_LAYOUT_LBHNC, NULL, 1, 1, 0), KVRT_ERR_INVALID, "NULL spec", "spec", NULL);
     expect(kvrt_geometry_compute(NULL, &g), KVRT_ERR_INVALID, "NULL params", "NULL", NULL);
 
-    expect(geometry(KVRT_LAYOUT_BLHNC, &s, 2, 4, 8), KVRT_ERR_REFUSED, "kernel split of an interleaved block",
-           "BLHNC", "block stride 16384", "8192", "smaller block size", "layer-compact layout such as LBNHC", NULL);
-    expect(geometry(KVRT_LAYOUT_LHBNC, &s, 1, 4, 8), KVRT_ERR_REFUSED, "kernel split with H outside the block",
-           "LHBNC", "block stride 4096", "8192", "smaller block size", "LBNHC", NULL);
+    expect(geometry(KVRT_LAYOUT_BLHNC, &s, 2, 4, 8), KVRT_ERR_REFUSED, "kernel split of an interleaved block", "BLHNC",
+           "block stride 16384", "8192", "smaller block size", "layer-compact layout such as LBNHC", NULL);
+    expect(geometry(KVRT_LAYOUT_LHBNC, &s, 1, 4, 8), KVRT_ERR_REFUSED, "kernel split with H outside the block", "LHBNC",
+           "block stride 4096", "8192", "smaller block size", "LBNHC", NULL);
     s.page_size_padded = 9000;
-    expect(geometry(KVRT_LAYOUT_LBHNC, &s, 1, 4, 8), KVRT_ERR_INVALID, "padding with a kernel split",
-           "padded", "kernel_block_size 8", NULL);
-    expect(geometry(KVRT_LAYOUT_LHBNC, &s, 2, 4, 0), KVRT_ERR_REFUSED, "padding with H outside the page",
-           "LHBNC", "axis H", "page_size_padded 9000", NULL);
-    expect(geometry(KVRT_LAYOUT_BHLNC, &s, 2, 4, 0), KVRT_ERR_REFUSED, "padding in BHLNC with 2 heads", "BHLNC",
-           NULL);
+    expect(geometry(KVRT_LAYOUT_LBHNC, &s, 1, 4, 8), KVRT_ERR_INVALID, "padding with a kernel split", "padded",
+           "kernel_block_size 8", NULL);
+    expect(geometry(KVRT_LAYOUT_LHBNC, &s, 2, 4, 0), KVRT_ERR_REFUSED, "padding with H outside the page", "LHBNC",
+           "axis H", "page_size_padded 9000", NULL);
+    expect(geometry(KVRT_LAYOUT_BHLNC, &s, 2, 4, 0), KVRT_ERR_REFUSED, "padding in BHLNC with 2 heads", "BHLNC", NULL);
     s.num_kv_heads = 1;
     s.page_size_padded = 4500;
     tap_ok(geometry(KVRT_LAYOUT_LHBNC, &s, 2, 4, 0) == KVRT_OK, "padding in LHBNC with 1 head is accepted");
@@ -246,10 +241,10 @@ static void geometry_misuse(void)
     gp.fixed_strides[KVRT_AXIS_B] = 10000;
     tap_ok(kvrt_geometry_compute(&gp, &g) == KVRT_OK && g.total_bytes == 80000 && g.layer_stride == 40000,
            "a fixed block stride grows the axes outside it");
-    expect(kvrt_geometry_layer_view(&g, 0, 2, &v), KVRT_ERR_INVALID, "view of layer 2 of 2", "layer 2",
-           "2 layers", NULL);
-    expect(kvrt_geometry_layer_view(&g, UINT64_MAX - 5, 1, &v), KVRT_ERR_OVERFLOW, "view offset overflow",
-           "64 bits", NULL);
+    expect(kvrt_geometry_layer_view(&g, 0, 2, &v), KVRT_ERR_INVALID, "view of layer 2 of 2", "layer 2", "2 layers",
+           NULL);
+    expect(kvrt_geometry_layer_view(&g, UINT64_MAX - 5, 1, &v), KVRT_ERR_OVERFLOW, "view offset overflow", "64 bits",
+           NULL);
 }
 
 static void placement_misuse(void)
@@ -276,13 +271,13 @@ static void placement_misuse(void)
     struct kvrt_group g_one = {one, 1};
     expect(kvrt_placement_create(KVRT_LAYOUT_LBNHC, &g_one, 1, 0, 0, &p), KVRT_ERR_INVALID, "zero blocks",
            "num_blocks 0", NULL);
-    expect(kvrt_placement_create((enum kvrt_layout)-1, &g_one, 1, 4, 0, &p), KVRT_ERR_INVALID, "invalid layout",
+    expect(kvrt_placement_create((enum kvrt_layout) - 1, &g_one, 1, 4, 0, &p), KVRT_ERR_INVALID, "invalid layout",
            "layout value -1", "BLHNC", NULL);
     struct kvrt_layer_entry bad[1] = {{"bad.layer", s}};
     bad[0].spec.block_size = 0;
     struct kvrt_group g_bad = {bad, 1};
-    expect(kvrt_placement_create(KVRT_LAYOUT_LBNHC, &g_bad, 1, 4, 0, &p), KVRT_ERR_INVALID,
-           "bad spec names its layer", "\"bad.layer\"", "block_size 0", NULL);
+    expect(kvrt_placement_create(KVRT_LAYOUT_LBNHC, &g_bad, 1, 4, 0, &p), KVRT_ERR_INVALID, "bad spec names its layer",
+           "\"bad.layer\"", "block_size 0", NULL);
 
     struct kvrt_layer_entry ga[1] = {{"a", s}}, gb[1] = {{"b", small}};
     struct kvrt_group mixed[2] = {{ga, 1}, {gb, 1}};
@@ -315,26 +310,23 @@ static void placement_misuse(void)
     expect(kvrt_placement_find_layer(p, "Attn", &set, &layer), KVRT_ERR_INVALID, "unknown layer name", "\"Attn\"",
            NULL);
     expect(kvrt_placement_get_set(p, 2, &info), KVRT_ERR_INVALID, "set out of range", "set 2", "2 sets", NULL);
-    expect(kvrt_placement_layer_view(p, 1, 1, &v), KVRT_ERR_INVALID, "layer out of range", "layer 1", "1 layers",
-           NULL);
+    expect(kvrt_placement_layer_view(p, 1, 1, &v), KVRT_ERR_INVALID, "layer out of range", "layer 1", "1 layers", NULL);
 
     uint64_t ids[3] = {0, 3, 4};
     struct kvrt_region *regions = (struct kvrt_region *)&ids;
     size_t num = 99;
-    expect(kvrt_transfer_regions(p, ids, 3, &regions, &num), KVRT_ERR_INVALID, "block id out of range",
-           "block id 4", "4 blocks", "0..3", NULL);
+    expect(kvrt_transfer_regions(p, ids, 3, &regions, &num), KVRT_ERR_INVALID, "block id out of range", "block id 4",
+           "4 blocks", "0..3", NULL);
     tap_ok(regions == NULL && num == 0, "a refused transfer leaves no regions");
     expect(kvrt_transfer_regions(p, NULL, 2, &regions, &num), KVRT_ERR_INVALID, "NULL block ids", "NULL", NULL);
     expect(kvrt_transfer_regions(NULL, ids, 1, &regions, &num), KVRT_ERR_INVALID, "NULL placement", "NULL", NULL);
-    tap_ok(kvrt_transfer_regions(p, ids, 0, &regions, &num) == KVRT_OK && num == 0,
-           "no block ids: no regions");
+    tap_ok(kvrt_transfer_regions(p, ids, 0, &regions, &num) == KVRT_OK && num == 0, "no block ids: no regions");
     kvrt_placement_destroy(p);
 
     uint64_t nb = 0;
     expect(kvrt_placement_blocks_for_budget(KVRT_LAYOUT_LBNHC, &g_one, 1, 8191, &nb), KVRT_ERR_INVALID,
            "budget below one block", "8191", "8192", NULL);
-    tap_ok(kvrt_placement_blocks_for_budget(KVRT_LAYOUT_LBNHC, &g_one, 1, 8192 * 10 + 5, &nb) == KVRT_OK &&
-               nb == 10,
+    tap_ok(kvrt_placement_blocks_for_budget(KVRT_LAYOUT_LBNHC, &g_one, 1, 8192 * 10 + 5, &nb) == KVRT_OK && nb == 10,
            "a budget of 10 blocks and a bit gives 10 blocks");
 }
 
@@ -344,7 +336,7 @@ static void small_apis(void)
     expect(kvrt_dtype_parse("FP16", &d), KVRT_ERR_INVALID, "dtype names are case-sensitive", "\"FP16\"", "fp16",
            "bfloat16", NULL);
     tap_ok(kvrt_dtype_parse("bfloat16", &d) == KVRT_OK && d == KVRT_DTYPE_BF16, "bfloat16 is bf16");
-    tap_ok(kvrt_dtype_size((enum kvrt_dtype)7) == 0 && kvrt_dtype_name((enum kvrt_dtype)-1) == NULL,
+    tap_ok(kvrt_dtype_size((enum kvrt_dtype)7) == 0 && kvrt_dtype_name((enum kvrt_dtype) - 1) == NULL,
            "invalid dtypes have no size and no name");
     tap_ok(kvrt_spec_kind_name((enum kvrt_spec_kind)3) == NULL &&
                strcmp(kvrt_spec_kind_name(KVRT_SPEC_MLA), "mla") == 0,

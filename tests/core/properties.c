@@ -166,8 +166,8 @@ static void random_case(struct random_case *c)
  * a view (b = manager block; kernel blocks of it included). */
 typedef void (*row_fn)(uint64_t start, uint64_t len, void *ctx);
 
-static void for_each_row(const struct kvrt_view *v, uint64_t r, uint64_t b, uint64_t block_stride_kernel,
-                         row_fn fn, void *ctx)
+static void for_each_row(const struct kvrt_view *v, uint64_t r, uint64_t b, uint64_t block_stride_kernel, row_fn fn,
+                         void *ctx)
 {
     for (uint64_t j = 0; j < r; j++)
         for (uint64_t h = 0; h < v->shape_bytes[1]; h++)
@@ -203,25 +203,24 @@ static void check_views(const kvrt_placement *p, uint64_t size)
         for (uint64_t l = 0; l < set.num_layers; l++) {
             struct kvrt_view v;
             if (kvrt_placement_layer_view(p, s, l, &v) != KVRT_OK) {
-                check(P_VIEWS_INSIDE, false, "no view of set %zu layer %llu: %s", s, ULL(l),
-                      kvrt_error_message());
+                check(P_VIEWS_INSIDE, false, "no view of set %zu layer %llu: %s", s, ULL(l), kvrt_error_message());
                 continue;
             }
             uint64_t last = v.offset_bytes + v.shape_bytes[3] - 1;
             for (int i = 0; i < 3; i++)
                 last += (v.shape_bytes[i] - 1) * v.strides_bytes[i];
             /* A padded page owns its padding: that must fit as well. */
-            uint64_t page_end = v.offset_bytes + (set.geometry.num_blocks - 1) * set.block_stride +
-                                set.geometry.info.page_size;
+            uint64_t page_end =
+                v.offset_bytes + (set.geometry.num_blocks - 1) * set.block_stride + set.geometry.info.page_size;
             check(P_VIEWS_INSIDE, last < size && page_end <= size,
-                  "set %zu layer %llu ends at byte %llu (page end %llu) of %llu", s, ULL(l), ULL(last),
-                  ULL(page_end), ULL(size));
+                  "set %zu layer %llu ends at byte %llu (page end %llu) of %llu", s, ULL(l), ULL(last), ULL(page_end),
+                  ULL(size));
             size_t fs = 99;
             uint64_t fl = 99;
             check(P_FIND_LAYER,
                   kvrt_placement_find_layer(p, set.layer_names[l], &fs, &fl) == KVRT_OK && fs == s && fl == l,
-                  "\"%s\" found at set %zu layer %llu, placed at set %zu layer %llu", set.layer_names[l], fs,
-                  ULL(fl), s, ULL(l));
+                  "\"%s\" found at set %zu layer %llu, placed at set %zu layer %llu", set.layer_names[l], fs, ULL(fl),
+                  s, ULL(l));
         }
     }
 }
@@ -243,8 +242,7 @@ static bool mark_group(const kvrt_placement *p, size_t group, struct bitmap *bm)
             if (kvrt_placement_layer_view(p, s, l, &v) != KVRT_OK)
                 continue; /* reported by check_views */
             for (uint64_t b = 0; b < set.geometry.num_blocks; b++)
-                for_each_row(&v, info->kernel_blocks_per_block, b, set.geometry.strides_bytes[KVRT_AXIS_B],
-                             mark, bm);
+                for_each_row(&v, info->kernel_blocks_per_block, b, set.geometry.strides_bytes[KVRT_AXIS_B], mark, bm);
         }
     }
     return padded;
@@ -261,11 +259,11 @@ static void check_cover(const kvrt_placement *p, const struct random_case *c, st
             twice += bm->count[i] > 1;
             missing += bm->count[i] == 0;
         }
-        check(P_NO_OVERLAP, twice == 0 && !bm->out_of_range, "group %zu: %llu bytes used twice%s", g,
-              ULL(twice), bm->out_of_range ? ", some outside the allocation" : "");
+        check(P_NO_OVERLAP, twice == 0 && !bm->out_of_range, "group %zu: %llu bytes used twice%s", g, ULL(twice),
+              bm->out_of_range ? ", some outside the allocation" : "");
         if (c->num_groups == 1 && !padded)
-            check(P_EXACT_COVER, missing == 0 && twice == 0, "%llu bytes unused, %llu used twice of %llu",
-                  ULL(missing), ULL(twice), ULL(bm->size));
+            check(P_EXACT_COVER, missing == 0 && twice == 0, "%llu bytes unused, %llu used twice of %llu", ULL(missing),
+                  ULL(twice), ULL(bm->size));
     }
 }
 
@@ -285,8 +283,8 @@ static void expected_transfer(const kvrt_placement *p, const uint64_t *ids, size
                 if (info->page_size != info->unpadded_page_size)
                     mark(v.offset_bytes + ids[i] * set.block_stride, info->page_size, bm);
                 else
-                    for_each_row(&v, info->kernel_blocks_per_block, ids[i],
-                                 set.geometry.strides_bytes[KVRT_AXIS_B], mark, bm);
+                    for_each_row(&v, info->kernel_blocks_per_block, ids[i], set.geometry.strides_bytes[KVRT_AXIS_B],
+                                 mark, bm);
             }
         }
     }
@@ -315,8 +313,8 @@ static void check_transfer(const kvrt_placement *p, const struct random_case *c,
     }
     bool shape_ok = (n == 0) == (num == 0);
     for (size_t i = 0; i < num && shape_ok; i++)
-        shape_ok = regions[i].length > 0 &&
-                   (i == 0 || regions[i].offset > regions[i - 1].offset + regions[i - 1].length);
+        shape_ok =
+            regions[i].length > 0 && (i == 0 || regions[i].offset > regions[i - 1].offset + regions[i - 1].length);
     check(P_REGIONS_SHAPE, shape_ok, "%zu regions for %zu ids are not sorted and separated", num, n);
 
     expected_transfer(p, ids, n, bm);
@@ -369,8 +367,8 @@ static void check_budget(const kvrt_placement *p, const struct random_case *c)
     uint64_t best = best_count(c, per_block, budget);
     if (best == 0)
         check(P_BUDGET, rc == KVRT_ERR_INVALID && *kvrt_error_message(),
-              "budget %llu (block %llu bytes) holds no placeable count, but got %s", ULL(budget),
-              ULL(per_block), kvrt_status_name(rc));
+              "budget %llu (block %llu bytes) holds no placeable count, but got %s", ULL(budget), ULL(per_block),
+              kvrt_status_name(rc));
     else
         check(P_BUDGET, rc == KVRT_OK && nb == best, "budget %llu, block %llu bytes: %llu blocks, want %llu (%s)",
               ULL(budget), ULL(per_block), ULL(nb), ULL(best), kvrt_error_message());
@@ -404,13 +402,13 @@ static void check_fixed_strides(struct bitmap *bm, uint64_t max_size)
         if (shrink) {
             /* Below the span inside it: refused unless the axis never steps. */
             bool steps = g0.shape_bytes[axis] > 1;
-            check(P_FIXED, steps ? rc == KVRT_ERR_INVALID : rc == KVRT_OK, "axis %d fixed to %llu below %llu: %s",
-                  axis, ULL(fixed), ULL(natural), kvrt_status_name(rc));
+            check(P_FIXED, steps ? rc == KVRT_ERR_INVALID : rc == KVRT_OK, "axis %d fixed to %llu below %llu: %s", axis,
+                  ULL(fixed), ULL(natural), kvrt_status_name(rc));
             continue;
         }
         if (rc != KVRT_OK) {
-            check(P_FIXED, false, "axis %d fixed to %llu (natural %llu) refused: %s", axis, ULL(fixed),
-                  ULL(natural), kvrt_error_message());
+            check(P_FIXED, false, "axis %d fixed to %llu (natural %llu) refused: %s", axis, ULL(fixed), ULL(natural),
+                  kvrt_error_message());
             continue;
         }
         check(P_FIXED, (axis == KVRT_AXIS_B ? g.block_stride : g.strides_bytes[axis]) == fixed,
@@ -433,8 +431,8 @@ static void check_fixed_strides(struct bitmap *bm, uint64_t max_size)
         uint64_t twice = 0;
         for (uint64_t k = 0; k < bm->size; k++)
             twice += bm->count[k] > 1;
-        check(P_FIXED, twice == 0 && !bm->out_of_range, "axis %d fixed to %llu: %llu bytes shared%s", axis,
-              ULL(fixed), ULL(twice), bm->out_of_range ? ", cells outside total_bytes" : "");
+        check(P_FIXED, twice == 0 && !bm->out_of_range, "axis %d fixed to %llu: %llu bytes shared%s", axis, ULL(fixed),
+              ULL(twice), bm->out_of_range ? ", cells outside total_bytes" : "");
     }
 }
 
@@ -513,14 +511,13 @@ int main(void)
         if (rc != KVRT_OK) {
             refused++;
             check(P_REFUSALS_CLEAN,
-                  (rc == KVRT_ERR_INVALID || rc == KVRT_ERR_REFUSED) && p == NULL && *kvrt_error_message(),
-                  "%s: %s", kvrt_status_name(rc), kvrt_error_message());
+                  (rc == KVRT_ERR_INVALID || rc == KVRT_ERR_REFUSED) && p == NULL && *kvrt_error_message(), "%s: %s",
+                  kvrt_status_name(rc), kvrt_error_message());
             continue;
         }
         const uint64_t size = kvrt_placement_size(p);
         if (size > max_size) {
-            tap_diag("case %d: size %llu is too big for the bitmap; params need shrinking", current_case,
-                     ULL(size));
+            tap_diag("case %d: size %llu is too big for the bitmap; params need shrinking", current_case, ULL(size));
             kvrt_placement_destroy(p);
             continue;
         }

@@ -53,10 +53,9 @@ static void expect(const kvrt_resolver *r, size_t first, const struct want *want
              (!w->text || strstr(st.text, w->text));
         if (!ok)
             tap_diag("%s: step %zu is %s (layout %s, backend %s, \"%s\"), expected %s (layout %s, backend %s%s%s)",
-                     what, i, kvrt_trace_kind_name(st.kind), layout_text(st.layout),
-                     st.backend ? st.backend : "NULL", st.text ? st.text : "(null)", kvrt_trace_kind_name(w->kind),
-                     layout_text(w->layout), w->backend ? w->backend : "NULL", w->text ? ", text with " : "",
-                     w->text ? w->text : "");
+                     what, i, kvrt_trace_kind_name(st.kind), layout_text(st.layout), st.backend ? st.backend : "NULL",
+                     st.text ? st.text : "(null)", kvrt_trace_kind_name(w->kind), layout_text(w->layout),
+                     w->backend ? w->backend : "NULL", w->text ? ", text with " : "", w->text ? w->text : "");
     }
     tap_ok(ok, "%s: the steps' kinds, layouts and backends", what);
 }
@@ -182,8 +181,8 @@ static void check_refusals(void)
     tap_ok(kvrt_resolver_resolve(r, &got) == KVRT_ERR_INVALID, "env \"hnd\" (malformed): invalid");
     struct kvrt_trace_step st;
     size_t n = kvrt_resolver_num_trace_steps(r);
-    bool ok = n >= 2 && kvrt_resolver_trace_step(r, n - 2, &st) == KVRT_OK && st.kind == KVRT_TRACE_ENV &&
-              st.layout == NONE;
+    bool ok =
+        n >= 2 && kvrt_resolver_trace_step(r, n - 2, &st) == KVRT_OK && st.kind == KVRT_TRACE_ENV && st.layout == NONE;
     ok = ok && kvrt_resolver_trace_step(r, n - 1, &st) == KVRT_OK && st.kind == KVRT_TRACE_REFUSED &&
          st.layout == NONE && strstr(st.text, "not a valid layout");
     tap_ok(ok, "a malformed env value: env and refused steps about no layout");
@@ -283,7 +282,7 @@ static void check_access(void)
             distinct = distinct && strcmp(a, kvrt_trace_kind_name((enum kvrt_trace_kind)j)) != 0;
     }
     tap_ok(named && distinct, "every kind has its own name");
-    tap_ok(kvrt_trace_kind_name((enum kvrt_trace_kind)-1) == NULL &&
+    tap_ok(kvrt_trace_kind_name((enum kvrt_trace_kind) - 1) == NULL &&
                kvrt_trace_kind_name((enum kvrt_trace_kind)(KVRT_TRACE_PASSED_OVER + 1)) == NULL,
            "a value that is not a kind has no name");
     tap_ok(strcmp(kvrt_trace_kind_name(KVRT_TRACE_FAST_PATH), "fast path") == 0 &&

@@ -24,9 +24,8 @@ static bool read_case(const json_t *c, struct vcase *vc)
     if (!vc->id)
         vc->id = "?";
     const char *layout = json_string_value(json_object_get(c, "layout"));
-    if (!layout || kvrt_layout_parse(layout, &vc->layout) != KVRT_OK ||
-        !cv_u64(c, "num_layers", &vc->num_layers) || !cv_u64(c, "num_blocks", &vc->num_blocks) ||
-        !cv_u64(c, "kernel_block_size", &vc->kernel_block_size) ||
+    if (!layout || kvrt_layout_parse(layout, &vc->layout) != KVRT_OK || !cv_u64(c, "num_layers", &vc->num_layers) ||
+        !cv_u64(c, "num_blocks", &vc->num_blocks) || !cv_u64(c, "kernel_block_size", &vc->kernel_block_size) ||
         !cv_spec(json_object_get(c, "spec"), &vc->spec, &why)) {
         tap_ok(false, "%s: case is readable", vc->id);
         if (why)
@@ -38,8 +37,7 @@ static bool read_case(const json_t *c, struct vcase *vc)
     return true;
 }
 
-static bool check_view(const char *id, const char *route, uint64_t l, const struct kvrt_view *v,
-                       const json_t *want)
+static bool check_view(const char *id, const char *route, uint64_t l, const struct kvrt_view *v, const json_t *want)
 {
     uint64_t off;
     bool ok = cv_u64(want, "offset_bytes", &off) && off == v->offset_bytes;
@@ -71,18 +69,15 @@ static void check_geometry(const struct vcase *vc, const json_t *expect)
         tap_diag("  %s: %s", kvrt_status_name(rc), kvrt_error_message());
         return;
     }
-    tap_ok(cv_u64(expect, "page_size_bytes", &v) && v == g.info.page_size, "%s: page size %llu",
-           vc->id, (unsigned long long)g.info.page_size);
-    tap_ok(cv_eq_array(json_object_get(expect, "shape_bytes"), g.shape_bytes, KVRT_NUM_AXES),
-           "%s: shape_bytes", vc->id);
-    tap_ok(cv_eq_array(json_object_get(expect, "strides_bytes"), g.strides_bytes, KVRT_NUM_AXES),
-           "%s: strides_bytes", vc->id);
-    TAP_EQ_U64(g.total_bytes, json_integer_value(json_object_get(expect, "total_bytes")),
-               "%s: total_bytes", vc->id);
-    TAP_EQ_U64(g.layer_stride, json_integer_value(json_object_get(expect, "layer_stride")),
-               "%s: layer_stride", vc->id);
-    TAP_EQ_U64(g.block_stride, json_integer_value(json_object_get(expect, "block_stride")),
-               "%s: block_stride", vc->id);
+    tap_ok(cv_u64(expect, "page_size_bytes", &v) && v == g.info.page_size, "%s: page size %llu", vc->id,
+           (unsigned long long)g.info.page_size);
+    tap_ok(cv_eq_array(json_object_get(expect, "shape_bytes"), g.shape_bytes, KVRT_NUM_AXES), "%s: shape_bytes",
+           vc->id);
+    tap_ok(cv_eq_array(json_object_get(expect, "strides_bytes"), g.strides_bytes, KVRT_NUM_AXES), "%s: strides_bytes",
+           vc->id);
+    TAP_EQ_U64(g.total_bytes, json_integer_value(json_object_get(expect, "total_bytes")), "%s: total_bytes", vc->id);
+    TAP_EQ_U64(g.layer_stride, json_integer_value(json_object_get(expect, "layer_stride")), "%s: layer_stride", vc->id);
+    TAP_EQ_U64(g.block_stride, json_integer_value(json_object_get(expect, "block_stride")), "%s: block_stride", vc->id);
     const json_t *layers = json_object_get(expect, "layers");
     tap_ok(json_array_size(layers) == vc->num_layers, "%s: one expected view per layer", vc->id);
     for (uint64_t l = 0; l < json_array_size(layers); l++) {
@@ -174,20 +169,21 @@ int main(int argc, char **argv)
     json_t *root = cv_load(argc, argv, "geometry.json");
     if (!root)
         return 1;
-    json_array_foreach(json_object_get(root, "cases"), i, c) {
+    json_array_foreach(json_object_get(root, "cases"), i, c)
+    {
         struct vcase vc;
         if (!read_case(c, &vc))
             continue;
         check_geometry(&vc, json_object_get(c, "expect"));
         check_placement(&vc, json_object_get(c, "expect"));
     }
-    json_array_foreach(json_object_get(root, "errors"), i, c) {
+    json_array_foreach(json_object_get(root, "errors"), i, c)
+    {
         struct vcase vc;
         if (read_case(c, &vc))
             check_error(&vc, c);
     }
-    tap_ok(json_array_size(json_object_get(root, "cases")) > 0 &&
-               json_array_size(json_object_get(root, "errors")) > 0,
+    tap_ok(json_array_size(json_object_get(root, "cases")) > 0 && json_array_size(json_object_get(root, "errors")) > 0,
            "geometry.json has cases and error cases");
     json_decref(root);
     return tap_done();

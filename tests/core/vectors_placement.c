@@ -26,13 +26,15 @@ static bool read_groups(const json_t *arr, struct groups *out)
     out->groups = calloc(out->num_groups ? out->num_groups : 1, sizeof(*out->groups));
     if (!out->groups)
         return false;
-    json_array_foreach(arr, gi, group) {
+    json_array_foreach(arr, gi, group)
+    {
         struct kvrt_layer_entry *layers = calloc(json_array_size(group) + 1, sizeof(*layers));
         if (!layers)
             return false;
         out->groups[gi].layers = layers;
         out->groups[gi].num_layers = json_array_size(group);
-        json_array_foreach(group, li, layer) {
+        json_array_foreach(group, li, layer)
+        {
             const char *why;
             layers[li].name = json_string_value(json_object_get(layer, "layer"));
             if (!layers[li].name || !cv_spec(json_object_get(layer, "spec"), &layers[li].spec, &why))
@@ -52,7 +54,8 @@ static void check_success(size_t id, kvrt_placement *p, const json_t *expect)
                "case %zu: bytes_per_block", id);
     TAP_EQ_U64(kvrt_placement_size(p), json_integer_value(json_object_get(expect, "size")), "case %zu: size", id);
     TAP_EQ_U64(kvrt_placement_num_sets(p), json_array_size(sets), "case %zu: number of sets", id);
-    json_array_foreach(sets, si, want) {
+    json_array_foreach(sets, si, want)
+    {
         struct kvrt_placement_set set;
         if (!tap_ok(kvrt_placement_get_set(p, si, &set) == KVRT_OK, "case %zu: set %zu exists", id, si))
             continue;
@@ -70,8 +73,7 @@ static void check_success(size_t id, kvrt_placement *p, const json_t *expect)
                    "case %zu set %zu: layer_stride", id, si);
         TAP_EQ_U64(set.block_stride, json_integer_value(json_object_get(want, "block_stride")),
                    "case %zu set %zu: block_stride", id, si);
-        TAP_EQ_U64(set.offset, json_integer_value(json_object_get(want, "offset")),
-                   "case %zu set %zu: offset", id, si);
+        TAP_EQ_U64(set.offset, json_integer_value(json_object_get(want, "offset")), "case %zu set %zu: offset", id, si);
     }
 }
 
@@ -83,7 +85,8 @@ int main(int argc, char **argv)
     json_t *root = cv_load(argc, argv, "placement.json");
     if (!root)
         return 1;
-    json_array_foreach(json_object_get(root, "cases"), id, c) {
+    json_array_foreach(json_object_get(root, "cases"), id, c)
+    {
         struct groups g = {0};
         enum kvrt_layout layout;
         uint64_t num_blocks;

@@ -14,8 +14,7 @@ kvrt_plugin_error cpu_err;
 const char *const layout_name[6] = {"LBHNC", "LBNHC", "LHBNC", "BLHNC", "BLNHC", "BHLNC"};
 /* stride_order[p] = logical axis (L0 B1 H2 N3 C4) at physical position p. */
 static const int stride_order[6][5] = {
-    {0, 1, 2, 3, 4}, {0, 1, 3, 2, 4}, {0, 2, 1, 3, 4},
-    {1, 0, 2, 3, 4}, {1, 0, 3, 2, 4}, {1, 2, 0, 3, 4},
+    {0, 1, 2, 3, 4}, {0, 1, 3, 2, 4}, {0, 2, 1, 3, 4}, {1, 0, 2, 3, 4}, {1, 0, 3, 2, 4}, {1, 2, 0, 3, 4},
 };
 
 static void bail(const char *what)
@@ -70,15 +69,13 @@ kvrt_plugin_buffer *harness_alloc(kvrt_plugin_device *dev, uint64_t bytes)
     return b;
 }
 
-void harness_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, const void *src,
-                    uint64_t bytes)
+void harness_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, const void *src, uint64_t bytes)
 {
     if (cpu->buffer_upload(dev, buf, 0, src, bytes, &cpu_err) != KVRT_OK)
         bail("buffer_upload");
 }
 
-void harness_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void *dst,
-                      uint64_t bytes)
+void harness_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void *dst, uint64_t bytes)
 {
     if (cpu->buffer_download(dev, buf, 0, dst, bytes, &cpu_err) != KVRT_OK)
         bail("buffer_download");

@@ -21,10 +21,8 @@ extern kvrt_plugin_error cpu_err;
 void harness_load(void);
 kvrt_plugin_device *harness_bind(int layout);
 kvrt_plugin_buffer *harness_alloc(kvrt_plugin_device *dev, uint64_t bytes);
-void harness_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, const void *src,
-                    uint64_t bytes);
-void harness_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void *dst,
-                      uint64_t bytes);
+void harness_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, const void *src, uint64_t bytes);
+void harness_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void *dst, uint64_t bytes);
 
 extern const char *const layout_name[6];
 

@@ -20,23 +20,32 @@ struct bshape {
 
 static void setup(const struct bshape *s, int layout, struct test_cache *tc)
 {
-    struct geom g = {.layout = layout, .dtype = KVRT_DTYPE_FP16, .elem = s->elem, .L = s->L,
-                     .B = s->B, .r = s->r, .k = s->k, .H = s->H, .N = s->N, .D = s->D,
-                     .Dv = s->Dv, .C = s->C, .pad = s->pad};
+    struct geom g = {.layout = layout,
+                     .dtype = KVRT_DTYPE_FP16,
+                     .elem = s->elem,
+                     .L = s->L,
+                     .B = s->B,
+                     .r = s->r,
+                     .k = s->k,
+                     .H = s->H,
+                     .N = s->N,
+                     .D = s->D,
+                     .Dv = s->Dv,
+                     .C = s->C,
+                     .pad = s->pad};
     geom_build(&g, tc);
 }
 
 static uint64_t block_bytes(const struct test_cache *tc)
 {
     const struct kvrt_plugin_layer *ly = &tc->layers[0];
-    return tc->cache.num_layers * ly->head_slots * ly->blocks_per_block * ly->states *
-           ly->content_bytes;
+    return tc->cache.num_layers * ly->head_slots * ly->blocks_per_block * ly->states * ly->content_bytes;
 }
 
 /* Walk one manager block's cells in staging order, moving C bytes between
  * the image and the staging area: to_stage selects the direction. */
-static void stage_block(const struct test_cache *tc, unsigned char *img, int64_t block,
-                        unsigned char *stage, bool to_stage)
+static void stage_block(const struct test_cache *tc, unsigned char *img, int64_t block, unsigned char *stage,
+                        bool to_stage)
 {
     for (uint64_t l = 0; l < tc->cache.num_layers; l++) {
         const struct kvrt_plugin_layer *ly = &tc->layers[l];
@@ -90,8 +99,7 @@ static void test_convert(const struct bshape *s, int from, int to)
     bool same = from == to;
     if (same || to == (from + 1) % 6)
         tap_ok(rc == KVRT_OK && memcmp(stage, expect, off + nblk * bb) == 0,
-               "gather %s %s: %llu blocks in staging order", s->what, layout_name[from],
-               (unsigned long long)nblk);
+               "gather %s %s: %llu blocks in staging order", s->what, layout_name[from], (unsigned long long)nblk);
 
     /* Scatter into the other layout: the image built here must match, and
      * gathering it again must give the same staging bytes. */
@@ -105,11 +113,10 @@ static void test_convert(const struct bshape *s, int from, int to)
     rc = cpu->gather(dev2, &b.cache, cb, nblk, ids2, st, off, &cpu_err);
     harness_download(dev, st, stage, off + nblk * bb);
     ok = ok && rc == KVRT_OK && memcmp(stage + off, expect + off, nblk * bb) == 0;
-    tap_ok(ok, "gather %s -> scatter %s (%s): cells identical, gathers back equal",
-           layout_name[from], layout_name[to], s->what);
+    tap_ok(ok, "gather %s -> scatter %s (%s): cells identical, gathers back equal", layout_name[from], layout_name[to],
+           s->what);
 
-    free(ids), free(ids2), free(perm), free(img), free(stage), free(expect), free(bimg),
-        free(bgot);
+    free(ids), free(ids2), free(perm), free(img), free(stage), free(expect), free(bimg), free(bgot);
     cpu->buffer_free(dev, ca);
     cpu->buffer_free(dev2, cb);
     cpu->buffer_free(dev, st);
@@ -138,8 +145,7 @@ static void test_scatter_repeat(const struct bshape *s, int layout)
     int rc = cpu->scatter(dev, &tc.cache, c, 8, ids, st, 0, &cpu_err);
     harness_download(dev, c, got, tc.cache.bytes);
     tap_ok(rc == KVRT_OK && memcmp(got, img, tc.cache.bytes) == 0,
-           "scatter %s %s naming block 2 three times keeps the last copy", s->what,
-           layout_name[layout]);
+           "scatter %s %s naming block 2 three times keeps the last copy", s->what, layout_name[layout]);
     free(stage), free(img), free(got);
     cpu->buffer_free(dev, c);
     cpu->buffer_free(dev, st);
@@ -175,8 +181,8 @@ static void test_copy(const struct bshape *s, int layout, uint64_t independent)
     int rc = cpu->copy_blocks(dev, &tc.cache, c, np, pairs, &cpu_err);
     harness_download(dev, c, got, tc.cache.bytes);
     tap_ok(rc == KVRT_OK && memcmp(got, img, tc.cache.bytes) == 0,
-           "copy_blocks %s %s: %llu pairs applied in order, nothing else touched", s->what,
-           layout_name[layout], (unsigned long long)np);
+           "copy_blocks %s %s: %llu pairs applied in order, nothing else touched", s->what, layout_name[layout],
+           (unsigned long long)np);
     free(pairs), free(img), free(got), free(tmp);
     cpu->buffer_free(dev, c);
     cpu->unbind(dev);
@@ -186,8 +192,7 @@ int main(void)
 {
     harness_load();
     static const struct bshape small = {"fp16", 2, 3, 12, 1, 4, 3, 0, 4, 4, 0, 0};
-    static const struct bshape odd = {"C>K+V, 2 states/view block", 1, 2, 8, 1, 4, 2, 2,
-                                      3, 2, 9, 0};
+    static const struct bshape odd = {"C>K+V, 2 states/view block", 1, 2, 8, 1, 4, 2, 2, 3, 2, 9, 0};
     static const struct bshape split = {"r=2", 4, 2, 10, 2, 4, 3, 0, 2, 2, 0, 0};
     static const struct bshape padded = {"padded page", 2, 3, 10, 1, 4, 2, 0, 4, 4, 0, 80};
     static const struct bshape big = {"big", 2, 4, 96, 1, 16, 4, 0, 64, 64, 0, 0};
@@ -196,8 +201,7 @@ int main(void)
      * cache order. */
     static const struct bshape huge = {"beyond the LLC", 2, 4, 160, 1, 16, 8, 0, 128, 128, 0, 0};
     /* copy: 170 independent pairs onto fresh blocks (42.5 MiB) need 350. */
-    static const struct bshape huge_copy = {"beyond the LLC", 2, 4, 352, 1, 16, 8, 0, 128, 128,
-                                            0, 0};
+    static const struct bshape huge_copy = {"beyond the LLC", 2, 4, 352, 1, 16, 8, 0, 128, 128, 0, 0};
 
     tap_plan_dynamic();
     for (int a = 0; a < 6; a++)

@@ -37,8 +37,7 @@ static double mini_value(uint32_t bits, int ebits, int mbits, int bias, int ieee
 
 /* Reference narrowing: the nearest representable value, ties to the even
  * pattern, by scanning the (monotonic) positive patterns. */
-static uint32_t mini_ref(double x, int ebits, int mbits, int bias, int ieee, uint32_t maxpat,
-                         uint32_t overflow)
+static uint32_t mini_ref(double x, int ebits, int mbits, int bias, int ieee, uint32_t maxpat, uint32_t overflow)
 {
     uint32_t sign = signbit(x) ? 1u << (ebits + mbits) : 0;
     double a = fabs(x);
@@ -85,7 +84,11 @@ int main(void)
     tap_plan_dynamic();
 
     /* ---- bf16 ---- */
-    struct { uint32_t in; uint16_t out; const char *what; } bf[] = {
+    struct {
+        uint32_t in;
+        uint16_t out;
+        const char *what;
+    } bf[] = {
         {0x3f800000, 0x3f80, "1.0"},
         {0x3f808000, 0x3f80, "tie to even (down)"},
         {0x3f818000, 0x3f82, "tie to even (up)"},
@@ -102,8 +105,7 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof(bf) / sizeof(bf[0]); i++) {
         uint16_t got = cpu_f32_to_bf16(from_bits(bf[i].in));
-        tap_ok(got == bf[i].out, "bf16 of 0x%08x (%s) = 0x%04x (got 0x%04x)", bf[i].in,
-               bf[i].what, bf[i].out, got);
+        tap_ok(got == bf[i].out, "bf16 of 0x%08x (%s) = 0x%04x (got 0x%04x)", bf[i].in, bf[i].what, bf[i].out, got);
     }
     uint16_t nan16 = cpu_f32_to_bf16(from_bits(0x7f800001));
     tap_ok((nan16 & 0x7f80) == 0x7f80 && (nan16 & 0x7f), "bf16 of a NaN with low payload stays NaN (0x%04x)", nan16);
@@ -124,7 +126,11 @@ int main(void)
     tap_ok(bad == 0, "bf16 narrowing matches the exact reference on 200000 floats (%d differ)", bad);
 
     /* ---- fp16 ---- */
-    struct { float in; uint16_t out; const char *what; } hf[] = {
+    struct {
+        float in;
+        uint16_t out;
+        const char *what;
+    } hf[] = {
         {1.0f, 0x3c00, "1.0"},
         {65504.0f, 0x7bff, "largest finite"},
         {65519.996f, 0x7bff, "just below the overflow tie"},
@@ -146,14 +152,13 @@ int main(void)
     };
     for (size_t i = 0; i < sizeof(hf) / sizeof(hf[0]); i++) {
         uint16_t got = cpu_f32_to_f16(hf[i].in);
-        tap_ok(got == hf[i].out, "fp16 of %a (%s) = 0x%04x (got 0x%04x)", (double)hf[i].in,
-               hf[i].what, hf[i].out, got);
+        tap_ok(got == hf[i].out, "fp16 of %a (%s) = 0x%04x (got 0x%04x)", (double)hf[i].in, hf[i].what, hf[i].out, got);
     }
     uint16_t hn = cpu_f32_to_f16(NAN);
     tap_ok((hn & 0x7c00) == 0x7c00 && (hn & 0x3ff), "fp16 of NaN is NaN (0x%04x)", hn);
-    tap_ok(isnan(cpu_f16_to_f32(0x7c01)) && isinf(cpu_f16_to_f32(0xfc00)) &&
-               cpu_f16_to_f32(0xfc00) < 0 && cpu_f16_to_f32(0x0001) == 0x1p-24f &&
-               cpu_f16_to_f32(0x03ff) == 0x1.ff8p-15f && signbit(cpu_f16_to_f32(0x8000)),
+    tap_ok(isnan(cpu_f16_to_f32(0x7c01)) && isinf(cpu_f16_to_f32(0xfc00)) && cpu_f16_to_f32(0xfc00) < 0 &&
+               cpu_f16_to_f32(0x0001) == 0x1p-24f && cpu_f16_to_f32(0x03ff) == 0x1.ff8p-15f &&
+               signbit(cpu_f16_to_f32(0x8000)),
            "fp16 widening: NaN, -inf, subnormals, -0");
     bad = 0;
     for (uint32_t h = 0; h < 65536; h++) {
@@ -197,9 +202,9 @@ int main(void)
             tap_diag("  %a: e4m3 0x%02x/0x%02x e5m2 0x%02x/0x%02x", (double)f, g4, w4, g5, w5);
     }
     tap_ok(bad == 0, "fp8 narrowing matches the exact reference on 100000 floats (%d differ)", bad);
-    tap_ok(cpu_f32_to_e4m3(448.0f) == 0x7e && cpu_f32_to_e4m3(1e6f) == 0x7e &&
-               cpu_f32_to_e4m3(-INFINITY) == 0xfe && cpu_f32_to_e4m3(0x1p-9f) == 0x01 &&
-               cpu_f32_to_e4m3(0x1p-10f) == 0x00 && cpu_f32_to_e4m3(0x1.8p-10f) == 0x01,
+    tap_ok(cpu_f32_to_e4m3(448.0f) == 0x7e && cpu_f32_to_e4m3(1e6f) == 0x7e && cpu_f32_to_e4m3(-INFINITY) == 0xfe &&
+               cpu_f32_to_e4m3(0x1p-9f) == 0x01 && cpu_f32_to_e4m3(0x1p-10f) == 0x00 &&
+               cpu_f32_to_e4m3(0x1.8p-10f) == 0x01,
            "e4m3: 448, saturation, -inf saturates, subnormals and the zero tie");
     tap_ok(cpu_f32_to_e5m2(57344.0f) == 0x7b && cpu_f32_to_e5m2(61440.0f) == 0x7c &&
                cpu_f32_to_e5m2(-INFINITY) == 0xfc && cpu_f32_to_e5m2(0x1p-16f) == 0x01,

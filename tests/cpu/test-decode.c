@@ -36,21 +36,15 @@ static double elem_value(int dtype, const unsigned char *p)
     uint32_t u;
     float f;
     switch (dtype) {
-    case KVRT_DTYPE_FP32:
-        memcpy(&f, p, 4);
-        return f;
+    case KVRT_DTYPE_FP32: memcpy(&f, p, 4); return f;
     case KVRT_DTYPE_BF16:
         memcpy(&h, p, 2);
         u = (uint32_t)h << 16;
         memcpy(&f, &u, 4);
         return f;
-    case KVRT_DTYPE_FP16:
-        memcpy(&h, p, 2);
-        return f16_value(h);
-    case KVRT_DTYPE_FP8_E4M3:
-        return e4m3_value(*p);
-    case KVRT_DTYPE_FP8_E5M2:
-        return f16_value((uint16_t)(*p << 8));
+    case KVRT_DTYPE_FP16: memcpy(&h, p, 2); return f16_value(h);
+    case KVRT_DTYPE_FP8_E4M3: return e4m3_value(*p);
+    case KVRT_DTYPE_FP8_E5M2: return f16_value((uint16_t)(*p << 8));
     }
     return NAN;
 }
@@ -76,12 +70,8 @@ static void rnd_elem(int dtype, unsigned char *p)
         memcpy(p, &h, 2);
         break;
     }
-    case KVRT_DTYPE_FP8_E4M3:
-        *p = (uint8_t)(sign << 7 | (uint32_t)(1 + (r >> 8) % 8) << 3 | (r >> 20 & 7));
-        break;
-    case KVRT_DTYPE_FP8_E5M2:
-        *p = (uint8_t)(sign << 7 | (uint32_t)(8 + (r >> 8) % 8) << 2 | (r >> 20 & 3));
-        break;
+    case KVRT_DTYPE_FP8_E4M3: *p = (uint8_t)(sign << 7 | (uint32_t)(1 + (r >> 8) % 8) << 3 | (r >> 20 & 7)); break;
+    case KVRT_DTYPE_FP8_E5M2: *p = (uint8_t)(sign << 7 | (uint32_t)(8 + (r >> 8) % 8) << 2 | (r >> 20 & 3)); break;
     }
 }
 
@@ -95,16 +85,11 @@ static const char *dtype_name(int d)
 static double tolerance(int dtype)
 {
     switch (dtype) {
-    case KVRT_DTYPE_FP32:
-        return 2e-6;
-    case KVRT_DTYPE_FP16:
-        return 2e-3;
-    case KVRT_DTYPE_BF16:
-        return 1.0 / 128;
-    case KVRT_DTYPE_FP8_E4M3:
-        return 0.07;
-    default:
-        return 0.13;
+    case KVRT_DTYPE_FP32: return 2e-6;
+    case KVRT_DTYPE_FP16: return 2e-3;
+    case KVRT_DTYPE_BF16: return 1.0 / 128;
+    case KVRT_DTYPE_FP8_E4M3: return 0.07;
+    default: return 0.13;
     }
 }
 
@@ -125,8 +110,16 @@ static void run(const struct dshape *sh, int layout, int dtype)
     for (uint32_t s = 0; s < sh->S; s++)
         maxb = sh->lens[s] / bs + 1 > maxb ? (uint32_t)(sh->lens[s] / bs + 1) : maxb;
     const uint64_t B = (uint64_t)sh->S * maxb + 3;
-    struct geom g = {.layout = layout, .dtype = dtype, .elem = elem, .L = 2, .B = B,
-                     .r = sh->r, .k = sh->k, .H = sh->H, .D = sh->D, .Dv = sh->Dv,
+    struct geom g = {.layout = layout,
+                     .dtype = dtype,
+                     .elem = elem,
+                     .L = 2,
+                     .B = B,
+                     .r = sh->r,
+                     .k = sh->k,
+                     .H = sh->H,
+                     .D = sh->D,
+                     .Dv = sh->Dv,
                      .pad = sh->pad};
     struct test_cache tc;
     geom_build(&g, &tc);
@@ -185,8 +178,7 @@ static void run(const struct dshape *sh, int layout, int dtype)
             double mx = -INFINITY, sum = 0;
             for (uint64_t t = 0; t < len; t++) {
                 uint64_t slot = (uint64_t)tables[s * maxb + t / bs] * bs + t % bs;
-                const unsigned char *cell =
-                    img + cell_offset(&tc, layer, slot / sh->k, kvh, slot % sh->k);
+                const unsigned char *cell = img + cell_offset(&tc, layer, slot / sh->k, kvh, slot % sh->k);
                 double d = 0;
                 for (uint64_t i = 0; i < sh->D; i++)
                     d += elem_value(dtype, qr + i * elem) * elem_value(dtype, cell + i * elem);
@@ -214,8 +206,8 @@ static void run(const struct dshape *sh, int layout, int dtype)
             }
         }
     double tol = tolerance(dtype) * vmax;
-    if (!tap_ok(rc == KVRT_OK && worst <= tol, "decode %s %s %s (%s kernel): max error %.3g <= %.3g",
-                dtype_name(dtype), layout_name[layout], sh->what, isa, worst, tol) &&
+    if (!tap_ok(rc == KVRT_OK && worst <= tol, "decode %s %s %s (%s kernel): max error %.3g <= %.3g", dtype_name(dtype),
+                layout_name[layout], sh->what, isa, worst, tol) &&
         rc != KVRT_OK)
         tap_diag("  %s", cpu_err.message);
 
@@ -228,23 +220,35 @@ static void run(const struct dshape *sh, int layout, int dtype)
 
 static void unsupported(int dtype)
 {
-    struct geom g = {.layout = KVRT_LAYOUT_LBHNC, .dtype = dtype, .elem = 1, .L = 1, .B = 2,
-                     .r = 1, .k = 4, .H = 1, .D = 8, .Dv = 8};
+    struct geom g = {.layout = KVRT_LAYOUT_LBHNC,
+                     .dtype = dtype,
+                     .elem = 1,
+                     .L = 1,
+                     .B = 2,
+                     .r = 1,
+                     .k = 4,
+                     .H = 1,
+                     .D = 8,
+                     .Dv = 8};
     struct test_cache tc;
     geom_build(&g, &tc);
     kvrt_plugin_device *dev = harness_bind(KVRT_LAYOUT_LBHNC);
     kvrt_plugin_buffer *cb = harness_alloc(dev, tc.cache.bytes);
     kvrt_plugin_buffer *qb = harness_alloc(dev, 8), *ob = harness_alloc(dev, 8);
     int32_t table[1] = {0}, lens[1] = {3};
-    struct kvrt_plugin_decode_args a = {.size = sizeof(a), .num_seqs = 1, .num_q_heads = 1,
-                                        .max_blocks_per_seq = 1, .q = qb, .out = ob,
-                                        .block_tables = table, .seq_lens = lens, .scale = 1};
+    struct kvrt_plugin_decode_args a = {.size = sizeof(a),
+                                        .num_seqs = 1,
+                                        .num_q_heads = 1,
+                                        .max_blocks_per_seq = 1,
+                                        .q = qb,
+                                        .out = ob,
+                                        .block_tables = table,
+                                        .seq_lens = lens,
+                                        .scale = 1};
     memset(cpu_err.message, 0, sizeof(cpu_err.message));
     int rc = cpu->decode(dev, &tc.cache, cb, 0, &a, &cpu_err);
-    tap_ok(rc == KVRT_ERR_UNSUPPORTED && strstr(cpu_err.message, dtype_name(dtype)) &&
-               strstr(cpu_err.message, "bf16"),
-           "decode on %s is KVRT_ERR_UNSUPPORTED naming the type and the valid ones",
-           dtype_name(dtype));
+    tap_ok(rc == KVRT_ERR_UNSUPPORTED && strstr(cpu_err.message, dtype_name(dtype)) && strstr(cpu_err.message, "bf16"),
+           "decode on %s is KVRT_ERR_UNSUPPORTED naming the type and the valid ones", dtype_name(dtype));
     tap_diag("  %s", cpu_err.message);
     cpu->buffer_free(dev, cb);
     cpu->buffer_free(dev, qb);
@@ -257,8 +261,16 @@ static void unsupported(int dtype)
 static void identity(int dtype)
 {
     const uint64_t elem = dtype <= KVRT_DTYPE_BF16 ? 2 : 1, count = elem == 2 ? 65536 : 256;
-    struct geom g = {.layout = KVRT_LAYOUT_LBHNC, .dtype = dtype, .elem = elem, .L = 1, .B = 1,
-                     .r = 1, .k = 1, .H = 1, .D = 1, .Dv = count};
+    struct geom g = {.layout = KVRT_LAYOUT_LBHNC,
+                     .dtype = dtype,
+                     .elem = elem,
+                     .L = 1,
+                     .B = 1,
+                     .r = 1,
+                     .k = 1,
+                     .H = 1,
+                     .D = 1,
+                     .Dv = count};
     struct test_cache tc;
     geom_build(&g, &tc);
     unsigned char *img = malloc(tc.cache.bytes), *out = malloc(count * elem);
@@ -284,9 +296,15 @@ static void identity(int dtype)
     harness_upload(dev, cb, img, tc.cache.bytes);
     harness_upload(dev, qb, one, elem);
     int32_t table[1] = {0}, lens[1] = {1};
-    struct kvrt_plugin_decode_args a = {.size = sizeof(a), .num_seqs = 1, .num_q_heads = 1,
-                                        .max_blocks_per_seq = 1, .q = qb, .out = ob,
-                                        .block_tables = table, .seq_lens = lens, .scale = 1};
+    struct kvrt_plugin_decode_args a = {.size = sizeof(a),
+                                        .num_seqs = 1,
+                                        .num_q_heads = 1,
+                                        .max_blocks_per_seq = 1,
+                                        .q = qb,
+                                        .out = ob,
+                                        .block_tables = table,
+                                        .seq_lens = lens,
+                                        .scale = 1};
     int rc = cpu->decode(dev, &tc.cache, cb, 0, &a, &cpu_err);
     harness_download(dev, ob, out, count * elem);
     uint64_t bad = 0;
@@ -318,12 +336,9 @@ int main(void)
     };
     static const struct dshape split = {"r=2", 2, 4, 2, 2, 16, 16, 0, 3, {3, 8, 29}};
     static const struct dshape padded = {"padded", 1, 8, 2, 2, 16, 16, 64, 2, {7, 20}};
-    static const struct dshape big = {"big G=4 D=128", 1, 16, 4, 4, 128, 128, 0, 4,
-                                      {300, 513, 64, 450}};
-    static const struct dshape long1 = {"split S=1 H=1 G=4 D=128", 1, 16, 1, 4, 128, 128, 0, 1,
-                                        {1000}};
-    static const struct dshape long2 = {"split S=2 H=1 G=2 D=40", 1, 16, 1, 2, 40, 24, 0, 2,
-                                        {3001, 1}};
+    static const struct dshape big = {"big G=4 D=128", 1, 16, 4, 4, 128, 128, 0, 4, {300, 513, 64, 450}};
+    static const struct dshape long1 = {"split S=1 H=1 G=4 D=128", 1, 16, 1, 4, 128, 128, 0, 1, {1000}};
+    static const struct dshape long2 = {"split S=2 H=1 G=2 D=40", 1, 16, 1, 2, 40, 24, 0, 2, {3001, 1}};
     static const int fp[] = {KVRT_DTYPE_FP32, KVRT_DTYPE_FP16, KVRT_DTYPE_BF16};
 
     const char *want = getenv("KVRT_CPU_ISA");
@@ -335,8 +350,7 @@ int main(void)
             run(&base, l, fp[d]);
     for (size_t i = 0; i < sizeof(groups) / sizeof(groups[0]); i++)
         for (int d = 0; d < 3; d++)
-            run(&groups[i], (int)(i % 2 ? KVRT_LAYOUT_LBNHC : KVRT_LAYOUT_LHBNC + 3 * (i / 2)),
-                fp[d]);
+            run(&groups[i], (int)(i % 2 ? KVRT_LAYOUT_LBNHC : KVRT_LAYOUT_LHBNC + 3 * (i / 2)), fp[d]);
     for (int l = 0; l < 2; l++)
         run(&split, l, KVRT_DTYPE_BF16);
     run(&padded, KVRT_LAYOUT_BLNHC, KVRT_DTYPE_FP16);

@@ -18,8 +18,7 @@
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #define TEST_SANITIZER_ALLOCATOR 1
 #elif defined(__has_feature)
-#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || \
-    __has_feature(memory_sanitizer)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
 #define TEST_SANITIZER_ALLOCATOR 1
 #endif
 #endif
@@ -33,14 +32,13 @@ static void test_descriptor(void)
     const struct kvrt_plugin_descriptor *d = cpu;
     kvrt_plugin_entry_fn again = NULL;
     (void)again;
-    tap_ok(d->size == sizeof(struct kvrt_plugin_descriptor) &&
-               d->size >= KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE,
+    tap_ok(d->size == sizeof(struct kvrt_plugin_descriptor) && d->size >= KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE,
            "descriptor size %u is this ABI's", d->size);
-    tap_ok(d->abi_major == KVRT_PLUGIN_ABI_MAJOR && d->abi_minor == KVRT_PLUGIN_ABI_MINOR,
-           "ABI %u.%u", d->abi_major, d->abi_minor);
+    tap_ok(d->abi_major == KVRT_PLUGIN_ABI_MAJOR && d->abi_minor == KVRT_PLUGIN_ABI_MINOR, "ABI %u.%u", d->abi_major,
+           d->abi_minor);
     tap_ok(d->name && strcmp(d->name, "cpu") == 0, "name is \"cpu\"");
-    tap_ok(d->version && strcmp(d->version, EXPECTED_VERSION) == 0,
-           "version \"%s\" is the project version", d->version ? d->version : "(null)");
+    tap_ok(d->version && strcmp(d->version, EXPECTED_VERSION) == 0, "version \"%s\" is the project version",
+           d->version ? d->version : "(null)");
     tap_ok(d->description && *d->description, "has a description");
     bool seen[6] = {false};
     bool ok = d->num_layouts == 6 && d->layouts && !(d->flags & KVRT_PLUGIN_ANY_LAYOUT);
@@ -56,9 +54,9 @@ static void test_descriptor(void)
         want |= 1u << t;
     tap_ok(d->dtypes == want, "element types: all seven (0x%x)", d->dtypes);
     tap_ok(d->ops == KVRT_OP_ALL, "operations: all (0x%x)", d->ops);
-    tap_ok(d->probe && d->bind && d->unbind && d->buffer_alloc && d->buffer_free &&
-               d->buffer_zero && d->buffer_upload && d->buffer_download && d->write && d->read &&
-               d->copy_blocks && d->gather && d->scatter && d->decode,
+    tap_ok(d->probe && d->bind && d->unbind && d->buffer_alloc && d->buffer_free && d->buffer_zero &&
+               d->buffer_upload && d->buffer_download && d->write && d->read && d->copy_blocks && d->gather &&
+               d->scatter && d->decode,
            "every function is present");
     kvrt_plugin_error why = {{0}};
     tap_ok(d->probe(&why) == KVRT_OK, "probe succeeds");
@@ -108,11 +106,11 @@ static void test_isa(void)
             tap_ok(brc == KVRT_OK && dev, "KVRT_CPU_ISA=%s: probe and bind succeed", isas[i]);
         } else {
             /* Only an x86 kernel may be missing, and it must say why. */
-            tap_ok(rc == KVRT_ERR_UNSUPPORTED && brc == KVRT_ERR_UNSUPPORTED && !dev &&
-                       strstr(why.message, isas[i]) && strstr(why.message, "generic") &&
-                       !strchr(why.message, '\n'),
+            tap_ok(rc == KVRT_ERR_UNSUPPORTED && brc == KVRT_ERR_UNSUPPORTED && !dev && strstr(why.message, isas[i]) &&
+                       strstr(why.message, "generic") && !strchr(why.message, '\n'),
                    "KVRT_CPU_ISA=%s, which this CPU cannot run: unsupported, with the "
-                   "reason", isas[i]);
+                   "reason",
+                   isas[i]);
             tap_diag("  %s", why.message);
         }
         if (dev)
@@ -123,13 +121,11 @@ static void test_isa(void)
     kvrt_plugin_device *dev = NULL;
     struct kvrt_plugin_bind_info info = {sizeof(info), KVRT_LAYOUT_LBHNC, NULL};
     int rc = cpu->probe(&why);
-    tap_ok(rc == KVRT_ERR_INVALID && strstr(why.message, "\"avx9000\"") &&
-               strstr(why.message, "avx512") && strstr(why.message, "avx2") &&
-               strstr(why.message, "generic") && !strchr(why.message, '\n'),
+    tap_ok(rc == KVRT_ERR_INVALID && strstr(why.message, "\"avx9000\"") && strstr(why.message, "avx512") &&
+               strstr(why.message, "avx2") && strstr(why.message, "generic") && !strchr(why.message, '\n'),
            "KVRT_CPU_ISA=avx9000: probe fails naming the value and the valid ones");
     tap_diag("  %s", why.message);
-    tap_ok(cpu->bind(&info, &dev, &why) == KVRT_ERR_INVALID && !dev,
-           "KVRT_CPU_ISA=avx9000: bind fails too");
+    tap_ok(cpu->bind(&info, &dev, &why) == KVRT_ERR_INVALID && !dev, "KVRT_CPU_ISA=avx9000: bind fails too");
     if (keep)
         setenv("KVRT_CPU_ISA", keep, 1);
     else
@@ -152,8 +148,7 @@ static void test_buffers(void)
     tap_ok(memcmp(src, dst, big) == 0, "upload/download of 9 MiB (split across threads)");
     rc = cpu->buffer_zero(dev, c, 1000, big - 3000, &cpu_err);
     harness_download(dev, c, dst, big);
-    bool ok = rc == KVRT_OK && memcmp(dst, src, 1000) == 0 &&
-              memcmp(dst + big - 2000, src + big - 2000, 2000) == 0;
+    bool ok = rc == KVRT_OK && memcmp(dst, src, 1000) == 0 && memcmp(dst + big - 2000, src + big - 2000, 2000) == 0;
     for (uint64_t i = 1000; ok && i < big - 2000; i++)
         ok = dst[i] == 0;
     tap_ok(ok, "zero of a sub-range leaves the rest alone");
@@ -197,8 +192,16 @@ struct worker {
 static void *worker_main(void *arg)
 {
     struct worker *w = arg;
-    struct geom g = {.layout = w->layout, .dtype = KVRT_DTYPE_BF16, .elem = 2, .L = 2, .B = 64,
-                     .r = 1, .k = 16, .H = 4, .D = 64, .Dv = 64};
+    struct geom g = {.layout = w->layout,
+                     .dtype = KVRT_DTYPE_BF16,
+                     .elem = 2,
+                     .L = 2,
+                     .B = 64,
+                     .r = 1,
+                     .k = 16,
+                     .H = 4,
+                     .D = 64,
+                     .Dv = 64};
     struct test_cache tc;
     geom_build(&g, &tc);
     const uint64_t T = 512, row = 4 * 64 * 2;
@@ -206,8 +209,7 @@ static void *worker_main(void *arg)
     kvrt_plugin_buffer *k = harness_alloc(w->dev, T * row), *v = harness_alloc(w->dev, T * row);
     const uint64_t bb = 2 * 4 * 16 * 256;
     kvrt_plugin_buffer *st = harness_alloc(w->dev, 32 * bb);
-    unsigned char *kh = malloc(T * row), *vh = malloc(T * row), *kr = malloc(T * row),
-                  *vr = malloc(T * row);
+    unsigned char *kh = malloc(T * row), *vh = malloc(T * row), *kr = malloc(T * row), *vr = malloc(T * row);
     int64_t slots[512], ids[32], ids2[32];
     w->ok = true;
     for (int iter = 0; iter < 20 && w->ok; iter++) {

@@ -21,9 +21,18 @@ struct shape {
 
 static void run(const struct shape *sh, int layout)
 {
-    struct geom g = {.layout = layout, .dtype = sh->dtype, .elem = sh->elem, .L = sh->L,
-                     .B = sh->B, .r = sh->r, .k = sh->k, .H = sh->H, .D = sh->D,
-                     .Dv = sh->Dv, .C = sh->C, .pad = sh->pad};
+    struct geom g = {.layout = layout,
+                     .dtype = sh->dtype,
+                     .elem = sh->elem,
+                     .L = sh->L,
+                     .B = sh->B,
+                     .r = sh->r,
+                     .k = sh->k,
+                     .H = sh->H,
+                     .D = sh->D,
+                     .Dv = sh->Dv,
+                     .C = sh->C,
+                     .pad = sh->pad};
     struct test_cache tc;
     geom_build(&g, &tc);
     const uint64_t layer = sh->L - 1;
@@ -64,8 +73,8 @@ static void run(const struct shape *sh, int layout)
     int rc = cpu->write(dev, &tc.cache, cache, (uint32_t)layer, T, slots, k, 0, v, 0, &cpu_err);
     harness_download(dev, cache, got, tc.cache.bytes);
     tap_ok(rc == KVRT_OK && memcmp(got, expect, tc.cache.bytes) == 0,
-           "write %s %s: %llu tokens (%llu skipped) land exactly in their cells", sh->what,
-           layout_name[layout], (unsigned long long)T, (unsigned long long)skipped);
+           "write %s %s: %llu tokens (%llu skipped) land exactly in their cells", sh->what, layout_name[layout],
+           (unsigned long long)T, (unsigned long long)skipped);
 
     /* Read back into buffers pre-filled with a marker: skipped rows keep it. */
     unsigned char *kr = malloc(T * krow), *vr = malloc(T * vrow + 1);
@@ -81,8 +90,7 @@ static void run(const struct shape *sh, int layout)
     bool ok = rc == KVRT_OK;
     for (uint64_t t = 0; t < T && ok; t++) {
         if (slots[t] >= 0) {
-            ok = memcmp(kr + t * krow, kh + t * krow, krow) == 0 &&
-                 memcmp(vr + t * vrow, vh + t * vrow, vrow) == 0;
+            ok = memcmp(kr + t * krow, kh + t * krow, krow) == 0 && memcmp(vr + t * vrow, vh + t * vrow, vrow) == 0;
         } else {
             for (uint64_t i = 0; i < krow; i++)
                 ok = ok && kr[t * krow + i] == 0xa5;
@@ -90,11 +98,9 @@ static void run(const struct shape *sh, int layout)
                 ok = ok && vr[t * vrow + i] == 0xa5;
         }
         if (!ok)
-            tap_diag("  token %llu (slot %lld) differs", (unsigned long long)t,
-                     (long long)slots[t]);
+            tap_diag("  token %llu (slot %lld) differs", (unsigned long long)t, (long long)slots[t]);
     }
-    tap_ok(ok, "read %s %s: rows come back, skipped rows untouched", sh->what,
-           layout_name[layout]);
+    tap_ok(ok, "read %s %s: rows come back, skipped rows untouched", sh->what, layout_name[layout]);
 
     free(kh), free(vh), free(kr), free(vr), free(expect), free(got), free(perm), free(slots);
     cpu->buffer_free(dev, cache);
@@ -108,21 +114,21 @@ int main(void)
     harness_load();
     static const struct shape shapes[] = {
         /* what           dtype                   e  L  B   r  k   H  D   Dv  C    pad tokens */
-        {"fp32",          KVRT_DTYPE_FP32,        4, 2, 9,  1, 4,  3, 8,  8,  0,   0,  30},
-        {"fp16",          KVRT_DTYPE_FP16,        2, 3, 6,  1, 8,  2, 16, 16, 0,   0,  40},
-        {"bf16 Dv!=D",    KVRT_DTYPE_BF16,        2, 2, 5,  1, 8,  4, 24, 8,  0,   0,  35},
-        {"bf16 C>K+V",    KVRT_DTYPE_BF16,        2, 2, 5,  1, 4,  2, 8,  8,  48,  0,  18},
-        {"fp8_e4m3",      KVRT_DTYPE_FP8_E4M3,    1, 2, 7,  1, 4,  2, 16, 16, 0,   0,  25},
-        {"int8",          KVRT_DTYPE_INT8,        1, 1, 5,  1, 8,  3, 5,  7,  0,   0,  36},
-        {"mla fp16",      KVRT_DTYPE_FP16,        2, 2, 6,  1, 8,  1, 36, 0,  0,   0,  44},
-        {"mla 2 slots",   KVRT_DTYPE_BF16,        2, 2, 6,  1, 8,  2, 16, 0,  0,   0,  44},
-        {"bf16 big",      KVRT_DTYPE_BF16,        2, 2, 160, 1, 16, 8, 64, 64, 0,  0,  2048},
+        {"fp32", KVRT_DTYPE_FP32, 4, 2, 9, 1, 4, 3, 8, 8, 0, 0, 30},
+        {"fp16", KVRT_DTYPE_FP16, 2, 3, 6, 1, 8, 2, 16, 16, 0, 0, 40},
+        {"bf16 Dv!=D", KVRT_DTYPE_BF16, 2, 2, 5, 1, 8, 4, 24, 8, 0, 0, 35},
+        {"bf16 C>K+V", KVRT_DTYPE_BF16, 2, 2, 5, 1, 4, 2, 8, 8, 48, 0, 18},
+        {"fp8_e4m3", KVRT_DTYPE_FP8_E4M3, 1, 2, 7, 1, 4, 2, 16, 16, 0, 0, 25},
+        {"int8", KVRT_DTYPE_INT8, 1, 1, 5, 1, 8, 3, 5, 7, 0, 0, 36},
+        {"mla fp16", KVRT_DTYPE_FP16, 2, 2, 6, 1, 8, 1, 36, 0, 0, 0, 44},
+        {"mla 2 slots", KVRT_DTYPE_BF16, 2, 2, 6, 1, 8, 2, 16, 0, 0, 0, 44},
+        {"bf16 big", KVRT_DTYPE_BF16, 2, 2, 160, 1, 16, 8, 64, 64, 0, 0, 2048},
     };
     static const struct shape split[] = {
-        {"fp16 r=2",      KVRT_DTYPE_FP16,        2, 2, 6,  2, 4,  2, 8,  8,  0,   0,  40},
+        {"fp16 r=2", KVRT_DTYPE_FP16, 2, 2, 6, 2, 4, 2, 8, 8, 0, 0, 40},
     };
     static const struct shape padded[] = {
-        {"fp32 padded",   KVRT_DTYPE_FP32,        4, 3, 6,  1, 4,  2, 4,  4,  0,   96, 20},
+        {"fp32 padded", KVRT_DTYPE_FP32, 4, 3, 6, 1, 4, 2, 4, 4, 0, 96, 20},
     };
     tap_plan_dynamic();
     for (size_t s = 0; s < sizeof(shapes) / sizeof(shapes[0]); s++)

@@ -69,8 +69,7 @@ struct side {
     kvrt_cache *c;
 };
 
-static bool make_side(kvrt_runtime *rt, const char *backend, enum kvrt_layout layout, enum kvrt_dtype t,
-                      struct side *s)
+static bool make_side(kvrt_runtime *rt, const char *backend, enum kvrt_layout layout, enum kvrt_dtype t, struct side *s)
 {
     memset(s, 0, sizeof(*s));
     struct kvrt_layer_entry layers[LAYERS];
@@ -82,7 +81,7 @@ static bool make_side(kvrt_runtime *rt, const char *backend, enum kvrt_layout la
         layers[i].spec.num_kv_heads = H;
         layers[i].spec.head_size = D;
     }
-    struct kvrt_group g = { layers, LAYERS };
+    struct kvrt_group g = {layers, LAYERS};
     if (kvrt_runtime_bind(rt, backend, kvrt_layout_name(layout), &s->be) != KVRT_OK ||
         kvrt_placement_create(layout, &g, 1, BLOCKS, 0, &s->p) != KVRT_OK ||
         kvrt_cache_create(s->be, s->p, &s->c) != KVRT_OK) {
@@ -150,7 +149,8 @@ static bool transfer(struct side *from, struct side *to, const int64_t *ids, uin
     kvrt_buffer *a = NULL, *b = NULL;
     void *host = NULL;
     bool ok = kvrt_cache_staging_bytes(from->c, n, &bytes) == KVRT_OK && (host = malloc(bytes)) &&
-              kvrt_buffer_create(from->be, bytes, &a) == KVRT_OK && kvrt_cache_gather(from->c, n, ids, a, 0) == KVRT_OK &&
+              kvrt_buffer_create(from->be, bytes, &a) == KVRT_OK &&
+              kvrt_cache_gather(from->c, n, ids, a, 0) == KVRT_OK &&
               kvrt_buffer_download(a, 0, host, bytes) == KVRT_OK && (b = upload(to->be, host, bytes)) &&
               kvrt_cache_scatter(to->c, n, ids, b, 0) == KVRT_OK;
     if (!ok)
@@ -205,13 +205,13 @@ static void pair(kvrt_runtime *rt, const char *other, enum kvrt_layout la, enum 
     fill(k, n / kvrt_dtype_size(t), t);
     fill(v, n / kvrt_dtype_size(t), t);
     tap_ok(write_all(&cpu, k, v, row, slots) && transfer(&cpu, &dev, ids, BLOCKS) &&
-           read_all(&dev, k2, v2, row, slots) && memcmp(k, k2, n) == 0 && memcmp(v, v2, n) == 0,
+               read_all(&dev, k2, v2, row, slots) && memcmp(k, k2, n) == 0 && memcmp(v, v2, n) == 0,
            "cpu %s -> %s %s (%s): K and V identical after gather, scatter and read", kvrt_layout_name(la), other,
            kvrt_layout_name(lb), tn);
 
     /* decode over the same data on both sides */
     enum { SEQS = 3 };
-    int32_t tables[SEQS * BLOCKS], lens[SEQS] = { 1, TOKENS / 2 + 3, TOKENS };
+    int32_t tables[SEQS * BLOCKS], lens[SEQS] = {1, TOKENS / 2 + 3, TOKENS};
     for (int s = 0; s < SEQS; s++)
         for (int b = 0; b < BLOCKS; b++)
             tables[s * BLOCKS + b] = (b * 5 + s) % BLOCKS;
@@ -226,8 +226,8 @@ static void pair(kvrt_runtime *rt, const char *other, enum kvrt_layout la, enum 
         maxabs = fmax(maxabs, fabs(a));
     }
     double tol = (t == KVRT_DTYPE_FP32 ? 1e-4 : 2e-2) * fmax(1.0, maxabs);
-    tap_ok(ok && maxdiff <= tol, "decode on cpu %s and %s %s (%s) agree: max |diff| %.3g <= %.3g",
-           kvrt_layout_name(la), other, kvrt_layout_name(lb), tn, maxdiff, tol);
+    tap_ok(ok && maxdiff <= tol, "decode on cpu %s and %s %s (%s) agree: max |diff| %.3g <= %.3g", kvrt_layout_name(la),
+           other, kvrt_layout_name(lb), tn, maxdiff, tol);
     free(q);
     free(o1);
     free(o2);
@@ -238,7 +238,7 @@ static void pair(kvrt_runtime *rt, const char *other, enum kvrt_layout la, enum 
     memset(k2, 0, n);
     memset(v2, 0, n);
     tap_ok(write_all(&dev, k, v, row, slots) && transfer(&dev, &cpu, ids, BLOCKS) &&
-           read_all(&cpu, k2, v2, row, slots) && memcmp(k, k2, n) == 0 && memcmp(v, v2, n) == 0,
+               read_all(&cpu, k2, v2, row, slots) && memcmp(k, k2, n) == 0 && memcmp(v, v2, n) == 0,
            "%s %s -> cpu %s (%s): K and V identical after gather, scatter and read", other, kvrt_layout_name(lb),
            kvrt_layout_name(la), tn);
 out:
@@ -271,11 +271,11 @@ int main(int argc, char **argv)
     }
     tap_plan_dynamic();
     static const enum kvrt_layout pairs[][2] = {
-        { KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_BLHNC },
-        { KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC },
-        { KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC },
+        {KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_BLHNC},
+        {KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC},
+        {KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC},
     };
-    const enum kvrt_dtype types[] = { KVRT_DTYPE_FP32, KVRT_DTYPE_BF16 };
+    const enum kvrt_dtype types[] = {KVRT_DTYPE_FP32, KVRT_DTYPE_BF16};
     for (size_t p = 0; p < sizeof(pairs) / sizeof(pairs[0]); p++)
         for (size_t t = 0; t < 2; t++)
             if (kvrt_runtime_plugin_admits(rt, i, pairs[p][1]))

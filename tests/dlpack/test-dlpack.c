@@ -55,8 +55,7 @@ static kvrt_cache *make_cache(kvrt_runtime *rt, const char *backend, enum kvrt_l
     struct kvrt_group g = {entries, layers};
     kvrt_placement *p = NULL;
     kvrt_cache *c = NULL;
-    if (kvrt_placement_create(layout, &g, 1, BLOCKS, 0, &p) != KVRT_OK ||
-        kvrt_cache_create(b, p, &c) != KVRT_OK)
+    if (kvrt_placement_create(layout, &g, 1, BLOCKS, 0, &p) != KVRT_OK || kvrt_cache_create(b, p, &c) != KVRT_OK)
         tap_diag("cache: %s", kvrt_error_message());
     kvrt_placement_destroy(p);
     return c;
@@ -79,9 +78,9 @@ static const unsigned char *elem_at(const DLTensor *t, int64_t b, int64_t h, int
 static bool view_matches(const DLTensor *t, const struct kvrt_view *v, int64_t content)
 {
     return t->ndim == 4 && t->shape[0] == (int64_t)v->shape[0] && t->shape[1] == (int64_t)v->shape[1] &&
-           t->shape[2] == (int64_t)v->shape[2] && t->shape[3] == content &&
-           t->strides[0] == (int64_t)v->strides[0] && t->strides[1] == (int64_t)v->strides[1] &&
-           t->strides[2] == (int64_t)v->strides[2] && t->strides[3] == 1 && t->byte_offset == 0;
+           t->shape[2] == (int64_t)v->shape[2] && t->shape[3] == content && t->strides[0] == (int64_t)v->strides[0] &&
+           t->strides[1] == (int64_t)v->strides[1] && t->strides[2] == (int64_t)v->strides[2] && t->strides[3] == 1 &&
+           t->byte_offset == 0;
 }
 
 /* kvrt_cache_write lands where the K and V tensors of layer l say, and a
@@ -122,21 +121,19 @@ static void check_layout(kvrt_runtime *rt, enum kvrt_layout layout, enum kvrt_dt
         const DLTensor *ta = &all->dl_tensor, *tk = &mk->dl_tensor, *tv = &mv->dl_tensor;
         tap_ok(view_matches(ta, &view, HEAD + HEAD_V) && view_matches(tk, &view, HEAD) &&
                    view_matches(tv, &view, HEAD_V),
-               "%s %s layer %u: shape and strides are the placement's layer view (C = D + Dv, D, Dv)", ln, dn,
-               layer);
+               "%s %s layer %u: shape and strides are the placement's layer view (C = D + Dv, D, Dv)", ln, dn, layer);
         tap_ok(tk->data == ta->data && (unsigned char *)tv->data == (unsigned char *)ta->data + HEAD * es,
-               "%s %s layer %u: K starts at the view's first element, V %zu bytes later", ln, dn, layer,
-               HEAD * es);
+               "%s %s layer %u: K starts at the view's first element, V %zu bytes later", ln, dn, layer, HEAD * es);
         bool same = true;
         for (int t = 0; t < TOKENS; t++) {
             if (slots[t] < 0)
                 continue;
             int64_t blk = slots[t] / BLOCK_SIZE, off = slots[t] % BLOCK_SIZE;
             for (int h = 0; h < HEADS; h++) {
-                same = same && memcmp(elem_at(tk, blk, h, off, 0), k + ((size_t)t * HEADS + h) * HEAD * es,
-                                      HEAD * es) == 0;
-                same = same && memcmp(elem_at(tv, blk, h, off, 0), v + ((size_t)t * HEADS + h) * HEAD_V * es,
-                                      HEAD_V * es) == 0;
+                same = same &&
+                       memcmp(elem_at(tk, blk, h, off, 0), k + ((size_t)t * HEADS + h) * HEAD * es, HEAD * es) == 0;
+                same = same &&
+                       memcmp(elem_at(tv, blk, h, off, 0), v + ((size_t)t * HEADS + h) * HEAD_V * es, HEAD_V * es) == 0;
             }
         }
         tap_ok(same, "%s %s layer %u: the K and V tensors hold what kvrt_cache_write wrote", ln, dn, layer);
@@ -182,8 +179,7 @@ static void check_layout(kvrt_runtime *rt, enum kvrt_layout layout, enum kvrt_dt
             const DLTensor *o = ok ? &one->dl_tensor : NULL;
             for (int d = 0; ok && d < 4; d++)
                 ok = w->shape[d + 1] == o->shape[d] && w->strides[d + 1] == o->strides[d];
-            ok = ok && (unsigned char *)w->data + (size_t)(w->strides[0] * layer) * es ==
-                           (unsigned char *)o->data;
+            ok = ok && (unsigned char *)w->data + (size_t)(w->strides[0] * layer) * es == (unsigned char *)o->data;
             if (one)
                 one->deleter(one);
         }
@@ -205,7 +201,7 @@ static void check_types(kvrt_runtime *rt)
         enum kvrt_dtype dtype;
         uint8_t code, bits;
     } want[] = {
-        {KVRT_DTYPE_FP32, kDLFloat, 32}, {KVRT_DTYPE_FP16, kDLFloat, 16}, {KVRT_DTYPE_BF16, kDLBfloat, 16},
+        {KVRT_DTYPE_FP32, kDLFloat, 32},   {KVRT_DTYPE_FP16, kDLFloat, 16},   {KVRT_DTYPE_BF16, kDLBfloat, 16},
         {KVRT_DTYPE_FP8_E4M3, kDLUInt, 8}, {KVRT_DTYPE_FP8_E5M2, kDLUInt, 8}, {KVRT_DTYPE_INT8, kDLInt, 8},
         {KVRT_DTYPE_UINT8, kDLUInt, 8},
     };
@@ -222,8 +218,8 @@ static void check_types(kvrt_runtime *rt)
         const DLTensor *d = &t->dl_tensor;
         tap_ok(d->dtype.code == want[i].code && d->dtype.bits == want[i].bits && d->dtype.lanes == 1 &&
                    d->device.device_type == kDLCPU && d->device.device_id == 0,
-               "%s exports as DLPack code %u, %u bits, on kDLCPU", kvrt_dtype_name(want[i].dtype),
-               want[i].code, want[i].bits);
+               "%s exports as DLPack code %u, %u bits, on kDLCPU", kvrt_dtype_name(want[i].dtype), want[i].code,
+               want[i].bits);
         t->deleter(t);
         kvrt_cache_destroy(c);
     }
@@ -232,8 +228,7 @@ static void check_types(kvrt_runtime *rt)
 static void expect_error(int rc, int want, const char *needle, const char *what)
 {
     const char *msg = kvrt_error_message();
-    if (!tap_ok(rc == want && strstr(msg, needle) != NULL, "%s: %s naming %s", what,
-                kvrt_status_name(want), needle))
+    if (!tap_ok(rc == want && strstr(msg, needle) != NULL, "%s: %s naming %s", what, kvrt_status_name(want), needle))
         tap_diag("got %s: %s", kvrt_status_name(rc), msg);
 }
 
@@ -270,8 +265,7 @@ static void check_errors(kvrt_runtime *rt)
     state.block_size = BLOCK_SIZE;
     state.state_content_bytes = 100;
     c = make_cache(rt, "cpu", KVRT_LAYOUT_LBHNC, &state, 1);
-    expect_error(kvrt_cache_export_layer(c, 0, KVRT_VIEW_K, &t), KVRT_ERR_INVALID, "state layer",
-                 "K of a state layer");
+    expect_error(kvrt_cache_export_layer(c, 0, KVRT_VIEW_K, &t), KVRT_ERR_INVALID, "state layer", "K of a state layer");
     tap_ok(kvrt_cache_export_layer(c, 0, KVRT_VIEW_ALL, &t) == KVRT_OK && t->dl_tensor.dtype.code == kDLUInt &&
                t->dl_tensor.dtype.bits == 8 && t->dl_tensor.shape[3] == 100,
            "a state layer exports as its content bytes (uint8, C = 100)");
@@ -341,8 +335,8 @@ static void check_opencl(kvrt_runtime *rt)
 {
     size_t i;
     struct kvrt_plugin_info info;
-    if (kvrt_runtime_find_plugin(rt, "opencl", &i) != KVRT_OK ||
-        kvrt_runtime_plugin_info(rt, i, &info) != KVRT_OK || !info.available) {
+    if (kvrt_runtime_find_plugin(rt, "opencl", &i) != KVRT_OK || kvrt_runtime_plugin_info(rt, i, &info) != KVRT_OK ||
+        !info.available) {
         tap_skip("the opencl backend is not built or has no device here");
         return;
     }

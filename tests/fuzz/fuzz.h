@@ -30,7 +30,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 #endif
 
 static inline FUZZ_NORETURN FUZZ_PRINTF(4, 5) void fuzz_fail(const char *file, int line, const char *cond,
-                                                               const char *fmt, ...);
+                                                             const char *fmt, ...);
 static inline void fuzz_fail(const char *file, int line, const char *cond, const char *fmt, ...)
 {
     va_list ap;
@@ -42,10 +42,10 @@ static inline void fuzz_fail(const char *file, int line, const char *cond, const
     abort();
 }
 
-#define FUZZ_CHECK(cond, ...)                                    \
-    do {                                                         \
-        if (!(cond))                                             \
-            fuzz_fail(__FILE__, __LINE__, #cond, __VA_ARGS__);   \
+#define FUZZ_CHECK(cond, ...)                                                                                          \
+    do {                                                                                                               \
+        if (!(cond))                                                                                                   \
+            fuzz_fail(__FILE__, __LINE__, #cond, __VA_ARGS__);                                                         \
     } while (0)
 
 /* Build with -DFUZZ_TRACE to see which path each input takes. */
@@ -60,10 +60,9 @@ static inline void fuzz_fail(const char *file, int line, const char *cond, const
 static inline void fuzz_check_error(int rc, const char *call)
 {
     /* KVRT_ERR_INTERNAL means "a bug in kvrt": never acceptable here. */
-    FUZZ_CHECK(rc < 0 && rc > KVRT_ERR_INTERNAL, "%s returned %d (%s), not a documented error status",
-               call, rc, kvrt_status_name(rc));
-    FUZZ_CHECK(kvrt_error_message()[0] != '\0', "%s failed with %s but left no message", call,
+    FUZZ_CHECK(rc < 0 && rc > KVRT_ERR_INTERNAL, "%s returned %d (%s), not a documented error status", call, rc,
                kvrt_status_name(rc));
+    FUZZ_CHECK(kvrt_error_message()[0] != '\0', "%s failed with %s but left no message", call, kvrt_status_name(rc));
 }
 
 /* Reads the input front to back; past its end every read yields zeros, so
@@ -103,21 +102,16 @@ static inline uint64_t fuzz_value(struct fuzz_input *in)
     switch (sel & 7) {
     case 0:
     case 1:
-    case 2:
-        return fuzz_u8(in) & 0x1f;
-    case 3:
-        return fuzz_bytes_u64(in, 2);
+    case 2: return fuzz_u8(in) & 0x1f;
+    case 3: return fuzz_bytes_u64(in, 2);
     case 4: {
         const uint8_t b = fuzz_u8(in);
         const uint64_t p = (uint64_t)1 << (b & 63);
         return (b & 0x40) ? p - 1 : (b & 0x80) ? p + 1 : p;
     }
-    case 5:
-        return KVRT_UNSET;
-    case 6:
-        return UINT64_MAX - (fuzz_u8(in) & 0xf) - 1;
-    default:
-        return fuzz_bytes_u64(in, 8);
+    case 5: return KVRT_UNSET;
+    case 6: return UINT64_MAX - (fuzz_u8(in) & 0xf) - 1;
+    default: return fuzz_bytes_u64(in, 8);
     }
 }
 

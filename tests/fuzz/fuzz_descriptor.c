@@ -59,21 +59,21 @@ static int f_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t off
     (void)dev, (void)buf, (void)offset, (void)bytes, (void)err;
     NEVER("buffer_zero");
 }
-static int f_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, const void *src,
-                    uint64_t bytes, kvrt_plugin_error *err)
+static int f_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, const void *src, uint64_t bytes,
+                    kvrt_plugin_error *err)
 {
     (void)dev, (void)buf, (void)offset, (void)src, (void)bytes, (void)err;
     NEVER("buffer_upload");
 }
-static int f_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, void *dst,
-                      uint64_t bytes, kvrt_plugin_error *err)
+static int f_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, void *dst, uint64_t bytes,
+                      kvrt_plugin_error *err)
 {
     (void)dev, (void)buf, (void)offset, (void)dst, (void)bytes, (void)err;
     NEVER("buffer_download");
 }
 static int f_rw(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
-                uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k,
-                uint64_t k_offset, kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
+                uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,
+                kvrt_plugin_buffer *v, uint64_t v_offset, kvrt_plugin_error *err)
 {
     (void)dev, (void)cache, (void)cache_buf, (void)layer, (void)num_tokens, (void)slots, (void)k;
     (void)k_offset, (void)v, (void)v_offset, (void)err;
@@ -86,8 +86,8 @@ static int f_copy(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache
     NEVER("copy_blocks");
 }
 static int f_stage(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
-                   uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging,
-                   uint64_t staging_offset, kvrt_plugin_error *err)
+                   uint64_t num_blocks, const int64_t *block_ids, kvrt_plugin_buffer *staging, uint64_t staging_offset,
+                   kvrt_plugin_error *err)
 {
     (void)dev, (void)cache, (void)cache_buf, (void)num_blocks, (void)block_ids, (void)staging;
     (void)staging_offset, (void)err;
@@ -227,8 +227,8 @@ static bool oracle(const struct kvrt_plugin_descriptor *d, size_t layouts_given)
         return false;
     if (d->num_layouts > KVRT_NUM_LAYOUTS || (d->num_layouts > 0 && !d->layouts))
         return false;
-    FUZZ_CHECK(d->num_layouts <= layouts_given, "oracle: test bug, %u layouts but %zu given",
-               (unsigned)d->num_layouts, layouts_given);
+    FUZZ_CHECK(d->num_layouts <= layouts_given, "oracle: test bug, %u layouts but %zu given", (unsigned)d->num_layouts,
+               layouts_given);
     bool seen[KVRT_NUM_LAYOUTS] = {false};
     for (uint32_t i = 0; i < d->num_layouts; i++) {
         const int32_t l = d->layouts[i];
@@ -290,9 +290,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     memset(&name_text, 0, sizeof(name_text));
     name_text.terminated = true;
     static const uint32_t sizes[] = {
-        (uint32_t)sizeof(struct kvrt_plugin_descriptor), (uint32_t)KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE,
-        (uint32_t)KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE - 1, (uint32_t)sizeof(struct kvrt_plugin_descriptor) + 16,
-        0, 4,
+        (uint32_t)sizeof(struct kvrt_plugin_descriptor),
+        (uint32_t)KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE,
+        (uint32_t)KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE - 1,
+        (uint32_t)sizeof(struct kvrt_plugin_descriptor) + 16,
+        0,
+        4,
     };
     d.size = pick_u32(&in, sizes, sizeof(sizes) / sizeof(sizes[0]));
     static const uint32_t majors[] = {KVRT_PLUGIN_ABI_MAJOR, KVRT_PLUGIN_ABI_MAJOR, 0, KVRT_PLUGIN_ABI_MAJOR + 1};
@@ -353,13 +356,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     static const uint32_t dtype_values[] = {1u << KVRT_DTYPE_FP32, (1u << KVRT_NUM_DTYPES) - 1, 0x6,
                                             1u << KVRT_NUM_DTYPES, 0};
     d.dtypes = pick_u32(&in, dtype_values, sizeof(dtype_values) / sizeof(dtype_values[0]));
-    static const uint32_t op_values[] = {KVRT_OP_ALL, 0, KVRT_OP_WRITE | KVRT_OP_READ, KVRT_OP_DECODE,
-                                         KVRT_OP_ALL + 1};
+    static const uint32_t op_values[] = {KVRT_OP_ALL, 0, KVRT_OP_WRITE | KVRT_OP_READ, KVRT_OP_DECODE, KVRT_OP_ALL + 1};
     d.ops = pick_u32(&in, op_values, sizeof(op_values) / sizeof(op_values[0]));
     const uint8_t null_sel = fuzz_u8(&in);
     /* Mostly all present or one missing: a random mask almost always
      * misses a required function. */
-    const uint32_t null_mask = null_sel < 0x80 ? 0
+    const uint32_t null_mask = null_sel < 0x80   ? 0
                                : null_sel < 0xf0 ? 1u << ((null_sel - 0x80) % NUM_FUNCTIONS)
                                                  : (uint32_t)fuzz_bytes_u64(&in, 2);
     set_functions(&d, null_mask);
@@ -393,8 +395,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     } else {
         FUZZ_CHECK(rc == KVRT_ERR_PLUGIN, "an invalid descriptor was %s (rc %d)",
                    rc == KVRT_OK ? "accepted" : "refused with the wrong status", rc);
-        FUZZ_CHECK(memchr(why, '\0', why_size) != NULL, "reason is not terminated inside its %zu bytes",
-                   why_size);
+        FUZZ_CHECK(memchr(why, '\0', why_size) != NULL, "reason is not terminated inside its %zu bytes", why_size);
         FUZZ_CHECK(why_size < 2 || why[0] != '\0', "refused without a reason");
     }
     free(copy);

@@ -23,9 +23,9 @@
 
 __extension__ typedef unsigned __int128 u128;
 
-#define BITMAP_MAX ((uint64_t)1 << 18)  /* bytes of allocation checked byte by byte */
-#define MAX_VIEW_LAYERS 16              /* first layers whose views are checked, plus the last */
-#define MAX_RUNS ((uint64_t)1 << 16)    /* upper bound of transfer runs one input may ask for */
+#define BITMAP_MAX ((uint64_t)1 << 18) /* bytes of allocation checked byte by byte */
+#define MAX_VIEW_LAYERS 16             /* first layers whose views are checked, plus the last */
+#define MAX_RUNS ((uint64_t)1 << 16)   /* upper bound of transfer runs one input may ask for */
 #define MAX_GROUPS 3
 #define MAX_GROUP_LAYERS 3
 #define MAX_IDS 6
@@ -130,12 +130,13 @@ static void box_mark(const struct box *b, uint8_t *map, uint64_t limit, enum mar
                     const uint64_t start = b->base + l * s[0] + k * s[1] + h * s[2] + n * s[3];
                     for (uint64_t c = 0; c < e[4]; c++) {
                         const uint64_t at = start + c * s[4];
-                        FUZZ_CHECK(at < limit, "%s: byte %llu (layer %llu block %llu head %llu state %llu) "
-                                   "lies outside the %llu-byte allocation", what, ULL(at), ULL(l), ULL(k),
-                                   ULL(h), ULL(n), ULL(limit));
+                        FUZZ_CHECK(at < limit,
+                                   "%s: byte %llu (layer %llu block %llu head %llu state %llu) "
+                                   "lies outside the %llu-byte allocation",
+                                   what, ULL(at), ULL(l), ULL(k), ULL(h), ULL(n), ULL(limit));
                         FUZZ_CHECK(mode != MARK_UNIQUE || !map[at],
-                                   "%s: byte %llu (layer %llu block %llu head %llu state %llu) is used twice",
-                                   what, ULL(at), ULL(l), ULL(k), ULL(h), ULL(n));
+                                   "%s: byte %llu (layer %llu block %llu head %llu state %llu) is used twice", what,
+                                   ULL(at), ULL(l), ULL(k), ULL(h), ULL(n));
                         map[at] = 1;
                     }
                 }
@@ -153,8 +154,8 @@ static void check_nesting(const struct box *b, const int order[KVRT_NUM_AXES], c
             continue;
         FUZZ_CHECK((u128)b->stride[a] > reach,
                    "%s: axis %c (extent %llu) strides %llu bytes, but the axes inside it reach %llu bytes: "
-                   "entries overlap", what, "LBHNC"[a], ULL(b->extent[a]), ULL(b->stride[a]),
-                   ULL((uint64_t)reach));
+                   "entries overlap",
+                   what, "LBHNC"[a], ULL(b->extent[a]), ULL(b->stride[a]), ULL((uint64_t)reach));
         reach += (u128)(b->extent[a] - 1) * b->stride[a];
     }
 }
@@ -164,7 +165,7 @@ static void check_nesting(const struct box *b, const int order[KVRT_NUM_AXES], c
 static void check_info(const struct kvrt_spec *s, uint64_t kernel_block_size, const struct kvrt_spec_info *i)
 {
     FUZZ_CHECK(i->elem_size > 0 && i->head_slots > 0 && i->states_per_block > 0 && i->content_bytes > 0 &&
-               i->kernel_block_size > 0 && i->kernel_blocks_per_block > 0 && i->states_per_kernel_block > 0,
+                   i->kernel_block_size > 0 && i->kernel_blocks_per_block > 0 && i->states_per_kernel_block > 0,
                "derived a zero quantity");
     FUZZ_CHECK((u128)i->kernel_block_size * i->kernel_blocks_per_block == s->block_size,
                "k %llu * r %llu != block_size %llu", ULL(i->kernel_block_size), ULL(i->kernel_blocks_per_block),
@@ -192,16 +193,15 @@ static void check_view(const struct kvrt_geometry *g, uint64_t l, const struct k
                        const char *what)
 {
     const uint64_t elem = g->info.elem_size;
-    FUZZ_CHECK(v->elem_size == elem, "%s: view element size %llu, geometry %llu", what, ULL(v->elem_size),
-               ULL(elem));
+    FUZZ_CHECK(v->elem_size == elem, "%s: view element size %llu, geometry %llu", what, ULL(v->elem_size), ULL(elem));
     u128 last = v->offset_bytes;
     for (int i = 0; i < 4; i++) {
         FUZZ_CHECK(v->shape_bytes[i] == g->shape_bytes[i + 1] && v->strides_bytes[i] == g->strides_bytes[i + 1],
                    "%s: layer %llu view axis %d disagrees with the geometry", what, ULL(l), i);
         if (i < 3)
             FUZZ_CHECK((u128)v->strides[i] * elem == v->strides_bytes[i] && v->shape[i] == v->shape_bytes[i],
-                       "%s: layer %llu view axis %d: %llu elements != %llu bytes", what, ULL(l), i,
-                       ULL(v->strides[i]), ULL(v->strides_bytes[i]));
+                       "%s: layer %llu view axis %d: %llu elements != %llu bytes", what, ULL(l), i, ULL(v->strides[i]),
+                       ULL(v->strides_bytes[i]));
         last += (u128)(v->shape_bytes[i] - 1) * v->strides_bytes[i];
     }
     FUZZ_CHECK(v->strides[3] == 1 && v->strides_bytes[3] == 1 && (u128)v->shape[3] * elem == v->shape_bytes[3],
@@ -246,21 +246,21 @@ static void check_geometry(const struct kvrt_geometry_params *gp, const struct k
     FUZZ_CHECK(g->layout == gp->layout && g->num_layers == gp->num_layers && g->num_blocks == gp->num_blocks,
                "geometry does not echo its parameters");
     FUZZ_CHECK(g->shape_bytes[KVRT_AXIS_L] == gp->num_layers &&
-               (u128)g->shape_bytes[KVRT_AXIS_B] == (u128)gp->num_blocks * r &&
-               g->shape_bytes[KVRT_AXIS_H] == info.head_slots &&
-               g->shape_bytes[KVRT_AXIS_N] == info.states_per_kernel_block &&
-               g->shape_bytes[KVRT_AXIS_C] == info.content_bytes,
+                   (u128)g->shape_bytes[KVRT_AXIS_B] == (u128)gp->num_blocks * r &&
+                   g->shape_bytes[KVRT_AXIS_H] == info.head_slots &&
+                   g->shape_bytes[KVRT_AXIS_N] == info.states_per_kernel_block &&
+                   g->shape_bytes[KVRT_AXIS_C] == info.content_bytes,
                "shape_bytes is not [L, B*r, H, N(k), C]");
     FUZZ_CHECK(g->strides_bytes[KVRT_AXIS_C] == 1, "C stride %llu", ULL(g->strides_bytes[KVRT_AXIS_C]));
     FUZZ_CHECK(g->layer_stride == g->strides_bytes[KVRT_AXIS_L] &&
-               (u128)g->block_stride == (u128)g->strides_bytes[KVRT_AXIS_B] * r,
+                   (u128)g->block_stride == (u128)g->strides_bytes[KVRT_AXIS_B] * r,
                "layer/block stride disagree with the strides");
     for (int a = 0; a < KVRT_NUM_AXES; a++) {
         if (gp->fixed_strides[a] == KVRT_UNSET)
             continue;
         const u128 got = a == KVRT_AXIS_B ? (u128)g->strides_bytes[a] * r : g->strides_bytes[a];
-        FUZZ_CHECK(got == gp->fixed_strides[a], "fixed stride %llu of axis %c became %llu",
-                   ULL(gp->fixed_strides[a]), "LBHNC"[a], ULL((uint64_t)got));
+        FUZZ_CHECK(got == gp->fixed_strides[a], "fixed stride %llu of axis %c became %llu", ULL(gp->fixed_strides[a]),
+                   "LBHNC"[a], ULL((uint64_t)got));
     }
 
     int order[KVRT_NUM_AXES];
@@ -277,9 +277,8 @@ static void check_geometry(const struct kvrt_geometry_params *gp, const struct k
             if (order[p] != KVRT_AXIS_L && order[p] != KVRT_AXIS_B)
                 continue;
             if (g->shape_bytes[order[p]] > 1)
-                FUZZ_CHECK(g->strides_bytes[order[p]] >= info.page_size,
-                           "padded page %llu but axis %c strides %llu", ULL(info.page_size), "LBHNC"[order[p]],
-                           ULL(g->strides_bytes[order[p]]));
+                FUZZ_CHECK(g->strides_bytes[order[p]] >= info.page_size, "padded page %llu but axis %c strides %llu",
+                           ULL(info.page_size), "LBHNC"[order[p]], ULL(g->strides_bytes[order[p]]));
             break;
         }
     }
@@ -330,12 +329,8 @@ static void read_layers(struct fuzz_input *in, const struct kvrt_spec *base, str
                 break;
             }
             switch ((sel >> 2) & 3) {
-            case 0:
-                e->spec = *base;
-                break;
-            case 1:
-                e->spec = k ? f->entries[k - 1].spec : *base;
-                break;
+            case 0: e->spec = *base; break;
+            case 1: e->spec = k ? f->entries[k - 1].spec : *base; break;
             case 2: /* the same cache with a different head count or padding */
                 e->spec = *base;
                 if (sel & 0x10)
@@ -343,9 +338,7 @@ static void read_layers(struct fuzz_input *in, const struct kvrt_spec *base, str
                 else
                     e->spec.page_size_padded = fuzz_value(in);
                 break;
-            default:
-                read_spec(in, &e->spec);
-                break;
+            default: read_spec(in, &e->spec); break;
             }
         }
     }
@@ -365,9 +358,10 @@ static void check_placement(const kvrt_placement *p, const struct fuzz_layers *f
     int order[KVRT_NUM_AXES];
     FUZZ_CHECK(kvrt_layout_stride_order(layout, order) == KVRT_OK, "no stride order");
     FUZZ_CHECK(kvrt_placement_layout(p) == layout && kvrt_placement_num_blocks(p) == num_blocks &&
-               kvrt_placement_num_groups(p) == f->num_groups, "placement does not echo its parameters");
-    FUZZ_CHECK((u128)per_block * num_blocks == size, "size %llu != %llu bytes per block * %llu blocks",
-               ULL(size), ULL(per_block), ULL(num_blocks));
+                   kvrt_placement_num_groups(p) == f->num_groups,
+               "placement does not echo its parameters");
+    FUZZ_CHECK((u128)per_block * num_blocks == size, "size %llu != %llu bytes per block * %llu blocks", ULL(size),
+               ULL(per_block), ULL(num_blocks));
     FUZZ_CHECK(nsets >= f->num_groups && nsets <= f->num_layers, "%zu sets for %zu groups of %zu layers", nsets,
                f->num_groups, f->num_layers);
 
@@ -378,10 +372,11 @@ static void check_placement(const kvrt_placement *p, const struct fuzz_layers *f
         FUZZ_CHECK(kvrt_placement_get_set(p, i, &si->s) == KVRT_OK, "get_set %zu", i);
         const struct kvrt_placement_set *s = &si->s;
         const struct kvrt_geometry *g = &s->geometry;
-        FUZZ_CHECK(s->group < f->num_groups && (i == 0 || s->group >= sets[i - 1].s.group),
-                   "set %zu has group %zu", i, s->group);
+        FUZZ_CHECK(s->group < f->num_groups && (i == 0 || s->group >= sets[i - 1].s.group), "set %zu has group %zu", i,
+                   s->group);
         FUZZ_CHECK(s->num_layers >= 1 && g->num_layers == s->num_layers && g->num_blocks == num_blocks &&
-                   g->layout == layout, "set %zu geometry does not match the set", i);
+                       g->layout == layout,
+                   "set %zu geometry does not match the set", i);
         FUZZ_CHECK(s->layer_stride == g->layer_stride && s->block_stride == g->block_stride,
                    "set %zu strides disagree with its geometry", i);
         layers += s->num_layers;
@@ -395,20 +390,19 @@ static void check_placement(const kvrt_placement *p, const struct fuzz_layers *f
                        ULL(s->block_stride), ULL(per_block));
         si->box = geometry_box(g, s->offset);
         const u128 reach = box_reach(&si->box);
-        FUZZ_CHECK(reach < size, "set %zu (\"%s\") reaches byte %llu of a %llu-byte allocation", i,
-                   s->layer_names[0], ULL((uint64_t)reach), ULL(size));
+        FUZZ_CHECK(reach < size, "set %zu (\"%s\") reaches byte %llu of a %llu-byte allocation", i, s->layer_names[0],
+                   ULL((uint64_t)reach), ULL(size));
         check_nesting(&si->box, order, "placement set");
         if (kvrt_layout_block_compact(layout)) {
             /* A whole padded page of the last layer and block stays inside. */
             const u128 page_end = (u128)s->offset + (u128)(s->num_layers - 1) * s->layer_stride +
                                   (u128)(num_blocks - 1) * s->block_stride + g->info.page_size;
-            FUZZ_CHECK(page_end <= size, "set %zu: the last page ends at %llu, past %llu", i,
-                       ULL((uint64_t)page_end), ULL(size));
+            FUZZ_CHECK(page_end <= size, "set %zu: the last page ends at %llu, past %llu", i, ULL((uint64_t)page_end),
+                       ULL(size));
         }
         for (uint64_t l = 0; l < s->num_layers; l++) {
             struct kvrt_view v;
-            FUZZ_CHECK(kvrt_placement_layer_view(p, i, l, &v) == KVRT_OK, "set %zu layer %llu has no view", i,
-                       ULL(l));
+            FUZZ_CHECK(kvrt_placement_layer_view(p, i, l, &v) == KVRT_OK, "set %zu layer %llu has no view", i, ULL(l));
             FUZZ_CHECK(v.offset_bytes == s->offset + l * s->layer_stride, "set %zu layer %llu offset", i, ULL(l));
             check_view(g, l, &v, size, "placement");
             size_t fs;
@@ -421,8 +415,8 @@ static void check_placement(const kvrt_placement *p, const struct fuzz_layers *f
     for (size_t k = 0; k < f->num_layers; k++) {
         size_t fs;
         uint64_t fl;
-        FUZZ_CHECK(kvrt_placement_find_layer(p, f->entries[k].name, &fs, &fl) == KVRT_OK,
-                   "layer \"%s\" was not placed", f->entries[k].name);
+        FUZZ_CHECK(kvrt_placement_find_layer(p, f->entries[k].name, &fs, &fl) == KVRT_OK, "layer \"%s\" was not placed",
+                   f->entries[k].name);
         FUZZ_CHECK(kvrt_spec_equal(sets[fs].s.spec, &f->entries[k].spec), "layer \"%s\" got another spec",
                    f->entries[k].name);
     }
@@ -439,8 +433,8 @@ static void check_placement(const kvrt_placement *p, const struct fuzz_layers *f
                 a.extent[KVRT_AXIS_B] = b.extent[KVRT_AXIS_B] = 1;
             const u128 a_end = box_reach(&a), b_end = box_reach(&b);
             FUZZ_CHECK(a_end < b.base || b_end < a.base,
-                       "sets %zu and %zu of group %zu overlap: [%llu, %llu] and [%llu, %llu]", i, j,
-                       sets[i].s.group, ULL(a.base), ULL((uint64_t)a_end), ULL(b.base), ULL((uint64_t)b_end));
+                       "sets %zu and %zu of group %zu overlap: [%llu, %llu] and [%llu, %llu]", i, j, sets[i].s.group,
+                       ULL(a.base), ULL((uint64_t)a_end), ULL(b.base), ULL((uint64_t)b_end));
             if (block_outer)
                 FUZZ_CHECK(a_end < per_block && b_end < per_block, "sets %zu, %zu leave their block", i, j);
         }
@@ -501,8 +495,10 @@ static void check_regions(const kvrt_placement *p, const uint64_t *ids, size_t n
             if (g->info.page_size > g->info.unpadded_page_size)
                 for (uint64_t l = 0; l < set.num_layers; l++) {
                     const uint64_t start = b.base + l * set.layer_stride;
-                    FUZZ_CHECK((u128)start + g->info.page_size <= size, "padded page at %llu leaves the "
-                               "allocation", ULL(start));
+                    FUZZ_CHECK((u128)start + g->info.page_size <= size,
+                               "padded page at %llu leaves the "
+                               "allocation",
+                               ULL(start));
                     memset(map_b + start, 1, g->info.page_size);
                 }
         }
@@ -595,8 +591,8 @@ static void fuzz_budget(struct fuzz_input *in, const struct fuzz_layers *f, enum
     if (n < UINT64_MAX && (u128)(n + 1) * per_block <= budget) {
         rc = kvrt_placement_create(layout, f->groups, f->num_groups, n + 1, 0, &p);
         kvrt_placement_destroy(p);
-        FUZZ_CHECK(rc != KVRT_OK, "a budget of %llu holds %llu blocks, not the %llu reported", ULL(budget),
-                   ULL(n + 1), ULL(n));
+        FUZZ_CHECK(rc != KVRT_OK, "a budget of %llu holds %llu blocks, not the %llu reported", ULL(budget), ULL(n + 1),
+                   ULL(n));
     }
 }
 

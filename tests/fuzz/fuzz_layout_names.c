@@ -57,8 +57,10 @@ static void escape(const char *s, size_t max, char *out, size_t size)
 static void check_one_line(const char *call)
 {
     for (const unsigned char *p = (const unsigned char *)kvrt_error_message(); *p; p++)
-        FUZZ_CHECK(*p >= 0x20 && *p != 0x7f, "%s: message has control byte 0x%02x: the quoted value "
-                   "must be escaped so that the message stays one line", call, *p);
+        FUZZ_CHECK(*p >= 0x20 && *p != 0x7f,
+                   "%s: message has control byte 0x%02x: the quoted value "
+                   "must be escaped so that the message stays one line",
+                   call, *p);
 }
 
 /* The message must contain `<lead>"<escaped prefix of name>`. */
@@ -67,13 +69,12 @@ static void check_quotes(const char *call, const char *lead, const char *name)
     char want[4 * QUOTE_CHECK_LEN + 64], esc[4 * QUOTE_CHECK_LEN + 8];
     escape(name, QUOTE_CHECK_LEN, esc, sizeof(esc));
     snprintf(want, sizeof(want), "%s\"%s", lead, esc);
-    FUZZ_CHECK(fuzz_contains(kvrt_error_message(), want), "%s: message does not quote the input as %s",
-               call, want);
+    FUZZ_CHECK(fuzz_contains(kvrt_error_message(), want), "%s: message does not quote the input as %s", call, want);
 }
 
 static void fuzz_layout(const char *name)
 {
-    enum kvrt_layout l = (enum kvrt_layout)-1;
+    enum kvrt_layout l = (enum kvrt_layout) - 1;
     int expect = -1;
     for (size_t i = 0; i < sizeof(layout_names) / sizeof(layout_names[0]); i++)
         if (strcmp(name, layout_names[i].name) == 0)
@@ -106,7 +107,7 @@ static void fuzz_layout(const char *name)
     if (setenv(KVRT_LAYOUT_ENV, name, 1) != 0)
         return;
     bool is_set = false;
-    enum kvrt_layout from_env = (enum kvrt_layout)-1;
+    enum kvrt_layout from_env = (enum kvrt_layout) - 1;
     int env_rc = kvrt_layout_from_env(&is_set, &from_env);
     if (expect >= 0) {
         FUZZ_CHECK(env_rc == KVRT_OK && is_set && (int)from_env == expect,
@@ -125,7 +126,7 @@ static void fuzz_layout(const char *name)
 
 static void fuzz_dtype(const char *name)
 {
-    enum kvrt_dtype t = (enum kvrt_dtype)-1;
+    enum kvrt_dtype t = (enum kvrt_dtype) - 1;
     int expect = -1;
     for (size_t i = 0; i < sizeof(dtype_names) / sizeof(dtype_names[0]); i++)
         if (strcmp(name, dtype_names[i].name) == 0)

@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     FUZZ_CHECK(layers == m->num_layers, "groups hold %llu layers, the model says %llu", (unsigned long long)layers,
                (unsigned long long)m->num_layers);
     if (layers <= 4096) {
-        static const enum kvrt_layout order[] = { KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_LBNHC };
+        static const enum kvrt_layout order[] = {KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_LBNHC};
         for (size_t i = 0; i < 2; i++) {
             kvrt_placement *p = NULL;
             int st = kvrt_placement_create(order[i], groups, n, 4, 0, &p);

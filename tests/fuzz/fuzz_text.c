@@ -35,11 +35,10 @@ static void check_escape(const char *text, size_t size, bool core)
         kvrt_escape_controls(out, size, text);
     else
         cli_printable(text, out, size);
-    FUZZ_CHECK(memchr(out, '\0', size) != NULL, "%s escape is not terminated inside %zu bytes",
-               core ? "core" : "cli", size);
+    FUZZ_CHECK(memchr(out, '\0', size) != NULL, "%s escape is not terminated inside %zu bytes", core ? "core" : "cli",
+               size);
     for (size_t i = size; i < sizeof(out); i++)
-        FUZZ_CHECK((unsigned char)out[i] == CANARY, "%s escape wrote byte %zu of %zu", core ? "core" : "cli", i,
-                   size);
+        FUZZ_CHECK((unsigned char)out[i] == CANARY, "%s escape wrote byte %zu of %zu", core ? "core" : "cli", i, size);
     FUZZ_CHECK(printable(out), "%s escape left a control byte", core ? "core" : "cli");
     /* Nothing lost when it fits: unescaped text is a prefix of the input. */
     if (strlen(text) * 4 < size && !strchr(text, '\\'))

@@ -19,8 +19,7 @@ const int *gpu_stride_order(int layout)
 int gpu_block_compact(int layout)
 {
     const int *o = orders[layout];
-    return (o[0] == KVRT_AXIS_L || o[0] == KVRT_AXIS_B) &&
-           (o[1] == KVRT_AXIS_L || o[1] == KVRT_AXIS_B);
+    return (o[0] == KVRT_AXIS_L || o[0] == KVRT_AXIS_B) && (o[1] == KVRT_AXIS_L || o[1] == KVRT_AXIS_B);
 }
 
 int gpu_split_legal(int layout)
@@ -92,8 +91,8 @@ static uint64_t slot_cell(const struct gpu_cache *c, uint64_t l, int64_t s, uint
     return gpu_cell(c, l, (uint64_t)s / k, h, (uint64_t)s % k);
 }
 
-void gpu_emulate_write(const struct gpu_cache *c, uint8_t *image, uint64_t layer, uint64_t tokens,
-                       const int64_t *slots, const uint8_t *k, const uint8_t *v)
+void gpu_emulate_write(const struct gpu_cache *c, uint8_t *image, uint64_t layer, uint64_t tokens, const int64_t *slots,
+                       const uint8_t *k, const uint8_t *v)
 {
     const uint64_t kb = c->g.d * c->g.elem, vb = c->g.dv * c->g.elem;
     for (uint64_t t = 0; t < tokens; t++) {
@@ -107,8 +106,8 @@ void gpu_emulate_write(const struct gpu_cache *c, uint8_t *image, uint64_t layer
     }
 }
 
-void gpu_emulate_read(const struct gpu_cache *c, const uint8_t *image, uint64_t layer,
-                      uint64_t tokens, const int64_t *slots, uint8_t *k, uint8_t *v)
+void gpu_emulate_read(const struct gpu_cache *c, const uint8_t *image, uint64_t layer, uint64_t tokens,
+                      const int64_t *slots, uint8_t *k, uint8_t *v)
 {
     const uint64_t kb = c->g.d * c->g.elem, vb = c->g.dv * c->g.elem;
     for (uint64_t t = 0; t < tokens; t++) {
@@ -123,15 +122,13 @@ void gpu_emulate_read(const struct gpu_cache *c, const uint8_t *image, uint64_t 
 }
 
 /* Cell of state n (across the manager block) of block b. */
-static uint64_t block_cell(const struct gpu_cache *c, uint64_t l, uint64_t b, uint64_t h,
-                           uint64_t n)
+static uint64_t block_cell(const struct gpu_cache *c, uint64_t l, uint64_t b, uint64_t h, uint64_t n)
 {
     const uint64_t states = c->layers[l].states;
     return gpu_cell(c, l, b * c->g.r + n / states, h, n % states);
 }
 
-void gpu_emulate_copy(const struct gpu_cache *c, uint8_t *image, uint64_t pairs,
-                      const int64_t *ids)
+void gpu_emulate_copy(const struct gpu_cache *c, uint8_t *image, uint64_t pairs, const int64_t *ids)
 {
     for (uint64_t p = 0; p < pairs; p++)
         for (uint64_t l = 0; l < c->g.layers; l++)
@@ -141,8 +138,8 @@ void gpu_emulate_copy(const struct gpu_cache *c, uint8_t *image, uint64_t pairs,
                             image + block_cell(c, l, (uint64_t)ids[2 * p], h, n), c->content);
 }
 
-void gpu_emulate_gather(const struct gpu_cache *c, const uint8_t *image, uint64_t n,
-                        const int64_t *ids, uint8_t *staging)
+void gpu_emulate_gather(const struct gpu_cache *c, const uint8_t *image, uint64_t n, const int64_t *ids,
+                        uint8_t *staging)
 {
     uint8_t *out = staging;
     for (uint64_t i = 0; i < n; i++)
@@ -154,8 +151,8 @@ void gpu_emulate_gather(const struct gpu_cache *c, const uint8_t *image, uint64_
                 }
 }
 
-void gpu_emulate_scatter(const struct gpu_cache *c, uint8_t *image, uint64_t n,
-                         const int64_t *ids, const uint8_t *staging)
+void gpu_emulate_scatter(const struct gpu_cache *c, uint8_t *image, uint64_t n, const int64_t *ids,
+                         const uint8_t *staging)
 {
     const uint8_t *in = staging;
     for (uint64_t i = 0; i < n; i++)

@@ -15,15 +15,15 @@
 struct gpu_geom {
     int layout;
     int dtype;
-    uint64_t elem;       /* bytes per element */
+    uint64_t elem; /* bytes per element */
     uint64_t layers;
     uint64_t blocks;     /* manager blocks */
     uint64_t block_size; /* tokens per manager block */
     uint64_t heads;
     uint64_t d, dv;
-    uint64_t r;          /* kernel blocks per manager block (1: no split) */
-    uint64_t pad;        /* bytes added to each page (0: none) */
-    uint64_t base;       /* offset of the cache in its buffer */
+    uint64_t r;    /* kernel blocks per manager block (1: no split) */
+    uint64_t pad;  /* bytes added to each page (0: none) */
+    uint64_t base; /* offset of the cache in its buffer */
 };
 
 struct gpu_cache {
@@ -48,15 +48,14 @@ void gpu_cache_build(struct gpu_cache *c, const struct gpu_geom *g);
 uint64_t gpu_cell(const struct gpu_cache *c, uint64_t l, uint64_t vb, uint64_t h, uint64_t j);
 
 /* Host emulation on a full image of the cache buffer. */
-void gpu_emulate_write(const struct gpu_cache *c, uint8_t *image, uint64_t layer, uint64_t tokens,
-                       const int64_t *slots, const uint8_t *k, const uint8_t *v);
-void gpu_emulate_read(const struct gpu_cache *c, const uint8_t *image, uint64_t layer,
-                      uint64_t tokens, const int64_t *slots, uint8_t *k, uint8_t *v);
-void gpu_emulate_copy(const struct gpu_cache *c, uint8_t *image, uint64_t pairs,
-                      const int64_t *ids);
-void gpu_emulate_gather(const struct gpu_cache *c, const uint8_t *image, uint64_t n,
-                        const int64_t *ids, uint8_t *staging);
-void gpu_emulate_scatter(const struct gpu_cache *c, uint8_t *image, uint64_t n,
-                         const int64_t *ids, const uint8_t *staging);
+void gpu_emulate_write(const struct gpu_cache *c, uint8_t *image, uint64_t layer, uint64_t tokens, const int64_t *slots,
+                       const uint8_t *k, const uint8_t *v);
+void gpu_emulate_read(const struct gpu_cache *c, const uint8_t *image, uint64_t layer, uint64_t tokens,
+                      const int64_t *slots, uint8_t *k, uint8_t *v);
+void gpu_emulate_copy(const struct gpu_cache *c, uint8_t *image, uint64_t pairs, const int64_t *ids);
+void gpu_emulate_gather(const struct gpu_cache *c, const uint8_t *image, uint64_t n, const int64_t *ids,
+                        uint8_t *staging);
+void gpu_emulate_scatter(const struct gpu_cache *c, uint8_t *image, uint64_t n, const int64_t *ids,
+                         const uint8_t *staging);
 
 #endif

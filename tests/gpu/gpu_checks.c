@@ -60,8 +60,7 @@ static kvrt_plugin_buffer *upload_new(const struct gpu_rig *rig, const void *dat
     kvrt_plugin_error err = {""};
     if (!call_ok(rig->p->buffer_alloc(rig->dev, bytes, &b, &err), &err, "buffer_alloc", rig->tag))
         return NULL;
-    if (data && !call_ok(rig->p->buffer_upload(rig->dev, b, 0, data, bytes, &err), &err,
-                         "buffer_upload", rig->tag)) {
+    if (data && !call_ok(rig->p->buffer_upload(rig->dev, b, 0, data, bytes, &err), &err, "buffer_upload", rig->tag)) {
         rig->p->buffer_free(rig->dev, b);
         return NULL;
     }
@@ -71,8 +70,7 @@ static kvrt_plugin_buffer *upload_new(const struct gpu_rig *rig, const void *dat
 static bool download(const struct gpu_rig *rig, kvrt_plugin_buffer *b, void *out, uint64_t bytes)
 {
     kvrt_plugin_error err = {""};
-    return call_ok(rig->p->buffer_download(rig->dev, b, 0, out, bytes, &err), &err,
-                   "buffer_download", rig->tag);
+    return call_ok(rig->p->buffer_download(rig->dev, b, 0, out, bytes, &err), &err, "buffer_download", rig->tag);
 }
 
 /* Compare and point at the first difference. */
@@ -80,8 +78,8 @@ static bool same_bytes(const uint8_t *got, const uint8_t *want, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)
         if (got[i] != want[i]) {
-            tap_diag("  first difference at byte %llu of %llu: got 0x%02x, want 0x%02x",
-                     (unsigned long long)i, (unsigned long long)n, got[i], want[i]);
+            tap_diag("  first difference at byte %llu of %llu: got 0x%02x, want 0x%02x", (unsigned long long)i,
+                     (unsigned long long)n, got[i], want[i]);
             return false;
         }
     return true;
@@ -129,10 +127,9 @@ void gpu_check_write_read(const struct gpu_rig *rig, const struct gpu_cache *c)
         int64_t *s = slots + l * tokens;
         random_slots(c, tokens, s);
         gpu_fill_random(kv, kv_bytes);
-        ok = call_ok(rig->p->buffer_upload(rig->dev, kvb, 0, kv, kv_bytes, &err), &err,
-                     "buffer_upload", rig->tag) &&
-             call_ok(rig->p->write(rig->dev, &c->cache, cb, (uint32_t)l, tokens, s, kvb, k_off,
-                                   c->g.dv ? kvb : NULL, v_off, &err),
+        ok = call_ok(rig->p->buffer_upload(rig->dev, kvb, 0, kv, kv_bytes, &err), &err, "buffer_upload", rig->tag) &&
+             call_ok(rig->p->write(rig->dev, &c->cache, cb, (uint32_t)l, tokens, s, kvb, k_off, c->g.dv ? kvb : NULL,
+                                   v_off, &err),
                      &err, "write", rig->tag);
         gpu_emulate_write(c, image, l, tokens, s, kv + k_off, kv + v_off);
     }
@@ -146,14 +143,13 @@ void gpu_check_write_read(const struct gpu_rig *rig, const struct gpu_cache *c)
     gpu_emulate_read(c, image, l, tokens, slots + l * tokens, want + k_off, want + v_off);
     memset(back, 0xab, kv_bytes);
     ok = ok &&
-         call_ok(rig->p->buffer_upload(rig->dev, kvb, 0, back, kv_bytes, &err), &err,
-                 "buffer_upload", rig->tag) &&
-         call_ok(rig->p->read(rig->dev, &c->cache, cb, (uint32_t)l, tokens, slots + l * tokens,
-                              kvb, k_off, c->g.dv ? kvb : NULL, v_off, &err),
+         call_ok(rig->p->buffer_upload(rig->dev, kvb, 0, back, kv_bytes, &err), &err, "buffer_upload", rig->tag) &&
+         call_ok(rig->p->read(rig->dev, &c->cache, cb, (uint32_t)l, tokens, slots + l * tokens, kvb, k_off,
+                              c->g.dv ? kvb : NULL, v_off, &err),
                  &err, "read", rig->tag) &&
          download(rig, kvb, back, kv_bytes);
-    tap_ok(ok && same_bytes(back, want, kv_bytes),
-           "%s: read returns K/V of each slot and leaves skipped rows alone", rig->tag);
+    tap_ok(ok && same_bytes(back, want, kv_bytes), "%s: read returns K/V of each slot and leaves skipped rows alone",
+           rig->tag);
 
     if (cb)
         rig->p->buffer_free(rig->dev, cb);
@@ -172,19 +168,18 @@ void gpu_check_copy(const struct gpu_rig *rig, const struct gpu_cache *c)
     const uint64_t b = c->g.blocks;
     /* In order: a chain (x->y then y->z reads the new y), a self copy, an
      * overwrite of an earlier destination, and a copy back into a source. */
-    const int64_t pairs[] = {1, 4, 4, (int64_t)(b - 1), 2, 2, 0, 4, 3, 1, (int64_t)(b - 1), 0,
-                             5 % (int64_t)b, 3};
+    const int64_t pairs[] = {1, 4, 4, (int64_t)(b - 1), 2, 2, 0, 4, 3, 1, (int64_t)(b - 1), 0, 5 % (int64_t)b, 3};
     const uint64_t n = sizeof(pairs) / sizeof(pairs[0]) / 2;
     uint8_t *image = malloc(c->bytes), *got = malloc(c->bytes);
     gpu_fill_random(image, c->bytes);
     kvrt_plugin_buffer *cb = upload_new(rig, image, c->bytes);
     kvrt_plugin_error err = {""};
-    bool ok = cb && call_ok(rig->p->copy_blocks(rig->dev, &c->cache, cb, n, pairs, &err), &err,
-                            "copy_blocks", rig->tag);
+    bool ok =
+        cb && call_ok(rig->p->copy_blocks(rig->dev, &c->cache, cb, n, pairs, &err), &err, "copy_blocks", rig->tag);
     gpu_emulate_copy(c, image, n, pairs);
     ok = ok && download(rig, cb, got, c->bytes);
-    tap_ok(ok && same_bytes(got, image, c->bytes),
-           "%s: copy_blocks applies dependent pairs in order, every layer", rig->tag);
+    tap_ok(ok && same_bytes(got, image, c->bytes), "%s: copy_blocks applies dependent pairs in order, every layer",
+           rig->tag);
     if (cb)
         rig->p->buffer_free(rig->dev, cb);
     free(image);
@@ -201,8 +196,8 @@ static void shuffle(int64_t *ids, uint64_t n)
     }
 }
 
-void gpu_check_stage(const struct gpu_rig *rig_a, const struct gpu_cache *a,
-                     const struct gpu_rig *rig_b, const struct gpu_cache *b)
+void gpu_check_stage(const struct gpu_rig *rig_a, const struct gpu_cache *a, const struct gpu_rig *rig_b,
+                     const struct gpu_cache *b)
 {
     const uint64_t n = a->g.blocks - 1;
     const uint64_t off_a = 16 + (a->g.elem == 1 ? 3 : 0), off_b = 48;
@@ -222,14 +217,14 @@ void gpu_check_stage(const struct gpu_rig *rig_a, const struct gpu_cache *a,
     kvrt_plugin_buffer *ca = upload_new(rig_a, img_a, a->bytes);
     kvrt_plugin_buffer *sa = upload_new(rig_a, NULL, stage_bytes + off_a);
     kvrt_plugin_error err = {""};
-    bool ok = ca && sa &&
-              call_ok(rig_a->p->gather(rig_a->dev, &a->cache, ca, n, gids, sa, off_a, &err), &err,
-                      "gather", rig_a->tag);
+    bool ok =
+        ca && sa &&
+        call_ok(rig_a->p->gather(rig_a->dev, &a->cache, ca, n, gids, sa, off_a, &err), &err, "gather", rig_a->tag);
     gpu_emulate_gather(a, img_a, n, gids, want);
-    ok = ok && call_ok(rig_a->p->buffer_download(rig_a->dev, sa, off_a, stage, stage_bytes, &err),
-                       &err, "buffer_download", rig_a->tag);
-    tap_ok(ok && same_bytes(stage, want, stage_bytes),
-           "%s: gather packs [block][layer][H, N, C] pages, unpadded", rig_a->tag);
+    ok = ok && call_ok(rig_a->p->buffer_download(rig_a->dev, sa, off_a, stage, stage_bytes, &err), &err,
+                       "buffer_download", rig_a->tag);
+    tap_ok(ok && same_bytes(stage, want, stage_bytes), "%s: gather packs [block][layer][H, N, C] pages, unpadded",
+           rig_a->tag);
 
     /* Through the host, as a transfer would, into the other layout. */
     memmove(stage + off_b, stage, stage_bytes);
@@ -237,12 +232,11 @@ void gpu_check_stage(const struct gpu_rig *rig_a, const struct gpu_cache *a,
     kvrt_plugin_buffer *cb = upload_new(rig_b, img_b, b->bytes);
     kvrt_plugin_buffer *sb = upload_new(rig_b, stage, stage_bytes + off_b);
     ok = ok && cb && sb &&
-         call_ok(rig_b->p->scatter(rig_b->dev, &b->cache, cb, n, sids, sb, off_b, &err), &err,
-                 "scatter", rig_b->tag) &&
+         call_ok(rig_b->p->scatter(rig_b->dev, &b->cache, cb, n, sids, sb, off_b, &err), &err, "scatter", rig_b->tag) &&
          download(rig_b, cb, got, b->bytes);
     gpu_emulate_scatter(b, img_b, n, sids, stage + off_b);
-    tap_ok(ok && same_bytes(got, img_b, b->bytes),
-           "%s -> %s: scatter unpacks the pages into the other layout", rig_a->tag, rig_b->tag);
+    tap_ok(ok && same_bytes(got, img_b, b->bytes), "%s -> %s: scatter unpacks the pages into the other layout",
+           rig_a->tag, rig_b->tag);
 
     if (ca)
         rig_a->p->buffer_free(rig_a->dev, ca);
@@ -266,16 +260,15 @@ struct decode_kv {
     const struct gpu_cache *c;
     const int64_t *token_slot; /* [seq * max_len + t] */
     uint64_t max_len;
-    const uint8_t *k, *v;      /* [token index][H][D or Dv] as written */
-    const uint64_t *first;     /* first token index of each sequence */
+    const uint8_t *k, *v;  /* [token index][H][D or Dv] as written */
+    const uint64_t *first; /* first token index of each sequence */
 };
 
 static const uint8_t *decode_kv_row(void *ctx, uint64_t s, uint64_t t, uint64_t h, int is_v)
 {
     const struct decode_kv *kv = ctx;
     const uint64_t row = (kv->first[s] + t) * kv->c->g.heads + h;
-    return is_v ? kv->v + row * kv->c->g.dv * kv->c->g.elem
-                : kv->k + row * kv->c->g.d * kv->c->g.elem;
+    return is_v ? kv->v + row * kv->c->g.dv * kv->c->g.elem : kv->k + row * kv->c->g.d * kv->c->g.elem;
 }
 
 static void fill_values(int dtype, uint8_t *p, uint64_t count, uint64_t es)
@@ -291,8 +284,8 @@ static void fill_values(int dtype, uint8_t *p, uint64_t count, uint64_t es)
     }
 }
 
-void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint64_t q_heads,
-                      const int32_t *seq_lens, uint64_t seqs)
+void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint64_t q_heads, const int32_t *seq_lens,
+                      uint64_t seqs)
 {
     const uint64_t es = c->g.elem, bs = c->g.block_size, H = c->g.heads;
     const uint64_t d = c->g.d, dv = c->g.dv;
@@ -306,8 +299,8 @@ void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint
         used_blocks += nb;
     }
     if (seqs == 0 || used_blocks > c->g.blocks) {
-        tap_ok(false, "%s: decode geometry has %llu blocks, needs %llu", rig->tag,
-               (unsigned long long)c->g.blocks, (unsigned long long)used_blocks);
+        tap_ok(false, "%s: decode geometry has %llu blocks, needs %llu", rig->tag, (unsigned long long)c->g.blocks,
+               (unsigned long long)used_blocks);
         free(first);
         return;
     }
@@ -323,8 +316,7 @@ void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint
         for (uint64_t i = 0; i * bs < (uint64_t)seq_lens[s] && next < c->g.blocks; i++)
             tables[s * max_blocks + i] = (int32_t)pool[next++];
         for (uint64_t t = 0; t < (uint64_t)seq_lens[s]; t++)
-            slots[first[s] + t] =
-                (int64_t)tables[s * max_blocks + t / bs] * (int64_t)bs + (int64_t)(t % bs);
+            slots[first[s] + t] = (int64_t)tables[s * max_blocks + t / bs] * (int64_t)bs + (int64_t)(t % bs);
     }
 
     const uint64_t kb = total * H * d * es, vb = total * H * dv * es;
@@ -341,11 +333,9 @@ void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint
     kvrt_plugin_buffer *qbuf = upload_new(rig, q, q_off + qb);
     kvrt_plugin_buffer *obuf = upload_new(rig, NULL, out_off + ob);
     bool ok = cb && kvbuf && qbuf && obuf &&
-              call_ok(rig->p->buffer_zero(rig->dev, cb, 0, c->bytes, &err), &err, "buffer_zero",
-                      rig->tag) &&
-              call_ok(rig->p->write(rig->dev, &c->cache, cb, layer, total, slots, kvbuf, 0,
-                                    kvbuf, kb, &err),
-                      &err, "write", rig->tag);
+              call_ok(rig->p->buffer_zero(rig->dev, cb, 0, c->bytes, &err), &err, "buffer_zero", rig->tag) &&
+              call_ok(rig->p->write(rig->dev, &c->cache, cb, layer, total, slots, kvbuf, 0, kvbuf, kb, &err), &err,
+                      "write", rig->tag);
     const struct kvrt_plugin_decode_args args = {
         .size = sizeof(args),
         .num_seqs = (uint32_t)seqs,
@@ -359,22 +349,18 @@ void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint
         .seq_lens = seq_lens,
         .scale = (float)(1.0 / sqrt((double)d)),
     };
-    ok = ok &&
-         call_ok(rig->p->decode(rig->dev, &c->cache, cb, layer, &args, &err), &err, "decode",
-                 rig->tag) &&
+    ok = ok && call_ok(rig->p->decode(rig->dev, &c->cache, cb, layer, &args, &err), &err, "decode", rig->tag) &&
          download(rig, obuf, out, out_off + ob);
 
     double *ref = malloc(seqs * q_heads * dv * sizeof(double));
     struct decode_kv ctx = {c, slots, 0, kv, kv + kb, first};
-    gpu_ref_decode(c->g.dtype, seqs, q_heads, H, d, dv, q + q_off, seq_lens, args.scale,
-                   decode_kv_row, &ctx, ref);
+    gpu_ref_decode(c->g.dtype, seqs, q_heads, H, d, dv, q + q_off, seq_lens, args.scale, decode_kv_row, &ctx, ref);
     double worst = 0;
     uint64_t worst_at = 0;
     bool close = ok;
     for (uint64_t i = 0; ok && i < seqs * q_heads * dv; i++) {
         const double got = gpu_elem_get(c->g.dtype, out + out_off + i * es);
-        const double tol =
-            2e-5 + gpu_elem_tiny(c->g.dtype) + 2.0 * gpu_elem_eps(c->g.dtype) * fabs(ref[i]);
+        const double tol = 2e-5 + gpu_elem_tiny(c->g.dtype) + 2.0 * gpu_elem_eps(c->g.dtype) * fabs(ref[i]);
         const double e = fabs(got - ref[i]);
         if (!(e <= tol))
             close = false;
@@ -383,11 +369,10 @@ void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint
             worst_at = i;
         }
     }
-    if (!tap_ok(close, "%s: decode (%llu seqs, Hq %llu, H %llu) matches the fp64 reference",
-                rig->tag, (unsigned long long)seqs, (unsigned long long)q_heads,
-                (unsigned long long)H))
-        tap_diag("  worst error %g at output %llu (reference %g)", worst,
-                 (unsigned long long)worst_at, ok ? ref[worst_at] : 0.0);
+    if (!tap_ok(close, "%s: decode (%llu seqs, Hq %llu, H %llu) matches the fp64 reference", rig->tag,
+                (unsigned long long)seqs, (unsigned long long)q_heads, (unsigned long long)H))
+        tap_diag("  worst error %g at output %llu (reference %g)", worst, (unsigned long long)worst_at,
+                 ok ? ref[worst_at] : 0.0);
 
     if (cb)
         rig->p->buffer_free(rig->dev, cb);
@@ -413,14 +398,19 @@ void gpu_check_decode_refused(const struct gpu_rig *rig, const struct gpu_cache 
     kvrt_plugin_buffer *cb = upload_new(rig, NULL, c->bytes);
     kvrt_plugin_buffer *qb = upload_new(rig, NULL, 4096);
     const int32_t table[1] = {0}, lens[1] = {1};
-    const struct kvrt_plugin_decode_args args = {
-        .size = sizeof(args), .num_seqs = 1, .num_q_heads = (uint32_t)c->g.heads,
-        .max_blocks_per_seq = 1, .q = qb, .out = qb, .out_offset = 2048,
-        .block_tables = table, .seq_lens = lens, .scale = 1.0f};
+    const struct kvrt_plugin_decode_args args = {.size = sizeof(args),
+                                                 .num_seqs = 1,
+                                                 .num_q_heads = (uint32_t)c->g.heads,
+                                                 .max_blocks_per_seq = 1,
+                                                 .q = qb,
+                                                 .out = qb,
+                                                 .out_offset = 2048,
+                                                 .block_tables = table,
+                                                 .seq_lens = lens,
+                                                 .scale = 1.0f};
     int rc = cb && qb ? rig->p->decode(rig->dev, &c->cache, cb, 0, &args, &err) : KVRT_OK;
     if (!tap_ok(rc == KVRT_ERR_UNSUPPORTED && err.message[0],
-                "%s: decode refuses a byte type with KVRT_ERR_UNSUPPORTED and a reason",
-                rig->tag))
+                "%s: decode refuses a byte type with KVRT_ERR_UNSUPPORTED and a reason", rig->tag))
         tap_diag("  got %d: %s", rc, err.message);
     if (cb)
         rig->p->buffer_free(rig->dev, cb);
@@ -462,8 +452,7 @@ static void *thread_main(void *arg)
         if (rig->p->buffer_upload(rig->dev, kvb, 0, kv, tokens * row, &err) ||
             rig->p->write(rig->dev, &c->cache, cb, 0, tokens, slots, kvb, 0, kvb, kb, &err) ||
             rig->p->read(rig->dev, &c->cache, cb, 0, tokens, slots, out, 0, out, kb, &err) ||
-            rig->p->buffer_download(rig->dev, out, 0, back, tokens * row, &err) ||
-            memcmp(kv, back, tokens * row) != 0)
+            rig->p->buffer_download(rig->dev, out, 0, back, tokens * row, &err) || memcmp(kv, back, tokens * row) != 0)
             job->failures++;
     }
     if (cb)
@@ -491,6 +480,5 @@ void gpu_check_threads(const struct gpu_rig *rig, const struct gpu_cache *c)
         pthread_join(threads[i], NULL);
         failures += jobs[i].failures;
     }
-    tap_ok(failures == 0, "%s: three threads' concurrent write/read round trips on one device",
-           rig->tag);
+    tap_ok(failures == 0, "%s: three threads' concurrent write/read round trips on one device", rig->tag);
 }

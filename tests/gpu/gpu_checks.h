@@ -26,10 +26,10 @@ void gpu_check_write_read(const struct gpu_rig *rig, const struct gpu_cache *c);
 void gpu_check_copy(const struct gpu_rig *rig, const struct gpu_cache *c);
 /* Gather from a under rig_a, move the staging through the host, scatter
  * into b (same geometry, another layout) under rig_b. */
-void gpu_check_stage(const struct gpu_rig *rig_a, const struct gpu_cache *a,
-                     const struct gpu_rig *rig_b, const struct gpu_cache *b);
-void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint64_t q_heads,
-                      const int32_t *seq_lens, uint64_t seqs);
+void gpu_check_stage(const struct gpu_rig *rig_a, const struct gpu_cache *a, const struct gpu_rig *rig_b,
+                     const struct gpu_cache *b);
+void gpu_check_decode(const struct gpu_rig *rig, const struct gpu_cache *c, uint64_t q_heads, const int32_t *seq_lens,
+                      uint64_t seqs);
 /* Decode on a byte type must be refused with KVRT_ERR_UNSUPPORTED. */
 void gpu_check_decode_refused(const struct gpu_rig *rig, const struct gpu_cache *c);
 /* Two threads doing write/read round trips on their own caches at once. */

@@ -45,8 +45,7 @@ bool gpu_plugin_check_descriptor(const struct kvrt_plugin_descriptor *d, const c
     all &= TAP_EQ_U64(d->size, sizeof(struct kvrt_plugin_descriptor), "descriptor size");
     all &= tap_ok(d->size >= KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE, "descriptor covers ABI 1.0");
     all &= TAP_EQ_U64(d->abi_major, KVRT_PLUGIN_ABI_MAJOR, "ABI major");
-    all &= tap_ok(d->name && strcmp(d->name, name) == 0, "name is '%s' (got '%s')", name,
-                  d->name ? d->name : "(null)");
+    all &= tap_ok(d->name && strcmp(d->name, name) == 0, "name is '%s' (got '%s')", name, d->name ? d->name : "(null)");
     all &= tap_ok(d->version && d->version[0], "version string set");
     all &= tap_ok(d->description && d->description[0], "description set");
 
@@ -61,14 +60,13 @@ bool gpu_plugin_check_descriptor(const struct kvrt_plugin_descriptor *d, const c
     all &= tap_ok(layouts_ok, "declares all six layouts once each");
     all &= tap_ok((d->flags & KVRT_PLUGIN_ANY_LAYOUT) == 0, "explicit layout list, not 'any'");
 
-    const uint32_t want_types = (1u << KVRT_DTYPE_FP32) | (1u << KVRT_DTYPE_FP16) |
-                                (1u << KVRT_DTYPE_BF16);
+    const uint32_t want_types = (1u << KVRT_DTYPE_FP32) | (1u << KVRT_DTYPE_FP16) | (1u << KVRT_DTYPE_BF16);
     all &= tap_ok((d->dtypes & want_types) == want_types, "declares fp32, fp16 and bf16");
     all &= tap_ok((d->dtypes >> KVRT_NUM_DTYPES) == 0, "no unknown element types");
     all &= TAP_EQ_U64(d->ops, KVRT_OP_ALL, "declares every operation");
 
-    all &= tap_ok(d->probe && d->bind && d->unbind && d->buffer_alloc && d->buffer_free &&
-                      d->buffer_zero && d->buffer_upload && d->buffer_download,
+    all &= tap_ok(d->probe && d->bind && d->unbind && d->buffer_alloc && d->buffer_free && d->buffer_zero &&
+                      d->buffer_upload && d->buffer_download,
                   "required functions present");
     all &= tap_ok(d->write && d->read && d->copy_blocks && d->gather && d->scatter && d->decode,
                   "one function per declared operation");

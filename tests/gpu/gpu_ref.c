@@ -82,19 +82,11 @@ double gpu_elem_get(int dtype, const uint8_t *p)
     uint16_t h;
     float f;
     switch (dtype) {
-    case KVRT_DTYPE_FP8_E4M3:
-        return e4m3_value(p[0]);
-    case KVRT_DTYPE_FP8_E5M2:
-        return half_to_f32((uint16_t)(p[0] << 8));
-    case KVRT_DTYPE_BF16:
-        memcpy(&h, p, 2);
-        return bits_f32((uint32_t)h << 16);
-    case KVRT_DTYPE_FP16:
-        memcpy(&h, p, 2);
-        return half_to_f32(h);
-    default:
-        memcpy(&f, p, 4);
-        return f;
+    case KVRT_DTYPE_FP8_E4M3: return e4m3_value(p[0]);
+    case KVRT_DTYPE_FP8_E5M2: return half_to_f32((uint16_t)(p[0] << 8));
+    case KVRT_DTYPE_BF16: memcpy(&h, p, 2); return bits_f32((uint32_t)h << 16);
+    case KVRT_DTYPE_FP16: memcpy(&h, p, 2); return half_to_f32(h);
+    default: memcpy(&f, p, 4); return f;
     }
 }
 
@@ -111,8 +103,7 @@ void gpu_elem_put(int dtype, uint8_t *p, double v)
         h = f32_to_half(f);
         memcpy(p, &h, 2);
         break;
-    default:
-        memcpy(p, &f, 4);
+    default: memcpy(p, &f, 4);
     }
 }
 
@@ -124,36 +115,26 @@ uint64_t gpu_elem_size(int dtype)
 double gpu_elem_tiny(int dtype)
 {
     switch (dtype) {
-    case KVRT_DTYPE_FP8_E4M3:
-        return ldexp(1.0, -10);
-    case KVRT_DTYPE_FP8_E5M2:
-        return ldexp(1.0, -17);
-    case KVRT_DTYPE_FP16:
-        return ldexp(1.0, -25);
-    default:
-        return 0;
+    case KVRT_DTYPE_FP8_E4M3: return ldexp(1.0, -10);
+    case KVRT_DTYPE_FP8_E5M2: return ldexp(1.0, -17);
+    case KVRT_DTYPE_FP16: return ldexp(1.0, -25);
+    default: return 0;
     }
 }
 
 double gpu_elem_eps(int dtype)
 {
     switch (dtype) {
-    case KVRT_DTYPE_FP8_E4M3:
-        return ldexp(1.0, -4);
-    case KVRT_DTYPE_FP8_E5M2:
-        return ldexp(1.0, -3);
-    case KVRT_DTYPE_BF16:
-        return ldexp(1.0, -8);
-    case KVRT_DTYPE_FP16:
-        return ldexp(1.0, -11);
-    default:
-        return ldexp(1.0, -24);
+    case KVRT_DTYPE_FP8_E4M3: return ldexp(1.0, -4);
+    case KVRT_DTYPE_FP8_E5M2: return ldexp(1.0, -3);
+    case KVRT_DTYPE_BF16: return ldexp(1.0, -8);
+    case KVRT_DTYPE_FP16: return ldexp(1.0, -11);
+    default: return ldexp(1.0, -24);
     }
 }
 
-void gpu_ref_decode(int dtype, uint64_t seqs, uint64_t q_heads, uint64_t kv_heads, uint64_t d,
-                    uint64_t dv, const uint8_t *q, const int32_t *seq_lens, double scale,
-                    gpu_kv_fn kv, void *ctx, double *out)
+void gpu_ref_decode(int dtype, uint64_t seqs, uint64_t q_heads, uint64_t kv_heads, uint64_t d, uint64_t dv,
+                    const uint8_t *q, const int32_t *seq_lens, double scale, gpu_kv_fn kv, void *ctx, double *out)
 {
     const uint64_t es = gpu_elem_size(dtype);
     const uint64_t group = q_heads / kv_heads;

@@ -20,8 +20,7 @@ uint64_t gpu_elem_size(int dtype);
 /* out[s][qh][x] for q [S, Hq, D]; K/V of token t of sequence s are the
  * arrays returned by kv(ctx, s, t, kv_head, is_v) (D or Dv elements). */
 typedef const uint8_t *(*gpu_kv_fn)(void *ctx, uint64_t s, uint64_t t, uint64_t head, int is_v);
-void gpu_ref_decode(int dtype, uint64_t seqs, uint64_t q_heads, uint64_t kv_heads, uint64_t d,
-                    uint64_t dv, const uint8_t *q, const int32_t *seq_lens, double scale,
-                    gpu_kv_fn kv, void *ctx, double *out);
+void gpu_ref_decode(int dtype, uint64_t seqs, uint64_t q_heads, uint64_t kv_heads, uint64_t d, uint64_t dv,
+                    const uint8_t *q, const int32_t *seq_lens, double scale, gpu_kv_fn kv, void *ctx, double *out);
 
 #endif

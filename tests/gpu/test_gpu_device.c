@@ -60,9 +60,8 @@ static struct gpu_geom geom(int layout, const struct config *cfg, uint64_t pad)
     return g;
 }
 
-static void rig_init(struct gpu_rig *rig, char *tag, size_t size,
-                     const struct kvrt_plugin_descriptor *p, kvrt_plugin_device *dev, int layout,
-                     const char *what)
+static void rig_init(struct gpu_rig *rig, char *tag, size_t size, const struct kvrt_plugin_descriptor *p,
+                     kvrt_plugin_device *dev, int layout, const char *what)
 {
     snprintf(tag, size, "%s %s", gpu_layout_name(layout), what);
     rig->p = p;
@@ -172,8 +171,7 @@ static void run_decode_shapes(const struct kvrt_plugin_descriptor *p, kvrt_plugi
         gpu_cache_build(&c, &g);
         setenv("KVRT_GPU_DECODE_PARTITION", "16", 1);
         char what[96];
-        snprintf(what, sizeof(what), "%s GQA %llu, 16-token partitions", cfg.name,
-                 (unsigned long long)groups[i]);
+        snprintf(what, sizeof(what), "%s GQA %llu, 16-token partitions", cfg.name, (unsigned long long)groups[i]);
         rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, what);
         gpu_check_decode(&rig, &c, 2 * groups[i], lens, 6);
         unsetenv("KVRT_GPU_DECODE_PARTITION");
@@ -190,8 +188,7 @@ static void run_decode_shapes(const struct kvrt_plugin_descriptor *p, kvrt_plugi
         setenv("KVRT_GPU_DECODE_PARTITION", "32", 1);
         setenv("KVRT_GPU_MAX_GROUPS", "3", 1);
         char what[96];
-        snprintf(what, sizeof(what), "%s, %s lanes per token, 3 work-groups grid-stride",
-                 fp32.name, lanes[i]);
+        snprintf(what, sizeof(what), "%s, %s lanes per token, 3 work-groups grid-stride", fp32.name, lanes[i]);
         rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, what);
         gpu_check_decode(&rig, &c, 8, lens, 6);
         unsetenv("KVRT_GPU_DECODE_LANES");
@@ -222,8 +219,7 @@ static void run_decode_shapes(const struct kvrt_plugin_descriptor *p, kvrt_plugi
         gpu_cache_build(&c, &g);
         setenv("KVRT_GPU_SHARED_BYTES", "49152", 1);
         static const int32_t mla_lens[] = {90, 3};
-        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout,
-                 "bf16 MLA 576/512, Hq 8, 48 KiB of local memory");
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, "bf16 MLA 576/512, Hq 8, 48 KiB of local memory");
         gpu_check_decode(&rig, &c, 8, mla_lens, 2);
         unsetenv("KVRT_GPU_SHARED_BYTES");
     }
@@ -238,8 +234,7 @@ static void run_decode_shapes(const struct kvrt_plugin_descriptor *p, kvrt_plugi
         g.r = 1;
         gpu_cache_build(&c, &g);
         static const int32_t long_len[] = {32768};
-        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout,
-                 "fp16 D16/16, one 32768-token sequence, GQA 4");
+        rig_init(&rig, tag, sizeof(tag), p, devs[layout], layout, "fp16 D16/16, one 32768-token sequence, GQA 4");
         gpu_check_decode(&rig, &c, 4, long_len, 1);
     }
 }
@@ -251,7 +246,7 @@ static void run_index64(const struct kvrt_plugin_descriptor *p, kvrt_plugin_devi
     struct gpu_rig rig, rig_b;
     struct gpu_cache c, cb;
     setenv("KVRT_GPU_INDEX64", "1", 1);
-    setenv("KVRT_GPU_MAX_GROUPS", "2", 1); /* and every launch grid-strides */
+    setenv("KVRT_GPU_MAX_GROUPS", "2", 1);        /* and every launch grid-strides */
     for (size_t i = 0; i < NUM_CONFIGS; i += 3) { /* fp32 and int8: 16- and 1-byte units */
         const int layout = p->layouts[0], other = p->layouts[p->num_layouts - 1];
         const struct gpu_geom g = geom(layout, &configs[i], 0);
@@ -272,8 +267,7 @@ static void run_index64(const struct kvrt_plugin_descriptor *p, kvrt_plugin_devi
 
 /* KVRT_TEST_EXPECT_NODEV=<text>: probe and bind must fail with
  * KVRT_ERR_NODEV and a reason containing <text>; that reason is the skip. */
-static int expect_nodev(const struct kvrt_plugin_descriptor *p, int rc, const char *why,
-                        const char *expected)
+static int expect_nodev(const struct kvrt_plugin_descriptor *p, int rc, const char *why, const char *expected)
 {
     kvrt_plugin_device *dev = NULL;
     kvrt_plugin_error err = {""};
@@ -283,10 +277,9 @@ static int expect_nodev(const struct kvrt_plugin_descriptor *p, int rc, const ch
     if (rc == KVRT_ERR_NODEV && says_why && brc == KVRT_ERR_NODEV && err.message[0])
         tap_skip_all("%s: no device, as arranged: %s", p->name, why);
     tap_ok(rc == KVRT_ERR_NODEV && says_why,
-           "probe without a device: KVRT_ERR_NODEV with a reason naming '%s' (got %d '%s')",
-           expected, rc, why);
-    tap_ok(brc == KVRT_ERR_NODEV && err.message[0],
-           "bind without a device: KVRT_ERR_NODEV with a reason (got %d '%s')", brc, err.message);
+           "probe without a device: KVRT_ERR_NODEV with a reason naming '%s' (got %d '%s')", expected, rc, why);
+    tap_ok(brc == KVRT_ERR_NODEV && err.message[0], "bind without a device: KVRT_ERR_NODEV with a reason (got %d '%s')",
+           brc, err.message);
     if (dev)
         p->unbind(dev);
     return tap_done();
@@ -306,8 +299,7 @@ int main(void)
     if (rc != KVRT_OK) {
         if (rc == KVRT_ERR_NODEV && why.message[0])
             tap_skip_all("%s: no usable device: %s", p->name, why.message);
-        tap_ok(false, "probe: KVRT_OK, or KVRT_ERR_NODEV with a reason (got %d '%s')", rc,
-               why.message);
+        tap_ok(false, "probe: KVRT_OK, or KVRT_ERR_NODEV with a reason (got %d '%s')", rc, why.message);
         return tap_done();
     }
     tap_diag("%s probe: ok", p->name);
@@ -337,8 +329,7 @@ int main(void)
         const int mrc = KVRT_PLUGIN_HAS(p, measure_copy) && p->measure_copy
                             ? p->measure_copy(devs[g.layout], 8u << 20, &bps, &err)
                             : KVRT_ERR_UNSUPPORTED;
-        if (!tap_ok(mrc == KVRT_OK && bps > 0, "measure_copy: 8 MiB device copies at %.2f GB/s",
-                    bps / 1e9))
+        if (!tap_ok(mrc == KVRT_OK && bps > 0, "measure_copy: 8 MiB device copies at %.2f GB/s", bps / 1e9))
             tap_diag("  %d: %s", mrc, err.message);
     }
     for (int l = 0; l < KVRT_NUM_LAYOUTS; l++)

@@ -42,8 +42,7 @@ static void groups(void)
     TAP_EQ_U64(kvrt_plan_lane_shift(32, 256), 5, "32 units: 32 lanes");
     TAP_EQ_U64(kvrt_plan_lane_shift(33, 256), 6, "33 units: 64 lanes");
     TAP_EQ_U64(kvrt_plan_lane_shift(5000, 256), 8, "long rows: the whole group");
-    TAP_EQ_U64(kvrt_plan_decode_shared(64, 4, 256, 128, 128),
-               256 * 8 + 4 * (128 + 256 + 64 + 128 + 3) * 4,
+    TAP_EQ_U64(kvrt_plan_decode_shared(64, 4, 256, 128, 128), 256 * 8 + 4 * (128 + 256 + 64 + 128 + 3) * 4,
                "decode local memory: offsets, q, scores, reduction, acc, stats");
 }
 
@@ -71,8 +70,7 @@ static void decode_plan(void)
     s.max_len = 32768;
     kvrt_plan_decode(&s, &h200, &p);
     tap_ok(p.parts >= 16 && p.part_tokens >= 256 && p.part_tokens * p.parts >= 32768,
-           "1 x 32768: %llu partitions of %llu tokens", (unsigned long long)p.parts,
-           (unsigned long long)p.part_tokens);
+           "1 x 32768: %llu partitions of %llu tokens", (unsigned long long)p.parts, (unsigned long long)p.part_tokens);
     /* Group 16: two chunks of 8. */
     s.q_heads = 128;
     kvrt_plan_decode(&s, &h200, &p);
@@ -80,8 +78,8 @@ static void decode_plan(void)
     /* MLA 576/512 with 8 heads per chunk: tiles shrink to fit 48 KiB. */
     const struct kvrt_decode_shape mla = {4, 16, 1, 576, 512, 2, 1000, 1};
     tap_ok(kvrt_plan_decode(&mla, &h200, &p) == 0 && p.shared <= 48 * 1024 && p.tile < 256,
-           "MLA 576/512: %llu bytes of local memory with %llu-token tiles",
-           (unsigned long long)p.shared, (unsigned long long)p.tile);
+           "MLA 576/512: %llu bytes of local memory with %llu-token tiles", (unsigned long long)p.shared,
+           (unsigned long long)p.tile);
     const struct kvrt_decode_device tiny = {128, 0, 4, 4096, 65535};
     tap_ok(kvrt_plan_decode(&mla, &tiny, &p) == -1 && p.shared > 4096,
            "too little local memory is refused, with the size needed");
@@ -101,8 +99,7 @@ static void decode_plan(void)
 }
 
 /* Split pairs into waves; returns the number of waves, ends in out. */
-static unsigned waves(const int64_t *src, const int64_t *dst, size_t stride, size_t n,
-                      size_t *ends)
+static unsigned waves(const int64_t *src, const int64_t *dst, size_t stride, size_t n, size_t *ends)
 {
     uint8_t marks[16] = {0};
     unsigned w = 0;
@@ -127,11 +124,9 @@ static void wave_split(void)
     tap_ok(waves(chain, chain + 1, 2, 2, ends) == 2 && ends[0] == 1,
            "a pair reading an earlier destination waits (read after write)");
     const int64_t overwrite[] = {0, 1, 2, 1};
-    tap_ok(waves(overwrite, overwrite + 1, 2, 2, ends) == 2,
-           "two writes to one block are ordered (write after write)");
+    tap_ok(waves(overwrite, overwrite + 1, 2, 2, ends) == 2, "two writes to one block are ordered (write after write)");
     const int64_t war[] = {3, 4, 5, 3};
-    tap_ok(waves(war, war + 1, 2, 2, ends) == 2,
-           "writing an earlier source waits (write after read)");
+    tap_ok(waves(war, war + 1, 2, 2, ends) == 2, "writing an earlier source waits (write after read)");
     const int64_t self[] = {2, 2, 3, 4};
     tap_ok(waves(self, self + 1, 2, 2, ends) == 1, "a self copy conflicts with nothing else");
     const int64_t scatter[] = {1, 2, 1, 3};

@@ -73,8 +73,7 @@ int main(int argc, char **argv)
     tap_plan_dynamic();
     const char *self = argv[0];
 
-    expect(self, "fail", 0, (const char *const[]){"1..1\n", "\nnot ok 1 - this test must fail\n", NULL},
-           NULL);
+    expect(self, "fail", 0, (const char *const[]){"1..1\n", "\nnot ok 1 - this test must fail\n", NULL}, NULL);
     expect(self, "pass", 0, (const char *const[]){"1..1\n", "ok 1 - this test must pass\n", NULL},
            (const char *const[]){"not ok", NULL});
     expect(self, "skip", 0, (const char *const[]){"ok 1 # SKIP nothing to test here\n", NULL},
@@ -85,14 +84,11 @@ int main(int argc, char **argv)
     /* Every line a diagnostic prints must start with "# ", and a description
      * can neither start a directive nor break the line. */
     expect(self, "diag", 0,
-           (const char *const[]){"# first line\n# second line\n",
-                                 "ok 1 - a description with a _ hash and a newline\n",
-                                 "not ok 2 - arithmetic is broken\n", "# failures 1 of 2\n",
-                                 "1..2\n", NULL},
+           (const char *const[]){"# first line\n# second line\n", "ok 1 - a description with a _ hash and a newline\n",
+                                 "not ok 2 - arithmetic is broken\n", "# failures 1 of 2\n", "1..2\n", NULL},
            NULL);
     expect(self, "eq", 0,
-           (const char *const[]){"ok 1 - seven is seven\n", "not ok 2 - seven is eight\n",
-                                 "#   got 7, want 8\n", NULL},
+           (const char *const[]){"ok 1 - seven is seven\n", "not ok 2 - seven is eight\n", "#   got 7, want 8\n", NULL},
            NULL);
     expect(self, "skip-all", 0, (const char *const[]){"1..0 # SKIP no device\n", NULL},
            (const char *const[]){"ok 1", NULL});

@@ -77,7 +77,8 @@ static void compare_file(const char *ours, const char *shared, const char *name)
             at++;
         tap_ok(false, "%s: identical to the shared copy", name);
         tap_diag("%s (%zu bytes) and %s (%zu bytes) first differ at byte %zu; copy the shared "
-                 "file over tests/vectors/", a, la, b, lb, at);
+                 "file over tests/vectors/",
+                 a, la, b, lb, at);
     } else {
         tap_ok(true, "%s: identical to the shared copy (%zu bytes)", name, la);
     }
@@ -96,7 +97,8 @@ int main(int argc, char **argv)
     if (stat(shared, &st) != 0 || !S_ISDIR(st.st_mode)) {
         int why = errno ? errno : ENOTDIR;
         tap_skip_all("no shared vectors folder at %s (%s), so there is nothing to compare "
-                     "tests/vectors/ against", shared, strerror(why));
+                     "tests/vectors/ against",
+                     shared, strerror(why));
     }
 
     size_t n_ours = 0, n_shared = 0;
@@ -111,8 +113,7 @@ int main(int argc, char **argv)
         compare_file(ours, shared, in_shared[i]);
     /* Files only we have would be acceptance data nobody else agreed to. */
     for (size_t i = 0; i < n_ours; i++) {
-        bool found = n_shared > 0 &&
-                     bsearch(&in_ours[i], in_shared, n_shared, sizeof(*in_shared), compare_names);
+        bool found = n_shared > 0 && bsearch(&in_ours[i], in_shared, n_shared, sizeof(*in_shared), compare_names);
         if (!found) {
             tap_ok(false, "%s: also in the shared folder", in_ours[i]);
             tap_diag("%s/%s exists only in tests/vectors/", ours, in_ours[i]);

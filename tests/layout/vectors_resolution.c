@@ -22,7 +22,8 @@ static int declare_all(kvrt_resolver *r, const json_t *decls)
 {
     size_t i;
     json_t *d;
-    json_array_foreach(decls, i, d) {
+    json_array_foreach(decls, i, d)
+    {
         char name[32];
         backend_name(i, name, sizeof(name));
         int rc;
@@ -32,7 +33,8 @@ static int declare_all(kvrt_resolver *r, const json_t *decls)
             enum kvrt_layout list[KVRT_NUM_LAYOUTS];
             size_t n = 0, j;
             json_t *l;
-            json_array_foreach(d, j, l) {
+            json_array_foreach(d, j, l)
+            {
                 if (n == KVRT_NUM_LAYOUTS || kvrt_layout_parse(json_string_value(l), &list[n]) != KVRT_OK)
                     return KVRT_ERR_INVALID;
                 n++;
@@ -61,7 +63,8 @@ static bool error_explains(const json_t *c, const char *msg)
     /* Empty intersection: every declaration is listed. */
     size_t i;
     json_t *d;
-    json_array_foreach(json_object_get(c, "declarations"), i, d) {
+    json_array_foreach(json_object_get(c, "declarations"), i, d)
+    {
         char name[32];
         backend_name(i, name, sizeof(name));
         if (!strstr(msg, name))
@@ -107,11 +110,10 @@ static void check_case(size_t index, const json_t *c)
         bool warn = json_is_true(json_object_get(expect, "warning"));
         enum kvrt_layout rec;
         if (!tap_ok(rc == KVRT_OK && strcmp(kvrt_layout_name(got), want) == 0,
-                    "case %zu %s env=%s pref=%s mixed=%d: %s", index, decls, desc_env,
-                    pref ? pref : "none", json_is_true(json_object_get(c, "mixed_shapes")), want))
-            tap_diag("rc %d, got %s, message: %s\ntrace:\n%s", rc,
-                     rc == KVRT_OK ? kvrt_layout_name(got) : "-", kvrt_error_message(),
-                     kvrt_resolver_trace(r));
+                    "case %zu %s env=%s pref=%s mixed=%d: %s", index, decls, desc_env, pref ? pref : "none",
+                    json_is_true(json_object_get(c, "mixed_shapes")), want))
+            tap_diag("rc %d, got %s, message: %s\ntrace:\n%s", rc, rc == KVRT_OK ? kvrt_layout_name(got) : "-",
+                     kvrt_error_message(), kvrt_resolver_trace(r));
         tap_ok(kvrt_resolver_warned(r) == warn, "case %zu: warning is %s", index, warn ? "true" : "false");
         tap_ok(kvrt_resolver_recorded(r, &rec) && rec == got, "case %zu: %s is recorded", index, want);
         char final[64];
@@ -155,8 +157,7 @@ static void check_env_as_spelled(void)
         r = make(bad[i]);
         rc = kvrt_resolver_resolve(r, &got);
         msg = kvrt_error_message();
-        tap_ok(rc == KVRT_ERR_INVALID && strstr(msg, quoted) && strstr(msg, KVRT_LAYOUT_ENV) &&
-                   strstr(msg, "BHLNC"),
+        tap_ok(rc == KVRT_ERR_INVALID && strstr(msg, quoted) && strstr(msg, KVRT_LAYOUT_ENV) && strstr(msg, "BHLNC"),
                "env %s is malformed: KVRT_ERR_INVALID, quoted, valid names listed", quoted);
         tap_diag("message: %s", msg);
         kvrt_resolver_destroy(r);
@@ -170,7 +171,8 @@ static void check_env_as_spelled(void)
     kvrt_resolver_declare(r, "cpu", both, 2);
     tap_ok(kvrt_resolver_resolve(r, &got) == KVRT_OK && got == KVRT_LAYOUT_LBNHC,
            "create() reads VLLM_KV_CACHE_LAYOUT=NHD from the environment: LBNHC");
-    tap_ok(strstr(kvrt_resolver_trace(r), "from the environment") != NULL, "the trace says where the constraint came from");
+    tap_ok(strstr(kvrt_resolver_trace(r), "from the environment") != NULL,
+           "the trace says where the constraint came from");
     kvrt_resolver_destroy(r);
     r = NULL;
     kvrt_resolver_create(&r);
@@ -195,8 +197,7 @@ static void check_write_once(void)
     kvrt_resolver_declare(r, "cpu", both, 2);
     tap_ok(!kvrt_resolver_recorded(r, &rec), "nothing recorded before the first resolve");
     tap_ok(kvrt_resolver_resolve(r, &got) == KVRT_OK && got == KVRT_LAYOUT_LBHNC, "first resolve: LBHNC");
-    tap_ok(kvrt_resolver_resolve(r, &got) == KVRT_OK && got == KVRT_LAYOUT_LBHNC,
-           "the same result again is fine");
+    tap_ok(kvrt_resolver_resolve(r, &got) == KVRT_OK && got == KVRT_LAYOUT_LBHNC, "the same result again is fine");
     kvrt_resolver_set_preference(r, "NHD", "connector");
     got = KVRT_LAYOUT_BHLNC;
     int rc = kvrt_resolver_resolve(r, &got);
@@ -235,10 +236,18 @@ static void check_trace(void)
     tap_ok(kvrt_resolver_resolve(r, &got) == KVRT_OK && got == KVRT_LAYOUT_LBHNC, "trace case resolves to LBHNC");
     tap_ok(kvrt_resolver_warned(r), "the preference BLHNC is not a candidate: warning");
     const char *t = kvrt_resolver_trace(r);
-    const char *steps[] = {"resolve #1", "declaration: backend \"cuda\" supports LBNHC, LBHNC, LHBNC",
-                           "declaration: backend \"cpu\" accepts any layout", "intersection: ",
-                           "votes: ", "ranking: ", "narrowing: ", "candidates: ", "env: ",
-                           "preference: ", "choice: LBHNC", "recorded: "};
+    const char *steps[] = {"resolve #1",
+                           "declaration: backend \"cuda\" supports LBNHC, LBHNC, LHBNC",
+                           "declaration: backend \"cpu\" accepts any layout",
+                           "intersection: ",
+                           "votes: ",
+                           "ranking: ",
+                           "narrowing: ",
+                           "candidates: ",
+                           "env: ",
+                           "preference: ",
+                           "choice: LBHNC",
+                           "recorded: "};
     for (size_t i = 0; i < sizeof(steps) / sizeof(steps[0]); i++)
         tap_ok(has_line_starting(t, steps[i]), "the trace has a line starting \"%s\"", steps[i]);
     tap_ok(strstr(t, "HNC (LBHNC)") != NULL, "the trace shows the env value as spelled");
@@ -263,8 +272,8 @@ static void check_trace(void)
     r = make(NULL);
     kvrt_resolver_set_mixed_shapes(r, true);
     candidates = kvrt_resolver_resolve(r, &got) == KVRT_OK ? kvrt_resolver_candidates(r, c) : 0;
-    tap_ok(candidates == 4 && c[0] == KVRT_LAYOUT_LBNHC && c[1] == KVRT_LAYOUT_LBHNC &&
-               c[2] == KVRT_LAYOUT_BLNHC && c[3] == KVRT_LAYOUT_BLHNC,
+    tap_ok(candidates == 4 && c[0] == KVRT_LAYOUT_LBNHC && c[1] == KVRT_LAYOUT_LBHNC && c[2] == KVRT_LAYOUT_BLNHC &&
+               c[3] == KVRT_LAYOUT_BLHNC,
            "mixed shapes, no declaration: the block-compact defaults LBNHC, LBHNC, BLNHC, BLHNC");
     kvrt_resolver_destroy(r);
 
@@ -287,8 +296,7 @@ static void check_arguments(void)
     const enum kvrt_layout bad[] = {(enum kvrt_layout)9};
     const enum kvrt_layout one[] = {KVRT_LAYOUT_LBNHC};
     kvrt_resolver *r = make(NULL);
-    tap_ok(kvrt_resolver_declare(r, "x", dup, 2) == KVRT_ERR_INVALID &&
-               strstr(kvrt_error_message(), "twice"),
+    tap_ok(kvrt_resolver_declare(r, "x", dup, 2) == KVRT_ERR_INVALID && strstr(kvrt_error_message(), "twice"),
            "a list naming a layout twice is refused");
     tap_ok(kvrt_resolver_declare(r, "x", bad, 1) == KVRT_ERR_INVALID && strstr(kvrt_error_message(), "9"),
            "an invalid layout value is refused, naming it");
@@ -316,8 +324,7 @@ int main(int argc, char **argv)
     tap_plan_dynamic();
     size_t i;
     json_t *c;
-    json_array_foreach(json_object_get(root, "cases"), i, c)
-        check_case(i, c);
+    json_array_foreach(json_object_get(root, "cases"), i, c) check_case(i, c);
     check_env_as_spelled();
     check_write_once();
     check_trace();

@@ -79,8 +79,7 @@ static int fail_start(struct spawn_result *res, const char *what, int err)
     return -1;
 }
 
-int spawn_run(const char *path, char *const argv[], const char *const env_changes[],
-              struct spawn_result *res)
+int spawn_run(const char *path, char *const argv[], const char *const env_changes[], struct spawn_result *res)
 {
     int out_pipe[2], err_pipe[2];
     memset(res, 0, sizeof(*res));

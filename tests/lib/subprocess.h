@@ -15,8 +15,7 @@ struct spawn_result {
  * copy of this process's environment; NULL means no change.
  * Returns 0, or -1 when the program could not be run (res->err says why).
  */
-int spawn_run(const char *path, char *const argv[], const char *const env_changes[],
-              struct spawn_result *res);
+int spawn_run(const char *path, char *const argv[], const char *const env_changes[], struct spawn_result *res);
 void spawn_result_free(struct spawn_result *res);
 
 #endif

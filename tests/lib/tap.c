@@ -42,7 +42,7 @@ static void sanitize_line(char *s)
             *s = (*s == '#') ? '_' : ' ';
 }
 
-bool (tap_ok)(bool cond, const char *fmt, ...)
+bool(tap_ok)(bool cond, const char *fmt, ...)
 {
     char desc[1024];
     va_list ap;

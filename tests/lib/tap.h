@@ -30,8 +30,7 @@ bool tap_ok(bool cond, const char *fmt, ...) TAP_PRINTF(2, 3);
  * tap_ok(cond, ...) is cond, so the code after
  * `if (!tap_ok(p != NULL, ...)) return ...;` runs only with p set.  (Only
  * there: compilers would warn about the unused value of a bare tap_ok.) */
-#define tap_ok(cond, ...) \
-    ((cond) ? ((tap_ok)(true, __VA_ARGS__), true) : ((tap_ok)(false, __VA_ARGS__), false))
+#define tap_ok(cond, ...) ((cond) ? ((tap_ok)(true, __VA_ARGS__), true) : ((tap_ok)(false, __VA_ARGS__), false))
 #endif
 void tap_skip(const char *fmt, ...) TAP_PRINTF(1, 2);
 void tap_skip_all(const char *fmt, ...) TAP_PRINTF(1, 2);
@@ -42,11 +41,9 @@ int tap_count(void);
 int tap_done(void);
 
 /* Convenience: compare integers with a diagnostic on mismatch. */
-#define TAP_EQ_U64(got, want, ...)                                               \
-    (tap_ok((unsigned long long)(got) == (unsigned long long)(want), __VA_ARGS__) \
-         ? true                                                                   \
-         : (tap_diag("  got %llu, want %llu", (unsigned long long)(got),          \
-                     (unsigned long long)(want)),                                 \
-            false))
+#define TAP_EQ_U64(got, want, ...)                                                                                     \
+    (tap_ok((unsigned long long)(got) == (unsigned long long)(want), __VA_ARGS__)                                      \
+         ? true                                                                                                        \
+         : (tap_diag("  got %llu, want %llu", (unsigned long long)(got), (unsigned long long)(want)), false))
 
 #endif

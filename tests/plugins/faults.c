@@ -32,7 +32,7 @@ static kvrt_placement *make_placement(void)
         layers[i].spec.num_kv_heads = H;
         layers[i].spec.head_size = D;
     }
-    struct kvrt_group g = { layers, 2 };
+    struct kvrt_group g = {layers, 2};
     kvrt_placement *p = NULL;
     if (kvrt_placement_create(KVRT_LAYOUT_LBHNC, &g, 1, BLOCKS, 0, &p) != KVRT_OK)
         tap_diag("placement: %s", kvrt_error_message());
@@ -112,7 +112,8 @@ int main(void)
 
     kvrt_backend *b0 = NULL, *b1 = NULL;
     tap_ok(kvrt_runtime_bind(rt, "fault", "LBHNC", &b0) == KVRT_OK &&
-           kvrt_runtime_bind(rt, "fault", "LBHNC", &b1) == KVRT_OK, "two fault devices bound");
+               kvrt_runtime_bind(rt, "fault", "LBHNC", &b1) == KVRT_OK,
+           "two fault devices bound");
     kvrt_placement *p = make_placement();
 
     /* 1. Allocation fails. */

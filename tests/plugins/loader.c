@@ -104,11 +104,11 @@ static void test_newer_minor(void)
     kvrt_runtime *rt = open_rt(dir);
     size_t i;
     struct kvrt_plugin_info info;
-    bool ok = rt && kvrt_runtime_find_plugin(rt, "vnext", &i) == KVRT_OK &&
-              kvrt_runtime_plugin_info(rt, i, &info) == KVRT_OK;
+    bool ok =
+        rt && kvrt_runtime_find_plugin(rt, "vnext", &i) == KVRT_OK && kvrt_runtime_plugin_info(rt, i, &info) == KVRT_OK;
     tap_ok(ok && info.abi_major == KVRT_PLUGIN_ABI_MAJOR && info.abi_minor == KVRT_PLUGIN_ABI_MINOR + 1,
-           "a plugin reporting ABI %d.%d (a newer minor) is loaded and reported as such",
-           KVRT_PLUGIN_ABI_MAJOR, KVRT_PLUGIN_ABI_MINOR + 1);
+           "a plugin reporting ABI %d.%d (a newer minor) is loaded and reported as such", KVRT_PLUGIN_ABI_MAJOR,
+           KVRT_PLUGIN_ABI_MINOR + 1);
     kvrt_backend *be = NULL;
     tap_ok(ok && kvrt_runtime_bind(rt, "vnext", "LBHNC", &be) == KVRT_OK,
            "a newer-minor plugin binds a layout it declares: %s", be ? "yes" : kvrt_error_message());
@@ -128,8 +128,8 @@ static void test_passed_over_names(void)
     size_t i;
     int rc = kvrt_runtime_find_plugin(rt, "abi", &i);
     const char *msg = kvrt_error_message();
-    tap_ok(rc == KVRT_ERR_NODEV && strstr(msg, "backend \"abi\" was passed over") &&
-               strstr(msg, "kvrt-abi.so") && strstr(msg, "incompatible ABI major"),
+    tap_ok(rc == KVRT_ERR_NODEV && strstr(msg, "backend \"abi\" was passed over") && strstr(msg, "kvrt-abi.so") &&
+               strstr(msg, "incompatible ABI major"),
            "asking for a passed-over backend by name says it was passed over and why");
     tap_diag("%s", msg);
     rc = kvrt_runtime_find_plugin(rt, "nosuch", &i);
@@ -189,7 +189,8 @@ static void test_refusal_before_bind(void)
 
     st = kvrt_runtime_bind(rt, "failbind", "LBHNC", &b);
     tap_ok(st != KVRT_OK && strstr(kvrt_error_message(), "failbind") &&
-           strstr(kvrt_error_message(), "TEST_BIND_FAILED"), "a failing bind is reported with the backend's reason");
+               strstr(kvrt_error_message(), "TEST_BIND_FAILED"),
+           "a failing bind is reported with the backend's reason");
     tap_diag("%s", kvrt_error_message());
 
     st = kvrt_runtime_bind(rt, "nodev", "LBHNC", &b);
@@ -205,7 +206,8 @@ static void test_refusal_before_bind(void)
     tap_ok(st == KVRT_OK && strcmp(kvrt_backend_name(b), "subset") == 0,
            "automatic selection binds the first backend that can take the layout");
     const char *trace = kvrt_runtime_trace(rt);
-    tap_ok(strstr(trace, "passed over backend \"failbind\"") && strstr(trace, "passed over backend \"nodev\": no device"),
+    tap_ok(strstr(trace, "passed over backend \"failbind\"") &&
+               strstr(trace, "passed over backend \"nodev\": no device"),
            "every backend passed over is reported with its reason");
     tap_diag("%s", trace);
 
@@ -216,7 +218,8 @@ static void test_refusal_before_bind(void)
     setenv("KVRT_BACKEND", "subset", 1);
     unlink(marker);
     st = kvrt_runtime_bind(rt, NULL, "BLNHC", &b);
-    tap_ok(st == KVRT_ERR_REFUSED && !marker_has("bind"), "KVRT_BACKEND names a backend that refuses: hard error, no bind");
+    tap_ok(st == KVRT_ERR_REFUSED && !marker_has("bind"),
+           "KVRT_BACKEND names a backend that refuses: hard error, no bind");
     st = kvrt_runtime_bind(rt, NULL, "LBHNC", &b);
     tap_ok(st == KVRT_OK && strcmp(kvrt_backend_name(b), "subset") == 0, "KVRT_BACKEND selects the backend");
     unsetenv("KVRT_BACKEND");
@@ -326,7 +329,8 @@ static void test_paths(void)
     rt = open_rt(tmp);
     const char *r = rt ? skip_reason(rt, strrchr(tmp, '/') + 1) : NULL;
     tap_ok(rt && kvrt_runtime_num_plugins(rt) == 0 && r && strstr(r, "writable by other users") &&
-           strstr(r, "KVRT_ALLOW_INSECURE_PLUGINS"), "a world-writable plugin folder is refused with the reason");
+               strstr(r, "KVRT_ALLOW_INSECURE_PLUGINS"),
+           "a world-writable plugin folder is refused with the reason");
     if (r)
         tap_diag("%s", r);
     kvrt_runtime_close(rt);

@@ -186,7 +186,7 @@ static void resolver_functions(void)
     struct kvrt_trace_step step;
     INVALID(kvrt_resolver_trace_step, "NULL, 0, step", NULL, 0, &step);
     INVALID(kvrt_resolver_trace_step, "r, 0, NULL", r, 0, NULL);
-    RETURNS(kvrt_trace_kind_name, "-1 (not a kind)", kvrt_trace_kind_name((enum kvrt_trace_kind)-1) == NULL);
+    RETURNS(kvrt_trace_kind_name, "-1 (not a kind)", kvrt_trace_kind_name((enum kvrt_trace_kind) - 1) == NULL);
     kvrt_resolver_destroy(r);
 }
 
@@ -266,8 +266,8 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
 /* Every KVRT_API function named in the public headers was called above. */
 static void check_coverage(const char *include_dir)
 {
-    static const char *const headers[] = {"common.h", "dtype.h", "geometry.h", "layout.h", "placement.h",
-                                          "resolve.h", "runtime.h", "spec.h", "transfer.h", "device.h"};
+    static const char *const headers[] = {"common.h",  "dtype.h",   "geometry.h", "layout.h",   "placement.h",
+                                          "resolve.h", "runtime.h", "spec.h",     "transfer.h", "device.h"};
     size_t seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof(headers) / sizeof(headers[0]); h++) {
         char path[1024];
@@ -287,8 +287,8 @@ static void check_coverage(const char *include_dir)
                 continue;
             *paren = '\0';
             char *name = paren;
-            while (name > line && (name[-1] == '_' || (name[-1] >= 'a' && name[-1] <= 'z') ||
-                                   (name[-1] >= '0' && name[-1] <= '9')))
+            while (name > line &&
+                   (name[-1] == '_' || (name[-1] >= 'a' && name[-1] <= 'z') || (name[-1] >= '0' && name[-1] <= '9')))
                 name--;
             seen++;
             bool found = false;
@@ -301,8 +301,8 @@ static void check_coverage(const char *include_dir)
         }
         fclose(f);
     }
-    tap_ok(seen > 80 && missing == 0, "all %zu public functions are called with NULL arguments (%zu missing)",
-           seen, missing);
+    tap_ok(seen > 80 && missing == 0, "all %zu public functions are called with NULL arguments (%zu missing)", seen,
+           missing);
 }
 
 int main(int argc, char **argv)

@@ -8,7 +8,7 @@
  * setuid process cannot read its own /proc/self/environ to learn
  * ASAN_OPTIONS: switch it off here.  Unused without ASan. */
 const char *__asan_default_options(void); // NOLINT(bugprone-reserved-identifier): the name ASan looks up
-const char *__asan_default_options(void) // NOLINT(bugprone-reserved-identifier): the name ASan looks up
+const char *__asan_default_options(void)  // NOLINT(bugprone-reserved-identifier): the name ASan looks up
 {
     return "detect_leaks=0";
 }

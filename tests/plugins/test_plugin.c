@@ -91,16 +91,16 @@ static int buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_
     return KVRT_OK;
 }
 
-static int buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t off, const void *src,
-                         uint64_t n, kvrt_plugin_error *err)
+static int buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t off, const void *src, uint64_t n,
+                         kvrt_plugin_error *err)
 {
     (void)dev, (void)err;
     memcpy((char *)buf + off, src, n);
     return KVRT_OK;
 }
 
-static int buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t off, void *dst,
-                           uint64_t n, kvrt_plugin_error *err)
+static int buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t off, void *dst, uint64_t n,
+                           kvrt_plugin_error *err)
 {
     (void)dev, (void)err;
     memcpy(dst, (char *)buf + off, n);
@@ -126,8 +126,7 @@ static int describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err
 }
 
 /* Buffers are the allocation itself (see buffer_alloc). */
-static int buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address,
-                          kvrt_plugin_error *err)
+static int buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address, kvrt_plugin_error *err)
 {
     (void)dev, (void)err;
     *address = buf;
@@ -145,11 +144,14 @@ static int never_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_erro
 
 static const int32_t layouts[] = {
 #if defined(VARIANT_BADLAYOUT)
-    KVRT_LAYOUT_LBHNC, 17,
+    KVRT_LAYOUT_LBHNC,
+    17,
 #elif defined(VARIANT_DUPLAYOUT)
-    KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBHNC,
+    KVRT_LAYOUT_LBHNC,
+    KVRT_LAYOUT_LBHNC,
 #else
-    KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBNHC,
+    KVRT_LAYOUT_LBHNC,
+    KVRT_LAYOUT_LBNHC,
 #endif
 };
 

@@ -57,7 +57,7 @@ static void one_round(struct worker *w, kvrt_runtime *rt, int round)
         layers[i].spec.num_kv_heads = H;
         layers[i].spec.head_size = D;
     }
-    struct kvrt_group g = { layers, 2 };
+    struct kvrt_group g = {layers, 2};
     kvrt_placement *p = NULL;
     kvrt_cache *c = NULL;
     kvrt_buffer *k = NULL, *v = NULL, *k2 = NULL, *v2 = NULL;
@@ -83,7 +83,7 @@ static void one_round(struct worker *w, kvrt_runtime *rt, int round)
     } else if (memcmp(kin, kout, bytes) != 0 || memcmp(vin, vout, bytes) != 0) {
         fail(w, "read back differs from what was written");
     }
-    int64_t pairs[2] = { 0, BLOCKS - 1 };
+    int64_t pairs[2] = {0, BLOCKS - 1};
     if (c && kvrt_cache_copy_blocks(c, 1, pairs) != KVRT_OK)
         fail(w, "copy_blocks");
     kvrt_buffer_destroy(k);

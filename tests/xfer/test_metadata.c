@@ -166,8 +166,10 @@ int main(int argc, char **argv)
             multi++;
     }
     free(b);
-    tap_ok(multi == 0, "2000 randomly damaged blobs: %zu refused with one line, %zu still valid (keys and "
-           "addresses are opaque), none crashed", refused, accepted);
+    tap_ok(multi == 0,
+           "2000 randomly damaged blobs: %zu refused with one line, %zu still valid (keys and "
+           "addresses are opaque), none crashed",
+           refused, accepted);
 
     /* Compatibility: both values named, nothing connected. */
     kvrt_xfer_peer *peer = NULL;

@@ -31,8 +31,7 @@ int kvrt_gpurt_fail(kvrt_plugin_error *err, int status, gpurt_error rc, const ch
      * fault stays, as it must). */
     (void)gpurtGetLastError();
     char text[256];
-    return kvrt_gpu_fail(err, status, "%s failed: %s", what,
-                         kvrt_gpurt_describe(rc, text, sizeof(text)));
+    return kvrt_gpu_fail(err, status, "%s failed: %s", what, kvrt_gpurt_describe(rc, text, sizeof(text)));
 }
 
 #if defined(KVRT_GPURT_HIP)
@@ -107,17 +106,15 @@ int kvrt_gpurt_select(int *ordinal, char *name, size_t name_size, kvrt_plugin_er
     }
     if (count <= 0)
         return kvrt_gpu_fail(why, KVRT_ERR_NODEV,
-                             "no " GPURT_API_NAME " device: " GPURT_FN("GetDeviceCount")
-                             " reports 0");
+                             "no " GPURT_API_NAME " device: " GPURT_FN("GetDeviceCount") " reports 0");
     int chosen = 0;
     const char *env = getenv(GPURT_DEVICE_ENV);
     if (env) {
         char *end;
         long v = strtol(env, &end, 10);
         if (end == env || *end != '\0' || v < 0 || v >= count)
-            return kvrt_gpu_fail(why, KVRT_ERR_NODEV,
-                                 GPURT_DEVICE_ENV "='%s' is not a device index; valid: 0..%d",
-                                 env, count - 1);
+            return kvrt_gpu_fail(why, KVRT_ERR_NODEV, GPURT_DEVICE_ENV "='%s' is not a device index; valid: 0..%d", env,
+                                 count - 1);
         chosen = (int)v;
     }
     gpurtDeviceProp prop;
@@ -125,8 +122,7 @@ int kvrt_gpurt_select(int *ordinal, char *name, size_t name_size, kvrt_plugin_er
     rc = gpurtGetDeviceProperties(&prop, chosen);
     if (rc != gpurtSuccess) {
         char text[256];
-        return kvrt_gpu_fail(why, KVRT_ERR_NODEV,
-                             GPURT_FN("GetDeviceProperties") "(%d) failed: %s", chosen,
+        return kvrt_gpu_fail(why, KVRT_ERR_NODEV, GPURT_FN("GetDeviceProperties") "(%d) failed: %s", chosen,
                              kvrt_gpurt_describe(rc, text, sizeof(text)));
     }
     int status = arch_missing(&prop, chosen, why);
@@ -204,8 +200,7 @@ int kvrt_gpurt_enter(int ordinal, struct kvrt_gpu_scope *scope, kvrt_plugin_erro
     scope->changed = SCOPE_KEPT;
     scope->context = NULL;
     const int had_none = ctx_get(&scope->context) == 0 && scope->context == NULL;
-    if (!had_none && gpurtGetDevice(&scope->previous) == gpurtSuccess &&
-        scope->previous == ordinal)
+    if (!had_none && gpurtGetDevice(&scope->previous) == gpurtSuccess && scope->previous == ordinal)
         return KVRT_OK;
     gpurt_error rc = gpurtSetDevice(ordinal);
     if (rc != gpurtSuccess)
@@ -247,8 +242,8 @@ static struct kvrt_gpu_arg rt_buffer_arg(kvrt_plugin_buffer *buf)
     return (struct kvrt_gpu_arg){&buf->ptr, sizeof(buf->ptr)};
 }
 
-static int rt_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const void *host,
-                     uint64_t bytes, struct kvrt_gpu_arg *arg, kvrt_plugin_error *err)
+static int rt_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const void *host, uint64_t bytes,
+                     struct kvrt_gpu_arg *arg, kvrt_plugin_error *err)
 {
     if (call->num_scratch == KVRT_GPU_CALL_MAX_SCRATCH)
         return kvrt_gpu_fail(err, KVRT_ERR_INTERNAL, GPURT_API_NAME ": too many uploads in one call");
@@ -260,8 +255,7 @@ static int rt_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const 
     *arg = (struct kvrt_gpu_arg){&s->mem, sizeof(s->mem)};
     if (bytes == 0 || !host)
         return KVRT_OK;
-    gpurt_error rc = gpurtMemcpyAsync(s->mem, host, (size_t)bytes, gpurtMemcpyHostToDevice,
-                                      gpurtStreamPerThread);
+    gpurt_error rc = gpurtMemcpyAsync(s->mem, host, (size_t)bytes, gpurtMemcpyHostToDevice, gpurtStreamPerThread);
     if (rc != gpurtSuccess)
         return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("MemcpyAsync") " of indices");
     return KVRT_OK;
@@ -269,43 +263,39 @@ static int rt_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const 
 
 #define MAX_ARGS 32
 
-static int rt_launch(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int kernel,
-                     const struct kvrt_gpu_arg *args, unsigned num_args, uint64_t groups,
-                     uint32_t local, uint64_t shared_bytes, kvrt_plugin_error *err)
+static int rt_launch(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int kernel, const struct kvrt_gpu_arg *args,
+                     unsigned num_args, uint64_t groups, uint32_t local, uint64_t shared_bytes, kvrt_plugin_error *err)
 {
     (void)dev;
     (void)call;
     void *argv[MAX_ARGS];
     if (num_args > MAX_ARGS)
-        return kvrt_gpu_fail(err, KVRT_ERR_INTERNAL, "%s takes %u arguments; at most %d",
-                             kvrt_gpu_kernel_names[kernel], num_args, MAX_ARGS);
+        return kvrt_gpu_fail(err, KVRT_ERR_INTERNAL, "%s takes %u arguments; at most %d", kvrt_gpu_kernel_names[kernel],
+                             num_args, MAX_ARGS);
     for (unsigned i = 0; i < num_args; i++)
         argv[i] = (void *)args[i].value;
     const dim3 grid = {(unsigned)groups, 1, 1};
     const dim3 block = {local, 1, 1};
-    gpurt_error rc = gpurtLaunchKernel(kvrt_gpu_kernel_table[kernel], grid, block, argv,
-                                       (size_t)shared_bytes, gpurtStreamPerThread);
+    gpurt_error rc =
+        gpurtLaunchKernel(kvrt_gpu_kernel_table[kernel], grid, block, argv, (size_t)shared_bytes, gpurtStreamPerThread);
     if (rc != gpurtSuccess) {
         char text[256];
         return kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
                              GPURT_FN("LaunchKernel") "(%s, %llu x %u threads, %llu shared "
-                             "bytes) failed: %s",
+                                                      "bytes) failed: %s",
                              kvrt_gpu_kernel_names[kernel], (unsigned long long)groups, local,
-                             (unsigned long long)shared_bytes,
-                             kvrt_gpurt_describe(rc, text, sizeof(text)));
+                             (unsigned long long)shared_bytes, kvrt_gpurt_describe(rc, text, sizeof(text)));
     }
     return KVRT_OK;
 }
 
-static int rt_finish(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int status,
-                     kvrt_plugin_error *err)
+static int rt_finish(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int status, kvrt_plugin_error *err)
 {
     /* Always wait, even after a failure: queued copies may still read the
      * caller's host arrays. */
     gpurt_error rc = gpurtStreamSynchronize(gpurtStreamPerThread);
     if (status == KVRT_OK && rc != gpurtSuccess)
-        status = kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc,
-                                 "a kvrt kernel (" GPURT_FN("StreamSynchronize") ")");
+        status = kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, "a kvrt kernel (" GPURT_FN("StreamSynchronize") ")");
     for (unsigned i = 0; i < call->num_scratch; i++)
         kvrt_scratch_release(&dev->scratch, call->scratch[i]);
     call->num_scratch = 0;

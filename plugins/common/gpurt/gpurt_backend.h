@@ -46,8 +46,7 @@ int kvrt_gpurt_enter(int ordinal, struct kvrt_gpu_scope *scope, kvrt_plugin_erro
 void kvrt_gpurt_leave(const struct kvrt_gpu_scope *scope);
 
 /* The descriptor's measure_copy (gpurt_roofline.c). */
-int kvrt_gpurt_measure_copy(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second,
-                            kvrt_plugin_error *err);
+int kvrt_gpurt_measure_copy(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second, kvrt_plugin_error *err);
 
 int kvrt_gpurt_scratch_alloc(void *ctx, uint64_t bytes, void **mem, kvrt_plugin_error *err);
 void kvrt_gpurt_scratch_free(void *ctx, void *mem);

@@ -40,8 +40,7 @@ static int rt_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *
 /* Device pointers are plain addresses in the unified address space: the
  * caller may hand them to DLPack consumers or to a transport that knows
  * the device (UCX with its cuda/rocm transports). */
-static int rt_buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address,
-                             kvrt_plugin_error *err)
+static int rt_buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address, kvrt_plugin_error *err)
 {
     (void)dev;
     (void)err;
@@ -69,13 +68,11 @@ static int query_limits(kvrt_plugin_device *dev, kvrt_plugin_error *err)
     return KVRT_OK;
 }
 
-static int rt_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
-                   kvrt_plugin_error *err)
+static int rt_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out, kvrt_plugin_error *err)
 {
     kvrt_plugin_device *dev = calloc(1, sizeof(*dev));
     if (!dev)
-        return kvrt_gpu_fail(err, KVRT_ERR_NOMEM,
-                             "out of host memory for a " GPURT_API_NAME " device");
+        return kvrt_gpu_fail(err, KVRT_ERR_NOMEM, "out of host memory for a " GPURT_API_NAME " device");
     dev->layout = info->layout;
     kvrt_gpu_host_from_bind(info, &dev->host);
     struct kvrt_gpu_scope scope = {0};
@@ -90,8 +87,8 @@ static int rt_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device 
         return status;
     }
     kvrt_scratch_pool_init(&dev->scratch, dev, kvrt_gpurt_scratch_alloc, kvrt_gpurt_scratch_free);
-    kvrt_gpu_log(dev->host.size ? &dev->host : NULL, 2, "kvrt-" GPURT_PLUGIN_NAME
-                 ": using device %d '%s'", dev->ordinal, dev->name);
+    kvrt_gpu_log(dev->host.size ? &dev->host : NULL, 2, "kvrt-" GPURT_PLUGIN_NAME ": using device %d '%s'",
+                 dev->ordinal, dev->name);
     *out = dev;
     return KVRT_OK;
 }
@@ -108,8 +105,7 @@ static void rt_unbind(kvrt_plugin_device *dev)
     free(dev);
 }
 
-static int buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out,
-                        kvrt_plugin_error *err)
+static int buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out, kvrt_plugin_error *err)
 {
     kvrt_plugin_buffer *buf = calloc(1, sizeof(*buf));
     if (!buf)
@@ -118,8 +114,7 @@ static int buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buf
     if (rc != gpurtSuccess) {
         free(buf);
         char text[256];
-        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
-                             GPURT_FN("Malloc") " of %llu bytes on device %d '%s' failed: %s",
+        return kvrt_gpu_fail(err, KVRT_ERR_DEVICE, GPURT_FN("Malloc") " of %llu bytes on device %d '%s' failed: %s",
                              (unsigned long long)bytes, dev->ordinal, dev->name,
                              kvrt_gpurt_describe(rc, text, sizeof(text)));
     }
@@ -150,37 +145,36 @@ static int sync_stream(const char *what, kvrt_plugin_error *err)
     return KVRT_OK;
 }
 
-static int buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                          uint64_t bytes, kvrt_plugin_error *err)
+static int buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, uint64_t bytes,
+                       kvrt_plugin_error *err)
 {
     if (bytes == 0)
         return KVRT_OK;
-    gpurt_error rc = gpurtMemsetAsync((char *)buf->ptr + offset, 0, (size_t)bytes,
-                                      gpurtStreamPerThread);
+    gpurt_error rc = gpurtMemsetAsync((char *)buf->ptr + offset, 0, (size_t)bytes, gpurtStreamPerThread);
     if (rc != gpurtSuccess)
         return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("MemsetAsync"));
     return sync_stream(GPURT_FN("MemsetAsync"), err);
 }
 
-static int buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                            const void *src, uint64_t bytes, kvrt_plugin_error *err)
+static int buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, const void *src,
+                         uint64_t bytes, kvrt_plugin_error *err)
 {
     if (bytes == 0)
         return KVRT_OK;
-    gpurt_error rc = gpurtMemcpyAsync((char *)buf->ptr + offset, src, (size_t)bytes,
-                                      gpurtMemcpyHostToDevice, gpurtStreamPerThread);
+    gpurt_error rc =
+        gpurtMemcpyAsync((char *)buf->ptr + offset, src, (size_t)bytes, gpurtMemcpyHostToDevice, gpurtStreamPerThread);
     if (rc != gpurtSuccess)
         return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("MemcpyAsync") " to device");
     return sync_stream(GPURT_FN("MemcpyAsync") " to device", err);
 }
 
-static int buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                              void *dst, uint64_t bytes, kvrt_plugin_error *err)
+static int buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, void *dst, uint64_t bytes,
+                           kvrt_plugin_error *err)
 {
     if (bytes == 0)
         return KVRT_OK;
-    gpurt_error rc = gpurtMemcpyAsync(dst, (const char *)buf->ptr + offset, (size_t)bytes,
-                                      gpurtMemcpyDeviceToHost, gpurtStreamPerThread);
+    gpurt_error rc = gpurtMemcpyAsync(dst, (const char *)buf->ptr + offset, (size_t)bytes, gpurtMemcpyDeviceToHost,
+                                      gpurtStreamPerThread);
     if (rc != gpurtSuccess)
         return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("MemcpyAsync") " to host");
     return sync_stream(GPURT_FN("MemcpyAsync") " to host", err);
@@ -191,37 +185,36 @@ static int buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uin
  * caller's device back afterwards.  WITH_DEVICE(ordinal, err, call) returns
  * call's status.
  */
-#define WITH_DEVICE(ordinal, err, call)                                        \
-    do {                                                                       \
-        struct kvrt_gpu_scope scope_ = {0};                                        \
-        int status_ = kvrt_gpurt_enter((ordinal), &scope_, (err));             \
-        if (status_ == KVRT_OK) {                                              \
-            status_ = (call);                                                  \
-            kvrt_gpurt_leave(&scope_);                                         \
-        }                                                                      \
-        return status_;                                                        \
+#define WITH_DEVICE(ordinal, err, call)                                                                                \
+    do {                                                                                                               \
+        struct kvrt_gpu_scope scope_ = {0};                                                                            \
+        int status_ = kvrt_gpurt_enter((ordinal), &scope_, (err));                                                     \
+        if (status_ == KVRT_OK) {                                                                                      \
+            status_ = (call);                                                                                          \
+            kvrt_gpurt_leave(&scope_);                                                                                 \
+        }                                                                                                              \
+        return status_;                                                                                                \
     } while (0)
 
-static int rt_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out,
-                           kvrt_plugin_error *err)
+static int rt_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out, kvrt_plugin_error *err)
 {
     WITH_DEVICE(dev->ordinal, err, buffer_alloc(dev, bytes, out, err));
 }
 
-static int rt_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                          uint64_t bytes, kvrt_plugin_error *err)
+static int rt_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, uint64_t bytes,
+                          kvrt_plugin_error *err)
 {
     WITH_DEVICE(buf->ordinal, err, buffer_zero(dev, buf, offset, bytes, err));
 }
 
-static int rt_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                            const void *src, uint64_t bytes, kvrt_plugin_error *err)
+static int rt_buffer_upload(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, const void *src,
+                            uint64_t bytes, kvrt_plugin_error *err)
 {
     WITH_DEVICE(buf->ordinal, err, buffer_upload(dev, buf, offset, src, bytes, err));
 }
 
-static int rt_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset,
-                              void *dst, uint64_t bytes, kvrt_plugin_error *err)
+static int rt_buffer_download(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, void *dst,
+                              uint64_t bytes, kvrt_plugin_error *err)
 {
     WITH_DEVICE(buf->ordinal, err, buffer_download(dev, buf, offset, dst, bytes, err));
 }

@@ -25,21 +25,18 @@ static int measure(uint64_t bytes, double *bps, kvrt_plugin_error *err)
         rc = gpurtMalloc(&b, (size_t)bytes);
     if (rc != gpurtSuccess)
         status = fail(err, rc, GPURT_FN("Malloc") " of the roofline buffers");
-    if (status == KVRT_OK && ((rc = gpurtEventCreate(&start)) != gpurtSuccess ||
-                              (rc = gpurtEventCreate(&stop)) != gpurtSuccess))
+    if (status == KVRT_OK &&
+        ((rc = gpurtEventCreate(&start)) != gpurtSuccess || (rc = gpurtEventCreate(&stop)) != gpurtSuccess))
         status = fail(err, rc, GPURT_FN("EventCreate"));
     if (status == KVRT_OK)
         rc = gpurtMemsetAsync(a, 0x5a, (size_t)bytes, gpurtStreamPerThread);
     for (int i = 0; status == KVRT_OK && rc == gpurtSuccess && i < 2; i++) /* warm-up */
-        rc = gpurtMemcpyAsync(b, a, (size_t)bytes, gpurtMemcpyDeviceToDevice,
-                              gpurtStreamPerThread);
+        rc = gpurtMemcpyAsync(b, a, (size_t)bytes, gpurtMemcpyDeviceToDevice, gpurtStreamPerThread);
     if (status == KVRT_OK && rc == gpurtSuccess)
         rc = gpurtEventRecord(start, gpurtStreamPerThread);
     for (int i = 0; status == KVRT_OK && rc == gpurtSuccess && i < COPIES; i++)
-        rc = i % 2 ? gpurtMemcpyAsync(a, b, (size_t)bytes, gpurtMemcpyDeviceToDevice,
-                                      gpurtStreamPerThread)
-                   : gpurtMemcpyAsync(b, a, (size_t)bytes, gpurtMemcpyDeviceToDevice,
-                                      gpurtStreamPerThread);
+        rc = i % 2 ? gpurtMemcpyAsync(a, b, (size_t)bytes, gpurtMemcpyDeviceToDevice, gpurtStreamPerThread)
+                   : gpurtMemcpyAsync(b, a, (size_t)bytes, gpurtMemcpyDeviceToDevice, gpurtStreamPerThread);
     if (status == KVRT_OK && rc == gpurtSuccess)
         rc = gpurtEventRecord(stop, gpurtStreamPerThread);
     if (status == KVRT_OK && rc == gpurtSuccess)
@@ -50,8 +47,7 @@ static int measure(uint64_t bytes, double *bps, kvrt_plugin_error *err)
     if (status == KVRT_OK && rc != gpurtSuccess)
         status = fail(err, rc, "the device-to-device copy roofline");
     if (status == KVRT_OK && !(ms > 0))
-        status = kvrt_gpu_fail(err, KVRT_ERR_DEVICE,
-                               "the device-to-device copy roofline measured %g ms", (double)ms);
+        status = kvrt_gpu_fail(err, KVRT_ERR_DEVICE, "the device-to-device copy roofline measured %g ms", (double)ms);
     if (status == KVRT_OK)
         *bps = (double)bytes * COPIES / ((double)ms / 1e3);
     /* Whatever failed, nothing may stay queued on the buffers. */
@@ -65,8 +61,7 @@ static int measure(uint64_t bytes, double *bps, kvrt_plugin_error *err)
     return status;
 }
 
-int kvrt_gpurt_measure_copy(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second,
-                            kvrt_plugin_error *err)
+int kvrt_gpurt_measure_copy(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second, kvrt_plugin_error *err)
 {
     struct kvrt_gpu_scope scope = {0};
     int status = kvrt_gpurt_enter(dev->ordinal, &scope, err);

@@ -26,12 +26,12 @@ struct kvrt_gpu_arg {
 };
 
 struct kvrt_gpu_limits {
-    uint32_t move_local;   /* work-items per group of byte movers: a power of two */
-    uint32_t decode_local; /* work-items per group of decode: a power of two */
-    uint32_t decode_lanes; /* lanes per token in decode; 0: from the row */
-    uint64_t max_groups;   /* for grid-stride kernels */
+    uint32_t move_local;    /* work-items per group of byte movers: a power of two */
+    uint32_t decode_local;  /* work-items per group of decode: a power of two */
+    uint32_t decode_lanes;  /* lanes per token in decode; 0: from the row */
+    uint64_t max_groups;    /* for grid-stride kernels */
     uint64_t compute_units; /* work-groups the device runs at once, roughly */
-    uint64_t shared_bytes; /* dynamic local memory one group may use */
+    uint64_t shared_bytes;  /* dynamic local memory one group may use */
 };
 
 #define KVRT_GPU_CALL_MAX_SCRATCH 4
@@ -58,16 +58,14 @@ struct kvrt_gpu_backend {
     /* Copy host bytes into fresh scratch (possibly asynchronously: finish
      * waits); the scratch is recorded in call and *arg refers to it.  With
      * host NULL the scratch is only reserved (kernels write it). */
-    int (*upload)(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const void *host,
-                  uint64_t bytes, struct kvrt_gpu_arg *arg, kvrt_plugin_error *err);
+    int (*upload)(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const void *host, uint64_t bytes,
+                  struct kvrt_gpu_arg *arg, kvrt_plugin_error *err);
     /* Launch kernel (enum kvrt_gpu_kernel) on groups x local work-items. */
-    int (*launch)(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int kernel,
-                  const struct kvrt_gpu_arg *args, unsigned num_args, uint64_t groups,
-                  uint32_t local, uint64_t shared_bytes, kvrt_plugin_error *err);
+    int (*launch)(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int kernel, const struct kvrt_gpu_arg *args,
+                  unsigned num_args, uint64_t groups, uint32_t local, uint64_t shared_bytes, kvrt_plugin_error *err);
     /* Wait for the call's work, release its scratch; report the first
      * failure unless `status` already is one. */
-    int (*finish)(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int status,
-                  kvrt_plugin_error *err);
+    int (*finish)(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, int status, kvrt_plugin_error *err);
     /* Optional (NULL: nothing to do), around every operation entry point
      * (gpu_entry.c): make dev usable on the calling thread, then give the
      * thread's previous state back.  leave runs only after enter succeeded. */

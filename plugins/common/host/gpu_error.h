@@ -15,11 +15,9 @@ const char *kvrt_gpu_dtype_name(int dtype, char buf[16]);
 
 /* Copy the core's host services out of a bind's info (they may not outlive
  * the call); out->size is 0 when the core offered none. */
-void kvrt_gpu_host_from_bind(const struct kvrt_plugin_bind_info *info,
-                             struct kvrt_plugin_host *out);
+void kvrt_gpu_host_from_bind(const struct kvrt_plugin_bind_info *info, struct kvrt_plugin_host *out);
 
 /* Log through the core's host services when it offered them. */
-void kvrt_gpu_log(const struct kvrt_plugin_host *host, int level, const char *fmt, ...)
-    KVRT_PRINTF(3, 4);
+void kvrt_gpu_log(const struct kvrt_plugin_host *host, int level, const char *fmt, ...) KVRT_PRINTF(3, 4);
 
 #endif

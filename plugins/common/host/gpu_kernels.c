@@ -5,11 +5,8 @@ const char *const kvrt_gpu_kernel_names[KVRT_GPU_K_COUNT] = {
 #define KVRT_NAME_PAGES(suffix, unit, idx32) "kvrt_pages_" #suffix,
 #define KVRT_NAME_DECODE(suffix, dt, vec) "kvrt_decode_" #suffix,
 #define KVRT_NAME_REDUCE(suffix, dt) "kvrt_decode_reduce_" #suffix,
-    KVRT_MOVE_VARIANTS(KVRT_NAME_TOKENS)
-    KVRT_MOVE_VARIANTS(KVRT_NAME_PAGES)
-    KVRT_DECODE_VARIANTS(KVRT_NAME_DECODE)
-    KVRT_REDUCE_VARIANTS(KVRT_NAME_REDUCE)
-};
+    KVRT_MOVE_VARIANTS(KVRT_NAME_TOKENS) KVRT_MOVE_VARIANTS(KVRT_NAME_PAGES) KVRT_DECODE_VARIANTS(KVRT_NAME_DECODE)
+        KVRT_REDUCE_VARIANTS(KVRT_NAME_REDUCE)};
 
 static const struct {
     uint32_t unit;

@@ -25,22 +25,20 @@
 
 #define KVRT_GPU_NUM_LAYOUTS 6
 static const int32_t kvrt_gpu_layouts[KVRT_GPU_NUM_LAYOUTS] = {
-    KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_LBNHC,
-    KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
+    KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
 };
 
 /* Decode computes on fp32, fp16, bf16 and both fp8 formats; int8/uint8
  * (quantised data whose scales live elsewhere) are moved by write, read,
  * copy_blocks, gather and scatter, and refused by decode with
  * KVRT_ERR_UNSUPPORTED before anything is written. */
-#define KVRT_GPU_DTYPES                                                        \
-    ((1u << KVRT_DTYPE_FP32) | (1u << KVRT_DTYPE_FP16) | (1u << KVRT_DTYPE_BF16) |          \
-     (1u << KVRT_DTYPE_FP8_E4M3) | (1u << KVRT_DTYPE_FP8_E5M2) | (1u << KVRT_DTYPE_INT8) | \
-     (1u << KVRT_DTYPE_UINT8))
+#define KVRT_GPU_DTYPES                                                                                                \
+    ((1u << KVRT_DTYPE_FP32) | (1u << KVRT_DTYPE_FP16) | (1u << KVRT_DTYPE_BF16) | (1u << KVRT_DTYPE_FP8_E4M3) |       \
+     (1u << KVRT_DTYPE_FP8_E5M2) | (1u << KVRT_DTYPE_INT8) | (1u << KVRT_DTYPE_UINT8))
 
 /* int8/uint8 carry no scale to compute with: stored and moved only. */
-#define KVRT_GPU_DECODE_DTYPES                                                 \
-    ((1u << KVRT_DTYPE_FP32) | (1u << KVRT_DTYPE_FP16) | (1u << KVRT_DTYPE_BF16) | \
-     (1u << KVRT_DTYPE_FP8_E4M3) | (1u << KVRT_DTYPE_FP8_E5M2))
+#define KVRT_GPU_DECODE_DTYPES                                                                                         \
+    ((1u << KVRT_DTYPE_FP32) | (1u << KVRT_DTYPE_FP16) | (1u << KVRT_DTYPE_BF16) | (1u << KVRT_DTYPE_FP8_E4M3) |       \
+     (1u << KVRT_DTYPE_FP8_E5M2))
 
 #endif

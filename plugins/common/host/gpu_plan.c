@@ -37,8 +37,7 @@ uint64_t kvrt_plan_groups(uint64_t total, uint32_t local, uint64_t max_groups)
 
 enum { MARK_SRC = 1, MARK_DST = 2 };
 
-size_t kvrt_plan_wave(const int64_t *src, const int64_t *dst, size_t stride, size_t start,
-                      size_t n, uint8_t *marks)
+size_t kvrt_plan_wave(const int64_t *src, const int64_t *dst, size_t stride, size_t start, size_t n, uint8_t *marks)
 {
     size_t end = start;
     for (; end < n; end++) {
@@ -89,8 +88,7 @@ uint64_t kvrt_plan_shared_bytes(uint64_t device_bytes)
     return env_cap("KVRT_GPU_SHARED_BYTES", device_bytes);
 }
 
-uint64_t kvrt_plan_decode_shared(uint32_t local, uint64_t q_chunk, uint64_t tile, uint64_t d,
-                                 uint64_t dv)
+uint64_t kvrt_plan_decode_shared(uint32_t local, uint64_t q_chunk, uint64_t tile, uint64_t d, uint64_t dv)
 {
     return tile * 8u + q_chunk * (d + tile + (uint64_t)local + dv + 3u) * 4u;
 }

@@ -31,8 +31,7 @@ uint64_t kvrt_plan_groups(uint64_t total, uint32_t local, uint64_t max_groups);
  * Returns the end (exclusive) of the wave that starts at `start` (< n).
  * marks has one byte per block id, all zero; it is all zero again on return.
  */
-size_t kvrt_plan_wave(const int64_t *src, const int64_t *dst, size_t stride, size_t start,
-                      size_t n, uint8_t *marks);
+size_t kvrt_plan_wave(const int64_t *src, const int64_t *dst, size_t stride, size_t start, size_t n, uint8_t *marks);
 
 /* log2 of the work-items that share one row of `units`: the smallest power
  * of two covering the row, at most `local` (itself a power of two). */
@@ -47,8 +46,7 @@ uint64_t kvrt_plan_max_groups(uint64_t device_max);
 uint64_t kvrt_plan_shared_bytes(uint64_t device_bytes);
 
 /* Dynamic local memory of the decode kernel. */
-uint64_t kvrt_plan_decode_shared(uint32_t local, uint64_t q_chunk, uint64_t tile, uint64_t d,
-                                 uint64_t dv);
+uint64_t kvrt_plan_decode_shared(uint32_t local, uint64_t q_chunk, uint64_t tile, uint64_t d, uint64_t dv);
 
 /* One decode call, as the planner sees it. */
 struct kvrt_decode_shape {
@@ -68,10 +66,10 @@ struct kvrt_decode_device {
 
 struct kvrt_decode_plan {
     uint32_t local, lane_shift;
-    uint64_t q_chunk, chunks;     /* query heads per work-group, chunks per KV head */
-    uint64_t tile;                /* tokens per tile (local memory) */
-    uint64_t part_tokens, parts;  /* context partitions */
-    uint64_t work, groups;        /* work items (grid-stride) and work-groups */
+    uint64_t q_chunk, chunks;    /* query heads per work-group, chunks per KV head */
+    uint64_t tile;               /* tokens per tile (local memory) */
+    uint64_t part_tokens, parts; /* context partitions */
+    uint64_t work, groups;       /* work items (grid-stride) and work-groups */
     uint64_t shared;
 };
 

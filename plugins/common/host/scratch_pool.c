@@ -41,8 +41,8 @@ void kvrt_scratch_pool_destroy(struct kvrt_scratch_pool *pool)
     pthread_mutex_destroy(&pool->lock);
 }
 
-int kvrt_scratch_acquire(struct kvrt_scratch_pool *pool, uint64_t bytes,
-                         struct kvrt_scratch **out, kvrt_plugin_error *err)
+int kvrt_scratch_acquire(struct kvrt_scratch_pool *pool, uint64_t bytes, struct kvrt_scratch **out,
+                         kvrt_plugin_error *err)
 {
     pthread_mutex_lock(&pool->lock);
     struct kvrt_scratch **best = NULL;

@@ -13,7 +13,7 @@
 #include <kvrt/plugin.h>
 
 struct kvrt_scratch {
-    void *mem;     /* cl_mem or device pointer: a kernel argument as is */
+    void *mem; /* cl_mem or device pointer: a kernel argument as is */
     uint64_t capacity;
     struct kvrt_scratch *next;
 };
@@ -34,8 +34,8 @@ void kvrt_scratch_pool_init(struct kvrt_scratch_pool *pool, void *ctx,
 /* Frees every entry; no entry may be in use. */
 void kvrt_scratch_pool_destroy(struct kvrt_scratch_pool *pool);
 
-int kvrt_scratch_acquire(struct kvrt_scratch_pool *pool, uint64_t bytes,
-                         struct kvrt_scratch **out, kvrt_plugin_error *err);
+int kvrt_scratch_acquire(struct kvrt_scratch_pool *pool, uint64_t bytes, struct kvrt_scratch **out,
+                         kvrt_plugin_error *err);
 /* Only once the device no longer uses it. */
 void kvrt_scratch_release(struct kvrt_scratch_pool *pool, struct kvrt_scratch *s);
 

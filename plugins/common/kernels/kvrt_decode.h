@@ -23,32 +23,25 @@
  * m, l, correction [G], fp32.
  */
 
-#define KVRT_DECODE_PARAMS                                                     \
-    KVRT_GLOBAL const kvrt_u8 *cache, KVRT_GLOBAL const kvrt_u8 *q,            \
-        KVRT_GLOBAL kvrt_u8 *out, KVRT_GLOBAL float *part,                     \
-        KVRT_GLOBAL const kvrt_i32 *block_tables,                              \
-        KVRT_GLOBAL const kvrt_i32 *seq_lens, kvrt_u64 q_offset,               \
-        kvrt_u64 out_offset, kvrt_u64 q_heads, kvrt_u64 group,                 \
-        kvrt_u64 kv_heads, kvrt_u64 q_chunk, kvrt_u64 chunks, kvrt_u64 d,      \
-        kvrt_u64 dv, kvrt_u64 max_blocks, kvrt_u64 block_size,                 \
-        kvrt_u64 view_tokens, kvrt_u64 offset, kvrt_u64 stride_block,          \
-        kvrt_u64 stride_head, kvrt_u64 stride_state, kvrt_u64 part_tokens,     \
-        kvrt_u64 parts, kvrt_u64 tile, kvrt_u64 lane_shift, kvrt_u64 work,     \
-        float scale
+#define KVRT_DECODE_PARAMS                                                                                             \
+    KVRT_GLOBAL const kvrt_u8 *cache, KVRT_GLOBAL const kvrt_u8 *q, KVRT_GLOBAL kvrt_u8 *out, KVRT_GLOBAL float *part, \
+        KVRT_GLOBAL const kvrt_i32 *block_tables, KVRT_GLOBAL const kvrt_i32 *seq_lens, kvrt_u64 q_offset,             \
+        kvrt_u64 out_offset, kvrt_u64 q_heads, kvrt_u64 group, kvrt_u64 kv_heads, kvrt_u64 q_chunk, kvrt_u64 chunks,   \
+        kvrt_u64 d, kvrt_u64 dv, kvrt_u64 max_blocks, kvrt_u64 block_size, kvrt_u64 view_tokens, kvrt_u64 offset,      \
+        kvrt_u64 stride_block, kvrt_u64 stride_head, kvrt_u64 stride_state, kvrt_u64 part_tokens, kvrt_u64 parts,      \
+        kvrt_u64 tile, kvrt_u64 lane_shift, kvrt_u64 work, float scale
 
-#define KVRT_DECODE_ARGS                                                       \
-    cache, q, out, part, block_tables, seq_lens, q_offset, out_offset,         \
-        q_heads, group, kv_heads, q_chunk, chunks, d, dv, max_blocks,          \
-        block_size, view_tokens, offset, stride_block, stride_head,            \
-        stride_state, part_tokens, parts, tile, lane_shift, work, scale
+#define KVRT_DECODE_ARGS                                                                                               \
+    cache, q, out, part, block_tables, seq_lens, q_offset, out_offset, q_heads, group, kv_heads, q_chunk, chunks, d,   \
+        dv, max_blocks, block_size, view_tokens, offset, stride_block, stride_head, stride_state, part_tokens, parts,  \
+        tile, lane_shift, work, scale
 
 /* Elements per vector unit: 16 bytes of fp32/fp16/bf16, 8 bytes of fp8
  * (8 accumulators per lane and query head, whatever the type). */
 #define KVRT_DECODE_VE(dt, vec) ((vec) ? ((dt) == KVRT_DT_F32 ? 4 : 8) : 1)
 
 /* Load one unit of `ve` elements at base + off as fp32 into e[]. */
-KVRT_FN void kvrt_load_unit(const int dt, const int ve, KVRT_GLOBAL const kvrt_u8 *base,
-                            kvrt_u64 off, float *e)
+KVRT_FN void kvrt_load_unit(const int dt, const int ve, KVRT_GLOBAL const kvrt_u8 *base, kvrt_u64 off, float *e)
 {
     if (ve == 1) {
         e[0] = kvrt_load(dt, base, off);
@@ -77,8 +70,8 @@ KVRT_FN void kvrt_load_unit(const int dt, const int ve, KVRT_GLOBAL const kvrt_u
 
 /* Tree reduction of red[h * nl + 0 .. nl) for h < gq into red[h * nl];
  * nl is a power of two; every work-item calls it. */
-KVRT_FN void kvrt_tree(KVRT_LOCAL float *red, const kvrt_u32 lid, const kvrt_u32 nl,
-                       const kvrt_u64 gq, const int is_max)
+KVRT_FN void kvrt_tree(KVRT_LOCAL float *red, const kvrt_u32 lid, const kvrt_u32 nl, const kvrt_u64 gq,
+                       const int is_max)
 {
     for (kvrt_u32 s = nl >> 1; s > 0; s >>= 1) {
         KVRT_BARRIER();
@@ -91,8 +84,7 @@ KVRT_FN void kvrt_tree(KVRT_LOCAL float *red, const kvrt_u32 lid, const kvrt_u32
     KVRT_BARRIER();
 }
 
-KVRT_FN void kvrt_decode_body(const int dt, const int vec, KVRT_DECODE_PARAMS,
-                              KVRT_LOCAL kvrt_u64 *shared)
+KVRT_FN void kvrt_decode_body(const int dt, const int vec, KVRT_DECODE_PARAMS, KVRT_LOCAL kvrt_u64 *shared)
 {
     const int ve = KVRT_DECODE_VE(dt, vec);
     const kvrt_u32 lid = KVRT_LOCAL_ID;
@@ -155,11 +147,11 @@ KVRT_FN void kvrt_decode_body(const int dt, const int vec, KVRT_DECODE_PARAMS,
                 if (i < n) {
                     const kvrt_u64 t = t0 + i;
                     const kvrt_u64 tb = t / block_size;
-                    const kvrt_u64 slot = (kvrt_u64)block_tables[s * max_blocks + tb] * block_size +
-                                          (t - tb * block_size);
+                    const kvrt_u64 slot =
+                        (kvrt_u64)block_tables[s * max_blocks + tb] * block_size + (t - tb * block_size);
                     const kvrt_u64 vb = slot / view_tokens;
-                    const kvrt_u64 cl = offset + vb * stride_block + kvh * stride_head +
-                                        (slot - vb * view_tokens) * stride_state;
+                    const kvrt_u64 cl =
+                        offset + vb * stride_block + kvh * stride_head + (slot - vb * view_tokens) * stride_state;
                     if (lane == 0)
                         cell[i] = cl;
                     for (kvrt_u64 u = lane; u < ku; u += lanes) {
@@ -278,8 +270,7 @@ KVRT_FN void kvrt_decode_body(const int dt, const int vec, KVRT_DECODE_PARAMS,
         if (parts == 1) {
             for (kvrt_u64 i = lid; i < gq * dv; i += nl) {
                 const kvrt_u64 h = i / dv;
-                kvrt_store(dt, out, out_offset + ((s * q_heads + qh0) * dv + i) * es,
-                           acc[i] / st_l[h]);
+                kvrt_store(dt, out, out_offset + ((s * q_heads + qh0) * dv + i) * es, acc[i] / st_l[h]);
             }
         } else {
             /* Partials: [(s * q_heads + qh) * parts + p] x (m, l, acc[Dv]). */
@@ -295,11 +286,9 @@ KVRT_FN void kvrt_decode_body(const int dt, const int vec, KVRT_DECODE_PARAMS,
 
 /* Combine the partitions of each (sequence, query head): one work-group
  * each (grid-stride), work-items over the output elements. */
-#define KVRT_REDUCE_PARAMS                                                     \
-    KVRT_GLOBAL kvrt_u8 *out, KVRT_GLOBAL const float *part,                   \
-        KVRT_GLOBAL const kvrt_i32 *seq_lens, kvrt_u64 out_offset,             \
-        kvrt_u64 q_heads, kvrt_u64 dv, kvrt_u64 part_tokens, kvrt_u64 parts,   \
-        kvrt_u64 work
+#define KVRT_REDUCE_PARAMS                                                                                             \
+    KVRT_GLOBAL kvrt_u8 *out, KVRT_GLOBAL const float *part, KVRT_GLOBAL const kvrt_i32 *seq_lens,                     \
+        kvrt_u64 out_offset, kvrt_u64 q_heads, kvrt_u64 dv, kvrt_u64 part_tokens, kvrt_u64 parts, kvrt_u64 work
 
 KVRT_FN void kvrt_reduce_body(const int dt, KVRT_REDUCE_PARAMS)
 {
@@ -324,18 +313,17 @@ KVRT_FN void kvrt_reduce_body(const int dt, KVRT_REDUCE_PARAMS)
     }
 }
 
-#define KVRT_DECODE_KERNEL(suffix, dt, vec)                                    \
-    KVRT_KERNEL kvrt_decode_##suffix(KVRT_DECODE_PARAMS KVRT_SHARED_PARAM)     \
-    {                                                                          \
-        KVRT_SHARED_DECL                                                       \
-        kvrt_decode_body(dt, vec, KVRT_DECODE_ARGS, kvrt_shared);              \
+#define KVRT_DECODE_KERNEL(suffix, dt, vec)                                                                            \
+    KVRT_KERNEL kvrt_decode_##suffix(KVRT_DECODE_PARAMS KVRT_SHARED_PARAM)                                             \
+    {                                                                                                                  \
+        KVRT_SHARED_DECL                                                                                               \
+        kvrt_decode_body(dt, vec, KVRT_DECODE_ARGS, kvrt_shared);                                                      \
     }
 KVRT_DECODE_VARIANTS(KVRT_DECODE_KERNEL)
 
-#define KVRT_REDUCE_KERNEL(suffix, dt)                                         \
-    KVRT_KERNEL kvrt_decode_reduce_##suffix(KVRT_REDUCE_PARAMS)                \
-    {                                                                          \
-        kvrt_reduce_body(dt, out, part, seq_lens, out_offset, q_heads, dv,     \
-                         part_tokens, parts, work);                            \
+#define KVRT_REDUCE_KERNEL(suffix, dt)                                                                                 \
+    KVRT_KERNEL kvrt_decode_reduce_##suffix(KVRT_REDUCE_PARAMS)                                                        \
+    {                                                                                                                  \
+        kvrt_reduce_body(dt, out, part, seq_lens, out_offset, q_heads, dv, part_tokens, parts, work);                  \
     }
 KVRT_REDUCE_VARIANTS(KVRT_REDUCE_KERNEL)

@@ -17,8 +17,7 @@ KVRT_FN kvrt_u64 kvrt_div(kvrt_u64 a, kvrt_u64 b, const int idx32)
 
 /* Copy one unit; `unit` is a compile-time constant after inlining, so each
  * variant keeps exactly one load/store pair. */
-KVRT_FN void kvrt_move_unit(KVRT_GLOBAL kvrt_u8 *dst, KVRT_GLOBAL const kvrt_u8 *src,
-                            const kvrt_u32 unit)
+KVRT_FN void kvrt_move_unit(KVRT_GLOBAL kvrt_u8 *dst, KVRT_GLOBAL const kvrt_u8 *src, const kvrt_u32 unit)
 {
     if (unit == 16u)
         *(KVRT_GLOBAL kvrt_u128 *)dst = *(KVRT_GLOBAL const kvrt_u128 *)src;
@@ -85,8 +84,7 @@ KVRT_FN float kvrt_e4m3_to_f32(kvrt_u8 b)
  * and exponent bias `bias`, rounded to nearest even; 0xffffffff when the
  * exponent field would pass emax_field (the caller saturates or makes inf).
  */
-KVRT_FN kvrt_u32 kvrt_minifloat_mag(kvrt_u32 a, const kvrt_u32 mbits, const int bias,
-                                    const kvrt_u32 emax_field)
+KVRT_FN kvrt_u32 kvrt_minifloat_mag(kvrt_u32 a, const kvrt_u32 mbits, const int bias, const kvrt_u32 emax_field)
 {
     if ((a >> 23) == 0u)
         return 0u; /* fp32 subnormals are far below every fp8 subnormal */

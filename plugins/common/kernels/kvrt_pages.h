@@ -17,21 +17,16 @@
  * pairs into separate launches).
  */
 
-#define KVRT_PAGES_PARAMS                                                      \
-    kvrt_u64 mode, KVRT_GLOBAL kvrt_u8 *src, KVRT_GLOBAL kvrt_u8 *dst,         \
-        KVRT_GLOBAL const kvrt_i64 *ids, kvrt_u64 id_base, kvrt_u64 rows,      \
-        kvrt_u64 head_runs, kvrt_u64 heads_per_run, kvrt_u64 state_runs,       \
-        kvrt_u64 states_per_run, kvrt_u64 block_states, kvrt_u64 states,       \
-        kvrt_u64 r, kvrt_u64 cell_bytes, kvrt_u64 run_units,                   \
-        kvrt_u64 lane_shift, kvrt_u64 offset, kvrt_u64 stride_block,           \
-        kvrt_u64 stride_head, kvrt_u64 stride_state, kvrt_u64 stage_offset,    \
-        kvrt_u64 stage_stride
+#define KVRT_PAGES_PARAMS                                                                                              \
+    kvrt_u64 mode, KVRT_GLOBAL kvrt_u8 *src, KVRT_GLOBAL kvrt_u8 *dst, KVRT_GLOBAL const kvrt_i64 *ids,                \
+        kvrt_u64 id_base, kvrt_u64 rows, kvrt_u64 head_runs, kvrt_u64 heads_per_run, kvrt_u64 state_runs,              \
+        kvrt_u64 states_per_run, kvrt_u64 block_states, kvrt_u64 states, kvrt_u64 r, kvrt_u64 cell_bytes,              \
+        kvrt_u64 run_units, kvrt_u64 lane_shift, kvrt_u64 offset, kvrt_u64 stride_block, kvrt_u64 stride_head,         \
+        kvrt_u64 stride_state, kvrt_u64 stage_offset, kvrt_u64 stage_stride
 
-#define KVRT_PAGES_ARGS                                                        \
-    mode, src, dst, ids, id_base, rows, head_runs, heads_per_run, state_runs,  \
-        states_per_run, block_states, states, r, cell_bytes, run_units,        \
-        lane_shift, offset, stride_block, stride_head, stride_state,           \
-        stage_offset, stage_stride
+#define KVRT_PAGES_ARGS                                                                                                \
+    mode, src, dst, ids, id_base, rows, head_runs, heads_per_run, state_runs, states_per_run, block_states, states, r, \
+        cell_bytes, run_units, lane_shift, offset, stride_block, stride_head, stride_state, stage_offset, stage_stride
 
 KVRT_FN void kvrt_pages_body(const kvrt_u32 unit, const int idx32, KVRT_PAGES_PARAMS)
 {
@@ -40,8 +35,7 @@ KVRT_FN void kvrt_pages_body(const kvrt_u32 unit, const int idx32, KVRT_PAGES_PA
     const kvrt_u32 lane = KVRT_LOCAL_ID & (lanes - 1u);
     const kvrt_u64 per_group = KVRT_LOCAL_SIZE >> lane_shift;
     const kvrt_u64 step = KVRT_NUM_GROUPS * per_group;
-    for (kvrt_u64 row = KVRT_GROUP_ID * per_group + (KVRT_LOCAL_ID >> lane_shift); row < rows;
-         row += step) {
+    for (kvrt_u64 row = KVRT_GROUP_ID * per_group + (KVRT_LOCAL_ID >> lane_shift); row < rows; row += step) {
         const kvrt_u64 bi = kvrt_div(row, runs_per_block, idx32);
         const kvrt_u64 in_page = row - bi * runs_per_block;
         const kvrt_u64 hr = kvrt_div(in_page, state_runs, idx32);
@@ -67,9 +61,9 @@ KVRT_FN void kvrt_pages_body(const kvrt_u32 unit, const int idx32, KVRT_PAGES_PA
     }
 }
 
-#define KVRT_PAGES_KERNEL(suffix, unit, idx32)                                 \
-    KVRT_KERNEL kvrt_pages_##suffix(KVRT_PAGES_PARAMS)                         \
-    {                                                                          \
-        kvrt_pages_body(unit, idx32, KVRT_PAGES_ARGS);                         \
+#define KVRT_PAGES_KERNEL(suffix, unit, idx32)                                                                         \
+    KVRT_KERNEL kvrt_pages_##suffix(KVRT_PAGES_PARAMS)                                                                 \
+    {                                                                                                                  \
+        kvrt_pages_body(unit, idx32, KVRT_PAGES_ARGS);                                                                 \
     }
 KVRT_MOVE_VARIANTS(KVRT_PAGES_KERNEL)

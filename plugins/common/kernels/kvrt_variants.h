@@ -12,9 +12,8 @@
 #define KVRT_VARIANTS_H
 
 /* X(suffix, unit bytes, 32-bit index) */
-#define KVRT_MOVE_VARIANTS(X)                                                  \
-    X(u8_i32, 1, 1) X(u8_i64, 1, 0) X(u32_i32, 4, 1) X(u32_i64, 4, 0)          \
-    X(u128_i32, 16, 1) X(u128_i64, 16, 0)
+#define KVRT_MOVE_VARIANTS(X)                                                                                          \
+    X(u8_i32, 1, 1) X(u8_i64, 1, 0) X(u32_i32, 4, 1) X(u32_i64, 4, 0) X(u128_i32, 16, 1) X(u128_i64, 16, 0)
 
 #define KVRT_DT_F32 0
 #define KVRT_DT_F16 1

@@ -56,8 +56,7 @@ static int emit_file(struct sink *s, const char *path)
     int last = '\n';
     while ((c = fgetc(in)) != EOF) {
         if (c == 0) {
-            fprintf(stderr, "kvrt-embed: '%s' contains a NUL byte; only text can be embedded\n",
-                    path);
+            fprintf(stderr, "kvrt-embed: '%s' contains a NUL byte; only text can be embedded\n", path);
             fclose(in);
             return -1;
         }

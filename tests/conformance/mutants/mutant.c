@@ -9,20 +9,19 @@
 
 #include "template.h"
 
-
 enum {
-    STRAY_BYTE = 1,     /* write also changes a byte nobody asked for */
-    SKIP_IGNORED,       /* write treats a negative slot as slot 0 */
-    K_OFFSET_IGNORED,   /* write reads K from offset 0 */
-    READ_CLOBBERS,      /* read zeroes the rows of skipped slots */
-    COPY_REVERSED,      /* copy_blocks copies destination to source */
-    COPY_PARALLEL,      /* copy_blocks reads every source before writing */
-    GATHER_REORDERED,   /* gather packs the blocks in reverse order */
-    SCATTER_NO_SPLIT,   /* scatter ignores kernel-block splitting */
-    DECODE_SCALE,       /* decode scales scores by 1.01 x scale */
-    DECODE_LAST_TOKEN,  /* decode drops each sequence's last token */
-    DECODE_GQA,         /* decode reads KV head 0 for every query head */
-    COPY_SKIPS_STATE,   /* copy_blocks forgets state (Mamba-like) layers */
+    STRAY_BYTE = 1,    /* write also changes a byte nobody asked for */
+    SKIP_IGNORED,      /* write treats a negative slot as slot 0 */
+    K_OFFSET_IGNORED,  /* write reads K from offset 0 */
+    READ_CLOBBERS,     /* read zeroes the rows of skipped slots */
+    COPY_REVERSED,     /* copy_blocks copies destination to source */
+    COPY_PARALLEL,     /* copy_blocks reads every source before writing */
+    GATHER_REORDERED,  /* gather packs the blocks in reverse order */
+    SCATTER_NO_SPLIT,  /* scatter ignores kernel-block splitting */
+    DECODE_SCALE,      /* decode scales scores by 1.01 x scale */
+    DECODE_LAST_TOKEN, /* decode drops each sequence's last token */
+    DECODE_GQA,        /* decode reads KV head 0 for every query head */
+    COPY_SKIPS_STATE,  /* copy_blocks forgets state (Mamba-like) layers */
 };
 
 static int m_write(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf,
@@ -78,7 +77,7 @@ static int m_copy(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache
             return tpl_fail(err, KVRT_ERR_NOMEM, "out of memory");
         }
         memcpy(saved, cache_buf->data, (size_t)cache_buf->bytes);
-        struct kvrt_plugin_buffer from = { cache_buf->bytes, saved };
+        struct kvrt_plugin_buffer from = {cache_buf->bytes, saved};
         for (uint64_t i = 0; i < n && status == KVRT_OK; i++)
             for (uint64_t l = 0; l < cache->num_layers; l++) {
                 const struct kvrt_plugin_layer *L = &cache->layers[l];
@@ -96,8 +95,8 @@ static int m_copy(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache
             if (cache->layers[l].kind != KVRT_SPEC_STATE)
                 layers[c.num_layers++] = cache->layers[l];
         c.layers = layers;
-        status = layers ? tpl_copy_blocks(dev, &c, cache_buf, n, p, err)
-                        : tpl_fail(err, KVRT_ERR_NOMEM, "out of memory");
+        status =
+            layers ? tpl_copy_blocks(dev, &c, cache_buf, n, p, err) : tpl_fail(err, KVRT_ERR_NOMEM, "out of memory");
         free(layers);
     } else {
         status = tpl_copy_blocks(dev, cache, cache_buf, n, p, err);

@@ -9,7 +9,8 @@
 #include <memory>
 #include <vector>
 
-namespace {
+namespace
+{
 
 int fail(const char *what)
 {

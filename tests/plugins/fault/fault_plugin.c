@@ -118,7 +118,8 @@ static void buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
     atomic_fetch_sub(&live_buffers, 1);
 }
 
-static int buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t off, uint64_t n, kvrt_plugin_error *err)
+static int buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t off, uint64_t n,
+                       kvrt_plugin_error *err)
 {
     if (lost(dev, err, "buffer_zero"))
         return KVRT_ERR_DEVICE;
@@ -150,9 +151,9 @@ static char *cell(const struct kvrt_plugin_layer *L, kvrt_plugin_buffer *cache, 
     return (char *)cache + L->offset + vb * L->stride_block + h * L->stride_head + j * L->stride_state;
 }
 
-static int token_io(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *c, kvrt_plugin_buffer *cache, uint32_t layer,
-                    uint64_t n, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t ko, kvrt_plugin_buffer *v,
-                    uint64_t vo, kvrt_plugin_error *err, int is_write)
+static int token_io(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *c, kvrt_plugin_buffer *cache,
+                    uint32_t layer, uint64_t n, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t ko,
+                    kvrt_plugin_buffer *v, uint64_t vo, kvrt_plugin_error *err, int is_write)
 {
     if (lost(dev, err, is_write ? "write" : "read"))
         return KVRT_ERR_DEVICE;
@@ -184,21 +185,21 @@ static int token_io(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *c, 
     return KVRT_OK;
 }
 
-static int write_kv(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *c, kvrt_plugin_buffer *cache, uint32_t layer,
-                    uint64_t n, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t ko, kvrt_plugin_buffer *v, uint64_t vo,
-                    kvrt_plugin_error *err)
+static int write_kv(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *c, kvrt_plugin_buffer *cache,
+                    uint32_t layer, uint64_t n, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t ko,
+                    kvrt_plugin_buffer *v, uint64_t vo, kvrt_plugin_error *err)
 {
     return token_io(dev, c, cache, layer, n, slots, k, ko, v, vo, err, 1);
 }
 
-static int read_kv(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *c, kvrt_plugin_buffer *cache, uint32_t layer,
-                   uint64_t n, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t ko, kvrt_plugin_buffer *v, uint64_t vo,
-                   kvrt_plugin_error *err)
+static int read_kv(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *c, kvrt_plugin_buffer *cache,
+                   uint32_t layer, uint64_t n, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t ko,
+                   kvrt_plugin_buffer *v, uint64_t vo, kvrt_plugin_error *err)
 {
     return token_io(dev, c, cache, layer, n, slots, k, ko, v, vo, err, 0);
 }
 
-static const int32_t layouts[] = { KVRT_LAYOUT_LBHNC };
+static const int32_t layouts[] = {KVRT_LAYOUT_LBHNC};
 
 static const struct kvrt_plugin_descriptor descriptor = {
     .size = sizeof(struct kvrt_plugin_descriptor),

@@ -64,8 +64,7 @@ static void test_cpu_device_ranks_after_cpu(void)
            "automatic binding takes \"cpu\" too");
     struct kvrt_plugin_info in;
     tap_ok(rt && info_of(rt, "emucpu", &in) && in.device_type == KVRT_DEVICE_TYPE_CPU &&
-           in.memory == KVRT_MEMORY_HOST && strstr(in.device_name, "test device") &&
-           !strchr(in.device_name, '\n'),
+               in.memory == KVRT_MEMORY_HOST && strstr(in.device_name, "test device") && !strchr(in.device_name, '\n'),
            "plugin info carries the device type, memory kind and a one-line name (\"%s\")",
            rt && info_of(rt, "emucpu", &in) ? in.device_name : "");
     kvrt_runtime_close(rt);
@@ -88,7 +87,7 @@ static void test_gpu_device_keeps_its_place(void)
     kvrt_backend *b = NULL;
     struct kvrt_device_info di;
     tap_ok(rt && kvrt_runtime_bind(rt, "realgpu", "LBHNC", &b) == KVRT_OK &&
-           kvrt_backend_device_info(b, &di) == KVRT_OK && di.type == KVRT_DEVICE_TYPE_GPU,
+               kvrt_backend_device_info(b, &di) == KVRT_OK && di.type == KVRT_DEVICE_TYPE_GPU,
            "kvrt_backend_device_info reports the bound device's type");
     kvrt_buffer *buf = NULL;
     void *addr = NULL;
@@ -111,7 +110,7 @@ static void test_failed_describe(void)
     kvrt_runtime *rt = open_with("mute", NULL);
     struct kvrt_plugin_info in;
     tap_ok(rt && info_of(rt, "mute", &in) && in.available && in.device_type == KVRT_DEVICE_TYPE_UNKNOWN &&
-           in.memory == KVRT_MEMORY_OPAQUE && strstr(logged, "TEST_DESCRIBE_FAILED"),
+               in.memory == KVRT_MEMORY_OPAQUE && strstr(logged, "TEST_DESCRIBE_FAILED"),
            "a failing describe leaves the backend available, its device unknown, and is logged");
     kvrt_backend *b = NULL;
     kvrt_buffer *buf = NULL;
