@@ -13,7 +13,7 @@ packages=(
   ocl-icd-opencl-dev opencl-headers pocl-opencl-icd clinfo
   hipcc libamdhip64-dev rocm-device-libs
   librsvg2-bin
-  clang libclang-rt-14-dev valgrind cppcheck clang-tidy
+  clang libclang-rt-14-dev valgrind cppcheck clang-tidy clang-format
   libdlpack-dev python3-torch python3-numpy cmake
   libucx-dev ucx-utils
 )
