@@ -82,27 +82,33 @@ static char *format_line(const char *head, size_t *text, const char *fmt, va_lis
     return line;
 }
 
+static bool add_v(struct kvrt_trace *t, enum kvrt_trace_kind kind, int32_t layout, const char *backend,
+                  const char *head, const char *fmt, va_list ap)
+{
+    size_t text;
+    char *line = format_line(head, &text, fmt, ap);
+    return push(t, kind, layout, backend, line, text);
+}
+
 bool kvrt_trace_add_headed(struct kvrt_trace *t, enum kvrt_trace_kind kind, int32_t layout, const char *backend,
                            const char *head, const char *fmt, ...)
 {
-    size_t text;
     va_list ap;
     va_start(ap, fmt);
-    char *line = format_line(head, &text, fmt, ap);
+    bool ok = add_v(t, kind, layout, backend, head, fmt, ap);
     va_end(ap);
-    return push(t, kind, layout, backend, line, text);
+    return ok;
 }
 
 bool kvrt_trace_add(struct kvrt_trace *t, enum kvrt_trace_kind kind, int32_t layout, const char *backend,
                     const char *fmt, ...)
 {
     const char *head = kvrt_trace_kind_name(kind);
-    size_t text;
     va_list ap;
     va_start(ap, fmt);
-    char *line = format_line(head ? head : "step", &text, fmt, ap);
+    bool ok = add_v(t, kind, layout, backend, head ? head : "step", fmt, ap);
     va_end(ap);
-    return push(t, kind, layout, backend, line, text);
+    return ok;
 }
 
 bool kvrt_trace_append(struct kvrt_trace *t, const struct kvrt_trace *src)

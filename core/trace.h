@@ -1,4 +1,5 @@
-/* Internal: a trace kept as steps (kvrt/trace.h), rendered as text on demand. */
+/* Internal: a trace kept as steps (kvrt/trace.h) and, line by line as they
+ * are added, as the text kvrt_*_trace() return. */
 #ifndef KVRT_CORE_TRACE_H
 #define KVRT_CORE_TRACE_H
 

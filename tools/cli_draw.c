@@ -144,10 +144,9 @@ static int draw_run(int argc, char **argv)
             draw_help(stdout);
         return parsed;
     }
-    const char *svg = d.svg, *source;
-    bool ascii = d.ascii;
+    const char *source;
     enum kvrt_layout layout = d.layout;
-    if (!svg && !ascii)
+    if (!d.svg && !d.ascii)
         return cli_error(CLI_EXIT_USAGE, "draw: give %s FILE, %s, or both (see 'kvrt draw --help')",
                          cli_option_name(draw_tables, OPT_SVG), cli_option_name(draw_tables, OPT_ASCII));
     if (cli_model_flag_given(&d.flags, CLI_OPT_MEMORY))
@@ -184,14 +183,14 @@ static int draw_run(int argc, char **argv)
                          "draw: the map has %" PRIu64 " rows, more than %d can show; draw fewer "
                          "%s or layers",
                          rows, DRAW_MAX_ROWS, cli_option_name(draw_tables, CLI_OPT_BLOCKS));
-    if (code == CLI_EXIT_OK && svg)
-        code = draw_svg(&map, m, svg);
-    if (code == CLI_EXIT_OK && ascii)
+    if (code == CLI_EXIT_OK && d.svg)
+        code = draw_svg(&map, m, d.svg);
+    if (code == CLI_EXIT_OK && d.ascii)
         code = draw_ascii(&map, m, stdout);
     else if (code == CLI_EXIT_OK)
         printf("wrote %s: %s, %" PRIu64 " layers x %" PRIu64 " blocks, %zu page pieces in %" PRIu64
                " rows; block 0 moves as %zu contiguous run%s\n",
-               svg, kvrt_layout_name(layout), map.num_layers, blocks, map.num_pieces, rows, map.num_runs,
+               d.svg, kvrt_layout_name(layout), map.num_layers, blocks, map.num_pieces, rows, map.num_runs,
                map.num_runs == 1 ? "" : "s");
     draw_map_free(&map);
     kvrt_placement_destroy(p);
