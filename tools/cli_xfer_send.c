@@ -171,8 +171,8 @@ static int print_report(const struct send *d, const struct kvrt_xfer_plan *plan,
         json_object_set_new(o, "why", cli_json_str(plan->why));
         json_object_set_new(o, "blocks", json_integer((json_int_t)d->num_ids));
         json_object_set_new(o, "regions", json_integer((json_int_t)plan->regions));
-        json_object_set_new(o, "rma_ops", json_integer((json_int_t)plan->rma_ops));
-        json_object_set_new(o, "batches", json_integer((json_int_t)plan->batches));
+        json_object_set_new(o, "messages", json_integer((json_int_t)plan->messages));
+        json_object_set_new(o, "chunks", json_integer((json_int_t)plan->chunks));
         json_object_set_new(o, "transfers", json_integer((json_int_t)d->repeat));
         json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
         const uint64_t wire_bytes = (uint64_t)plan->wire_bytes * (uint64_t)d->repeat;
@@ -187,10 +187,11 @@ static int print_report(const struct send *d, const struct kvrt_xfer_plan *plan,
     char human[32];
     cli_format_bytes(bytes, human, sizeof(human));
     printf("plan       %s: %s\n", method_name(plan->method), plan->why);
-    printf("regions    %llu planned, %llu RMA operations per transfer%s", (unsigned long long)plan->regions,
-           (unsigned long long)plan->rma_ops, plan->method == KVRT_XFER_STAGING ? "" : "\n");
+    printf("regions    %llu planned, %llu data messages per transfer%s", (unsigned long long)plan->regions,
+           (unsigned long long)plan->messages, plan->method == KVRT_XFER_STAGING ? "" : "\n");
     if (plan->method == KVRT_XFER_STAGING)
-        printf(", %llu staging batches\n", (unsigned long long)plan->batches);
+        printf(", %llu staging chunks of %llu blocks\n", (unsigned long long)plan->chunks,
+               (unsigned long long)plan->chunk_blocks);
     printf("bytes      %llu (%s) in %llu transfers of %llu blocks (%s)\n", (unsigned long long)bytes, human,
            (unsigned long long)d->repeat, (unsigned long long)d->num_ids, d->pull ? "pull" : "push");
     printf("time       %.6f s, %.3f GB/s\n", seconds, gbps);

@@ -83,6 +83,12 @@ static void session(struct serve *v, uint64_t index)
     kvrt_xfer_peer *peer;
     int rc = kvrt_xfer_accept(s->agent, s->timeout, &peer);
     char msg[1536];
+    if (rc == KVRT_XFER_PENDING) {
+        snprintf(msg, sizeof(msg), "xfer serve: session %llu: no peer connected within %g s",
+                 (unsigned long long)index + 1, s->timeout);
+        fail(v, CLI_EXIT_INTERNAL, msg);
+        return;
+    }
     if (rc == KVRT_ERR_INVALID) {
         /* An incompatible peer was told why; nothing moved.  Serve on. */
         v->refused++;

@@ -167,8 +167,8 @@ def cases(t, kvrt, transport, tmp):
         if doc is not None and not registered:
             t.ok(True, "# SKIP same-layout RMA count: caches are not registrable in this build (%s)" % doc.get("why"))
         else:
-            t.ok(rc == 0 and doc["regions"] == want and doc["rma_ops"] == want,
-                 "%s same layout ids %s: method regions, %d planned regions, %d RMA operations"
+            t.ok(rc == 0 and doc["regions"] == want and doc["messages"] == want,
+                 "%s same layout ids %s: method regions, %d planned regions, %d data messages"
                  % (layout, ids, want, want), "exit %s\n%s\n%s" % (rc, out, err))
         served_ok(t, s, "%s same-layout blocks verified" % layout, 1)
 
