@@ -1,7 +1,7 @@
 /*
  * Concurrency: several threads open runtimes, bind, create caches, use and
  * destroy them at once, both with a runtime each and sharing one runtime.
- * Run it under ThreadSanitizer with `tools/test.sh --tsan`.
+ * Run it under ThreadSanitizer with `scripts/test.sh --tsan`.
  */
 #include <pthread.h>
 #include <stdio.h>
