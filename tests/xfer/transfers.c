@@ -4,7 +4,7 @@
  * --child) hold the other caches, serve them and check every byte against
  * the records the notifications carry (tests/xfer/xfer_side.h).
  *
- *   test-xfer [LABEL]     TAP; UCX_TLS and friends come from the
+ *   test-xfer-transfers   TAP; UCX_TLS and friends come from the
  *                         environment (meson runs it under tcp and sm)
  *
  * Covered: many transfers in flight to two peers at once (same layout:
