@@ -37,7 +37,9 @@ int xfer_desc_from_placement(struct xfer_cache_desc *d)
     d->num_blocks = kvrt_placement_num_blocks(p);
     d->bytes = kvrt_placement_size(p);
     d->num_layers = total;
-    d->staging_per_block = 0;
+    int rc = kvrt_placement_staging_bytes(p, &d->staging_per_block);
+    if (rc != KVRT_OK)
+        return rc;
     d->layers = calloc(total ? total : 1, sizeof(*d->layers));
     if (!d->layers)
         return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for %llu layers", ULL(total));
@@ -47,8 +49,9 @@ int xfer_desc_from_placement(struct xfer_cache_desc *d)
         const struct kvrt_spec_info *info = &set.geometry.info;
         for (uint64_t l = 0; l < set.num_layers; l++, n++) {
             struct xfer_layer *L = &d->layers[n];
-            int rc = kvrt_placement_layer_view(p, s, l, &L->view);
-            if (rc != KVRT_OK)
+            uint64_t page;
+            if ((rc = kvrt_placement_layer_view(p, s, l, &L->view)) != KVRT_OK ||
+                (rc = kvrt_placement_staging_layer(p, n, &L->staging_offset, &page)) != KVRT_OK)
                 return rc;
             L->spec = set.spec;
             L->kernel_blocks = info->kernel_blocks_per_block;
@@ -56,10 +59,6 @@ int xfer_desc_from_placement(struct xfer_cache_desc *d)
             L->heads = info->head_slots;
             L->states = info->states_per_block;
             L->content = info->content_bytes;
-            L->staging_offset = d->staging_per_block;
-            /* Cannot overflow: the core computed the same staging size when
-             * the placement was created. */
-            d->staging_per_block += L->heads * L->states * L->content;
         }
     }
     return KVRT_OK;

@@ -45,20 +45,19 @@ static int describe(struct xpat *x)
     x->layer_content = calloc(x->num_layers, sizeof(uint64_t));
     if (!x->layer_offset || !x->layer_heads || !x->layer_states || !x->layer_content)
         return kvrt_error_report(KVRT_ERR_NOMEM, "xpat: out of memory");
-    uint64_t n = 0, off = 0;
-    for (size_t i = 0; i < nsets; i++) {
+    int rc = kvrt_placement_staging_bytes(p, &x->staging_per_block);
+    uint64_t n = 0, page;
+    for (size_t i = 0; rc == KVRT_OK && i < nsets; i++) {
         struct kvrt_placement_set set;
         kvrt_placement_get_set(p, i, &set);
-        for (uint64_t l = 0; l < set.num_layers; l++, n++) {
-            x->layer_offset[n] = off;
+        for (uint64_t l = 0; rc == KVRT_OK && l < set.num_layers; l++, n++) {
+            rc = kvrt_placement_staging_layer(p, n, &x->layer_offset[n], &page);
             x->layer_heads[n] = set.geometry.info.head_slots;
             x->layer_states[n] = set.geometry.info.states_per_block;
             x->layer_content[n] = set.geometry.info.content_bytes;
-            off += x->layer_heads[n] * x->layer_states[n] * x->layer_content[n];
         }
     }
-    x->staging_per_block = off;
-    return KVRT_OK;
+    return rc;
 }
 
 /* Every block of the cache to or from `host` in staging order. */
@@ -92,7 +91,7 @@ static int move_all(struct xpat *x, bool to_cache, uint8_t *host)
     return rc;
 }
 
-int xpat_init(struct xpat *x, kvrt_backend *b, kvrt_cache *c, uint64_t seed, uint64_t head_offset)
+static int init(struct xpat *x, kvrt_backend *b, kvrt_cache *c)
 {
     memset(x, 0, sizeof(*x));
     x->backend = b;
@@ -100,9 +99,20 @@ int xpat_init(struct xpat *x, kvrt_backend *b, kvrt_cache *c, uint64_t seed, uin
     int rc = describe(x);
     uint64_t bytes;
     if (rc == KVRT_OK && (__builtin_mul_overflow(x->num_blocks, x->staging_per_block, &bytes) ||
-                          !(x->expected = malloc(bytes ? bytes : 1))))
+                          !(x->expected = calloc(bytes ? bytes : 1, 1))))
         rc = kvrt_error_report(KVRT_ERR_NOMEM, "xpat: no memory for %llu blocks of %llu staging bytes",
                                (unsigned long long)x->num_blocks, (unsigned long long)x->staging_per_block);
+    return rc;
+}
+
+int xpat_init_zero(struct xpat *x, kvrt_backend *b, kvrt_cache *c)
+{
+    return init(x, b, c);
+}
+
+int xpat_init(struct xpat *x, kvrt_backend *b, kvrt_cache *c, uint64_t seed, uint64_t head_offset)
+{
+    int rc = init(x, b, c);
     if (rc != KVRT_OK)
         return rc;
     for (uint64_t blk = 0; blk < x->num_blocks; blk++)

@@ -43,6 +43,9 @@ struct xpat_record {
  * side's head 0 is global head `head_offset`) and write it into the cache.
  * KVRT_OK or the failing status (message set). */
 int xpat_init(struct xpat *x, kvrt_backend *b, kvrt_cache *c, uint64_t seed, uint64_t head_offset);
+/* The same for a cache left as created (zero), nothing written: what a
+ * receiver that checks only the blocks it is notified of needs. */
+int xpat_init_zero(struct xpat *x, kvrt_backend *b, kvrt_cache *c);
 void xpat_free(struct xpat *x);
 
 /* The source's pattern where the record says, into `expected`. */
