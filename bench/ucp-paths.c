@@ -184,7 +184,9 @@ static void set_up(struct side *s)
         die("ucp_config_read", st);
     ucp_params_t pp = {0};
     pp.field_mask = UCP_PARAM_FIELD_FEATURES;
-    pp.features = UCP_FEATURE_AM | UCP_FEATURE_RMA | (s->o.wakeup ? UCP_FEATURE_WAKEUP : 0);
+    /* RMA only for the put paths: with it, UCX 1.13 picks other lanes. */
+    pp.features = UCP_FEATURE_AM | (strncmp(s->o.path, "put-", 4) == 0 ? UCP_FEATURE_RMA : 0) |
+                  (s->o.wakeup ? UCP_FEATURE_WAKEUP : 0);
     st = ucp_init(&pp, cfg, &s->ctx);
     ucp_config_release(cfg);
     if (st != UCS_OK)

@@ -14,13 +14,16 @@ change of load on a shared machine hits every row alike:
                  rendezvous active messages into the destination, with and
                  without peer error handling and in 2 MiB pieces; each run
                  also times memcpy of the same bytes in the same process
-  kvrt           `kvrt xfer serve` / `kvrt xfer send` of --size bytes of KV
-                 blocks (CPU caches, 32 layers x 8 KV heads x 128, bf16,
-                 16-token blocks: 2 MiB per block), same layout
-                 (LBHNC -> LBHNC) and converting (LBHNC -> LBNHC)
+  kvrt           bench-xfer (bench/xfer-agents.c): libkvrt-xfer's own API
+                 between two processes, CPU caches of 32 layers x 8 KV heads
+                 x 128, bf16, 16-token blocks (2 MiB per block); --size
+                 bytes per round as 1, 4 and 16 transfers in flight, same
+                 layout (LBHNC -> LBHNC) and converting (LBHNC -> LBNHC);
+                 and small transfers (one block of one sequence, all 32
+                 layers) one at a time and 16 in flight: transfers per
+                 second and latency p50/p99
 
-Every transfer moves --size bytes (64 MiB) and is verified byte for byte by
-the receiving side.  Prints a Markdown table: the median over the rounds in
+Every program checks every byte it moved.  Prints a Markdown table: the median over the rounds in
 GB/s (10^9 bytes/s; ucx_perftest's MB/s are 2^20 bytes/s and converted),
 the ratio to the best of ucx_perftest on the same transport and to memcpy.
 """
@@ -31,7 +34,6 @@ import socket
 import statistics
 import subprocess
 import sys
-import tempfile
 import time
 
 TRANSPORTS = {
@@ -46,7 +48,6 @@ PATHS = [
     ("am-rndv", ["--peer-mode"]),
     ("am-rndv", ["--peer-mode", "--msg", str(2 << 20)]),
 ]
-MODEL = ["--layers", "32", "--kv-heads", "8", "--head-size", "128", "--dtype", "bf16", "--block-size", "16"]
 BLOCK_BYTES = 2 << 20
 
 
@@ -94,32 +95,14 @@ def ucp_path(exe, path, extra, size, env):
     return doc
 
 
-def kvrt_transfer(kvrt, env, src, dst, blocks, tmp):
-    """One `kvrt xfer` session: a warm-up transfer, then 5 measured."""
-    port_file = os.path.join(tmp, "port.%d" % time.monotonic_ns())
-    model = MODEL + ["--blocks", str(blocks)]
-    serve = subprocess.Popen([kvrt, "xfer", "serve", "--listen", "127.0.0.1:0", "--port-file", port_file,
-                              "--json", "--sessions", "2", "--layout", dst, "--timeout", "120"] + model,
-                             env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    deadline = time.monotonic() + 60
-    while not os.path.exists(port_file) and time.monotonic() < deadline and serve.poll() is None:
-        time.sleep(0.05)
-    if not os.path.exists(port_file):
-        sys.exit("bench: kvrt xfer serve did not listen: %s" % serve.communicate()[1])
-    port = open(port_file).read().strip()
-    runs = []
-    for n in (1, 5):
-        r = subprocess.run([kvrt, "xfer", "send", "--connect", "127.0.0.1:" + port, "--json", "--layout", src,
-                            "--repeat", str(n), "--timeout", "120"] + model, env=env, capture_output=True,
-                           text=True, timeout=600)
-        if r.returncode != 0:
-            serve.kill()
-            sys.exit("bench: kvrt xfer send %s -> %s failed: %s" % (src, dst, r.stderr.strip()))
-        runs.append(json.loads(r.stdout))
-    out, err = serve.communicate(timeout=300)
-    if not json.loads(out)["verified"]:
-        sys.exit("bench: the receiver did not verify: %s %s" % (out, err))
-    return runs[-1]
+def kvrt_run(exe, args, env):
+    r = subprocess.run([exe] + args, env=env, capture_output=True, text=True, timeout=600)
+    if r.returncode != 0:
+        sys.exit("bench: bench-xfer %s failed: %s" % (" ".join(args), r.stderr.strip()))
+    doc = json.loads(r.stdout)
+    if not doc["verified"]:
+        sys.exit("bench: bench-xfer %s: the receiver's cache did not verify" % " ".join(args))
+    return doc
 
 
 def load():
@@ -134,48 +117,59 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--size", type=int, default=64 << 20)
+    ap.add_argument("--small", type=int, default=400, help="small transfers per run (default 400)")
     ap.add_argument("--transport", action="append", choices=sorted(TRANSPORTS))
     a = ap.parse_args()
     if a.size % BLOCK_BYTES:
         sys.exit("bench: --size must be a multiple of %d (one block)" % BLOCK_BYTES)
-    kvrt = os.path.join(a.build, "tools", "kvrt")
+    kvrt = os.path.join(a.build, "bench", "bench-xfer")
     paths_exe = os.path.join(a.build, "bench", "bench-ucp-paths")
     for exe in (kvrt, paths_exe):
         if not os.access(exe, os.X_OK):
-            sys.exit("bench: %s is missing: build kvrt with UCX first (tools/setup.sh)" % exe)
+            sys.exit("bench: %s is missing: build kvrt with UCX first (scripts/setup.sh)" % exe)
     base = dict(os.environ)
     base.pop("VLLM_KV_CACHE_LAYOUT", None)
     base["KVRT_BACKEND"] = "cpu"
     base.setdefault("UCX_LOG_LEVEL", "error")
-    blocks = a.size // BLOCK_BYTES
     load0 = load()
-    table = []
-    with tempfile.TemporaryDirectory(prefix="kvrt-xfer-bench-") as tmp:
-        for name in a.transport or ["sm", "tcp"]:
-            env = dict(base, **TRANSPORTS[name])
-            series = {}
+    table, small = [], {}
+    for name in a.transport or ["sm", "tcp"]:
+        env = dict(base, **TRANSPORTS[name])
+        series = {}
 
-            def add(key, value):
-                series.setdefault(key, []).append(value)
+        def add(key, value):
+            series.setdefault(key, []).append(value)
 
-            for rnd in range(a.rounds):
-                for t in PERFTESTS:
-                    v = perftest(t, a.size, env)
-                    if v is not None:
-                        add(("ucx_perftest", t), v)
-                for path, extra in PATHS:
-                    d = ucp_path(paths_exe, path, extra, a.size, env)
-                    add(("UCP path", " ".join([path] + extra)), d["gbps"])
-                    add(("memcpy", "memcpy"), d["memcpy_gbps"])
-                for what, src, dst in (("same layout", "LBHNC", "LBHNC"), ("converting", "LBHNC", "LBNHC")):
-                    d = kvrt_transfer(kvrt, env, src, dst, blocks, tmp)
-                    add(("kvrt", "%s %s -> %s (%s)" % (what, src, dst, d["method"])), d["gbps"])
-                print("# %s: round %d of %d done (load %s)" % (name, rnd + 1, a.rounds, load()), file=sys.stderr)
-            best_ucx = max([statistics.median(v) for k, v in series.items() if k[0] == "ucx_perftest"] or [0])
-            mc = statistics.median(series.get(("memcpy", "memcpy"), [0]))
-            for (kind, what), v in series.items():
-                med = statistics.median(v)
-                table.append((name, env["UCX_TLS"], kind, what, med, min(v), max(v), best_ucx, mc))
+        for rnd in range(a.rounds):
+            for t in PERFTESTS:
+                v = perftest(t, a.size, env)
+                if v is not None:
+                    add(("ucx_perftest", t), v)
+            for path, extra in PATHS:
+                d = ucp_path(paths_exe, path, extra, a.size, env)
+                add(("UCP path", " ".join([path] + extra)), d["gbps"])
+                add(("memcpy", "memcpy"), d["memcpy_gbps"])
+            for what, src, dst in (("same layout", "LBHNC", "LBHNC"), ("converting", "LBHNC", "LBNHC")):
+                for n in (1, 4, 16):
+                    d = kvrt_run(kvrt, ["--size", str(a.size), "--src", src, "--dst", dst, "--inflight", str(n),
+                                        "--repeat", "3"], env)
+                    add(("kvrt", "%s %s -> %s (%s), %d in flight" % (what, src, dst, d["method"], n)), d["gbps"])
+                    add(("registration", "ms"), d["registration_ms"])
+            for window in (1, 16):
+                d = kvrt_run(kvrt, ["--size", str(16 * BLOCK_BYTES), "--small", str(a.small), "--window",
+                                    str(window)], env)
+                small.setdefault((name, env["UCX_TLS"], window), []).append(d)
+            print("# %s: round %d of %d done (load %s)" % (name, rnd + 1, a.rounds, load()), file=sys.stderr)
+        best_ucx = max([statistics.median(v) for k, v in series.items() if k[0] == "ucx_perftest"] or [0])
+        mc = statistics.median(series.get(("memcpy", "memcpy"), [0]))
+        for (kind, what), v in series.items():
+            if kind == "registration":
+                continue
+            med = statistics.median(v)
+            table.append((name, env["UCX_TLS"], kind, what, med, min(v), max(v), best_ucx, mc))
+        reg = series.get(("registration", "ms"), [0])
+        print("# %s: registration of the cache and the staging pool (%.0f MiB) took %.3f ms (median of %d)"
+              % (name, (a.size + (16 << 20)) / 2**20, statistics.median(reg), len(reg)), file=sys.stderr)
     print("Load average (1 min) %s at the start, %s at the end; %d CPUs; %d rounds, %d MiB per transfer."
           % (load0, load(), os.cpu_count() or 0, a.rounds, a.size >> 20))
     print()
@@ -184,6 +178,16 @@ def main():
     for name, tls, kind, what, med, lo, hi, best, mc in table:
         print("| %s (`%s`) | %s | %s | %.2f | %.2f..%.2f | %.2f | %.2f |"
               % (name, tls, kind, what, med, lo, hi, med / best if best else 0, med / mc if mc else 0))
+    print()
+    print("Small transfers: one block of one sequence (all 32 layers, %d KiB) each; %d per run; medians over "
+          "the rounds." % (BLOCK_BYTES >> 10, a.small))
+    print()
+    print("| transport (UCX_TLS) | in flight | method | transfers/s | p50 latency (us) | p99 latency (us) | GB/s |")
+    print("|---|---:|---|---:|---:|---:|---:|")
+    for (name, tls, window), docs in small.items():
+        med = {k: statistics.median(d[k] for d in docs) for k in ("per_second", "p50_us", "p99_us", "gbps")}
+        print("| %s (`%s`) | %d | %s | %.0f | %.0f | %.0f | %.2f |"
+              % (name, tls, window, docs[0]["method"], med["per_second"], med["p50_us"], med["p99_us"], med["gbps"]))
     return 0
 
 
