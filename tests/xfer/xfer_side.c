@@ -61,7 +61,7 @@ int side_open(struct side *s, const struct side_opts *o)
     if (rc == KVRT_OK)
         rc = kvrt_cache_create(s->be, s->p, &s->c);
     if (rc == KVRT_OK)
-        rc = xpat_init(&s->x, s->be, s->c, o->seed, o->head_offset);
+        rc = o->zero ? xpat_init_zero(&s->x, s->be, s->c) : xpat_init(&s->x, s->be, s->c, o->seed, o->head_offset);
     if (rc == KVRT_OK) {
         struct kvrt_xfer_agent_options ao;
         kvrt_xfer_agent_options_default(&ao);
@@ -133,25 +133,37 @@ void *from_hex(const char *hex, size_t *len)
 
 /* ---- the parent's end of a child ------------------------------------------- */
 
+/* UCX prints its own log lines ("[time] [host:pid] file:line UCX ERROR
+ * ...") on stdout, which is a child's answer channel: they are passed on to
+ * stderr, not taken for answers. */
+static bool ucx_log_line(const char *line)
+{
+    return line[0] == '[' && strstr(line, " UCX ") != NULL;
+}
+
 static bool read_line(struct child *c, char *buf, size_t size, double timeout_s)
 {
     double deadline = now() + timeout_s;
-    size_t n = 0;
     int fd = fileno(c->from);
-    while (n + 1 < size) {
-        struct pollfd pfd = {fd, POLLIN, 0};
-        int left = (int)((deadline - now()) * 1e3);
-        if (left <= 0 || poll(&pfd, 1, left) <= 0)
-            return false;
-        char ch;
-        if (read(fd, &ch, 1) != 1)
-            return false;
-        if (ch == '\n')
-            break;
-        buf[n++] = ch;
+    for (;;) {
+        size_t n = 0;
+        while (n + 1 < size) {
+            struct pollfd pfd = {fd, POLLIN, 0};
+            int left = (int)((deadline - now()) * 1e3);
+            if (left <= 0 || poll(&pfd, 1, left) <= 0)
+                return false;
+            char ch;
+            if (read(fd, &ch, 1) != 1)
+                return false;
+            if (ch == '\n')
+                break;
+            buf[n++] = ch;
+        }
+        buf[n] = '\0';
+        if (!ucx_log_line(buf))
+            return true;
+        fprintf(stderr, "child's UCX: %s\n", buf);
     }
-    buf[n] = '\0';
-    return true;
 }
 
 bool child_start(struct child *c, const char *self, const char *const *args)
@@ -272,33 +284,139 @@ static bool parse_u64(const char *s, uint64_t *v)
     return true;
 }
 
+/* Pushes, one at a time, to one peer: `per` of this side's first blocks
+ * into the peer's blocks [base, base + count), in turns of `per` blocks, so
+ * that a transfer never writes blocks the one before it wrote. */
+struct pusher {
+    kvrt_xfer_peer *peer;
+    uint64_t base, count, per, index;
+    kvrt_xfer_handle *h;
+    uint64_t ok, failed;
+    char why[512];
+    bool active;
+};
+
+enum { MAX_PEERS = 256 };
+
 struct child_state {
     struct side s;
-    kvrt_xfer_peer *peers[64];
+    kvrt_xfer_peer *peers[MAX_PEERS]; /* NULL once closed */
     int npeers;
-    uint64_t notes, refused;
+    struct pusher push[MAX_PEERS];
+    uint64_t notes, refused, bad_notes;
+    bool check_notes, report_notes;
 };
+
+static int64_t *iota(uint64_t first, uint64_t n)
+{
+    int64_t *v = malloc((n ? n : 1) * sizeof(*v));
+    for (uint64_t i = 0; v && i < n; i++)
+        v[i] = (int64_t)(first + i);
+    return v;
+}
+
+static void push_step(struct child_state *cs, struct pusher *pu)
+{
+    if (pu->h) {
+        int rc = kvrt_xfer_test(pu->h);
+        if (rc == KVRT_XFER_PENDING)
+            return;
+        if (rc == KVRT_OK) {
+            pu->ok++;
+        } else {
+            pu->failed++;
+            snprintf(pu->why, sizeof(pu->why), "%s", kvrt_error_message());
+            pu->active = false; /* a failed peer takes no more */
+        }
+        kvrt_xfer_release(pu->h);
+        pu->h = NULL;
+    }
+    if (!pu->active)
+        return;
+    uint64_t turns = pu->count / pu->per;
+    int64_t *src = iota(0, pu->per), *dst = iota(pu->base + (pu->index % turns) * pu->per, pu->per);
+    char *note = side_record(&cs->s.o, src, dst, pu->per, false, pu->index);
+    struct kvrt_xfer_request r;
+    kvrt_xfer_request_default(&r);
+    r.num_blocks = pu->per;
+    r.local_ids = src;
+    r.remote_ids = dst;
+    r.notification = note;
+    r.notification_len = note ? strlen(note) : 0;
+    if (kvrt_xfer_post(cs->s.a, pu->peer, &r, &pu->h) != KVRT_OK) {
+        pu->failed++;
+        snprintf(pu->why, sizeof(pu->why), "%s", kvrt_error_message());
+        pu->active = false;
+        pu->h = NULL;
+    }
+    pu->index++;
+    free(src);
+    free(dst);
+    free(note);
+}
+
+static int add_peer(struct child_state *cs, kvrt_xfer_peer *p)
+{
+    if (cs->npeers == MAX_PEERS) {
+        kvrt_xfer_peer_close(p);
+        return -1;
+    }
+    cs->peers[cs->npeers] = p;
+    return cs->npeers++;
+}
 
 static void answer(struct child_state *cs, char *line)
 {
+    unsigned port;
+    int i;
+    unsigned long long base, count, per;
     if (strncmp(line, "load ", 5) == 0) {
         size_t len;
         void *blob = from_hex(line + 5, &len);
         kvrt_xfer_peer *p = NULL;
         int rc = blob ? kvrt_xfer_peer_load(cs->s.a, blob, len, &p) : KVRT_ERR_INVALID;
         free(blob);
-        if (rc == KVRT_OK && cs->npeers < 64)
-            cs->peers[cs->npeers++] = p;
+        if (rc == KVRT_OK)
+            add_peer(cs, p);
         printf(rc == KVRT_OK ? "loaded\n" : "error %s\n", kvrt_error_message());
+    } else if (sscanf(line, "connect %u", &port) == 1) {
+        kvrt_xfer_peer *p = NULL;
+        if (kvrt_xfer_connect(cs->s.a, "127.0.0.1", (uint16_t)port, &p) == KVRT_OK)
+            printf("peer %d\n", add_peer(cs, p));
+        else
+            printf("error %s\n", kvrt_error_message());
+    } else if (sscanf(line, "push %d %llu %llu %llu", &i, &base, &count, &per) == 4 && i >= 0 && i < cs->npeers &&
+               cs->peers[i] && per > 0 && count >= per) {
+        cs->push[i] = (struct pusher){cs->peers[i], base, count, per, 0, NULL, 0, 0, "", true};
+        printf("pushing\n");
+    } else if (sscanf(line, "stop %d", &i) == 1 && i >= 0 && i < cs->npeers) {
+        /* No new transfer; the one in flight ends (the agent's timeout
+         * bounds it). */
+        struct pusher *pu = &cs->push[i];
+        pu->active = false;
+        while (pu->h)
+            push_step(cs, pu);
+        printf("stopped %llu %llu %s\n", (unsigned long long)pu->ok, (unsigned long long)pu->failed,
+               pu->why[0] ? pu->why : "-");
     } else if (strcmp(line, "verify") == 0) {
         char where[256];
         uint64_t bad = xpat_verify(&cs->s.x, where, sizeof(where));
         printf("verify %llu %llu %s\n", (unsigned long long)bad, (unsigned long long)cs->notes, where[0] ? where : "-");
-    } else if (strcmp(line, "stats") == 0) {
+    } else if (strcmp(line, "stats") == 0 || strcmp(line, "status") == 0) {
         struct kvrt_xfer_stats st = {.size = sizeof(st)};
         kvrt_xfer_agent_stats(cs->s.a, &st);
-        printf("stats %llu %llu %llu %llu %llu\n", (unsigned long long)st.outgoing, (unsigned long long)st.incoming,
-               (unsigned long long)st.ucx_requests, (unsigned long long)st.staging_busy, (unsigned long long)st.peers);
+        int connected = 0;
+        for (int k = 0; k < cs->npeers; k++)
+            connected += cs->peers[k] && kvrt_xfer_peer_state(cs->peers[k], NULL) == KVRT_XFER_PEER_CONNECTED;
+        if (line[4] == 's')
+            printf("stats %llu %llu %llu %llu %llu\n", (unsigned long long)st.outgoing, (unsigned long long)st.incoming,
+                   (unsigned long long)st.ucx_requests, (unsigned long long)st.staging_busy,
+                   (unsigned long long)st.peers);
+        else
+            printf("status connected=%d peers=%d notes=%llu bad=%llu out=%llu in=%llu ucx=%llu busy=%llu\n", connected,
+                   cs->npeers, (unsigned long long)cs->notes, (unsigned long long)cs->bad_notes,
+                   (unsigned long long)st.outgoing, (unsigned long long)st.incoming,
+                   (unsigned long long)st.ucx_requests, (unsigned long long)st.staging_busy);
     } else {
         printf("error unknown command \"%s\"\n", line);
     }
@@ -316,6 +434,15 @@ static void take_notes(struct child_state *cs)
             if (!r.pull)
                 xpat_apply(&cs->s.x, &r);
             cs->notes++;
+            /* A notified transfer's blocks must hold what it moved, now. */
+            bool ok = true;
+            for (uint64_t b = 0; cs->check_notes && !r.pull && b < r.num_blocks; b++)
+                ok = ok && xpat_block_ok(&cs->s.x, r.dst_ids[b]);
+            cs->bad_notes += !ok;
+            if (cs->report_notes) {
+                printf("note %llu %s\n", (unsigned long long)r.index, ok ? "ok" : "bad");
+                fflush(stdout);
+            }
             xpat_record_free(&r);
         } else {
             fprintf(stderr, "child: a notification that is not a record: %s\n", msg);
@@ -329,11 +456,25 @@ int child_main(int argc, char **argv)
     struct side_opts o;
     side_opts_default(&o);
     bool listen = false;
+    uint64_t push_port = 0, base = 0, count = 0, per = 0;
+    static struct child_state cs;
     for (int i = 2; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : "";
         bool ok = true;
         if (strcmp(argv[i], "--listen") == 0) {
             listen = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--check-notes") == 0) {
+            cs.check_notes = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--report-notes") == 0) {
+            cs.check_notes = cs.report_notes = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--zero") == 0) {
+            o.zero = true;
             continue;
         }
         if (strcmp(argv[i], "--layout") == 0)
@@ -354,6 +495,14 @@ int child_main(int argc, char **argv)
             ok = parse_u64(v, &o.chunk_bytes);
         else if (strcmp(argv[i], "--staging") == 0)
             ok = parse_u64(v, &o.staging_bytes);
+        else if (strcmp(argv[i], "--timeout") == 0)
+            ok = (o.timeout_s = strtod(v, NULL)) > 0;
+        else if (strcmp(argv[i], "--push-to") == 0)
+            ok = parse_u64(v, &push_port);
+        else if (strcmp(argv[i], "--push") == 0)
+            ok = sscanf(v, "%llu:%llu:%llu", (unsigned long long *)&base, (unsigned long long *)&count,
+                        (unsigned long long *)&per) == 3 &&
+                 per > 0 && count >= per;
         else
             ok = false;
         if (!ok) {
@@ -362,7 +511,6 @@ int child_main(int argc, char **argv)
         }
         i++;
     }
-    static struct child_state cs;
     if (side_open(&cs.s, &o) != KVRT_OK) {
         printf("error %s\n", kvrt_error_message());
         return 1;
@@ -385,6 +533,16 @@ int child_main(int argc, char **argv)
     fflush(stdout);
     free(hex);
     kvrt_free(blob);
+    if (push_port) {
+        /* A pushing peer from the start (--push BASE:COUNT:PER). */
+        kvrt_xfer_peer *p = NULL;
+        if (kvrt_xfer_connect(cs.s.a, "127.0.0.1", (uint16_t)push_port, &p) != KVRT_OK) {
+            fprintf(stderr, "child: %s\n", kvrt_error_message());
+            return 1;
+        }
+        int k = add_peer(&cs, p);
+        cs.push[k] = (struct pusher){p, base, count ? count : per, per ? per : 1, 0, NULL, 0, 0, "", true};
+    }
     int efd;
     kvrt_xfer_event_fd(cs.s.a, &efd);
     char line[1 << 16];
@@ -394,17 +552,30 @@ int child_main(int argc, char **argv)
         if (listen) {
             kvrt_xfer_peer *p = NULL;
             int rc = kvrt_xfer_accept(cs.s.a, 1e-3, &p);
-            if (rc == KVRT_OK && cs.npeers < 64)
-                cs.peers[cs.npeers++] = p;
+            if (rc == KVRT_OK)
+                add_peer(&cs, p);
             else if (rc != KVRT_XFER_PENDING)
                 cs.refused++;
+        }
+        bool pushing = false;
+        for (int k = 0; k < cs.npeers; k++) {
+            if (cs.push[k].active || cs.push[k].h)
+                push_step(&cs, &cs.push[k]);
+            pushing |= cs.push[k].active;
+            /* A peer that failed or left, with nothing of ours in flight,
+             * is closed here (kvrt_xfer_peer_close of a failed peer). */
+            if (cs.peers[k] && !cs.push[k].active && !cs.push[k].h &&
+                kvrt_xfer_peer_state(cs.peers[k], NULL) != KVRT_XFER_PEER_CONNECTED) {
+                kvrt_xfer_peer_close(cs.peers[k]);
+                cs.peers[k] = NULL;
+            }
         }
         if (kvrt_xfer_progress(cs.s.a) != KVRT_OK)
             fprintf(stderr, "child: %s\n", kvrt_error_message());
         take_notes(&cs);
         /* Sleep on the agent's event fd and the command pipe together. */
         struct pollfd pfd[2] = {{0, POLLIN, 0}, {efd, POLLIN, 0}};
-        bool armed = !listen && kvrt_xfer_arm(cs.s.a) == KVRT_OK;
+        bool armed = !listen && !pushing && kvrt_xfer_arm(cs.s.a) == KVRT_OK;
         if (poll(pfd, armed ? 2 : 1, armed ? 5 : 0) > 0 && (pfd[0].revents & (POLLIN | POLLHUP))) {
             ssize_t k = read(0, line + have, sizeof(line) - 1 - have);
             if (k <= 0)
@@ -425,8 +596,11 @@ int child_main(int argc, char **argv)
             }
         }
     }
-    for (int i = 0; i < cs.npeers; i++)
+    for (int i = 0; i < cs.npeers; i++) {
+        if (cs.push[i].h)
+            kvrt_xfer_release(cs.push[i].h);
         kvrt_xfer_peer_close(cs.peers[i]);
+    }
     side_close(&cs.s);
     return 0;
 }

@@ -7,10 +7,22 @@
  * A child prints "port N" (with --listen) and "md HEX" (its metadata) when
  * ready, then accepts peers, progresses, applies every notification's
  * record to its expected contents and answers one line per command:
- *   load HEX   kvrt_xfer_peer_load of that blob        -> "loaded" / "error ..."
- *   verify     compare the whole cache                 -> "verify BAD NOTES WHERE"
- *   stats      kvrt_xfer_agent_stats                   -> "stats OUT IN UCX BUSY PEERS"
- *   quit       close everything and exit 0
+ *   load HEX            kvrt_xfer_peer_load of that blob  -> "loaded" / "error ..."
+ *   connect PORT        kvrt_xfer_connect                 -> "peer I" / "error ..."
+ *   push I BASE N PER   push to peer I without end: PER blocks a transfer,
+ *                       one at a time, into its blocks BASE.. in turns
+ *                       over N                              -> "pushing"
+ *   stop I              no more pushes; the one in flight ends
+ *                                                 -> "stopped OK FAILED WHY"
+ *   verify              compare the whole cache           -> "verify BAD NOTES WHERE"
+ *   stats               kvrt_xfer_agent_stats             -> "stats OUT IN UCX BUSY PEERS"
+ *   status              peers and notifications -> "status connected=.. peers=..
+ *                       notes=.. bad=.. out=.. in=.. ucx=.. busy=.."
+ *   quit                close everything and exit 0
+ * Options besides the cache's: --listen, --push-to PORT --push BASE:N:PER
+ * (connect and push from the start), --check-notes (check a notified
+ * transfer's blocks the moment it arrives), --report-notes (and print
+ * "note INDEX ok|bad" for each), --zero (no pattern: the cache stays zero).
  * It exits when its stdin closes (the parent died).
  */
 #ifndef KVRT_TESTS_XFER_SIDE_H
@@ -32,6 +44,7 @@ struct side_opts {
     uint64_t seed, head_offset;
     uint64_t chunk_bytes, staging_bytes;
     double timeout_s;
+    bool zero; /* leave the cache zero (no pattern written) */
 };
 
 /* 4 layers x 4 KV heads x head size 32, bf16, 16-token blocks (32 KiB of
