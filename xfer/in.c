@@ -41,61 +41,54 @@ void xfer_in_free(struct xfer_in *in)
 
 static void finish(struct xfer_in *in, int status, const char *why)
 {
-    kvrt_xfer_agent *a = in->agent;
     in->finished = true;
     in->status = status;
-    if (status == KVRT_OK)
-        a->stats.completed++;
-    else
-        a->stats.failed++;
-    if (in->h) {
-        xfer_handle_finish(in->h, status, why);
-        in->h->in = NULL;
-        in->h = NULL;
-    }
+    xfer_stream_ended(in->agent, &in->h, status, why);
 }
 
-static void fail_quietly(struct xfer_in *in, int status, const char *fmt, ...) KVRT_PRINTF(3, 4);
-
-static void fail_quietly(struct xfer_in *in, int status, const char *fmt, ...)
+/* The stream fails; `tell`: the peer hears of it (a push's sender gets
+ * this side's reason, a pulled peer stops serving). */
+static void vfail(struct xfer_in *in, int status, bool tell, const char *fmt, va_list ap)
 {
     if (in->finished)
         return;
     char why[640];
-    va_list ap;
-    va_start(ap, fmt);
     vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
-    finish(in, status, why);
-}
-
-void xfer_in_fail(struct xfer_in *in, int status, const char *fmt, ...)
-{
-    if (in->finished)
-        return;
-    char why[640];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(why, sizeof(why), fmt, ap);
-    va_end(ap);
-    bool push = !in->pull;
     finish(in, status, why);
     kvrt_xfer_agent *a = in->agent;
-    if (push && a->served_error == KVRT_OK) {
+    if (tell && !in->pull && a->served_error == KVRT_OK) {
         a->served_error = status;
         snprintf(a->served_why, sizeof(a->served_why), "%s", why);
     }
     kvrt_xfer_peer *p = in->peer;
-    if (!p || p->state != KVRT_XFER_PEER_CONNECTED)
+    if (!tell || !p || p->state != KVRT_XFER_PEER_CONNECTED)
         return;
-    if (push) {
-        /* The sender's handle fails with this side's reason. */
+    if (!in->pull) {
         struct xfer_ack_msg m = {xfer_hdr_for(p, in->xid), status, 0};
         xfer_ctl_send_copy(p, XFER_AM_ACK, &m, sizeof(m), why, strlen(why));
     } else {
         struct xfer_abort_msg m = {xfer_hdr_for(p, in->xid), XFER_ABORT_PULL, 0};
         xfer_ctl_send_copy(p, XFER_AM_ABORT, &m, sizeof(m), NULL, 0);
     }
+}
+
+void xfer_in_fail(struct xfer_in *in, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(in, status, true, fmt, ap);
+    va_end(ap);
+}
+
+/* Failed without a word to the peer: it gave the stream up, or told why. */
+static void fail_quietly(struct xfer_in *in, int status, const char *fmt, ...) KVRT_PRINTF(3, 4);
+
+static void fail_quietly(struct xfer_in *in, int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(in, status, false, fmt, ap);
+    va_end(ap);
 }
 
 static struct xfer_in *find(kvrt_xfer_agent *a, kvrt_xfer_peer *p, uint64_t xid, bool pull)
@@ -263,7 +256,13 @@ static int begin(struct xfer_in *in, const struct xfer_begin_msg *m, const void 
     if (m->count > len / sizeof(int64_t) || m->count * sizeof(int64_t) != len)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: a transfer announces %llu blocks but carries %zu bytes of ids",
                          ULL(m->count), len);
-    int rc = xfer_check_ids(data, m->count, a->local.num_blocks, "local", "the transfer's ids", true);
+    /* Copied first: the ids in a message need not be aligned. */
+    in->ids = malloc(len ? len : 1);
+    if (!in->ids)
+        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a transfer's ids");
+    if (len)
+        memcpy(in->ids, data, len);
+    int rc = xfer_check_ids(in->ids, m->count, a->local.num_blocks, "local", "the transfer's ids", true);
     if (rc == KVRT_OK)
         rc = xfer_check_sel(&a->local, &m->sel, "a transfer");
     uint64_t fits = a->pool.chunk / a->local.staging_per_block;
@@ -276,11 +275,6 @@ static int begin(struct xfer_in *in, const struct xfer_begin_msg *m, const void 
     if (in->block_bytes * m->count != m->total_bytes || (in->done_seen && in->total_bytes != m->total_bytes))
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: a transfer of %llu blocks of %llu bytes announces %llu bytes",
                          ULL(m->count), ULL(in->block_bytes), ULL(m->total_bytes));
-    in->ids = malloc(len ? len : 1);
-    if (!in->ids)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a transfer's ids");
-    if (len)
-        memcpy(in->ids, data, len);
     in->staged = true;
     in->begun = true;
     in->nblocks = m->count;
