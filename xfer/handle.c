@@ -19,6 +19,20 @@ void xfer_handle_finish(kvrt_xfer_handle *h, int status, const char *why)
     h->plan.seconds = xfer_now() - h->t_post;
 }
 
+void xfer_stream_ended(kvrt_xfer_agent *a, kvrt_xfer_handle **h, int status, const char *why)
+{
+    if (status == KVRT_OK)
+        a->stats.completed++;
+    else
+        a->stats.failed++;
+    if (*h) {
+        xfer_handle_finish(*h, status, why);
+        (*h)->out = NULL;
+        (*h)->in = NULL;
+        *h = NULL;
+    }
+}
+
 static int copy_bytes(const void *src, size_t n, void **out)
 {
     *out = malloc(n ? n : 1);

@@ -46,18 +46,9 @@ void xfer_out_free(struct xfer_out *o)
 
 static void finish(struct xfer_out *o, int status, const char *why)
 {
-    kvrt_xfer_agent *a = o->agent;
     o->finished = true;
     o->status = status;
-    if (status == KVRT_OK)
-        a->stats.completed++;
-    else
-        a->stats.failed++;
-    if (o->h) {
-        xfer_handle_finish(o->h, status, why);
-        o->h->out = NULL;
-        o->h = NULL;
-    }
+    xfer_stream_ended(o->agent, &o->h, status, why);
 }
 
 void xfer_out_fail(struct xfer_out *o, int status, const char *fmt, ...)

@@ -452,6 +452,9 @@ void xfer_in_free(struct xfer_in *in);
 
 /* handle.c */
 void xfer_handle_finish(kvrt_xfer_handle *h, int status, const char *why);
+/* A stream ended: counted, and its handle (if any) gets the outcome and
+ * lets go of it. */
+void xfer_stream_ended(kvrt_xfer_agent *a, kvrt_xfer_handle **h, int status, const char *why);
 
 /* progress.c */
 /* One round: UCX, then every queue (scatters, deferred receives, sends,
