@@ -17,6 +17,7 @@
  * staging chunk left behind on either side.
  */
 #include <poll.h>
+#include <signal.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -502,6 +503,8 @@ int main(int argc, char **argv)
     self = argv[0];
     if (argc > 1 && strcmp(argv[1], "--child") == 0)
         return child_main(argc, argv);
+    /* A child that died shows as a failed command, not a dead parent. */
+    signal(SIGPIPE, SIG_IGN);
     tap_plan_dynamic();
     if (argc > 1 && strcmp(argv[1], "--pairs") == 0) {
         pairs();
