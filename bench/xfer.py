@@ -23,7 +23,9 @@ change of load on a shared machine hits every row alike:
                  layers) one at a time and 16 in flight: transfers per
                  second and latency p50/p99
 
-Every program checks every byte it moved.  Prints a Markdown table: the median over the rounds in
+Every program checks every byte it moved.  "x memcpy" divides by memcpy of
+the same bytes timed in the same process (bench-ucp-paths and bench-xfer
+time it after each transfer), the median of the rounds.  Prints a Markdown table: the median over the rounds in
 GB/s (10^9 bytes/s; ucx_perftest's MB/s are 2^20 bytes/s and converted),
 the ratio to the best of ucx_perftest on the same transport and to memcpy.
 """
@@ -153,7 +155,9 @@ def main():
                 for n in (1, 4, 16):
                     d = kvrt_run(kvrt, ["--size", str(a.size), "--src", src, "--dst", dst, "--inflight", str(n),
                                         "--repeat", "3"], env)
-                    add(("kvrt", "%s %s -> %s (%s), %d in flight" % (what, src, dst, d["method"], n)), d["gbps"])
+                    key = "%s %s -> %s (%s), %d in flight" % (what, src, dst, d["method"], n)
+                    add(("kvrt", key), d["gbps"])
+                    add(("kvrt memcpy", key), d["memcpy_gbps"])
                     add(("registration", "ms"), d["registration_ms"])
             for window in (1, 16):
                 d = kvrt_run(kvrt, ["--size", str(16 * BLOCK_BYTES), "--small", str(a.small), "--window",
@@ -163,10 +167,13 @@ def main():
         best_ucx = max([statistics.median(v) for k, v in series.items() if k[0] == "ucx_perftest"] or [0])
         mc = statistics.median(series.get(("memcpy", "memcpy"), [0]))
         for (kind, what), v in series.items():
-            if kind == "registration":
+            if kind in ("registration", "kvrt memcpy"):
                 continue
             med = statistics.median(v)
-            table.append((name, env["UCX_TLS"], kind, what, med, min(v), max(v), best_ucx, mc))
+            # kvrt's rows: the memcpy its own process timed after each round.
+            own = series.get(("kvrt memcpy", what))
+            table.append((name, env["UCX_TLS"], kind, what, med, min(v), max(v), best_ucx,
+                          statistics.median(own) if own else mc))
         reg = series.get(("registration", "ms"), [0])
         print("# %s: registration of the cache and the staging pool (%.0f MiB) took %.3f ms (median of %d)"
               % (name, (a.size + (16 << 20)) / 2**20, statistics.median(reg), len(reg)), file=sys.stderr)
