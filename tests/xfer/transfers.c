@@ -18,6 +18,7 @@
  */
 #include <poll.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -227,7 +228,7 @@ struct worker {
     struct side *s;
     kvrt_xfer_peer *peer[2];
     int index, ok;
-    volatile int *stop;
+    atomic_int *stop;
 };
 
 static void *work(void *arg)
@@ -249,7 +250,7 @@ static void *work(void *arg)
 static void *progress_loop(void *arg)
 {
     struct worker *w = arg;
-    while (!*w->stop)
+    while (!atomic_load(w->stop))
         kvrt_xfer_progress(w->s->a);
     return NULL;
 }
@@ -259,7 +260,7 @@ static void threads(struct side *s, kvrt_xfer_peer *pa, kvrt_xfer_peer *pb, stru
 {
     pthread_t t[THREADS + 1];
     struct worker w[THREADS + 1];
-    volatile int stop = 0;
+    atomic_int stop = 0;
     for (int i = 0; i <= THREADS; i++) {
         w[i] = (struct worker){s, {pa, pb}, i, 0, &stop};
         pthread_create(&t[i], NULL, i < THREADS ? work : progress_loop, &w[i]);
@@ -269,7 +270,7 @@ static void threads(struct side *s, kvrt_xfer_peer *pa, kvrt_xfer_peer *pb, stru
         pthread_join(t[i], NULL);
         ok += w[i].ok;
     }
-    stop = 1;
+    atomic_store(&stop, 1);
     pthread_join(t[THREADS], NULL);
     tap_ok(ok == THREADS * EACH,
            "%d threads posting and waiting on one agent while another progresses: %d of %d complete", THREADS, ok,
