@@ -617,7 +617,15 @@ static void check_memory(void)
     cli_error_case(ARGS("plan", "--model", llama, "--memory", "12XB"), NULL, 2,
                    MENTIONS("--memory", "\"12XB\"", "GiB"));
     cli_error_case(ARGS("plan", "--model", llama, "--memory", "1.5"), NULL, 2, MENTIONS("--memory"));
-    cli_error_case(ARGS("plan", "--model", llama), NULL, 2, MENTIONS("--blocks", "--memory"));
+    /* Without --blocks or --memory a model's plan is one block; the flags
+     * path, which has no model to size, still asks for a count. */
+    json_t *one = cli_json(ARGS("plan", "--json", "--model", llama), NULL);
+    tap_ok(one && gi(one, "num_blocks") == 1 && gi(one, "total_bytes") == 2097152 &&
+               json_is_null(json_object_get(one, "budget_bytes")),
+           "plan --model without --blocks or --memory places one block");
+    json_decref(one);
+    cli_error_case(ARGS("plan", "--layers", "2", "--block-size", "16", "--kv-heads", "2", "--head-size", "64"), NULL, 2,
+                   MENTIONS("--blocks", "--memory"));
     cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--memory", "1GiB"), NULL, 2, MENTIONS("not both"));
     cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--head-size", "8"), NULL, 2,
                    MENTIONS("--head-size", "--model"));
