@@ -1,6 +1,7 @@
 """Runtime, caches and their DLPack views."""
 import ctypes as C
 import math
+import os
 import weakref
 
 from . import _lib, info
@@ -8,6 +9,7 @@ from ._closeable import Closeable
 from ._dlpack import Borrowed, capsule
 from ._errors import InvalidArgumentError, StateError
 from ._lib import lib, check, text
+from ._model import Model
 
 _PARTS = {"all": 0, "k": 1, "v": 2}
 _DEVICE_TYPES = {0: "unknown", 1: "cpu", 2: "gpu", 3: "accelerator"}  # enum kvrt_device_type
@@ -398,30 +400,35 @@ class Runtime(Closeable):
         check(lib.kvrt_runtime_bind(self._h, backend.encode() if backend else None, layout.encode(), C.byref(b)))
         return b
 
-    def cache(self, model, layout=None, blocks=None, memory=None, backend=None, kernel_block_size=0):
+    def cache(self, model, layout=None, blocks=None, memory=None, backend=None, kernel_block_size=0,
+              kv_cache_dtype=None, block_size=None, attention_backend=None):
         """A zeroed cache for `model` on `backend` (None: KVRT_BACKEND, else
         the default backend).
 
-        model: {"layers": N, <spec keywords of kvrt.plan>} for N identical
-        layers named layer.0.., or {"groups": [{"layers": [{"name": ...,
-        <spec keywords>}, ...]}, ...]}.  layout: a name or alias; None
-        resolves one for the backend (VLLM_KV_CACHE_LAYOUT applies).  Give
-        blocks, or memory (bytes) for as many blocks as fit."""
+        model: a model file (a config.json, a folder holding one, or a kvrt
+        model file) sized as vLLM sizes it, with the tool's options
+        kv_cache_dtype, block_size and attention_backend; or {"layers": N,
+        <spec keywords of kvrt.plan>} for N identical layers named
+        layer.0.., or {"groups": [{"layers": [{"name": ..., <spec
+        keywords>}, ...]}, ...]}.  layout: a name or alias; None resolves one
+        for the backend (VLLM_KV_CACHE_LAYOUT applies).  Give blocks, or
+        memory (bytes) for as many blocks as fit."""
         self._check_open()
         if (blocks is None) == (memory is None):
             raise InvalidArgumentError("cache: give blocks (the number of blocks) or memory (a budget in "
                                        "bytes), exactly one of them")
+        if isinstance(model, (str, bytes, os.PathLike)):
+            with Model(model, kv_cache_dtype, block_size, attention_backend) as m:
+                layers = m.layers()
+                return self._create(m.info.placement_groups, m.info.num_groups, [n for n, _ in layers],
+                                    [s for _, s in layers], m.mixed_shapes, layout, blocks, memory, backend,
+                                    kernel_block_size)
+        given = [k for k, v in (("kv_cache_dtype", kv_cache_dtype), ("block_size", block_size),
+                                ("attention_backend", attention_backend)) if v is not None]
+        if given:
+            raise InvalidArgumentError("cache: %s applies to a model file; a dict model gives its specs itself"
+                                       % given[0])
         groups = _model_groups(model)
-        backend = backend or self.default_backend()
-        if layout is None:
-            out = C.c_int()
-            names = (C.c_char_p * 1)(backend.encode())
-            mixed = len({(s.kind, s.num_kv_heads, s.head_size, s.head_size_v, s.num_head_slots)
-                         for g in groups for _, s in g}) > 1
-            check(lib.kvrt_runtime_resolve(self._h, names, 1, mixed, None, C.byref(out)))
-            layout = info.layout_name(out.value)
-        lv = info.layout_value(layout)
-        bh = self._bind(backend, layout)
         keep, cgroups = [], (_lib.Group * len(groups))()
         all_names, all_specs = [], []
         for gi, g in enumerate(groups):
@@ -433,12 +440,26 @@ class Runtime(Closeable):
                 all_specs.append(spec)
             keep.append(entries)
             cgroups[gi] = _lib.Group(entries, len(g))
+        mixed = len({(s.kind, s.num_kv_heads, s.head_size, s.head_size_v, s.num_head_slots) for s in all_specs}) > 1
+        return self._create(cgroups, len(groups), all_names, all_specs, mixed, layout, blocks, memory, backend,
+                            kernel_block_size)
+
+    def _create(self, cgroups, num_groups, all_names, all_specs, mixed, layout, blocks, memory, backend,
+                kernel_block_size):
+        backend = backend or self.default_backend()
+        if layout is None:
+            out = C.c_int()
+            names = (C.c_char_p * 1)(backend.encode())
+            check(lib.kvrt_runtime_resolve(self._h, names, 1, mixed, None, C.byref(out)))
+            layout = info.layout_name(out.value)
+        lv = info.layout_value(layout)
+        bh = self._bind(backend, layout)
         if memory is not None:
             n = C.c_uint64()
-            check(lib.kvrt_placement_blocks_for_budget(lv, cgroups, len(groups), memory, C.byref(n)))
+            check(lib.kvrt_placement_blocks_for_budget(lv, cgroups, num_groups, memory, C.byref(n)))
             blocks = n.value
         p = C.c_void_p()
-        check(lib.kvrt_placement_create(lv, cgroups, len(groups), blocks, kernel_block_size, C.byref(p)))
+        check(lib.kvrt_placement_create(lv, cgroups, num_groups, blocks, kernel_block_size, C.byref(p)))
         try:
             h = C.c_void_p()
             check(lib.kvrt_cache_create(bh, p, C.byref(h)))
