@@ -22,6 +22,9 @@ struct kvrt_loaded_plugin {
     /* From the plugin's describe after a successful probe; type UNKNOWN,
      * memory OPAQUE, name "" when it has none (ABI 1.0) or it failed. */
     struct kvrt_plugin_device_info device;
+    /* "failed to bind layout X: <plugin's message>" after its bind failed,
+     * until one succeeds; NULL otherwise. */
+    char *bind_failure;
 };
 
 struct kvrt_skipped_plugin {
@@ -37,6 +40,9 @@ struct kvrt_backend {
     kvrt_plugin_device *dev;
     enum kvrt_layout layout;
     struct kvrt_plugin_host host;
+    /* Bound only to learn that the plugin binds (kvrt_runtime_default_backend);
+     * handed out by the next bind of the plugin with this layout. */
+    bool spare;
 };
 
 struct kvrt_buffer {

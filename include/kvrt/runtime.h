@@ -106,10 +106,17 @@ KVRT_API int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char *
 
 /**
  * The backend that binding would choose without a layout constraint:
- * KVRT_BACKEND when set, else the first available plugin in priority order:
- * cuda, rocm, opencl, third-party plugins in search order, cpu, and last
- * any other backend whose device is the host CPU (an OpenCL CPU device such
- * as PoCL emulates what "cpu" runs natively).
+ * KVRT_BACKEND when set, else the first plugin in priority order that has a
+ * device and binds: cuda, rocm, opencl, third-party plugins in search order,
+ * cpu, and last any other backend whose device is the host CPU (an OpenCL
+ * CPU device such as PoCL emulates what "cpu" runs natively).
+ * To know that a backend binds, each candidate not bound yet is bound once,
+ * at the layout it would most likely get (VLLM_KV_CACHE_LAYOUT when it
+ * declares it, else its first choice); the binding is kept and handed out
+ * by the next kvrt_runtime_bind of that backend and layout.  A backend whose
+ * bind fails is passed over (a "passed over" trace step and a warning in
+ * the log) and never asked again by automatic choice in this runtime.
+ * @return KVRT_ERR_NODEV listing each backend's reason when none works.
  */
 KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **name);
 
@@ -143,8 +150,11 @@ KVRT_API int kvrt_runtime_trace_step(const kvrt_runtime *rt, size_t i, struct kv
 
 /**
  * Bind a backend for `layout_name` (as the user spelled it).
- * backend NULL: KVRT_BACKEND, else the first available backend in priority
- * order that admits the layout (each passed over is reported).
+ * backend NULL: KVRT_BACKEND, else the first backend in priority order that
+ * admits the layout, has a device and binds; each one passed over (an
+ * undeclared layout, no device, a bind that failed) is reported in the trace
+ * and the log, and only when all fail is it KVRT_ERR_NODEV listing each
+ * one's reason.  A backend named (argument or KVRT_BACKEND) fails hard.
  * The layout is checked against the plugin's declaration before any plugin
  * function other than reading the descriptor runs.
  * @return KVRT_OK; KVRT_ERR_INVALID for a bad name; KVRT_ERR_REFUSED when

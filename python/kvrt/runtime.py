@@ -92,10 +92,10 @@ class Cache(Closeable):
     it with :meth:`Runtime.cache`.  Use as a context manager or call
     close(); views already exported stay valid."""
 
-    def __init__(self, runtime, handle, backend, layout, names, specs):
+    def __init__(self, runtime, handle, backend_handle, layout, names, specs):
         self._rt, self._h = runtime, handle
-        self.backend, self.layout = backend, layout
-        self._backend_h = runtime._bind(backend, layout)
+        self.backend, self.layout = text(lib.kvrt_backend_name(backend_handle)), layout
+        self._backend_h = backend_handle
         self.num_layers = lib.kvrt_cache_num_layers(handle)
         self.layer_names = [None] * self.num_layers
         self._spec = [None] * self.num_layers
@@ -412,8 +412,11 @@ class Runtime(Closeable):
             raise InvalidArgumentError("cache: give blocks (the number of blocks) or memory (a budget in "
                                        "bytes), exactly one of them")
         groups = _model_groups(model)
-        backend = backend or self.default_backend()
+        named = backend
         if layout is None:
+            # Resolved for the backend binding would choose; bound below
+            # without a name, so a backend whose bind fails is passed over.
+            backend = backend or self.default_backend()
             out = C.c_int()
             names = (C.c_char_p * 1)(backend.encode())
             mixed = len({(s.kind, s.num_kv_heads, s.head_size, s.head_size_v, s.num_head_slots)
@@ -421,7 +424,7 @@ class Runtime(Closeable):
             check(lib.kvrt_runtime_resolve(self._h, names, 1, mixed, None, C.byref(out)))
             layout = info.layout_name(out.value)
         lv = info.layout_value(layout)
-        bh = self._bind(backend, layout)
+        bh = self._bind(named, layout)
         keep, cgroups = [], (_lib.Group * len(groups))()
         all_names, all_specs = [], []
         for gi, g in enumerate(groups):
@@ -444,7 +447,7 @@ class Runtime(Closeable):
             check(lib.kvrt_cache_create(bh, p, C.byref(h)))
         finally:
             lib.kvrt_placement_destroy(p)
-        c = Cache(self, h, text(lib.kvrt_backend_name(bh)), info.layout_name(lv), all_names, all_specs)
+        c = Cache(self, h, bh, info.layout_name(lv), all_names, all_specs)
         c.num_blocks = blocks
         self._caches.add(c)
         return c
