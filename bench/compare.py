@@ -53,7 +53,7 @@ def check_prerequisites(build):
     missing = [p for p in ("core/libkvrt.so", "tools/kvrt", "plugins/cpu/kvrt-cpu.so")
                if not os.path.exists(os.path.join(build, p))]
     if missing:
-        die("the kvrt build is missing (%s not found under %s): run tools/setup.sh first"
+        die("the kvrt build is missing (%s not found under %s): run scripts/setup.sh first"
             % (", ".join(missing), build))
     try:
         import numpy  # noqa: F401

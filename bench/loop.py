@@ -31,7 +31,7 @@ def main():
     a = ap.parse_args()
     lib_path = os.path.join(a.build, "core", "libkvrt.so")
     if not os.path.exists(lib_path):
-        sys.exit("loop: error: %s not found: run tools/setup.sh first" % lib_path)
+        sys.exit("loop: error: %s not found: run scripts/setup.sh first" % lib_path)
     try:
         import numpy as np
     except ImportError:

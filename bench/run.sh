@@ -10,7 +10,7 @@
 #   bench/run.sh [--layout NAME ...] [--op OP ...] [--rounds N] [--no-doc] ...
 #   bench/run.sh --help
 #
-# Needs the build (tools/setup.sh) and Debian's PyTorch, which only
+# Needs the build (scripts/setup.sh) and Debian's PyTorch, which only
 # /usr/bin/python3 sees:
 #   apt-get install -y --no-install-recommends python3-torch python3-numpy
 set -euo pipefail
@@ -25,7 +25,7 @@ if [ ! -x "$py" ]; then
   exit 2
 fi
 if [ ! -x build/tools/kvrt ] || [ ! -e build/core/libkvrt.so ]; then
-  echo "bench: error: the kvrt build is missing (build/tools/kvrt, build/core/libkvrt.so): run tools/setup.sh first" >&2
+  echo "bench: error: the kvrt build is missing (build/tools/kvrt, build/core/libkvrt.so): run scripts/setup.sh first" >&2
   exit 2
 fi
 if ! "$py" -c 'import torch, numpy' 2>/dev/null; then

@@ -13,6 +13,7 @@
 
 #include <kvrt/kvrt.h>
 
+#include "fixtures.h"
 #include "tap.h"
 
 #define LAYERS 2
@@ -72,18 +73,9 @@ struct side {
 static bool make_side(kvrt_runtime *rt, const char *backend, enum kvrt_layout layout, enum kvrt_dtype t, struct side *s)
 {
     memset(s, 0, sizeof(*s));
-    struct kvrt_layer_entry layers[LAYERS];
-    for (int i = 0; i < LAYERS; i++) {
-        layers[i].name = i ? "layer1" : "layer0";
-        kvrt_spec_default(&layers[i].spec);
-        layers[i].spec.dtype = t;
-        layers[i].spec.block_size = BLOCK;
-        layers[i].spec.num_kv_heads = H;
-        layers[i].spec.head_size = D;
-    }
-    struct kvrt_group g = {layers, LAYERS};
+    struct kvrt_spec spec = fixture_attention(t, BLOCK, H, D);
     if (kvrt_runtime_bind(rt, backend, kvrt_layout_name(layout), &s->be) != KVRT_OK ||
-        kvrt_placement_create(layout, &g, 1, BLOCKS, 0, &s->p) != KVRT_OK ||
+        fixture_placement(layout, &spec, LAYERS, BLOCKS, &s->p) != KVRT_OK ||
         kvrt_cache_create(s->be, s->p, &s->c) != KVRT_OK) {
         tap_diag("%s/%s: %s", backend, kvrt_layout_name(layout), kvrt_error_message());
         return false;

@@ -1,6 +1,6 @@
 /*
  * Launch planning shared by the GPU backends: pure arithmetic, no device API,
- * unit-tested on its own (tests/gpu/test_gpu_plan.c).
+ * unit-tested on its own (tests/gpu/plan.c).
  */
 #ifndef KVRT_GPU_PLAN_H
 #define KVRT_GPU_PLAN_H

@@ -11,6 +11,7 @@
 
 #include <kvrt/kvrt.h>
 
+#include "fixtures.h"
 #include "tap.h"
 
 #define H 2
@@ -23,19 +24,9 @@ static long (*live_buffers)(void);
 
 static kvrt_placement *make_placement(void)
 {
-    struct kvrt_layer_entry layers[2];
-    for (int i = 0; i < 2; i++) {
-        layers[i].name = i ? "l1" : "l0";
-        kvrt_spec_default(&layers[i].spec);
-        layers[i].spec.dtype = KVRT_DTYPE_FP32;
-        layers[i].spec.block_size = BLOCK;
-        layers[i].spec.num_kv_heads = H;
-        layers[i].spec.head_size = D;
-    }
-    struct kvrt_group g = {layers, 2};
+    struct kvrt_spec s = fixture_attention(KVRT_DTYPE_FP32, BLOCK, H, D);
     kvrt_placement *p = NULL;
-    if (kvrt_placement_create(KVRT_LAYOUT_LBHNC, &g, 1, BLOCKS, 0, &p) != KVRT_OK)
-        tap_diag("placement: %s", kvrt_error_message());
+    fixture_placement(KVRT_LAYOUT_LBHNC, &s, 2, BLOCKS, &p);
     return p;
 }
 

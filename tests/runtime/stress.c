@@ -1,7 +1,7 @@
 /*
  * Concurrency: several threads open runtimes, bind, create caches, use and
  * destroy them at once, both with a runtime each and sharing one runtime.
- * Run it under ThreadSanitizer with `tools/test.sh --tsan`.
+ * Run it under ThreadSanitizer with `scripts/test.sh --tsan`.
  */
 #include <pthread.h>
 #include <stdio.h>
@@ -10,6 +10,7 @@
 
 #include <kvrt/kvrt.h>
 
+#include "fixtures.h"
 #include "tap.h"
 
 #define THREADS 4
@@ -48,16 +49,7 @@ static void one_round(struct worker *w, kvrt_runtime *rt, int round)
         fail(w, "bind");
         return;
     }
-    struct kvrt_layer_entry layers[2];
-    for (int i = 0; i < 2; i++) {
-        layers[i].name = i ? "b" : "a";
-        kvrt_spec_default(&layers[i].spec);
-        layers[i].spec.dtype = KVRT_DTYPE_FP32;
-        layers[i].spec.block_size = BLOCK;
-        layers[i].spec.num_kv_heads = H;
-        layers[i].spec.head_size = D;
-    }
-    struct kvrt_group g = {layers, 2};
+    struct kvrt_spec spec = fixture_attention(KVRT_DTYPE_FP32, BLOCK, H, D);
     kvrt_placement *p = NULL;
     kvrt_cache *c = NULL;
     kvrt_buffer *k = NULL, *v = NULL, *k2 = NULL, *v2 = NULL;
@@ -72,7 +64,7 @@ static void one_round(struct worker *w, kvrt_runtime *rt, int round)
         vin[i] = -(float)(next(&seed) % 1000);
     }
     uint64_t bytes = sizeof(kin);
-    if (kvrt_placement_create(layout, &g, 1, BLOCKS, 0, &p) != KVRT_OK || kvrt_cache_create(b, p, &c) != KVRT_OK ||
+    if (fixture_placement(layout, &spec, 2, BLOCKS, &p) != KVRT_OK || kvrt_cache_create(b, p, &c) != KVRT_OK ||
         kvrt_buffer_create(b, bytes, &k) != KVRT_OK || kvrt_buffer_create(b, bytes, &v) != KVRT_OK ||
         kvrt_buffer_create(b, bytes, &k2) != KVRT_OK || kvrt_buffer_create(b, bytes, &v2) != KVRT_OK ||
         kvrt_buffer_upload(k, 0, kin, bytes) != KVRT_OK || kvrt_buffer_upload(v, 0, vin, bytes) != KVRT_OK ||

@@ -13,6 +13,7 @@
 #include <kvrt/dlpack.h>
 #include <kvrt/kvrt.h>
 
+#include "fixtures.h"
 #include "tap.h"
 
 #define LAYERS 3
@@ -41,24 +42,7 @@ static struct kvrt_spec attention_spec(enum kvrt_dtype dtype)
 static kvrt_cache *make_cache(kvrt_runtime *rt, const char *backend, enum kvrt_layout layout,
                               const struct kvrt_spec *spec, uint64_t layers)
 {
-    kvrt_backend *b = NULL;
-    if (kvrt_runtime_bind(rt, backend, kvrt_layout_name(layout), &b) != KVRT_OK) {
-        tap_diag("bind %s %s: %s", backend, kvrt_layout_name(layout), kvrt_error_message());
-        return NULL;
-    }
-    static const char *names[] = {"l0", "l1", "l2", "l3"};
-    struct kvrt_layer_entry entries[4];
-    for (uint64_t l = 0; l < layers; l++) {
-        entries[l].name = names[l];
-        entries[l].spec = *spec;
-    }
-    struct kvrt_group g = {entries, layers};
-    kvrt_placement *p = NULL;
-    kvrt_cache *c = NULL;
-    if (kvrt_placement_create(layout, &g, 1, BLOCKS, 0, &p) != KVRT_OK || kvrt_cache_create(b, p, &c) != KVRT_OK)
-        tap_diag("cache: %s", kvrt_error_message());
-    kvrt_placement_destroy(p);
-    return c;
+    return fixture_cache(rt, backend, layout, spec, layers, BLOCKS);
 }
 
 static void fill(unsigned char *bytes, size_t n, unsigned seed)

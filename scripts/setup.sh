@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Set-up on a Debian 12 machine: install the build's Debian packages that
 # are missing, then configure and build kvrt in ./build.
-#   tools/setup.sh [BUILDDIR] [extra meson options...]
+#   scripts/setup.sh [BUILDDIR] [extra meson options...]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 builddir=${1:-build}

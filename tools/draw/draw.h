@@ -3,7 +3,7 @@
  *
  *   draw_map.c    every page's contiguous pieces and head spans, the row
  *                 width, and block 0's transfer runs (kvrt_transfer_regions)
- *   draw_svg.c    the picture (tools/svg.c)
+ *   draw_svg.c    the picture (svg.c)
  *   draw_ascii.c  the same map for a terminal
  *   cli_draw.c    the command
  */

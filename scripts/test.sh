@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: set-up, build, then every test through meson.
-#   tools/test.sh [--asan | --tsan | --valgrind] [meson test arguments...]
+#   scripts/test.sh [--asan | --tsan | --valgrind] [meson test arguments...]
 #     (no flag)   build/       the default build, every test
 #     --asan      build-asan/  gcc ASan + UBSan build, `--setup asan`
 #     --tsan      build-tsan/  clang ThreadSanitizer build, `--setup tsan`
@@ -16,25 +16,25 @@ if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"
 
 case $mode in
   default)
-    bash tools/setup.sh build || exit 1
+    bash scripts/setup.sh build || exit 1
     exec meson test -C build --print-errorlogs --num-processes 2 "$@" ;;
   valgrind)
-    bash tools/setup.sh build || exit 1
+    bash scripts/setup.sh build || exit 1
     exec meson test -C build --setup valgrind --print-errorlogs --num-processes 2 "$@" ;;
   asan)
     # GPU modules are left out: without a device their code cannot run, and
     # the default build already compiles them.
-    CC=gcc CXX=g++ bash tools/setup.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false \
+    CC=gcc CXX=g++ bash scripts/setup.sh build-asan -Db_sanitize=address,undefined -Db_lundef=false \
       -Dcuda=disabled -Drocm=disabled || exit 1
     exec meson test -C build-asan --setup asan --print-errorlogs --num-processes 2 "$@" ;;
   fuzz)
-    command -v clang >/dev/null || { echo "tools/test.sh --fuzz needs clang" >&2; exit 1; }
-    CC=clang CXX=clang++ bash tools/setup.sh build-fuzz -Dfuzzers=enabled -Dopencl=disabled \
+    command -v clang >/dev/null || { echo "scripts/test.sh --fuzz needs clang" >&2; exit 1; }
+    CC=clang CXX=clang++ bash scripts/setup.sh build-fuzz -Dfuzzers=enabled -Dopencl=disabled \
       -Dcuda=disabled -Drocm=disabled || exit 1
     exec meson test -C build-fuzz --suite fuzz --print-errorlogs --num-processes 2 "$@" ;;
   tsan)
-    command -v clang >/dev/null || { echo "tools/test.sh --tsan needs clang" >&2; exit 1; }
-    CC=clang CXX=clang++ bash tools/setup.sh build-tsan -Db_sanitize=thread -Db_lundef=false \
+    command -v clang >/dev/null || { echo "scripts/test.sh --tsan needs clang" >&2; exit 1; }
+    CC=clang CXX=clang++ bash scripts/setup.sh build-tsan -Db_sanitize=thread -Db_lundef=false \
       -Dcuda=disabled -Drocm=disabled || exit 1
     exec meson test -C build-tsan --setup tsan --print-errorlogs --num-processes 2 "$@" ;;
 esac

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The one script a machine with an NVIDIA GPU runs, in under 8 minutes:
 #
-#   tools/gpu-check.sh [build-dir]        (default: build-gpu-check)
+#   scripts/gpu-check.sh [build-dir]        (default: build-gpu-check)
 #
 # 0. install missing prerequisites (meson, ninja, pkg-config, libjansson-dev);
 # 1. configure a release build with CUDA required (the debug buildtype would
