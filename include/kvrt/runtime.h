@@ -86,8 +86,11 @@ struct kvrt_plugin_info {
     enum kvrt_memory_kind memory;
     const char *device_name;
     uint32_t decode_dtypes; /* 1u << enum kvrt_dtype that decode computes on */
+    /* Since API 1.1 (plugin ABI 1.2): the alignment kvrt_cache_wrap needs of
+     * the memory's address; 0 when the backend cannot adopt memory. */
+    uint32_t import_alignment;
     /* Room for fields of later API minors; libkvrt writes zeroes. */
-    uint8_t reserved[32];
+    uint8_t reserved[28];
 };
 
 KVRT_API size_t kvrt_runtime_num_plugins(const kvrt_runtime *rt);
@@ -212,7 +215,21 @@ KVRT_API int kvrt_buffer_address(kvrt_buffer *buf, void **addr, enum kvrt_memory
  * order, layers within each set).
  */
 KVRT_API int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out);
+/** Destroy the cache.  With references alive (exported DLPack tensors,
+ *  kvrt_cache_retain) its memory lives on until the last goes. */
 KVRT_API void kvrt_cache_destroy(kvrt_cache *c);
+/**
+ * Take a reference that keeps the cache's memory, backend and plugin alive
+ * past kvrt_cache_destroy and kvrt_runtime_close, as an exported tensor
+ * does: for a consumer that registers the memory elsewhere (a transfer
+ * engine registering it with its network).  Match each with one
+ * kvrt_cache_release; the handle stays valid for that call.
+ * @return KVRT_ERR_STATE once the cache was destroyed or its runtime closed.
+ */
+KVRT_API int kvrt_cache_retain(kvrt_cache *c);
+/** Drop a reference: the last one of a destroyed cache frees it (and hands
+ *  caller memory back, kvrt/wrap.h), of a closed runtime finishes the close. */
+KVRT_API void kvrt_cache_release(kvrt_cache *c);
 KVRT_API kvrt_buffer *kvrt_cache_buffer(kvrt_cache *c);
 KVRT_API const kvrt_placement *kvrt_cache_placement(const kvrt_cache *c);
 KVRT_API uint64_t kvrt_cache_num_layers(const kvrt_cache *c);
