@@ -68,12 +68,13 @@ int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_c
     return KVRT_OK;
 }
 
-int kvrt_buffer_import_internal(kvrt_backend *b, const struct kvrt_plugin_import *memory, kvrt_buffer **out)
+int kvrt_buffer_import_internal(kvrt_backend *b, const struct kvrt_plugin_import *memory, const char *fn,
+                                kvrt_buffer **out)
 {
     *out = NULL;
     kvrt_buffer *buf = calloc(1, sizeof(*buf));
     if (!buf)
-        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_cache_wrap: out of memory");
+        return kvrt_fail(KVRT_ERR_NOMEM, "%s: out of memory", fn);
     kvrt_plugin_error err;
     err.message[0] = '\0';
     int status = b->plugin->desc->buffer_import(b->dev, memory, &buf->handle, &err);

@@ -86,11 +86,16 @@ struct kvrt_cache {
 /* Buffers and caches (buffer.c, cache.c). */
 int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_cache, kvrt_buffer **out);
 /* A cache's buffer over caller memory, through the plugin's buffer_import. */
-int kvrt_buffer_import_internal(kvrt_backend *b, const struct kvrt_plugin_import *memory, kvrt_buffer **out);
+int kvrt_buffer_import_internal(kvrt_backend *b, const struct kvrt_plugin_import *memory, const char *fn,
+                                kvrt_buffer **out);
 void kvrt_buffer_destroy_internal(kvrt_buffer *buf);
 /* A cache without its buffer, everything checked and described; fn names
  * the public function in messages. */
 int kvrt_cache_prepare(kvrt_backend *b, const kvrt_placement *p, const char *fn, kvrt_cache **out);
+/* kvrt_cache_wrap, with fn naming the public function in messages. */
+struct kvrt_memory;
+int kvrt_cache_wrap_internal(kvrt_backend *b, const kvrt_placement *p, const struct kvrt_memory *memory, const char *fn,
+                             kvrt_cache **out);
 /* Make a cache with its buffer live in its backend's list. */
 void kvrt_cache_link(kvrt_cache *c);
 /* Free the struct; its release (if any) is moved onto *pending. */
