@@ -14,5 +14,6 @@
 #include <kvrt/trace.h>
 #include <kvrt/resolve.h>
 #include <kvrt/runtime.h>
+#include <kvrt/wrap.h>
 
 #endif
