@@ -45,7 +45,7 @@ extern "C" {
  * meson.build reads both from here: this is their one source.
  */
 #define KVRT_API_VERSION_MAJOR 1
-#define KVRT_API_VERSION_MINOR 0
+#define KVRT_API_VERSION_MINOR 1
 
 /* Marker for "this optional value is not set" in transparent structs. */
 #define KVRT_UNSET UINT64_MAX

@@ -71,7 +71,7 @@ class PluginInfo(C.Structure):  # struct kvrt_plugin_info (with room for fields 
                 ("any_layout", C.c_bool), ("num_layouts", sz), ("layouts", i32 * NUM_LAYOUTS),
                 ("dtypes", u32), ("ops", u32), ("available", C.c_bool), ("reason", C.c_char_p),
                 ("device_type", i32), ("memory", i32), ("device_name", C.c_char_p), ("decode_dtypes", u32),
-                ("_later", C.c_uint8 * 1024)]
+                ("import_alignment", u32), ("_later", C.c_uint8 * 1024)]
 
 
 class TraceStep(C.Structure):  # struct kvrt_trace_step
@@ -209,6 +209,8 @@ _SIGNATURES = {
     "kvrt_cache_decode": ([vp, u32, P(DecodeParams)], i32),
     "kvrt_cache_export_layer": ([vp, u32, i32, P(P(DLManagedTensor))], i32),
     "kvrt_cache_export_layers": ([vp, i32, P(P(DLManagedTensor))], i32),
+    "kvrt_cache_from_dlpack": ([vp, vp, P(DLManagedTensor), P(vp)], i32),
+    "kvrt_cache_is_wrapped": ([vp], C.c_bool),
     "kvrt_dlpack_live_tensors": ([], u64),
     "kvrt_dlpack_capsule_destructor": ([vp], None),
     "kvrt_free": ([vp], None),

@@ -30,7 +30,7 @@ int main(void)
         return tap_done();
     }
     VAL(KVRT_PLUGIN_ABI_MAJOR, 1);
-    VAL(KVRT_PLUGIN_ABI_MINOR, 1);
+    VAL(KVRT_PLUGIN_ABI_MINOR, 2);
     tap_ok(strcmp(KVRT_PLUGIN_ENTRY_SYMBOL, "kvrt_plugin_entry") == 0, "entry symbol name");
 
     OFF(kvrt_plugin_descriptor, size, 0);
@@ -64,7 +64,17 @@ int main(void)
     OFF(kvrt_plugin_descriptor, describe, 176);
     OFF(kvrt_plugin_descriptor, buffer_address, 184);
     OFF(kvrt_plugin_descriptor, measure_copy, 192);
-    SIZE(kvrt_plugin_descriptor, 200);
+    /* ABI 1.2, appended. */
+    OFF(kvrt_plugin_descriptor, import_alignment, 200);
+    OFF(kvrt_plugin_descriptor, buffer_import, 208);
+    SIZE(kvrt_plugin_descriptor, 216);
+    OFF(kvrt_plugin_import, size, 0);
+    OFF(kvrt_plugin_import, memory, 4);
+    OFF(kvrt_plugin_import, device_id, 8);
+    OFF(kvrt_plugin_import, reserved, 12);
+    OFF(kvrt_plugin_import, address, 16);
+    OFF(kvrt_plugin_import, bytes, 24);
+    SIZE(kvrt_plugin_import, 32);
     VAL(KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE, 168);
     OFF(kvrt_plugin_device_info, size, 0);
     OFF(kvrt_plugin_device_info, type, 4);
@@ -135,7 +145,7 @@ int main(void)
 
     /* Engine-facing structs: fixed size, reserved bytes at the end. */
     VAL(KVRT_API_VERSION_MAJOR, 1);
-    VAL(KVRT_API_VERSION_MINOR, 0);
+    VAL(KVRT_API_VERSION_MINOR, 1);
     OFF(kvrt_spec, kind, 0);
     OFF(kvrt_spec, dtype, 4);
     OFF(kvrt_spec, block_size, 8);
@@ -192,8 +202,18 @@ int main(void)
     OFF(kvrt_plugin_info, memory, 108);
     OFF(kvrt_plugin_info, device_name, 112);
     OFF(kvrt_plugin_info, decode_dtypes, 120);
-    OFF(kvrt_plugin_info, reserved, 124);
+    /* API 1.1, carved from the reserved bytes. */
+    OFF(kvrt_plugin_info, import_alignment, 124);
+    OFF(kvrt_plugin_info, reserved, 128);
     SIZE(kvrt_plugin_info, 160);
+    OFF(kvrt_memory, kind, 0);
+    OFF(kvrt_memory, device_id, 4);
+    OFF(kvrt_memory, address, 8);
+    OFF(kvrt_memory, bytes, 16);
+    OFF(kvrt_memory, release, 24);
+    OFF(kvrt_memory, release_user, 32);
+    OFF(kvrt_memory, reserved, 40);
+    SIZE(kvrt_memory, 72);
     OFF(kvrt_trace_step, kind, 0);
     OFF(kvrt_trace_step, layout, 4);
     OFF(kvrt_trace_step, backend, 8);

@@ -293,6 +293,14 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     INVALID(kvrt_cache_gather, "NULL, 1, ids, NULL, 0", NULL, 1, (int64_t[]){0}, NULL, 0);
     INVALID(kvrt_cache_scatter, "NULL, ...", NULL, 1, (int64_t[]){0}, buf, 0);
     INVALID(kvrt_cache_decode, "c, 0, NULL", c, 0, NULL);
+    INVALID(kvrt_cache_retain, "NULL", NULL);
+    VOID_CALL(kvrt_cache_release, "NULL", NULL);
+    VOID_CALL(kvrt_memory_default, "NULL", NULL);
+    struct kvrt_memory m;
+    kvrt_memory_default(&m);
+    INVALID(kvrt_cache_wrap, "b, p, m, NULL", b, p, &m, NULL);
+    INVALID(kvrt_cache_wrap, "b, p, NULL, out", b, p, NULL, &(kvrt_cache *){NULL});
+    RETURNS(kvrt_cache_is_wrapped, "NULL", !kvrt_cache_is_wrapped(NULL));
     kvrt_runtime_close(rt);
 }
 
@@ -300,7 +308,7 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
 static void check_coverage(const char *include_dir)
 {
     static const char *const headers[] = {"common.h",  "dtype.h", "geometry.h", "layout.h", "placement.h", "resolve.h",
-                                          "runtime.h", "spec.h",  "transfer.h", "device.h", "model.h"};
+                                          "runtime.h", "spec.h",  "transfer.h", "device.h", "wrap.h", "model.h"};
     size_t seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof(headers) / sizeof(headers[0]); h++) {
         char path[1024];

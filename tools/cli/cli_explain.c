@@ -245,7 +245,7 @@ static void print_human(const struct explain *e)
         printf("  %-8s %s; device %s%s%s\n", in.name, layouts, in.available ? "available" : "not available",
                in.available ? "" : ": ", in.available ? "" : in.reason);
     }
-    cli_print_preferences(e->rt, "  ");
+    cli_print_selection(e->rt, "  ");
     if (e->model) {
         printf("\nModel: %s, %llu layers in %zu group%s; shapes %s.\n", e->model->source,
                (unsigned long long)e->model->num_layers, e->model->num_groups, e->model->num_groups == 1 ? "" : "s",

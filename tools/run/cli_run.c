@@ -91,14 +91,18 @@ static void run_help(FILE *out)
             "  %s  the backend when --backend is not given\n"
             "  %s  plugin folders or files searched first\n"
             "\n"
+            "Without --backend and %s, a backend whose bind fails is passed over\n"
+            "(and shown) for the next one.\n"
+            "\n"
             "Exit status: 0 verified; 1 a check failed (or an internal error); 2 bad\n"
-            "input; 3 the layout is refused; 4 no such backend or no device.\n"
+            "input; 3 the layout is refused; 4 no such backend, no device, or no\n"
+            "backend that binds.\n"
             "A progress line is shown on a terminal (not with --json).\n"
             "\n"
             "Example (a Llama-3-8B-shaped cache on the CPU, in seconds):\n"
             "  kvrt run --backend cpu --model examples/models/llama-3.1-8b.json \\\n"
             "           --seqs 4 --context 512\n",
-            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV);
+            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV, KVRT_BACKEND_ENV);
 }
 
 struct run_request {
@@ -274,12 +278,15 @@ static int set_up(struct run_request *r, struct run_state *s)
     }
     if ((code = choose_layout(r, s)) != CLI_EXIT_OK)
         return code;
-    rc = kvrt_runtime_bind(s->rt, s->backend_name, r->layout ? r->layout : kvrt_layout_name(s->layout), &s->backend);
+    /* Unnamed, the library binds: a backend whose bind fails is passed over
+     * for the next, as when the default was chosen. */
+    rc = kvrt_runtime_bind(s->rt, r->backend, r->layout ? r->layout : kvrt_layout_name(s->layout), &s->backend);
     if (rc == KVRT_ERR_REFUSED && r->layout)
         return cli_error(cli_exit_for_status(rc), "%s %s: %s (see 'kvrt plugins')", r->layout_option, r->layout,
                          kvrt_error_message());
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
+    s->backend_name = kvrt_backend_name(s->backend);
     if ((code = check_dtypes(s)) != CLI_EXIT_OK)
         return code;
 
@@ -331,6 +338,17 @@ static int print_json(const struct run_request *r, const struct run_state *s, co
     json_t *skipped = json_object();
     ok = ok && cli_json_put(skipped, "layers", cli_json_u64(t->decode_skipped, "layers")) &&
          cli_json_put(skipped, "reason", cli_json_str(t->skip_reason));
+    /* Backends whose bind failed before this one was bound. */
+    json_t *passed = json_array();
+    ok = cli_json_put(root, "passed_over", passed) && ok;
+    for (size_t i = 0, n = kvrt_runtime_num_trace_steps(s->rt); ok && i < n; i++) {
+        struct kvrt_trace_step st;
+        if (kvrt_runtime_trace_step(s->rt, i, &st) != KVRT_OK || !cli_bind_failure_step(s->rt, &st))
+            continue;
+        json_t *o = json_object();
+        ok = json_array_append_new(passed, o) == 0 && cli_json_put(o, "backend", cli_json_str(st.backend)) &&
+             cli_json_put(o, "reason", cli_json_str(st.text));
+    }
     ok = ok && cli_json_put(root, "backend", cli_json_str(s->backend_name)) &&
          cli_json_put(root, "backend_source", cli_json_str(s->backend_source)) &&
          cli_json_put(root, "layout", cli_json_str(kvrt_layout_name(s->layout))) &&
@@ -375,7 +393,7 @@ static void print_human(const struct run_request *r, const struct run_state *s, 
 {
     char a[32], b[64], spec[256];
     printf("backend   %s (%s)\n", s->backend_name, s->backend_source);
-    cli_print_preferences(s->rt, "          ");
+    cli_print_selection(s->rt, "          ");
     printf("layout    %s (%s)\n", kvrt_layout_name(s->layout), s->layout_reason);
     printf("model     %s: %" PRIu64 " layer%s in %zu group%s\n", s->model->source, s->model->num_layers,
            s->model->num_layers == 1 ? "" : "s", s->model->num_groups, s->model->num_groups == 1 ? "" : "s");
