@@ -308,7 +308,7 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
 static void check_coverage(const char *include_dir)
 {
     static const char *const headers[] = {"common.h",  "dtype.h", "geometry.h", "layout.h", "placement.h", "resolve.h",
-                                          "runtime.h", "spec.h",  "transfer.h", "device.h", "wrap.h", "model.h"};
+                                          "runtime.h", "spec.h",  "transfer.h", "device.h", "wrap.h",      "model.h"};
     size_t seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof(headers) / sizeof(headers[0]); h++) {
         char path[1024];
