@@ -3,7 +3,10 @@
 #include <string.h>
 
 #include "error.h"
+#include "layout_internal.h"
 #include "runtime_internal.h"
+
+static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt_layout layout, kvrt_backend **out);
 
 /* Built-in device backends win over the CPU fallback; a third-party backend
  * the user dropped in is preferred to the CPU too, since installing it says
@@ -58,7 +61,7 @@ static void note_demotions(kvrt_runtime *rt, const struct kvrt_loaded_plugin *ch
     for (size_t i = 0; i < rt->num_plugins; i++) {
         const struct kvrt_loaded_plugin *p = &rt->plugins[i];
         /* Said once per runtime, however often the choice is made. */
-        if (emulates_cpu(p) && !kvrt_trace_has(&rt->trace, KVRT_TRACE_PREFERRED, p->desc->name))
+        if (emulates_cpu(p) && !kvrt_trace_has(&rt->trace, KVRT_TRACE_PREFERRED, p->desc->name, NULL))
             kvrt_trace_add(&rt->trace, KVRT_TRACE_PREFERRED, KVRT_TRACE_NO_LAYOUT, p->desc->name,
                            "backend \"cpu\" over \"%s\", whose device (%s) is the host CPU that \"cpu\" drives "
                            "natively; set %s=%s to use it",
@@ -92,6 +95,71 @@ static int backend_env(const kvrt_runtime *rt, const char **out)
     return KVRT_OK;
 }
 
+/* Layouts a backend is taken at when kvrt tries whether it binds at all:
+ * the one resolution would most likely choose for it alone. */
+static enum kvrt_layout trial_layout(const struct kvrt_plugin_descriptor *d)
+{
+    const char *v = getenv(KVRT_LAYOUT_ENV);
+    enum kvrt_layout env;
+    if (v && kvrt_layout_parse(v, &env) == KVRT_OK && kvrt_plugin_declares(d, env))
+        return env;
+    if (!(d->flags & KVRT_PLUGIN_ANY_LAYOUT) && d->num_layouts > 0)
+        return (enum kvrt_layout)d->layouts[0];
+    return kvrt_resolve_default_layout();
+}
+
+/* Record a backend passed over, in the trace and the log.  A bind failure
+ * is worth a warning (the backend has a device and was expected to work);
+ * the other reasons are routine.  A step already in the trace with the same
+ * text is not repeated: choosing the default and then binding without a
+ * name pass over the same failed backend twice. */
+static void pass_over(kvrt_runtime *rt, const struct kvrt_loaded_plugin *p, enum kvrt_layout layout, const char *why,
+                      enum kvrt_log_level level)
+{
+    if (kvrt_trace_has(&rt->trace, KVRT_TRACE_PASSED_OVER, p->desc->name, why))
+        return;
+    char head[128];
+    snprintf(head, sizeof(head), "passed over backend \"%s\"", p->desc->name);
+    kvrt_trace_add_headed(&rt->trace, KVRT_TRACE_PASSED_OVER, (int32_t)layout, p->desc->name, head, "%s", why);
+    kvrt_runtime_log(rt, level, "passed over backend \"%s\": %s", p->desc->name, why);
+}
+
+/* Whether the plugin binds at all, found out once: a binding that exists
+ * proves it; otherwise it is bound at its trial layout and the binding kept
+ * (spare) for the next kvrt_runtime_bind to hand out.  Called with
+ * rt->lock held; false leaves the reason in p->bind_failure. */
+static bool binds(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
+{
+    if (p->bind_failure)
+        return false;
+    for (size_t i = 0; i < rt->num_backends; i++)
+        if (rt->backends[i]->plugin == p)
+            return true;
+    enum kvrt_layout layout = trial_layout(p->desc);
+    kvrt_backend *b = NULL;
+    if (bind_plugin(rt, p, layout, &b) == KVRT_OK) {
+        b->spare = true;
+        return true;
+    }
+    if (!p->bind_failure)
+        return false; /* out of memory in the core, not the plugin's fault */
+    pass_over(rt, p, layout, p->bind_failure, KVRT_LOG_WARNING);
+    return false;
+}
+
+/* "\"cuda\": no device: ...; \"x\": failed to bind ...", in priority order. */
+static void reasons_text(const kvrt_runtime *rt, const size_t *order, struct kvrt_strbuf *out)
+{
+    for (size_t k = 0; k < rt->num_plugins; k++) {
+        const struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
+        if (!p->available)
+            kvrt_strbuf_appendf(out, "%s\"%s\": no device: %s", out->len ? "; " : "", p->desc->name,
+                                p->reason ? p->reason : "unknown");
+        else if (p->bind_failure)
+            kvrt_strbuf_appendf(out, "%s\"%s\": %s", out->len ? "; " : "", p->desc->name, p->bind_failure);
+    }
+}
+
 int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
 {
     if (!crt || !name)
@@ -115,22 +183,29 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
         pthread_mutex_unlock(&rt->lock);
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory");
     }
+    /* As the OpenCL ICD and Vulkan loaders treat a failing driver: a
+     * backend with a device whose bind fails is passed over, with its
+     * reason, and the next one is taken. */
     for (size_t k = 0; k < rt->num_plugins; k++) {
         struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
-        if (p->available) {
+        if (p->available && binds(rt, p)) {
             note_demotions(rt, p);
             *name = p->desc->name;
             pthread_mutex_unlock(&rt->lock);
             free(order);
+            kvrt_clear_error();
             return KVRT_OK;
         }
     }
+    struct kvrt_strbuf why = {0};
+    reasons_text(rt, order, &why);
     pthread_mutex_unlock(&rt->lock);
     free(order);
-    return kvrt_fail(KVRT_ERR_NODEV,
-                     "no backend has a usable device (%zu plugins found; run `kvrt plugins` "
-                     "to see each one's reason)",
-                     rt->num_plugins);
+    int status =
+        kvrt_fail(KVRT_ERR_NODEV, "no backend can be used: %s (%zu plugins found; run `kvrt plugins` to see each one)",
+                  rt->num_plugins ? kvrt_strbuf_str(&why) : "no plugins were found", rt->num_plugins);
+    kvrt_strbuf_free(&why);
+    return status;
 }
 
 int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends, bool mixed_shapes,
@@ -206,9 +281,38 @@ static void host_log(void *user, int level, const char *message)
                      message ? message : "");
 }
 
-/* Called with rt->lock held. */
+/* A spare binding of p (kept when kvrt found out whether p binds): handed
+ * out when it has the layout asked for, else unbound, since p has now
+ * proved that it binds.  Called with rt->lock held. */
+static kvrt_backend *take_spare(kvrt_runtime *rt, const struct kvrt_loaded_plugin *p, enum kvrt_layout layout)
+{
+    for (size_t i = 0; i < rt->num_backends; i++) {
+        kvrt_backend *b = rt->backends[i];
+        if (b->plugin != p || !b->spare)
+            continue;
+        if (b->layout == layout) {
+            b->spare = false;
+            return b;
+        }
+        for (size_t k = i + 1; k < rt->num_backends; k++)
+            rt->backends[k - 1] = rt->backends[k];
+        rt->num_backends--;
+        p->desc->unbind(b->dev);
+        free(b);
+        return NULL;
+    }
+    return NULL;
+}
+
+/* Called with rt->lock held.  A failure of the plugin's bind is kept in
+ * p->bind_failure, which passes p over when kvrt chooses a backend. */
 static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt_layout layout, kvrt_backend **out)
 {
+    kvrt_backend *spare = take_spare(rt, p, layout);
+    if (spare) {
+        *out = spare;
+        return KVRT_OK;
+    }
     /* An array of pointers, so sizeof(*grown) is right; clang-tidy 14 flags
      * every sizeof of a pointer to a struct and has no option to tell. */
     /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
@@ -234,9 +338,17 @@ static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt
         free(b);
         if (status > 0 || status < KVRT_ERR_INTERNAL)
             status = KVRT_ERR_PLUGIN;
+        char why[sizeof(err.message) * 4];
+        kvrt_escape_controls(why, sizeof(why), err.message[0] ? err.message : kvrt_status_name(status));
+        char failure[sizeof(why) + 64];
+        snprintf(failure, sizeof(failure), "failed to bind layout %s: %s", kvrt_layout_name(layout), why);
+        free(p->bind_failure);
+        p->bind_failure = strdup(failure);
         return kvrt_fail(status, "backend \"%s\" failed to bind layout %s: %s", p->desc->name, kvrt_layout_name(layout),
-                         err.message[0] ? err.message : kvrt_status_name(status));
+                         why);
     }
+    free(p->bind_failure);
+    p->bind_failure = NULL;
     rt->backends[rt->num_backends++] = b;
     *out = b;
     return KVRT_OK;
@@ -306,15 +418,17 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
     for (size_t k = 0; k < rt->num_plugins && status != KVRT_OK; k++) {
         struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
         char why[768];
+        enum kvrt_log_level level = KVRT_LOG_INFO;
         if (!kvrt_plugin_declares(p->desc, layout)) {
             char layouts[128];
             kvrt_plugin_layouts_text(p->desc, layouts, sizeof(layouts));
             snprintf(why, sizeof(why), "does not declare %s (declares: %s)", kvrt_layout_name(layout), layouts);
+        } else if (!p->available) {
+            snprintf(why, sizeof(why), "no device: %s", p->reason ? p->reason : "unknown");
         } else {
-            kvrt_plugin_probe(rt, p);
-            if (!p->available) {
-                snprintf(why, sizeof(why), "no device: %s", p->reason ? p->reason : "unknown");
-            } else {
+            /* A backend whose bind failed once is not asked again when
+             * kvrt chooses; naming it calls its bind again. */
+            if (!p->bind_failure) {
                 status = bind_plugin(rt, p, layout, out);
                 if (status == KVRT_OK) {
                     note_demotions(rt, p);
@@ -324,15 +438,13 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
                                    p->desc->name, kvrt_layout_name(layout));
                     break;
                 }
-                snprintf(why, sizeof(why), "%s", kvrt_error_message());
                 status = KVRT_ERR_NODEV;
             }
+            snprintf(why, sizeof(why), "%s", p->bind_failure ? p->bind_failure : kvrt_error_message());
+            level = KVRT_LOG_WARNING;
         }
         kvrt_strbuf_appendf(&passed, "%s\"%s\": %s", passed.len ? "; " : "", p->desc->name, why);
-        char head[128];
-        snprintf(head, sizeof(head), "passed over backend \"%s\"", p->desc->name);
-        kvrt_trace_add_headed(&rt->trace, KVRT_TRACE_PASSED_OVER, (int32_t)layout, p->desc->name, head, "%s", why);
-        kvrt_runtime_log(rt, KVRT_LOG_INFO, "passed over backend \"%s\": %s", p->desc->name, why);
+        pass_over(rt, p, layout, why, level);
     }
     pthread_mutex_unlock(&rt->lock);
     free(order);

@@ -22,6 +22,17 @@ int kvrt_plugin_status(const kvrt_backend *b, int status, const kvrt_plugin_erro
                      msg[0] ? msg : kvrt_status_name(status));
 }
 
+static void link_buffer(kvrt_backend *b, kvrt_buffer *buf)
+{
+    buf->backend = b;
+    pthread_mutex_lock(&b->rt->lock);
+    buf->next = b->buffers;
+    if (b->buffers)
+        b->buffers->prev = buf;
+    b->buffers = buf;
+    pthread_mutex_unlock(&b->rt->lock);
+}
+
 int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_cache, kvrt_buffer **out)
 {
     if (!b || !out)
@@ -50,15 +61,37 @@ int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_c
         snprintf(op, sizeof(op), "allocating %llu bytes", (unsigned long long)bytes);
         return kvrt_plugin_status(b, status, &err, op);
     }
-    buf->backend = b;
     buf->size = bytes;
     buf->owned_by_cache = owned_by_cache;
-    pthread_mutex_lock(&b->rt->lock);
-    buf->next = b->buffers;
-    if (b->buffers)
-        b->buffers->prev = buf;
-    b->buffers = buf;
-    pthread_mutex_unlock(&b->rt->lock);
+    link_buffer(b, buf);
+    *out = buf;
+    return KVRT_OK;
+}
+
+int kvrt_buffer_import_internal(kvrt_backend *b, const struct kvrt_plugin_import *memory, const char *fn,
+                                kvrt_buffer **out)
+{
+    *out = NULL;
+    kvrt_buffer *buf = calloc(1, sizeof(*buf));
+    if (!buf)
+        return kvrt_fail(KVRT_ERR_NOMEM, "%s: out of memory", fn);
+    kvrt_plugin_error err;
+    err.message[0] = '\0';
+    int status = b->plugin->desc->buffer_import(b->dev, memory, &buf->handle, &err);
+    if (status == KVRT_OK && !buf->handle)
+        status = kvrt_fail(KVRT_ERR_PLUGIN,
+                           "backend \"%s\": importing %llu bytes returned success but no buffer (a NULL "
+                           "handle); the plugin is at fault",
+                           b->plugin->desc->name, (unsigned long long)memory->bytes);
+    else if (status != KVRT_OK)
+        status = kvrt_plugin_status(b, status, &err, "buffer_import");
+    if (status != KVRT_OK) {
+        free(buf);
+        return status;
+    }
+    buf->size = memory->bytes;
+    buf->owned_by_cache = true;
+    link_buffer(b, buf);
     *out = buf;
     return KVRT_OK;
 }

@@ -363,6 +363,7 @@ void kvrt_loader_release(kvrt_runtime *rt)
     for (size_t i = 0; i < rt->num_plugins; i++) {
         free(rt->plugins[i].path);
         free(rt->plugins[i].reason);
+        free(rt->plugins[i].bind_failure);
     }
     free(rt->plugins);
     for (size_t i = 0; i < rt->num_skipped; i++) {

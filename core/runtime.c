@@ -68,55 +68,6 @@ int kvrt_runtime_open(const struct kvrt_runtime_options *options, kvrt_runtime *
     return KVRT_OK;
 }
 
-void kvrt_runtime_close(kvrt_runtime *rt)
-{
-    if (!rt)
-        return;
-    /* Caches with live DLPack tensors keep their memory, and so their
-     * backend, device and plugin, until the last tensor's deleter runs; the
-     * rest goes now. */
-    pthread_mutex_lock(&rt->lock);
-    for (size_t i = 0; i < rt->num_backends; i++) {
-        kvrt_backend *b = rt->backends[i];
-        for (kvrt_cache *c = b->caches, *next; c; c = next) {
-            next = c->next;
-            if (c->exports > 0)
-                c->destroyed = true;
-            else
-                kvrt_cache_destroy_locked(c);
-        }
-        for (kvrt_buffer *buf = b->buffers, *next; buf; buf = next) {
-            next = buf->next;
-            if (!buf->owned_by_cache)
-                kvrt_buffer_destroy_internal(buf);
-        }
-    }
-    bool defer = rt->exports > 0;
-    rt->closing = defer;
-    pthread_mutex_unlock(&rt->lock);
-    if (!defer)
-        kvrt_runtime_close_now(rt);
-}
-
-void kvrt_runtime_close_now(kvrt_runtime *rt)
-{
-    for (size_t i = 0; i < rt->num_backends; i++) {
-        kvrt_backend *b = rt->backends[i];
-        /* Caches and buffers the caller left behind go with their runtime. */
-        while (b->caches)
-            kvrt_cache_destroy_locked(b->caches);
-        while (b->buffers)
-            kvrt_buffer_destroy_internal(b->buffers);
-        b->plugin->desc->unbind(b->dev);
-        free(b);
-    }
-    free(rt->backends);
-    kvrt_trace_free(&rt->trace);
-    kvrt_loader_release(rt);
-    pthread_mutex_destroy(&rt->lock);
-    free(rt);
-}
-
 /* A description that fails or lies degrades to "unknown": it only informs
  * selection and messages, so a bad one must not cost the user the backend. */
 static void describe_device(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
@@ -203,6 +154,7 @@ int kvrt_runtime_plugin_info(const kvrt_runtime *crt, size_t i, struct kvrt_plug
     out->memory = (enum kvrt_memory_kind)p->device.memory;
     out->device_name = p->device.name;
     out->decode_dtypes = (d->ops & KVRT_OP_DECODE) ? kvrt_plugin_decode_dtypes(d) : 0;
+    out->import_alignment = kvrt_plugin_imports(d) ? (uint32_t)d->import_alignment : 0;
     return KVRT_OK;
 }
 

@@ -22,6 +22,9 @@ struct kvrt_loaded_plugin {
     /* From the plugin's describe after a successful probe; type UNKNOWN,
      * memory OPAQUE, name "" when it has none (ABI 1.0) or it failed. */
     struct kvrt_plugin_device_info device;
+    /* "failed to bind layout X: <plugin's message>" after its bind failed,
+     * until one succeeds; NULL otherwise. */
+    char *bind_failure;
 };
 
 struct kvrt_skipped_plugin {
@@ -37,6 +40,9 @@ struct kvrt_backend {
     kvrt_plugin_device *dev;
     enum kvrt_layout layout;
     struct kvrt_plugin_host host;
+    /* Bound only to learn that the plugin binds (kvrt_runtime_default_backend);
+     * handed out by the next bind of the plugin with this layout. */
+    bool spare;
 };
 
 struct kvrt_buffer {
@@ -45,6 +51,15 @@ struct kvrt_buffer {
     uint64_t size;
     bool owned_by_cache;
     struct kvrt_buffer *prev, *next;
+};
+
+/* Caller-owned memory to hand back (kvrt_cache_wrap): run after the cache
+ * is gone, outside the runtime lock (teardown.c). */
+struct kvrt_release {
+    void (*fn)(void *user, void *address);
+    void *user;
+    void *address;
+    struct kvrt_release *next;
 };
 
 struct kvrt_cache {
@@ -57,21 +72,40 @@ struct kvrt_cache {
     struct kvrt_spec_info *layer_info; /* per layer */
     const struct kvrt_spec **layer_spec;
     uint64_t staging_bytes_per_block;
-    /* Live DLPack tensors (dlpack.c); guarded by the runtime lock.  A cache
-     * destroyed while some live is only marked, and freed by the last. */
-    uint64_t exports;
+    /* Over caller memory: its release, or NULL (none, or an allocated cache). */
+    struct kvrt_release *release;
+    bool wrapped;
+    /* References besides the cache itself: live DLPack tensors and
+     * kvrt_cache_retain; guarded by the runtime lock.  A cache destroyed
+     * while some live is only marked, and freed by the last (teardown.c). */
+    uint64_t refs;
     bool destroyed;
     struct kvrt_cache *prev, *next;
 };
 
 /* Buffers and caches (buffer.c, cache.c). */
 int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_cache, kvrt_buffer **out);
+/* A cache's buffer over caller memory, through the plugin's buffer_import. */
+int kvrt_buffer_import_internal(kvrt_backend *b, const struct kvrt_plugin_import *memory, const char *fn,
+                                kvrt_buffer **out);
 void kvrt_buffer_destroy_internal(kvrt_buffer *buf);
-void kvrt_cache_destroy_locked(kvrt_cache *c);
-/* A reference for an exported tensor: KVRT_ERR_STATE once destroyed. */
-int kvrt_cache_retain(kvrt_cache *c);
-/* Drop it; frees a destroyed cache and finishes a deferred close at the last. */
-void kvrt_cache_release(kvrt_cache *c);
+/* A cache without its buffer, everything checked and described; fn names
+ * the public function in messages. */
+int kvrt_cache_prepare(kvrt_backend *b, const kvrt_placement *p, const char *fn, kvrt_cache **out);
+/* kvrt_cache_wrap, with fn naming the public function in messages. */
+struct kvrt_memory;
+int kvrt_cache_wrap_internal(kvrt_backend *b, const kvrt_placement *p, const struct kvrt_memory *memory, const char *fn,
+                             kvrt_cache **out);
+/* Make a cache with its buffer live in its backend's list. */
+void kvrt_cache_link(kvrt_cache *c);
+/* Free the struct; its release (if any) is moved onto *pending. */
+void kvrt_cache_free(kvrt_cache *c, struct kvrt_release **pending);
+
+/* Teardown (teardown.c).  With the runtime lock held: unlink and free a
+ * cache, its release moved onto *pending for kvrt_release_run to call
+ * once the lock is dropped. */
+void kvrt_cache_destroy_locked(kvrt_cache *c, struct kvrt_release **pending);
+void kvrt_release_run(struct kvrt_release *pending);
 int kvrt_plugin_status(const kvrt_backend *b, int status, const kvrt_plugin_error *err, const char *op);
 
 struct kvrt_runtime {
@@ -87,11 +121,11 @@ struct kvrt_runtime {
     bool has_record; /* write-once result of kvrt_runtime_resolve */
     enum kvrt_layout record;
     struct kvrt_trace trace;
-    uint64_t exports; /* live DLPack tensors of all its caches */
-    bool closing;     /* kvrt_runtime_close ran; the last tensor finishes it */
+    uint64_t refs; /* references of all its caches (struct kvrt_cache) */
+    bool closing;  /* kvrt_runtime_close ran; the last reference finishes it */
 };
 
-/* Release everything (runtime.c); no tensor may be alive. */
+/* Release everything (teardown.c); no reference may be alive. */
 void kvrt_runtime_close_now(kvrt_runtime *rt);
 
 /* Loader (loader.c). */
@@ -113,6 +147,8 @@ const char *kvrt_secure_getenv(const char *name);
 /* Layouts a plugin declares, as text ("LBNHC, LBHNC" or "any"). */
 void kvrt_plugin_layouts_text(const struct kvrt_plugin_descriptor *d, char *out, size_t size);
 bool kvrt_plugin_declares(const struct kvrt_plugin_descriptor *d, enum kvrt_layout layout);
+/* Whether the plugin adopts caller memory (ABI 1.2 buffer_import). */
+bool kvrt_plugin_imports(const struct kvrt_plugin_descriptor *d);
 /* Element types decode computes on (ABI 1.1 decode_dtypes, else dtypes). */
 uint32_t kvrt_plugin_decode_dtypes(const struct kvrt_plugin_descriptor *d);
 /* Device type and memory kind names for messages ("CPU", "GPU", "host", ...). */
