@@ -113,8 +113,9 @@ def served_ok(t, serve, what, transfers):
 
 def pairs(t, kvrt, transport, tmp):
     """All 36 (source, destination) layout pairs, bf16 and fp32, sparse and
-    reordered ids; each source writes its own destination blocks, so one
-    conversion cannot hide another.  The six destinations run at once (the
+    reordered ids, two transfers of each in flight at once; each source
+    writes its own destination blocks, so one conversion cannot hide
+    another.  The six destinations run at once (the
     work is latency, not CPU); results are reported in order."""
     import concurrent.futures
     env = env_for(transport)
@@ -129,14 +130,16 @@ def pairs(t, kvrt, transport, tmp):
             return rows
         for k, src in enumerate(LAYOUTS):
             remote = ",".join(str(k * 6 + x) for x in (3, 0, 5, 1, 4, 2))
+            # Two transfers of the pair in flight at once.
             rc, doc, out, err = send(kvrt, s.port, ["--layout", src, "--ids", src_ids, "--remote-ids", remote,
-                                                    "--method", method] + model(dtype), env)
+                                                    "--method", method, "--repeat", "2", "--inflight", "2"]
+                                     + model(dtype), env)
             rows.append((rc == 0 and doc is not None and doc["bytes"] > 0 and method in ("auto", doc["method"]),
                          "%s %s %s -> %s sent (%s%s)" % (transport, dtype, src, dst, doc and doc.get("method"),
                                                          "" if method == "auto" else ", forced"),
                          "exit %s\n%s\n%s" % (rc, out, err)))
         rc, doc, out, err = s.finish()
-        rows.append((rc == 0 and doc is not None and doc.get("verified") is True and doc.get("transfers") == 6,
+        rows.append((rc == 0 and doc is not None and doc.get("verified") is True and doc.get("transfers") == 12,
                      "%s %s %s -> %s: all six sources verified byte for byte" % (transport, dtype, method, dst),
                      "exit %s\n%s\n%s" % (rc, out, err)))
         return rows
