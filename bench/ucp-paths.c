@@ -216,6 +216,18 @@ static void set_up(struct side *s)
     free(peer);
 }
 
+static void set_handler(struct side *s, unsigned id, ucp_am_recv_callback_t cb)
+{
+    ucp_am_handler_param_t hp = {0};
+    hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    hp.id = id;
+    hp.cb = cb;
+    hp.arg = s;
+    ucs_status_t st = ucp_worker_set_am_recv_handler(s->worker, &hp);
+    if (st != UCS_OK)
+        die("ucp_worker_set_am_recv_handler", st);
+}
+
 static void map(struct side *s, bool allocate)
 {
     ucp_mem_map_params_t mp = {0};
@@ -333,14 +345,7 @@ static int receiver(struct side *s)
         send_blob(s->sock, rkey, rlen);
         ucp_rkey_buffer_release(rkey);
     } else {
-        ucp_am_handler_param_t hp = {0};
-        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-        hp.id = AM_DATA;
-        hp.cb = on_data;
-        hp.arg = s;
-        ucs_status_t st = ucp_worker_set_am_recv_handler(s->worker, &hp);
-        if (st != UCS_OK)
-            die("ucp_worker_set_am_recv_handler", st);
+        set_handler(s, AM_DATA, on_data);
     }
     /* Commands from the sender over the socket: 'r' a round starts (AM
      * paths acknowledge it when complete), 'z' zero the buffer, 'v' verify
@@ -483,14 +488,7 @@ static int sender(struct side *s, pid_t child)
             die("ucp_ep_rkey_unpack", st);
         free(packed);
     } else {
-        ucp_am_handler_param_t hp = {0};
-        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-        hp.id = AM_DONE;
-        hp.cb = on_done;
-        hp.arg = s;
-        ucs_status_t st = ucp_worker_set_am_recv_handler(s->worker, &hp);
-        if (st != UCS_OK)
-            die("ucp_worker_set_am_recv_handler", st);
+        set_handler(s, AM_DONE, on_done);
     }
     fill(s->buf, s->o.size, 1);
     int total = s->o.repeat + 2;

@@ -26,6 +26,9 @@ int xfer_ucx_fail(ucs_status_t st, const char *what)
     return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s failed: %s", what, ucs_status_string(st));
 }
 
+/* The rule is libkvrt's (core/reserved.c), which that library keeps
+ * internal and which names libkvrt's API version; this one names
+ * libkvrt-xfer's, whose structs these are. */
 int xfer_check_reserved(const uint8_t *bytes, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++)
