@@ -5,17 +5,17 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "error.h"
 #include "plugin_internal.h"
 #include "secure_env.h"
 
 void kvrt_log(const struct kvrt_log *log, enum kvrt_log_level level, const char *fmt, ...)
 {
-    char raw[2048], msg[2048];
+    char msg[2048];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(raw, sizeof(raw), fmt, ap);
+    kvrt_vformat_line(msg, sizeof(msg), fmt, ap);
     va_end(ap);
-    kvrt_escape_controls(msg, sizeof(msg), raw);
     if (log && log->fn) {
         log->fn(log->user, level, msg);
         return;
