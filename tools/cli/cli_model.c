@@ -29,11 +29,13 @@ const struct cli_option cli_model_options[] = {
      "default), bf16, fp16, fp8 (= fp8_e4m3), fp8_e4m3,\n"
      "fp8_e5m2"},
     {"--attention-backend", "B", CLI_OPT_ATTENTION_BACKEND, false,
-     "with --model, the vLLM backend where it changes the\n"
-     "block size: FLASH_ATTN, FLASHINFER, TRITON_ATTN,\n"
-     "FLASHMLA (MLA default, 64), CUTLASS_MLA (128),\n"
-     "FLASHINFER_MLA (32 or 64), TRITON_MLA,\n"
-     "FLASHMLA_SPARSE (DeepSeek-V3.2, 64)"},
+     "with --model, vLLM's attention backend on a Hopper\n"
+     "GPU: FLASH_ATTN, FLASHINFER, TRITON_ATTN; for MLA\n"
+     "FLASH_ATTN_MLA (default, 16), FLASHMLA (64),\n"
+     "TRITON_MLA (16); for DeepSeek-V3.2\n"
+     "FLASH_ATTN_MLA_SPARSE (default, 64), FLASHMLA_SPARSE\n"
+     "(64).  CUTLASS_MLA and FLASHINFER_MLA (Blackwell\n"
+     "only) are refused"},
     {"--block-size", "N", CLI_OPT_BLOCK_SIZE, false,
      "tokens per block; with --model it replaces vLLM's\n"
      "default of 16 (backends and hybrid models may raise it)"},
@@ -146,11 +148,13 @@ static bool apply(struct cli_model_flags *f, const struct cli_option *opt, const
         return true;
     case CLI_OPT_ATTENTION_BACKEND:
         if (!kvrt_model_backend_parse(v, &f->backend)) {
-            cli_error(CLI_EXIT_USAGE,
-                      "%s \"%s\" is not a backend kvrt knows: valid "
-                      "backends are FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASHMLA, FLASHMLA_SPARSE, "
-                      "CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA",
-                      name, v);
+            char valid[256];
+            size_t used = 0;
+            valid[0] = '\0';
+            for (int i = 1; i < KVRT_NUM_BACKENDS && used < sizeof(valid); i++)
+                used += (size_t)snprintf(valid + used, sizeof(valid) - used, "%s%s", i > 1 ? ", " : "",
+                                         kvrt_model_backend_name((enum kvrt_model_backend)i));
+            cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a backend kvrt knows: valid backends are %s", name, v, valid);
             return false;
         }
         return true;

@@ -42,7 +42,7 @@ static void plan_help(FILE *out)
                  "                 [--head-size-v V] [--dtype T] [--tokens-per-state P[/Q]]\n"
                  "                 [--kernel-block-size K] [--page-size-padded P]\n"
                  "                 [--head-slots S] [--state-content-bytes C] [--memory SIZE]\n"
-                 "       kvrt plan [--json] [--layout NAME] --model FILE (--blocks B | --memory SIZE)\n"
+                 "       kvrt plan [--json] [--layout NAME] --model FILE [--blocks B | --memory SIZE]\n"
                  "                 [--kv-cache-dtype T] [--block-size N] [--attention-backend B]\n"
                  "                 [--max-model-len T] [--max-num-batched-tokens N]\n"
                  "\n"
@@ -66,7 +66,8 @@ static void plan_help(FILE *out)
     fprintf(out,
             "\n"
             "With flags, --layers, --block-size and --blocks (or --memory) are required,\n"
-            "--kv-heads and --head-size too for attention, --head-size for mla.\n"
+            "--kv-heads and --head-size too for attention, --head-size for mla.  With\n"
+            "--model and neither --blocks nor --memory, one block is placed.\n"
             "Numbers are plain decimal.  Sizes are bytes unless named elements.\n"
             "\n"
             "Environment:\n"
@@ -143,7 +144,8 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
     code = cli_layout_or_env(req->layout_given_as, req->layout, KVRT_LAYOUT_LBNHC, &req->layout, &req->layout_source);
     if (code != CLI_EXIT_OK)
         return code;
-    code = cli_model_num_blocks(&req->flags, req->model, req->layout, 0, &req->num_blocks);
+    /* A model's pages and blocks are known without a count: one block. */
+    code = cli_model_num_blocks(&req->flags, req->model, req->layout, req->flags.file ? 1 : 0, &req->num_blocks);
     if (code != CLI_EXIT_OK)
         return code;
     kvrt_geometry_params_default(&req->params);

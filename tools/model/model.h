@@ -40,7 +40,9 @@ enum kvrt_model_usage {
     KVRT_USAGE_STATE,   /* one block per request */
 };
 
-/* The attention backends whose choice changes vLLM's block size. */
+/* vLLM's attention backends, by their --attention-backend names.  The MLA
+ * ones decide the block size of an MLA model (docs/models.md); the others
+ * are shown and change nothing. */
 enum kvrt_model_backend {
     KVRT_BACKEND_DEFAULT = 0, /* vLLM's choice on a Hopper GPU */
     KVRT_BACKEND_FLASH_ATTN,
@@ -48,9 +50,11 @@ enum kvrt_model_backend {
     KVRT_BACKEND_TRITON_ATTN,
     KVRT_BACKEND_FLASHMLA,
     KVRT_BACKEND_FLASHMLA_SPARSE,
-    KVRT_BACKEND_CUTLASS_MLA,
-    KVRT_BACKEND_FLASHINFER_MLA,
+    KVRT_BACKEND_CUTLASS_MLA,    /* Blackwell only: refused */
+    KVRT_BACKEND_FLASHINFER_MLA, /* Blackwell only: refused */
     KVRT_BACKEND_TRITON_MLA,
+    KVRT_BACKEND_FLASH_ATTN_MLA,
+    KVRT_BACKEND_FLASH_ATTN_MLA_SPARSE,
     KVRT_NUM_BACKENDS
 };
 

@@ -136,6 +136,7 @@ static int kv_cache_dtype(struct hf *h)
         }
     }
     const char *name = kvrt_model_cache_dtype_name(choice);
+    h->cache = choice;
     if (h->sparse) {
         /* DeepseekV32ForCausalLM.verify_and_update_config: fp8 means the
          * custom fp8_ds_mla entry; bfloat16 means auto. */

@@ -90,11 +90,12 @@ struct hf {
     const struct kvrt_model_options *opt;
     struct kvrt_model *m;
     uint64_t layers, heads, kv_heads, head_dim, block_size;
-    enum kvrt_dtype model_dtype; /* after vLLM's auto rule */
-    enum kvrt_dtype kv_dtype;    /* the cache's element type */
-    enum kvrt_dtype ssm_dtype;   /* temporal state of Mamba / GDN layers */
-    bool fp8_ds_mla;             /* DeepSeek-V3.2's 656-byte fp8 MLA entry */
-    bool mla, sparse;            /* sparse: DeepSeek-V3.2's indexer (index_topk) */
+    enum kvrt_dtype model_dtype;       /* after vLLM's auto rule */
+    enum kvrt_dtype kv_dtype;          /* the cache's element type */
+    enum kvrt_dtype ssm_dtype;         /* temporal state of Mamba / GDN layers */
+    enum kvrt_model_cache_dtype cache; /* the KV-cache type asked for (flag or auto) */
+    bool fp8_ds_mla;                   /* DeepSeek-V3.2's 656-byte fp8 MLA entry */
+    bool mla, sparse;                  /* sparse: DeepSeek-V3.2's indexer (index_topk) */
     uint64_t mla_dim;
     uint64_t index_head_dim; /* indexer key cache entry, bytes */
     uint64_t window, chunk;

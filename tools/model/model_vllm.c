@@ -40,30 +40,76 @@ bool kvrt_model_cache_dtype_parse(const char *text, enum kvrt_model_cache_dtype 
     return false;
 }
 
-static const char *const backend_names[KVRT_NUM_BACKENDS] = {
-    "default",         "FLASH_ATTN",  "FLASHINFER",     "TRITON_ATTN", "FLASHMLA",
-    "FLASHMLA_SPARSE", "CUTLASS_MLA", "FLASHINFER_MLA", "TRITON_MLA",
+/* The KV-cache types a backend lists (supported_kv_cache_dtypes), as vLLM
+ * spells them. */
+enum {
+    CD_AUTO = 1u << 0,
+    CD_FLOAT16 = 1u << 1,
+    CD_BFLOAT16 = 1u << 2,
+    CD_FP8 = 1u << 3,
+    CD_FP8_E4M3 = 1u << 4,
+    CD_FP8_E5M2 = 1u << 5,
+    CD_FP8_DS_MLA = 1u << 6,
+    CD_ALL = (1u << 7) - 1,
+};
+static const char *const cd_names[] = {"auto", "float16", "bfloat16", "fp8", "fp8_e4m3", "fp8_e5m2", "fp8_ds_mla"};
+
+/*
+ * What vLLM's attention backends declare that sizes a cache (docs/models.md
+ * names the file and commit of each): MLA or not, sparse (DeepSeek-V3.2's
+ * index_topk) or not, whether a Hopper GPU runs them
+ * (supports_compute_capability), the KV-cache types they take and their
+ * kernel block sizes (get_supported_kernel_block_sizes: a block must be a
+ * multiple of one; 1 is any).  kvrt models vLLM on a Hopper GPU; the
+ * backends that are not MLA are shown and change nothing but the hybrid
+ * alignment, for which all of them take multiples of 16.
+ */
+struct attention_backend {
+    const char *name;
+    bool mla, sparse, hopper;
+    uint64_t kernel[2]; /* a 0 ends the list */
+    unsigned caches;
+};
+
+static const struct attention_backend backends[KVRT_NUM_BACKENDS] = {
+    [KVRT_BACKEND_DEFAULT] = {"default", false, false, true, {16, 0}, CD_ALL},
+    [KVRT_BACKEND_FLASH_ATTN] = {"FLASH_ATTN", false, false, true, {16, 0}, CD_ALL},
+    [KVRT_BACKEND_FLASHINFER] = {"FLASHINFER", false, false, true, {16, 0}, CD_ALL},
+    [KVRT_BACKEND_TRITON_ATTN] = {"TRITON_ATTN", false, false, true, {16, 0}, CD_ALL},
+    [KVRT_BACKEND_FLASHMLA] = {"FLASHMLA", true, false, true, {64, 0}, CD_AUTO | CD_FP8 | CD_FP8_E4M3},
+    [KVRT_BACKEND_FLASHMLA_SPARSE] =
+        {"FLASHMLA_SPARSE", true, true, true, {64, 0}, CD_AUTO | CD_BFLOAT16 | CD_FP8_DS_MLA},
+    [KVRT_BACKEND_CUTLASS_MLA] =
+        {"CUTLASS_MLA", true, false, false, {128, 0}, CD_AUTO | CD_FLOAT16 | CD_BFLOAT16 | CD_FP8 | CD_FP8_E4M3},
+    [KVRT_BACKEND_FLASHINFER_MLA] =
+        {"FLASHINFER_MLA", true, false, false, {32, 64}, CD_AUTO | CD_FLOAT16 | CD_BFLOAT16 | CD_FP8 | CD_FP8_E4M3},
+    [KVRT_BACKEND_TRITON_MLA] = {"TRITON_MLA", true, false, true, {1, 0}, CD_AUTO | CD_BFLOAT16 | CD_FP8 | CD_FP8_E4M3},
+    [KVRT_BACKEND_FLASH_ATTN_MLA] = {"FLASH_ATTN_MLA", true, false, true, {16, 0}, CD_AUTO | CD_FLOAT16 | CD_BFLOAT16},
+    [KVRT_BACKEND_FLASH_ATTN_MLA_SPARSE] =
+        {"FLASH_ATTN_MLA_SPARSE", true, true, true, {64, 0}, CD_AUTO | CD_FLOAT16 | CD_BFLOAT16},
+};
+
+/* _get_backend_priorities (vllm/platforms/cuda.py): the MLA backends in
+ * vLLM's order on a GPU that is not a Blackwell. */
+static const enum kvrt_model_backend mla_priority[] = {
+    KVRT_BACKEND_FLASH_ATTN_MLA,        KVRT_BACKEND_FLASHMLA,
+    KVRT_BACKEND_FLASHINFER_MLA,        KVRT_BACKEND_TRITON_MLA,
+    KVRT_BACKEND_FLASH_ATTN_MLA_SPARSE, KVRT_BACKEND_FLASHMLA_SPARSE,
 };
 
 const char *kvrt_model_backend_name(enum kvrt_model_backend b)
 {
-    return (unsigned)b < KVRT_NUM_BACKENDS ? backend_names[b] : NULL;
+    return (unsigned)b < KVRT_NUM_BACKENDS ? backends[b].name : NULL;
 }
 
 bool kvrt_model_backend_parse(const char *text, enum kvrt_model_backend *out)
 {
     for (int i = 1; i < KVRT_NUM_BACKENDS; i++)
-        if (strcmp(text, backend_names[i]) == 0) {
+        if (strcmp(text, backends[i].name) == 0) {
             *out = (enum kvrt_model_backend)i;
             return true;
         }
     return false;
-}
-
-static bool is_mla_backend(enum kvrt_model_backend b)
-{
-    return b == KVRT_BACKEND_FLASHMLA || b == KVRT_BACKEND_FLASHMLA_SPARSE || b == KVRT_BACKEND_CUTLASS_MLA ||
-           b == KVRT_BACKEND_FLASHINFER_MLA || b == KVRT_BACKEND_TRITON_MLA;
 }
 
 static uint64_t cdiv(uint64_t a, uint64_t b)
@@ -71,88 +117,230 @@ static uint64_t cdiv(uint64_t a, uint64_t b)
     return a / b + (a % b != 0);
 }
 
+/* The cache type a backend is checked against, once DeepSeek-V3.2's rule
+ * has run (its bfloat16 is auto, its fp8 is fp8_ds_mla). */
+static unsigned cache_bit(const struct hf *h)
+{
+    if (h->fp8_ds_mla)
+        return CD_FP8_DS_MLA;
+    switch (h->cache) {
+    case KVRT_CACHE_BF16: return h->sparse ? CD_AUTO : CD_BFLOAT16;
+    case KVRT_CACHE_FP16: return CD_FLOAT16;
+    case KVRT_CACHE_FP8: return CD_FP8;
+    case KVRT_CACHE_FP8_E4M3: return CD_FP8_E4M3;
+    case KVRT_CACHE_FP8_E5M2: return CD_FP8_E5M2;
+    default: return CD_AUTO;
+    }
+}
+
+static const char *cache_name(unsigned bit)
+{
+    for (size_t i = 0; i < sizeof(cd_names) / sizeof(cd_names[0]); i++)
+        if (bit == 1u << i)
+            return cd_names[i];
+    return "?";
+}
+
+/* "auto, fp8, fp8_e4m3" */
+static void list_caches(unsigned caches, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(cd_names) / sizeof(cd_names[0]) && used < size; i++)
+        if (caches & (1u << i))
+            used += (size_t)snprintf(out + used, size - used, "%s%s", used ? ", " : "", cd_names[i]);
+}
+
+/* The MLA backends a Hopper GPU runs for this model, dense or sparse. */
+static void list_hopper_mla(bool sparse, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t i = 0; i < sizeof(mla_priority) / sizeof(mla_priority[0]) && used < size; i++) {
+        const struct attention_backend *b = &backends[mla_priority[i]];
+        if (b->hopper && b->sparse == sparse)
+            used += (size_t)snprintf(out + used, size - used, "%s%s", used ? ", " : "", b->name);
+    }
+}
+
+static bool kernel_takes(const struct attention_backend *b, uint64_t block)
+{
+    for (size_t i = 0; i < 2 && b->kernel[i]; i++)
+        if (block % b->kernel[i] == 0)
+            return true;
+    return false;
+}
+
+static uint64_t kernel_min(const struct attention_backend *b)
+{
+    return b->kernel[1] && b->kernel[1] < b->kernel[0] ? b->kernel[1] : b->kernel[0];
+}
+
+/* get_preferred_block_size(16): vLLM's default when the kernels take it,
+ * else their smallest block size. */
+static uint64_t preferred_block(const struct attention_backend *b)
+{
+    return kernel_takes(b, KVRT_MODEL_DEFAULT_BLOCK_SIZE) ? KVRT_MODEL_DEFAULT_BLOCK_SIZE : kernel_min(b);
+}
+
+/* The flag that gave the KV-cache type, for messages. */
+static const char *cache_flag(const struct hf *h)
+{
+    return h->opt->dtype_flag ? h->opt->dtype_flag : "--kv-cache-dtype";
+}
+
+/* vLLM's default: the first MLA backend of _get_backend_priorities that
+ * validate_configuration accepts on a Hopper GPU (the block size plays no
+ * part: the CUDA selector leaves it out). */
+static int default_mla_backend(struct hf *h, enum kvrt_model_backend *out)
+{
+    const unsigned cache = cache_bit(h);
+    char why[512];
+    size_t used = 0;
+    why[0] = '\0';
+    for (size_t i = 0; i < sizeof(mla_priority) / sizeof(mla_priority[0]); i++) {
+        const struct attention_backend *b = &backends[mla_priority[i]];
+        if (b->sparse != h->sparse || !b->hopper)
+            continue;
+        if (b->caches & cache) {
+            *out = mla_priority[i];
+            model_setting(h->m, "attention_backend", b->name,
+                          "default: vLLM's first %sMLA backend on a Hopper GPU (compute capability 9.x) "
+                          "that takes kv_cache_dtype %s (_get_backend_priorities)",
+                          h->sparse ? "sparse " : "", cache_name(cache));
+            return KVRT_OK;
+        }
+        char takes[96];
+        list_caches(b->caches, takes, sizeof(takes));
+        if (used < sizeof(why))
+            used += (size_t)snprintf(why + used, sizeof(why) - used, "%s%s takes %s", used ? "; " : "", b->name, takes);
+    }
+    return model_fail(h->c, KVRT_ERR_INVALID,
+                      "no %sMLA backend vLLM runs on a Hopper GPU takes kv_cache_dtype %s (%s %s): %s; give "
+                      "another %s",
+                      h->sparse ? "sparse " : "", cache_name(cache), cache_flag(h),
+                      kvrt_model_cache_dtype_name(h->cache), why, cache_flag(h));
+}
+
 /* The backend: the flag's, else what vLLM picks on a Hopper GPU. */
-static int choose_backend(struct hf *h, enum kvrt_model_backend *b)
+static int choose_backend(struct hf *h, enum kvrt_model_backend *out)
 {
     const enum kvrt_model_backend given = h->opt->backend;
+    char valid[128];
+    list_hopper_mla(h->sparse, valid, sizeof(valid));
     if (given == KVRT_BACKEND_DEFAULT) {
-        *b = h->sparse ? KVRT_BACKEND_FLASHMLA_SPARSE : h->mla ? KVRT_BACKEND_FLASHMLA : KVRT_BACKEND_FLASH_ATTN;
-        model_setting(h->m, "attention_backend", kvrt_model_backend_name(*b),
-                      "default: vLLM's "
-                      "choice on a Hopper GPU (CudaPlatformBase.check_and_update_config)");
+        if (h->mla)
+            return default_mla_backend(h, out);
+        *out = KVRT_BACKEND_FLASH_ATTN;
+        model_setting(h->m, "attention_backend", backends[*out].name,
+                      "default: vLLM's first backend on a Hopper GPU (compute capability 9.x; "
+                      "_get_backend_priorities)");
         return KVRT_OK;
     }
-    *b = given;
-    const char *name = kvrt_model_backend_name(given);
-    if (h->mla && !is_mla_backend(given))
+    const struct attention_backend *b = &backends[given];
+    *out = given;
+    if (h->mla && !b->mla)
         return model_fail(h->c, KVRT_ERR_INVALID,
-                          "--attention-backend %s is not an MLA backend, and "
-                          "this model is MLA (\"%skv_lora_rank\"); valid: FLASHMLA, CUTLASS_MLA, "
-                          "FLASHINFER_MLA, TRITON_MLA%s",
-                          name, h->where, h->sparse ? ", FLASHMLA_SPARSE" : "");
-    if (!h->mla && is_mla_backend(given))
+                          "--attention-backend %s is not an MLA backend, and this model is MLA "
+                          "(\"%skv_lora_rank\"); valid on a Hopper GPU: %s",
+                          b->name, h->where, valid);
+    if (!h->mla && b->mla)
         return model_fail(h->c, KVRT_ERR_INVALID,
-                          "--attention-backend %s is an MLA backend, and this "
-                          "model has no \"%skv_lora_rank\"; valid: FLASH_ATTN, FLASHINFER, "
-                          "TRITON_ATTN",
-                          name, h->where);
-    if (h->sparse && given != KVRT_BACKEND_FLASHMLA_SPARSE)
+                          "--attention-backend %s is an MLA backend, and this model has no "
+                          "\"%skv_lora_rank\"; valid: FLASH_ATTN, FLASHINFER, TRITON_ATTN",
+                          b->name, h->where);
+    if (b->mla && !b->hopper)
         return model_fail(h->c, KVRT_ERR_INVALID,
-                          "--attention-backend %s cannot run DeepSeek-V3.2's "
-                          "sparse attention (\"%sindex_topk\"); use FLASHMLA_SPARSE",
-                          name, h->where);
-    if (!h->sparse && given == KVRT_BACKEND_FLASHMLA_SPARSE)
+                          "--attention-backend %s runs only on Blackwell GPUs (compute capability 10.x), "
+                          "and kvrt sizes vLLM on a Hopper GPU (9.x); valid there: %s",
+                          b->name, valid);
+    if (h->sparse && !b->sparse)
         return model_fail(h->c, KVRT_ERR_INVALID,
-                          "--attention-backend FLASHMLA_SPARSE needs a sparse "
-                          "model (\"index_topk\"); valid: FLASHMLA, CUTLASS_MLA, FLASHINFER_MLA, "
-                          "TRITON_MLA");
-    model_setting(h->m, "attention_backend", name, "--attention-backend");
+                          "--attention-backend %s cannot run DeepSeek-V3.2's sparse attention "
+                          "(\"%sindex_topk\"); valid: %s",
+                          b->name, h->where, valid);
+    if (!h->sparse && b->sparse)
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "--attention-backend %s needs a sparse model (\"index_topk\"); valid: %s", b->name, valid);
+    const unsigned cache = cache_bit(h);
+    if (b->mla && !(b->caches & cache)) {
+        char takes[96];
+        list_caches(b->caches, takes, sizeof(takes));
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "--attention-backend %s does not take kv_cache_dtype %s (%s %s); it takes %s", b->name,
+                          cache_name(cache), cache_flag(h), kvrt_model_cache_dtype_name(h->cache), takes);
+    }
+    model_setting(h->m, "attention_backend", b->name, "--attention-backend");
     return KVRT_OK;
 }
 
+/*
+ * Platform.update_block_size_for_backend (vllm/platforms/interface.py):
+ * --block-size, else the backend's preferred block size; then, for a
+ * hybrid model, Platform._align_hybrid_block_size.  An MLA backend's
+ * kernels must take the result.
+ */
 int hf_block_size(struct hf *h, uint64_t per_token, uint64_t state_max)
 {
-    enum kvrt_model_backend backend;
-    int rc = choose_backend(h, &backend);
+    enum kvrt_model_backend id = KVRT_BACKEND_DEFAULT;
+    int rc = choose_backend(h, &id);
     if (rc != KVRT_OK)
         return rc;
+    const struct attention_backend *b = &backends[id];
     const uint64_t user = h->opt->block_size;
-    char source[320];
-    uint64_t bs = user;
-    snprintf(source, sizeof(source), user ? "--block-size" : "default (CacheConfig.block_size 16)");
+    const uint64_t preferred = preferred_block(b);
+    uint64_t bs = user ? user : preferred;
+    char source[400];
+    if (user)
+        snprintf(source, sizeof(source), "--block-size");
+    else if (preferred == KVRT_MODEL_DEFAULT_BLOCK_SIZE)
+        snprintf(source, sizeof(source), "default (CacheConfig.block_size 16)");
+    else
+        snprintf(source, sizeof(source),
+                 "%s's kernels take only multiples of %llu tokens, so vLLM takes %llu for its default of 16 "
+                 "(get_preferred_block_size)",
+                 b->name, (unsigned long long)kernel_min(b), (unsigned long long)preferred);
     if (state_max && per_token) {
-        /* HybridAttentionMambaModelConfig without prefix caching (vLLM's
-         * default for hybrid models): the smallest multiple of the backend's
-         * alignment whose attention page holds one state page. */
-        const uint64_t align = !h->mla ? 16 : backend == KVRT_BACKEND_CUTLASS_MLA ? 128 : 64;
-        const uint64_t need = align * cdiv(state_max, align * per_token);
-        if (!user || user < need) {
+        /* Without prefix caching (vLLM's default for hybrid models): the
+         * smallest multiple of the alignment whose attention page holds
+         * one state page, the alignment being the larger of the backend's
+         * smallest kernel block size and the block size so far. */
+        const uint64_t align = kernel_min(b) > bs ? kernel_min(b) : bs;
+        uint64_t step, need;
+        if (__builtin_mul_overflow(align, per_token, &step) ||
+            __builtin_mul_overflow(align, cdiv(state_max, step), &need))
+            return model_fail(h->c, KVRT_ERR_OVERFLOW,
+                              "--block-size %llu: an attention page of that many tokens (%llu bytes each) "
+                              "does not fit in 64 bits; give a smaller block size",
+                              (unsigned long long)bs, (unsigned long long)per_token);
+        if (bs < need) {
+            char was[64];
+            snprintf(was, sizeof(was), "%llu%s", (unsigned long long)bs, user ? " (--block-size)" : "");
             bs = need;
             snprintf(source, sizeof(source),
-                     "%svLLM's hybrid rule: the smallest multiple of %llu "
-                     "tokens whose attention page (%llu bytes a token) holds a state page of %llu "
-                     "bytes (HybridAttentionMambaModelConfig)",
-                     user ? "raised from --block-size by " : "", (unsigned long long)align,
+                     "vLLM's hybrid rule: the smallest multiple of %llu tokens (the larger of %s's smallest "
+                     "kernel block size %llu and the block size %s) whose attention page (%llu bytes a token) "
+                     "holds a state page of %llu bytes (_align_hybrid_block_size)",
+                     (unsigned long long)align, b->name, (unsigned long long)kernel_min(b), was,
                      (unsigned long long)per_token, (unsigned long long)state_max);
         }
-    } else if (!user) {
-        bs = KVRT_MODEL_DEFAULT_BLOCK_SIZE;
     }
-    if (h->mla) {
-        /* CudaPlatformBase.check_and_update_config, in its order. */
-        const uint64_t before = bs;
-        if (backend == KVRT_BACKEND_FLASHMLA && bs % 64 != 0)
-            bs = 64;
-        if (backend == KVRT_BACKEND_CUTLASS_MLA && bs % 128 != 0)
-            bs = 128;
-        if (backend == KVRT_BACKEND_FLASHINFER_MLA && bs != 32 && bs % 64 != 0)
-            bs = 64;
-        if (h->sparse && bs != 64)
-            bs = 64;
-        if (bs != before)
-            snprintf(source, sizeof(source), "%s forces %llu tokens (was %llu from %s)",
-                     kvrt_model_backend_name(backend), (unsigned long long)bs, (unsigned long long)before,
-                     user ? "--block-size" : "the default");
+    if (b->mla && !kernel_takes(b, bs)) {
+        char kernels[48];
+        if (b->kernel[1])
+            snprintf(kernels, sizeof(kernels), "%llu or %llu", (unsigned long long)b->kernel[0],
+                     (unsigned long long)b->kernel[1]);
+        else
+            snprintf(kernels, sizeof(kernels), "%llu", (unsigned long long)b->kernel[0]);
+        char from[96];
+        if (bs == user)
+            snprintf(from, sizeof(from), "--block-size");
+        else
+            snprintf(from, sizeof(from), "vLLM's hybrid rule from --block-size %llu", (unsigned long long)user);
+        return model_fail(h->c, KVRT_ERR_INVALID,
+                          "blocks of %llu tokens (%s): %s's kernels take only multiples of %s tokens "
+                          "(get_supported_kernel_block_sizes), and vLLM does not round a block size it was given",
+                          (unsigned long long)bs, from, b->name, kernels);
     }
     h->block_size = bs;
     char value[32];
