@@ -15,5 +15,6 @@
 #include <kvrt/resolve.h>
 #include <kvrt/runtime.h>
 #include <kvrt/wrap.h>
+#include <kvrt/model.h>
 
 #endif

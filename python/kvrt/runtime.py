@@ -1,6 +1,7 @@
 """Runtime, caches and their DLPack views."""
 import ctypes as C
 import math
+import os
 import weakref
 
 from . import _lib, info
@@ -8,6 +9,7 @@ from ._closeable import Closeable
 from ._dlpack import Borrowed, capsule
 from ._errors import InvalidArgumentError, StateError
 from ._lib import lib, check, text
+from ._model import Model
 
 _PARTS = {"all": 0, "k": 1, "v": 2}
 _DEVICE_TYPES = {0: "unknown", 1: "cpu", 2: "gpu", 3: "accelerator"}  # enum kvrt_device_type
@@ -312,6 +314,29 @@ class Cache(Closeable):
         return out
 
 
+def _model_file_groups(path, kv_cache_dtype, block_size, attention_backend):
+    """A model file's groups as _model_groups gives them, and whether libkvrt
+    finds their shapes mixed."""
+    with Model(path, kv_cache_dtype, block_size, attention_backend) as m:
+        groups = []
+        for g in range(m.info.num_groups):
+            grp = m.info.groups[g]
+            groups.append([(text(grp.layers[i].name), _lib.Spec.from_buffer_copy(grp.layers[i].spec))
+                           for i in range(grp.num_layers)])
+        return groups, m.mixed_shapes
+
+
+def _groups(model, kv_cache_dtype=None, block_size=None, attention_backend=None):
+    """(groups, mixed shapes or None) of a model file or a model description."""
+    if isinstance(model, (str, bytes, os.PathLike)):
+        return _model_file_groups(model, kv_cache_dtype, block_size, attention_backend)
+    given = [k for k, v in (("kv_cache_dtype", kv_cache_dtype), ("block_size", block_size),
+                            ("attention_backend", attention_backend)) if v is not None]
+    if given:
+        raise InvalidArgumentError("%s applies to a model file; a dict model gives its specs itself" % given[0])
+    return _model_groups(model), None
+
+
 def _model_groups(model):
     """[(group name, [(layer name, Spec)])] from a model description."""
     if not isinstance(model, dict):
@@ -399,7 +424,7 @@ class Runtime(Closeable):
         check(lib.kvrt_runtime_bind(self._h, backend.encode() if backend else None, layout.encode(), C.byref(b)))
         return b
 
-    def _binding(self, groups, layout, backend):
+    def _binding(self, groups, layout, backend, mixed=None):
         """(layout value, backend handle) for the groups: `layout` as given,
         else resolved for `backend` (None: the backend binding would choose;
         bound without a name then, so a backend whose bind fails is passed
@@ -409,8 +434,9 @@ class Runtime(Closeable):
             backend = backend or self.default_backend()
             out = C.c_int()
             names = (C.c_char_p * 1)(backend.encode())
-            mixed = len({(s.kind, s.num_kv_heads, s.head_size, s.head_size_v, s.num_head_slots)
-                         for g in groups for _, s in g}) > 1
+            if mixed is None:
+                mixed = len({(s.kind, s.num_kv_heads, s.head_size, s.head_size_v, s.num_head_slots)
+                             for g in groups for _, s in g}) > 1
             check(lib.kvrt_runtime_resolve(self._h, names, 1, mixed, None, C.byref(out)))
             layout = info.layout_name(out.value)
         lv = info.layout_value(layout)
@@ -444,21 +470,25 @@ class Runtime(Closeable):
         self._caches.add(c)
         return c
 
-    def cache(self, model, layout=None, blocks=None, memory=None, backend=None, kernel_block_size=0):
+    def cache(self, model, layout=None, blocks=None, memory=None, backend=None, kernel_block_size=0,
+              kv_cache_dtype=None, block_size=None, attention_backend=None):
         """A zeroed cache for `model` on `backend` (None: KVRT_BACKEND, else
         the default backend).
 
-        model: {"layers": N, <spec keywords of kvrt.plan>} for N identical
-        layers named layer.0.., or {"groups": [{"layers": [{"name": ...,
-        <spec keywords>}, ...]}, ...]}.  layout: a name or alias; None
-        resolves one for the backend (VLLM_KV_CACHE_LAYOUT applies).  Give
-        blocks, or memory (bytes) for as many blocks as fit."""
+        model: a model file (a config.json, a folder holding one, or a kvrt
+        model file) sized as vLLM sizes it, with the tool's options
+        kv_cache_dtype, block_size and attention_backend; or {"layers": N,
+        <spec keywords of kvrt.plan>} for N identical layers named
+        layer.0.., or {"groups": [{"layers": [{"name": ..., <spec
+        keywords>}, ...]}, ...]}.  layout: a name or alias; None resolves one
+        for the backend (VLLM_KV_CACHE_LAYOUT applies).  Give blocks, or
+        memory (bytes) for as many blocks as fit."""
         self._check_open()
         if (blocks is None) == (memory is None):
             raise InvalidArgumentError("cache: give blocks (the number of blocks) or memory (a budget in "
                                        "bytes), exactly one of them")
-        groups = _model_groups(model)
-        lv, bh = self._binding(groups, layout, backend)
+        groups, mixed = _groups(model, kv_cache_dtype, block_size, attention_backend)
+        lv, bh = self._binding(groups, layout, backend, mixed)
         p, blocks, names, specs = self._placement(groups, lv, blocks, memory, kernel_block_size)
         try:
             h = C.c_void_p()
@@ -467,7 +497,8 @@ class Runtime(Closeable):
             lib.kvrt_placement_destroy(p)
         return self._adopt(h, bh, lv, names, specs, blocks)
 
-    def wrap(self, tensor, model, layout=None, blocks=None, backend=None, kernel_block_size=0):
+    def wrap(self, tensor, model, layout=None, blocks=None, backend=None, kernel_block_size=0,
+             kv_cache_dtype=None, block_size=None, attention_backend=None):
         """A cache over the memory of `tensor` (torch, numpy, anything with
         __dlpack__), which keeps its bytes: the engine's own KV-cache
         allocation becomes a kvrt cache, and kvrt's operations, its views
@@ -480,13 +511,14 @@ class Runtime(Closeable):
         not is refused naming the first differing axis and both values.  A
         host tensor goes to a host backend, a CUDA or ROCm tensor to the
         backend of its device.
-        model, layout, backend, kernel_block_size: as for cache().  blocks:
+        model, layout, backend, kernel_block_size and the model file's
+        options: as for cache().  blocks:
         None for as many as the tensor's bytes hold.
         The cache holds the tensor until the cache, and every view exported
         from it, are gone; the tensor's own memory is never freed by kvrt."""
         self._check_open()
-        groups = _model_groups(model)
-        lv, bh = self._binding(groups, layout, backend)
+        groups, mixed = _groups(model, kv_cache_dtype, block_size, attention_backend)
+        lv, bh = self._binding(groups, layout, backend, mixed)
         borrowed = Borrowed(tensor, "tensor")
         try:
             nlayers = sum(len(g) for g in groups)

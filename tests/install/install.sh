@@ -63,7 +63,7 @@ plugindir=$libdir/kvrt/plugins
 
 missing=
 for h in kvrt.h version.h common.h layout.h dtype.h spec.h geometry.h placement.h transfer.h trace.h resolve.h \
-         runtime.h plugin.h device.h dlpack.h; do
+         runtime.h plugin.h device.h dlpack.h model.h; do
     [ -f "$prefix/include/kvrt/$h" ] || missing="$missing $h"
 done
 [ -z "$missing" ] && ok "headers installed in include/kvrt" || not_ok "headers missing from include/kvrt:$missing"

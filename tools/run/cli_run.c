@@ -158,7 +158,9 @@ struct run_state {
     kvrt_backend *backend;
     kvrt_placement *placement;
     kvrt_cache *cache;
-    struct kvrt_model *model;
+    const struct kvrt_model_info *model;
+    uint64_t q_heads; /* --q-heads, else the model's (flags: 4 per KV head) */
+    struct cli_model_flags *flags;
     struct run_batch batch;
     const char *backend_name, *backend_source;
     enum kvrt_layout layout;
@@ -171,7 +173,8 @@ static void state_free(struct run_state *s)
 {
     run_batch_free(&s->batch);
     kvrt_placement_destroy(s->placement);
-    kvrt_model_free(s->model);
+    if (s->flags)
+        cli_model_flags_free(s->flags);
     kvrt_runtime_close(s->rt); /* destroys the cache, buffers and backend */
 }
 
@@ -207,7 +210,7 @@ static int choose_layout(struct run_request *r, struct run_state *s)
         snprintf(s->layout_reason, sizeof(s->layout_reason), "given with %s %s", r->layout_option, r->layout);
         return CLI_EXIT_OK;
     }
-    int rc = kvrt_runtime_resolve(s->rt, names, 1, kvrt_model_mixed_shapes(s->model), NULL, &s->layout);
+    int rc = kvrt_runtime_resolve(s->rt, names, 1, kvrt_model_mixed_shapes(s->flags->model), NULL, &s->layout);
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
     s->layout_source = "resolved";
@@ -230,9 +233,8 @@ static int check_dtypes(const struct run_state *s)
 
 /* Decode shares each KV head among q_heads / kv_heads query heads; a count
  * that does not divide is refused, never replaced by another. */
-static int check_q_heads(const struct run_request *r, const struct kvrt_model *m)
+static int check_q_heads(const struct run_request *r, const struct kvrt_model_info *m, uint64_t q)
 {
-    uint64_t q = r->q_heads ? r->q_heads : m->num_q_heads;
     for (size_t g = 0; q && g < m->num_groups; g++) {
         const struct kvrt_spec *spec = &m->groups[g].layers[0].spec;
         struct kvrt_spec_info in;
@@ -250,12 +252,14 @@ static int check_q_heads(const struct run_request *r, const struct kvrt_model *m
 
 static int set_up(struct run_request *r, struct run_state *s)
 {
+    s->flags = &r->flags;
     int code = cli_model_build(&r->flags, true, &s->model);
     if (code != CLI_EXIT_OK)
         return code;
-    if (!r->flags.file && !r->q_heads && s->model->num_q_heads)
-        s->model->num_q_heads *= 4; /* flags give KV heads; a typical GQA ratio */
-    if ((code = check_q_heads(r, s->model)) != CLI_EXIT_OK)
+    s->q_heads = r->q_heads ? r->q_heads : s->model->num_q_heads;
+    if (!r->flags.file && !r->q_heads)
+        s->q_heads *= 4; /* flags give KV heads; a typical GQA ratio */
+    if ((code = check_q_heads(r, s->model, s->q_heads)) != CLI_EXIT_OK)
         return code;
     int rc = kvrt_runtime_open(NULL, &s->rt);
     if (rc != KVRT_OK)
@@ -301,11 +305,8 @@ static int set_up(struct run_request *r, struct run_state *s)
                          "run: %" PRIu64 " blocks is more than decode's block tables "
                          "address (%d); lower --blocks or --memory",
                          s->num_blocks, INT32_MAX);
-    struct kvrt_group *groups = kvrt_model_placement_groups(s->model);
-    if (!groups)
-        return cli_error(CLI_EXIT_INTERNAL, "run: out of memory");
-    rc = kvrt_placement_create(s->layout, groups, s->model->num_groups, s->num_blocks, 0, &s->placement);
-    free(groups);
+    rc = kvrt_placement_create(s->layout, s->model->placement_groups, s->model->num_groups, s->num_blocks, 0,
+                               &s->placement);
     if (rc == KVRT_OK)
         rc = kvrt_cache_create(s->backend, s->placement, &s->cache);
     return rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
@@ -369,7 +370,7 @@ static int print_json(const struct run_request *r, const struct run_state *s, co
          cli_json_put(root, "context", cli_json_u64(r->context, "context")) &&
          cli_json_put(root, "q_heads", cli_json_u64(t->q_heads, "q_heads")) &&
          cli_json_put(root, "seed", json_integer((json_int_t)r->seed)) &&
-         cli_json_put(root, "model", cli_model_json(s->model));
+         cli_json_put(root, "model", cli_model_json(s->flags));
     if (!ok) {
         json_decref(root);
         return cli_error(CLI_EXIT_INTERNAL, "run: could not build the JSON output");
@@ -446,7 +447,7 @@ static int run_run(int argc, char **argv)
             .model = s.model,
             .batch = &s.batch,
             .rng = rng,
-            .q_heads = r.q_heads ? r.q_heads : s.model->num_q_heads,
+            .q_heads = s.q_heads,
             .decode = r.decode,
             .progress = &progress,
             .layers_total = s.model->num_layers,

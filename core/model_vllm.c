@@ -10,34 +10,40 @@
 #include <kvrt/common.h>
 #include <kvrt/spec.h>
 
+#include "error.h"
 #include "model_internal.h"
 
-static const char *const cache_names[KVRT_NUM_CACHE_DTYPES] = {
+static const char *const cache_names[KVRT_NUM_KV_CACHE_DTYPES] = {
     "auto", "bf16", "fp16", "fp8", "fp8_e4m3", "fp8_e5m2",
 };
 
-const char *kvrt_model_cache_dtype_name(enum kvrt_model_cache_dtype d)
+const char *kvrt_kv_cache_dtype_name(enum kvrt_kv_cache_dtype d)
 {
-    return (unsigned)d < KVRT_NUM_CACHE_DTYPES ? cache_names[d] : NULL;
+    return (unsigned)d < KVRT_NUM_KV_CACHE_DTYPES ? cache_names[d] : NULL;
 }
 
-bool kvrt_model_cache_dtype_parse(const char *text, enum kvrt_model_cache_dtype *out)
+int kvrt_kv_cache_dtype_parse(const char *text, enum kvrt_kv_cache_dtype *out)
 {
     static const struct {
         const char *name;
-        enum kvrt_model_cache_dtype d;
-    } aliases[] = {{"bfloat16", KVRT_CACHE_BF16}, {"float16", KVRT_CACHE_FP16}, {"half", KVRT_CACHE_FP16}};
-    for (int i = 0; i < KVRT_NUM_CACHE_DTYPES; i++)
+        enum kvrt_kv_cache_dtype d;
+    } aliases[] = {{"bfloat16", KVRT_KV_CACHE_BF16}, {"float16", KVRT_KV_CACHE_FP16}, {"half", KVRT_KV_CACHE_FP16}};
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_kv_cache_dtype_parse: out is NULL");
+    for (int i = 0; text && i < KVRT_NUM_KV_CACHE_DTYPES; i++)
         if (strcmp(text, cache_names[i]) == 0) {
-            *out = (enum kvrt_model_cache_dtype)i;
-            return true;
+            *out = (enum kvrt_kv_cache_dtype)i;
+            return KVRT_OK;
         }
-    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+    for (size_t i = 0; text && i < sizeof(aliases) / sizeof(aliases[0]); i++)
         if (strcmp(text, aliases[i].name) == 0) {
             *out = aliases[i].d;
-            return true;
+            return KVRT_OK;
         }
-    return false;
+    return kvrt_fail(KVRT_ERR_INVALID,
+                     "\"%s\" is not a KV-cache type: valid types are auto, bf16 (bfloat16), fp16 (float16), fp8, "
+                     "fp8_e4m3, fp8_e5m2",
+                     text ? text : "(null)");
 }
 
 /* The KV-cache types a backend lists (supported_kv_cache_dtypes), as vLLM
@@ -71,45 +77,56 @@ struct attention_backend {
     unsigned caches;
 };
 
-static const struct attention_backend backends[KVRT_NUM_BACKENDS] = {
-    [KVRT_BACKEND_DEFAULT] = {"default", false, false, true, {16, 0}, CD_ALL},
-    [KVRT_BACKEND_FLASH_ATTN] = {"FLASH_ATTN", false, false, true, {16, 0}, CD_ALL},
-    [KVRT_BACKEND_FLASHINFER] = {"FLASHINFER", false, false, true, {16, 0}, CD_ALL},
-    [KVRT_BACKEND_TRITON_ATTN] = {"TRITON_ATTN", false, false, true, {16, 0}, CD_ALL},
-    [KVRT_BACKEND_FLASHMLA] = {"FLASHMLA", true, false, true, {64, 0}, CD_AUTO | CD_FP8 | CD_FP8_E4M3},
-    [KVRT_BACKEND_FLASHMLA_SPARSE] =
+static const struct attention_backend backends[KVRT_NUM_ATTENTION_BACKENDS] = {
+    [KVRT_ATTENTION_DEFAULT] = {"default", false, false, true, {16, 0}, CD_ALL},
+    [KVRT_ATTENTION_FLASH_ATTN] = {"FLASH_ATTN", false, false, true, {16, 0}, CD_ALL},
+    [KVRT_ATTENTION_FLASHINFER] = {"FLASHINFER", false, false, true, {16, 0}, CD_ALL},
+    [KVRT_ATTENTION_TRITON_ATTN] = {"TRITON_ATTN", false, false, true, {16, 0}, CD_ALL},
+    [KVRT_ATTENTION_FLASHMLA] = {"FLASHMLA", true, false, true, {64, 0}, CD_AUTO | CD_FP8 | CD_FP8_E4M3},
+    [KVRT_ATTENTION_FLASHMLA_SPARSE] =
         {"FLASHMLA_SPARSE", true, true, true, {64, 0}, CD_AUTO | CD_BFLOAT16 | CD_FP8_DS_MLA},
-    [KVRT_BACKEND_CUTLASS_MLA] =
+    [KVRT_ATTENTION_CUTLASS_MLA] =
         {"CUTLASS_MLA", true, false, false, {128, 0}, CD_AUTO | CD_FLOAT16 | CD_BFLOAT16 | CD_FP8 | CD_FP8_E4M3},
-    [KVRT_BACKEND_FLASHINFER_MLA] =
+    [KVRT_ATTENTION_FLASHINFER_MLA] =
         {"FLASHINFER_MLA", true, false, false, {32, 64}, CD_AUTO | CD_FLOAT16 | CD_BFLOAT16 | CD_FP8 | CD_FP8_E4M3},
-    [KVRT_BACKEND_TRITON_MLA] = {"TRITON_MLA", true, false, true, {1, 0}, CD_AUTO | CD_BFLOAT16 | CD_FP8 | CD_FP8_E4M3},
-    [KVRT_BACKEND_FLASH_ATTN_MLA] = {"FLASH_ATTN_MLA", true, false, true, {16, 0}, CD_AUTO | CD_FLOAT16 | CD_BFLOAT16},
-    [KVRT_BACKEND_FLASH_ATTN_MLA_SPARSE] =
+    [KVRT_ATTENTION_TRITON_MLA] =
+        {"TRITON_MLA", true, false, true, {1, 0}, CD_AUTO | CD_BFLOAT16 | CD_FP8 | CD_FP8_E4M3},
+    [KVRT_ATTENTION_FLASH_ATTN_MLA] =
+        {"FLASH_ATTN_MLA", true, false, true, {16, 0}, CD_AUTO | CD_FLOAT16 | CD_BFLOAT16},
+    [KVRT_ATTENTION_FLASH_ATTN_MLA_SPARSE] =
         {"FLASH_ATTN_MLA_SPARSE", true, true, true, {64, 0}, CD_AUTO | CD_FLOAT16 | CD_BFLOAT16},
 };
 
 /* _get_backend_priorities (vllm/platforms/cuda.py): the MLA backends in
  * vLLM's order on a GPU that is not a Blackwell. */
-static const enum kvrt_model_backend mla_priority[] = {
-    KVRT_BACKEND_FLASH_ATTN_MLA,        KVRT_BACKEND_FLASHMLA,
-    KVRT_BACKEND_FLASHINFER_MLA,        KVRT_BACKEND_TRITON_MLA,
-    KVRT_BACKEND_FLASH_ATTN_MLA_SPARSE, KVRT_BACKEND_FLASHMLA_SPARSE,
+static const enum kvrt_attention_backend mla_priority[] = {
+    KVRT_ATTENTION_FLASH_ATTN_MLA,        KVRT_ATTENTION_FLASHMLA,
+    KVRT_ATTENTION_FLASHINFER_MLA,        KVRT_ATTENTION_TRITON_MLA,
+    KVRT_ATTENTION_FLASH_ATTN_MLA_SPARSE, KVRT_ATTENTION_FLASHMLA_SPARSE,
 };
 
-const char *kvrt_model_backend_name(enum kvrt_model_backend b)
+const char *kvrt_attention_backend_name(enum kvrt_attention_backend b)
 {
-    return (unsigned)b < KVRT_NUM_BACKENDS ? backends[b].name : NULL;
+    return (unsigned)b < KVRT_NUM_ATTENTION_BACKENDS ? backends[b].name : NULL;
 }
 
-bool kvrt_model_backend_parse(const char *text, enum kvrt_model_backend *out)
+int kvrt_attention_backend_parse(const char *text, enum kvrt_attention_backend *out)
 {
-    for (int i = 1; i < KVRT_NUM_BACKENDS; i++)
-        if (strcmp(text, backends[i].name) == 0) {
-            *out = (enum kvrt_model_backend)i;
-            return true;
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_attention_backend_parse: out is NULL");
+    char valid[256];
+    size_t used = 0;
+    valid[0] = '\0';
+    for (int i = 1; i < KVRT_NUM_ATTENTION_BACKENDS; i++) {
+        if (text && strcmp(text, backends[i].name) == 0) {
+            *out = (enum kvrt_attention_backend)i;
+            return KVRT_OK;
         }
-    return false;
+        if (used < sizeof(valid))
+            used += (size_t)snprintf(valid + used, sizeof(valid) - used, "%s%s", i > 1 ? ", " : "", backends[i].name);
+    }
+    return kvrt_fail(KVRT_ERR_INVALID, "\"%s\" is not a backend kvrt knows: valid backends are %s",
+                     text ? text : "(null)", valid);
 }
 
 static uint64_t cdiv(uint64_t a, uint64_t b)
@@ -124,11 +141,11 @@ static unsigned cache_bit(const struct hf *h)
     if (h->fp8_ds_mla)
         return CD_FP8_DS_MLA;
     switch (h->cache) {
-    case KVRT_CACHE_BF16: return h->sparse ? CD_AUTO : CD_BFLOAT16;
-    case KVRT_CACHE_FP16: return CD_FLOAT16;
-    case KVRT_CACHE_FP8: return CD_FP8;
-    case KVRT_CACHE_FP8_E4M3: return CD_FP8_E4M3;
-    case KVRT_CACHE_FP8_E5M2: return CD_FP8_E5M2;
+    case KVRT_KV_CACHE_BF16: return h->sparse ? CD_AUTO : CD_BFLOAT16;
+    case KVRT_KV_CACHE_FP16: return CD_FLOAT16;
+    case KVRT_KV_CACHE_FP8: return CD_FP8;
+    case KVRT_KV_CACHE_FP8_E4M3: return CD_FP8_E4M3;
+    case KVRT_KV_CACHE_FP8_E5M2: return CD_FP8_E5M2;
     default: return CD_AUTO;
     }
 }
@@ -186,13 +203,13 @@ static uint64_t preferred_block(const struct attention_backend *b)
 /* The flag that gave the KV-cache type, for messages. */
 static const char *cache_flag(const struct hf *h)
 {
-    return h->opt->dtype_flag ? h->opt->dtype_flag : "--kv-cache-dtype";
+    return h->opt->dtype_option ? h->opt->dtype_option : "--kv-cache-dtype";
 }
 
 /* vLLM's default: the first MLA backend of _get_backend_priorities that
  * validate_configuration accepts on a Hopper GPU (the block size plays no
  * part: the CUDA selector leaves it out). */
-static int default_mla_backend(struct hf *h, enum kvrt_model_backend *out)
+static int default_mla_backend(struct hf *h, enum kvrt_attention_backend *out)
 {
     const unsigned cache = cache_bit(h);
     char why[512];
@@ -218,20 +235,20 @@ static int default_mla_backend(struct hf *h, enum kvrt_model_backend *out)
     return model_fail(h->c, KVRT_ERR_INVALID,
                       "no %sMLA backend vLLM runs on a Hopper GPU takes kv_cache_dtype %s (%s %s): %s; give "
                       "another %s",
-                      h->sparse ? "sparse " : "", cache_name(cache), cache_flag(h),
-                      kvrt_model_cache_dtype_name(h->cache), why, cache_flag(h));
+                      h->sparse ? "sparse " : "", cache_name(cache), cache_flag(h), kvrt_kv_cache_dtype_name(h->cache),
+                      why, cache_flag(h));
 }
 
 /* The backend: the flag's, else what vLLM picks on a Hopper GPU. */
-static int choose_backend(struct hf *h, enum kvrt_model_backend *out)
+static int choose_backend(struct hf *h, enum kvrt_attention_backend *out)
 {
-    const enum kvrt_model_backend given = h->opt->backend;
+    const enum kvrt_attention_backend given = h->opt->attention_backend;
     char valid[128];
     list_hopper_mla(h->sparse, valid, sizeof(valid));
-    if (given == KVRT_BACKEND_DEFAULT) {
+    if (given == KVRT_ATTENTION_DEFAULT) {
         if (h->mla)
             return default_mla_backend(h, out);
-        *out = KVRT_BACKEND_FLASH_ATTN;
+        *out = KVRT_ATTENTION_FLASH_ATTN;
         model_setting(h->m, "attention_backend", backends[*out].name,
                       "default: vLLM's first backend on a Hopper GPU (compute capability 9.x; "
                       "_get_backend_priorities)");
@@ -268,7 +285,7 @@ static int choose_backend(struct hf *h, enum kvrt_model_backend *out)
         list_caches(b->caches, takes, sizeof(takes));
         return model_fail(h->c, KVRT_ERR_INVALID,
                           "--attention-backend %s does not take kv_cache_dtype %s (%s %s); it takes %s", b->name,
-                          cache_name(cache), cache_flag(h), kvrt_model_cache_dtype_name(h->cache), takes);
+                          cache_name(cache), cache_flag(h), kvrt_kv_cache_dtype_name(h->cache), takes);
     }
     model_setting(h->m, "attention_backend", b->name, "--attention-backend");
     return KVRT_OK;
@@ -282,7 +299,7 @@ static int choose_backend(struct hf *h, enum kvrt_model_backend *out)
  */
 int hf_block_size(struct hf *h, uint64_t per_token, uint64_t state_max)
 {
-    enum kvrt_model_backend id = KVRT_BACKEND_DEFAULT;
+    enum kvrt_attention_backend id = KVRT_ATTENTION_DEFAULT;
     int rc = choose_backend(h, &id);
     if (rc != KVRT_OK)
         return rc;
@@ -480,7 +497,7 @@ int hf_max_model_len(struct hf *h)
 
 /* What one layer of `g` holds for a request of `len` tokens
  * (max_memory_usage_bytes of the layer's spec). */
-static int layer_usage(const struct kvrt_model_group *g, const struct kvrt_spec *s, uint64_t len, uint64_t batched,
+static int layer_usage(const struct model_group *g, const struct kvrt_spec *s, uint64_t len, uint64_t batched,
                        uint64_t *out)
 {
     struct kvrt_spec_info in;
@@ -488,8 +505,8 @@ static int layer_usage(const struct kvrt_model_group *g, const struct kvrt_spec 
         return KVRT_ERR_INVALID;
     uint64_t blocks;
     switch (g->usage) {
-    case KVRT_USAGE_STATE: blocks = 1; break;
-    case KVRT_USAGE_SLIDING: {
+    case KVRT_MODEL_USAGE_STATE: blocks = 1; break;
+    case KVRT_MODEL_USAGE_SLIDING: {
         const uint64_t keep = g->window - 1 + batched;
         blocks = cdiv(keep < len ? keep : len, s->block_size) + 1;
         break;
@@ -499,10 +516,12 @@ static int layer_usage(const struct kvrt_model_group *g, const struct kvrt_spec 
     return __builtin_mul_overflow(blocks, in.page_size, out) ? KVRT_ERR_OVERFLOW : KVRT_OK;
 }
 
-int kvrt_model_vllm_capacity(const struct kvrt_model *m, uint64_t budget, uint64_t max_model_len,
-                             uint64_t batched_tokens, struct kvrt_model_capacity *out, char *err, size_t err_size)
+int kvrt_model_vllm_capacity(const kvrt_model *m, uint64_t budget, uint64_t max_model_len, uint64_t batched_tokens,
+                             struct kvrt_model_capacity *out)
 {
-    struct model_ctx c = {m->name, err, err_size};
+    if (!m || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_model_vllm_capacity: %s is NULL", m ? "out" : "the model");
+    struct model_ctx c = {m->name};
     memset(out, 0, sizeof(*out));
     out->max_model_len = max_model_len;
     if (m->num_groups == 0 || max_model_len == 0)
@@ -512,7 +531,7 @@ int kvrt_model_vllm_capacity(const struct kvrt_model *m, uint64_t budget, uint64
     uint64_t per_block = 0, page0 = 0, need = 0, request_need = 0, min_bs = UINT64_MAX;
     size_t largest = 0;
     for (size_t g = 0; g < m->num_groups; g++) {
-        const struct kvrt_model_group *grp = &m->groups[g];
+        const struct model_group *grp = &m->groups[g];
         uint64_t group_bytes = 0, group_need = 0;
         for (size_t i = 0; i < grp->num_layers; i++) {
             struct kvrt_spec_info in;
@@ -560,5 +579,6 @@ int kvrt_model_vllm_capacity(const struct kvrt_model *m, uint64_t budget, uint64
     out->max_concurrency = (double)out->num_blocks / (double)out->blocks_per_request;
     out->request_bytes = request_need;
     out->fits_one_request = request_need <= budget;
+    kvrt_clear_error();
     return KVRT_OK;
 }
