@@ -39,15 +39,15 @@ static size_t rank_of(const struct kvrt_loaded_plugin *p)
  * holds rt->lock. */
 static size_t *priority_order(kvrt_runtime *rt)
 {
-    size_t *order = malloc((rt->num_plugins + 1) * sizeof(*order));
+    size_t *order = malloc((rt->plugins.num_loaded + 1) * sizeof(*order));
     if (!order)
         return NULL;
-    for (size_t i = 0; i < rt->num_plugins; i++)
-        kvrt_plugin_probe(rt, &rt->plugins[i]);
+    for (size_t i = 0; i < rt->plugins.num_loaded; i++)
+        kvrt_plugin_probe(&rt->plugins.loaded[i], &rt->log);
     size_t n = 0;
     for (size_t rank = 0; rank <= RANK_CPU_DEVICE; rank++)
-        for (size_t i = 0; i < rt->num_plugins; i++)
-            if (rank_of(&rt->plugins[i]) == rank)
+        for (size_t i = 0; i < rt->plugins.num_loaded; i++)
+            if (rank_of(&rt->plugins.loaded[i]) == rank)
                 order[n++] = i;
     return order;
 }
@@ -58,8 +58,8 @@ static void note_demotions(kvrt_runtime *rt, const struct kvrt_loaded_plugin *ch
 {
     if (strcmp(chosen->desc->name, "cpu") != 0)
         return;
-    for (size_t i = 0; i < rt->num_plugins; i++) {
-        const struct kvrt_loaded_plugin *p = &rt->plugins[i];
+    for (size_t i = 0; i < rt->plugins.num_loaded; i++) {
+        const struct kvrt_loaded_plugin *p = &rt->plugins.loaded[i];
         /* Said once per runtime, however often the choice is made. */
         if (emulates_cpu(p) && !kvrt_trace_has(&rt->trace, KVRT_TRACE_PREFERRED, p->desc->name, NULL))
             kvrt_trace_add(&rt->trace, KVRT_TRACE_PREFERRED, KVRT_TRACE_NO_LAYOUT, p->desc->name,
@@ -81,8 +81,8 @@ static int backend_env(const kvrt_runtime *rt, const char **out)
         char names[512];
         size_t len = 0;
         names[0] = '\0';
-        for (size_t i = 0; i < rt->num_plugins && len < sizeof(names); i++) {
-            int n = snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "", rt->plugins[i].desc->name);
+        for (size_t i = 0; i < rt->plugins.num_loaded && len < sizeof(names); i++) {
+            int n = snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "", rt->plugins.loaded[i].desc->name);
             if (n < 0)
                 break;
             len += (size_t)n;
@@ -90,7 +90,7 @@ static int backend_env(const kvrt_runtime *rt, const char **out)
         return kvrt_fail(KVRT_ERR_INVALID,
                          "%s is set but empty; name a backend (%s) or unset it to use the "
                          "first available one",
-                         KVRT_BACKEND_ENV, rt->num_plugins ? names : "none found");
+                         KVRT_BACKEND_ENV, rt->plugins.num_loaded ? names : "none found");
     }
     return KVRT_OK;
 }
@@ -121,7 +121,7 @@ static void pass_over(kvrt_runtime *rt, const struct kvrt_loaded_plugin *p, enum
     char head[128];
     snprintf(head, sizeof(head), "passed over backend \"%s\"", p->desc->name);
     kvrt_trace_add_headed(&rt->trace, KVRT_TRACE_PASSED_OVER, (int32_t)layout, p->desc->name, head, "%s", why);
-    kvrt_runtime_log(rt, level, "passed over backend \"%s\": %s", p->desc->name, why);
+    kvrt_log(&rt->log, level, "passed over backend \"%s\": %s", p->desc->name, why);
 }
 
 /* Whether the plugin binds at all, found out once: a binding that exists
@@ -150,8 +150,8 @@ static bool binds(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
 /* "\"cuda\": no device: ...; \"x\": failed to bind ...", in priority order. */
 static void reasons_text(const kvrt_runtime *rt, const size_t *order, struct kvrt_strbuf *out)
 {
-    for (size_t k = 0; k < rt->num_plugins; k++) {
-        const struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
+    for (size_t k = 0; k < rt->plugins.num_loaded; k++) {
+        const struct kvrt_loaded_plugin *p = &rt->plugins.loaded[order[k]];
         if (!p->available)
             kvrt_strbuf_appendf(out, "%s\"%s\": no device: %s", out->len ? "; " : "", p->desc->name,
                                 p->reason ? p->reason : "unknown");
@@ -174,7 +174,7 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
         int status = kvrt_runtime_find_plugin(rt, env, &i);
         if (status != KVRT_OK)
             return kvrt_fail_context(status, "%s=%s", KVRT_BACKEND_ENV, env);
-        *name = rt->plugins[i].desc->name;
+        *name = rt->plugins.loaded[i].desc->name;
         return KVRT_OK;
     }
     pthread_mutex_lock(&rt->lock);
@@ -186,8 +186,8 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
     /* As the OpenCL ICD and Vulkan loaders treat a failing driver: a
      * backend with a device whose bind fails is passed over, with its
      * reason, and the next one is taken. */
-    for (size_t k = 0; k < rt->num_plugins; k++) {
-        struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
+    for (size_t k = 0; k < rt->plugins.num_loaded; k++) {
+        struct kvrt_loaded_plugin *p = &rt->plugins.loaded[order[k]];
         if (p->available && binds(rt, p)) {
             note_demotions(rt, p);
             *name = p->desc->name;
@@ -203,7 +203,7 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
     free(order);
     int status =
         kvrt_fail(KVRT_ERR_NODEV, "no backend can be used: %s (%zu plugins found; run `kvrt plugins` to see each one)",
-                  rt->num_plugins ? kvrt_strbuf_str(&why) : "no plugins were found", rt->num_plugins);
+                  rt->plugins.num_loaded ? kvrt_strbuf_str(&why) : "no plugins were found", rt->plugins.num_loaded);
     kvrt_strbuf_free(&why);
     return status;
 }
@@ -230,7 +230,7 @@ int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t n
         status = kvrt_runtime_find_plugin(rt, backends[i], &idx);
         if (status != KVRT_OK)
             break;
-        const struct kvrt_plugin_descriptor *d = rt->plugins[idx].desc;
+        const struct kvrt_plugin_descriptor *d = rt->plugins.loaded[idx].desc;
         if (d->flags & KVRT_PLUGIN_ANY_LAYOUT) {
             status = kvrt_resolver_declare_any(r, d->name);
         } else {
@@ -277,8 +277,7 @@ static void host_log(void *user, int level, const char *message)
     kvrt_backend *b = user;
     if (level < KVRT_LOG_ERROR || level > KVRT_LOG_DEBUG)
         level = KVRT_LOG_DEBUG;
-    kvrt_runtime_log(b->rt, (enum kvrt_log_level)level, "backend \"%s\": %s", b->plugin->desc->name,
-                     message ? message : "");
+    kvrt_log(b->log, (enum kvrt_log_level)level, "backend \"%s\": %s", b->plugin->desc->name, message ? message : "");
 }
 
 /* A spare binding of p (kept when kvrt found out whether p binds): handed
@@ -324,6 +323,8 @@ static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt
     if (!b)
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory binding backend \"%s\"", p->desc->name);
     b->rt = rt;
+    b->lock = &rt->lock;
+    b->log = &rt->log;
     b->plugin = p;
     b->layout = layout;
     b->host.size = sizeof(b->host);
@@ -387,13 +388,13 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
         status = kvrt_runtime_find_plugin(rt, backend, &i);
         if (status != KVRT_OK)
             return status;
-        struct kvrt_loaded_plugin *p = &rt->plugins[i];
+        struct kvrt_loaded_plugin *p = &rt->plugins.loaded[i];
         /* The refusal happens here, from the declaration alone: no plugin
          * function has run yet. */
         if (!kvrt_plugin_declares(p->desc, layout))
             return refuse_layout(p->desc, layout_name, layout);
         pthread_mutex_lock(&rt->lock);
-        kvrt_plugin_probe(rt, p);
+        kvrt_plugin_probe(p, &rt->log);
         if (!p->available) {
             status = kvrt_fail(KVRT_ERR_NODEV, "backend \"%s\" has no usable device: %s", p->desc->name,
                                p->reason ? p->reason : "unknown reason");
@@ -415,8 +416,8 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
     }
     struct kvrt_strbuf passed = {0};
     status = KVRT_ERR_NODEV;
-    for (size_t k = 0; k < rt->num_plugins && status != KVRT_OK; k++) {
-        struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
+    for (size_t k = 0; k < rt->plugins.num_loaded && status != KVRT_OK; k++) {
+        struct kvrt_loaded_plugin *p = &rt->plugins.loaded[order[k]];
         char why[768];
         enum kvrt_log_level level = KVRT_LOG_INFO;
         if (!kvrt_plugin_declares(p->desc, layout)) {
@@ -450,8 +451,8 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
     free(order);
     if (status != KVRT_OK)
         status = kvrt_fail(KVRT_ERR_NODEV, "no backend can take layout \"%s\": %s", layout_name,
-                           rt->num_plugins ? kvrt_strbuf_str(&passed)
-                                           : "no plugins were found (set KVRT_PLUGIN_PATH or install kvrt)");
+                           rt->plugins.num_loaded ? kvrt_strbuf_str(&passed)
+                                                  : "no plugins were found (set KVRT_PLUGIN_PATH or install kvrt)");
     kvrt_strbuf_free(&passed);
     return status;
 }
@@ -468,7 +469,7 @@ enum kvrt_layout kvrt_backend_layout(const kvrt_backend *b)
 
 bool kvrt_backend_supports_dtype(const kvrt_backend *b, enum kvrt_dtype dtype)
 {
-    return b && (int)dtype >= 0 && (int)dtype < KVRT_NUM_DTYPES && (b->plugin->desc->dtypes & (1u << dtype));
+    return b && kvrt_plugin_supports_dtype(b->plugin->desc, dtype);
 }
 
 uint32_t kvrt_backend_ops(const kvrt_backend *b)
@@ -490,7 +491,7 @@ int kvrt_backend_copy_bandwidth(kvrt_backend *b, uint64_t bytes, double *bytes_p
     kvrt_plugin_error err;
     err.message[0] = '\0';
     int status = d->measure_copy(b->dev, bytes, bytes_per_second, &err);
-    return kvrt_plugin_status(b, status, &err, "measure_copy");
+    return kvrt_plugin_status(b->plugin, status, &err, "measure_copy");
 }
 
 int kvrt_backend_device_info(const kvrt_backend *b, struct kvrt_device_info *out)

@@ -4,7 +4,7 @@
 
 #include "checked.h"
 #include "error.h"
-#include "runtime_internal.h"
+#include "cache_internal.h"
 
 /* Builds the plugin's view of every layer from the placement: the plugin
  * then addresses the cache only through these offsets and strides. */
@@ -156,7 +156,7 @@ int kvrt_cache_prepare(kvrt_backend *b, const kvrt_placement *p, const char *fn,
      * concern: a hybrid model runs on a backend that never declared uint8. */
     for (uint64_t i = 0; status == KVRT_OK && i < c->desc.num_layers; i++) {
         enum kvrt_dtype t = (enum kvrt_dtype)c->layers[i].dtype;
-        if (c->layer_spec[i]->kind != KVRT_SPEC_STATE && !kvrt_backend_supports_dtype(b, t))
+        if (c->layer_spec[i]->kind != KVRT_SPEC_STATE && !kvrt_plugin_supports_dtype(b->plugin->desc, t))
             status = kvrt_fail(KVRT_ERR_UNSUPPORTED,
                                "%s: backend \"%s\" does not support element type %s "
                                "(layer \"%s\")",
@@ -198,12 +198,12 @@ int kvrt_cache_prepare(kvrt_backend *b, const kvrt_placement *p, const char *fn,
 void kvrt_cache_link(kvrt_cache *c)
 {
     kvrt_backend *b = c->backend;
-    pthread_mutex_lock(&b->rt->lock);
+    pthread_mutex_lock(b->lock);
     c->next = b->caches;
     if (b->caches)
         b->caches->prev = c;
     b->caches = c;
-    pthread_mutex_unlock(&b->rt->lock);
+    pthread_mutex_unlock(b->lock);
 }
 
 int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out)
@@ -219,9 +219,9 @@ int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out
     if (status == KVRT_OK) {
         status = kvrt_buffer_zero(c->buffer, 0, c->desc.bytes);
         if (status != KVRT_OK) {
-            pthread_mutex_lock(&b->rt->lock);
+            pthread_mutex_lock(b->lock);
             kvrt_buffer_destroy_internal(c->buffer);
-            pthread_mutex_unlock(&b->rt->lock);
+            pthread_mutex_unlock(b->lock);
         }
     }
     if (status != KVRT_OK) {

@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "runtime_internal.h"
+#include "plugin_internal.h"
 
 #define KNOWN_DTYPES ((1u << KVRT_NUM_DTYPES) - 1u)
 
@@ -180,6 +180,11 @@ int kvrt_plugin_validate(const struct kvrt_plugin_descriptor *d, char *why, size
     }
 #undef REFUSE
     return KVRT_OK;
+}
+
+bool kvrt_plugin_supports_dtype(const struct kvrt_plugin_descriptor *d, enum kvrt_dtype dtype)
+{
+    return (int)dtype >= 0 && (int)dtype < KVRT_NUM_DTYPES && (d->dtypes & (1u << dtype));
 }
 
 bool kvrt_plugin_imports(const struct kvrt_plugin_descriptor *d)

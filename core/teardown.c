@@ -85,7 +85,7 @@ void kvrt_cache_release(kvrt_cache *c)
     pthread_mutex_lock(&rt->lock);
     if (c->refs == 0) {
         pthread_mutex_unlock(&rt->lock);
-        kvrt_runtime_log(rt, KVRT_LOG_WARNING, "kvrt_cache_release: the cache holds no reference to release");
+        kvrt_log(&rt->log, KVRT_LOG_WARNING, "kvrt_cache_release: the cache holds no reference to release");
         return;
     }
     c->refs--;
@@ -145,7 +145,7 @@ void kvrt_runtime_close_now(kvrt_runtime *rt)
     }
     free(rt->backends);
     kvrt_trace_free(&rt->trace);
-    kvrt_loader_release(rt);
+    kvrt_plugins_release(&rt->plugins);
     pthread_mutex_destroy(&rt->lock);
     free(rt);
     kvrt_release_run(pending);

@@ -3,6 +3,7 @@ are in the engine's tensor and the engine's writes are what kvrt reads; a
 view of a layer aliases the tensor at the layer's offset; a vLLM-style
 strided view must be exactly the layout's; the producer's deleter runs once,
 also when the wrap is refused."""
+import os
 import sys
 
 import numpy
@@ -121,13 +122,27 @@ def test_torch_memory_outlives_the_callers_reference():
     rt.close()
 
 
+def test_wrap_model_file():
+    """a published config.json sized as vLLM sizes it: the blocks the tensor holds, every layer aliasing it"""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "models",
+                        "llama-3.1-8b.json")
+    plan = kvrt.plan(model=path, blocks=2, layout="HND")
+    raw = torch.zeros(plan["total_bytes"], dtype=torch.int8)
+    with kvrt.Runtime() as rt:
+        with rt.wrap(raw, model=path, layout="HND", backend="cpu") as c:
+            assert c.num_blocks == 2 and c.num_layers == 32, (c.num_blocks, c.num_layers)
+            t = torch.from_dlpack(c.layer(31))
+            s = plan["sets"][0]
+            assert t.data_ptr() == raw.data_ptr() + s["offset"] + 31 * s["layer_stride"]
+
+
 def test_wrap_refusals():
-    """a model that is not a dict; a backend that cannot adopt memory (opencl, when it has a device);
+    """a model file that does not exist; a backend that cannot adopt memory (opencl, when it has a device);
     the cpu backend says it adopts memory aligned to 4 bytes"""
     with kvrt.Runtime() as rt:
         raw = torch.zeros(1 << 16, dtype=torch.int8)
-        e = raises(kvrt.InvalidArgumentError, rt.wrap, raw, model="config.json", layout="LBHNC", backend="cpu")
-        assert "model" in str(e)
+        e = raises(kvrt.Error, rt.wrap, raw, model="no/such/config.json", layout="LBHNC", backend="cpu")
+        assert "no/such/config.json" in str(e), str(e)
         names = [p["name"] for p in rt.plugins]
         if "opencl" in names and [p for p in rt.plugins if p["name"] == "opencl"][0]["available"]:
             e = raises(kvrt.Error, rt.wrap, raw, model=model(L, H, D, "fp32", BS), layout="LBHNC",
