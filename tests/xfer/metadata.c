@@ -110,9 +110,9 @@ int main(int argc, char **argv)
     struct kvrt_xfer_metadata_info info = {.size = sizeof(info)};
     int rc = kvrt_xfer_metadata_parse(s.blob, s.len, &info);
     tap_ok(rc == KVRT_OK && info.layout == KVRT_LAYOUT_LBHNC && info.num_blocks == 16 && info.num_layers == 2 &&
-               info.version == KVRT_XFER_METADATA_VERSION && info.staging_bytes > 0,
-           "the exported blob parses back (layout, blocks, layers, version, staging area)");
-    tap_diag("blob of %zu bytes; cache registered: %s", s.len, info.cache_registered ? "yes" : "no");
+               info.version == KVRT_XFER_METADATA_VERSION && info.chunk_bytes > 0,
+           "the exported blob parses back (layout, blocks, layers, version, staging chunks)");
+    tap_diag("blob of %zu bytes; cache addressable: %s", s.len, info.cache_addressable ? "yes" : "no");
 
     /* Every truncation is refused with one line. */
     size_t bad = 0;
