@@ -133,11 +133,18 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
                      rt->num_plugins);
 }
 
-int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends, bool mixed_shapes,
-                         const char *preference, enum kvrt_layout *out)
+/* The layers' shapes: given as groups, else as the mixed-shapes flag. */
+struct shapes_given {
+    const struct kvrt_group *groups;
+    size_t num_groups;
+    bool mixed;
+};
+
+static int resolve_for(kvrt_runtime *rt, const char *fn, const char *const *backends, size_t num_backends,
+                       const struct shapes_given *shapes, const char *preference, enum kvrt_layout *out)
 {
     if (!rt || !out || (num_backends && !backends))
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_resolve: NULL argument");
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: NULL argument", fn);
     const char *fallback[1];
     if (num_backends == 0) {
         int status = kvrt_runtime_default_backend(rt, &fallback[0]);
@@ -166,7 +173,8 @@ int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t n
         }
     }
     if (status == KVRT_OK)
-        status = kvrt_resolver_set_mixed_shapes(r, mixed_shapes);
+        status = shapes->groups ? kvrt_resolver_set_groups(r, shapes->groups, shapes->num_groups)
+                                : kvrt_resolver_set_mixed_shapes(r, shapes->mixed);
     if (status == KVRT_OK && preference)
         status = kvrt_resolver_set_preference(r, preference, "caller");
     enum kvrt_layout chosen = KVRT_LAYOUT_LBNHC;
@@ -195,6 +203,23 @@ int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t n
     if (status == KVRT_OK)
         *out = chosen;
     return status;
+}
+
+int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends, bool mixed_shapes,
+                         const char *preference, enum kvrt_layout *out)
+{
+    const struct shapes_given shapes = {NULL, 0, mixed_shapes};
+    return resolve_for(rt, "kvrt_runtime_resolve", backends, num_backends, &shapes, preference, out);
+}
+
+int kvrt_runtime_resolve_groups(kvrt_runtime *rt, const char *const *backends, size_t num_backends,
+                                const struct kvrt_group *groups, size_t num_groups, const char *preference,
+                                enum kvrt_layout *out)
+{
+    if (!groups)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_resolve_groups: groups is NULL");
+    const struct shapes_given shapes = {groups, num_groups, false};
+    return resolve_for(rt, "kvrt_runtime_resolve_groups", backends, num_backends, &shapes, preference, out);
 }
 
 static void host_log(void *user, int level, const char *message)

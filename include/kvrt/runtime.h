@@ -122,6 +122,15 @@ KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **n
  */
 KVRT_API int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends, bool mixed_shapes,
                                   const char *preference, enum kvrt_layout *out);
+
+/**
+ * kvrt_runtime_resolve for the layers the cache will hold: their shapes
+ * narrow the candidates as kvrt_resolver_set_groups says, so the result is
+ * a layout kvrt_placement_create accepts for these groups.
+ */
+KVRT_API int kvrt_runtime_resolve_groups(kvrt_runtime *rt, const char *const *backends, size_t num_backends,
+                                         const struct kvrt_group *groups, size_t num_groups, const char *preference,
+                                         enum kvrt_layout *out);
 /**
  * The resolution and selection trace so far, one step per line, rendered
  * from the steps below.  Valid until the next call that adds to the trace

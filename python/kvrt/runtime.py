@@ -412,16 +412,6 @@ class Runtime(Closeable):
             raise InvalidArgumentError("cache: give blocks (the number of blocks) or memory (a budget in "
                                        "bytes), exactly one of them")
         groups = _model_groups(model)
-        backend = backend or self.default_backend()
-        if layout is None:
-            out = C.c_int()
-            names = (C.c_char_p * 1)(backend.encode())
-            mixed = len({(s.kind, s.num_kv_heads, s.head_size, s.head_size_v, s.num_head_slots)
-                         for g in groups for _, s in g}) > 1
-            check(lib.kvrt_runtime_resolve(self._h, names, 1, mixed, None, C.byref(out)))
-            layout = info.layout_name(out.value)
-        lv = info.layout_value(layout)
-        bh = self._bind(backend, layout)
         keep, cgroups = [], (_lib.Group * len(groups))()
         all_names, all_specs = [], []
         for gi, g in enumerate(groups):
@@ -433,6 +423,15 @@ class Runtime(Closeable):
                 all_specs.append(spec)
             keep.append(entries)
             cgroups[gi] = _lib.Group(entries, len(g))
+        backend = backend or self.default_backend()
+        if layout is None:
+            out = C.c_int()
+            names = (C.c_char_p * 1)(backend.encode())
+            # The groups' shapes narrow the choice as placement will judge them.
+            check(lib.kvrt_runtime_resolve_groups(self._h, names, 1, cgroups, len(groups), None, C.byref(out)))
+            layout = info.layout_name(out.value)
+        lv = info.layout_value(layout)
+        bh = self._bind(backend, layout)
         if memory is not None:
             n = C.c_uint64()
             check(lib.kvrt_placement_blocks_for_budget(lv, cgroups, len(groups), memory, C.byref(n)))

@@ -132,6 +132,7 @@ static kvrt_placement *placement(void)
     struct kvrt_group grp = {layers, 2};
     INVALID(kvrt_placement_create, "..., NULL", KVRT_LAYOUT_LBHNC, &grp, 1, 4, 0, NULL);
     INVALID(kvrt_placement_blocks_for_budget, "..., NULL", KVRT_LAYOUT_LBHNC, &grp, 1, 1 << 20, NULL);
+    INVALID(kvrt_placement_mixed_shapes, "&grp, 1, NULL", &grp, 1, NULL);
     kvrt_placement *p = NULL;
     if (kvrt_placement_create(KVRT_LAYOUT_LBHNC, &grp, 1, 4, 0, &p) != KVRT_OK)
         tap_diag("placement: %s", kvrt_error_message());
@@ -170,6 +171,8 @@ static void resolver_functions(void)
     INVALID(kvrt_resolver_declare, "NULL, ...", NULL, "x", list, 1);
     INVALID(kvrt_resolver_declare_any, "NULL, ...", NULL, "x");
     INVALID(kvrt_resolver_set_mixed_shapes, "NULL, false", NULL, false);
+    INVALID(kvrt_resolver_set_groups, "NULL, ...", NULL, NULL, 0);
+    INPUT(kvrt_resolver_set_groups, "r, NULL, 0", r, NULL, 0);
     INVALID(kvrt_resolver_set_env, "NULL, ...", NULL, "NHD");
     INVALID(kvrt_resolver_set_preference, "NULL, ...", NULL, "NHD", "test");
     INVALID(kvrt_resolver_resolve, "r, NULL", r, NULL);
@@ -212,6 +215,7 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     INVALID(kvrt_runtime_default_backend, "rt, NULL", rt, NULL);
     const char *one[1] = {"fault"};
     INVALID(kvrt_runtime_resolve, "rt, ..., NULL", rt, one, 1, false, NULL, NULL);
+    INVALID(kvrt_runtime_resolve_groups, "rt, ..., NULL groups", rt, one, 1, NULL, 0, NULL, &(enum kvrt_layout){0});
     RETURNS(kvrt_runtime_trace, "NULL", kvrt_runtime_trace(NULL) != NULL);
     RETURNS(kvrt_runtime_num_trace_steps, "NULL", kvrt_runtime_num_trace_steps(NULL) == 0);
     struct kvrt_trace_step step;

@@ -186,21 +186,12 @@ struct kvrt_group *kvrt_model_placement_groups(const struct kvrt_model *m)
 
 bool kvrt_model_mixed_shapes(const struct kvrt_model *m)
 {
-    bool have = false;
-    struct kvrt_spec_info first;
-    for (size_t g = 0; g < m->num_groups; g++) {
-        for (size_t i = 0; i < m->groups[g].num_layers; i++) {
-            struct kvrt_spec_info info;
-            if (kvrt_spec_derive(&m->groups[g].layers[i].spec, 0, &info) != KVRT_OK)
-                continue;
-            if (!have) {
-                first = info;
-                have = true;
-            } else if (info.head_slots != first.head_slots || info.states_per_block != first.states_per_block ||
-                       info.page_size != first.page_size) {
-                return true;
-            }
-        }
-    }
-    return false;
+    /* libkvrt's one rule; a model that loaded has valid specs, so an error
+     * here can only be an allocation failure, which placement meets again. */
+    struct kvrt_group *g = kvrt_model_placement_groups(m);
+    bool mixed = false;
+    if (g)
+        (void)kvrt_placement_mixed_shapes(g, m->num_groups, &mixed);
+    free(g);
+    return mixed;
 }

@@ -164,7 +164,7 @@ void kvrt_model_free(struct kvrt_model *m);
 /** The groups as kvrt_placement_create() takes them (free with free()). */
 struct kvrt_group *kvrt_model_placement_groups(const struct kvrt_model *m);
 
-/** true when the specs mix head-slot, state or page shapes (docs/design.md §7, step 3). */
+/** true when the specs mix shapes: libkvrt's kvrt_placement_mixed_shapes on the model's groups. */
 bool kvrt_model_mixed_shapes(const struct kvrt_model *m);
 
 #endif

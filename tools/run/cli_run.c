@@ -203,7 +203,11 @@ static int choose_layout(struct run_request *r, struct run_state *s)
         snprintf(s->layout_reason, sizeof(s->layout_reason), "given with %s %s", r->layout_option, r->layout);
         return CLI_EXIT_OK;
     }
-    int rc = kvrt_runtime_resolve(s->rt, names, 1, kvrt_model_mixed_shapes(s->model), NULL, &s->layout);
+    struct kvrt_group *groups = kvrt_model_placement_groups(s->model);
+    if (!groups)
+        return cli_error(CLI_EXIT_INTERNAL, "run: out of memory");
+    int rc = kvrt_runtime_resolve_groups(s->rt, names, 1, groups, s->model->num_groups, NULL, &s->layout);
+    free(groups);
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
     s->layout_source = "resolved";
