@@ -10,14 +10,15 @@
  * gather/scatter: 64 blocks; decode: 16 sequences x 2048 tokens, 32 query
  * heads.  Bandwidth counts bytes of cache touched: written (write), read
  * (read, decode K+V), moved (copy, gather, scatter).  Every repetition starts
- * with cold caches (a 64 MiB buffer is rewritten first).  memcpy of the same
- * bytes is timed alternately with each op, and the best of the runs of each
+ * with cold caches (a 64 MiB buffer is rewritten first).  The roofline of
+ * the same bytes (tools/bench/roofline.c, the one kvrt bench uses: memcpy
+ * for moves, a streaming read for decode, as many threads as the backend's
+ * ops) is timed alternately with each op, and the best of the runs of each
  * is reported (--median for the median): on a shared machine the best run
  * is the least disturbed one.
  */
 #include <dlfcn.h>
 #include <math.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,8 @@
 
 #include <kvrt/layout.h>
 #include <kvrt/plugin.h>
+
+#include "roofline.h"
 
 #ifndef KVRT_CPU_MODULE_PATH
 #define KVRT_CPU_MODULE_PATH "kvrt-cpu.so"
@@ -155,46 +158,6 @@ static void shuffle(int64_t *v, uint64_t n)
     }
 }
 
-struct memcpy_arg {
-    unsigned char *dst;
-    const unsigned char *src;
-    size_t n;
-};
-
-static void *memcpy_thread(void *p)
-{
-    struct memcpy_arg *a = p;
-    memcpy(a->dst, a->src, a->n);
-    return NULL;
-}
-
-/* memcpy of `bytes` from cold caches with `threads` threads (1 or 2). */
-static double bench_memcpy(uint64_t bytes, int threads)
-{
-    unsigned char *src = malloc(bytes), *dst = malloc(bytes);
-    memset(src, 1, bytes);
-    memset(dst, 2, bytes);
-    double t[64] = {0};
-    for (int r = 0; r < reps; r++) {
-        flush_caches();
-        double t0 = now();
-        if (threads == 1) {
-            memcpy(dst, src, bytes);
-        } else {
-            pthread_t th;
-            struct memcpy_arg a = {dst + bytes / 2, src + bytes / 2, bytes - bytes / 2};
-            pthread_create(&th, NULL, memcpy_thread, &a);
-            memcpy(dst, src, bytes / 2);
-            pthread_join(th, NULL);
-        }
-        t[r] = now() - t0;
-    }
-    qsort(t, (size_t)reps, sizeof(double), cmp_double);
-    free(src);
-    free(dst);
-    return (double)bytes / t[use_median ? reps / 2 : 0] / 1e9;
-}
-
 struct ctx {
     struct kvrt_plugin_cache cache;
     struct kvrt_plugin_layer layers[L];
@@ -299,18 +262,15 @@ int main(int argc, char **argv)
     struct kvrt_plugin_bind_info bi = {sizeof(bi), KVRT_LAYOUT_LBHNC, NULL};
     check(desc->bind(&bi, &dev, &err), "bind");
 
-    double mc1 = bench_memcpy(16u << 20, 1), mc2 = bench_memcpy(16u << 20, 2);
+    const unsigned threads = bench_roof_threads();
     printf("# kvrt-cpu %s, %s; bf16 H=%d D=%d block=%d L=%d; %s of %d cold runs\n", desc->version, path, H, D, BLOCK, L,
            use_median ? "median" : "best", reps);
-    printf("# memcpy 16 MiB, cold: 1 thread %.2f GB/s, 2 threads %.2f GB/s\n", mc1, mc2);
-    printf("# memcpy = 1-thread memcpy of the same bytes, timed alternately with the op\n");
-    printf("# ratio = op GB/s / memcpy GB/s; cpu_ms = process CPU time of the op\n");
-    printf("%-8s %-6s %9s %8s %8s %6s %8s\n", "op", "layout", "ms", "GB/s", "memcpy", "ratio", "cpu_ms");
+    printf("# roof = memcpy (decode: streaming read) of the same bytes with %u thread%s, as the ops use;\n", threads,
+           threads == 1 ? "" : "s");
+    printf("#        timed alternately with the op\n");
+    printf("# ratio = op GB/s / roof GB/s; cpu_ms = process CPU time of the op\n");
+    printf("%-8s %-6s %9s %8s %8s %6s %8s\n", "op", "layout", "ms", "GB/s", "roof", "ratio", "cpu_ms");
     desc->unbind(dev);
-    uint64_t mc_bytes = op_bytes("decode");
-    unsigned char *mc_src = malloc(mc_bytes), *mc_dst = malloc(mc_bytes);
-    memset(mc_src, 1, mc_bytes);
-    memset(mc_dst, 2, mc_bytes);
 
     for (int lay = 0; lay < 6; lay++) {
         if (only_layout && strcmp(only_layout, kvrt_layout_name((enum kvrt_layout)lay)) != 0)
@@ -357,19 +317,24 @@ int main(int argc, char **argv)
         for (size_t o = 0; o < sizeof(ops) / sizeof(ops[0]); o++) {
             if (only_op && strcmp(only_op, ops[o]) != 0)
                 continue;
-            /* memcpy of the same bytes, timed alternately with the op, so a
-             * busy or throttled machine moves both numbers together. */
+            /* The roofline of the same bytes, timed alternately with the op,
+             * so a busy or throttled machine moves both numbers together. */
             uint64_t bytes = op_bytes(ops[o]);
+            const int reads_only = strcmp(ops[o], "decode") == 0;
+            struct bench_roof roof;
+            if (bench_roof_init(&roof, bytes, threads) != 0) {
+                fprintf(stderr, "bench-cpu: cannot allocate 2 x %llu bytes for the roofline\n",
+                        (unsigned long long)bytes);
+                return 1;
+            }
             double t_op[64] = {0}, t_mc[64] = {0}, t_cpu[64] = {0};
             check(run_op(&x, ops[o]), ops[o]); /* warm-up: code, page tables */
             for (int r = 0; r < reps; r++) {
                 flush_caches();
-                double t0 = now();
-                memcpy(mc_dst, mc_src, bytes);
-                t_mc[r] = now() - t0;
+                t_mc[r] = reads_only ? bench_roof_read_pass(&roof) : bench_roof_copy_pass(&roof);
                 flush_caches();
                 double c0 = cpu_now();
-                t0 = now();
+                double t0 = now();
                 check(run_op(&x, ops[o]), ops[o]);
                 t_op[r] = now() - t0;
                 t_cpu[r] = cpu_now() - c0;
@@ -385,6 +350,7 @@ int main(int argc, char **argv)
             printf("%-8s %-6s %9.3f %8.2f %8.2f %6.2f %8.3f\n", ops[o], kvrt_layout_name((enum kvrt_layout)lay),
                    t_op[pick] * 1e3, gbs, mcs, gbs / mcs, t_cpu[pick] * 1e3);
             fflush(stdout);
+            bench_roof_free(&roof);
         }
         kvrt_plugin_buffer *bufs[] = {x.cbuf, x.k, x.v, x.stage, x.q, x.out};
         for (size_t i = 0; i < sizeof(bufs) / sizeof(bufs[0]); i++)
@@ -396,8 +362,6 @@ int main(int argc, char **argv)
         free(x.lens);
         desc->unbind(dev);
     }
-    free(mc_src);
-    free(mc_dst);
     free(flush_buf);
     return 0;
 }

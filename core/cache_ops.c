@@ -122,17 +122,26 @@ static int check_blocks(const kvrt_cache *c, uint64_t n, const int64_t *ids, con
     return KVRT_OK;
 }
 
+/* The checks every per-token operation (write, read, decode) makes before
+ * looking at its arguments: the backend has it, the layer exists and holds
+ * one state per token. */
+static int check_token_op(const kvrt_cache *c, uint32_t op, uint32_t layer, const char *fn)
+{
+    int status = need_op(c, op, fn);
+    if (status == KVRT_OK)
+        status = check_layer(c, layer, fn);
+    if (status == KVRT_OK)
+        status = check_token_layer(c, layer, fn);
+    return status;
+}
+
 static int token_io(kvrt_cache *c, bool is_write, uint32_t layer, uint64_t num_tokens, const int64_t *slots,
                     kvrt_buffer *k, uint64_t k_offset, kvrt_buffer *v, uint64_t v_offset)
 {
     const char *fn = is_write ? "kvrt_cache_write" : "kvrt_cache_read";
     if (!c)
         return kvrt_fail(KVRT_ERR_INVALID, "%s: cache is NULL", fn);
-    int status = need_op(c, is_write ? KVRT_OP_WRITE : KVRT_OP_READ, fn);
-    if (status == KVRT_OK)
-        status = check_layer(c, layer, fn);
-    if (status == KVRT_OK)
-        status = check_token_layer(c, layer, fn);
+    int status = check_token_op(c, is_write ? KVRT_OP_WRITE : KVRT_OP_READ, layer, fn);
     if (status != KVRT_OK)
         return status;
     const struct kvrt_plugin_layer *L = &c->layers[layer];
@@ -254,11 +263,7 @@ int kvrt_cache_decode(kvrt_cache *c, uint32_t layer, const struct kvrt_decode_pa
         return kvrt_fail(KVRT_ERR_INVALID, "%s: NULL argument", fn);
     int status = kvrt_check_reserved(p->reserved, sizeof(p->reserved), "kvrt_decode_params");
     if (status == KVRT_OK)
-        status = need_op(c, KVRT_OP_DECODE, fn);
-    if (status == KVRT_OK)
-        status = check_layer(c, layer, fn);
-    if (status == KVRT_OK)
-        status = check_token_layer(c, layer, fn);
+        status = check_token_op(c, KVRT_OP_DECODE, layer, fn);
     if (status != KVRT_OK)
         return status;
     const struct kvrt_plugin_layer *L = &c->layers[layer];

@@ -55,14 +55,21 @@ size_t kvrt_escape_controls(char *dst, size_t size, const char *src)
     return n;
 }
 
-void kvrt_error_set(const char *fmt, ...)
+/* Every message goes through here: formatted, then escaped, so it is one
+ * line whatever the arguments held. */
+static KVRT_PRINTF(1, 0) void error_vset(const char *fmt, va_list ap)
 {
     char raw[sizeof(error_text)];
+    vsnprintf(raw, sizeof(raw), fmt, ap);
+    kvrt_escape_controls(error_text, sizeof(error_text), raw);
+}
+
+void kvrt_error_set(const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(raw, sizeof(raw), fmt, ap);
+    error_vset(fmt, ap);
     va_end(ap);
-    kvrt_escape_controls(error_text, sizeof(error_text), raw);
 }
 
 void kvrt_error_prefix(const char *fmt, ...)
@@ -91,13 +98,10 @@ int kvrt_error_report(int status, const char *fmt, ...)
         error_text[0] = '\0';
         return status;
     }
-    /* Through the same escaping as kvrt_error_set: one line always. */
-    char raw[sizeof(error_text)];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(raw, sizeof(raw), fmt, ap);
+    error_vset(fmt, ap);
     va_end(ap);
-    kvrt_escape_controls(error_text, sizeof(error_text), raw);
     return status;
 }
 

@@ -55,19 +55,16 @@ static void set_pending(struct kvrt_gpu_call *call, cl_event ev)
     call->pending = ev;
 }
 
+/* Scratch entries keep a cl_mem in their void *mem: a kernel argument as is. */
+_Static_assert(sizeof(cl_mem) == sizeof(void *), "cl_mem is a pointer-sized handle");
+
 static int cl_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const void *host, uint64_t bytes,
                      struct kvrt_gpu_arg *arg, kvrt_plugin_error *err)
 {
-    if (call->num_scratch == KVRT_GPU_CALL_MAX_SCRATCH)
-        return kvrt_gpu_fail(err, KVRT_ERR_INTERNAL, "OpenCL: too many uploads in one call");
     struct kvrt_scratch *s;
-    int status = kvrt_scratch_acquire(&dev->scratch, bytes, &s, err);
-    if (status != KVRT_OK)
+    int status = kvrt_gpu_call_scratch("OpenCL", call, &dev->scratch, bytes, &s, arg, err);
+    if (status != KVRT_OK || bytes == 0 || !host)
         return status;
-    call->scratch[call->num_scratch++] = s;
-    *arg = (struct kvrt_gpu_arg){&s->mem, sizeof(cl_mem)};
-    if (bytes == 0 || !host)
-        return KVRT_OK;
     cl_event ev;
     cl_int rc =
         clEnqueueWriteBuffer(dev->shared->queue, (cl_mem)s->mem, CL_FALSE, 0, (size_t)bytes, host, 0, NULL, &ev);

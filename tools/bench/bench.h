@@ -4,6 +4,7 @@
  *
  *   bench_ops.c   the measurements (one cache per layout)
  *   bench_plot.c  the bar chart (--plot)
+ *   roofline.c    memcpy and streaming read, timed next to each op
  *   cli_bench.c   the command
  */
 #ifndef KVRT_TOOLS_BENCH_H
@@ -15,6 +16,7 @@
 #include <kvrt/runtime.h>
 
 #include "cli.h"
+#include "roofline.h"
 
 enum bench_op { BENCH_WRITE, BENCH_READ, BENCH_COPY, BENCH_GATHER, BENCH_SCATTER, BENCH_DECODE, BENCH_NUM_OPS };
 
@@ -56,22 +58,6 @@ double bench_gbps(uint64_t bytes, double seconds);
 double bench_roof_gbps(const struct bench_result *r);
 double bench_ratio(const struct bench_result *r);
 extern const char *const bench_roofline_names[2];
-
-/* bench_roof.c: memcpy and streaming-read bandwidth with `threads` threads
- * (those of the op), over buffers of `bytes`; each sample times one copy
- * and one read and keeps the best so far. */
-#define BENCH_ROOF_MAX_THREADS 256
-struct bench_roof {
-    uint8_t *src, *dst;
-    uint64_t bytes;
-    unsigned threads;
-    uint64_t sink;
-    double memcpy_gbps, read_gbps;
-};
-unsigned bench_roof_threads(void); /* KVRT_CPU_THREADS, else the online CPUs */
-int bench_roof_init(struct bench_roof *r, uint64_t bytes, unsigned threads);
-void bench_roof_sample(struct bench_roof *r);
-void bench_roof_free(struct bench_roof *r);
 
 /* Measure the ops marked in `ops` on one bound backend; out[op] for each.
  * Returns a CLI exit status (error printed). */

@@ -245,16 +245,10 @@ static struct kvrt_gpu_arg rt_buffer_arg(kvrt_plugin_buffer *buf)
 static int rt_upload(kvrt_plugin_device *dev, struct kvrt_gpu_call *call, const void *host, uint64_t bytes,
                      struct kvrt_gpu_arg *arg, kvrt_plugin_error *err)
 {
-    if (call->num_scratch == KVRT_GPU_CALL_MAX_SCRATCH)
-        return kvrt_gpu_fail(err, KVRT_ERR_INTERNAL, GPURT_API_NAME ": too many uploads in one call");
     struct kvrt_scratch *s;
-    int status = kvrt_scratch_acquire(&dev->scratch, bytes, &s, err);
-    if (status != KVRT_OK)
+    int status = kvrt_gpu_call_scratch(GPURT_API_NAME, call, &dev->scratch, bytes, &s, arg, err);
+    if (status != KVRT_OK || bytes == 0 || !host)
         return status;
-    call->scratch[call->num_scratch++] = s;
-    *arg = (struct kvrt_gpu_arg){&s->mem, sizeof(s->mem)};
-    if (bytes == 0 || !host)
-        return KVRT_OK;
     gpurt_error rc = gpurtMemcpyAsync(s->mem, host, (size_t)bytes, gpurtMemcpyHostToDevice, gpurtStreamPerThread);
     if (rc != gpurtSuccess)
         return kvrt_gpurt_fail(err, KVRT_ERR_DEVICE, rc, GPURT_FN("MemcpyAsync") " of indices");

@@ -51,6 +51,12 @@ struct kvrt_gpu_scope {
     void *context;
 };
 
+/* Take scratch of `bytes` from `pool` for the call (it goes back when the
+ * call finishes) and point *arg at it; the backend's upload then fills it.
+ * Fails when the call already holds KVRT_GPU_CALL_MAX_SCRATCH entries. */
+int kvrt_gpu_call_scratch(const char *api, struct kvrt_gpu_call *call, struct kvrt_scratch_pool *pool, uint64_t bytes,
+                          struct kvrt_scratch **out, struct kvrt_gpu_arg *arg, kvrt_plugin_error *err);
+
 struct kvrt_gpu_backend {
     const char *api; /* "OpenCL", "CUDA", "HIP": for messages */
     const struct kvrt_gpu_limits *(*limits)(kvrt_plugin_device *dev);

@@ -14,6 +14,20 @@ _Static_assert(KVRT_DT_E5M2 == KVRT_DTYPE_FP8_E5M2, "kernel fp8 e5m2 id");
 
 #define ARG(x) ((struct kvrt_gpu_arg){&(x), sizeof(x)})
 
+int kvrt_gpu_call_scratch(const char *api, struct kvrt_gpu_call *call, struct kvrt_scratch_pool *pool, uint64_t bytes,
+                          struct kvrt_scratch **out, struct kvrt_gpu_arg *arg, kvrt_plugin_error *err)
+{
+    if (call->num_scratch == KVRT_GPU_CALL_MAX_SCRATCH)
+        return kvrt_gpu_fail(err, KVRT_ERR_INTERNAL, "%s: more than %d uploads in one call", api,
+                             KVRT_GPU_CALL_MAX_SCRATCH);
+    int status = kvrt_scratch_acquire(pool, bytes, out, err);
+    if (status != KVRT_OK)
+        return status;
+    call->scratch[call->num_scratch++] = *out;
+    *arg = (struct kvrt_gpu_arg){&(*out)->mem, sizeof((*out)->mem)};
+    return KVRT_OK;
+}
+
 static int tokens(const struct kvrt_gpu_backend *be, kvrt_plugin_device *dev, uint64_t dir,
                   const struct kvrt_plugin_cache *cache, kvrt_plugin_buffer *cache_buf, uint32_t layer,
                   uint64_t num_tokens, const int64_t *slots, kvrt_plugin_buffer *k, uint64_t k_offset,

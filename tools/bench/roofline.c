@@ -3,16 +3,20 @@
  * as the backend's op uses: memcpy (every move reads and writes) and a
  * streaming read (decode only reads the cache; a read streams ~1.8x faster
  * than a copy on the machines this runs on, so rating decode against memcpy
- * flatters it).  bench_ops.c times one of each next to every repetition of
- * every op, so a machine whose bandwidth moves during the run (shared hosts,
- * frequency changes) moves both sides of the ratio together.
+ * flatters it).  kvrt bench (bench_ops.c) and bench/bench-cpu.c time one
+ * of each next to every repetition of every op, so a machine whose bandwidth
+ * moves during the run (shared hosts, frequency changes) moves both sides of
+ * the ratio together.  One implementation, one thread policy: both
+ * benchmarks rate an op against the roofline of as many threads as the op.
  */
 #include <pthread.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
-#include "bench.h"
+#include "roofline.h"
 
 struct roof_slice {
     const uint8_t *src;
@@ -43,6 +47,13 @@ static void *read_slice(void *arg)
         a[0] += p[i];
     s->sum = a[0] ^ a[1] ^ a[2] ^ a[3] ^ a[4] ^ a[5] ^ a[6] ^ a[7];
     return NULL;
+}
+
+static double roof_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
 unsigned bench_roof_threads(void)
@@ -95,7 +106,7 @@ static double run_pass(struct bench_roof *r, void *(*fn)(void *))
         size_t a = lines * i / t, b = lines * (i + 1) / t;
         s[i] = (struct roof_slice){r->src + a * 64, r->dst + a * 64, (b - a) * 64, 0};
     }
-    double t0 = cli_now();
+    double t0 = roof_now();
     for (unsigned i = 1; i < t; i++)
         started[i] = pthread_create(&tid[i], NULL, fn, &s[i]) == 0;
     fn(&s[0]);
@@ -105,17 +116,31 @@ static double run_pass(struct bench_roof *r, void *(*fn)(void *))
         else
             fn(&s[i]); /* no thread: do its share here */
     }
-    double sec = cli_now() - t0;
+    double sec = roof_now() - t0;
     for (unsigned i = 0; i < t; i++)
         r->sink ^= s[i].sum;
     r->src[r->sink % r->bytes] ^= r->dst[(r->sink * 4099) % r->bytes]; /* the copy is used */
     return sec;
 }
 
+double bench_roof_copy_pass(struct bench_roof *r)
+{
+    return run_pass(r, copy_slice);
+}
+
+double bench_roof_read_pass(struct bench_roof *r)
+{
+    return run_pass(r, read_slice);
+}
+
+static double gbps(uint64_t bytes, double seconds)
+{
+    return seconds > 0 ? (double)bytes / seconds / 1e9 : 0;
+}
+
 void bench_roof_sample(struct bench_roof *r)
 {
-    double c = run_pass(r, copy_slice), s = run_pass(r, read_slice);
-    double cg = bench_gbps(r->bytes, c), sg = bench_gbps(r->bytes, s);
+    double cg = gbps(r->bytes, bench_roof_copy_pass(r)), sg = gbps(r->bytes, bench_roof_read_pass(r));
     r->memcpy_gbps = cg > r->memcpy_gbps ? cg : r->memcpy_gbps;
     r->read_gbps = sg > r->read_gbps ? sg : r->read_gbps;
 }
