@@ -188,4 +188,7 @@ int xfer_stage_in(kvrt_xfer_agent *a, const int64_t *ids, uint64_t n, const stru
 /* The memory address of a kvrt buffer when it has one (host memory). */
 void *xfer_buffer_host_address(kvrt_buffer *buf);
 
+/* "0 (auto), 1 (regions), ...": the valid method values, for messages. */
+const char *xfer_method_values(void);
+
 #endif

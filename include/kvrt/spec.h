@@ -80,6 +80,17 @@ KVRT_API int kvrt_spec_equal(const struct kvrt_spec *a, const struct kvrt_spec *
 /** Kind name ("attention", "mla", "state") or NULL. */
 KVRT_API const char *kvrt_spec_kind_name(enum kvrt_spec_kind kind);
 
+/**
+ * Parse a kind name, exact and case-sensitive.
+ * @return KVRT_OK, or KVRT_ERR_INVALID with a message that quotes the value
+ *         and lists the valid names.
+ */
+KVRT_API int kvrt_spec_kind_parse(const char *name, enum kvrt_spec_kind *out);
+
+/** The comma-separated kind names in enum order ("attention, mla, state"),
+ *  for messages and help. */
+KVRT_API const char *kvrt_spec_kind_valid_names(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -9,7 +9,6 @@ from ._lib import lib, check, text
 
 AXIS_LETTERS = "LBHNC"
 LAYOUT_ENV = "VLLM_KV_CACHE_LAYOUT"
-KINDS = {"attention": 0, "mla": 1, "state": 2}
 
 
 def layout_value(name):
@@ -36,6 +35,19 @@ def dtype_value(name):
 
 def dtype_name(value):
     return text(lib.kvrt_dtype_name(value))
+
+
+def kind_value(name):
+    """enum kvrt_spec_kind of "attention", "mla" or "state" (libkvrt's names)."""
+    if isinstance(name, int):
+        return name
+    out = C.c_int()
+    check(lib.kvrt_spec_kind_parse(name.encode() if isinstance(name, str) else None, C.byref(out)))
+    return out.value
+
+
+def kind_name(value):
+    return text(lib.kvrt_spec_kind_name(value))
 
 
 def _stride_order(layout):
@@ -133,18 +145,16 @@ def make_spec(kind="attention", dtype="fp16", block_size=16, kv_heads=None, head
               page_size_padded=None):
     """A struct kvrt_spec from keyword arguments, with the tool's defaults
     (block size 16; one head slot for MLA without kv_heads and for state)."""
-    if kind not in KINDS:
-        raise _lib.error_for(-1, "kind %r is not one of attention, mla, state" % (kind,))
     s = _lib.Spec()
     lib.kvrt_spec_default(C.byref(s))
-    s.kind = KINDS[kind]
+    s.kind = kind_value(kind)
     s.dtype = dtype_value(dtype)
     s.block_size = block_size
     if kv_heads is not None:
         s.num_kv_heads = kv_heads
-    elif kind != "attention":
+    elif kind_name(s.kind) != "attention":
         s.num_kv_heads = 1
-    if kind == "state":
+    if kind_name(s.kind) == "state":
         s.num_kv_heads = 1
     if head_size is not None:
         s.head_size = head_size
@@ -207,8 +217,8 @@ def plan(layers=1, blocks=None, memory=None, layout=None, kernel_block_size=0, *
     out = {
         "layout": layout_name(lv), "layout_source": source, "stride_order": o,
         "physical_order": "".join(AXIS_LETTERS[a] for a in o),
-        "kind": text(lib.kvrt_spec_kind_name(s.kind)),
-        "dtype": None if s.kind == KINDS["state"] else dtype_name(s.dtype),
+        "kind": kind_name(s.kind),
+        "dtype": None if kind_name(s.kind) == "state" else dtype_name(s.dtype),
         "elem_size": info.elem_size, "num_layers": g.num_layers, "num_blocks": g.num_blocks,
         "kernel_block_size": info.kernel_block_size, "kernel_blocks_per_block": info.kernel_blocks_per_block,
         "page_size_bytes": info.page_size, "unpadded_page_size_bytes": info.unpadded_page_size,

@@ -10,8 +10,6 @@ from ._errors import InvalidArgumentError, StateError
 from ._lib import lib, check, text
 
 _PARTS = {"all": 0, "k": 1, "v": 2}
-_DEVICE_TYPES = {0: "unknown", 1: "cpu", 2: "gpu", 3: "accelerator"}  # enum kvrt_device_type
-_MEMORY_KINDS = {0: "opaque", 1: "host", 2: "cuda", 3: "rocm"}         # enum kvrt_memory_kind
 
 
 _TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8", "uint8": "uint8",
@@ -372,10 +370,11 @@ class Runtime(Closeable):
                 "name": text(p.name), "path": text(p.path), "version": text(p.version),
                 "description": text(p.description), "abi": "%d.%d" % (p.abi_major, p.abi_minor),
                 "layouts": "any" if p.any_layout else [info.layout_name(p.layouts[k]) for k in range(p.num_layouts)],
-                "dtypes": [info.dtype_name(t) for t in range(7) if p.dtypes & (1 << t)],
+                "dtypes": [info.dtype_name(t) for t in range(32) if p.dtypes & (1 << t) and info.dtype_name(t)],
                 "available": bool(p.available), "reason": text(p.reason),
-                "device_type": _DEVICE_TYPES.get(p.device_type, "unknown"),
-                "memory": _MEMORY_KINDS.get(p.memory, "opaque"), "device_name": text(p.device_name) or "",
+                "device_type": text(lib.kvrt_device_type_name(p.device_type)) or "unknown",
+                "memory": text(lib.kvrt_memory_kind_name(p.memory)) or "opaque",
+                "device_name": text(p.device_name) or "",
             })
         return out
 

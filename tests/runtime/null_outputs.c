@@ -83,6 +83,9 @@ static void pure_functions(void)
     RETURNS(kvrt_version, "", kvrt_version() != NULL);
     RETURNS(kvrt_dtype_size, "-1", kvrt_dtype_size((enum kvrt_dtype) - 1) == 0);
     RETURNS(kvrt_dtype_name, "-1", kvrt_dtype_name((enum kvrt_dtype) - 1) == NULL);
+    RETURNS(kvrt_dtype_valid_names, "", kvrt_dtype_valid_names() != NULL);
+    RETURNS(kvrt_device_type_name, "-1", kvrt_device_type_name((enum kvrt_device_type) - 1) == NULL);
+    RETURNS(kvrt_memory_kind_name, "-1", kvrt_memory_kind_name((enum kvrt_memory_kind) - 1) == NULL);
     INVALID(kvrt_dtype_parse, "\"fp32\", NULL", "fp32", NULL);
     INPUT(kvrt_dtype_parse, "NULL, out", NULL, &(enum kvrt_dtype){0});
 
@@ -124,6 +127,9 @@ static void pure_functions(void)
     INVALID(kvrt_spec_derive, "NULL, 0, out", NULL, 0, &(struct kvrt_spec_info){0});
     RETURNS(kvrt_spec_equal, "NULL, NULL", kvrt_spec_equal(NULL, NULL) == 0 || kvrt_spec_equal(NULL, NULL) == 1);
     RETURNS(kvrt_spec_kind_name, "-1", kvrt_spec_kind_name((enum kvrt_spec_kind) - 1) == NULL);
+    RETURNS(kvrt_spec_kind_valid_names, "", kvrt_spec_kind_valid_names() != NULL);
+    INVALID(kvrt_spec_kind_parse, "\"mla\", NULL", "mla", NULL);
+    INPUT(kvrt_spec_kind_parse, "NULL, out", NULL, &(enum kvrt_spec_kind){0});
 }
 
 static kvrt_placement *placement(void)

@@ -16,14 +16,13 @@ const struct cli_option cli_model_options[] = {
      "a Hugging Face config.json (or a folder holding one),\n"
      "or a kvrt model file (docs/model-format.md)"},
     {"--layers", "L", CLI_OPT_LAYERS, false, "number of same-shaped layers (1..65536)"},
-    {"--kind", "KIND", CLI_OPT_KIND, false, "attention (default), mla or state"},
+    {"--kind", "KIND", CLI_OPT_KIND, false, "the layers' spec kind (KIND below)"},
     {"--kv-heads", "H", CLI_OPT_KV_HEADS, false, "KV heads (attention; default 1 for mla)"},
     {"--head-size", "D", CLI_OPT_HEAD_SIZE, false, "elements per head (attention and mla)"},
     {"--head-size-v", "V", CLI_OPT_HEAD_SIZE_V, false, "elements of a V vector (default D; mla: 0)"},
     {"--dtype", "T", CLI_OPT_DTYPE, false,
-     "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, uint8\n"
-     "(also float32, float16, bfloat16); with --model the\n"
-     "KV-cache type, like --kv-cache-dtype"},
+     "element type (T below); with --model the KV-cache\n"
+     "type, like --kv-cache-dtype"},
     {"--kv-cache-dtype", "T", CLI_OPT_KV_CACHE_DTYPE, false,
      "with --model, as vLLM's flag: auto (the model dtype,\n"
      "default), bf16, fp16, fp8 (= fp8_e4m3), fp8_e4m3,\n"
@@ -56,8 +55,13 @@ static const struct cli_option *const model_tables[] = {cli_model_options, NULL}
 
 void cli_model_print_options(FILE *out)
 {
+    struct kvrt_spec defaults;
+    kvrt_spec_default(&defaults);
     fputs("Model (a file, or one group of same-shaped layers from flags):\n", out);
     cli_print_options(out, cli_model_options, 27);
+    fprintf(out, "  KIND is one of %s (default %s)\n", kvrt_spec_kind_valid_names(),
+            kvrt_spec_kind_name(defaults.kind));
+    fprintf(out, "  T (default %s) is one of\n    %s\n", kvrt_dtype_name(defaults.dtype), kvrt_dtype_valid_names());
 }
 
 static const char *name_of(int id)
@@ -79,13 +83,9 @@ bool cli_model_flag_given(const struct cli_model_flags *f, int id)
 
 static bool parse_kind(const char *option, const char *text, enum kvrt_spec_kind *out)
 {
-    for (int k = KVRT_SPEC_ATTENTION; k <= KVRT_SPEC_STATE; k++) {
-        if (strcmp(text, kvrt_spec_kind_name((enum kvrt_spec_kind)k)) == 0) {
-            *out = (enum kvrt_spec_kind)k;
-            return true;
-        }
-    }
-    cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a spec kind: valid kinds are attention, mla, state", option, text);
+    if (kvrt_spec_kind_parse(text, out) == KVRT_OK)
+        return true;
+    cli_error(CLI_EXIT_USAGE, "%s: %s", option, kvrt_error_message());
     return false;
 }
 

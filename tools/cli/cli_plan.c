@@ -38,7 +38,7 @@ static const struct cli_option *const plan_tables[] = {plan_options, cli_model_o
 static void plan_help(FILE *out)
 {
     fprintf(out, "Usage: kvrt plan [--json] [--layout NAME] --layers L --blocks B --block-size N\n"
-                 "                 [--kind attention|mla|state] [--kv-heads H --head-size D]\n"
+                 "                 [--kind KIND] [--kv-heads H --head-size D]\n"
                  "                 [--head-size-v V] [--dtype T] [--tokens-per-state P[/Q]]\n"
                  "                 [--kernel-block-size K] [--page-size-padded P]\n"
                  "                 [--head-slots S] [--state-content-bytes C] [--memory SIZE]\n"
