@@ -3,18 +3,8 @@
 #include <string.h>
 
 #include "error.h"
+#include "priority.h"
 #include "runtime_internal.h"
-
-/* Built-in device backends win over the CPU fallback; a third-party backend
- * the user dropped in is preferred to the CPU too, since installing it says
- * the user wants it.  A backend whose device is the host CPU itself (PoCL's
- * OpenCL CPU device) comes last: it emulates on the same cores what "cpu"
- * runs natively, and is typically tens of times slower. */
-static const char *const priority[] = {"cuda", "rocm", "opencl"};
-#define NUM_PRIORITY (sizeof(priority) / sizeof(priority[0]))
-#define RANK_OTHERS NUM_PRIORITY
-#define RANK_CPU (NUM_PRIORITY + 1)
-#define RANK_CPU_DEVICE (NUM_PRIORITY + 2)
 
 static bool emulates_cpu(const struct kvrt_loaded_plugin *p)
 {
@@ -23,12 +13,7 @@ static bool emulates_cpu(const struct kvrt_loaded_plugin *p)
 
 static size_t rank_of(const struct kvrt_loaded_plugin *p)
 {
-    if (emulates_cpu(p))
-        return RANK_CPU_DEVICE;
-    for (size_t i = 0; i < NUM_PRIORITY; i++)
-        if (strcmp(priority[i], p->desc->name) == 0)
-            return i;
-    return strcmp(p->desc->name, "cpu") == 0 ? RANK_CPU : RANK_OTHERS;
+    return kvrt_priority_rank(p->desc->name, emulates_cpu(p));
 }
 
 /* Plugin indices in priority order (stable for equal ranks: search order).
@@ -36,13 +21,15 @@ static size_t rank_of(const struct kvrt_loaded_plugin *p)
  * holds rt->lock. */
 static size_t *priority_order(kvrt_runtime *rt)
 {
-    size_t *order = malloc((rt->num_plugins + 1) * sizeof(*order));
+    /* Every plugin has a rank below kvrt_priority_num_ranks(), so each entry
+     * is written below; zeroed all the same, as an analyser cannot see it. */
+    size_t *order = calloc(rt->num_plugins + 1, sizeof(*order));
     if (!order)
         return NULL;
     for (size_t i = 0; i < rt->num_plugins; i++)
         kvrt_plugin_probe(rt, &rt->plugins[i]);
     size_t n = 0;
-    for (size_t rank = 0; rank <= RANK_CPU_DEVICE; rank++)
+    for (size_t rank = 0; rank < kvrt_priority_num_ranks(); rank++)
         for (size_t i = 0; i < rt->num_plugins; i++)
             if (rank_of(&rt->plugins[i]) == rank)
                 order[n++] = i;
@@ -65,8 +52,6 @@ static void note_demotions(kvrt_runtime *rt, const struct kvrt_loaded_plugin *ch
                            p->desc->name, p->device.name[0] ? p->device.name : "CPU", KVRT_BACKEND_ENV, p->desc->name);
     }
 }
-
-#define PRIORITY_TEXT "cuda, rocm, opencl, others, cpu, then backends whose device is the host CPU"
 
 /* KVRT_BACKEND: unset leaves the choice to kvrt; set but empty is an error
  * (as for VLLM_KV_CACHE_LAYOUT), never the same as unset. */
@@ -344,9 +329,8 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
                 if (status == KVRT_OK) {
                     note_demotions(rt, p);
                     kvrt_trace_add(&rt->trace, KVRT_TRACE_BOUND, (int32_t)layout, p->desc->name,
-                                   "backend \"%s\" (first available in priority order " PRIORITY_TEXT
-                                   ") with layout %s",
-                                   p->desc->name, kvrt_layout_name(layout));
+                                   "backend \"%s\" (first available in priority order %s) with layout %s",
+                                   p->desc->name, kvrt_runtime_backend_priority(), kvrt_layout_name(layout));
                     break;
                 }
                 snprintf(why, sizeof(why), "%s", kvrt_error_message());

@@ -105,11 +105,19 @@ KVRT_API size_t kvrt_runtime_num_skipped(const kvrt_runtime *rt);
 KVRT_API int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char **path, const char **reason);
 
 /**
+ * The order automatic selection tries backends in, as one line of text for
+ * messages, help and docs (docs/runtime.md): the built-in device backends,
+ * then third-party plugins in search order, then cpu, and last any other
+ * backend whose device is the host CPU (an OpenCL CPU device such as PoCL
+ * emulates what "cpu" runs natively).  Rendered from the table selection
+ * ranks by, so it cannot drift from it.
+ */
+KVRT_API const char *kvrt_runtime_backend_priority(void);
+
+/**
  * The backend that binding would choose without a layout constraint:
- * KVRT_BACKEND when set, else the first available plugin in priority order:
- * cuda, rocm, opencl, third-party plugins in search order, cpu, and last
- * any other backend whose device is the host CPU (an OpenCL CPU device such
- * as PoCL emulates what "cpu" runs natively).
+ * KVRT_BACKEND when set, else the first available plugin in priority order
+ * (kvrt_runtime_backend_priority).
  */
 KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **name);
 
@@ -153,7 +161,8 @@ KVRT_API int kvrt_runtime_trace_step(const kvrt_runtime *rt, size_t i, struct kv
 /**
  * Bind a backend for `layout_name` (as the user spelled it).
  * backend NULL: KVRT_BACKEND, else the first available backend in priority
- * order that admits the layout (each passed over is reported).
+ * order (kvrt_runtime_backend_priority) that admits the layout (each passed
+ * over is reported).
  * The layout is checked against the plugin's declaration before any plugin
  * function other than reading the descriptor runs.
  * @return KVRT_OK; KVRT_ERR_INVALID for a bad name; KVRT_ERR_REFUSED when

@@ -219,6 +219,7 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     RETURNS(kvrt_runtime_num_skipped, "NULL", kvrt_runtime_num_skipped(NULL) == 0);
     INVALID(kvrt_runtime_skipped, "NULL, 0, NULL, NULL", NULL, 0, NULL, NULL);
     INVALID(kvrt_runtime_default_backend, "rt, NULL", rt, NULL);
+    RETURNS(kvrt_runtime_backend_priority, "", strstr(kvrt_runtime_backend_priority(), "cpu") != NULL);
     const char *one[1] = {"fault"};
     INVALID(kvrt_runtime_resolve, "rt, ..., NULL", rt, one, 1, false, NULL, NULL);
     INVALID(kvrt_runtime_resolve_groups, "rt, ..., NULL groups", rt, one, 1, NULL, 0, NULL, &(enum kvrt_layout){0});

@@ -54,6 +54,11 @@ extern const struct cli_command cli_xfer_command;
 extern const struct cli_command *const cli_commands[];
 extern const size_t cli_num_commands;
 
+/* `text` on lines of at most `width` columns, each after `indent` spaces,
+ * broken at spaces (a longer word gets its own line): for lists the
+ * library renders, whose length help texts cannot know. */
+void cli_print_wrapped(FILE *out, int indent, int width, const char *text);
+
 /* The top-level help (also the man page's synopsis and exit statuses). */
 void cli_main_help(FILE *out);
 

@@ -402,7 +402,7 @@ static int explain_run(int argc, char **argv)
     int rc = KVRT_OK;
     if (code == CLI_EXIT_OK && (rc = kvrt_runtime_open(NULL, &e.rt)) != KVRT_OK)
         code = cli_fail_status(rc);
-    char given[64];
+    char given[256];
     if (code == CLI_EXIT_OK && e.num_backends == 0) {
         const char *name = NULL;
         if ((rc = kvrt_runtime_default_backend(e.rt, &name)) != KVRT_OK)
@@ -410,9 +410,8 @@ static int explain_run(int argc, char **argv)
         else
             e.backends[e.num_backends++] = name;
         const char *env = getenv(KVRT_BACKEND_ENV);
-        e.backend_source = env && *env ? "named by " KVRT_BACKEND_ENV
-                                       : "the first available in priority order cuda, rocm, opencl, others, cpu, "
-                                         "then backends whose device is the host CPU";
+        snprintf(given, sizeof(given), "the first available in priority order %s", kvrt_runtime_backend_priority());
+        e.backend_source = env && *env ? "named by " KVRT_BACKEND_ENV : given;
     } else {
         snprintf(given, sizeof(given), "given with %s", cli_option_name(explain_tables, OPT_BACKEND));
         e.backend_source = given;

@@ -61,7 +61,8 @@ void cli_model_print_options(FILE *out)
     cli_print_options(out, cli_model_options, 27);
     fprintf(out, "  KIND is one of %s (default %s)\n", kvrt_spec_kind_valid_names(),
             kvrt_spec_kind_name(defaults.kind));
-    fprintf(out, "  T (default %s) is one of\n    %s\n", kvrt_dtype_name(defaults.dtype), kvrt_dtype_valid_names());
+    fprintf(out, "  T (default %s) is one of\n", kvrt_dtype_name(defaults.dtype));
+    cli_print_wrapped(out, 4, 78, kvrt_dtype_valid_names());
 }
 
 static const char *name_of(int id)

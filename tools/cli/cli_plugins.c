@@ -44,10 +44,6 @@ static void plugins_help(FILE *out)
             "passed over, each with its reason (not a plugin, missing entry symbol,\n"
             "incompatible ABI, malformed descriptor, duplicate name).\n"
             "\n"
-            "Automatic selection prefers cuda, rocm, opencl, other plugins, then cpu;\n"
-            "a backend whose device is the host CPU (PoCL's OpenCL CPU device) ranks\n"
-            "after cpu, which runs the same work natively.\n"
-            "\n"
             "An invalid %s is not an error here: every plugin is then\n"
             "listed as not selectable, with the reason, so this command still helps\n"
             "when the environment is wrong.\n"
@@ -55,6 +51,11 @@ static void plugins_help(FILE *out)
             "Options:\n",
             KVRT_LAYOUT_ENV, KVRT_LAYOUT_ENV);
     cli_print_options(out, plugins_options, 11);
+    fputs("\nAutomatic selection tries backends in priority order:\n", out);
+    cli_print_wrapped(out, 2, 78, kvrt_runtime_backend_priority());
+    fputs("A backend whose device is the host CPU (PoCL's OpenCL CPU device) ranks\n"
+          "after cpu, which runs the same work natively.\n\n",
+          out);
     fputs("Device types:", out);
     for (int t = 0; kvrt_device_type_name((enum kvrt_device_type)t); t++)
         fprintf(out, "%s %s", t ? "," : "", kvrt_device_type_name((enum kvrt_device_type)t));

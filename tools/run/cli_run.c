@@ -24,7 +24,7 @@ enum run_opt { OPT_JSON, OPT_BACKEND, OPT_LAYOUT, OPT_SEQS, OPT_CONTEXT, OPT_Q_H
 static const struct cli_option run_options[] = {
     {"--backend", "NAME", OPT_BACKEND, false,
      "backend to run on (default: $" KVRT_BACKEND_ENV ", else the first\n"
-     "available in priority order cuda, rocm, opencl, cpu)"},
+     "available in priority order, below)"},
     {"--layout", "NAME", OPT_LAYOUT, false,
      "use this layout (a name or alias); refused (exit 3) when\n"
      "the backend does not declare it.  Default: resolved"},
@@ -57,8 +57,8 @@ static void run_help(FILE *out)
             "                [--seed N] [--no-decode]\n"
             "\n"
             "Run a cache for real on a backend and check it on the host:\n"
-            "  1. resolve the layout across the backend (kvrt_runtime_resolve: its\n"
-            "     declaration, the model's shapes, %s), or take --layout;\n"
+            "  1. resolve the layout across the backend (kvrt_runtime_resolve_groups:\n"
+            "     its declaration, the model's groups, %s), or take --layout;\n"
             "  2. bind the backend (a layout it does not declare is refused first);\n"
             "  3. place every group of the model in one allocation and create the cache;\n"
             "  4. write random K/V for S sequences x T tokens into random, distinct blocks\n"
@@ -84,6 +84,8 @@ static void run_help(FILE *out)
             KVRT_LAYOUT_ENV);
     cli_print_options(out, run_options, 20);
     cli_model_print_options(out);
+    fputs("\nBackends in priority order:\n", out);
+    cli_print_wrapped(out, 2, 78, kvrt_runtime_backend_priority());
     fprintf(out,
             "\n"
             "Environment:\n"

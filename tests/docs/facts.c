@@ -1,0 +1,79 @@
+/*
+ * Facts the docs restate that libkvrt renders: each doc that names the
+ * backend priority order gives it as kvrt_runtime_backend_priority() does.
+ * Line breaks and Markdown emphasis are ignored.
+ *
+ *   test-docs-facts SOURCE_ROOT
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/kvrt.h>
+
+#include "tap.h"
+
+/* The file with runs of white space as one space and '*' and '`' dropped. */
+static char *read_normalized(const char *path)
+{
+    FILE *f = fopen(path, "r");
+    if (!f)
+        return NULL;
+    char *text = NULL;
+    long size = fseek(f, 0, SEEK_END) == 0 ? ftell(f) : -1;
+    if (size >= 0 && fseek(f, 0, SEEK_SET) == 0 && (text = malloc((size_t)size + 1)) != NULL) {
+        size_t n = fread(text, 1, (size_t)size, f), out = 0;
+        char prev = ' ';
+        for (size_t i = 0; i < n; i++) {
+            char c = text[i];
+            if (c == '\n' || c == '\t')
+                c = ' ';
+            if (c == '*' || c == '`' || (c == ' ' && prev == ' '))
+                continue;
+            text[out++] = c;
+            prev = c;
+        }
+        text[out] = '\0';
+    }
+    fclose(f);
+    return text;
+}
+
+/* Every "priority order" in the doc is followed (after ": " or " (") by
+ * the rendered order; at least one is. */
+static void check_priority(const char *root, const char *doc)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", root, doc);
+    char *text = read_normalized(path);
+    if (!tap_ok(text != NULL, "%s is readable", doc))
+        return;
+    const char *want = kvrt_runtime_backend_priority();
+    size_t found = 0, right = 0;
+    for (const char *p = strstr(text, "priority order"); p; p = strstr(p + 1, "priority order")) {
+        const char *after = p + strlen("priority order");
+        if (strncmp(after, ": ", 2) == 0 || strncmp(after, " (", 2) == 0)
+            after += 2;
+        found++;
+        if (strncmp(after, want, strlen(want)) == 0)
+            right++;
+        else
+            tap_diag("  %s: \"%.100s\"", doc, p);
+    }
+    tap_ok(found > 0 && right == found, "%s gives the priority order as libkvrt renders it (%zu of %zu)", doc, right,
+           found);
+    free(text);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc != 2) {
+        printf("Bail out! usage: %s SOURCE_ROOT\n", argv[0]);
+        return 1;
+    }
+    tap_plan_dynamic();
+    static const char *const priority_docs[] = {"docs/design.md", "docs/runtime.md", "docs/cli.md"};
+    for (size_t i = 0; i < sizeof(priority_docs) / sizeof(priority_docs[0]); i++)
+        check_priority(argv[1], priority_docs[i]);
+    return tap_done();
+}
