@@ -21,6 +21,11 @@ static const enum kvrt_layout default_preference[KVRT_NUM_LAYOUTS] = {
     KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
 };
 
+enum kvrt_layout kvrt_layout_default(void)
+{
+    return default_preference[0];
+}
+
 struct declaration {
     char *backend;
     bool any;

@@ -39,6 +39,17 @@ void kvrt_spec_default(struct kvrt_spec *spec)
     spec->page_size_padded = KVRT_UNSET;
 }
 
+int kvrt_spec_apply_defaults(struct kvrt_spec *spec)
+{
+    if (!spec)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_spec_apply_defaults: spec is NULL");
+    if (spec->block_size == 0)
+        spec->block_size = KVRT_DEFAULT_BLOCK_SIZE;
+    if (spec->num_kv_heads == 0 && (spec->kind == KVRT_SPEC_MLA || spec->kind == KVRT_SPEC_STATE))
+        spec->num_kv_heads = 1;
+    return KVRT_OK;
+}
+
 const char *kvrt_spec_kind_name(enum kvrt_spec_kind kind)
 {
     return (int)kind >= 0 && (size_t)kind < NUM_KINDS ? kind_names[kind] : NULL;

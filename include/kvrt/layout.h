@@ -79,6 +79,17 @@ KVRT_API const char *kvrt_layout_valid_names(void);
  */
 KVRT_API int kvrt_layout_from_env(bool *is_set, enum kvrt_layout *out);
 
+/** The layout used when nothing constrains the choice: the first of
+ *  resolution's default preference (docs/design.md §7, step 1). */
+KVRT_API enum kvrt_layout kvrt_layout_default(void);
+
+/**
+ * The layout for a caller that did not choose one: VLLM_KV_CACHE_LAYOUT
+ * when set (it must parse, as for kvrt_layout_from_env), else
+ * kvrt_layout_default().  *from_env (may be NULL) says which.
+ */
+KVRT_API int kvrt_layout_from_env_or_default(enum kvrt_layout *out, bool *from_env);
+
 #ifdef __cplusplus
 }
 #endif

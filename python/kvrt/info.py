@@ -140,22 +140,23 @@ def resolve(declare=None, prefer=None, mixed_shapes=False):
         lib.kvrt_resolver_destroy(r)
 
 
-def make_spec(kind="attention", dtype="fp16", block_size=16, kv_heads=None, head_size=None,
-              head_size_v=None, head_slots=None, state_content_bytes=None, tokens_per_state=None,
-              page_size_padded=None):
-    """A struct kvrt_spec from keyword arguments, with the tool's defaults
-    (block size 16; one head slot for MLA without kv_heads and for state)."""
+def make_spec(kind=None, dtype=None, block_size=None, kv_heads=None, head_size=None, head_size_v=None,
+              head_slots=None, state_content_bytes=None, tokens_per_state=None, page_size_padded=None):
+    """A struct kvrt_spec from keyword arguments.  What is not given is
+    libkvrt's default, as the tool has it (kvrt_spec_default, then
+    kvrt_spec_apply_defaults): attention, fp16, KVRT_DEFAULT_BLOCK_SIZE
+    tokens per block, one KV head for MLA and state."""
     s = _lib.Spec()
     lib.kvrt_spec_default(C.byref(s))
-    s.kind = kind_value(kind)
-    s.dtype = dtype_value(dtype)
-    s.block_size = block_size
+    if kind is not None:
+        s.kind = kind_value(kind)
+    check(lib.kvrt_spec_apply_defaults(C.byref(s)))
+    if dtype is not None:
+        s.dtype = dtype_value(dtype)
+    if block_size is not None:
+        s.block_size = block_size
     if kv_heads is not None:
         s.num_kv_heads = kv_heads
-    elif kind_name(s.kind) != "attention":
-        s.num_kv_heads = 1
-    if kind_name(s.kind) == "state":
-        s.num_kv_heads = 1
     if head_size is not None:
         s.head_size = head_size
     if head_size_v is not None:
@@ -175,9 +176,9 @@ def make_spec(kind="attention", dtype="fp16", block_size=16, kv_heads=None, head
 def _layout_or_env(layout):
     if layout is not None:
         return layout_value(layout), "--layout"
-    is_set, out = C.c_bool(), C.c_int()
-    check(lib.kvrt_layout_from_env(C.byref(is_set), C.byref(out)))
-    return (out.value, LAYOUT_ENV) if is_set.value else (layout_value("LBNHC"), "default")
+    out, from_env = C.c_int(), C.c_bool()
+    check(lib.kvrt_layout_from_env_or_default(C.byref(out), C.byref(from_env)))
+    return out.value, LAYOUT_ENV if from_env.value else "default"
 
 
 def _group(spec, layers):
@@ -195,7 +196,7 @@ def plan(layers=1, blocks=None, memory=None, layout=None, kernel_block_size=0, *
     bytes); spec keywords as :func:`make_spec` (kind, dtype, block_size,
     kv_heads, head_size, head_size_v, head_slots, state_content_bytes,
     tokens_per_state, page_size_padded).  layout None: VLLM_KV_CACHE_LAYOUT
-    if set, else LBNHC."""
+    if set, else kvrt's default layout (kvrt_layout_default)."""
     if (blocks is None) == (memory is None):
         raise _lib.error_for(-1, "plan: give blocks (the number of blocks) or memory (a budget in bytes), "
                                  "exactly one of them")

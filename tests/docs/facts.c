@@ -1,7 +1,8 @@
 /*
  * Facts the docs restate that libkvrt renders: each doc that names the
- * backend priority order gives it as kvrt_runtime_backend_priority() does.
- * Line breaks and Markdown emphasis are ignored.
+ * backend priority order gives it as kvrt_runtime_backend_priority() does,
+ * and a default written as "NAME (value)" has libkvrt's value.  Line breaks
+ * and Markdown emphasis are ignored.
  *
  *   test-docs-facts SOURCE_ROOT
  */
@@ -65,6 +66,27 @@ static void check_priority(const char *root, const char *doc)
     free(text);
 }
 
+/* Every "key (" in the doc goes on with "value)"; at least one does. */
+static void check_value(const char *root, const char *doc, const char *key, const char *value)
+{
+    char path[1024], want[128];
+    snprintf(path, sizeof(path), "%s/%s", root, doc);
+    snprintf(want, sizeof(want), "%s)", value);
+    char *text = read_normalized(path);
+    if (!tap_ok(text != NULL, "%s is readable", doc))
+        return;
+    size_t found = 0, right = 0;
+    for (const char *p = strstr(text, key); p; p = strstr(p + 1, key)) {
+        const char *after = p + strlen(key);
+        if (strncmp(after, " (", 2) != 0)
+            continue;
+        found++;
+        right += strncmp(after + 2, want, strlen(want)) == 0;
+    }
+    tap_ok(found > 0 && right == found, "%s gives %s as %s (%zu of %zu)", doc, key, value, right, found);
+    free(text);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -75,5 +97,9 @@ int main(int argc, char **argv)
     static const char *const priority_docs[] = {"docs/design.md", "docs/runtime.md", "docs/cli.md"};
     for (size_t i = 0; i < sizeof(priority_docs) / sizeof(priority_docs[0]); i++)
         check_priority(argv[1], priority_docs[i]);
+    char block_size[32];
+    snprintf(block_size, sizeof(block_size), "%d", KVRT_DEFAULT_BLOCK_SIZE);
+    check_value(argv[1], "docs/python.md", "KVRT_DEFAULT_BLOCK_SIZE", block_size);
+    check_value(argv[1], "docs/python.md", "kvrt_layout_default()", kvrt_layout_name(kvrt_layout_default()));
     return tap_done();
 }

@@ -120,6 +120,8 @@ static void pure_functions(void)
     RETURNS(kvrt_layout_block_compact, "-1", !kvrt_layout_block_compact((enum kvrt_layout) - 1));
     RETURNS(kvrt_layout_block_contiguous, "-1", !kvrt_layout_block_contiguous((enum kvrt_layout) - 1));
     RETURNS(kvrt_layout_valid_names, "", kvrt_layout_valid_names() != NULL);
+    RETURNS(kvrt_layout_default, "", kvrt_layout_valid((int)kvrt_layout_default()));
+    INVALID(kvrt_layout_from_env_or_default, "NULL, NULL", NULL, NULL);
     INVALID(kvrt_layout_from_env, "NULL, out", NULL, &(enum kvrt_layout){0});
     INVALID(kvrt_layout_from_env, "is_set, NULL", &(bool){false}, NULL);
 
@@ -128,6 +130,7 @@ static void pure_functions(void)
     RETURNS(kvrt_spec_equal, "NULL, NULL", kvrt_spec_equal(NULL, NULL) == 0 || kvrt_spec_equal(NULL, NULL) == 1);
     RETURNS(kvrt_spec_kind_name, "-1", kvrt_spec_kind_name((enum kvrt_spec_kind) - 1) == NULL);
     RETURNS(kvrt_spec_kind_valid_names, "", kvrt_spec_kind_valid_names() != NULL);
+    INVALID(kvrt_spec_apply_defaults, "NULL", NULL);
     INVALID(kvrt_spec_kind_parse, "\"mla\", NULL", "mla", NULL);
     INPUT(kvrt_spec_kind_parse, "NULL, out", NULL, &(enum kvrt_spec_kind){0});
 }

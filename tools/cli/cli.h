@@ -54,6 +54,10 @@ extern const struct cli_command cli_xfer_command;
 extern const struct cli_command *const cli_commands[];
 extern const size_t cli_num_commands;
 
+/* A number macro as text, for help strings built at compile time. */
+#define CLI_TEXT_(x) #x
+#define CLI_TEXT(x) CLI_TEXT_(x)
+
 /* `text` on lines of at most `width` columns, each after `indent` spaces,
  * broken at spaces (a longer word gets its own line): for lists the
  * library renders, whose length help texts cannot know. */

@@ -35,7 +35,7 @@ const struct cli_option cli_model_options[] = {
      "FLASHMLA_SPARSE (DeepSeek-V3.2, 64)"},
     {"--block-size", "N", CLI_OPT_BLOCK_SIZE, false,
      "tokens per block; with --model it replaces vLLM's\n"
-     "default of 16 (backends and hybrid models may raise it)"},
+     "default of " CLI_TEXT(KVRT_DEFAULT_BLOCK_SIZE) " (backends and hybrid models may raise it)"},
     {"--tokens-per-state", "P[/Q]", CLI_OPT_TOKENS_PER_STATE, false,
      "tokens stored per state (default 1; 1/2 = two states\n"
      "per token)"},
@@ -274,12 +274,8 @@ static int from_flags(struct cli_model_flags *f, bool defaults, struct kvrt_mode
     struct kvrt_spec *s = &f->spec;
     if (!given(f, CLI_OPT_LAYERS))
         f->layers = 1;
-    if (!given(f, CLI_OPT_BLOCK_SIZE))
-        s->block_size = KVRT_MODEL_DEFAULT_BLOCK_SIZE;
-    if (s->kind == KVRT_SPEC_MLA && !given(f, CLI_OPT_KV_HEADS))
-        s->num_kv_heads = 1;
-    if (s->kind == KVRT_SPEC_STATE)
-        s->num_kv_heads = 1;
+    /* Flags not given are still 0 here: libkvrt fills them. */
+    kvrt_spec_apply_defaults(s);
     struct kvrt_model *m = calloc(1, sizeof(*m));
     struct kvrt_model_group *g = calloc(1, sizeof(*g));
     struct kvrt_layer_entry *layers = calloc(f->layers, sizeof(*layers));
@@ -348,21 +344,18 @@ int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_mode
                      f->command, name_of(CLI_OPT_BLOCKS), name_of(CLI_OPT_MEMORY), f->command);
 }
 
-int cli_layout_or_env(const char *given_as, enum kvrt_layout given_layout, enum kvrt_layout fallback,
-                      enum kvrt_layout *out, const char **source)
+int cli_layout_or_env(const char *given_as, enum kvrt_layout given_layout, enum kvrt_layout *out, const char **source)
 {
     if (given_as) {
         *out = given_layout;
         *source = given_as;
         return CLI_EXIT_OK;
     }
-    bool set = false;
-    int rc = kvrt_layout_from_env(&set, out);
+    bool from_env = false;
+    int rc = kvrt_layout_from_env_or_default(out, &from_env);
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
-    if (!set)
-        *out = fallback;
-    *source = set ? KVRT_LAYOUT_ENV : "default";
+    *source = from_env ? KVRT_LAYOUT_ENV : "default";
     return CLI_EXIT_OK;
 }
 

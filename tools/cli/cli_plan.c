@@ -19,7 +19,8 @@ static const char axis_letters[KVRT_NUM_AXES] = {'L', 'B', 'H', 'N', 'C'};
 enum plan_opt { OPT_JSON, OPT_LAYOUT, OPT_KERNEL_BLOCK_SIZE, OPT_MAX_MODEL_LEN, OPT_BATCHED_TOKENS };
 
 static const struct cli_option plan_options[] = {
-    {"--layout", "NAME", OPT_LAYOUT, false, "layout or alias (default: $" KVRT_LAYOUT_ENV " if set, else LBNHC)"},
+    {"--layout", "NAME", OPT_LAYOUT, false,
+     "layout or alias (default: $" KVRT_LAYOUT_ENV " if set,\nelse kvrt's default, below)"},
     {"--kernel-block-size", "K", OPT_KERNEL_BLOCK_SIZE, false, "split each block into kernel blocks of K tokens"},
     {"--max-model-len", "T", OPT_MAX_MODEL_LEN, false,
      "tokens per request for the concurrency figure\n"
@@ -70,14 +71,14 @@ static void plan_help(FILE *out)
             "Numbers are plain decimal.  Sizes are bytes unless named elements.\n"
             "\n"
             "Environment:\n"
-            "  %s  layout used when --layout is not given; set but\n"
-            "      invalid (including empty) is an error\n"
+            "  %s  layout used when --layout is not given (unset: %s,\n"
+            "      kvrt's default); set but invalid (including empty) is an error\n"
             "\n"
             "Examples:\n"
             "  kvrt plan --layout HND --layers 32 --blocks 1024 --block-size 16 \\\n"
             "            --kv-heads 8 --head-size 128 --dtype bf16\n"
             "  kvrt plan --model examples/models/gpt-oss-20b.json --memory 24GiB\n",
-            KVRT_LAYOUT_ENV);
+            KVRT_LAYOUT_ENV, kvrt_layout_name(kvrt_layout_default()));
 }
 
 struct plan_request {
@@ -140,7 +141,7 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
     code = cli_model_build(&req->flags, req->flags.file != NULL, &req->model);
     if (code != CLI_EXIT_OK)
         return code;
-    code = cli_layout_or_env(req->layout_given_as, req->layout, KVRT_LAYOUT_LBNHC, &req->layout, &req->layout_source);
+    code = cli_layout_or_env(req->layout_given_as, req->layout, &req->layout, &req->layout_source);
     if (code != CLI_EXIT_OK)
         return code;
     code = cli_model_num_blocks(&req->flags, req->model, req->layout, 0, &req->num_blocks);

@@ -22,7 +22,7 @@
 #include <kvrt/placement.h>
 
 /* The block size vLLM uses unless told otherwise. */
-#define KVRT_MODEL_DEFAULT_BLOCK_SIZE 16u
+#define KVRT_MODEL_DEFAULT_BLOCK_SIZE KVRT_DEFAULT_BLOCK_SIZE
 /* vLLM's default --max-num-batched-tokens for `vllm serve` on a GPU of 70 GiB
  * or more; it bounds what a sliding-window layer keeps (docs/models.md). */
 #define KVRT_MODEL_DEFAULT_BATCHED_TOKENS 8192u

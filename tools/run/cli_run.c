@@ -13,8 +13,6 @@
 
 #define RUN_MAX_SEQS_N 4096
 #define RUN_MAX_SEQS ((unsigned)RUN_MAX_SEQS_N)
-#define RUN_TEXT(n) RUN_TEXT_(n)
-#define RUN_TEXT_(n) #n
 /* seq_lens are int32 in the decode ABI. */
 #define RUN_MAX_CONTEXT (1u << 24)
 
@@ -28,7 +26,7 @@ static const struct cli_option run_options[] = {
     {"--layout", "NAME", OPT_LAYOUT, false,
      "use this layout (a name or alias); refused (exit 3) when\n"
      "the backend does not declare it.  Default: resolved"},
-    {"--seqs", "S", OPT_SEQS, false, "sequences in the batch (default 4, at most " RUN_TEXT(RUN_MAX_SEQS_N) ")"},
+    {"--seqs", "S", OPT_SEQS, false, "sequences in the batch (default 4, at most " CLI_TEXT(RUN_MAX_SEQS_N) ")"},
     {"--context", "T", OPT_CONTEXT, false, "tokens per sequence (default 512)"},
     {"--q-heads", "Q", OPT_Q_HEADS, false,
      "query heads for decode (default: the model's attention\n"
