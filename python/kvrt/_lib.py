@@ -4,7 +4,10 @@ The library is found, in order, at ``$KVRT_LIBRARY`` (a path), at the path
 recorded in ``kvrt/_paths.py`` when the package was configured by Meson
 (the build tree's libkvrt for the copy in ``<build>/python``, the installed
 one for the installed package), then by the loader's usual search.
-Structs mirror the C declarations field by field.
+Structs mirror the C declarations field by field; each names its C struct
+in `_c_name`, and tests/python/test_structs.py holds every size and field
+offset to what C says.  This is the package's one binding: the benchmarks
+(bench/kvrt_raw.py) use it too.
 """
 import ctypes as C
 import ctypes.util
@@ -15,74 +18,87 @@ from ._errors import error_for
 UNSET = (1 << 64) - 1  # KVRT_UNSET
 NUM_AXES = 5
 NUM_LAYOUTS = 6
+TRACE_NO_LAYOUT = -1
+# The C macros mirrored above, by their C names (held to C by
+# tests/python/test_structs.py).
+C_CONSTANTS = {"KVRT_UNSET": UNSET, "KVRT_NUM_AXES": NUM_AXES, "KVRT_NUM_LAYOUTS": NUM_LAYOUTS,
+               "KVRT_TRACE_NO_LAYOUT": TRACE_NO_LAYOUT}
 
 vp, u64, u32, i32, sz = C.c_void_p, C.c_uint64, C.c_uint32, C.c_int, C.c_size_t
 
 
-class Spec(C.Structure):  # struct kvrt_spec
+class Spec(C.Structure):
+    _c_name = "kvrt_spec"
     _fields_ = [("kind", i32), ("dtype", i32), ("block_size", u64), ("num_kv_heads", u64),
                 ("head_size", u64), ("head_size_v", u64), ("num_head_slots", u64),
                 ("state_content_bytes", u64), ("tokens_per_state_num", u64),
                 ("tokens_per_state_den", u64), ("page_size_padded", u64), ("reserved", C.c_uint8 * 32)]
 
 
-class SpecInfo(C.Structure):  # struct kvrt_spec_info
+class SpecInfo(C.Structure):
+    _c_name = "kvrt_spec_info"
     _fields_ = [(n, u64) for n in (
         "elem_size", "head_slots", "states_per_block", "kernel_block_size", "kernel_blocks_per_block",
         "states_per_kernel_block", "content_bytes", "head_size", "head_size_v", "unpadded_page_size",
         "page_size")]
 
 
-class GeometryParams(C.Structure):  # struct kvrt_geometry_params
+class GeometryParams(C.Structure):
+    _c_name = "kvrt_geometry_params"
     _fields_ = [("layout", i32), ("spec", C.POINTER(Spec)), ("num_layers", u64), ("num_blocks", u64),
                 ("kernel_block_size", u64), ("fixed_strides", u64 * NUM_AXES), ("reserved", C.c_uint8 * 32)]
 
 
-class Geometry(C.Structure):  # struct kvrt_geometry
+class Geometry(C.Structure):
+    _c_name = "kvrt_geometry"
     _fields_ = [("layout", i32), ("info", SpecInfo), ("num_layers", u64), ("num_blocks", u64),
                 ("shape_bytes", u64 * NUM_AXES), ("strides_bytes", u64 * NUM_AXES),
                 ("total_bytes", u64), ("layer_stride", u64), ("block_stride", u64)]
 
 
-class View(C.Structure):  # struct kvrt_view
+class View(C.Structure):
+    _c_name = "kvrt_view"
     _fields_ = [("offset_bytes", u64), ("elem_size", u64), ("shape", u64 * 4), ("strides", u64 * 4),
                 ("shape_bytes", u64 * 4), ("strides_bytes", u64 * 4)]
 
 
-class LayerEntry(C.Structure):  # struct kvrt_layer_entry
+class LayerEntry(C.Structure):
+    _c_name = "kvrt_layer_entry"
     _fields_ = [("name", C.c_char_p), ("spec", Spec)]
 
 
-class Group(C.Structure):  # struct kvrt_group
+class Group(C.Structure):
+    _c_name = "kvrt_group"
     _fields_ = [("layers", C.POINTER(LayerEntry)), ("num_layers", sz)]
 
 
 LOG_FN = C.CFUNCTYPE(None, vp, i32, C.c_char_p)
 
 
-class RuntimeOptions(C.Structure):  # struct kvrt_runtime_options
+class RuntimeOptions(C.Structure):
+    _c_name = "kvrt_runtime_options"
     _fields_ = [("plugin_path", C.c_char_p), ("search_default_paths", C.c_bool), ("log", LOG_FN),
                 ("log_user", vp), ("reserved", C.c_uint8 * 64)]
 
 
-class PluginInfo(C.Structure):  # struct kvrt_plugin_info (with room for fields added later)
+class PluginInfo(C.Structure):
+    _c_name = "kvrt_plugin_info"
     _fields_ = [("name", C.c_char_p), ("path", C.c_char_p), ("version", C.c_char_p),
                 ("description", C.c_char_p), ("abi_major", C.c_uint), ("abi_minor", C.c_uint),
                 ("any_layout", C.c_bool), ("num_layouts", sz), ("layouts", i32 * NUM_LAYOUTS),
                 ("dtypes", u32), ("ops", u32), ("available", C.c_bool), ("reason", C.c_char_p),
                 ("device_type", i32), ("memory", i32), ("device_name", C.c_char_p), ("decode_dtypes", u32),
-                ("_later", C.c_uint8 * 1024)]
+                ("reserved", C.c_uint8 * 32)]
 
 
-class TraceStep(C.Structure):  # struct kvrt_trace_step
+class TraceStep(C.Structure):
+    _c_name = "kvrt_trace_step"
     _fields_ = [("kind", i32), ("layout", C.c_int32), ("backend", C.c_char_p), ("text", C.c_char_p),
                 ("reserved", C.c_uint8 * 32)]
 
 
-TRACE_NO_LAYOUT = -1  # KVRT_TRACE_NO_LAYOUT
-
-
-class DecodeParams(C.Structure):  # struct kvrt_decode_params
+class DecodeParams(C.Structure):
+    _c_name = "kvrt_decode_params"
     _fields_ = [("num_seqs", u32), ("num_q_heads", u32), ("q", vp), ("q_offset", u64), ("out", vp),
                 ("out_offset", u64), ("block_tables", vp), ("max_blocks_per_seq", u32),
                 ("seq_lens", vp), ("scale", C.c_float), ("reserved", C.c_uint8 * 32)]
@@ -90,19 +106,23 @@ class DecodeParams(C.Structure):  # struct kvrt_decode_params
 
 # DLPack 0.6 (dlpack/dlpack.h)
 class DLDevice(C.Structure):
+    _c_name = "DLDevice"
     _fields_ = [("device_type", i32), ("device_id", i32)]
 
 
 class DLDataType(C.Structure):
+    _c_name = "DLDataType"
     _fields_ = [("code", C.c_uint8), ("bits", C.c_uint8), ("lanes", C.c_uint16)]
 
 
 class DLTensor(C.Structure):
+    _c_name = "DLTensor"
     _fields_ = [("data", vp), ("device", DLDevice), ("ndim", i32), ("dtype", DLDataType),
                 ("shape", C.POINTER(C.c_int64)), ("strides", C.POINTER(C.c_int64)), ("byte_offset", u64)]
 
 
 class DLManagedTensor(C.Structure):
+    _c_name = "DLManagedTensor"
     pass
 
 
@@ -145,6 +165,7 @@ _SIGNATURES = {
     "kvrt_placement_destroy": ([vp], None),
     "kvrt_placement_blocks_for_budget": ([i32, P(Group), sz, u64, P(u64)], i32),
     "kvrt_placement_size": ([vp], u64),
+    "kvrt_placement_bytes_per_block": ([vp], u64),
     "kvrt_placement_mixed_shapes": ([P(Group), sz, P(C.c_bool)], i32),
     "kvrt_resolver_create": ([P(vp)], i32),
     "kvrt_resolver_destroy": ([vp], None),
@@ -180,6 +201,7 @@ _SIGNATURES = {
     "kvrt_cache_create": ([vp, vp, P(vp)], i32),
     "kvrt_cache_destroy": ([vp], None),
     "kvrt_cache_num_layers": ([vp], u64),
+    "kvrt_cache_buffer": ([vp], vp),
     "kvrt_cache_layer_index": ([vp, C.c_char_p, P(u32)], i32),
     "kvrt_cache_staging_bytes": ([vp, u64, P(u64)], i32),
     "kvrt_cache_write": ([vp, u32, u64, vp, vp, u64, vp, u64], i32),
