@@ -3,8 +3,11 @@
 #include <string.h>
 
 #include "error.h"
+#include "layout_internal.h"
 #include "priority.h"
 #include "runtime_internal.h"
+
+static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt_layout layout, kvrt_backend **out);
 
 static bool emulates_cpu(const struct kvrt_loaded_plugin *p)
 {
@@ -23,15 +26,15 @@ static size_t *priority_order(kvrt_runtime *rt)
 {
     /* Every plugin has a rank below kvrt_priority_num_ranks(), so each entry
      * is written below; zeroed all the same, as an analyser cannot see it. */
-    size_t *order = calloc(rt->num_plugins + 1, sizeof(*order));
+    size_t *order = calloc(rt->plugins.num_loaded + 1, sizeof(*order));
     if (!order)
         return NULL;
-    for (size_t i = 0; i < rt->num_plugins; i++)
-        kvrt_plugin_probe(rt, &rt->plugins[i]);
+    for (size_t i = 0; i < rt->plugins.num_loaded; i++)
+        kvrt_plugin_probe(&rt->plugins.loaded[i], &rt->log);
     size_t n = 0;
     for (size_t rank = 0; rank < kvrt_priority_num_ranks(); rank++)
-        for (size_t i = 0; i < rt->num_plugins; i++)
-            if (rank_of(&rt->plugins[i]) == rank)
+        for (size_t i = 0; i < rt->plugins.num_loaded; i++)
+            if (rank_of(&rt->plugins.loaded[i]) == rank)
                 order[n++] = i;
     return order;
 }
@@ -42,10 +45,10 @@ static void note_demotions(kvrt_runtime *rt, const struct kvrt_loaded_plugin *ch
 {
     if (strcmp(chosen->desc->name, "cpu") != 0)
         return;
-    for (size_t i = 0; i < rt->num_plugins; i++) {
-        const struct kvrt_loaded_plugin *p = &rt->plugins[i];
+    for (size_t i = 0; i < rt->plugins.num_loaded; i++) {
+        const struct kvrt_loaded_plugin *p = &rt->plugins.loaded[i];
         /* Said once per runtime, however often the choice is made. */
-        if (emulates_cpu(p) && !kvrt_trace_has(&rt->trace, KVRT_TRACE_PREFERRED, p->desc->name))
+        if (emulates_cpu(p) && !kvrt_trace_has(&rt->trace, KVRT_TRACE_PREFERRED, p->desc->name, NULL))
             kvrt_trace_add(&rt->trace, KVRT_TRACE_PREFERRED, KVRT_TRACE_NO_LAYOUT, p->desc->name,
                            "backend \"cpu\" over \"%s\", whose device (%s) is the host CPU that \"cpu\" drives "
                            "natively; set %s=%s to use it",
@@ -63,8 +66,8 @@ static int backend_env(const kvrt_runtime *rt, const char **out)
         char names[512];
         size_t len = 0;
         names[0] = '\0';
-        for (size_t i = 0; i < rt->num_plugins && len < sizeof(names); i++) {
-            int n = snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "", rt->plugins[i].desc->name);
+        for (size_t i = 0; i < rt->plugins.num_loaded && len < sizeof(names); i++) {
+            int n = snprintf(names + len, sizeof(names) - len, "%s%s", i ? ", " : "", rt->plugins.loaded[i].desc->name);
             if (n < 0)
                 break;
             len += (size_t)n;
@@ -72,9 +75,74 @@ static int backend_env(const kvrt_runtime *rt, const char **out)
         return kvrt_fail(KVRT_ERR_INVALID,
                          "%s is set but empty; name a backend (%s) or unset it to use the "
                          "first available one",
-                         KVRT_BACKEND_ENV, rt->num_plugins ? names : "none found");
+                         KVRT_BACKEND_ENV, rt->plugins.num_loaded ? names : "none found");
     }
     return KVRT_OK;
+}
+
+/* Layouts a backend is taken at when kvrt tries whether it binds at all:
+ * the one resolution would most likely choose for it alone. */
+static enum kvrt_layout trial_layout(const struct kvrt_plugin_descriptor *d)
+{
+    const char *v = getenv(KVRT_LAYOUT_ENV);
+    enum kvrt_layout env;
+    if (v && kvrt_layout_parse(v, &env) == KVRT_OK && kvrt_plugin_declares(d, env))
+        return env;
+    if (!(d->flags & KVRT_PLUGIN_ANY_LAYOUT) && d->num_layouts > 0)
+        return (enum kvrt_layout)d->layouts[0];
+    return kvrt_layout_default();
+}
+
+/* Record a backend passed over, in the trace and the log.  A bind failure
+ * is worth a warning (the backend has a device and was expected to work);
+ * the other reasons are routine.  A step already in the trace with the same
+ * text is not repeated: choosing the default and then binding without a
+ * name pass over the same failed backend twice. */
+static void pass_over(kvrt_runtime *rt, const struct kvrt_loaded_plugin *p, enum kvrt_layout layout, const char *why,
+                      enum kvrt_log_level level)
+{
+    if (kvrt_trace_has(&rt->trace, KVRT_TRACE_PASSED_OVER, p->desc->name, why))
+        return;
+    char head[128];
+    snprintf(head, sizeof(head), "passed over backend \"%s\"", p->desc->name);
+    kvrt_trace_add_headed(&rt->trace, KVRT_TRACE_PASSED_OVER, (int32_t)layout, p->desc->name, head, "%s", why);
+    kvrt_log(&rt->log, level, "passed over backend \"%s\": %s", p->desc->name, why);
+}
+
+/* Whether the plugin binds at all, found out once: a binding that exists
+ * proves it; otherwise it is bound at its trial layout and the binding kept
+ * (spare) for the next kvrt_runtime_bind to hand out.  Called with
+ * rt->lock held; false leaves the reason in p->bind_failure. */
+static bool binds(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
+{
+    if (p->bind_failure)
+        return false;
+    for (size_t i = 0; i < rt->num_backends; i++)
+        if (rt->backends[i]->plugin == p)
+            return true;
+    enum kvrt_layout layout = trial_layout(p->desc);
+    kvrt_backend *b = NULL;
+    if (bind_plugin(rt, p, layout, &b) == KVRT_OK) {
+        b->spare = true;
+        return true;
+    }
+    if (!p->bind_failure)
+        return false; /* out of memory in the core, not the plugin's fault */
+    pass_over(rt, p, layout, p->bind_failure, KVRT_LOG_WARNING);
+    return false;
+}
+
+/* "\"cuda\": no device: ...; \"x\": failed to bind ...", in priority order. */
+static void reasons_text(const kvrt_runtime *rt, const size_t *order, struct kvrt_strbuf *out)
+{
+    for (size_t k = 0; k < rt->plugins.num_loaded; k++) {
+        const struct kvrt_loaded_plugin *p = &rt->plugins.loaded[order[k]];
+        if (!p->available)
+            kvrt_strbuf_appendf(out, "%s\"%s\": no device: %s", out->len ? "; " : "", p->desc->name,
+                                p->reason ? p->reason : "unknown");
+        else if (p->bind_failure)
+            kvrt_strbuf_appendf(out, "%s\"%s\": %s", out->len ? "; " : "", p->desc->name, p->bind_failure);
+    }
 }
 
 int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
@@ -91,7 +159,7 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
         int status = kvrt_runtime_find_plugin(rt, env, &i);
         if (status != KVRT_OK)
             return kvrt_fail_context(status, "%s=%s", KVRT_BACKEND_ENV, env);
-        *name = rt->plugins[i].desc->name;
+        *name = rt->plugins.loaded[i].desc->name;
         return KVRT_OK;
     }
     pthread_mutex_lock(&rt->lock);
@@ -100,22 +168,29 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
         pthread_mutex_unlock(&rt->lock);
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory");
     }
-    for (size_t k = 0; k < rt->num_plugins; k++) {
-        struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
-        if (p->available) {
+    /* As the OpenCL ICD and Vulkan loaders treat a failing driver: a
+     * backend with a device whose bind fails is passed over, with its
+     * reason, and the next one is taken. */
+    for (size_t k = 0; k < rt->plugins.num_loaded; k++) {
+        struct kvrt_loaded_plugin *p = &rt->plugins.loaded[order[k]];
+        if (p->available && binds(rt, p)) {
             note_demotions(rt, p);
             *name = p->desc->name;
             pthread_mutex_unlock(&rt->lock);
             free(order);
+            kvrt_clear_error();
             return KVRT_OK;
         }
     }
+    struct kvrt_strbuf why = {0};
+    reasons_text(rt, order, &why);
     pthread_mutex_unlock(&rt->lock);
     free(order);
-    return kvrt_fail(KVRT_ERR_NODEV,
-                     "no backend has a usable device (%zu plugins found; run `kvrt plugins` "
-                     "to see each one's reason)",
-                     rt->num_plugins);
+    int status =
+        kvrt_fail(KVRT_ERR_NODEV, "no backend can be used: %s (%zu plugins found; run `kvrt plugins` to see each one)",
+                  rt->plugins.num_loaded ? kvrt_strbuf_str(&why) : "no plugins were found", rt->plugins.num_loaded);
+    kvrt_strbuf_free(&why);
+    return status;
 }
 
 /* The layers' shapes: given as groups, else as the mixed-shapes flag. */
@@ -147,7 +222,7 @@ static int resolve_for(kvrt_runtime *rt, const char *fn, const char *const *back
         status = kvrt_runtime_find_plugin(rt, backends[i], &idx);
         if (status != KVRT_OK)
             break;
-        const struct kvrt_plugin_descriptor *d = rt->plugins[idx].desc;
+        const struct kvrt_plugin_descriptor *d = rt->plugins.loaded[idx].desc;
         if (d->flags & KVRT_PLUGIN_ANY_LAYOUT) {
             status = kvrt_resolver_declare_any(r, d->name);
         } else {
@@ -212,13 +287,41 @@ static void host_log(void *user, int level, const char *message)
     kvrt_backend *b = user;
     if (level < KVRT_LOG_ERROR || level > KVRT_LOG_DEBUG)
         level = KVRT_LOG_DEBUG;
-    kvrt_runtime_log(b->rt, (enum kvrt_log_level)level, "backend \"%s\": %s", b->plugin->desc->name,
-                     message ? message : "");
+    kvrt_log(b->log, (enum kvrt_log_level)level, "backend \"%s\": %s", b->plugin->desc->name, message ? message : "");
 }
 
-/* Called with rt->lock held. */
+/* A spare binding of p (kept when kvrt found out whether p binds): handed
+ * out when it has the layout asked for, else unbound, since p has now
+ * proved that it binds.  Called with rt->lock held. */
+static kvrt_backend *take_spare(kvrt_runtime *rt, const struct kvrt_loaded_plugin *p, enum kvrt_layout layout)
+{
+    for (size_t i = 0; i < rt->num_backends; i++) {
+        kvrt_backend *b = rt->backends[i];
+        if (b->plugin != p || !b->spare)
+            continue;
+        if (b->layout == layout) {
+            b->spare = false;
+            return b;
+        }
+        for (size_t k = i + 1; k < rt->num_backends; k++)
+            rt->backends[k - 1] = rt->backends[k];
+        rt->num_backends--;
+        p->desc->unbind(b->dev);
+        free(b);
+        return NULL;
+    }
+    return NULL;
+}
+
+/* Called with rt->lock held.  A failure of the plugin's bind is kept in
+ * p->bind_failure, which passes p over when kvrt chooses a backend. */
 static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt_layout layout, kvrt_backend **out)
 {
+    kvrt_backend *spare = take_spare(rt, p, layout);
+    if (spare) {
+        *out = spare;
+        return KVRT_OK;
+    }
     /* An array of pointers, so sizeof(*grown) is right; clang-tidy 14 flags
      * every sizeof of a pointer to a struct and has no option to tell. */
     /* NOLINTNEXTLINE(bugprone-sizeof-expression) */
@@ -230,6 +333,8 @@ static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt
     if (!b)
         return kvrt_fail(KVRT_ERR_NOMEM, "out of memory binding backend \"%s\"", p->desc->name);
     b->rt = rt;
+    b->lock = &rt->lock;
+    b->log = &rt->log;
     b->plugin = p;
     b->layout = layout;
     b->host.size = sizeof(b->host);
@@ -244,9 +349,17 @@ static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt
         free(b);
         if (status > 0 || status < KVRT_ERR_INTERNAL)
             status = KVRT_ERR_PLUGIN;
+        char why[sizeof(err.message) * 4];
+        kvrt_escape_controls(why, sizeof(why), err.message[0] ? err.message : kvrt_status_name(status));
+        char failure[sizeof(why) + 64];
+        snprintf(failure, sizeof(failure), "failed to bind layout %s: %s", kvrt_layout_name(layout), why);
+        free(p->bind_failure);
+        p->bind_failure = strdup(failure);
         return kvrt_fail(status, "backend \"%s\" failed to bind layout %s: %s", p->desc->name, kvrt_layout_name(layout),
-                         err.message[0] ? err.message : kvrt_status_name(status));
+                         why);
     }
+    free(p->bind_failure);
+    p->bind_failure = NULL;
     rt->backends[rt->num_backends++] = b;
     *out = b;
     return KVRT_OK;
@@ -285,13 +398,13 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
         status = kvrt_runtime_find_plugin(rt, backend, &i);
         if (status != KVRT_OK)
             return status;
-        struct kvrt_loaded_plugin *p = &rt->plugins[i];
+        struct kvrt_loaded_plugin *p = &rt->plugins.loaded[i];
         /* The refusal happens here, from the declaration alone: no plugin
          * function has run yet. */
         if (!kvrt_plugin_declares(p->desc, layout))
             return refuse_layout(p->desc, layout_name, layout);
         pthread_mutex_lock(&rt->lock);
-        kvrt_plugin_probe(rt, p);
+        kvrt_plugin_probe(p, &rt->log);
         if (!p->available) {
             status = kvrt_fail(KVRT_ERR_NODEV, "backend \"%s\" has no usable device: %s", p->desc->name,
                                p->reason ? p->reason : "unknown reason");
@@ -313,18 +426,20 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
     }
     struct kvrt_strbuf passed = {0};
     status = KVRT_ERR_NODEV;
-    for (size_t k = 0; k < rt->num_plugins && status != KVRT_OK; k++) {
-        struct kvrt_loaded_plugin *p = &rt->plugins[order[k]];
+    for (size_t k = 0; k < rt->plugins.num_loaded && status != KVRT_OK; k++) {
+        struct kvrt_loaded_plugin *p = &rt->plugins.loaded[order[k]];
         char why[768];
+        enum kvrt_log_level level = KVRT_LOG_INFO;
         if (!kvrt_plugin_declares(p->desc, layout)) {
             char layouts[128];
             kvrt_plugin_layouts_text(p->desc, layouts, sizeof(layouts));
             snprintf(why, sizeof(why), "does not declare %s (declares: %s)", kvrt_layout_name(layout), layouts);
+        } else if (!p->available) {
+            snprintf(why, sizeof(why), "no device: %s", p->reason ? p->reason : "unknown");
         } else {
-            kvrt_plugin_probe(rt, p);
-            if (!p->available) {
-                snprintf(why, sizeof(why), "no device: %s", p->reason ? p->reason : "unknown");
-            } else {
+            /* A backend whose bind failed once is not asked again when
+             * kvrt chooses; naming it calls its bind again. */
+            if (!p->bind_failure) {
                 status = bind_plugin(rt, p, layout, out);
                 if (status == KVRT_OK) {
                     note_demotions(rt, p);
@@ -333,22 +448,20 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
                                    p->desc->name, kvrt_runtime_backend_priority(), kvrt_layout_name(layout));
                     break;
                 }
-                snprintf(why, sizeof(why), "%s", kvrt_error_message());
                 status = KVRT_ERR_NODEV;
             }
+            snprintf(why, sizeof(why), "%s", p->bind_failure ? p->bind_failure : kvrt_error_message());
+            level = KVRT_LOG_WARNING;
         }
         kvrt_strbuf_appendf(&passed, "%s\"%s\": %s", passed.len ? "; " : "", p->desc->name, why);
-        char head[128];
-        snprintf(head, sizeof(head), "passed over backend \"%s\"", p->desc->name);
-        kvrt_trace_add_headed(&rt->trace, KVRT_TRACE_PASSED_OVER, (int32_t)layout, p->desc->name, head, "%s", why);
-        kvrt_runtime_log(rt, KVRT_LOG_INFO, "passed over backend \"%s\": %s", p->desc->name, why);
+        pass_over(rt, p, layout, why, level);
     }
     pthread_mutex_unlock(&rt->lock);
     free(order);
     if (status != KVRT_OK)
         status = kvrt_fail(KVRT_ERR_NODEV, "no backend can take layout \"%s\": %s", layout_name,
-                           rt->num_plugins ? kvrt_strbuf_str(&passed)
-                                           : "no plugins were found (set KVRT_PLUGIN_PATH or install kvrt)");
+                           rt->plugins.num_loaded ? kvrt_strbuf_str(&passed)
+                                                  : "no plugins were found (set KVRT_PLUGIN_PATH or install kvrt)");
     kvrt_strbuf_free(&passed);
     return status;
 }
@@ -365,7 +478,7 @@ enum kvrt_layout kvrt_backend_layout(const kvrt_backend *b)
 
 bool kvrt_backend_supports_dtype(const kvrt_backend *b, enum kvrt_dtype dtype)
 {
-    return b && (int)dtype >= 0 && (int)dtype < KVRT_NUM_DTYPES && (b->plugin->desc->dtypes & (1u << dtype));
+    return b && kvrt_plugin_supports_dtype(b->plugin->desc, dtype);
 }
 
 uint32_t kvrt_backend_ops(const kvrt_backend *b)
@@ -387,7 +500,7 @@ int kvrt_backend_copy_bandwidth(kvrt_backend *b, uint64_t bytes, double *bytes_p
     kvrt_plugin_error err;
     err.message[0] = '\0';
     int status = d->measure_copy(b->dev, bytes, bytes_per_second, &err);
-    return kvrt_plugin_status(b, status, &err, "measure_copy");
+    return kvrt_plugin_status(b->plugin, status, &err, "measure_copy");
 }
 
 int kvrt_backend_device_info(const kvrt_backend *b, struct kvrt_device_info *out)

@@ -5,21 +5,17 @@
 
 #include "checked.h"
 #include "error.h"
-#include "runtime_internal.h"
+#include "cache_internal.h"
 
-/* Plugin failures become kvrt errors naming the backend and the operation;
- * a plugin that returns a value outside the status range is itself at fault. */
-int kvrt_plugin_status(const kvrt_backend *b, int status, const kvrt_plugin_error *err, const char *op)
+static void link_buffer(kvrt_backend *b, kvrt_buffer *buf)
 {
-    if (status == KVRT_OK)
-        return KVRT_OK;
-    if (status > 0 || status < KVRT_ERR_INTERNAL)
-        status = KVRT_ERR_PLUGIN;
-    char msg[sizeof(err->message)];
-    memcpy(msg, err->message, sizeof(msg));
-    msg[sizeof(msg) - 1] = '\0';
-    return kvrt_fail(status, "backend \"%s\": %s failed: %s", b->plugin->desc->name, op,
-                     msg[0] ? msg : kvrt_status_name(status));
+    buf->backend = b;
+    pthread_mutex_lock(b->lock);
+    buf->next = b->buffers;
+    if (b->buffers)
+        b->buffers->prev = buf;
+    b->buffers = buf;
+    pthread_mutex_unlock(b->lock);
 }
 
 int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_cache, kvrt_buffer **out)
@@ -48,17 +44,39 @@ int kvrt_buffer_create_internal(kvrt_backend *b, uint64_t bytes, bool owned_by_c
         free(buf);
         char op[64];
         snprintf(op, sizeof(op), "allocating %llu bytes", (unsigned long long)bytes);
-        return kvrt_plugin_status(b, status, &err, op);
+        return kvrt_plugin_status(b->plugin, status, &err, op);
     }
-    buf->backend = b;
     buf->size = bytes;
     buf->owned_by_cache = owned_by_cache;
-    pthread_mutex_lock(&b->rt->lock);
-    buf->next = b->buffers;
-    if (b->buffers)
-        b->buffers->prev = buf;
-    b->buffers = buf;
-    pthread_mutex_unlock(&b->rt->lock);
+    link_buffer(b, buf);
+    *out = buf;
+    return KVRT_OK;
+}
+
+int kvrt_buffer_import_internal(kvrt_backend *b, const struct kvrt_plugin_import *memory, const char *fn,
+                                kvrt_buffer **out)
+{
+    *out = NULL;
+    kvrt_buffer *buf = calloc(1, sizeof(*buf));
+    if (!buf)
+        return kvrt_fail(KVRT_ERR_NOMEM, "%s: out of memory", fn);
+    kvrt_plugin_error err;
+    err.message[0] = '\0';
+    int status = b->plugin->desc->buffer_import(b->dev, memory, &buf->handle, &err);
+    if (status == KVRT_OK && !buf->handle)
+        status = kvrt_fail(KVRT_ERR_PLUGIN,
+                           "backend \"%s\": importing %llu bytes returned success but no buffer (a NULL "
+                           "handle); the plugin is at fault",
+                           b->plugin->desc->name, (unsigned long long)memory->bytes);
+    else if (status != KVRT_OK)
+        status = kvrt_plugin_status(b->plugin, status, &err, "buffer_import");
+    if (status != KVRT_OK) {
+        free(buf);
+        return status;
+    }
+    buf->size = memory->bytes;
+    buf->owned_by_cache = true;
+    link_buffer(b, buf);
     *out = buf;
     return KVRT_OK;
 }
@@ -92,14 +110,14 @@ void kvrt_buffer_destroy(kvrt_buffer *buf)
     if (!buf)
         return;
     if (buf->owned_by_cache) {
-        kvrt_runtime_log(buf->backend->rt, KVRT_LOG_WARNING,
-                         "kvrt_buffer_destroy: this buffer belongs to a cache; destroy the cache instead");
+        kvrt_log(buf->backend->log, KVRT_LOG_WARNING,
+                 "kvrt_buffer_destroy: this buffer belongs to a cache; destroy the cache instead");
         return;
     }
-    kvrt_runtime *rt = buf->backend->rt;
-    pthread_mutex_lock(&rt->lock);
+    pthread_mutex_t *lock = buf->backend->lock;
+    pthread_mutex_lock(lock);
     kvrt_buffer_destroy_internal(buf);
-    pthread_mutex_unlock(&rt->lock);
+    pthread_mutex_unlock(lock);
 }
 
 uint64_t kvrt_buffer_size(const kvrt_buffer *buf)
@@ -158,8 +176,8 @@ int kvrt_buffer_upload(kvrt_buffer *buf, uint64_t offset, const void *src, uint6
     kvrt_plugin_error err;
     err.message[0] = '\0';
     kvrt_backend *b = buf->backend;
-    return kvrt_plugin_status(b, b->plugin->desc->buffer_upload(b->dev, buf->handle, offset, src, bytes, &err), &err,
-                              "upload");
+    return kvrt_plugin_status(b->plugin, b->plugin->desc->buffer_upload(b->dev, buf->handle, offset, src, bytes, &err),
+                              &err, "upload");
 }
 
 int kvrt_buffer_download(kvrt_buffer *buf, uint64_t offset, void *dst, uint64_t bytes)
@@ -177,8 +195,8 @@ int kvrt_buffer_download(kvrt_buffer *buf, uint64_t offset, void *dst, uint64_t 
     kvrt_plugin_error err;
     err.message[0] = '\0';
     kvrt_backend *b = buf->backend;
-    return kvrt_plugin_status(b, b->plugin->desc->buffer_download(b->dev, buf->handle, offset, dst, bytes, &err), &err,
-                              "download");
+    return kvrt_plugin_status(
+        b->plugin, b->plugin->desc->buffer_download(b->dev, buf->handle, offset, dst, bytes, &err), &err, "download");
 }
 
 int kvrt_buffer_zero(kvrt_buffer *buf, uint64_t offset, uint64_t bytes)
@@ -189,7 +207,8 @@ int kvrt_buffer_zero(kvrt_buffer *buf, uint64_t offset, uint64_t bytes)
     kvrt_plugin_error err;
     err.message[0] = '\0';
     kvrt_backend *b = buf->backend;
-    return kvrt_plugin_status(b, b->plugin->desc->buffer_zero(b->dev, buf->handle, offset, bytes, &err), &err, "zero");
+    return kvrt_plugin_status(b->plugin, b->plugin->desc->buffer_zero(b->dev, buf->handle, offset, bytes, &err), &err,
+                              "zero");
 }
 
 int kvrt_buffer_address(kvrt_buffer *buf, void **addr, enum kvrt_memory_kind *kind)
@@ -211,7 +230,8 @@ int kvrt_buffer_address(kvrt_buffer *buf, void **addr, enum kvrt_memory_kind *ki
     kvrt_plugin_error err;
     err.message[0] = '\0';
     void *p = NULL;
-    int status = kvrt_plugin_status(b, d->buffer_address(b->dev, buf->handle, &p, &err), &err, "buffer_address");
+    int status =
+        kvrt_plugin_status(b->plugin, d->buffer_address(b->dev, buf->handle, &p, &err), &err, "buffer_address");
     if (status != KVRT_OK)
         return status;
     if (!p)

@@ -4,11 +4,11 @@
 
 #include "checked.h"
 #include "error.h"
-#include "runtime_internal.h"
+#include "cache_internal.h"
 
 /* Builds the plugin's view of every layer from the placement: the plugin
  * then addresses the cache only through these offsets and strides. */
-static int describe_layers(kvrt_cache *c)
+static int describe_layers(kvrt_cache *c, const char *fn)
 {
     const kvrt_placement *p = c->placement;
     size_t nsets = kvrt_placement_num_sets(p);
@@ -21,17 +21,17 @@ static int describe_layers(kvrt_cache *c)
         total += set.num_layers;
     }
     if (total == 0)
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_create: the placement has no layers");
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: the placement has no layers", fn);
     if (total > UINT32_MAX)
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_create: %llu layers; at most %u are supported",
-                         (unsigned long long)total, UINT32_MAX);
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: %llu layers; at most %u are supported", fn, (unsigned long long)total,
+                         UINT32_MAX);
     c->layers = calloc(total, sizeof(*c->layers));
     c->layer_names = calloc(total, sizeof(*c->layer_names));
     c->layer_info = calloc(total, sizeof(*c->layer_info));
     /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of pointers, as in bind.c */
     c->layer_spec = calloc(total, sizeof(*c->layer_spec));
     if (!c->layers || !c->layer_names || !c->layer_info || !c->layer_spec)
-        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_cache_create: out of memory for %llu layers", (unsigned long long)total);
+        return kvrt_fail(KVRT_ERR_NOMEM, "%s: out of memory for %llu layers", fn, (unsigned long long)total);
     uint64_t n = 0;
     for (size_t s = 0; s < nsets; s++) {
         struct kvrt_placement_set set;
@@ -40,7 +40,7 @@ static int describe_layers(kvrt_cache *c)
         uint64_t staging_page = 0;
         if (kvrt_mul_overflow(info->head_slots, info->states_per_block, &staging_page) ||
             kvrt_mul_overflow(staging_page, info->content_bytes, &staging_page))
-            return kvrt_fail(KVRT_ERR_OVERFLOW, "kvrt_cache_create: page size overflows");
+            return kvrt_fail(KVRT_ERR_OVERFLOW, "%s: page size overflows", fn);
         for (uint64_t l = 0; l < set.num_layers; l++, n++) {
             struct kvrt_view v;
             int status = kvrt_placement_layer_view(p, s, l, &v);
@@ -67,29 +67,19 @@ static int describe_layers(kvrt_cache *c)
             c->layer_info[n] = *info;
             c->layer_spec[n] = set.spec;
             if (kvrt_add_overflow(c->staging_bytes_per_block, staging_page, &c->staging_bytes_per_block))
-                return kvrt_fail(KVRT_ERR_OVERFLOW, "kvrt_cache_create: staging size per block overflows");
+                return kvrt_fail(KVRT_ERR_OVERFLOW, "%s: staging size per block overflows", fn);
         }
     }
     /* Both walks read the same immutable placement; a mismatch would leave
      * layers undescribed (and their spec pointers NULL). */
     if (n != total)
-        return kvrt_fail(KVRT_ERR_INTERNAL, "kvrt_cache_create: described %llu of %llu layers", (unsigned long long)n,
+        return kvrt_fail(KVRT_ERR_INTERNAL, "%s: described %llu of %llu layers", fn, (unsigned long long)n,
                          (unsigned long long)total);
     c->desc.num_layers = total;
     return KVRT_OK;
 }
 
-static void cache_free(kvrt_cache *c)
-{
-    free(c->layers);
-    free(c->layer_names);
-    free(c->layer_info);
-    free(c->layer_spec);
-    kvrt_placement_destroy(c->placement);
-    free(c);
-}
-
-static int copy_placement(const kvrt_placement *src, kvrt_placement **out)
+static int copy_placement(const kvrt_placement *src, kvrt_placement **out, const char *fn)
 {
     /* A placement is immutable, but the caller may destroy theirs; rebuild
      * an owned copy from its sets. */
@@ -105,7 +95,7 @@ static int copy_placement(const kvrt_placement *src, kvrt_placement **out)
     if (!entries || !groups) {
         free(entries);
         free(groups);
-        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_cache_create: out of memory");
+        return kvrt_fail(KVRT_ERR_NOMEM, "%s: out of memory", fn);
     }
     uint64_t k = 0;
     for (size_t g = 0; g < ngroups; g++) {
@@ -133,36 +123,50 @@ static int copy_placement(const kvrt_placement *src, kvrt_placement **out)
     return status;
 }
 
-int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out)
+void kvrt_cache_free(kvrt_cache *c, struct kvrt_release **pending)
+{
+    if (c->release) {
+        c->release->next = *pending;
+        *pending = c->release;
+    }
+    free(c->layers);
+    free(c->layer_names);
+    free(c->layer_info);
+    free(c->layer_spec);
+    kvrt_placement_destroy(c->placement);
+    free(c);
+}
+
+int kvrt_cache_prepare(kvrt_backend *b, const kvrt_placement *p, const char *fn, kvrt_cache **out)
 {
     if (!b || !p || !out)
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_create: NULL argument");
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: NULL argument", fn);
     *out = NULL;
     if (kvrt_placement_layout(p) != b->layout)
         return kvrt_fail(KVRT_ERR_INVALID,
-                         "kvrt_cache_create: the placement uses layout %s but backend \"%s\" was bound "
+                         "%s: the placement uses layout %s but backend \"%s\" was bound "
                          "with %s; place the layers with the bound layout",
-                         kvrt_layout_name(kvrt_placement_layout(p)), b->plugin->desc->name,
+                         fn, kvrt_layout_name(kvrt_placement_layout(p)), b->plugin->desc->name,
                          kvrt_layout_name(b->layout));
     if (kvrt_placement_num_sets(p) == 0)
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_create: the placement has no layers");
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: the placement has no layers", fn);
     kvrt_cache *c = calloc(1, sizeof(*c));
     if (!c)
-        return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_cache_create: out of memory");
+        return kvrt_fail(KVRT_ERR_NOMEM, "%s: out of memory", fn);
     c->backend = b;
-    int status = copy_placement(p, &c->placement);
+    int status = copy_placement(p, &c->placement, fn);
     if (status == KVRT_OK)
-        status = describe_layers(c);
+        status = describe_layers(c, fn);
     /* State layers are opaque bytes that only block operations move (no
      * backend interprets them), so their element type is not the backend's
      * concern: a hybrid model runs on a backend that never declared uint8. */
     for (uint64_t i = 0; status == KVRT_OK && i < c->desc.num_layers; i++) {
         enum kvrt_dtype t = (enum kvrt_dtype)c->layers[i].dtype;
-        if (c->layer_spec[i]->kind != KVRT_SPEC_STATE && !kvrt_backend_supports_dtype(b, t))
+        if (c->layer_spec[i]->kind != KVRT_SPEC_STATE && !kvrt_plugin_supports_dtype(b->plugin->desc, t))
             status = kvrt_fail(KVRT_ERR_UNSUPPORTED,
-                               "kvrt_cache_create: backend \"%s\" does not support element type %s "
+                               "%s: backend \"%s\" does not support element type %s "
                                "(layer \"%s\")",
-                               b->plugin->desc->name, kvrt_dtype_name(t), c->layer_names[i]);
+                               fn, b->plugin->desc->name, kvrt_dtype_name(t), c->layer_names[i]);
     }
     /* Slots and block tables count in one block size for the whole cache
      * (struct kvrt_plugin_cache has one): every layer with tokens must use
@@ -176,101 +180,64 @@ int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out
             token_layer = i;
         else if (c->layer_spec[i]->block_size != c->layer_spec[token_layer]->block_size)
             status = kvrt_fail(KVRT_ERR_INVALID,
-                               "kvrt_cache_create: layer \"%s\" has block_size %llu but layer \"%s\" has %llu; "
+                               "%s: layer \"%s\" has block_size %llu but layer \"%s\" has %llu; "
                                "slots and block tables count in one block size per cache, so place layers "
                                "of different block sizes in separate caches",
-                               c->layer_names[i], (unsigned long long)c->layer_spec[i]->block_size,
+                               fn, c->layer_names[i], (unsigned long long)c->layer_spec[i]->block_size,
                                c->layer_names[token_layer], (unsigned long long)c->layer_spec[token_layer]->block_size);
     }
-    if (status == KVRT_OK) {
-        c->desc.size = sizeof(c->desc);
-        c->desc.layout = (int32_t)b->layout;
-        c->desc.bytes = kvrt_placement_size(c->placement);
-        c->desc.num_blocks = kvrt_placement_num_blocks(c->placement);
-        c->desc.block_size = c->layer_spec[token_layer < c->desc.num_layers ? token_layer : 0]->block_size;
-        c->desc.layers = c->layers;
-        status = kvrt_buffer_create_internal(b, c->desc.bytes, true, &c->buffer);
-    }
-    if (status == KVRT_OK) {
-        status = kvrt_buffer_zero(c->buffer, 0, c->desc.bytes);
-        if (status != KVRT_OK) {
-            pthread_mutex_lock(&b->rt->lock);
-            kvrt_buffer_destroy_internal(c->buffer);
-            pthread_mutex_unlock(&b->rt->lock);
-        }
-    }
     if (status != KVRT_OK) {
-        cache_free(c);
+        struct kvrt_release *none = NULL;
+        kvrt_cache_free(c, &none);
         return status;
     }
-    pthread_mutex_lock(&b->rt->lock);
-    c->next = b->caches;
-    if (b->caches)
-        b->caches->prev = c;
-    b->caches = c;
-    pthread_mutex_unlock(&b->rt->lock);
+    c->desc.size = sizeof(c->desc);
+    c->desc.layout = (int32_t)b->layout;
+    c->desc.bytes = kvrt_placement_size(c->placement);
+    c->desc.num_blocks = kvrt_placement_num_blocks(c->placement);
+    c->desc.block_size = c->layer_spec[token_layer < c->desc.num_layers ? token_layer : 0]->block_size;
+    c->desc.layers = c->layers;
     *out = c;
     return KVRT_OK;
 }
 
-void kvrt_cache_destroy_locked(kvrt_cache *c)
+void kvrt_cache_link(kvrt_cache *c)
 {
     kvrt_backend *b = c->backend;
-    if (c->prev)
-        c->prev->next = c->next;
-    else
-        b->caches = c->next;
-    if (c->next)
-        c->next->prev = c->prev;
-    kvrt_buffer_destroy_internal(c->buffer);
-    cache_free(c);
+    pthread_mutex_lock(b->lock);
+    c->next = b->caches;
+    if (b->caches)
+        b->caches->prev = c;
+    b->caches = c;
+    pthread_mutex_unlock(b->lock);
 }
 
-void kvrt_cache_destroy(kvrt_cache *c)
+int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out)
 {
-    if (!c)
-        return;
-    kvrt_runtime *rt = c->backend->rt;
-    pthread_mutex_lock(&rt->lock);
-    /* Exported tensors still point into the buffer: the last deleter frees it. */
-    if (c->exports > 0)
-        c->destroyed = true;
-    else
-        kvrt_cache_destroy_locked(c);
-    pthread_mutex_unlock(&rt->lock);
-}
-
-int kvrt_cache_retain(kvrt_cache *c)
-{
-    kvrt_runtime *rt = c->backend->rt;
-    int status = KVRT_OK;
-    pthread_mutex_lock(&rt->lock);
-    if (c->destroyed || rt->closing)
-        status = kvrt_fail(KVRT_ERR_STATE, "the cache was destroyed (its memory lives on only for the tensors "
-                                           "already exported from it)");
-    else if (c->exports == UINT64_MAX)
-        status = kvrt_fail(KVRT_ERR_OVERFLOW, "the cache has %llu live tensors, the most it can count",
-                           (unsigned long long)c->exports);
-    else {
-        c->exports++;
-        rt->exports++;
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_create: NULL argument");
+    *out = NULL;
+    kvrt_cache *c;
+    int status = kvrt_cache_prepare(b, p, "kvrt_cache_create", &c);
+    if (status != KVRT_OK)
+        return status;
+    status = kvrt_buffer_create_internal(b, c->desc.bytes, true, &c->buffer);
+    if (status == KVRT_OK) {
+        status = kvrt_buffer_zero(c->buffer, 0, c->desc.bytes);
+        if (status != KVRT_OK) {
+            pthread_mutex_lock(b->lock);
+            kvrt_buffer_destroy_internal(c->buffer);
+            pthread_mutex_unlock(b->lock);
+        }
     }
-    pthread_mutex_unlock(&rt->lock);
-    return status;
-}
-
-void kvrt_cache_release(kvrt_cache *c)
-{
-    kvrt_runtime *rt = c->backend->rt;
-    pthread_mutex_lock(&rt->lock);
-    c->exports--;
-    rt->exports--;
-    if (c->exports == 0 && c->destroyed)
-        kvrt_cache_destroy_locked(c);
-    bool finish_close = rt->closing && rt->exports == 0;
-    pthread_mutex_unlock(&rt->lock);
-    if (finish_close)
-        kvrt_runtime_close_now(rt);
+    if (status != KVRT_OK) {
+        struct kvrt_release *none = NULL;
+        kvrt_cache_free(c, &none);
+        return status;
+    }
+    kvrt_cache_link(c);
+    *out = c;
+    return KVRT_OK;
 }
 
 kvrt_buffer *kvrt_cache_buffer(kvrt_cache *c)

@@ -7,7 +7,7 @@
 #include "error.h"
 #include "reserved.h"
 #include "slots_last_wins.h"
-#include "runtime_internal.h"
+#include "cache_internal.h"
 
 /*
  * Every operation is validated completely here, before the plugin runs, so
@@ -180,7 +180,7 @@ static int token_io(kvrt_cache *c, bool is_write, uint32_t layer, uint64_t num_t
                                              unique ? unique : slots, k->handle, k_offset, v ? v->handle : NULL,
                                              v_offset, &err);
     free(unique);
-    return kvrt_plugin_status(c->backend, status, &err, is_write ? "write" : "read");
+    return kvrt_plugin_status(c->backend->plugin, status, &err, is_write ? "write" : "read");
 }
 
 int kvrt_cache_write(kvrt_cache *c, uint32_t layer, uint64_t num_tokens, const int64_t *slots, kvrt_buffer *k,
@@ -212,7 +212,7 @@ int kvrt_cache_copy_blocks(kvrt_cache *c, uint64_t num_pairs, const int64_t *pai
     err.message[0] = '\0';
     status =
         c->backend->plugin->desc->copy_blocks(c->backend->dev, &c->desc, c->buffer->handle, num_pairs, pairs, &err);
-    return kvrt_plugin_status(c->backend, status, &err, "copy_blocks");
+    return kvrt_plugin_status(c->backend->plugin, status, &err, "copy_blocks");
 }
 
 static int staging_io(kvrt_cache *c, bool is_gather, uint64_t n, const int64_t *ids, kvrt_buffer *staging,
@@ -235,7 +235,7 @@ static int staging_io(kvrt_cache *c, bool is_gather, uint64_t n, const int64_t *
     err.message[0] = '\0';
     status = (is_gather ? d->gather : d->scatter)(c->backend->dev, &c->desc, c->buffer->handle, n, ids, staging->handle,
                                                   offset, &err);
-    return kvrt_plugin_status(c->backend, status, &err, is_gather ? "gather" : "scatter");
+    return kvrt_plugin_status(c->backend->plugin, status, &err, is_gather ? "gather" : "scatter");
 }
 
 int kvrt_cache_gather(kvrt_cache *c, uint64_t n, const int64_t *ids, kvrt_buffer *staging, uint64_t offset)
@@ -343,5 +343,5 @@ int kvrt_cache_decode(kvrt_cache *c, uint32_t layer, const struct kvrt_decode_pa
     kvrt_plugin_error err;
     err.message[0] = '\0';
     status = c->backend->plugin->desc->decode(c->backend->dev, &c->desc, c->buffer->handle, layer, &a, &err);
-    return kvrt_plugin_status(c->backend, status, &err, "decode");
+    return kvrt_plugin_status(c->backend->plugin, status, &err, "decode");
 }

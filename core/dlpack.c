@@ -8,6 +8,7 @@
 #include <kvrt/dlpack.h>
 
 #include "checked.h"
+#include "dlpack_internal.h"
 #include "error.h"
 #include "runtime_internal.h"
 
@@ -38,7 +39,7 @@ static void export_deleter(DLManagedTensor *self)
     kvrt_cache_release(c);
 }
 
-static int dl_dtype(const struct kvrt_plugin_layer *L, DLDataType *out)
+int kvrt_dlpack_dtype(const struct kvrt_plugin_layer *L, DLDataType *out)
 {
     out->lanes = 1;
     out->bits = (uint8_t)(L->elem_size * 8);
@@ -147,7 +148,7 @@ static int export_begin(kvrt_cache *c, uint32_t layer, enum kvrt_view_part part,
     DLTensor *t = &e->tensor.dl_tensor;
     status = dl_device(c, kind, &t->device);
     if (status == KVRT_OK)
-        status = dl_dtype(&c->layers[layer], &t->dtype);
+        status = kvrt_dlpack_dtype(&c->layers[layer], &t->dtype);
     if (status == KVRT_OK)
         status = kvrt_cache_retain(c);
     if (status != KVRT_OK) {
@@ -193,6 +194,8 @@ int kvrt_cache_export_layer(kvrt_cache *c, uint32_t layer, enum kvrt_view_part p
     return KVRT_OK;
 }
 
+#define EXPORT_ONE_BY_ONE "export them one by one with kvrt_cache_export_layer"
+
 static bool same_view(const struct kvrt_plugin_layer *a, const struct kvrt_plugin_layer *b)
 {
     return a->kind == b->kind && a->dtype == b->dtype && a->elem_size == b->elem_size &&
@@ -203,7 +206,7 @@ static bool same_view(const struct kvrt_plugin_layer *a, const struct kvrt_plugi
 
 /* Elements from one layer to the next, when every layer has layer 0's view
  * and they are evenly spaced. */
-static int layer_stride(const kvrt_cache *c, uint64_t *stride)
+int kvrt_dlpack_layer_stride(const kvrt_cache *c, const char *fn, const char *advice, uint64_t *stride)
 {
     const struct kvrt_plugin_layer *L0 = &c->layers[0];
     uint64_t n = c->desc.num_layers;
@@ -216,26 +219,25 @@ static int layer_stride(const kvrt_cache *c, uint64_t *stride)
     const struct kvrt_plugin_layer *L1 = &c->layers[1];
     if (L1->offset <= L0->offset || (L1->offset - L0->offset) % L0->elem_size != 0)
         return kvrt_fail(KVRT_ERR_INVALID,
-                         "kvrt_cache_export_layers: layer 1 (\"%s\") starts at byte %llu and layer 0 at %llu, "
-                         "not a positive whole number of %llu-byte elements later; export the layers one "
-                         "by one with kvrt_cache_export_layer",
-                         c->layer_names[1], ULL(L1->offset), ULL(L0->offset), ULL(L0->elem_size));
+                         "%s: layer 1 (\"%s\") starts at byte %llu and layer 0 at %llu, "
+                         "not a positive whole number of %llu-byte elements later, so the layers are not "
+                         "one tensor; %s",
+                         fn, c->layer_names[1], ULL(L1->offset), ULL(L0->offset), ULL(L0->elem_size), advice);
     uint64_t step = L1->offset - L0->offset;
     for (uint64_t l = 1; l < n; l++) {
         const struct kvrt_plugin_layer *L = &c->layers[l];
         uint64_t want;
         if (!same_view(L0, L))
             return kvrt_fail(KVRT_ERR_INVALID,
-                             "kvrt_cache_export_layers: layer %llu (\"%s\") does not have layer 0's (\"%s\") "
-                             "spec and strides, so the layers are not one tensor; export them one by one "
-                             "with kvrt_cache_export_layer",
-                             ULL(l), c->layer_names[l], c->layer_names[0]);
+                             "%s: layer %llu (\"%s\") does not have layer 0's (\"%s\") "
+                             "spec and strides, so the layers are not one tensor; %s",
+                             fn, ULL(l), c->layer_names[l], c->layer_names[0], advice);
         if (kvrt_mul_overflow(step, l, &want) || kvrt_add_overflow(want, L0->offset, &want) || L->offset != want)
             return kvrt_fail(KVRT_ERR_INVALID,
-                             "kvrt_cache_export_layers: layer %llu (\"%s\") starts at byte %llu, not at %llu "
-                             "(layers are not evenly spaced by %llu bytes); export them one by one with "
-                             "kvrt_cache_export_layer",
-                             ULL(l), c->layer_names[l], ULL(L->offset), ULL(L0->offset + l * step), ULL(step));
+                             "%s: layer %llu (\"%s\") starts at byte %llu, not at %llu "
+                             "(layers are not evenly spaced by %llu bytes); %s",
+                             fn, ULL(l), c->layer_names[l], ULL(L->offset), ULL(L0->offset + l * step), ULL(step),
+                             advice);
     }
     *stride = step / L0->elem_size;
     return KVRT_OK;
@@ -249,7 +251,7 @@ int kvrt_cache_export_layers(kvrt_cache *c, enum kvrt_view_part part, DLManagedT
     if (!c)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_cache_export_layers: the cache is NULL");
     uint64_t stride;
-    int status = layer_stride(c, &stride);
+    int status = kvrt_dlpack_layer_stride(c, "kvrt_cache_export_layers", EXPORT_ONE_BY_ONE, &stride);
     if (status != KVRT_OK)
         return status;
     struct kvrt_export *e;

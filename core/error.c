@@ -57,11 +57,16 @@ size_t kvrt_escape_controls(char *dst, size_t size, const char *src)
 
 /* Every message goes through here: formatted, then escaped, so it is one
  * line whatever the arguments held. */
+void kvrt_vformat_line(char *out, size_t size, const char *fmt, va_list ap)
+{
+    char raw[2048];
+    vsnprintf(raw, sizeof(raw), fmt, ap);
+    kvrt_escape_controls(out, size, raw);
+}
+
 static KVRT_PRINTF(1, 0) void error_vset(const char *fmt, va_list ap)
 {
-    char raw[sizeof(error_text)];
-    vsnprintf(raw, sizeof(raw), fmt, ap);
-    kvrt_escape_controls(error_text, sizeof(error_text), raw);
+    kvrt_vformat_line(error_text, sizeof(error_text), fmt, ap);
 }
 
 void kvrt_error_set(const char *fmt, ...)
@@ -74,12 +79,11 @@ void kvrt_error_set(const char *fmt, ...)
 
 void kvrt_error_prefix(const char *fmt, ...)
 {
-    char raw[512], prefix[512];
+    char prefix[512];
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(raw, sizeof(raw), fmt, ap);
+    kvrt_vformat_line(prefix, sizeof(prefix), fmt, ap);
     va_end(ap);
-    kvrt_escape_controls(prefix, sizeof(prefix), raw);
     /* Shift the old message right and put "<prefix>: " in front, keeping
      * as much of the old text as fits. */
     size_t pl = strlen(prefix) + 2;

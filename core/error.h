@@ -2,9 +2,16 @@
 #ifndef KVRT_CORE_ERROR_H
 #define KVRT_CORE_ERROR_H
 
+#include <stdarg.h>
+#include <stddef.h>
+
 #include <kvrt/common.h>
 
 #include "format.h"
+
+/* Format into `out` as one line: printf, then control bytes escaped (the
+ * text may quote plugins, files and the environment). */
+void kvrt_vformat_line(char *out, size_t size, const char *fmt, va_list ap) KVRT_PRINTF(3, 0);
 
 /* Set this thread's message. */
 void kvrt_error_set(const char *fmt, ...) KVRT_PRINTF(1, 2);

@@ -4,6 +4,8 @@
 
 #include <stddef.h>
 
+#include <kvrt/layout.h>
+
 /* Copy a user-supplied value for quoting in a message: control bytes, quotes
  * and backslashes are escaped so the message stays one readable line.  Long
  * values are truncated to fit `size`. */

@@ -8,8 +8,11 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <kvrt/runtime.h>
+
 #include "error.h"
-#include "runtime_internal.h"
+#include "loader.h"
+#include "secure_env.h"
 
 /*
  * Discovery, in the manner of the Vulkan and OpenCL ICD loaders: an explicit
@@ -23,25 +26,21 @@
  * never lose its code.
  */
 
-static int add_skipped(kvrt_runtime *rt, const char *path, const char *reason)
+/* One search: the client, and the real path and name of every module it
+ * accepted, to recognise the same file reached by two paths. */
+struct search {
+    const struct kvrt_loader_client *client;
+    struct accepted {
+        char *real;
+        char *path;
+        char *name;
+    } * accepted;
+    size_t num_accepted;
+};
+
+static int skip(struct search *s, const char *path, const char *reason)
 {
-    struct kvrt_skipped_plugin *s = realloc(rt->skipped, (rt->num_skipped + 1) * sizeof(*rt->skipped));
-    if (!s)
-        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory recording skipped plugin %s", path);
-    rt->skipped = s;
-    /* Reasons quote plugin text and dlerror(); keep them one line. */
-    char line[2048];
-    kvrt_escape_controls(line, sizeof(line), reason);
-    s[rt->num_skipped].path = strdup(path);
-    s[rt->num_skipped].reason = strdup(line);
-    if (!s[rt->num_skipped].path || !s[rt->num_skipped].reason) {
-        free(s[rt->num_skipped].path);
-        free(s[rt->num_skipped].reason);
-        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory recording skipped plugin %s", path);
-    }
-    rt->num_skipped++;
-    kvrt_runtime_log(rt, KVRT_LOG_WARNING, "plugin %s skipped: %s", path, line);
-    return KVRT_OK;
+    return s->client->skip(s->client->ctx, path, reason);
 }
 
 static bool insecure_allowed(void)
@@ -75,31 +74,42 @@ static bool writable_by_others(const char *path, char *why, size_t why_size, con
     return false;
 }
 
-static struct kvrt_loaded_plugin *find_by_name(kvrt_runtime *rt, const char *name)
+static const struct accepted *find_by_realpath(const struct search *s, const char *real)
 {
-    for (size_t i = 0; i < rt->num_plugins; i++)
-        if (strcmp(rt->plugins[i].desc->name, name) == 0)
-            return &rt->plugins[i];
+    for (size_t i = 0; i < s->num_accepted; i++)
+        if (strcmp(s->accepted[i].real, real) == 0)
+            return &s->accepted[i];
     return NULL;
 }
 
-static struct kvrt_loaded_plugin *find_by_realpath(kvrt_runtime *rt, const char *real)
+static int remember(struct search *s, const char *real, const char *path, const char *name)
 {
-    for (size_t i = 0; i < rt->num_plugins; i++) {
-        char other[PATH_MAX];
-        if (realpath(rt->plugins[i].path, other) && strcmp(other, real) == 0)
-            return &rt->plugins[i];
+    struct accepted *a = realloc(s->accepted, (s->num_accepted + 1) * sizeof(*a));
+    if (!a)
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory loading plugin %s", path);
+    s->accepted = a;
+    a = &a[s->num_accepted];
+    a->real = strdup(real);
+    a->path = strdup(path);
+    a->name = strdup(name);
+    if (!a->real || !a->path || !a->name) {
+        free(a->real);
+        free(a->path);
+        free(a->name);
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory loading plugin %s", path);
     }
-    return NULL;
+    s->num_accepted++;
+    return KVRT_OK;
 }
 
 /*
- * Read an opened module's declaration and accept or skip it.  Either way the
- * module stays loaded (`handle` is never dlclose'd, also not when skipped):
- * its constructors have already run and may have started a device runtime
- * whose exit handlers must outlive it, as for accepted plugins above.
+ * Find an opened module's entry and hand its descriptor to the client.
+ * Either way the module stays loaded (`handle` is never dlclose'd, also not
+ * when skipped): its constructors have already run and may have started a
+ * device runtime whose exit handlers must outlive it, as for accepted
+ * plugins.
  */
-static int admit_module(kvrt_runtime *rt, const char *path, void *handle)
+static int admit_module(struct search *s, const char *path, const char *real, void *handle)
 {
     char why[1024];
 
@@ -108,36 +118,18 @@ static int admit_module(kvrt_runtime *rt, const char *path, void *handle)
     if (!sym) {
         const char *e = dlerror();
         snprintf(why, sizeof(why), "no entry symbol %s: %s", KVRT_PLUGIN_ENTRY_SYMBOL, e ? e : "symbol is NULL");
-        return add_skipped(rt, path, why);
+        return skip(s, path, why);
     }
     kvrt_plugin_entry_fn entry;
     memcpy(&entry, &sym, sizeof(entry));
     const struct kvrt_plugin_descriptor *d = entry();
-    if (kvrt_plugin_validate(d, why, sizeof(why)) != KVRT_OK)
-        return add_skipped(rt, path, why);
-
-    struct kvrt_loaded_plugin *first = find_by_name(rt, d->name);
-    if (first) {
-        snprintf(why, sizeof(why),
-                 "another plugin named \"%s\" was found first, at %s (the first in search order wins)", d->name,
-                 first->path);
-        return add_skipped(rt, path, why);
-    }
-
-    struct kvrt_loaded_plugin *p = realloc(rt->plugins, (rt->num_plugins + 1) * sizeof(*rt->plugins));
-    if (!p)
-        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory loading plugin %s", path);
-    rt->plugins = p;
-    p = &rt->plugins[rt->num_plugins];
-    memset(p, 0, sizeof(*p));
-    p->path = strdup(path);
-    if (!p->path)
-        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory loading plugin %s", path);
-    p->handle = handle;
-    p->desc = d;
-    rt->num_plugins++;
-    kvrt_runtime_log(rt, KVRT_LOG_DEBUG, "plugin \"%s\" %s loaded from %s", d->name, d->version, path);
-    return KVRT_OK;
+    int status = s->client->module(s->client->ctx, path, handle, d);
+    if (status == KVRT_ERR_PLUGIN)
+        return KVRT_OK; /* passed over, with the client's reason */
+    /* Accepted, so its descriptor has a valid name. */
+    if (status == KVRT_OK && real[0])
+        status = remember(s, real, path, d->name);
+    return status;
 }
 
 static const char *file_kind(mode_t mode)
@@ -150,7 +142,7 @@ static const char *file_kind(mode_t mode)
                             : "not a regular file";
 }
 
-static int load_file(kvrt_runtime *rt, const char *path, bool check_dir)
+static int load_file(struct search *s, const char *path, bool check_dir)
 {
     char why[1024];
     char real[PATH_MAX];
@@ -161,16 +153,16 @@ static int load_file(kvrt_runtime *rt, const char *path, bool check_dir)
     struct stat st;
     if (stat(path, &st) != 0) {
         snprintf(why, sizeof(why), "cannot stat it: %s", strerror(errno));
-        return add_skipped(rt, path, why);
+        return skip(s, path, why);
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(why, sizeof(why), "it is %s; plugins must be regular files", file_kind(st.st_mode));
-        return add_skipped(rt, path, why);
+        return skip(s, path, why);
     }
 
     if (!insecure_allowed()) {
         if (writable_by_others(path, why, sizeof(why), "plugin file"))
-            return add_skipped(rt, path, why);
+            return skip(s, path, why);
         if (check_dir) {
             char dir[PATH_MAX];
             /* path fits PATH_MAX: search_entry refused longer ones. */
@@ -179,16 +171,18 @@ static int load_file(kvrt_runtime *rt, const char *path, bool check_dir)
             if (slash && slash != dir)
                 *slash = '\0';
             if (writable_by_others(dir, why, sizeof(why), "plugin folder"))
-                return add_skipped(rt, path, why);
+                return skip(s, path, why);
         }
     }
     if (realpath(path, real)) {
-        struct kvrt_loaded_plugin *same = find_by_realpath(rt, real);
+        const struct accepted *same = find_by_realpath(s, real);
         if (same) {
-            snprintf(why, sizeof(why), "the same file as plugin \"%s\", already loaded from %s", same->desc->name,
+            snprintf(why, sizeof(why), "the same file as plugin \"%s\", already loaded from %s", same->name,
                      same->path);
-            return add_skipped(rt, path, why);
+            return skip(s, path, why);
         }
+    } else {
+        real[0] = '\0';
     }
 
     dlerror();
@@ -196,9 +190,9 @@ static int load_file(kvrt_runtime *rt, const char *path, bool check_dir)
     if (!handle) {
         const char *e = dlerror();
         snprintf(why, sizeof(why), "dlopen failed: %s", e ? e : "unknown error");
-        return add_skipped(rt, path, why);
+        return skip(s, path, why);
     }
-    return admit_module(rt, path, handle);
+    return admit_module(s, path, real, handle);
 }
 
 static int name_cmp(const void *a, const void *b)
@@ -221,16 +215,18 @@ static bool is_misnamed_module(const char *name)
     return n > 3 && strcmp(name + n - 3, ".so") == 0 && !is_plugin_name(name);
 }
 
-static int scan_dir(kvrt_runtime *rt, const char *dir)
+static int scan_dir(struct search *s, const char *dir)
 {
     char why[1024];
     if (!insecure_allowed() && writable_by_others(dir, why, sizeof(why), "plugin folder"))
-        return add_skipped(rt, dir, why);
+        return skip(s, dir, why);
 
     DIR *d = opendir(dir);
     if (!d) {
         /* A missing default folder is normal; a missing explicit one is worth a debug line. */
-        kvrt_runtime_log(rt, KVRT_LOG_DEBUG, "plugin folder %s not searched: %s", dir, strerror(errno));
+        char line[PATH_MAX + 256];
+        snprintf(line, sizeof(line), "plugin folder %s not searched: %s", dir, strerror(errno));
+        s->client->note(s->client->ctx, line);
         return KVRT_OK;
     }
     char **names = NULL;
@@ -243,9 +239,9 @@ static int scan_dir(kvrt_runtime *rt, const char *dir)
             int len = snprintf(path, sizeof(path), "%s/%s", dir, e->d_name);
             if (len < 0 || (size_t)len >= sizeof(path))
                 continue; /* a name that long is no plugin of ours either */
-            status = add_skipped(rt, path,
-                                 "not loaded: a folder's plugins are the files named "
-                                 "kvrt-<name>.so; rename it, or list the file itself in " KVRT_PLUGIN_PATH_ENV);
+            status = skip(s, path,
+                          "not loaded: a folder's plugins are the files named "
+                          "kvrt-<name>.so; rename it, or list the file itself in " KVRT_PLUGIN_PATH_ENV);
             if (status != KVRT_OK)
                 break;
             continue;
@@ -270,9 +266,9 @@ static int scan_dir(kvrt_runtime *rt, const char *dir)
             char path[PATH_MAX];
             int len = snprintf(path, sizeof(path), "%s/%s", dir, names[i]);
             if (len < 0 || (size_t)len >= sizeof(path))
-                status = add_skipped(rt, names[i], "path too long");
+                status = skip(s, names[i], "path too long");
             else
-                status = load_file(rt, path, false);
+                status = load_file(s, path, false);
         }
         free(names[i]);
     }
@@ -280,7 +276,7 @@ static int scan_dir(kvrt_runtime *rt, const char *dir)
     return status;
 }
 
-static int search_entry(kvrt_runtime *rt, const char *entry)
+static int search_entry(struct search *s, const char *entry)
 {
     struct stat st;
     char path[PATH_MAX];
@@ -294,18 +290,18 @@ static int search_entry(kvrt_runtime *rt, const char *entry)
                  PATH_MAX - 1 - (strchr(entry, '/') ? 0 : 2));
         char shown[96];
         snprintf(shown, sizeof(shown), "%.64s...", entry);
-        return add_skipped(rt, shown, why);
+        return skip(s, shown, why);
     }
     /* A plugin file named directly; anything else not a folder is refused
      * by load_file with its kind. */
     if (stat(path, &st) == 0 && !S_ISDIR(st.st_mode))
-        return load_file(rt, path, true);
-    return scan_dir(rt, path);
+        return load_file(s, path, true);
+    return scan_dir(s, path);
 }
 
 /* Colon-separated; empty elements are ignored so that "a::b" or a trailing
  * colon never means the current directory. */
-static int search_list(kvrt_runtime *rt, const char *list)
+static int search_list(struct search *s, const char *list)
 {
     char *copy = strdup(list);
     if (!copy)
@@ -313,7 +309,7 @@ static int search_list(kvrt_runtime *rt, const char *list)
     int status = KVRT_OK;
     char *save = NULL;
     for (char *tok = strtok_r(copy, ":", &save); tok && status == KVRT_OK; tok = strtok_r(NULL, ":", &save))
-        status = search_entry(rt, tok);
+        status = search_entry(s, tok);
     free(copy);
     return status;
 }
@@ -340,37 +336,32 @@ static bool running_uninstalled(void)
 #endif
 }
 
-int kvrt_loader_discover(kvrt_runtime *rt)
+static int search_all(struct search *s, const char *explicit_path, bool search_default_paths)
 {
-    const char *explicit_path = rt->options.plugin_path;
     if (!explicit_path)
         explicit_path = kvrt_secure_getenv(KVRT_PLUGIN_PATH_ENV);
     int status = KVRT_OK;
     if (explicit_path && *explicit_path)
-        status = search_list(rt, explicit_path);
-    if (status == KVRT_OK && rt->options.search_default_paths) {
+        status = search_list(s, explicit_path);
+    if (status == KVRT_OK && search_default_paths) {
 #ifdef KVRT_BUILD_PLUGIN_DIRS
         if (running_uninstalled())
-            return search_list(rt, KVRT_BUILD_PLUGIN_DIRS);
+            return search_list(s, KVRT_BUILD_PLUGIN_DIRS);
 #endif
-        status = search_list(rt, KVRT_INSTALL_PLUGIN_DIR);
+        status = search_list(s, KVRT_INSTALL_PLUGIN_DIR);
     }
     return status;
 }
 
-void kvrt_loader_release(kvrt_runtime *rt)
+int kvrt_loader_search(const char *explicit_path, bool search_default_paths, const struct kvrt_loader_client *client)
 {
-    for (size_t i = 0; i < rt->num_plugins; i++) {
-        free(rt->plugins[i].path);
-        free(rt->plugins[i].reason);
+    struct search s = {.client = client};
+    int status = search_all(&s, explicit_path, search_default_paths);
+    for (size_t i = 0; i < s.num_accepted; i++) {
+        free(s.accepted[i].real);
+        free(s.accepted[i].path);
+        free(s.accepted[i].name);
     }
-    free(rt->plugins);
-    for (size_t i = 0; i < rt->num_skipped; i++) {
-        free(rt->skipped[i].path);
-        free(rt->skipped[i].reason);
-    }
-    free(rt->skipped);
-    rt->plugins = NULL;
-    rt->skipped = NULL;
-    rt->num_plugins = rt->num_skipped = 0;
+    free(s.accepted);
+    return status;
 }

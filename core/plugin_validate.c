@@ -2,7 +2,7 @@
 #include <string.h>
 
 #include "error.h"
-#include "runtime_internal.h"
+#include "plugin_internal.h"
 
 #define KNOWN_DTYPES ((1u << KVRT_NUM_DTYPES) - 1u)
 
@@ -167,8 +167,29 @@ int kvrt_plugin_validate(const struct kvrt_plugin_descriptor *d, char *why, size
     if (KVRT_PLUGIN_HAS(d, decode_dtypes) && d->decode_dtypes && !(d->ops & KVRT_OP_DECODE))
         REFUSE("malformed descriptor: decode_dtypes 0x%x set but operation decode is not declared",
                (unsigned)d->decode_dtypes);
+    if (kvrt_plugin_imports(d)) {
+        uint64_t a = d->import_alignment;
+        if (a == 0 || a > ((uint64_t)1 << 30) || (a & (a - 1)) != 0)
+            REFUSE("malformed descriptor: buffer_import is set but import_alignment %llu is not a power of two "
+                   "from 1 to 2^30",
+                   (unsigned long long)a);
+        if (!d->describe || !d->buffer_address)
+            REFUSE("malformed descriptor: buffer_import is set but %s is NULL; imported memory is checked "
+                   "against the memory kind describe reports and shared through buffer_address",
+                   !d->describe ? "describe" : "buffer_address");
+    }
 #undef REFUSE
     return KVRT_OK;
+}
+
+bool kvrt_plugin_supports_dtype(const struct kvrt_plugin_descriptor *d, enum kvrt_dtype dtype)
+{
+    return (int)dtype >= 0 && (int)dtype < KVRT_NUM_DTYPES && (d->dtypes & (1u << dtype));
+}
+
+bool kvrt_plugin_imports(const struct kvrt_plugin_descriptor *d)
+{
+    return KVRT_PLUGIN_HAS(d, buffer_import) && d->buffer_import;
 }
 
 uint32_t kvrt_plugin_decode_dtypes(const struct kvrt_plugin_descriptor *d)

@@ -1,4 +1,3 @@
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -6,6 +5,7 @@
 #include "error.h"
 #include "reserved.h"
 #include "runtime_internal.h"
+#include "secure_env.h"
 
 void kvrt_runtime_options_default(struct kvrt_runtime_options *options)
 {
@@ -13,28 +13,6 @@ void kvrt_runtime_options_default(struct kvrt_runtime_options *options)
         return;
     memset(options, 0, sizeof(*options));
     options->search_default_paths = true;
-}
-
-void kvrt_runtime_log(const kvrt_runtime *rt, enum kvrt_log_level level, const char *fmt, ...)
-{
-    char raw[2048], msg[2048];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(raw, sizeof(raw), fmt, ap);
-    va_end(ap);
-    kvrt_escape_controls(msg, sizeof(msg), raw);
-    if (rt->options.log) {
-        rt->options.log(rt->options.log_user, level, msg);
-        return;
-    }
-    const char *debug = kvrt_secure_getenv("KVRT_DEBUG");
-    if (debug && *debug && (level <= KVRT_LOG_WARNING || strcmp(debug, "2") == 0))
-        fprintf(stderr, "kvrt: %s: %s\n",
-                level == KVRT_LOG_ERROR     ? "error"
-                : level == KVRT_LOG_WARNING ? "warning"
-                : level == KVRT_LOG_INFO    ? "info"
-                                            : "debug",
-                msg);
 }
 
 int kvrt_runtime_open(const struct kvrt_runtime_options *options, kvrt_runtime **out)
@@ -58,7 +36,9 @@ int kvrt_runtime_open(const struct kvrt_runtime_options *options, kvrt_runtime *
         free(rt);
         return kvrt_fail(KVRT_ERR_INTERNAL, "kvrt_runtime_open: pthread_mutex_init failed");
     }
-    int status = kvrt_loader_discover(rt);
+    rt->log = (struct kvrt_log){rt->options.log, rt->options.log_user};
+    int status =
+        kvrt_plugins_discover(&rt->plugins, rt->options.plugin_path, rt->options.search_default_paths, &rt->log);
     if (status != KVRT_OK) {
         kvrt_runtime_close(rt);
         return status;
@@ -68,120 +48,23 @@ int kvrt_runtime_open(const struct kvrt_runtime_options *options, kvrt_runtime *
     return KVRT_OK;
 }
 
-void kvrt_runtime_close(kvrt_runtime *rt)
-{
-    if (!rt)
-        return;
-    /* Caches with live DLPack tensors keep their memory, and so their
-     * backend, device and plugin, until the last tensor's deleter runs; the
-     * rest goes now. */
-    pthread_mutex_lock(&rt->lock);
-    for (size_t i = 0; i < rt->num_backends; i++) {
-        kvrt_backend *b = rt->backends[i];
-        for (kvrt_cache *c = b->caches, *next; c; c = next) {
-            next = c->next;
-            if (c->exports > 0)
-                c->destroyed = true;
-            else
-                kvrt_cache_destroy_locked(c);
-        }
-        for (kvrt_buffer *buf = b->buffers, *next; buf; buf = next) {
-            next = buf->next;
-            if (!buf->owned_by_cache)
-                kvrt_buffer_destroy_internal(buf);
-        }
-    }
-    bool defer = rt->exports > 0;
-    rt->closing = defer;
-    pthread_mutex_unlock(&rt->lock);
-    if (!defer)
-        kvrt_runtime_close_now(rt);
-}
-
-void kvrt_runtime_close_now(kvrt_runtime *rt)
-{
-    for (size_t i = 0; i < rt->num_backends; i++) {
-        kvrt_backend *b = rt->backends[i];
-        /* Caches and buffers the caller left behind go with their runtime. */
-        while (b->caches)
-            kvrt_cache_destroy_locked(b->caches);
-        while (b->buffers)
-            kvrt_buffer_destroy_internal(b->buffers);
-        b->plugin->desc->unbind(b->dev);
-        free(b);
-    }
-    free(rt->backends);
-    kvrt_trace_free(&rt->trace);
-    kvrt_loader_release(rt);
-    pthread_mutex_destroy(&rt->lock);
-    free(rt);
-}
-
-/* A description that fails or lies degrades to "unknown": it only informs
- * selection and messages, so a bad one must not cost the user the backend. */
-static void describe_device(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
-{
-    struct kvrt_plugin_device_info *info = &p->device;
-    memset(info, 0, sizeof(*info));
-    const struct kvrt_plugin_descriptor *d = p->desc;
-    if (!p->available || !KVRT_PLUGIN_HAS(d, describe) || !d->describe)
-        return;
-    info->size = sizeof(*info);
-    kvrt_plugin_error err;
-    err.message[0] = '\0';
-    int status = d->describe(info, &err);
-    err.message[sizeof(err.message) - 1] = '\0';
-    info->name[sizeof(info->name) - 1] = '\0';
-    bool bad = info->type < KVRT_DEVICE_TYPE_UNKNOWN || info->type > KVRT_DEVICE_TYPE_ACCELERATOR ||
-               info->memory < KVRT_MEMORY_OPAQUE || info->memory > KVRT_MEMORY_ROCM;
-    if (status != KVRT_OK || bad) {
-        kvrt_runtime_log(rt, KVRT_LOG_WARNING, "backend \"%s\": describe %s; device taken as unknown", d->name,
-                         status != KVRT_OK ? (err.message[0] ? err.message : kvrt_status_name(status))
-                                           : "returned an out-of-range type or memory kind");
-        memset(info, 0, sizeof(*info));
-    }
-    for (char *c = info->name; *c; c++)
-        if ((unsigned char)*c < 0x20 || *c == 0x7f)
-            *c = ' ';
-}
-
-void kvrt_plugin_probe(kvrt_runtime *rt, struct kvrt_loaded_plugin *p)
-{
-    if (p->probed)
-        return;
-    kvrt_plugin_error why;
-    why.message[0] = '\0';
-    int status = p->desc->probe(&why);
-    why.message[sizeof(why.message) - 1] = '\0';
-    p->available = status == KVRT_OK;
-    if (!p->available && !why.message[0])
-        snprintf(why.message, sizeof(why.message), "probe failed with %s", kvrt_status_name(status));
-    char line[sizeof(why.message) * 4];
-    kvrt_escape_controls(line, sizeof(line), p->available ? "" : why.message);
-    p->reason = strdup(line);
-    p->probed = true;
-    describe_device(rt, p);
-    if (!p->available)
-        kvrt_runtime_log(rt, KVRT_LOG_INFO, "backend \"%s\" has no device: %s", p->desc->name, line);
-}
-
 size_t kvrt_runtime_num_plugins(const kvrt_runtime *rt)
 {
-    return rt ? rt->num_plugins : 0;
+    return rt ? rt->plugins.num_loaded : 0;
 }
 
 int kvrt_runtime_plugin_info(const kvrt_runtime *crt, size_t i, struct kvrt_plugin_info *out)
 {
     if (!crt || !out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_plugin_info: NULL argument");
-    if (i >= crt->num_plugins)
+    if (i >= crt->plugins.num_loaded)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_plugin_info: index %zu out of range (%zu plugins)", i,
-                         crt->num_plugins);
+                         crt->plugins.num_loaded);
     /* Probing is lazy and cached; the runtime stays logically const. */
     kvrt_runtime *rt = (kvrt_runtime *)crt;
-    struct kvrt_loaded_plugin *p = &rt->plugins[i];
+    struct kvrt_loaded_plugin *p = &rt->plugins.loaded[i];
     pthread_mutex_lock(&rt->lock);
-    kvrt_plugin_probe(rt, p);
+    kvrt_plugin_probe(p, &rt->log);
     pthread_mutex_unlock(&rt->lock);
     const struct kvrt_plugin_descriptor *d = p->desc;
     memset(out, 0, sizeof(*out));
@@ -203,6 +86,7 @@ int kvrt_runtime_plugin_info(const kvrt_runtime *crt, size_t i, struct kvrt_plug
     out->memory = (enum kvrt_memory_kind)p->device.memory;
     out->device_name = p->device.name;
     out->decode_dtypes = (d->ops & KVRT_OP_DECODE) ? kvrt_plugin_decode_dtypes(d) : 0;
+    out->import_alignment = kvrt_plugin_imports(d) ? (uint32_t)d->import_alignment : 0;
     return KVRT_OK;
 }
 
@@ -210,13 +94,13 @@ static void names_text(const kvrt_runtime *rt, char *out, size_t size)
 {
     size_t len = 0;
     out[0] = '\0';
-    for (size_t i = 0; i < rt->num_plugins && len < size; i++) {
-        int n = snprintf(out + len, size - len, "%s%s", i ? ", " : "", rt->plugins[i].desc->name);
+    for (size_t i = 0; i < rt->plugins.num_loaded && len < size; i++) {
+        int n = snprintf(out + len, size - len, "%s%s", i ? ", " : "", rt->plugins.loaded[i].desc->name);
         if (n < 0)
             break;
         len += (size_t)n;
     }
-    if (rt->num_plugins == 0)
+    if (rt->plugins.num_loaded == 0)
         snprintf(out, size, "none found");
 }
 
@@ -224,8 +108,8 @@ int kvrt_runtime_find_plugin(const kvrt_runtime *rt, const char *name, size_t *i
 {
     if (!rt || !name)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_find_plugin: NULL argument");
-    for (size_t i = 0; i < rt->num_plugins; i++) {
-        if (strcmp(rt->plugins[i].desc->name, name) == 0) {
+    for (size_t i = 0; i < rt->plugins.num_loaded; i++) {
+        if (strcmp(rt->plugins.loaded[i].desc->name, name) == 0) {
             if (index)
                 *index = i;
             return KVRT_OK;
@@ -235,11 +119,11 @@ int kvrt_runtime_find_plugin(const kvrt_runtime *rt, const char *name, size_t *i
      * the list of the plugins that were not. */
     char file[128];
     snprintf(file, sizeof(file), "kvrt-%s.so", name);
-    for (size_t i = 0; i < rt->num_skipped; i++) {
-        const char *path = rt->skipped[i].path, *slash = strrchr(path, '/');
+    for (size_t i = 0; i < rt->plugins.num_skipped; i++) {
+        const char *path = rt->plugins.skipped[i].path, *slash = strrchr(path, '/');
         if (strcmp(slash ? slash + 1 : path, file) == 0)
             return kvrt_fail(KVRT_ERR_NODEV, "backend \"%s\" was passed over: %s: %s", name, path,
-                             rt->skipped[i].reason);
+                             rt->plugins.skipped[i].reason);
     }
     char names[512];
     names_text(rt, names, sizeof(names));
@@ -250,25 +134,25 @@ int kvrt_runtime_find_plugin(const kvrt_runtime *rt, const char *name, size_t *i
 
 bool kvrt_runtime_plugin_admits(const kvrt_runtime *rt, size_t i, enum kvrt_layout layout)
 {
-    if (!rt || i >= rt->num_plugins || !kvrt_layout_valid((int)layout))
+    if (!rt || i >= rt->plugins.num_loaded || !kvrt_layout_valid((int)layout))
         return false;
-    return kvrt_plugin_declares(rt->plugins[i].desc, layout);
+    return kvrt_plugin_declares(rt->plugins.loaded[i].desc, layout);
 }
 
 size_t kvrt_runtime_num_skipped(const kvrt_runtime *rt)
 {
-    return rt ? rt->num_skipped : 0;
+    return rt ? rt->plugins.num_skipped : 0;
 }
 
 int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char **path, const char **reason)
 {
-    if (!rt || i >= rt->num_skipped)
+    if (!rt || i >= rt->plugins.num_skipped)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_skipped: index %zu out of range (%zu skipped)", i,
-                         rt ? rt->num_skipped : 0);
+                         rt ? rt->plugins.num_skipped : 0);
     if (path)
-        *path = rt->skipped[i].path;
+        *path = rt->plugins.skipped[i].path;
     if (reason)
-        *reason = rt->skipped[i].reason;
+        *reason = rt->plugins.skipped[i].reason;
     return KVRT_OK;
 }
 

@@ -1,6 +1,6 @@
 #include <stdlib.h>
 
-#include "runtime_internal.h"
+#include "secure_env.h"
 
 /* Like the OpenCL ICD and Vulkan loaders: a setuid/setgid program must not
  * let its caller pick which shared objects it loads. */

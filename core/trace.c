@@ -121,11 +121,12 @@ bool kvrt_trace_append(struct kvrt_trace *t, const struct kvrt_trace *src)
     return ok;
 }
 
-bool kvrt_trace_has(const struct kvrt_trace *t, enum kvrt_trace_kind kind, const char *backend)
+bool kvrt_trace_has(const struct kvrt_trace *t, enum kvrt_trace_kind kind, const char *backend, const char *text)
 {
     for (size_t i = 0; i < t->count; i++) {
         const struct kvrt_trace_entry *s = &t->steps[i];
-        if (s->kind == kind && (s->backend && backend ? strcmp(s->backend, backend) == 0 : s->backend == backend))
+        if (s->kind == kind && (s->backend && backend ? strcmp(s->backend, backend) == 0 : s->backend == backend) &&
+            (!text || strcmp(s->line + s->text, text) == 0))
             return true;
     }
     return false;

@@ -36,8 +36,9 @@ bool kvrt_trace_add_headed(struct kvrt_trace *t, enum kvrt_trace_kind kind, int3
                            const char *head, const char *fmt, ...) KVRT_PRINTF(6, 7);
 /* Append copies of every step of src. */
 bool kvrt_trace_append(struct kvrt_trace *t, const struct kvrt_trace *src);
-/* true when a step of this kind about this backend is already there. */
-bool kvrt_trace_has(const struct kvrt_trace *t, enum kvrt_trace_kind kind, const char *backend);
+/* true when a step of this kind about this backend is already there, with
+ * this text (NULL: any text). */
+bool kvrt_trace_has(const struct kvrt_trace *t, enum kvrt_trace_kind kind, const char *backend, const char *text);
 /* Step i into *out; fn names the public function in messages. */
 int kvrt_trace_get(const struct kvrt_trace *t, size_t i, struct kvrt_trace_step *out, const char *fn);
 const char *kvrt_trace_text(const struct kvrt_trace *t);

@@ -22,6 +22,7 @@ struct kvrt_plugin_device {
 struct kvrt_plugin_buffer {
     uint64_t bytes;
     unsigned char *data;
+    int imported; /* the caller's memory (buffer_import): never freed here */
 };
 
 /*

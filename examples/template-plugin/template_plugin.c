@@ -4,9 +4,17 @@
  * Copy this folder to start a backend.  The descriptor below is everything
  * the core reads before it decides anything; nothing in it runs device code.
  */
+/* msync and sysconf are POSIX; the rest is C11. */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L
+#endif
+#include <errno.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 #include "template.h"
 
@@ -60,6 +68,7 @@ static int tpl_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin
     }
     buf->bytes = bytes;
     buf->data = data;
+    buf->imported = 0;
     *out = buf;
     return KVRT_OK;
 }
@@ -67,9 +76,54 @@ static int tpl_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin
 static void tpl_buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
 {
     (void)dev;
-    if (buf)
+    if (buf && !buf->imported)
         free(buf->data);
     free(buf);
+}
+
+/* Memory an engine allocated, adopted for a cache (kvrt_cache_wrap).  The
+ * core has checked the kind, device, size, alignment and overlaps; the
+ * backend checks what only its device API can tell and refuses with what
+ * it found.  A GPU backend asks its driver whether the pointer is memory
+ * of its device (cudaPointerGetAttributes, say); for host memory, msync
+ * says whether the range is mapped (ENOMEM if not) without touching it. */
+static int tpl_buffer_import(kvrt_plugin_device *dev, const struct kvrt_plugin_import *memory, kvrt_plugin_buffer **out,
+                             kvrt_plugin_error *err)
+{
+    (void)dev;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t into = page > 0 ? (size_t)((uintptr_t)memory->address % (uintptr_t)page) : 0;
+    unsigned char *first = (unsigned char *)memory->address - into;
+    if (memory->bytes > 0 && msync(first, into + (size_t)memory->bytes, MS_ASYNC) != 0 && errno == ENOMEM)
+        return tpl_fail(err, KVRT_ERR_INVALID, "the memory at %p (%llu bytes) is not mapped in this process",
+                        memory->address, (unsigned long long)memory->bytes);
+    kvrt_plugin_buffer *buf = malloc(sizeof(*buf));
+    if (!buf)
+        return tpl_fail(err, KVRT_ERR_NOMEM, "out of memory for a buffer handle");
+    buf->bytes = memory->bytes;
+    buf->data = memory->address;
+    buf->imported = 1;
+    *out = buf;
+    return KVRT_OK;
+}
+
+/* What the core needs to check imported memory and to export views. */
+static int tpl_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err)
+{
+    (void)err;
+    info->type = KVRT_DEVICE_TYPE_CPU;
+    info->memory = KVRT_MEMORY_HOST;
+    info->device_id = 0;
+    snprintf(info->name, sizeof(info->name), "template host memory");
+    return KVRT_OK;
+}
+
+static int tpl_buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void **address, kvrt_plugin_error *err)
+{
+    (void)dev;
+    (void)err;
+    *address = buf->data;
+    return KVRT_OK;
 }
 
 /* The core has checked offset + bytes against the buffer size already. */
@@ -132,6 +186,14 @@ static const struct kvrt_plugin_descriptor tpl_descriptor = {
     .gather = tpl_gather,
     .scatter = tpl_scatter,
     .decode = tpl_decode,
+    /* Plugin ABI 1.1 and 1.2: optional; each is read only when the
+     * descriptor is large enough to hold it (KVRT_PLUGIN_HAS). */
+    .describe = tpl_describe,
+    .buffer_address = tpl_buffer_address,
+    /* Elements are read with memcpy here, so any address would do; a
+     * backend whose kernels load elements directly needs their size. */
+    .import_alignment = 4,
+    .buffer_import = tpl_buffer_import,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(tpl_descriptor)

@@ -45,7 +45,7 @@ extern "C" {
  * meson.build reads both from here: this is their one source.
  */
 #define KVRT_API_VERSION_MAJOR 1
-#define KVRT_API_VERSION_MINOR 0
+#define KVRT_API_VERSION_MINOR 1
 
 /* Marker for "this optional value is not set" in transparent structs. */
 #define KVRT_UNSET UINT64_MAX
@@ -87,6 +87,18 @@ KVRT_API int kvrt_error_report(int status, const char *fmt, ...) KVRT_PRINTF(2, 
  * one line.
  */
 KVRT_API size_t kvrt_escape_controls(char *dst, size_t size, const char *src);
+
+/**
+ * `len` bytes of `src` as well-formed UTF-8: each byte that does not start
+ * a well-formed sequence (overlong forms, surrogates and values past
+ * U+10FFFF included) becomes U+FFFD.  Writes into `dst` what fits in
+ * `size` bytes, always terminated, leaving out whole a sequence that does
+ * not fit (dst may be NULL when size is 0), and returns the length of the
+ * whole repaired text, as snprintf does: it equals `len` exactly when the
+ * text was well-formed.  Paths and names can hold any bytes; kvrt writes
+ * them into JSON through it.
+ */
+KVRT_API size_t kvrt_utf8_repair(char *dst, size_t size, const char *src, size_t len);
 
 /** A short constant name for a status code ("KVRT_ERR_INVALID", ...). */
 KVRT_API const char *kvrt_status_name(int status);

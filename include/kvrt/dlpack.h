@@ -5,6 +5,7 @@
  *
  *   kvrt_cache_export_layer()   one layer: [blocks, head slots, states, content]
  *   kvrt_cache_export_layers()  every layer: [layers, blocks, head slots, states, content]
+ *   kvrt_cache_from_dlpack()    the other way: a cache over a tensor's memory
  *
  * Shapes and strides count elements of the layer's type, in logical order,
  * with the layout's strides: the per-layer view is the one `kvrt plan`
@@ -38,6 +39,7 @@
 
 #include <kvrt/common.h>
 #include <kvrt/runtime.h>
+#include <kvrt/wrap.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -69,6 +71,31 @@ KVRT_API int kvrt_cache_export_layer(kvrt_cache *c, uint32_t layer, enum kvrt_vi
  * layers one by one then.  Other errors as kvrt_cache_export_layer.
  */
 KVRT_API int kvrt_cache_export_layers(kvrt_cache *c, enum kvrt_view_part part, DLManagedTensor **out);
+
+/**
+ * A cache laid out by `p` on backend `b` over the memory of a DLPack tensor
+ * from any producer (PyTorch, NumPy, CuPy, an engine): kvrt_cache_wrap
+ * (kvrt/wrap.h) with the tensor's memory, whose bytes are kept.  Taken as
+ *  - the view of the whole cache when it has 5 axes (4 for a cache of one
+ *    layer): shape, strides and type must be exactly those
+ *    kvrt_cache_export_layers (kvrt_cache_export_layer) would give, else
+ *    KVRT_ERR_INVALID names the first axis that differs and both values;
+ *    the cache's memory starts layer 0's offset before its first element;
+ *  - otherwise the cache's bytes: contiguous, of any element type, holding
+ *    at least kvrt_placement_size(p) bytes from its first element.
+ * The device decides the memory: kDLCPU, kDLCUDAHost and kDLROCMHost are
+ * host memory; kDLCUDA and kDLCUDAManaged CUDA memory and kDLROCM ROCm
+ * memory of the tensor's device_id.
+ * On success the cache holds the tensor: its deleter runs exactly once,
+ * when the last reference to the cache goes (the cache itself, tensors
+ * exported from it, kvrt_cache_retain).  On failure the tensor is not
+ * taken: it is still the caller's, deleter and all.
+ * @return KVRT_OK; KVRT_ERR_INVALID for a tensor that is not one of the
+ *   above, and every refusal of kvrt_cache_wrap; KVRT_ERR_UNSUPPORTED when
+ *   the backend cannot adopt memory.
+ */
+KVRT_API int kvrt_cache_from_dlpack(kvrt_backend *b, const kvrt_placement *p, DLManagedTensor *tensor,
+                                    kvrt_cache **out);
 
 /** Tensors exported in this process whose deleter has not run yet: for
  *  leak checks by bindings and tests (each deleter runs exactly once). */

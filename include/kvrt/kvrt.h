@@ -14,5 +14,7 @@
 #include <kvrt/trace.h>
 #include <kvrt/resolve.h>
 #include <kvrt/runtime.h>
+#include <kvrt/wrap.h>
+#include <kvrt/model.h>
 
 #endif

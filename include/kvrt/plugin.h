@@ -25,7 +25,8 @@
  * from several threads at once for different caches and buffers of the same
  * device; calls on one buffer never overlap.
  *
- * Memory: every `kvrt_plugin_buffer` is device memory owned by the plugin.
+ * Memory: every `kvrt_plugin_buffer` is device memory owned by the plugin,
+ * except one made by buffer_import (ABI 1.2), whose memory the caller owns.
  * A buffer allocated through one binding must be usable with every other
  * binding of the same plugin in the process: bindings of one plugin share
  * its device, so that gathering under one layout and scattering under
@@ -52,7 +53,7 @@ extern "C" {
 #endif
 
 #define KVRT_PLUGIN_ABI_MAJOR 1
-#define KVRT_PLUGIN_ABI_MINOR 1
+#define KVRT_PLUGIN_ABI_MINOR 2
 
 /* The exported entry point's name and type. */
 #define KVRT_PLUGIN_ENTRY_SYMBOL "kvrt_plugin_entry"
@@ -139,6 +140,20 @@ struct kvrt_plugin_device_info {
     int32_t memory;                  /* enum kvrt_memory_kind of the plugin's buffers */
     int32_t device_id;               /* device ordinal (CUDA/ROCm); 0 otherwise */
     char name[KVRT_DEVICE_NAME_MAX]; /* e.g. "NVIDIA H200", "PoCL: cpu-x86-64 (CPU)" */
+};
+
+/* Memory the caller owns, handed to buffer_import (ABI 1.2).  The core has
+ * checked everything it can before the call: the address is not NULL and a
+ * multiple of the descriptor's import_alignment, `bytes` covers the cache,
+ * `memory` and `device_id` are what describe reported for this plugin, and
+ * the range overlaps no live buffer of the runtime. */
+struct kvrt_plugin_import {
+    uint32_t size;
+    int32_t memory;    /* enum kvrt_memory_kind: host, CUDA or ROCm */
+    int32_t device_id; /* the CUDA/ROCm device ordinal; 0 for host memory */
+    uint32_t reserved; /* zero */
+    void *address;     /* the first byte */
+    uint64_t bytes;    /* how many bytes from address the buffer covers */
 };
 
 /* A cache: one buffer, several layers in placement order. */
@@ -258,6 +273,25 @@ struct kvrt_plugin_descriptor {
      * bytes).  Optional (NULL: benchmarks compare with host memcpy).  The
      * plugin allocates and frees its own buffers. */
     int (*measure_copy)(kvrt_plugin_device *dev, uint64_t bytes, double *bytes_per_second, kvrt_plugin_error *err);
+
+    /* --- ABI 1.2: read by the core only when KVRT_PLUGIN_HAS(desc, field) --- */
+
+    /* The alignment in bytes (a power of two, 1 to 2^30) that buffer_import
+     * needs of an address: what the plugin's widest access to a cache
+     * assumes of the buffer's first byte (its own allocations give at
+     * least this).  Ignored without buffer_import. */
+    uint64_t import_alignment;
+    /* Adopt memory the caller owns as a buffer, for a cache over an
+     * engine's own allocation (kvrt_cache_wrap).  The plugin checks what
+     * only its device API can tell (that the range is memory of its device:
+     * mapped host memory, or a device pointer of device_id) and refuses
+     * otherwise with KVRT_ERR_INVALID naming what it found.  Every function
+     * takes the buffer as one of its own; buffer_free frees the handle and
+     * never the memory; buffer_address gives `address`.  Optional (NULL:
+     * the backend cannot adopt memory, and the core refuses by name); a
+     * plugin that sets it also describes its device (describe). */
+    int (*buffer_import)(kvrt_plugin_device *dev, const struct kvrt_plugin_import *memory, kvrt_plugin_buffer **out,
+                         kvrt_plugin_error *err);
 };
 
 /*

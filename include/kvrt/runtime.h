@@ -86,8 +86,11 @@ struct kvrt_plugin_info {
     enum kvrt_memory_kind memory;
     const char *device_name;
     uint32_t decode_dtypes; /* 1u << enum kvrt_dtype that decode computes on */
+    /* Since API 1.1 (plugin ABI 1.2): the alignment kvrt_cache_wrap needs of
+     * the memory's address; 0 when the backend cannot adopt memory. */
+    uint32_t import_alignment;
     /* Room for fields of later API minors; libkvrt writes zeroes. */
-    uint8_t reserved[32];
+    uint8_t reserved[28];
 };
 
 KVRT_API size_t kvrt_runtime_num_plugins(const kvrt_runtime *rt);
@@ -116,8 +119,15 @@ KVRT_API const char *kvrt_runtime_backend_priority(void);
 
 /**
  * The backend that binding would choose without a layout constraint:
- * KVRT_BACKEND when set, else the first available plugin in priority order
- * (kvrt_runtime_backend_priority).
+ * KVRT_BACKEND when set, else the first plugin in priority order
+ * (kvrt_runtime_backend_priority) that has a device and binds.
+ * To know that a backend binds, each candidate not bound yet is bound once,
+ * at the layout it would most likely get (VLLM_KV_CACHE_LAYOUT when it
+ * declares it, else its first choice); the binding is kept and handed out
+ * by the next kvrt_runtime_bind of that backend and layout.  A backend whose
+ * bind fails is passed over (a "passed over" trace step and a warning in
+ * the log) and never asked again by automatic choice in this runtime.
+ * @return KVRT_ERR_NODEV listing each backend's reason when none works.
  */
 KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **name);
 
@@ -160,9 +170,11 @@ KVRT_API int kvrt_runtime_trace_step(const kvrt_runtime *rt, size_t i, struct kv
 
 /**
  * Bind a backend for `layout_name` (as the user spelled it).
- * backend NULL: KVRT_BACKEND, else the first available backend in priority
- * order (kvrt_runtime_backend_priority) that admits the layout (each passed
- * over is reported).
+ * backend NULL: KVRT_BACKEND, else the first backend in priority order
+ * (kvrt_runtime_backend_priority) that admits the layout, has a device and binds; each one passed over (an
+ * undeclared layout, no device, a bind that failed) is reported in the trace
+ * and the log, and only when all fail is it KVRT_ERR_NODEV listing each
+ * one's reason.  A backend named (argument or KVRT_BACKEND) fails hard.
  * The layout is checked against the plugin's declaration before any plugin
  * function other than reading the descriptor runs.
  * @return KVRT_OK; KVRT_ERR_INVALID for a bad name; KVRT_ERR_REFUSED when
@@ -220,7 +232,21 @@ KVRT_API int kvrt_buffer_address(kvrt_buffer *buf, void **addr, enum kvrt_memory
  * order, layers within each set).
  */
 KVRT_API int kvrt_cache_create(kvrt_backend *b, const kvrt_placement *p, kvrt_cache **out);
+/** Destroy the cache.  With references alive (exported DLPack tensors,
+ *  kvrt_cache_retain) its memory lives on until the last goes. */
 KVRT_API void kvrt_cache_destroy(kvrt_cache *c);
+/**
+ * Take a reference that keeps the cache's memory, backend and plugin alive
+ * past kvrt_cache_destroy and kvrt_runtime_close, as an exported tensor
+ * does: for a consumer that registers the memory elsewhere (a transfer
+ * engine registering it with its network).  Match each with one
+ * kvrt_cache_release; the handle stays valid for that call.
+ * @return KVRT_ERR_STATE once the cache was destroyed or its runtime closed.
+ */
+KVRT_API int kvrt_cache_retain(kvrt_cache *c);
+/** Drop a reference: the last one of a destroyed cache frees it (and hands
+ *  caller memory back, kvrt/wrap.h), of a closed runtime finishes the close. */
+KVRT_API void kvrt_cache_release(kvrt_cache *c);
 KVRT_API kvrt_buffer *kvrt_cache_buffer(kvrt_cache *c);
 KVRT_API const kvrt_placement *kvrt_cache_placement(const kvrt_cache *c);
 KVRT_API uint64_t kvrt_cache_num_layers(const kvrt_cache *c);

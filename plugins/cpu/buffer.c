@@ -1,11 +1,13 @@
 /*
  * kvrt CPU backend — buffers: host memory standing in for device memory.
  */
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "ops.h"
 
@@ -79,6 +81,34 @@ int cpu_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer
 #endif
     buf->data = data;
     buf->bytes = bytes;
+    buf->imported = false;
+    *out = buf;
+    return KVRT_OK;
+}
+
+/* The core checked kind, size, alignment and overlap; what it cannot know
+ * is whether the range is mapped in this process.  msync answers ENOMEM
+ * for an unmapped page without touching memory (MS_ASYNC schedules
+ * nothing on anonymous memory). */
+int cpu_buffer_import(kvrt_plugin_device *dev, const struct kvrt_plugin_import *memory, kvrt_plugin_buffer **out,
+                      kvrt_plugin_error *err)
+{
+    (void)dev;
+    *out = NULL;
+    long page = sysconf(_SC_PAGESIZE);
+    size_t into = page > 0 ? (size_t)((uintptr_t)memory->address % (uintptr_t)page) : 0;
+    unsigned char *first = (unsigned char *)memory->address - into;
+    if (memory->bytes > 0 && msync(first, into + (size_t)memory->bytes, MS_ASYNC) != 0 && errno == ENOMEM)
+        return cpu_fail(err, KVRT_ERR_INVALID,
+                        "the memory [%p, +%llu) is not mapped in this process (msync: %s); give host memory the "
+                        "process can read and write",
+                        memory->address, (unsigned long long)memory->bytes, strerror(errno));
+    kvrt_plugin_buffer *buf = malloc(sizeof(*buf));
+    if (!buf)
+        return cpu_fail(err, KVRT_ERR_NOMEM, "cannot allocate a buffer handle");
+    buf->data = memory->address;
+    buf->bytes = memory->bytes;
+    buf->imported = true;
     *out = buf;
     return KVRT_OK;
 }
@@ -88,7 +118,8 @@ void cpu_buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
     (void)dev;
     if (!buf)
         return;
-    free(buf->data);
+    if (!buf->imported)
+        free(buf->data);
     free(buf);
 }
 

@@ -26,11 +26,18 @@ struct kvrt_plugin_device {
     void (*log)(void *user, int level, const char *message);
 };
 
-/* "Device memory" is host memory, 64-byte aligned. */
+/* "Device memory" is host memory, 64-byte aligned, or the caller's
+ * (imported: never freed here), CPU_IMPORT_ALIGN-byte aligned. */
 struct kvrt_plugin_buffer {
     unsigned char *data;
     uint64_t bytes;
+    bool imported;
 };
+
+/* The alignment imported memory needs: elements are read through their C
+ * types, the widest (fp32) being 4 bytes; vector loads and stores are the
+ * unaligned kinds, and streaming stores align themselves. */
+#define CPU_IMPORT_ALIGN 4u
 
 /* Write "cpu: <message>" into err (if any) and return status. */
 int cpu_fail(kvrt_plugin_error *err, int status, const char *fmt, ...) KVRT_PRINTF(3, 4);

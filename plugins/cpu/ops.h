@@ -14,6 +14,8 @@ int cpu_bind(const struct kvrt_plugin_bind_info *info, kvrt_plugin_device **out,
 void cpu_unbind(kvrt_plugin_device *dev);
 
 int cpu_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buffer **out, kvrt_plugin_error *err);
+int cpu_buffer_import(kvrt_plugin_device *dev, const struct kvrt_plugin_import *memory, kvrt_plugin_buffer **out,
+                      kvrt_plugin_error *err);
 void cpu_buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf);
 int cpu_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, uint64_t bytes,
                     kvrt_plugin_error *err);

@@ -68,6 +68,8 @@ static const struct kvrt_plugin_descriptor cpu_descriptor = {
                      DTYPE_BIT(KVRT_DTYPE_FP8_E4M3) | DTYPE_BIT(KVRT_DTYPE_FP8_E5M2),
     .describe = cpu_describe,
     .buffer_address = cpu_buffer_address,
+    .import_alignment = CPU_IMPORT_ALIGN,
+    .buffer_import = cpu_buffer_import,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(cpu_descriptor)

@@ -1,5 +1,6 @@
 """kvrt from Python: the physical layout of a paged KV cache, and zero-copy
-DLPack views of caches kvrt allocates.
+DLPack views of caches kvrt allocates or lays over an engine's own tensors
+(Runtime.wrap).
 
 Pure Python over libkvrt with ctypes.  Quick start::
 

@@ -75,6 +75,16 @@ class Borrowed(Closeable):
             self.numel *= n
         self.nbytes = self.numel * self.bits // 8
 
+    @property
+    def managed(self):
+        """The producer's DLManagedTensor* (still held by this object)."""
+        return self._mt
+
+    def release_to_kvrt(self):
+        """libkvrt took the tensor (kvrt_cache_from_dlpack): it runs the
+        deleter, once, when it lets go; this object no longer will."""
+        self._mt = None
+
     def close(self):
         """Run the producer's deleter (once)."""
         if self._mt is not None:

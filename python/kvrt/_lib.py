@@ -88,13 +88,47 @@ class PluginInfo(C.Structure):
                 ("any_layout", C.c_bool), ("num_layouts", sz), ("layouts", i32 * NUM_LAYOUTS),
                 ("dtypes", u32), ("ops", u32), ("available", C.c_bool), ("reason", C.c_char_p),
                 ("device_type", i32), ("memory", i32), ("device_name", C.c_char_p), ("decode_dtypes", u32),
-                ("reserved", C.c_uint8 * 32)]
+                ("import_alignment", u32), ("reserved", C.c_uint8 * 28)]
 
 
 class TraceStep(C.Structure):
     _c_name = "kvrt_trace_step"
     _fields_ = [("kind", i32), ("layout", C.c_int32), ("backend", C.c_char_p), ("text", C.c_char_p),
                 ("reserved", C.c_uint8 * 32)]
+
+
+class ModelOptions(C.Structure):
+    _c_name = "kvrt_model_options"
+    _fields_ = [("kv_cache_dtype", i32), ("attention_backend", i32), ("block_size", u64), ("dtype_given", u32),
+                ("dtype", i32), ("dtype_option", C.c_char_p), ("reserved", C.c_uint8 * 32)]
+
+
+class ModelGroup(C.Structure):
+    _c_name = "kvrt_model_group"
+    _fields_ = [("name", C.c_char_p), ("what", C.c_char_p), ("window", u64), ("usage", i32), ("num_layers", sz),
+                ("layers", C.POINTER(LayerEntry)), ("reserved", C.c_uint8 * 32)]
+
+
+class ModelSetting(C.Structure):
+    _c_name = "kvrt_model_setting"
+    _fields_ = [("name", C.c_char_p), ("value", C.c_char_p), ("source", C.c_char_p), ("reserved", C.c_uint8 * 16)]
+
+
+class ModelInfo(C.Structure):
+    _c_name = "kvrt_model_info"
+    _fields_ = [("name", C.c_char_p), ("source", C.c_char_p), ("format", C.c_char_p), ("architecture", C.c_char_p),
+                ("num_layers", u64), ("num_q_heads", u64), ("max_model_len", u64),
+                ("max_model_len_source", C.c_char_p), ("num_groups", sz), ("groups", C.POINTER(ModelGroup)),
+                ("placement_groups", C.POINTER(Group)), ("num_settings", sz),
+                ("settings", C.POINTER(ModelSetting)), ("num_notes", sz), ("notes", C.POINTER(C.c_char_p)),
+                ("reserved", C.c_uint8 * 64)]
+
+
+class ModelPlanRequest(C.Structure):
+    _c_name = "kvrt_model_plan_request"
+    _fields_ = [("layout", i32), ("layout_source", C.c_char_p), ("num_blocks", u64), ("kernel_block_size", u64),
+                ("budget_bytes", u64), ("max_model_len", u64), ("max_model_len_source", C.c_char_p),
+                ("batched_tokens", u64), ("batched_tokens_source", C.c_char_p), ("reserved", C.c_uint8 * 32)]
 
 
 class DecodeParams(C.Structure):
@@ -213,8 +247,20 @@ _SIGNATURES = {
     "kvrt_cache_decode": ([vp, u32, P(DecodeParams)], i32),
     "kvrt_cache_export_layer": ([vp, u32, i32, P(P(DLManagedTensor))], i32),
     "kvrt_cache_export_layers": ([vp, i32, P(P(DLManagedTensor))], i32),
+    "kvrt_cache_from_dlpack": ([vp, vp, P(DLManagedTensor), P(vp)], i32),
+    "kvrt_cache_is_wrapped": ([vp], C.c_bool),
     "kvrt_dlpack_live_tensors": ([], u64),
     "kvrt_dlpack_capsule_destructor": ([vp], None),
+    "kvrt_free": ([vp], None),
+    "kvrt_model_options_default": ([P(ModelOptions)], None),
+    "kvrt_model_open": ([C.c_char_p, P(ModelOptions), P(vp)], i32),
+    "kvrt_model_destroy": ([vp], None),
+    "kvrt_model_get_info": ([vp], P(ModelInfo)),
+    "kvrt_model_mixed_shapes": ([vp], i32),
+    "kvrt_kv_cache_dtype_parse": ([C.c_char_p, P(i32)], i32),
+    "kvrt_attention_backend_parse": ([C.c_char_p, P(i32)], i32),
+    "kvrt_model_plan_request_default": ([P(ModelPlanRequest)], None),
+    "kvrt_model_plan_json": ([vp, P(ModelPlanRequest), P(vp)], i32),
 }
 
 

@@ -190,13 +190,29 @@ def _group(spec, layers):
     return _lib.Group(entries, layers), (names, entries)
 
 
-def plan(layers=1, blocks=None, memory=None, layout=None, kernel_block_size=0, **spec):
-    """Where every byte of a cache of `layers` identical layers goes:
-    ``kvrt plan --json`` with flags.  Give blocks, or memory (a budget in
+_MODEL_KEYWORDS = ("kv_cache_dtype", "attention_backend", "max_model_len", "max_num_batched_tokens")
+
+
+def plan(layers=1, blocks=None, memory=None, layout=None, kernel_block_size=0, model=None, **spec):
+    """Where every byte of a cache goes, as ``kvrt plan --json``.
+
+    With model (a config.json, a folder holding one, or a kvrt model file):
+    the model's groups sized as vLLM sizes them, ``kvrt plan --model FILE
+    --json``; keywords kv_cache_dtype, block_size, attention_backend,
+    max_model_len and max_num_batched_tokens are the tool's options, and
+    neither blocks nor memory means one block.
+
+    Without: `layers` identical layers; give blocks, or memory (a budget in
     bytes); spec keywords as :func:`make_spec` (kind, dtype, block_size,
     kv_heads, head_size, head_size_v, head_slots, state_content_bytes,
     tokens_per_state, page_size_padded).  layout None: VLLM_KV_CACHE_LAYOUT
     if set, else kvrt's default layout (kvrt_layout_default)."""
+    if model is not None:
+        return _plan_model(model, blocks, memory, layout, kernel_block_size, **spec)
+    extra = [k for k in _MODEL_KEYWORDS if k in spec]
+    if extra:
+        raise _lib.error_for(-1, "plan: %s applies to model= (a model file); with spec keywords give the cache "
+                                 "type as dtype" % extra[0])
     if (blocks is None) == (memory is None):
         raise _lib.error_for(-1, "plan: give blocks (the number of blocks) or memory (a budget in bytes), "
                                  "exactly one of them")
@@ -236,3 +252,17 @@ def plan(layers=1, blocks=None, memory=None, layout=None, kernel_block_size=0, *
                       "strides_bytes": list(v.strides_bytes)})
     out["layers"] = views
     return out
+
+
+def _plan_model(model, blocks, memory, layout, kernel_block_size, kv_cache_dtype=None, block_size=None,
+                attention_backend=None, max_model_len=None, max_num_batched_tokens=None, **spec):
+    from ._model import Model
+    if spec:
+        raise _lib.error_for(-1, "plan: %s cannot be combined with model=, which gives the layers and their "
+                                 "specs (only kv_cache_dtype, block_size and attention_backend override it)"
+                                 % sorted(spec)[0])
+    if blocks is not None and memory is not None:
+        raise _lib.error_for(-1, "plan: give blocks or memory, not both")
+    lv, source = _layout_or_env(layout)
+    with Model(model, kv_cache_dtype, block_size, attention_backend) as m:
+        return m.plan(lv, source, blocks, memory, kernel_block_size, max_model_len, max_num_batched_tokens)

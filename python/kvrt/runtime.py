@@ -1,6 +1,7 @@
 """Runtime, caches and their DLPack views."""
 import ctypes as C
 import math
+import os
 import weakref
 
 from . import _lib, info
@@ -8,6 +9,7 @@ from ._closeable import Closeable
 from ._dlpack import Borrowed, capsule
 from ._errors import InvalidArgumentError, StateError
 from ._lib import lib, check, text
+from ._model import Model
 
 _PARTS = {"all": 0, "k": 1, "v": 2}
 
@@ -90,10 +92,10 @@ class Cache(Closeable):
     it with :meth:`Runtime.cache`.  Use as a context manager or call
     close(); views already exported stay valid."""
 
-    def __init__(self, runtime, handle, backend, layout, names, specs):
+    def __init__(self, runtime, handle, backend_handle, layout, names, specs):
         self._rt, self._h = runtime, handle
-        self.backend, self.layout = backend, layout
-        self._backend_h = runtime._bind(backend, layout)
+        self.backend, self.layout = text(lib.kvrt_backend_name(backend_handle)), layout
+        self._backend_h = backend_handle
         self.num_layers = lib.kvrt_cache_num_layers(handle)
         self.layer_names = [None] * self.num_layers
         self._spec = [None] * self.num_layers
@@ -310,6 +312,47 @@ class Cache(Closeable):
         return out
 
 
+def _model_file_groups(path, kv_cache_dtype, block_size, attention_backend):
+    """A model file's groups as _model_groups gives them."""
+    with Model(path, kv_cache_dtype, block_size, attention_backend) as m:
+        groups = []
+        for g in range(m.info.num_groups):
+            grp = m.info.groups[g]
+            groups.append([(text(grp.layers[i].name), _lib.Spec.from_buffer_copy(grp.layers[i].spec))
+                           for i in range(grp.num_layers)])
+        return groups
+
+
+def _groups(model, kv_cache_dtype=None, block_size=None, attention_backend=None):
+    """The groups of a model file or a model description."""
+    if isinstance(model, (str, bytes, os.PathLike)):
+        return _model_file_groups(model, kv_cache_dtype, block_size, attention_backend)
+    given = [k for k, v in (("kv_cache_dtype", kv_cache_dtype), ("block_size", block_size),
+                            ("attention_backend", attention_backend)) if v is not None]
+    if given:
+        raise InvalidArgumentError("%s applies to a model file; a dict model gives its specs itself" % given[0])
+    return _model_groups(model)
+
+
+class _CGroups:
+    """Groups of (layer name, Spec) as struct kvrt_group entries, with every
+    layer's name and spec in placement order; the arrays live as long as
+    this object."""
+
+    def __init__(self, groups):
+        self.groups = (_lib.Group * len(groups))()
+        self._keep, self.names, self.specs = [], [], []
+        for gi, g in enumerate(groups):
+            entries = (_lib.LayerEntry * len(g))()
+            for li, (name, spec) in enumerate(g):
+                entries[li].name = name.encode()
+                entries[li].spec = spec
+                self.names.append(name.encode())
+                self.specs.append(spec)
+            self._keep.append(entries)
+            self.groups[gi] = _lib.Group(entries, len(g))
+
+
 def _model_groups(model):
     """[(group name, [(layer name, Spec)])] from a model description."""
     if not isinstance(model, dict):
@@ -374,7 +417,7 @@ class Runtime(Closeable):
                 "available": bool(p.available), "reason": text(p.reason),
                 "device_type": text(lib.kvrt_device_type_name(p.device_type)) or "unknown",
                 "memory": text(lib.kvrt_memory_kind_name(p.memory)) or "opaque",
-                "device_name": text(p.device_name) or "",
+                "device_name": text(p.device_name) or "", "import_alignment": p.import_alignment,
             })
         return out
 
@@ -397,52 +440,103 @@ class Runtime(Closeable):
         check(lib.kvrt_runtime_bind(self._h, backend.encode() if backend else None, layout.encode(), C.byref(b)))
         return b
 
-    def cache(self, model, layout=None, blocks=None, memory=None, backend=None, kernel_block_size=0):
+    def _binding(self, cg, layout, backend):
+        """(layout value, backend handle) for the groups (a _CGroups):
+        `layout` as given, else resolved for `backend` and the groups, whose
+        shapes libkvrt judges (None: the backend binding would choose; bound
+        without a name then, so a backend whose bind fails is passed over)."""
+        named = backend
+        if layout is None:
+            backend = backend or self.default_backend()
+            out = C.c_int()
+            names = (C.c_char_p * 1)(backend.encode())
+            check(lib.kvrt_runtime_resolve_groups(self._h, names, 1, cg.groups, len(cg.groups), None, C.byref(out)))
+            layout = info.layout_name(out.value)
+        lv = info.layout_value(layout)
+        return lv, self._bind(named, layout)
+
+    def _placement(self, cg, lv, blocks, budget, kernel_block_size):
+        """A placement handle (the caller destroys it) and the number of blocks."""
+        if blocks is None:
+            n = C.c_uint64()
+            check(lib.kvrt_placement_blocks_for_budget(lv, cg.groups, len(cg.groups), budget, C.byref(n)))
+            blocks = n.value
+        p = C.c_void_p()
+        check(lib.kvrt_placement_create(lv, cg.groups, len(cg.groups), blocks, kernel_block_size, C.byref(p)))
+        return p, blocks
+
+    def _adopt(self, h, bh, lv, names, specs, blocks):
+        c = Cache(self, h, bh, info.layout_name(lv), names, specs)
+        c.num_blocks = blocks
+        self._caches.add(c)
+        return c
+
+    def cache(self, model, layout=None, blocks=None, memory=None, backend=None, kernel_block_size=0,
+              kv_cache_dtype=None, block_size=None, attention_backend=None):
         """A zeroed cache for `model` on `backend` (None: KVRT_BACKEND, else
         the default backend).
 
-        model: {"layers": N, <spec keywords of kvrt.plan>} for N identical
-        layers named layer.0.., or {"groups": [{"layers": [{"name": ...,
-        <spec keywords>}, ...]}, ...]}.  layout: a name or alias; None
-        resolves one for the backend (VLLM_KV_CACHE_LAYOUT applies).  Give
-        blocks, or memory (bytes) for as many blocks as fit."""
+        model: a model file (a config.json, a folder holding one, or a kvrt
+        model file) sized as vLLM sizes it, with the tool's options
+        kv_cache_dtype, block_size and attention_backend; or {"layers": N,
+        <spec keywords of kvrt.plan>} for N identical layers named
+        layer.0.., or {"groups": [{"layers": [{"name": ..., <spec
+        keywords>}, ...]}, ...]}.  layout: a name or alias; None resolves one
+        for the backend (VLLM_KV_CACHE_LAYOUT applies).  Give blocks, or
+        memory (bytes) for as many blocks as fit."""
         self._check_open()
         if (blocks is None) == (memory is None):
             raise InvalidArgumentError("cache: give blocks (the number of blocks) or memory (a budget in "
                                        "bytes), exactly one of them")
-        groups = _model_groups(model)
-        keep, cgroups = [], (_lib.Group * len(groups))()
-        all_names, all_specs = [], []
-        for gi, g in enumerate(groups):
-            entries = (_lib.LayerEntry * len(g))()
-            for li, (name, spec) in enumerate(g):
-                entries[li].name = name.encode()
-                entries[li].spec = spec
-                all_names.append(name.encode())
-                all_specs.append(spec)
-            keep.append(entries)
-            cgroups[gi] = _lib.Group(entries, len(g))
-        backend = backend or self.default_backend()
-        if layout is None:
-            out = C.c_int()
-            names = (C.c_char_p * 1)(backend.encode())
-            # The groups' shapes narrow the choice as placement will judge them.
-            check(lib.kvrt_runtime_resolve_groups(self._h, names, 1, cgroups, len(groups), None, C.byref(out)))
-            layout = info.layout_name(out.value)
-        lv = info.layout_value(layout)
-        bh = self._bind(backend, layout)
-        if memory is not None:
-            n = C.c_uint64()
-            check(lib.kvrt_placement_blocks_for_budget(lv, cgroups, len(groups), memory, C.byref(n)))
-            blocks = n.value
-        p = C.c_void_p()
-        check(lib.kvrt_placement_create(lv, cgroups, len(groups), blocks, kernel_block_size, C.byref(p)))
+        cg = _CGroups(_groups(model, kv_cache_dtype, block_size, attention_backend))
+        lv, bh = self._binding(cg, layout, backend)
+        p, blocks = self._placement(cg, lv, blocks, memory, kernel_block_size)
         try:
             h = C.c_void_p()
             check(lib.kvrt_cache_create(bh, p, C.byref(h)))
         finally:
             lib.kvrt_placement_destroy(p)
-        c = Cache(self, h, text(lib.kvrt_backend_name(bh)), info.layout_name(lv), all_names, all_specs)
-        c.num_blocks = blocks
-        self._caches.add(c)
-        return c
+        return self._adopt(h, bh, lv, cg.names, cg.specs, blocks)
+
+    def wrap(self, tensor, model, layout=None, blocks=None, backend=None, kernel_block_size=0,
+             kv_cache_dtype=None, block_size=None, attention_backend=None):
+        """A cache over the memory of `tensor` (torch, numpy, anything with
+        __dlpack__), which keeps its bytes: the engine's own KV-cache
+        allocation becomes a kvrt cache, and kvrt's operations, its views
+        and the engine's kernels see the same bytes.
+
+        tensor: the cache's bytes (contiguous, any element type), or the
+        [layers, blocks, head slots, states, content] view of the whole
+        cache ([blocks, ...] for one layer), whose shape and strides must be
+        exactly the layout's (what Cache.all_layers() gives); a view that is
+        not is refused naming the first differing axis and both values.  A
+        host tensor goes to a host backend, a CUDA or ROCm tensor to the
+        backend of its device.
+        model, layout, backend, kernel_block_size and the model file's
+        options: as for cache().  blocks:
+        None for as many as the tensor's bytes hold.
+        The cache holds the tensor until the cache, and every view exported
+        from it, are gone; the tensor's own memory is never freed by kvrt."""
+        self._check_open()
+        groups = _groups(model, kv_cache_dtype, block_size, attention_backend)
+        cg = _CGroups(groups)
+        lv, bh = self._binding(cg, layout, backend)
+        borrowed = Borrowed(tensor, "tensor")
+        try:
+            nlayers = sum(len(g) for g in groups)
+            if blocks is None and (borrowed.ndim == 5 or (borrowed.ndim == 4 and nlayers == 1)):
+                # The view of the whole cache (kvrt_cache_from_dlpack's rule):
+                # its B axis counts kernel blocks.
+                bs = groups[0][0][1].block_size
+                blocks = borrowed.shape[borrowed.ndim - 4] // (bs // kernel_block_size if kernel_block_size else 1)
+            p, blocks = self._placement(cg, lv, blocks, borrowed.nbytes, kernel_block_size)
+            try:
+                h = C.c_void_p()
+                check(lib.kvrt_cache_from_dlpack(bh, p, borrowed.managed, C.byref(h)))
+            finally:
+                lib.kvrt_placement_destroy(p)
+        except BaseException:
+            borrowed.close()  # not taken: the producer's tensor is given back
+            raise
+        borrowed.release_to_kvrt()  # its deleter now runs when kvrt lets go
+        return self._adopt(h, bh, lv, cg.names, cg.specs, blocks)

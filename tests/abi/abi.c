@@ -30,7 +30,7 @@ int main(void)
         return tap_done();
     }
     VAL(KVRT_PLUGIN_ABI_MAJOR, 1);
-    VAL(KVRT_PLUGIN_ABI_MINOR, 1);
+    VAL(KVRT_PLUGIN_ABI_MINOR, 2);
     tap_ok(strcmp(KVRT_PLUGIN_ENTRY_SYMBOL, "kvrt_plugin_entry") == 0, "entry symbol name");
 
     OFF(kvrt_plugin_descriptor, size, 0);
@@ -64,7 +64,17 @@ int main(void)
     OFF(kvrt_plugin_descriptor, describe, 176);
     OFF(kvrt_plugin_descriptor, buffer_address, 184);
     OFF(kvrt_plugin_descriptor, measure_copy, 192);
-    SIZE(kvrt_plugin_descriptor, 200);
+    /* ABI 1.2, appended. */
+    OFF(kvrt_plugin_descriptor, import_alignment, 200);
+    OFF(kvrt_plugin_descriptor, buffer_import, 208);
+    SIZE(kvrt_plugin_descriptor, 216);
+    OFF(kvrt_plugin_import, size, 0);
+    OFF(kvrt_plugin_import, memory, 4);
+    OFF(kvrt_plugin_import, device_id, 8);
+    OFF(kvrt_plugin_import, reserved, 12);
+    OFF(kvrt_plugin_import, address, 16);
+    OFF(kvrt_plugin_import, bytes, 24);
+    SIZE(kvrt_plugin_import, 32);
     VAL(KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE, 168);
     OFF(kvrt_plugin_device_info, size, 0);
     OFF(kvrt_plugin_device_info, type, 4);
@@ -135,7 +145,7 @@ int main(void)
 
     /* Engine-facing structs: fixed size, reserved bytes at the end. */
     VAL(KVRT_API_VERSION_MAJOR, 1);
-    VAL(KVRT_API_VERSION_MINOR, 0);
+    VAL(KVRT_API_VERSION_MINOR, 1);
     OFF(kvrt_spec, kind, 0);
     OFF(kvrt_spec, dtype, 4);
     OFF(kvrt_spec, block_size, 8);
@@ -192,14 +202,83 @@ int main(void)
     OFF(kvrt_plugin_info, memory, 108);
     OFF(kvrt_plugin_info, device_name, 112);
     OFF(kvrt_plugin_info, decode_dtypes, 120);
-    OFF(kvrt_plugin_info, reserved, 124);
+    /* API 1.1, carved from the reserved bytes. */
+    OFF(kvrt_plugin_info, import_alignment, 124);
+    OFF(kvrt_plugin_info, reserved, 128);
     SIZE(kvrt_plugin_info, 160);
+    OFF(kvrt_memory, kind, 0);
+    OFF(kvrt_memory, device_id, 4);
+    OFF(kvrt_memory, address, 8);
+    OFF(kvrt_memory, bytes, 16);
+    OFF(kvrt_memory, release, 24);
+    OFF(kvrt_memory, release_user, 32);
+    OFF(kvrt_memory, reserved, 40);
+    SIZE(kvrt_memory, 72);
     OFF(kvrt_trace_step, kind, 0);
     OFF(kvrt_trace_step, layout, 4);
     OFF(kvrt_trace_step, backend, 8);
     OFF(kvrt_trace_step, text, 16);
     OFF(kvrt_trace_step, reserved, 24);
     SIZE(kvrt_trace_step, 56);
+    OFF(kvrt_model_options, kv_cache_dtype, 0);
+    OFF(kvrt_model_options, attention_backend, 4);
+    OFF(kvrt_model_options, block_size, 8);
+    OFF(kvrt_model_options, dtype_given, 16);
+    OFF(kvrt_model_options, dtype, 20);
+    OFF(kvrt_model_options, dtype_option, 24);
+    OFF(kvrt_model_options, reserved, 32);
+    SIZE(kvrt_model_options, 64);
+    OFF(kvrt_model_group, name, 0);
+    OFF(kvrt_model_group, what, 8);
+    OFF(kvrt_model_group, window, 16);
+    OFF(kvrt_model_group, usage, 24);
+    OFF(kvrt_model_group, num_layers, 32);
+    OFF(kvrt_model_group, layers, 40);
+    OFF(kvrt_model_group, reserved, 48);
+    SIZE(kvrt_model_group, 80);
+    OFF(kvrt_model_setting, name, 0);
+    OFF(kvrt_model_setting, value, 8);
+    OFF(kvrt_model_setting, source, 16);
+    OFF(kvrt_model_setting, reserved, 24);
+    SIZE(kvrt_model_setting, 40);
+    OFF(kvrt_model_info, name, 0);
+    OFF(kvrt_model_info, source, 8);
+    OFF(kvrt_model_info, format, 16);
+    OFF(kvrt_model_info, architecture, 24);
+    OFF(kvrt_model_info, num_layers, 32);
+    OFF(kvrt_model_info, num_q_heads, 40);
+    OFF(kvrt_model_info, max_model_len, 48);
+    OFF(kvrt_model_info, max_model_len_source, 56);
+    OFF(kvrt_model_info, num_groups, 64);
+    OFF(kvrt_model_info, groups, 72);
+    OFF(kvrt_model_info, placement_groups, 80);
+    OFF(kvrt_model_info, num_settings, 88);
+    OFF(kvrt_model_info, settings, 96);
+    OFF(kvrt_model_info, num_notes, 104);
+    OFF(kvrt_model_info, notes, 112);
+    OFF(kvrt_model_info, reserved, 120);
+    SIZE(kvrt_model_info, 184);
+    OFF(kvrt_model_capacity, num_blocks, 0);
+    OFF(kvrt_model_capacity, bytes_per_block, 8);
+    OFF(kvrt_model_capacity, tokens, 16);
+    OFF(kvrt_model_capacity, max_model_len, 24);
+    OFF(kvrt_model_capacity, blocks_per_request, 32);
+    OFF(kvrt_model_capacity, max_concurrency, 40);
+    OFF(kvrt_model_capacity, request_bytes, 48);
+    OFF(kvrt_model_capacity, fits_one_request, 56);
+    OFF(kvrt_model_capacity, reserved, 60);
+    SIZE(kvrt_model_capacity, 96);
+    OFF(kvrt_model_plan_request, layout, 0);
+    OFF(kvrt_model_plan_request, layout_source, 8);
+    OFF(kvrt_model_plan_request, num_blocks, 16);
+    OFF(kvrt_model_plan_request, kernel_block_size, 24);
+    OFF(kvrt_model_plan_request, budget_bytes, 32);
+    OFF(kvrt_model_plan_request, max_model_len, 40);
+    OFF(kvrt_model_plan_request, max_model_len_source, 48);
+    OFF(kvrt_model_plan_request, batched_tokens, 56);
+    OFF(kvrt_model_plan_request, batched_tokens_source, 64);
+    OFF(kvrt_model_plan_request, reserved, 72);
+    SIZE(kvrt_model_plan_request, 104);
     {
         /* A designated initialiser leaves the reserved bytes zero: the
          * growth rule depends on it. */
@@ -209,6 +288,12 @@ int main(void)
         for (size_t i = 0; i < sizeof(s.reserved); i++)
             zero = zero && s.reserved[i] == 0 && g.reserved[i] == 0;
         tap_ok(zero, "designated initialisers leave reserved bytes zero");
+        struct kvrt_model_options mo = {.block_size = 16};
+        struct kvrt_model_plan_request pr = {.num_blocks = 1};
+        zero = true;
+        for (size_t i = 0; i < sizeof(mo.reserved); i++)
+            zero = zero && mo.reserved[i] == 0 && pr.reserved[i] == 0;
+        tap_ok(zero, "model options and plan requests: designated initialisers leave reserved bytes zero");
     }
 
     VAL(KVRT_OP_WRITE, 1);
@@ -267,6 +352,29 @@ int main(void)
     VAL(KVRT_TRACE_BOUND, 17);
     VAL(KVRT_TRACE_PASSED_OVER, 18);
     VAL(KVRT_TRACE_NO_LAYOUT, -1);
+
+    VAL(KVRT_KV_CACHE_AUTO, 0);
+    VAL(KVRT_KV_CACHE_BF16, 1);
+    VAL(KVRT_KV_CACHE_FP16, 2);
+    VAL(KVRT_KV_CACHE_FP8, 3);
+    VAL(KVRT_KV_CACHE_FP8_E4M3, 4);
+    VAL(KVRT_KV_CACHE_FP8_E5M2, 5);
+    VAL(KVRT_NUM_KV_CACHE_DTYPES, 6);
+    VAL(KVRT_ATTENTION_DEFAULT, 0);
+    VAL(KVRT_ATTENTION_FLASH_ATTN, 1);
+    VAL(KVRT_ATTENTION_FLASHINFER, 2);
+    VAL(KVRT_ATTENTION_TRITON_ATTN, 3);
+    VAL(KVRT_ATTENTION_FLASHMLA, 4);
+    VAL(KVRT_ATTENTION_FLASHMLA_SPARSE, 5);
+    VAL(KVRT_ATTENTION_CUTLASS_MLA, 6);
+    VAL(KVRT_ATTENTION_FLASHINFER_MLA, 7);
+    VAL(KVRT_ATTENTION_TRITON_MLA, 8);
+    VAL(KVRT_ATTENTION_FLASH_ATTN_MLA, 9);
+    VAL(KVRT_ATTENTION_FLASH_ATTN_MLA_SPARSE, 10);
+    VAL(KVRT_NUM_ATTENTION_BACKENDS, 11);
+    VAL(KVRT_MODEL_USAGE_FULL, 0);
+    VAL(KVRT_MODEL_USAGE_SLIDING, 1);
+    VAL(KVRT_MODEL_USAGE_STATE, 2);
 
     VAL(KVRT_OK, 0);
     VAL(KVRT_ERR_INVALID, -1);

@@ -149,6 +149,30 @@ int main(int argc, char **argv)
     json_decref(r);
     spawn_result_free(&res);
 
+    /* A backend ranked above cpu whose bind fails is passed over, said so. */
+    const char *failbind = getenv("KVRT_TEST_FAILBIND_PLUGIN");
+    if (failbind) {
+        char path_env[1100];
+        snprintf(path_env, sizeof(path_env), "KVRT_PLUGIN_PATH=%s", failbind);
+        r = cli_json(ARGS("explain", "--json"), ENV(path_env));
+        const json_t *b0 = json_array_get(json_object_get(r, "backends"), 0);
+        bool gpu = r && js(b0, "name") && strcmp(js(b0, "name"), "cpu") != 0;
+        if (gpu) {
+            tap_skip("explain: backend \"%s\" ranks above the failing test plugin here", js(b0, "name"));
+            tap_skip("explain: backend \"%s\" ranks above the failing test plugin here", js(b0, "name"));
+        } else {
+            tap_ok(r && has_step_about(r, "passed over", "LBHNC", "failbind") &&
+                       has_step(r, "passed over", "TEST_BIND_FAILED"),
+                   "explain --json: a passed-over step about failbind with its bind failure; cpu explained");
+            cli_ok_case(ARGS("explain"), ENV(path_env),
+                        MENTIONS("passed over \"failbind\": failed to bind layout LBHNC", "TEST_BIND_FAILED"));
+        }
+        json_decref(r);
+    } else {
+        tap_skip("explain: KVRT_TEST_FAILBIND_PLUGIN not set (run through meson test)");
+        tap_skip("explain: KVRT_TEST_FAILBIND_PLUGIN not set (run through meson test)");
+    }
+
     cli_error_case(ARGS("explain", "--backend", "nosuch"), NULL, 4, MENTIONS("\"nosuch\""));
     cli_error_case(ARGS("explain", "--prefer", "bogus"), NULL, 2, MENTIONS("\"bogus\""));
     return tap_done();

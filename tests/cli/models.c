@@ -215,67 +215,149 @@ static void check_qwen_and_gemma(void)
 static void check_deepseek(void)
 {
     /* DeepSeek-V3 (MLA): 512 + 64 = 576 elements x 2 bytes = 1152 bytes a
-     * token and layer, 70272 for 61 layers.  FlashMLA (vLLM's default on
-     * Hopper) forces 64-token blocks: pages 64 x 1152 = 73728, blocks 61 x
-     * 73728 = 4497408; 25769803776 / 4497408 = 5729 blocks = 366656
-     * tokens.  max_model_len: yarn 4096 x 40 = 163840, 2560 blocks a
-     * request; 5729 / 2560 = 2.24x. */
-    json_t *r = plan_example("deepseek-v3.json", ARGS("--memory", "24GiB"));
-    tap_ok(all_groups(r, 1, 61, 73728, 64) && per_token(r, 0) == 1152 && gi(r, "bytes_per_block") / 64 == 70272 &&
+     * token and layer, 70272 for 61 layers.  On Hopper vLLM picks
+     * FLASH_ATTN_MLA, whose kernels take multiples of 16, so the default
+     * block of 16 stays: pages 16 x 1152 = 18432, blocks 61 x 18432 =
+     * 1124352.  Without --blocks or --memory, plan places one block. */
+    json_t *r = plan_example("deepseek-v3.json", NULL);
+    tap_ok(all_groups(r, 1, 61, 18432, 16) && per_token(r, 0) == 1152 && gi(r, "bytes_per_block") == 1124352 &&
+               gi(r, "num_blocks") == 1 && gi(r, "total_bytes") == 1124352 && json_is_null(vllm(r)) &&
                strcmp(spec_s(group(r, 0), "kind"), "mla") == 0 && spec_i(group(r, 0), "head_size") == 576 &&
-               spec_i(group(r, 0), "head_size_v") == 0 && gi(r, "bytes_per_block") == 4497408 &&
-               capacity(r, 5729, 366656, 163840, 2560, 2.24) &&
-               has(setting(r, "block_size", "source"), "FLASHMLA forces 64") &&
-               strcmp(setting(r, "attention_backend", "value"), "FLASHMLA") == 0,
-           "deepseek-v3: 61 MLA layers of 576, FlashMLA's 64-token blocks, 5729 blocks, 2.24x");
+               spec_i(group(r, 0), "head_size_v") == 0 &&
+               strcmp(setting(r, "attention_backend", "value"), "FLASH_ATTN_MLA") == 0 &&
+               has(setting(r, "attention_backend", "source"), "Hopper") &&
+               has(setting(r, "block_size", "source"), "default"),
+           "deepseek-v3: FLASH_ATTN_MLA on Hopper, 16-token pages of 18432 bytes, 1124352 bytes a block");
+    json_decref(r);
+    /* 25769803776 / 1124352 = 22919 blocks = 366704 tokens.  max_model_len:
+     * yarn 4096 x 40 = 163840, 163840 / 16 = 10240 blocks a request;
+     * 22919 / 10240 = 2.24x. */
+    r = plan_example("deepseek-v3.json", ARGS("--memory", "24GiB"));
+    tap_ok(all_groups(r, 1, 61, 18432, 16) && gi(r, "bytes_per_block") == 1124352 &&
+               capacity(r, 22919, 366704, 163840, 10240, 2.24),
+           "deepseek-v3 --memory 24GiB: 22919 blocks, 366704 tokens, 2.24x");
     json_decref(r);
 
-    /* The MLA backends' block sizes (CudaPlatformBase.check_and_update_config). */
+    /* Each Hopper MLA backend's block: its preferred size for vLLM's 16
+     * (get_preferred_block_size), or --block-size when its kernels take it;
+     * an fp8 cache is not FLASH_ATTN_MLA's, so vLLM falls to FLASHMLA. */
     static const struct {
-        const char *backend, *block;
-        json_int_t expect;
+        const char *backend, *block, *cache;
+        json_int_t expect, page;
+        const char *chosen;
     } backends[] = {
-        {"CUTLASS_MLA", NULL, 128}, {"FLASHINFER_MLA", NULL, 64}, {"FLASHINFER_MLA", "32", 32},
-        {"TRITON_MLA", NULL, 16},   {"FLASHMLA", "128", 128},     {"FLASHMLA", "32", 64},
+        {"TRITON_MLA", NULL, NULL, 16, 16 * 1152, "TRITON_MLA"},
+        {"FLASHMLA", NULL, NULL, 64, 64 * 1152, "FLASHMLA"},
+        {"FLASHMLA", "128", NULL, 128, 128 * 1152, "FLASHMLA"},
+        {"FLASH_ATTN_MLA", "32", NULL, 32, 32 * 1152, "FLASH_ATTN_MLA"},
+        {NULL, NULL, "fp8", 64, 64 * 576, "FLASHMLA"},
+        {NULL, "48", NULL, 48, 48 * 1152, "FLASH_ATTN_MLA"},
     };
     bool ok = true;
     for (size_t i = 0; i < sizeof(backends) / sizeof(backends[0]); i++) {
-        r = backends[i].block
-                ? plan_example("deepseek-v3.json", ARGS("--blocks", "2", "--attention-backend", backends[i].backend,
-                                                        "--block-size", backends[i].block))
-                : plan_example("deepseek-v3.json", ARGS("--blocks", "2", "--attention-backend", backends[i].backend));
+        const char *args[8] = {"--blocks", "2"};
+        size_t n = 2;
+        if (backends[i].backend)
+            args[n++] = "--attention-backend", args[n++] = backends[i].backend;
+        if (backends[i].block)
+            args[n++] = "--block-size", args[n++] = backends[i].block;
+        if (backends[i].cache)
+            args[n++] = "--kv-cache-dtype", args[n++] = backends[i].cache;
+        args[n] = NULL;
+        r = plan_example("deepseek-v3.json", args);
         ok = ok && spec_i(group(r, 0), "block_size") == backends[i].expect &&
-             spec_i(group(r, 0), "page_bytes") == backends[i].expect * 1152;
+             spec_i(group(r, 0), "page_bytes") == backends[i].page &&
+             strcmp(setting(r, "attention_backend", "value"), backends[i].chosen) == 0;
         json_decref(r);
     }
-    tap_ok(ok, "deepseek-v3 block sizes: CUTLASS_MLA 128, FLASHINFER_MLA 64 (32 kept), TRITON_MLA 16, "
-               "FLASHMLA keeps multiples of 64");
+    tap_ok(ok, "deepseek-v3 block sizes: TRITON_MLA 16, FLASHMLA 64 (128 kept), FLASH_ATTN_MLA keeps 32 and 48, "
+               "fp8 falls to FLASHMLA's 64");
 
     /* DeepSeek-V3.2: every layer keeps its MLA latent (1152 bytes a token)
      * and its indexer's keys (128 fp8 + 1 float32 scale = 132 bytes): 1284
      * bytes a token and layer, 78324 for 61 layers, in one group of 122
-     * layers (UniformTypeKVCacheSpecs).  64-token blocks (FlashMLA sparse):
-     * 61 x (73728 + 8448) = 5012736 bytes; 25769803776 / 5012736 = 5140
-     * blocks = 328960 tokens; 163840 / 64 = 2560 a request, 2.01x. */
-    r = plan_example("deepseek-v3.2-exp.json", ARGS("--memory", "24GiB"));
+     * layers (UniformTypeKVCacheSpecs).  FLASH_ATTN_MLA_SPARSE (vLLM's
+     * first sparse backend on Hopper with a bfloat16 cache) and the indexer
+     * take only 64-token blocks: 61 x (73728 + 8448) = 5012736 bytes. */
+    r = plan_example("deepseek-v3.2-exp.json", NULL);
     const json_t *g = group(r, 0);
     const json_t *layers = json_object_get(g, "layers");
     tap_ok(num_groups(r) == 1 && gi(g, "num_layers") == 122 &&
                strcmp(json_string_value(json_array_get(layers, 1)), "layers.0.indexer") == 0 &&
                gi(r, "bytes_per_block") == 5012736 && gi(r, "bytes_per_block") / 64 == 78324 &&
-               capacity(r, 5140, 328960, 163840, 2560, 2.01) &&
-               strcmp(setting(r, "attention_backend", "value"), "FLASHMLA_SPARSE") == 0,
-           "deepseek-v3.2-exp: 61 MLA + 61 indexer layers in one group, 5012736-byte blocks, 5140 blocks, 2.01x");
+               spec_i(g, "block_size") == 64 &&
+               strcmp(setting(r, "attention_backend", "value"), "FLASH_ATTN_MLA_SPARSE") == 0,
+           "deepseek-v3.2-exp: 61 MLA + 61 indexer layers in one group, FLASH_ATTN_MLA_SPARSE, 5012736-byte blocks");
     json_decref(r);
-    /* --kv-cache-dtype fp8 is fp8_ds_mla: 656 + 132 = 788 bytes a token and
-     * layer; 61 x 64 x 788 = 3076352 a block; 25769803776 / 3076352 = 8376
-     * blocks = 536064 tokens. */
+    /* 25769803776 / 5012736 = 5140 blocks = 328960 tokens; 163840 / 64 =
+     * 2560 a request, 5140 / 2560 = 2.01x. */
+    r = plan_example("deepseek-v3.2-exp.json", ARGS("--memory", "24GiB"));
+    tap_ok(gi(r, "bytes_per_block") == 5012736 && capacity(r, 5140, 328960, 163840, 2560, 2.01),
+           "deepseek-v3.2-exp --memory 24GiB: 5140 blocks, 328960 tokens, 2.01x");
+    json_decref(r);
+    /* --kv-cache-dtype fp8 is fp8_ds_mla, which FLASH_ATTN_MLA_SPARSE does
+     * not take: FLASHMLA_SPARSE, 64 tokens.  656 + 132 = 788 bytes a token
+     * and layer; 61 x 64 x 788 = 3076352 a block; 25769803776 / 3076352 =
+     * 8376 blocks = 536064 tokens. */
     r = plan_example("deepseek-v3.2-exp.json", ARGS("--memory", "24GiB", "--kv-cache-dtype", "fp8"));
     tap_ok(gi(r, "bytes_per_block") == 3076352 && gi(r, "bytes_per_block") / 64 == 61 * 788 &&
                gi(vllm(r), "kv_cache_tokens") == 536064 && spec_i(group(r, 0), "page_bytes") == 64 * 656 &&
-               strcmp(setting(r, "kv_cache_dtype", "value"), "fp8_ds_mla") == 0,
-           "deepseek-v3.2-exp --kv-cache-dtype fp8: fp8_ds_mla, 3076352-byte blocks, 536064 tokens");
+               strcmp(setting(r, "kv_cache_dtype", "value"), "fp8_ds_mla") == 0 &&
+               strcmp(setting(r, "attention_backend", "value"), "FLASHMLA_SPARSE") == 0,
+           "deepseek-v3.2-exp --kv-cache-dtype fp8: fp8_ds_mla on FLASHMLA_SPARSE, 3076352-byte blocks, 536064 tokens");
     json_decref(r);
+}
+
+static void check_kimi(void)
+{
+    /* Kimi-Linear-48B-A3B-Instruct: kda_layers is 1-based, 20 KDA and 7
+     * MLA layers.  KDA state: conv (4096 + 2 x 4096) x 3 x 2 bytes = 73728
+     * + float32 recurrent 32 x 128 x 128 x 4 = 2097152, so 2170880 bytes;
+     * MLA 1152 bytes a token.  vLLM aligns the attention block to
+     * max(FLASH_ATTN_MLA's smallest kernel block 16, block size 16) = 16:
+     * 16 x cdiv(2170880, 16 x 1152) = 16 x 118 = 1888 tokens, pages 1888 x
+     * 1152 = 2174976 bytes, the states padded up to them.  Groups of 7:
+     * KDA 7/7/6 and MLA 7, a block 7 x 2174976 = 15224832 bytes. */
+    json_t *r = plan_example("kimi-linear-48b-a3b-instruct.json", NULL);
+    bool ok = num_groups(r) == 4 && gi(r, "bytes_per_block") == 15224832 && gi(r, "num_blocks") == 1;
+    static const json_int_t layers[] = {7, 7, 6, 7};
+    for (size_t g = 0; ok && g < 4; g++)
+        ok = gi(group(r, g), "num_layers") == layers[g] && spec_i(group(r, g), "page_bytes") == 2174976 &&
+             spec_i(group(r, g), "block_size") == 1888;
+    tap_ok(ok && spec_i(group(r, 0), "content_bytes") == 2170880 && strcmp(spec_s(group(r, 3), "kind"), "mla") == 0 &&
+               strcmp(js(group(r, 0), "name"), "kda.0") == 0 &&
+               strcmp(setting(r, "attention_backend", "value"), "FLASH_ATTN_MLA") == 0 &&
+               has(setting(r, "block_size", "source"), "_align_hybrid_block_size"),
+           "kimi-linear-48b: 1888-token blocks, 2174976-byte pages, KDA 7/7/6 + MLA 7, 15224832 bytes a block");
+    json_decref(r);
+    /* 25769803776 / 15224832 = 1692 blocks; 1692 / 4 groups x 1888 =
+     * 798624 tokens.  A request of model_max_length 1048576 tokens:
+     * cdiv(1048576, 1888) = 556 MLA pages + 3 state pages = 559 blocks;
+     * 1692 / 559 = 3.03x. */
+    r = plan_example("kimi-linear-48b-a3b-instruct.json", ARGS("--memory", "24GiB"));
+    tap_ok(gi(r, "bytes_per_block") == 15224832 && capacity(r, 1692, 798624, 1048576, 559, 3.03),
+           "kimi-linear-48b --memory 24GiB: 1692 blocks, 798624 tokens, 3.03x");
+    json_decref(r);
+    /* TRITON_MLA (kernels take any size) and --block-size 16 align to 16
+     * as well; --block-size 64 and FLASHMLA (64 only) align to 64: 64 x
+     * cdiv(2170880, 73728) = 64 x 30 = 1920. */
+    static const struct {
+        const char *flag, *value;
+        json_int_t expect;
+    } cases[] = {
+        {"--attention-backend", "TRITON_MLA", 1888},
+        {"--block-size", "16", 1888},
+        {"--block-size", "64", 1920},
+        {"--attention-backend", "FLASHMLA", 1920},
+    };
+    ok = true;
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        r = plan_example("kimi-linear-48b-a3b-instruct.json", ARGS("--blocks", "2", cases[i].flag, cases[i].value));
+        ok = ok && spec_i(group(r, 3), "block_size") == cases[i].expect &&
+             spec_i(group(r, 0), "page_bytes") == cases[i].expect * 1152;
+        json_decref(r);
+    }
+    tap_ok(ok, "kimi-linear-48b: 1888 with TRITON_MLA and --block-size 16, 1920 with --block-size 64 and FLASHMLA");
 }
 
 static void check_gpt_oss(void)
@@ -419,17 +501,17 @@ static void check_rules(void)
 
     /* Kimi-Linear style: layers 1-3 KDA, 4 MLA.  KDA state: conv 3 x 4 x
      * 128 x 3 x 2 bytes = 9216 + float32 recurrent 4 x 128 x 128 x 4 =
-     * 262144, so 271360; MLA 1152 bytes a token, blocks 64 x cdiv(271360,
-     * 64 x 1152) = 256 tokens, pages 256 x 1152 = 294912; 4 groups of 1. */
+     * 262144, so 271360; MLA 1152 bytes a token, blocks 16 x cdiv(271360,
+     * 16 x 1152) = 240 tokens, pages 240 x 1152 = 276480; 4 groups of 1. */
     r = plan(write_file("kimi.json", "{\"model_type\": \"kimi_linear\", \"torch_dtype\": \"bfloat16\", "
                                      "\"num_hidden_layers\": 4, \"num_attention_heads\": 8, \"kv_lora_rank\": 512, "
                                      "\"qk_rope_head_dim\": 64, \"linear_attn_config\": {\"kda_layers\": [1, 2, 3], "
                                      "\"full_attn_layers\": [4], \"num_heads\": 4, \"head_dim\": 128, "
                                      "\"short_conv_kernel_size\": 4}}"),
              ARGS("--blocks", "2"));
-    tap_ok(all_groups(r, 4, 1, 294912, 256) && spec_i(group(r, 0), "content_bytes") == 271360 &&
+    tap_ok(all_groups(r, 4, 1, 276480, 240) && spec_i(group(r, 0), "content_bytes") == 271360 &&
                strcmp(spec_s(group(r, 3), "kind"), "mla") == 0,
-           "KDA layers: 271360-byte states (float32 recurrent), MLA blocks of 256 tokens");
+           "KDA layers: 271360-byte states (float32 recurrent), MLA blocks of 240 tokens");
     json_decref(r);
 
     /* mamba_ssm_dtype float32: the GDN recurrent state doubles; conv 8192 x
@@ -534,6 +616,7 @@ static void check_errors(void)
     }
     const char *llama = cli_model_path("llama-3.1-8b.json");
     const char *v32 = cli_model_path("deepseek-v3.2-exp.json");
+    const char *v3 = cli_model_path("deepseek-v3.json");
     /* MiniMax-M1's published config: 80 layers, attn_type_list 0 (lightning
      * linear attention) on 70 of them and 1 (softmax) on every eighth.
      * kvrt does not size lightning state, so it refuses the first 0 by name
@@ -547,6 +630,31 @@ static void check_errors(void)
                    NULL, 2, MENTIONS("FLASH_ATTN", "MLA"));
     cli_error_case(ARGS("plan", "--model", v32, "--blocks", "2", "--attention-backend", "FLASHMLA"), NULL, 2,
                    MENTIONS("FLASHMLA_SPARSE", "index_topk"));
+    /* vLLM keeps a --block-size it was given: one the backend's kernels do
+     * not take is refused, not rounded. */
+    cli_error_case(ARGS("plan", "--model", v32, "--blocks", "2", "--block-size", "16"), NULL, 2,
+                   MENTIONS("blocks of 16 tokens", "FLASH_ATTN_MLA_SPARSE", "multiples of 64"));
+    cli_error_case(
+        ARGS("plan", "--model", v3, "--blocks", "2", "--attention-backend", "FLASHMLA", "--block-size", "32"), NULL, 2,
+        MENTIONS("blocks of 32 tokens", "FLASHMLA", "multiples of 64"));
+    cli_error_case(ARGS("plan", "--model", v3, "--blocks", "2", "--block-size", "8"), NULL, 2,
+                   MENTIONS("blocks of 8 tokens", "FLASH_ATTN_MLA", "multiples of 16"));
+    cli_error_case(ARGS("plan", "--model", cli_model_path("kimi-linear-48b-a3b-instruct.json"), "--blocks", "2",
+                        "--block-size", "24"),
+                   NULL, 2, MENTIONS("blocks of 1896 tokens", "--block-size 24", "multiples of 16"));
+    /* Blackwell-only backends are refused by name: kvrt sizes for Hopper. */
+    cli_error_case(ARGS("plan", "--model", v3, "--blocks", "2", "--attention-backend", "CUTLASS_MLA"), NULL, 2,
+                   MENTIONS("CUTLASS_MLA", "Blackwell", "Hopper", "FLASH_ATTN_MLA, FLASHMLA, TRITON_MLA"));
+    cli_error_case(ARGS("plan", "--model", v3, "--blocks", "2", "--attention-backend", "FLASHINFER_MLA"), NULL, 2,
+                   MENTIONS("FLASHINFER_MLA", "Blackwell"));
+    /* A cache type no Hopper MLA backend takes, or the named one does not. */
+    cli_error_case(ARGS("plan", "--model", v3, "--blocks", "2", "--kv-cache-dtype", "fp8_e5m2"), NULL, 2,
+                   MENTIONS("no MLA backend", "fp8_e5m2", "FLASHMLA takes auto, fp8, fp8_e4m3"));
+    cli_error_case(
+        ARGS("plan", "--model", v3, "--blocks", "2", "--attention-backend", "FLASHMLA", "--kv-cache-dtype", "bf16"),
+        NULL, 2, MENTIONS("FLASHMLA does not take kv_cache_dtype bfloat16", "auto, fp8, fp8_e4m3"));
+    cli_error_case(ARGS("plan", "--model", v32, "--blocks", "2", "--attention-backend", "FLASH_ATTN_MLA"), NULL, 2,
+                   MENTIONS("FLASH_ATTN_MLA", "index_topk", "FLASH_ATTN_MLA_SPARSE, FLASHMLA_SPARSE"));
     cli_error_case(ARGS("plan", "--model", v32, "--blocks", "2", "--kv-cache-dtype", "fp16"), NULL, 2,
                    MENTIONS("fp16", "fp8_ds_mla"));
     cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--kv-cache-dtype", "int4"), NULL, 2,
@@ -617,7 +725,15 @@ static void check_memory(void)
     cli_error_case(ARGS("plan", "--model", llama, "--memory", "12XB"), NULL, 2,
                    MENTIONS("--memory", "\"12XB\"", "GiB"));
     cli_error_case(ARGS("plan", "--model", llama, "--memory", "1.5"), NULL, 2, MENTIONS("--memory"));
-    cli_error_case(ARGS("plan", "--model", llama), NULL, 2, MENTIONS("--blocks", "--memory"));
+    /* Without --blocks or --memory a model's plan is one block; the flags
+     * path, which has no model to size, still asks for a count. */
+    json_t *one = cli_json(ARGS("plan", "--json", "--model", llama), NULL);
+    tap_ok(one && gi(one, "num_blocks") == 1 && gi(one, "total_bytes") == 2097152 &&
+               json_is_null(json_object_get(one, "budget_bytes")),
+           "plan --model without --blocks or --memory places one block");
+    json_decref(one);
+    cli_error_case(ARGS("plan", "--layers", "2", "--block-size", "16", "--kv-heads", "2", "--head-size", "64"), NULL, 2,
+                   MENTIONS("--blocks", "--memory"));
     cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--memory", "1GiB"), NULL, 2, MENTIONS("not both"));
     cli_error_case(ARGS("plan", "--model", llama, "--blocks", "2", "--head-size", "8"), NULL, 2,
                    MENTIONS("--head-size", "--model"));
@@ -650,6 +766,7 @@ int main(int argc, char **argv)
     check_llama();
     check_qwen_and_gemma();
     check_deepseek();
+    check_kimi();
     check_gpt_oss();
     check_hybrids();
     check_rules();

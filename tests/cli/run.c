@@ -156,9 +156,59 @@ static void check_usage(void)
     json_decref(r);
 }
 
+/* A backend ranked above cpu whose bind fails is passed over, not fatal,
+ * unless it is named; with every candidate failing, exit 4 lists them. */
+static void check_fallback(void)
+{
+    const char *failbind = getenv("KVRT_TEST_FAILBIND_PLUGIN");
+    if (!failbind) {
+        for (int i = 0; i < 5; i++)
+            tap_skip("bind fallback: KVRT_TEST_FAILBIND_PLUGIN not set (run through meson test)");
+        return;
+    }
+    char path_env[1100];
+    snprintf(path_env, sizeof(path_env), "KVRT_PLUGIN_PATH=%s", failbind);
+    json_t *r = cli_json(ARGS("run", "--json", SMALL), ENV(path_env));
+    const char *backend = js(r, "backend");
+    if (backend && strcmp(backend, "cpu") != 0) {
+        /* A GPU backend outranks failbind: it is never tried. */
+        for (int i = 0; i < 4; i++)
+            tap_skip("bind fallback: backend \"%s\" ranks above the failing test plugin here", backend);
+        json_decref(r);
+        return;
+    }
+    const json_t *passed = json_object_get(r, "passed_over");
+    const json_t *first = json_array_get(passed, 0);
+    tap_ok(r && json_is_true(json_object_get(r, "verified")) && json_array_size(passed) == 1 &&
+               strcmp(js(first, "backend"), "failbind") == 0 && strstr(js(first, "reason"), "TEST_BIND_FAILED"),
+           "run: failbind fails to bind and is passed over (passed_over names it with its reason); cpu runs");
+    json_decref(r);
+
+    cli_ok_case(ARGS("run", SMALL), ENV(path_env),
+                MENTIONS("backend   cpu (first available)", "passed over \"failbind\": failed to bind layout",
+                         "TEST_BIND_FAILED", "verified  yes"));
+
+    struct spawn_result res = cli_run(ARGS("run", SMALL), ENV(path_env, "KVRT_DEBUG=1"));
+    tap_ok(res.status == 0 && strstr(res.err, "kvrt: warning: passed over backend \"failbind\"") &&
+               strstr(res.err, "TEST_BIND_FAILED"),
+           "run under KVRT_DEBUG=1: the passed-over backend is a warning on stderr");
+    spawn_result_free(&res);
+
+    /* Named, it fails hard. */
+    cli_error_case(ARGS("run", "--backend", "failbind", SMALL), ENV(path_env), 1,
+                   MENTIONS("backend \"failbind\" failed to bind", "TEST_BIND_FAILED"));
+
+    /* Every candidate fails: cpu's bind refuses a bad KVRT_CPU_THREADS, the
+     * OpenCL ICD loader finds no platform. */
+    cli_error_case(ARGS("run", SMALL), ENV(path_env, "KVRT_CPU_THREADS=x", "OCL_ICD_VENDORS=/nonexistent"), 4,
+                   MENTIONS("\"failbind\": failed to bind layout LBHNC: TEST_BIND_FAILED", "\"cpu\": failed to bind",
+                            "KVRT_CPU_THREADS"));
+}
+
 int main(int argc, char **argv)
 {
     cli_env_init(argc, argv);
+    check_fallback();
     check_layouts();
     check_dtypes();
     check_models();

@@ -63,9 +63,22 @@ struct conf_layer {
     uint64_t blocks_per_block; /* view blocks per manager block */
 };
 
+/* Memory a second runtime of the same plugin owns (so that it overlaps no
+ * buffer of the runtime under test), for kvrt_cache_wrap (check_import.c). */
+struct conf_memory {
+    kvrt_buffer *buf; /* in the owner runtime; destroyed by the release */
+    void *address;
+    enum kvrt_memory_kind kind;
+    int32_t device_id;
+    uint64_t bytes;
+    int released;      /* how often the release callback ran */
+    bool address_seen; /* the callback was given `address` */
+};
+
 struct conf_cache {
     kvrt_backend *backend;
     kvrt_cache *cache;
+    struct conf_memory *memory; /* the wrapped memory, or NULL */
     uint64_t bytes, num_blocks, block_size, staging_per_block;
     uint32_t num_layers;
     struct conf_layer *layers;
@@ -74,6 +87,10 @@ struct conf_cache {
 
 /* Create a cache from p on b; fills *out.  A kvrt status, with its message. */
 int conf_cache_open(kvrt_backend *b, const kvrt_placement *p, struct conf_cache *out);
+/* The same over zeroed memory from the owner runtime (kvrt_cache_wrap);
+ * out->memory is the caller's to free after conf_cache_close. */
+struct conf_plugin;
+int conf_cache_open_wrapped(struct conf_plugin *plg, kvrt_backend *b, const kvrt_placement *p, struct conf_cache *out);
 void conf_cache_close(struct conf_cache *c);
 uint64_t conf_cell(const struct conf_cache *c, uint32_t layer, uint64_t block, uint64_t state, uint64_t head);
 uint64_t conf_slot_cell(const struct conf_cache *c, uint32_t layer, int64_t slot, uint64_t head);
@@ -121,6 +138,11 @@ struct conf_plugin {
     kvrt_backend *foreign; /* a binding of another plugin, or NULL */
     char foreign_why[256]; /* why there is none */
     struct conf_rng rng;
+    /* A second runtime, opened like the first, whose buffers are the
+     * memory that caches are wrapped over (check_import.c). */
+    const struct kvrt_runtime_options *options;
+    kvrt_runtime *owner;
+    kvrt_backend *owner_bound[KVRT_NUM_LAYOUTS];
 };
 
 /* One (layout, element type, shape) of a plugin, with its filled cache. */
@@ -137,7 +159,7 @@ struct conf_case {
 /* plugin.c: binding, lazily, once per layout. */
 kvrt_backend *conf_bind(struct conf_plugin *p, enum kvrt_layout layout);
 void conf_find_foreign(struct conf_plugin *p);
-void conf_run_plugin(kvrt_runtime *rt, size_t index, uint64_t seed);
+void conf_run_plugin(kvrt_runtime *rt, const struct kvrt_runtime_options *options, size_t index, uint64_t seed);
 bool conf_has_op(const struct conf_case *cs, uint32_t op);
 
 /* The checks, one file each; each emits its own points. */
@@ -147,5 +169,19 @@ void conf_check_copy(struct conf_case *cs);
 void conf_check_staging(struct conf_case *cs); /* gather A -> scatter B */
 void conf_check_decode(struct conf_case *cs);
 void conf_check_errors(struct conf_case *cs);
+
+/* check_import.c: memory from the owner runtime, of the plugin's kind,
+ * holding `init` (NULL: zeroes); false with a diagnostic. */
+bool conf_memory_get(struct conf_plugin *p, enum kvrt_layout layout, uint64_t bytes, const void *init,
+                     struct conf_memory *m);
+/* A kvrt_memory for m whose release callback counts and frees it. */
+void conf_memory_describe(struct conf_memory *m, struct kvrt_memory *out);
+/* Give back memory no cache adopted. */
+void conf_memory_drop(struct conf_memory *m);
+/* Caches over caller memory: refusal by name without buffer_import; else
+ * the memory kept, views into it, each reference holding it, the release
+ * run once, and every misuse refused. */
+void conf_check_import(struct conf_plugin *p);
+void conf_plugin_finish(struct conf_plugin *p);
 
 #endif

@@ -146,7 +146,7 @@ int main(int argc, char **argv)
              (unsigned long long)o.seed);
     diag_skipped_files(rt);
     for (size_t i = first; i < first + count; i++)
-        conf_run_plugin(rt, i, o.seed);
+        conf_run_plugin(rt, &ro, i, o.seed);
     kvrt_runtime_close(rt);
 
     int failed = tap_failures();

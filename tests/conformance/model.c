@@ -52,6 +52,8 @@ static int describe(struct conf_cache *c, const kvrt_placement *p)
     return n == total ? KVRT_OK : KVRT_ERR_INTERNAL;
 }
 
+static int finish_open(struct conf_cache *out);
+
 int conf_cache_open(kvrt_backend *b, const kvrt_placement *p, struct conf_cache *out)
 {
     memset(out, 0, sizeof(*out));
@@ -59,6 +61,35 @@ int conf_cache_open(kvrt_backend *b, const kvrt_placement *p, struct conf_cache 
     int status = kvrt_cache_create(b, p, &out->cache);
     if (status != KVRT_OK)
         return status;
+    return finish_open(out);
+}
+
+int conf_cache_open_wrapped(struct conf_plugin *plg, kvrt_backend *b, const kvrt_placement *p, struct conf_cache *out)
+{
+    memset(out, 0, sizeof(*out));
+    out->backend = b;
+    struct conf_memory *m = calloc(1, sizeof(*m));
+    if (!m)
+        return KVRT_ERR_NOMEM;
+    if (!conf_memory_get(plg, kvrt_backend_layout(b), kvrt_placement_size(p), NULL, m)) {
+        free(m);
+        return KVRT_ERR_INTERNAL;
+    }
+    struct kvrt_memory km;
+    conf_memory_describe(m, &km);
+    int status = kvrt_cache_wrap(b, p, &km, &out->cache);
+    if (status != KVRT_OK) {
+        conf_memory_drop(m);
+        free(m);
+        return status;
+    }
+    out->memory = m;
+    return finish_open(out);
+}
+
+static int finish_open(struct conf_cache *out)
+{
+    int status;
     /* The cache owns a copy of the placement: address through that one. */
     const kvrt_placement *own = kvrt_cache_placement(out->cache);
     out->bytes = kvrt_placement_size(own);
@@ -83,10 +114,12 @@ int conf_cache_open(kvrt_backend *b, const kvrt_placement *p, struct conf_cache 
 
 void conf_cache_close(struct conf_cache *c)
 {
+    struct conf_memory *m = c->memory;
     kvrt_cache_destroy(c->cache);
     free(c->layers);
     free(c->image);
     memset(c, 0, sizeof(*c));
+    c->memory = m;
 }
 
 uint64_t conf_cell(const struct conf_cache *c, uint32_t layer, uint64_t block, uint64_t state, uint64_t head)

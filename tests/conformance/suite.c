@@ -3,6 +3,7 @@
  * x every element type it declares x every shape the layout can hold.
  */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "conformance.h"
@@ -103,8 +104,10 @@ static void check_declaration(struct conf_plugin *p)
     kvrt_placement_destroy(pl);
 }
 
+/* wrapped: the cache is over caller memory (kvrt_cache_wrap) instead of
+ * allocated, and must behave byte for byte the same. */
 static void run_case(struct conf_plugin *p, kvrt_backend *b, enum kvrt_layout layout, enum kvrt_dtype dtype,
-                     enum conf_shape shape)
+                     enum conf_shape shape, bool wrapped)
 {
     struct conf_case cs;
     memset(&cs, 0, sizeof(cs));
@@ -113,12 +116,12 @@ static void run_case(struct conf_plugin *p, kvrt_backend *b, enum kvrt_layout la
     cs.layout = layout;
     cs.dtype = dtype;
     cs.shape = shape;
-    snprintf(cs.label, sizeof(cs.label), "%s %s %s %s", p->info.name, kvrt_layout_name(layout), kvrt_dtype_name(dtype),
-             conf_shape_name(shape));
+    snprintf(cs.label, sizeof(cs.label), "%s %s %s %s%s", p->info.name, kvrt_layout_name(layout),
+             kvrt_dtype_name(dtype), conf_shape_name(shape), wrapped ? " wrapped" : "");
 
     kvrt_placement *pl = NULL;
     int status = conf_placement(shape, layout, dtype, true, &pl);
-    if (status == KVRT_OK && shape == CONF_SHAPE_BASIC) {
+    if (status == KVRT_OK && shape == CONF_SHAPE_BASIC && !wrapped) {
         /* Create and destroy once before the cache under test: destroy must
          * leave the backend usable. */
         kvrt_cache *scratch = NULL;
@@ -126,16 +129,21 @@ static void run_case(struct conf_plugin *p, kvrt_backend *b, enum kvrt_layout la
         kvrt_cache_destroy(scratch);
     }
     if (status == KVRT_OK)
-        status = conf_cache_open(b, pl, &cs.cache);
+        status = wrapped ? conf_cache_open_wrapped(p, b, pl, &cs.cache) : conf_cache_open(b, pl, &cs.cache);
     kvrt_placement_destroy(pl);
     if (status != KVRT_OK) {
         conf_diag_status("placement and cache", status);
         tap_ok(false, "%s: cache created", cs.label);
+        free(cs.cache.memory);
         return;
     }
-    tap_ok(conf_cache_matches(&cs.cache) && kvrt_buffer_size(kvrt_cache_buffer(cs.cache.cache)) == cs.cache.bytes,
-           "%s: cache of %llu bytes created (after a create/destroy) and zeroed", cs.label,
-           (unsigned long long)cs.cache.bytes);
+    if (wrapped)
+        tap_ok(conf_cache_matches(&cs.cache) && kvrt_buffer_size(kvrt_cache_buffer(cs.cache.cache)) == cs.cache.bytes,
+               "%s: cache of %llu bytes over zeroed caller memory", cs.label, (unsigned long long)cs.cache.bytes);
+    else
+        tap_ok(conf_cache_matches(&cs.cache) && kvrt_buffer_size(kvrt_cache_buffer(cs.cache.cache)) == cs.cache.bytes,
+               "%s: cache of %llu bytes created (after a create/destroy) and zeroed", cs.label,
+               (unsigned long long)cs.cache.bytes);
 
     void (*const checks[])(struct conf_case *) = {
         conf_check_tokens,  conf_fill_cache,   conf_check_copy,
@@ -149,6 +157,12 @@ static void run_case(struct conf_plugin *p, kvrt_backend *b, enum kvrt_layout la
             conf_cache_resync(&cs.cache);
     }
     conf_cache_close(&cs.cache);
+    struct conf_memory *m = cs.cache.memory;
+    if (m)
+        tap_ok(m->released == 1 && m->address_seen,
+               "%s: destroying the cache ran the release callback once, with the memory's address (%d runs)", cs.label,
+               m->released);
+    free(m);
 }
 
 static void describe(const struct conf_plugin *p)
@@ -170,11 +184,12 @@ static void describe(const struct conf_plugin *p)
     tap_diag("  layouts: %s%s; types: %s; operations: %s", p->info.any_layout ? "any: " : "", layouts, types, ops);
 }
 
-void conf_run_plugin(kvrt_runtime *rt, size_t index, uint64_t seed)
+void conf_run_plugin(kvrt_runtime *rt, const struct kvrt_runtime_options *options, size_t index, uint64_t seed)
 {
     struct conf_plugin p;
     memset(&p, 0, sizeof(p));
     p.rt = rt;
+    p.options = options;
     if (kvrt_runtime_plugin_info(rt, index, &p.info) != KVRT_OK) {
         tap_ok(false, "plugin %zu: kvrt_runtime_plugin_info: %s", index, kvrt_error_message());
         return;
@@ -197,6 +212,7 @@ void conf_run_plugin(kvrt_runtime *rt, size_t index, uint64_t seed)
     if (p.foreign)
         tap_diag("  buffers of another backend come from \"%s\"", kvrt_backend_name(p.foreign));
     check_declaration(&p);
+    conf_check_import(&p);
     for (size_t i = 0; i < p.num_layouts; i++) {
         enum kvrt_layout layout = p.layouts[i];
         kvrt_backend *b = conf_bind(&p, layout);
@@ -211,7 +227,15 @@ void conf_run_plugin(kvrt_runtime *rt, size_t index, uint64_t seed)
                 continue;
             for (int s = 0; s < CONF_NUM_SHAPES; s++)
                 if (conf_shape_applies((enum conf_shape)s, layout))
-                    run_case(&p, b, layout, (enum kvrt_dtype)t, (enum conf_shape)s);
+                    run_case(&p, b, layout, (enum kvrt_dtype)t, (enum conf_shape)s, false);
         }
+        /* Every shape once more over caller memory, in the first type. */
+        int first_type = 0;
+        while (first_type < KVRT_NUM_DTYPES && !(p.info.dtypes & (1u << first_type)))
+            first_type++;
+        for (int s = 0; p.info.import_alignment && first_type < KVRT_NUM_DTYPES && s < CONF_NUM_SHAPES; s++)
+            if (conf_shape_applies((enum conf_shape)s, layout))
+                run_case(&p, b, layout, (enum kvrt_dtype)first_type, (enum conf_shape)s, true);
     }
+    conf_plugin_finish(&p);
 }

@@ -21,7 +21,7 @@
 #include <kvrt/plugin.h>
 
 #include "fuzz.h"
-#include "runtime_internal.h"
+#include "plugin_internal.h"
 
 #define CANARY 0xa5
 #define MAX_LAYOUTS_GIVEN 16

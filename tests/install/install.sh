@@ -10,7 +10,9 @@
 #
 # A separate build (not `meson install` of the build under test): installing
 # from inside a running `meson test` of the same build dir would race with
-# it.  GPU backends are off to keep it to a couple of minutes.
+# it.  GPU backends are off to keep it to a couple of minutes.  A second
+# build with -Dtests=disabled checks that the conformance suite is installed
+# without the project's tests.
 set -u
 src=$1 meson=$2 ninja=$3
 unset DESTDIR KVRT_PLUGIN_PATH KVRT_BACKEND VLLM_KV_CACHE_LAYOUT LD_LIBRARY_PATH PKG_CONFIG_PATH
@@ -61,7 +63,7 @@ plugindir=$libdir/kvrt/plugins
 
 missing=
 for h in kvrt.h version.h common.h layout.h dtype.h spec.h geometry.h placement.h transfer.h trace.h resolve.h \
-         runtime.h plugin.h device.h dlpack.h; do
+         runtime.h plugin.h device.h dlpack.h model.h; do
     [ -f "$prefix/include/kvrt/$h" ] || missing="$missing $h"
 done
 [ -z "$missing" ] && ok "headers installed in include/kvrt" || not_ok "headers missing from include/kvrt:$missing"
@@ -203,5 +205,49 @@ else
         env -u LD_LIBRARY_PATH PYTHONPATH="$pydir" /usr/bin/python3 -c \
         "import kvrt, sys; sys.exit(0 if kvrt.library_path.startswith('$libdir/') and kvrt.layouts()['env'] else 1)"
 fi
+
+# A distribution build with -Dtests=disabled drops the project's own tests,
+# not the backend kit: kvrt-conformance and its man page are installed and
+# the installed suite passes against the installed cpu backend.  UCX and
+# Python are off here only to keep the second build short.
+nt_prefix=$tmp/prefix-notests
+notests() {
+    step "configure the tree again with -Dtests=disabled into a second prefix" \
+        "$meson" setup "$tmp/build-notests" "$src" --prefix="$nt_prefix" --buildtype=debugoptimized \
+        -Dtests=disabled -Dopencl=disabled -Dcuda=disabled -Drocm=disabled -Dfuzzers=disabled \
+        -Ducx=disabled -Dpython=disabled || return
+    step "build it (-Dtests=disabled)" "$ninja" -C "$tmp/build-notests" || return
+    local built
+    built=$(find "$tmp/build-notests/tests" -type f -name 'test-*' 2>/dev/null | head -n 3 | tr '\n' ' ')
+    if [ -z "$built" ]; then
+        ok "-Dtests=disabled builds none of the project's test programs"
+    else
+        not_ok "-Dtests=disabled still builds test programs: $built"
+    fi
+    step "meson install (-Dtests=disabled)" "$meson" install -C "$tmp/build-notests" --no-rebuild || return
+    local f missing=
+    for f in bin/kvrt bin/kvrt-conformance share/man/man1/kvrt.1 share/man/man1/kvrt-conformance.1 \
+             share/man/man7/kvrt-plugin.7 share/kvrt/template-plugin/template_plugin.c; do
+        [ -s "$nt_prefix/$f" ] || missing="$missing $f"
+    done
+    if [ -n "$missing" ]; then
+        not_ok "the -Dtests=disabled prefix has kvrt-conformance, its man page and the backend kit; missing:$missing"
+        return
+    fi
+    ok "the -Dtests=disabled prefix has kvrt-conformance, its man page and the backend kit"
+    if head -n 1 "$nt_prefix/share/man/man1/kvrt-conformance.1" | grep -q '^\.TH '; then
+        ok "its kvrt-conformance(1) is a man page"
+    else
+        not_ok "its kvrt-conformance(1) is a man page"
+    fi
+    if timeout 300 env -u LD_LIBRARY_PATH "$nt_prefix/bin/kvrt-conformance" --fail-exit --backend cpu \
+        >"$tmp/suite-notests.log" 2>&1; then
+        ok "kvrt-conformance of the -Dtests=disabled prefix passes against its cpu backend ($(grep -c '^ok' "$tmp/suite-notests.log") points)"
+    else
+        not_ok "kvrt-conformance of the -Dtests=disabled prefix passes against its cpu backend"
+        grep -E '^not ok|^# ' "$tmp/suite-notests.log" | head -n 20 | sed 's/^/# /'
+    fi
+}
+notests
 
 echo "1..$n"

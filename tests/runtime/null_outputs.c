@@ -70,6 +70,37 @@ static struct kvrt_spec attention(void)
     return s;
 }
 
+/* kvrt/model.h. */
+static void model_functions(void)
+{
+    VOID_CALL(kvrt_model_options_default, "NULL", NULL);
+    VOID_CALL(kvrt_model_plan_request_default, "NULL", NULL);
+    INVALID(kvrt_model_open, "\"config.json\", NULL, NULL", "config.json", NULL, NULL);
+    kvrt_model *m = NULL;
+    INPUT(kvrt_model_open, "NULL, NULL, out", NULL, NULL, &m);
+    INVALID(kvrt_model_parse, "\"{}\", 2, NULL, NULL, NULL", "{}", 2, NULL, NULL, NULL);
+    INPUT(kvrt_model_parse, "NULL, 0, NULL, NULL, out", NULL, 0, NULL, NULL, &m);
+    struct kvrt_spec spec = attention();
+    INVALID(kvrt_model_from_spec, "spec, 1, NULL, NULL", &spec, 1, NULL, NULL);
+    INPUT(kvrt_model_from_spec, "NULL, 1, NULL, out", NULL, 1, NULL, &m);
+    VOID_CALL(kvrt_model_destroy, "NULL", NULL);
+    RETURNS(kvrt_model_get_info, "NULL", kvrt_model_get_info(NULL) == NULL);
+    RETURNS(kvrt_model_mixed_shapes, "NULL", kvrt_model_mixed_shapes(NULL) == 0);
+    struct kvrt_model_capacity cap;
+    INVALID(kvrt_model_vllm_capacity, "NULL, ...", NULL, 1, 1, 1, &cap);
+    struct kvrt_model_plan_request req;
+    kvrt_model_plan_request_default(&req);
+    char *text = NULL;
+    INVALID(kvrt_model_plan_json, "NULL, req, out", NULL, &req, &text);
+    INVALID(kvrt_model_json, "NULL, out", NULL, &text);
+    RETURNS(kvrt_kv_cache_dtype_name, "99", kvrt_kv_cache_dtype_name((enum kvrt_kv_cache_dtype)99) == NULL);
+    INVALID(kvrt_kv_cache_dtype_parse, "\"auto\", NULL", "auto", NULL);
+    INPUT(kvrt_kv_cache_dtype_parse, "NULL, out", NULL, &(enum kvrt_kv_cache_dtype){0});
+    RETURNS(kvrt_attention_backend_name, "99", kvrt_attention_backend_name((enum kvrt_attention_backend)99) == NULL);
+    INVALID(kvrt_attention_backend_parse, "\"FLASH_ATTN\", NULL", "FLASH_ATTN", NULL);
+    INPUT(kvrt_attention_backend_parse, "NULL, out", NULL, &(enum kvrt_attention_backend){0});
+}
+
 static void pure_functions(void)
 {
     RETURNS(kvrt_error_message, "", kvrt_error_message() != NULL);
@@ -80,6 +111,8 @@ static void pure_functions(void)
             kvrt_error_report(KVRT_ERR_INVALID, NULL) == KVRT_ERR_INVALID && kvrt_error_message()[0] == '\0');
     RETURNS(kvrt_status_name, "-99", strcmp(kvrt_status_name(-99), "KVRT_ERR_UNKNOWN") == 0);
     VOID_CALL(kvrt_free, "NULL", NULL);
+    RETURNS(kvrt_utf8_repair, "NULL, 0, \"x\", 1 (measures)", kvrt_utf8_repair(NULL, 0, "x", 1) == 1);
+    RETURNS(kvrt_utf8_repair, "buf, 8, NULL, 3", kvrt_utf8_repair(esc, sizeof(esc), NULL, 3) == 0 && !esc[0]);
     RETURNS(kvrt_version, "", kvrt_version() != NULL);
     RETURNS(kvrt_dtype_size, "-1", kvrt_dtype_size((enum kvrt_dtype) - 1) == 0);
     RETURNS(kvrt_dtype_name, "-1", kvrt_dtype_name((enum kvrt_dtype) - 1) == NULL);
@@ -274,14 +307,22 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     INVALID(kvrt_cache_gather, "NULL, 1, ids, NULL, 0", NULL, 1, (int64_t[]){0}, NULL, 0);
     INVALID(kvrt_cache_scatter, "NULL, ...", NULL, 1, (int64_t[]){0}, buf, 0);
     INVALID(kvrt_cache_decode, "c, 0, NULL", c, 0, NULL);
+    INVALID(kvrt_cache_retain, "NULL", NULL);
+    VOID_CALL(kvrt_cache_release, "NULL", NULL);
+    VOID_CALL(kvrt_memory_default, "NULL", NULL);
+    struct kvrt_memory m;
+    kvrt_memory_default(&m);
+    INVALID(kvrt_cache_wrap, "b, p, m, NULL", b, p, &m, NULL);
+    INVALID(kvrt_cache_wrap, "b, p, NULL, out", b, p, NULL, &(kvrt_cache *){NULL});
+    RETURNS(kvrt_cache_is_wrapped, "NULL", !kvrt_cache_is_wrapped(NULL));
     kvrt_runtime_close(rt);
 }
 
 /* Every KVRT_API function named in the public headers was called above. */
 static void check_coverage(const char *include_dir)
 {
-    static const char *const headers[] = {"common.h",  "dtype.h",   "geometry.h", "layout.h",   "placement.h",
-                                          "resolve.h", "runtime.h", "spec.h",     "transfer.h", "device.h"};
+    static const char *const headers[] = {"common.h",  "dtype.h", "geometry.h", "layout.h", "placement.h", "resolve.h",
+                                          "runtime.h", "spec.h",  "transfer.h", "device.h", "wrap.h",      "model.h"};
     size_t seen = 0, missing = 0;
     for (size_t h = 0; h < sizeof(headers) / sizeof(headers[0]); h++) {
         char path[1024];
@@ -326,6 +367,7 @@ int main(int argc, char **argv)
         tap_skip_all("needs the include folder as argument and KVRT_TEST_FAULT_PLUGIN; run through meson test");
     tap_plan_dynamic();
     pure_functions();
+    model_functions();
     kvrt_placement *p = placement();
     placement_functions(p);
     resolver_functions();

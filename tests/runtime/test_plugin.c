@@ -134,6 +134,16 @@ static int buffer_address(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, void
 }
 #endif
 
+#ifdef VARIANT_BADIMPORT
+/* Declared with an alignment that is no power of two: never called. */
+static int buffer_import(kvrt_plugin_device *dev, const struct kvrt_plugin_import *memory, kvrt_plugin_buffer **out,
+                         kvrt_plugin_error *err)
+{
+    (void)dev, (void)memory, (void)out, (void)err;
+    abort();
+}
+#endif
+
 #ifdef VARIANT_ABI10
 static int never_describe(struct kvrt_plugin_device_info *info, kvrt_plugin_error *err)
 {
@@ -230,6 +240,10 @@ static const struct kvrt_plugin_descriptor descriptor = {
 #if defined(VARIANT_DEVTYPE) || defined(VARIANT_DESCRIBE_FAIL)
     .describe = describe,
     .buffer_address = buffer_address,
+#endif
+#ifdef VARIANT_BADIMPORT
+    .import_alignment = 3,
+    .buffer_import = buffer_import,
 #endif
 };
 

@@ -85,10 +85,15 @@ int cli_finish_output(int code);
  * else 1. */
 int cli_fail_status(int status);
 
-/* Print each KVRT_TRACE_PREFERRED step of a runtime's trace (why automatic
- * selection ranked a backend lower), one per line after `indent`. */
+/* Print the steps of a runtime's trace that explain automatic selection,
+ * one per line after `indent`: each backend passed over because its bind
+ * failed, and each KVRT_TRACE_PREFERRED step (a backend ranked lower). */
 struct kvrt_runtime;
-void cli_print_preferences(const struct kvrt_runtime *rt, const char *indent);
+struct kvrt_trace_step;
+void cli_print_selection(const struct kvrt_runtime *rt, const char *indent);
+/* Whether a step passed a backend over because its bind failed (it has a
+ * device and declares the step's layout). */
+bool cli_bind_failure_step(const struct kvrt_runtime *rt, const struct kvrt_trace_step *st);
 
 /* The exit status for a libkvrt status code. */
 int cli_exit_for_status(int status);

@@ -81,7 +81,7 @@ struct explain {
     const char *backend_source;
     const char *prefer;
     struct cli_model_flags flags;
-    struct kvrt_model *model;
+    const struct kvrt_model_info *model;
     kvrt_runtime *rt;
     bool mixed;
     bool shapes_admit[KVRT_NUM_LAYOUTS]; /* the layouts the model's shapes allow */
@@ -220,15 +220,13 @@ static void judge(const struct explain *e, enum kvrt_layout l, struct verdict *v
         snprintf(v->why, sizeof(v->why), "%s asks for another layout", KVRT_LAYOUT_ENV);
     v->placeable = true;
     if (e->model) {
-        struct kvrt_group *groups = kvrt_model_placement_groups(e->model);
         kvrt_placement *p = NULL;
-        int rc = groups ? kvrt_placement_create(l, groups, e->model->num_groups, 1, 0, &p) : KVRT_ERR_NOMEM;
+        int rc = kvrt_placement_create(l, e->model->placement_groups, e->model->num_groups, 1, 0, &p);
         v->checked_placement = true;
         v->placeable = rc == KVRT_OK;
         if (!v->placeable && v->declared && v->shapes && v->env)
             snprintf(v->why, sizeof(v->why), "the model cannot be placed: %s", kvrt_error_message());
         kvrt_placement_destroy(p);
-        free(groups);
     }
 }
 
@@ -271,7 +269,7 @@ static void print_human(const struct explain *e)
         printf("  %-8s %s; device %s%s%s\n", in.name, layouts, in.available ? "available" : "not available",
                in.available ? "" : ": ", in.available ? "" : in.reason);
     }
-    cli_print_preferences(e->rt, "  ");
+    cli_print_selection(e->rt, "  ");
     if (e->model) {
         printf("\nModel: %s, %llu layers in %zu group%s; shapes %s.\n", e->model->source,
                (unsigned long long)e->model->num_layers, e->model->num_groups, e->model->num_groups == 1 ? "" : "s",
@@ -371,7 +369,7 @@ static int print_json(const struct explain *e)
     const char *env = getenv(KVRT_LAYOUT_ENV);
     bool ok = cli_json_put(root, "backends", backends) &&
               cli_json_put(root, "backend_source", cli_json_str(e->backend_source)) &&
-              cli_json_put(root, "model", e->model ? cli_model_json(e->model) : json_null()) &&
+              cli_json_put(root, "model", e->model ? cli_model_json(&e->flags) : json_null()) &&
               cli_json_put(root, "mixed_shapes", json_boolean(e->mixed)) &&
               cli_json_put(root, "env", env ? cli_json_str(env) : json_null()) &&
               cli_json_put(root, "preference", e->prefer ? cli_json_str(e->prefer) : json_null()) &&
@@ -422,23 +420,21 @@ static int explain_run(int argc, char **argv)
             code = cli_fail_status(rc);
     }
     if (code != CLI_EXIT_OK) {
-        kvrt_model_free(e.model);
+        cli_model_flags_free(&e.flags);
         kvrt_runtime_close(e.rt);
         return code;
     }
-    e.mixed = e.model && kvrt_model_mixed_shapes(e.model);
-    struct kvrt_group *groups = e.model ? kvrt_model_placement_groups(e.model) : NULL;
-    rc = e.model && !groups ? KVRT_ERR_NOMEM : judge_shapes(&e, groups);
+    e.mixed = e.model && kvrt_model_mixed_shapes(e.flags.model);
+    const struct kvrt_group *groups = e.model ? e.model->placement_groups : NULL;
+    rc = judge_shapes(&e, groups);
     if (rc != KVRT_OK) {
-        free(groups);
-        kvrt_model_free(e.model);
+        cli_model_flags_free(&e.flags);
         kvrt_runtime_close(e.rt);
-        return rc == KVRT_ERR_NOMEM ? cli_error(CLI_EXIT_INTERNAL, "explain: out of memory") : cli_fail_status(rc);
+        return cli_fail_status(rc);
     }
     rc = groups ? kvrt_runtime_resolve_groups(e.rt, e.backends, e.num_backends, groups, e.model->num_groups, e.prefer,
                                               &e.chosen)
                 : kvrt_runtime_resolve(e.rt, e.backends, e.num_backends, false, e.prefer, &e.chosen);
-    free(groups);
     e.chosen_ok = rc == KVRT_OK;
     if (!e.chosen_ok) {
         e.status = rc;
@@ -458,7 +454,7 @@ static int explain_run(int argc, char **argv)
         fflush(stdout);
         code = cli_error(cli_exit_for_status(e.status), "%s", e.error);
     }
-    kvrt_model_free(e.model);
+    cli_model_flags_free(&e.flags);
     kvrt_runtime_close(e.rt);
     return code;
 }

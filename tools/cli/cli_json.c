@@ -49,70 +49,18 @@ json_t *cli_json_int_array(const int *values, size_t n)
     return a;
 }
 
-/* Length of the well-formed UTF-8 sequence at p (at most `left` bytes),
- * or 0 when it is not one (overlong forms, surrogates and values past
- * U+10FFFF included, as jansson checks). */
-static size_t utf8_sequence(const unsigned char *p, size_t left)
-{
-    if (p[0] < 0x80)
-        return 1;
-    size_t n;
-    uint32_t cp;
-    if (p[0] >= 0xc2 && p[0] <= 0xdf) {
-        n = 2;
-        cp = p[0] & 0x1fu;
-    } else if (p[0] >= 0xe0 && p[0] <= 0xef) {
-        n = 3;
-        cp = p[0] & 0x0fu;
-    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
-        n = 4;
-        cp = p[0] & 0x07u;
-    } else {
-        return 0;
-    }
-    if (left < n)
-        return 0;
-    for (size_t i = 1; i < n; i++) {
-        if ((p[i] & 0xc0) != 0x80)
-            return 0;
-        cp = (cp << 6) | (p[i] & 0x3fu);
-    }
-    if ((n == 3 && cp < 0x800) || (n == 4 && cp < 0x10000) || cp > 0x10ffff || (cp >= 0xd800 && cp <= 0xdfff))
-        return 0;
-    return n;
-}
-
 json_t *cli_json_strn(const char *text, size_t len)
 {
-    const unsigned char *in = (const unsigned char *)text;
-    size_t bad = 0;
-    for (size_t i = 0; i < len;) {
-        size_t n = utf8_sequence(in + i, len - i);
-        bad += n == 0;
-        i += n ? n : 1;
-    }
-    if (bad == 0)
+    /* Each bad byte becomes U+FFFD: the text stays readable and the rest
+     * of the output is kept. */
+    size_t need = kvrt_utf8_repair(NULL, 0, text, len);
+    if (need == len)
         return json_stringn(text, len);
-    /* Each bad byte becomes U+FFFD (3 bytes): the text stays readable and
-     * the rest of the output is kept. */
-    char *fixed = malloc(len + 2 * bad + 1);
+    char *fixed = malloc(need + 1);
     if (!fixed)
         return NULL;
-    size_t o = 0;
-    for (size_t i = 0; i < len;) {
-        size_t n = utf8_sequence(in + i, len - i);
-        if (n) {
-            memcpy(fixed + o, in + i, n);
-            o += n;
-            i += n;
-        } else {
-            fixed[o++] = (char)0xef;
-            fixed[o++] = (char)0xbf;
-            fixed[o++] = (char)0xbd;
-            i++;
-        }
-    }
-    json_t *s = json_stringn(fixed, o);
+    kvrt_utf8_repair(fixed, need + 1, text, len);
+    json_t *s = json_stringn(fixed, need);
     free(fixed);
     return s;
 }

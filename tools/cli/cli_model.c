@@ -28,11 +28,13 @@ const struct cli_option cli_model_options[] = {
      "default), bf16, fp16, fp8 (= fp8_e4m3), fp8_e4m3,\n"
      "fp8_e5m2"},
     {"--attention-backend", "B", CLI_OPT_ATTENTION_BACKEND, false,
-     "with --model, the vLLM backend where it changes the\n"
-     "block size: FLASH_ATTN, FLASHINFER, TRITON_ATTN,\n"
-     "FLASHMLA (MLA default, 64), CUTLASS_MLA (128),\n"
-     "FLASHINFER_MLA (32 or 64), TRITON_MLA,\n"
-     "FLASHMLA_SPARSE (DeepSeek-V3.2, 64)"},
+     "with --model, vLLM's attention backend on a Hopper\n"
+     "GPU: FLASH_ATTN, FLASHINFER, TRITON_ATTN; for MLA\n"
+     "FLASH_ATTN_MLA (default, 16), FLASHMLA (64),\n"
+     "TRITON_MLA (16); for DeepSeek-V3.2\n"
+     "FLASH_ATTN_MLA_SPARSE (default, 64), FLASHMLA_SPARSE\n"
+     "(64).  CUTLASS_MLA and FLASHINFER_MLA (Blackwell\n"
+     "only) are refused"},
     {"--block-size", "N", CLI_OPT_BLOCK_SIZE, false,
      "tokens per block; with --model it replaces vLLM's\n"
      "default of " CLI_TEXT(KVRT_DEFAULT_BLOCK_SIZE) " (backends and hybrid models may raise it)"},
@@ -137,24 +139,15 @@ static bool apply(struct cli_model_flags *f, const struct cli_option *opt, const
     case CLI_OPT_BLOCKS: return cli_parse_u64(name, v, 1, MAX_SIZE, &f->blocks);
     case CLI_OPT_MEMORY: return cli_parse_size(name, v, &f->memory);
     case CLI_OPT_KV_CACHE_DTYPE:
-        if (!kvrt_model_cache_dtype_parse(v, &f->cache_dtype)) {
-            cli_error(CLI_EXIT_USAGE,
-                      "%s \"%s\" is not a KV-cache type: valid types are "
-                      "auto, bf16 (bfloat16), fp16 (float16), fp8, fp8_e4m3, fp8_e5m2",
-                      name, v);
+    case CLI_OPT_ATTENTION_BACKEND: {
+        int rc = opt->id == CLI_OPT_KV_CACHE_DTYPE ? kvrt_kv_cache_dtype_parse(v, &f->cache_dtype)
+                                                   : kvrt_attention_backend_parse(v, &f->backend);
+        if (rc != KVRT_OK) {
+            cli_error(CLI_EXIT_USAGE, "%s %s", name, kvrt_error_message());
             return false;
         }
         return true;
-    case CLI_OPT_ATTENTION_BACKEND:
-        if (!kvrt_model_backend_parse(v, &f->backend)) {
-            cli_error(CLI_EXIT_USAGE,
-                      "%s \"%s\" is not a backend kvrt knows: valid "
-                      "backends are FLASH_ATTN, FLASHINFER, TRITON_ATTN, FLASHMLA, FLASHMLA_SPARSE, "
-                      "CUTLASS_MLA, FLASHINFER_MLA, TRITON_MLA",
-                      name, v);
-            return false;
-        }
-        return true;
+    }
     default: return false;
     }
 }
@@ -226,7 +219,7 @@ static bool check_flags(const struct cli_model_flags *f, bool defaults)
     return true;
 }
 
-static int from_file(struct cli_model_flags *f, struct kvrt_model **out)
+static int from_file(struct cli_model_flags *f)
 {
     static const int spec_only[] = {CLI_OPT_LAYERS,           CLI_OPT_KIND,        CLI_OPT_KV_HEADS,
                                     CLI_OPT_HEAD_SIZE,        CLI_OPT_HEAD_SIZE_V, CLI_OPT_TOKENS_PER_STATE,
@@ -247,18 +240,15 @@ static int from_file(struct cli_model_flags *f, struct kvrt_model **out)
                          f->command, name_of(CLI_OPT_DTYPE), name_of(CLI_OPT_KV_CACHE_DTYPE));
     opt.dtype_given = given(f, CLI_OPT_DTYPE);
     opt.dtype = f->spec.dtype;
-    opt.dtype_flag = name_of(opt.dtype_given ? CLI_OPT_DTYPE : CLI_OPT_KV_CACHE_DTYPE);
-    opt.cache_dtype = f->cache_dtype;
-    opt.backend = f->backend;
+    opt.dtype_option = name_of(opt.dtype_given ? CLI_OPT_DTYPE : CLI_OPT_KV_CACHE_DTYPE);
+    opt.kv_cache_dtype = f->cache_dtype;
+    opt.attention_backend = f->backend;
     opt.block_size = given(f, CLI_OPT_BLOCK_SIZE) ? f->spec.block_size : 0;
-    char err[1024];
-    int rc = kvrt_model_load(f->file, &opt, out, err, sizeof(err));
-    if (rc != KVRT_OK)
-        return cli_error(cli_exit_for_status(rc), "%s", err);
-    return CLI_EXIT_OK;
+    int rc = kvrt_model_open(f->file, &opt, &f->model);
+    return rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
 }
 
-static int from_flags(struct cli_model_flags *f, bool defaults, struct kvrt_model **out)
+static int from_flags(struct cli_model_flags *f, bool defaults)
 {
     static const int file_only[] = {CLI_OPT_KV_CACHE_DTYPE, CLI_OPT_ATTENTION_BACKEND};
     for (size_t i = 0; i < sizeof(file_only) / sizeof(file_only[0]); i++)
@@ -276,58 +266,33 @@ static int from_flags(struct cli_model_flags *f, bool defaults, struct kvrt_mode
         f->layers = 1;
     /* Flags not given are still 0 here: libkvrt fills them. */
     kvrt_spec_apply_defaults(s);
-    struct kvrt_model *m = calloc(1, sizeof(*m));
-    struct kvrt_model_group *g = calloc(1, sizeof(*g));
-    struct kvrt_layer_entry *layers = calloc(f->layers, sizeof(*layers));
-    if (!m || !g || !layers) {
-        free(m);
-        free(g);
-        free(layers);
-        return cli_error(CLI_EXIT_INTERNAL, "%s: out of memory", f->command);
-    }
-    m->groups = g;
-    g->layers = layers;
-    m->num_groups = 1;
-    bool ok = (m->name = strdup("flags")) && (m->source = strdup("(flags)")) && (m->format = strdup("flags")) &&
-              (m->architecture = strdup("")) && (g->name = strdup("layers")) &&
-              (g->what = strdup(s->kind == KVRT_SPEC_STATE ? "state" : "attention"));
-    for (uint64_t i = 0; ok && i < f->layers; i++) {
-        char name[32];
-        snprintf(name, sizeof(name), "layer.%" PRIu64, i);
-        ok = (layers[i].name = strdup(name)) != NULL;
-        layers[i].spec = *s;
-        g->num_layers = i + 1;
-    }
-    if (!ok) {
-        kvrt_model_free(m);
-        return cli_error(CLI_EXIT_INTERNAL, "%s: out of memory", f->command);
-    }
-    m->num_layers = f->layers;
-    m->num_q_heads = s->kind == KVRT_SPEC_ATTENTION ? s->num_kv_heads : 0;
-    *out = m;
-    return CLI_EXIT_OK;
+    int rc = kvrt_model_from_spec(s, f->layers, "flags", &f->model);
+    return rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
 }
 
-int cli_model_build(struct cli_model_flags *f, bool defaults, struct kvrt_model **out)
+int cli_model_build(struct cli_model_flags *f, bool defaults, const struct kvrt_model_info **out)
 {
     *out = NULL;
-    if (f->file)
-        return from_file(f, out);
-    return from_flags(f, defaults, out);
+    int code = f->file ? from_file(f) : from_flags(f, defaults);
+    if (code == CLI_EXIT_OK)
+        *out = kvrt_model_get_info(f->model);
+    return code;
 }
 
-int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_model *m, enum kvrt_layout layout,
+void cli_model_flags_free(struct cli_model_flags *f)
+{
+    kvrt_model_destroy(f->model);
+    f->model = NULL;
+}
+
+int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_model_info *m, enum kvrt_layout layout,
                          uint64_t fallback, uint64_t *blocks)
 {
     if (given(f, CLI_OPT_MEMORY) && given(f, CLI_OPT_BLOCKS))
         return cli_error(CLI_EXIT_USAGE, "%s: give %s or %s, not both", f->command, name_of(CLI_OPT_BLOCKS),
                          name_of(CLI_OPT_MEMORY));
     if (given(f, CLI_OPT_MEMORY)) {
-        struct kvrt_group *groups = kvrt_model_placement_groups(m);
-        if (!groups)
-            return cli_error(CLI_EXIT_INTERNAL, "%s: out of memory", f->command);
-        int rc = kvrt_placement_blocks_for_budget(layout, groups, m->num_groups, f->memory, blocks);
-        free(groups);
+        int rc = kvrt_placement_blocks_for_budget(layout, m->placement_groups, m->num_groups, f->memory, blocks);
         return rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
     }
     if (given(f, CLI_OPT_BLOCKS)) {
@@ -388,42 +353,7 @@ void cli_describe_spec(const struct kvrt_spec *s, char *buf, size_t size)
         snprintf(buf + used, size - used, ", page padded to %" PRIu64 " bytes", in.page_size);
 }
 
-static json_t *opt_u64(uint64_t v, const char *what)
-{
-    return v == KVRT_UNSET ? json_null() : cli_json_u64(v, what);
-}
-
-static json_t *spec_json(const struct kvrt_spec *s)
-{
-    struct kvrt_spec_info in;
-    json_t *o = json_object();
-    bool state = s->kind == KVRT_SPEC_STATE;
-    if (kvrt_spec_derive(s, 0, &in) != KVRT_OK) {
-        json_decref(o);
-        return NULL;
-    }
-    json_t *tps = json_array();
-    json_array_append_new(tps, cli_json_u64(s->tokens_per_state_num, "tokens_per_state"));
-    json_array_append_new(tps, cli_json_u64(s->tokens_per_state_den, "tokens_per_state"));
-    bool ok = cli_json_put(o, "kind", cli_json_str(kvrt_spec_kind_name(s->kind))) &&
-              cli_json_put(o, "dtype", state ? json_null() : cli_json_str(kvrt_dtype_name(s->dtype))) &&
-              cli_json_put(o, "block_size", cli_json_u64(s->block_size, "block_size")) &&
-              cli_json_put(o, "kv_heads", state ? json_null() : cli_json_u64(s->num_kv_heads, "kv_heads")) &&
-              cli_json_put(o, "head_slots", cli_json_u64(in.head_slots, "head_slots")) &&
-              cli_json_put(o, "head_size", state ? json_null() : cli_json_u64(in.head_size, "head_size")) &&
-              cli_json_put(o, "head_size_v", state ? json_null() : cli_json_u64(in.head_size_v, "head_size_v")) &&
-              cli_json_put(o, "tokens_per_state", tps) &&
-              cli_json_put(o, "content_bytes", cli_json_u64(in.content_bytes, "content_bytes")) &&
-              cli_json_put(o, "page_size_padded", opt_u64(s->page_size_padded, "page_size_padded")) &&
-              cli_json_put(o, "page_bytes", cli_json_u64(in.page_size, "page_bytes"));
-    if (!ok) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-void cli_model_print_settings(const struct kvrt_model *m)
+void cli_model_print_settings(const struct kvrt_model_info *m)
 {
     for (size_t i = 0; i < m->num_settings; i++)
         printf("%-18s %-12s from %s\n", m->settings[i].name, m->settings[i].value, m->settings[i].source);
@@ -431,55 +361,17 @@ void cli_model_print_settings(const struct kvrt_model *m)
         printf("%-18s %-12" PRIu64 " from %s\n", "max_model_len", m->max_model_len, m->max_model_len_source);
 }
 
-static json_t *settings_json(const struct kvrt_model *m)
+json_t *cli_model_json(const struct cli_model_flags *f)
 {
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < m->num_settings; i++) {
-        json_t *e = json_object();
-        if (!cli_json_put(e, "name", cli_json_str(m->settings[i].name)) ||
-            !cli_json_put(e, "value", cli_json_str(m->settings[i].value)) ||
-            !cli_json_put(e, "source", cli_json_str(m->settings[i].source)) || json_array_append_new(a, e) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
-json_t *cli_model_json(const struct kvrt_model *m)
-{
-    json_t *o = json_object(), *groups = json_array(), *notes = json_array();
-    for (size_t i = 0; notes && i < m->num_notes; i++)
-        json_array_append_new(notes, cli_json_str(m->notes[i]));
-    bool ok = cli_json_put(o, "name", cli_json_str(m->name)) && cli_json_put(o, "source", cli_json_str(m->source)) &&
-              cli_json_put(o, "format", cli_json_str(m->format)) &&
-              cli_json_put(o, "architecture", cli_json_str(m->architecture)) &&
-              cli_json_put(o, "num_layers", cli_json_u64(m->num_layers, "num_layers")) &&
-              cli_json_put(o, "num_q_heads", cli_json_u64(m->num_q_heads, "num_q_heads")) &&
-              cli_json_put(o, "settings", settings_json(m)) &&
-              cli_json_put(o, "max_model_len",
-                           m->max_model_len ? cli_json_u64(m->max_model_len, "max_model_len") : json_null()) &&
-              cli_json_put(o, "max_model_len_source",
-                           m->max_model_len_source ? cli_json_str(m->max_model_len_source) : json_null()) &&
-              cli_json_put(o, "notes", notes);
-    for (size_t g = 0; ok && g < m->num_groups; g++) {
-        const struct kvrt_model_group *grp = &m->groups[g];
-        json_t *e = json_object(), *names = json_array();
-        for (size_t i = 0; names && i < grp->num_layers; i++)
-            json_array_append_new(names, cli_json_str(grp->layers[i].name));
-        ok = cli_json_put(e, "name", cli_json_str(grp->name)) && cli_json_put(e, "what", cli_json_str(grp->what)) &&
-             cli_json_put(e, "window", grp->window ? cli_json_u64(grp->window, "window") : json_null()) &&
-             cli_json_put(e, "usage",
-                          cli_json_str(grp->usage == KVRT_USAGE_STATE     ? "state"
-                                       : grp->usage == KVRT_USAGE_SLIDING ? "sliding_window"
-                                                                          : "full")) &&
-             cli_json_put(e, "num_layers", cli_json_u64(grp->num_layers, "num_layers")) &&
-             cli_json_put(e, "layers", names) && cli_json_put(e, "spec", spec_json(&grp->layers[0].spec)) &&
-             json_array_append_new(groups, e) == 0;
-    }
-    if (!ok || !cli_json_put(o, "groups", groups)) {
-        json_decref(o);
+    char *text = NULL;
+    int rc = kvrt_model_json(f->model, &text);
+    if (rc != KVRT_OK) {
+        cli_fail_status(rc);
         return NULL;
     }
+    json_t *o = json_loads(text, 0, NULL);
+    kvrt_free(text);
+    if (!o)
+        cli_error(CLI_EXIT_INTERNAL, "%s: could not read back the model's JSON", f->command);
     return o;
 }

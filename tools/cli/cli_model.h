@@ -13,8 +13,9 @@
 #include <kvrt/layout.h>
 #include <kvrt/spec.h>
 
+#include <kvrt/model.h>
+
 #include "cli.h"
-#include "model.h"
 
 /* Option ids; a command's own ids stay below CLI_MODEL_OPT_FIRST. */
 enum cli_model_opt {
@@ -55,8 +56,11 @@ struct cli_model_flags {
     struct kvrt_spec spec;
     uint64_t blocks;
     uint64_t memory;
-    enum kvrt_model_cache_dtype cache_dtype;
-    enum kvrt_model_backend backend;
+    enum kvrt_kv_cache_dtype cache_dtype;
+    enum kvrt_attention_backend backend;
+    /* The model cli_model_build made (libkvrt's); cli_model_flags_free
+     * destroys it. */
+    kvrt_model *model;
 };
 
 void cli_model_flags_init(struct cli_model_flags *f, const char *command);
@@ -68,18 +72,22 @@ bool cli_model_flags_apply(struct cli_model_flags *f, const struct cli_option *o
 bool cli_model_flag_given(const struct cli_model_flags *f, int id);
 
 /*
- * The model from --model, or from the flags.  `defaults`: the flags may
- * leave out --layers (1) and --block-size (16) — run, draw and explain; plan
- * requires them.  Returns a CLI exit status (error printed).
+ * The model from --model, or from the flags (kept in f->model), and its
+ * description.  `defaults`: the flags may leave out --layers (1) and
+ * --block-size (16) — run, draw and explain; plan requires them.  Returns a
+ * CLI exit status (error printed).
  */
-int cli_model_build(struct cli_model_flags *f, bool defaults, struct kvrt_model **out);
+int cli_model_build(struct cli_model_flags *f, bool defaults, const struct kvrt_model_info **out);
+
+/* Destroy the model cli_model_build made. */
+void cli_model_flags_free(struct cli_model_flags *f);
 
 /*
  * Blocks of the cache: --memory through kvrt_placement_blocks_for_budget
  * under `layout`, else --blocks, else `fallback` (0: an error naming both
  * options).  Returns a CLI exit status.
  */
-int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_model *m, enum kvrt_layout layout,
+int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_model_info *m, enum kvrt_layout layout,
                          uint64_t fallback, uint64_t *blocks);
 
 /* The layout: the option named `given_as` (already parsed; NULL: not given),
@@ -91,11 +99,12 @@ int cli_layout_or_env(const char *given_as, enum kvrt_layout given_layout, enum 
 /* "attention, bf16, 8 KV heads x 128 (V 128), block 16": one spec for people. */
 void cli_describe_spec(const struct kvrt_spec *s, char *buf, size_t size);
 
-/* The model as JSON: name, source, format, settings (value and source of
- * each), groups with their specs. */
-json_t *cli_model_json(const struct kvrt_model *m);
+/* The model of cli_model_build as libkvrt writes it in JSON (name, source,
+ * format, settings with their sources, groups with their specs); NULL with
+ * the error printed when it cannot be built. */
+json_t *cli_model_json(const struct cli_model_flags *f);
 
 /* "name  value  (source)" lines for the settings, for people. */
-void cli_model_print_settings(const struct kvrt_model *m);
+void cli_model_print_settings(const struct kvrt_model_info *m);
 
 #endif

@@ -43,7 +43,7 @@ static void plan_help(FILE *out)
                  "                 [--head-size-v V] [--dtype T] [--tokens-per-state P[/Q]]\n"
                  "                 [--kernel-block-size K] [--page-size-padded P]\n"
                  "                 [--head-slots S] [--state-content-bytes C] [--memory SIZE]\n"
-                 "       kvrt plan [--json] [--layout NAME] --model FILE (--blocks B | --memory SIZE)\n"
+                 "       kvrt plan [--json] [--layout NAME] --model FILE [--blocks B | --memory SIZE]\n"
                  "                 [--kv-cache-dtype T] [--block-size N] [--attention-backend B]\n"
                  "                 [--max-model-len T] [--max-num-batched-tokens N]\n"
                  "\n"
@@ -67,7 +67,8 @@ static void plan_help(FILE *out)
     fprintf(out,
             "\n"
             "With flags, --layers, --block-size and --blocks (or --memory) are required,\n"
-            "--kv-heads and --head-size too for attention, --head-size for mla.\n"
+            "--kv-heads and --head-size too for attention, --head-size for mla.  With\n"
+            "--model and neither --blocks nor --memory, one block is placed.\n"
             "Numbers are plain decimal.  Sizes are bytes unless named elements.\n"
             "\n"
             "Environment:\n"
@@ -87,9 +88,9 @@ struct plan_request {
     enum kvrt_layout layout;
     const char *layout_source;
     uint64_t kernel_block_size;
-    struct plan_vllm vllm;
+    struct kvrt_model_plan_request vllm; /* --max-model-len, --max-num-batched-tokens */
     struct cli_model_flags flags;
-    struct kvrt_model *model;
+    const struct kvrt_model_info *model;
     uint64_t num_blocks;
     /* The flags path: one set, as kvrt_geometry_compute takes it. */
     struct kvrt_geometry_params params;
@@ -131,6 +132,7 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
 {
     memset(req, 0, sizeof(*req));
     cli_model_flags_init(&req->flags, "plan");
+    kvrt_model_plan_request_default(&req->vllm);
     int code = cli_parse_options("plan", argc, argv, plan_tables, apply, req, help);
     if (code != CLI_EXIT_OK || *help)
         return code;
@@ -144,7 +146,8 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
     code = cli_layout_or_env(req->layout_given_as, req->layout, &req->layout, &req->layout_source);
     if (code != CLI_EXIT_OK)
         return code;
-    code = cli_model_num_blocks(&req->flags, req->model, req->layout, 0, &req->num_blocks);
+    /* A model's pages and blocks are known without a count: one block. */
+    code = cli_model_num_blocks(&req->flags, req->model, req->layout, req->flags.file ? 1 : 0, &req->num_blocks);
     if (code != CLI_EXIT_OK)
         return code;
     kvrt_geometry_params_default(&req->params);
@@ -319,13 +322,18 @@ static int plan_run(int argc, char **argv)
     if (help) {
         plan_help(stdout);
     } else if (code == CLI_EXIT_OK && req.flags.file) {
-        code = plan_model(req.model, req.layout, req.layout_source, req.num_blocks, req.kernel_block_size,
-                          cli_model_flag_given(&req.flags, CLI_OPT_MEMORY) ? req.flags.memory : 0, &req.vllm, req.json);
+        struct kvrt_model_plan_request *pr = &req.vllm;
+        pr->layout = req.layout;
+        pr->layout_source = req.layout_source;
+        pr->num_blocks = req.num_blocks;
+        pr->kernel_block_size = req.kernel_block_size;
+        pr->budget_bytes = cli_model_flag_given(&req.flags, CLI_OPT_MEMORY) ? req.flags.memory : 0;
+        code = plan_model(&req.flags, pr, req.json);
     } else if (code == CLI_EXIT_OK) {
         int rc = kvrt_geometry_compute(&req.params, &g);
         code = rc != KVRT_OK ? cli_fail_status(rc) : req.json ? print_json(&req, &g) : print_table(&req, &g);
     }
-    kvrt_model_free(req.model);
+    cli_model_flags_free(&req.flags);
     return code;
 }
 

@@ -3,24 +3,15 @@
 #define KVRT_TOOLS_CLI_PLAN_H
 
 #include <stdbool.h>
-#include <stdint.h>
 
-#include <kvrt/layout.h>
+#include <kvrt/model.h>
 
-#include "model.h"
+#include "cli_model.h"
 
-/* What vLLM's capacity figures need beyond the model (0: not given). */
-struct plan_vllm {
-    uint64_t max_model_len;
-    uint64_t batched_tokens;
-    const char *max_model_len_source; /* the options that gave them */
-    const char *batched_tokens_source;
-};
-
-/* Place the model's groups and print them, per group and in total, with
- * the values the sizing used and vLLM's capacity for a --memory budget.
- * budget 0: the blocks were given, not computed from --memory. */
-int plan_model(const struct kvrt_model *m, enum kvrt_layout layout, const char *layout_source, uint64_t num_blocks,
-               uint64_t kernel_block_size, uint64_t budget, const struct plan_vllm *vllm, bool json);
+/* Place the model of f (cli_model_build) as `req` asks and print it, per
+ * group and in total, with the values the sizing used and vLLM's capacity
+ * for a budget; --json prints libkvrt's plan as it is.  Returns a CLI exit
+ * status. */
+int plan_model(const struct cli_model_flags *f, const struct kvrt_model_plan_request *req, bool json);
 
 #endif

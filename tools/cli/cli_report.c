@@ -63,12 +63,28 @@ int cli_fail_status(int status)
     return cli_error(cli_exit_for_status(status), "%s", msg[0] ? msg : kvrt_status_name(status));
 }
 
-void cli_print_preferences(const struct kvrt_runtime *rt, const char *indent)
+/* A passed-over step about a backend that has a device and declares the
+ * layout: what passed it over was its bind failing. */
+bool cli_bind_failure_step(const struct kvrt_runtime *rt, const struct kvrt_trace_step *st)
+{
+    size_t i;
+    struct kvrt_plugin_info in;
+    return st->kind == KVRT_TRACE_PASSED_OVER && st->backend && st->layout != KVRT_TRACE_NO_LAYOUT &&
+           kvrt_runtime_find_plugin(rt, st->backend, &i) == KVRT_OK &&
+           kvrt_runtime_plugin_info(rt, i, &in) == KVRT_OK && in.available &&
+           kvrt_runtime_plugin_admits(rt, i, (enum kvrt_layout)st->layout);
+}
+
+void cli_print_selection(const struct kvrt_runtime *rt, const char *indent)
 {
     size_t n = kvrt_runtime_num_trace_steps(rt);
     for (size_t i = 0; i < n; i++) {
         struct kvrt_trace_step st;
-        if (kvrt_runtime_trace_step(rt, i, &st) == KVRT_OK && st.kind == KVRT_TRACE_PREFERRED)
+        if (kvrt_runtime_trace_step(rt, i, &st) != KVRT_OK)
+            continue;
+        if (cli_bind_failure_step(rt, &st))
+            printf("%spassed over \"%s\": %s\n", indent, st.backend, st.text);
+        else if (st.kind == KVRT_TRACE_PREFERRED)
             printf("%spreferred %s\n", indent, st.text);
     }
 }

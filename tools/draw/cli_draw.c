@@ -160,7 +160,7 @@ static int draw_run(int argc, char **argv)
                          "%s \"%" PRIu64 "\" is too many to draw: give 1 to %d (the "
                          "layout repeats, a few blocks show it)",
                          cli_option_name(draw_tables, CLI_OPT_BLOCKS), d.flags.blocks, DRAW_MAX_BLOCKS);
-    struct kvrt_model *m = NULL;
+    const struct kvrt_model_info *m = NULL;
     int code = cli_model_build(&d.flags, true, &m);
     if (code == CLI_EXIT_OK)
         code = cli_layout_or_env(d.layout_given_as, layout, &layout, &source);
@@ -169,9 +169,7 @@ static int draw_run(int argc, char **argv)
     struct draw_map map;
     memset(&map, 0, sizeof(map));
     if (code == CLI_EXIT_OK) {
-        struct kvrt_group *groups = kvrt_model_placement_groups(m);
-        int rc = groups ? kvrt_placement_create(layout, groups, m->num_groups, blocks, 0, &p) : KVRT_ERR_NOMEM;
-        free(groups);
+        int rc = kvrt_placement_create(layout, m->placement_groups, m->num_groups, blocks, 0, &p);
         if (rc == KVRT_OK && (code = check_size(p)) == CLI_EXIT_OK)
             rc = draw_map_build(p, &map);
         if (rc != KVRT_OK)
@@ -196,7 +194,7 @@ static int draw_run(int argc, char **argv)
                map.num_runs == 1 ? "" : "s");
     draw_map_free(&map);
     kvrt_placement_destroy(p);
-    kvrt_model_free(m);
+    cli_model_flags_free(&d.flags);
     return code;
 }
 

@@ -14,10 +14,9 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include <kvrt/model.h>
 #include <kvrt/placement.h>
 #include <kvrt/transfer.h>
-
-#include "model.h"
 
 /* A maximal run of bytes of one page (layer, block): the whole page when
  * the layout keeps it contiguous, else one piece per contiguous stretch. */
@@ -59,7 +58,7 @@ void draw_map_free(struct draw_map *m);
 uint64_t draw_map_rows(const struct draw_map *m, size_t g);
 
 /* The picture.  Returns a CLI exit status. */
-int draw_svg(const struct draw_map *m, const struct kvrt_model *model, const char *path);
-int draw_ascii(const struct draw_map *m, const struct kvrt_model *model, FILE *out);
+int draw_svg(const struct draw_map *m, const struct kvrt_model_info *model, const char *path);
+int draw_ascii(const struct draw_map *m, const struct kvrt_model_info *model, FILE *out);
 
 #endif

@@ -50,7 +50,7 @@ static bool row_has_run(const struct draw_map *m, uint64_t start, uint64_t end)
     return false;
 }
 
-int draw_ascii(const struct draw_map *m, const struct kvrt_model *model, FILE *out)
+int draw_ascii(const struct draw_map *m, const struct kvrt_model_info *model, FILE *out)
 {
     int o[KVRT_NUM_AXES];
     static const char letters[] = "LBHNC";

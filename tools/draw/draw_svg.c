@@ -141,7 +141,7 @@ static void draw_runs(struct svg *s, const struct geom *g, const struct draw_map
     }
 }
 
-static void legend(struct svg *s, const struct draw_map *m, const struct kvrt_model *model, double x, double y)
+static void legend(struct svg *s, const struct draw_map *m, const struct kvrt_model_info *model, double x, double y)
 {
     svg_text(s, x, y, 12, "start", "#222", "Legend");
     y += 18;
@@ -191,7 +191,7 @@ static const char *layout_story(enum kvrt_layout l)
                : "layers are outermost, then heads: a page is split into one piece per head";
 }
 
-int draw_svg(const struct draw_map *m, const struct kvrt_model *model, const char *path)
+int draw_svg(const struct draw_map *m, const struct kvrt_model_info *model, const char *path)
 {
     double height = TOP + 40;
     for (size_t g = 0; g < m->num_groups; g++)

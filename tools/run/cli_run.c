@@ -91,14 +91,18 @@ static void run_help(FILE *out)
             "  %s  the backend when --backend is not given\n"
             "  %s  plugin folders or files searched first\n"
             "\n"
+            "Without --backend and %s, a backend whose bind fails is passed over\n"
+            "(and shown) for the next one.\n"
+            "\n"
             "Exit status: 0 verified; 1 a check failed (or an internal error); 2 bad\n"
-            "input; 3 the layout is refused; 4 no such backend or no device.\n"
+            "input; 3 the layout is refused; 4 no such backend, no device, or no\n"
+            "backend that binds.\n"
             "A progress line is shown on a terminal (not with --json).\n"
             "\n"
             "Example (a Llama-3-8B-shaped cache on the CPU, in seconds):\n"
             "  kvrt run --backend cpu --model examples/models/llama-3.1-8b.json \\\n"
             "           --seqs 4 --context 512\n",
-            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV);
+            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV, KVRT_BACKEND_ENV);
 }
 
 struct run_request {
@@ -154,7 +158,9 @@ struct run_state {
     kvrt_backend *backend;
     kvrt_placement *placement;
     kvrt_cache *cache;
-    struct kvrt_model *model;
+    const struct kvrt_model_info *model;
+    uint64_t q_heads; /* --q-heads, else the model's (flags: 4 per KV head) */
+    struct cli_model_flags *flags;
     struct run_batch batch;
     const char *backend_name, *backend_source;
     enum kvrt_layout layout;
@@ -167,7 +173,8 @@ static void state_free(struct run_state *s)
 {
     run_batch_free(&s->batch);
     kvrt_placement_destroy(s->placement);
-    kvrt_model_free(s->model);
+    if (s->flags)
+        cli_model_flags_free(s->flags);
     kvrt_runtime_close(s->rt); /* destroys the cache, buffers and backend */
 }
 
@@ -203,11 +210,8 @@ static int choose_layout(struct run_request *r, struct run_state *s)
         snprintf(s->layout_reason, sizeof(s->layout_reason), "given with %s %s", r->layout_option, r->layout);
         return CLI_EXIT_OK;
     }
-    struct kvrt_group *groups = kvrt_model_placement_groups(s->model);
-    if (!groups)
-        return cli_error(CLI_EXIT_INTERNAL, "run: out of memory");
-    int rc = kvrt_runtime_resolve_groups(s->rt, names, 1, groups, s->model->num_groups, NULL, &s->layout);
-    free(groups);
+    int rc = kvrt_runtime_resolve_groups(s->rt, names, 1, s->model->placement_groups, s->model->num_groups, NULL,
+                                         &s->layout);
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
     s->layout_source = "resolved";
@@ -230,9 +234,8 @@ static int check_dtypes(const struct run_state *s)
 
 /* Decode shares each KV head among q_heads / kv_heads query heads; a count
  * that does not divide is refused, never replaced by another. */
-static int check_q_heads(const struct run_request *r, const struct kvrt_model *m)
+static int check_q_heads(const struct run_request *r, const struct kvrt_model_info *m, uint64_t q)
 {
-    uint64_t q = r->q_heads ? r->q_heads : m->num_q_heads;
     for (size_t g = 0; q && g < m->num_groups; g++) {
         const struct kvrt_spec *spec = &m->groups[g].layers[0].spec;
         struct kvrt_spec_info in;
@@ -250,12 +253,14 @@ static int check_q_heads(const struct run_request *r, const struct kvrt_model *m
 
 static int set_up(struct run_request *r, struct run_state *s)
 {
+    s->flags = &r->flags;
     int code = cli_model_build(&r->flags, true, &s->model);
     if (code != CLI_EXIT_OK)
         return code;
-    if (!r->flags.file && !r->q_heads && s->model->num_q_heads)
-        s->model->num_q_heads *= 4; /* flags give KV heads; a typical GQA ratio */
-    if ((code = check_q_heads(r, s->model)) != CLI_EXIT_OK)
+    s->q_heads = r->q_heads ? r->q_heads : s->model->num_q_heads;
+    if (!r->flags.file && !r->q_heads)
+        s->q_heads *= 4; /* flags give KV heads; a typical GQA ratio */
+    if ((code = check_q_heads(r, s->model, s->q_heads)) != CLI_EXIT_OK)
         return code;
     int rc = kvrt_runtime_open(NULL, &s->rt);
     if (rc != KVRT_OK)
@@ -274,12 +279,15 @@ static int set_up(struct run_request *r, struct run_state *s)
     }
     if ((code = choose_layout(r, s)) != CLI_EXIT_OK)
         return code;
-    rc = kvrt_runtime_bind(s->rt, s->backend_name, r->layout ? r->layout : kvrt_layout_name(s->layout), &s->backend);
+    /* Unnamed, the library binds: a backend whose bind fails is passed over
+     * for the next, as when the default was chosen. */
+    rc = kvrt_runtime_bind(s->rt, r->backend, r->layout ? r->layout : kvrt_layout_name(s->layout), &s->backend);
     if (rc == KVRT_ERR_REFUSED && r->layout)
         return cli_error(cli_exit_for_status(rc), "%s %s: %s (see 'kvrt plugins')", r->layout_option, r->layout,
                          kvrt_error_message());
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
+    s->backend_name = kvrt_backend_name(s->backend);
     if ((code = check_dtypes(s)) != CLI_EXIT_OK)
         return code;
 
@@ -298,11 +306,8 @@ static int set_up(struct run_request *r, struct run_state *s)
                          "run: %" PRIu64 " blocks is more than decode's block tables "
                          "address (%d); lower --blocks or --memory",
                          s->num_blocks, INT32_MAX);
-    struct kvrt_group *groups = kvrt_model_placement_groups(s->model);
-    if (!groups)
-        return cli_error(CLI_EXIT_INTERNAL, "run: out of memory");
-    rc = kvrt_placement_create(s->layout, groups, s->model->num_groups, s->num_blocks, 0, &s->placement);
-    free(groups);
+    rc = kvrt_placement_create(s->layout, s->model->placement_groups, s->model->num_groups, s->num_blocks, 0,
+                               &s->placement);
     if (rc == KVRT_OK)
         rc = kvrt_cache_create(s->backend, s->placement, &s->cache);
     return rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
@@ -334,6 +339,17 @@ static int print_json(const struct run_request *r, const struct run_state *s, co
     json_t *skipped = json_object();
     ok = ok && cli_json_put(skipped, "layers", cli_json_u64(t->decode_skipped, "layers")) &&
          cli_json_put(skipped, "reason", cli_json_str(t->skip_reason));
+    /* Backends whose bind failed before this one was bound. */
+    json_t *passed = json_array();
+    ok = cli_json_put(root, "passed_over", passed) && ok;
+    for (size_t i = 0, n = kvrt_runtime_num_trace_steps(s->rt); ok && i < n; i++) {
+        struct kvrt_trace_step st;
+        if (kvrt_runtime_trace_step(s->rt, i, &st) != KVRT_OK || !cli_bind_failure_step(s->rt, &st))
+            continue;
+        json_t *o = json_object();
+        ok = json_array_append_new(passed, o) == 0 && cli_json_put(o, "backend", cli_json_str(st.backend)) &&
+             cli_json_put(o, "reason", cli_json_str(st.text));
+    }
     ok = ok && cli_json_put(root, "backend", cli_json_str(s->backend_name)) &&
          cli_json_put(root, "backend_source", cli_json_str(s->backend_source)) &&
          cli_json_put(root, "layout", cli_json_str(kvrt_layout_name(s->layout))) &&
@@ -355,7 +371,7 @@ static int print_json(const struct run_request *r, const struct run_state *s, co
          cli_json_put(root, "context", cli_json_u64(r->context, "context")) &&
          cli_json_put(root, "q_heads", cli_json_u64(t->q_heads, "q_heads")) &&
          cli_json_put(root, "seed", json_integer((json_int_t)r->seed)) &&
-         cli_json_put(root, "model", cli_model_json(s->model));
+         cli_json_put(root, "model", cli_model_json(s->flags));
     if (!ok) {
         json_decref(root);
         return cli_error(CLI_EXIT_INTERNAL, "run: could not build the JSON output");
@@ -378,7 +394,7 @@ static void print_human(const struct run_request *r, const struct run_state *s, 
 {
     char a[32], b[64], spec[256];
     printf("backend   %s (%s)\n", s->backend_name, s->backend_source);
-    cli_print_preferences(s->rt, "          ");
+    cli_print_selection(s->rt, "          ");
     printf("layout    %s (%s)\n", kvrt_layout_name(s->layout), s->layout_reason);
     printf("model     %s: %" PRIu64 " layer%s in %zu group%s\n", s->model->source, s->model->num_layers,
            s->model->num_layers == 1 ? "" : "s", s->model->num_groups, s->model->num_groups == 1 ? "" : "s");
@@ -432,7 +448,7 @@ static int run_run(int argc, char **argv)
             .model = s.model,
             .batch = &s.batch,
             .rng = rng,
-            .q_heads = r.q_heads ? r.q_heads : s.model->num_q_heads,
+            .q_heads = s.q_heads,
             .decode = r.decode,
             .progress = &progress,
             .layers_total = s.model->num_layers,

@@ -15,7 +15,7 @@
 #include <kvrt/runtime.h>
 
 #include "cli.h"
-#include "model.h"
+#include <kvrt/model.h>
 #include "numeric.h"
 
 /* The blocks one group's sequences own: no block is shared with any other
@@ -35,10 +35,10 @@ struct run_batch {
 };
 
 /* Blocks the batch needs for the model (every group). */
-uint64_t run_blocks_needed(const struct kvrt_model *m, uint64_t seqs, uint64_t context);
+uint64_t run_blocks_needed(const struct kvrt_model_info *m, uint64_t seqs, uint64_t context);
 
 /* Draw distinct random blocks among num_blocks for every group. */
-int run_batch_create(const struct kvrt_model *m, uint64_t seqs, uint64_t context, uint64_t num_blocks,
+int run_batch_create(const struct kvrt_model_info *m, uint64_t seqs, uint64_t context, uint64_t num_blocks,
                      struct numeric_rng *rng, struct run_batch *out);
 void run_batch_free(struct run_batch *b);
 
@@ -66,7 +66,7 @@ struct run_totals {
 struct run_ctx {
     kvrt_backend *backend;
     kvrt_cache *cache;
-    const struct kvrt_model *model;
+    const struct kvrt_model_info *model;
     const struct run_batch *batch;
     struct numeric_rng rng;
     uint64_t q_heads; /* 0: the model's, else per layer H */

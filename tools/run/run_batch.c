@@ -15,7 +15,7 @@ static bool is_state(const struct kvrt_model_group *g)
     return g->layers[0].spec.kind == KVRT_SPEC_STATE;
 }
 
-uint64_t run_blocks_needed(const struct kvrt_model *m, uint64_t seqs, uint64_t context)
+uint64_t run_blocks_needed(const struct kvrt_model_info *m, uint64_t seqs, uint64_t context)
 {
     uint64_t n = 0;
     for (size_t g = 0; g < m->num_groups; g++) {
@@ -25,7 +25,7 @@ uint64_t run_blocks_needed(const struct kvrt_model *m, uint64_t seqs, uint64_t c
     return n;
 }
 
-int run_batch_create(const struct kvrt_model *m, uint64_t seqs, uint64_t context, uint64_t num_blocks,
+int run_batch_create(const struct kvrt_model_info *m, uint64_t seqs, uint64_t context, uint64_t num_blocks,
                      struct numeric_rng *rng, struct run_batch *out)
 {
     memset(out, 0, sizeof(*out));

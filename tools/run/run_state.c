@@ -60,7 +60,7 @@ static int staging_offsets(const kvrt_placement *p, uint64_t *offsets, uint64_t 
 
 static int collect(struct run_ctx *ctx, struct pass *ps)
 {
-    const struct kvrt_model *m = ctx->model;
+    const struct kvrt_model_info *m = ctx->model;
     const kvrt_placement *p = kvrt_cache_placement(ctx->cache);
     const uint64_t total_layers = kvrt_cache_num_layers(ctx->cache);
     uint64_t *offsets = calloc(total_layers, sizeof(*offsets));

@@ -172,11 +172,8 @@ int xfer_side_set_up(struct xfer_side *s)
         return cli_fail_status(rc);
     if ((code = cli_model_num_blocks(&s->flags, s->model, s->layout, 64, &s->num_blocks)) != CLI_EXIT_OK)
         return code;
-    struct kvrt_group *groups = kvrt_model_placement_groups(s->model);
-    if (!groups)
-        return cli_error(CLI_EXIT_INTERNAL, "%s: out of memory", s->command);
-    rc = kvrt_placement_create(s->layout, groups, s->model->num_groups, s->num_blocks, 0, &s->placement);
-    free(groups);
+    rc = kvrt_placement_create(s->layout, s->model->placement_groups, s->model->num_groups, s->num_blocks, 0,
+                               &s->placement);
     if (rc == KVRT_OK)
         rc = kvrt_cache_create(s->backend, s->placement, &s->cache);
     if (rc != KVRT_OK)
@@ -212,8 +209,7 @@ void xfer_side_free(struct xfer_side *s)
     kvrt_placement_destroy(s->placement);
     if (s->rt)
         kvrt_runtime_close(s->rt);
-    if (s->model)
-        kvrt_model_free(s->model);
+    cli_model_flags_free(&s->flags);
     free(s->layer_offset);
     free(s->layer_heads);
     free(s->layer_states);

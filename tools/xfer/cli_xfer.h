@@ -54,7 +54,7 @@ struct xfer_side {
     uint64_t staging_bytes;
     struct cli_model_flags flags;
 
-    struct kvrt_model *model;
+    const struct kvrt_model_info *model;
     kvrt_runtime *rt;
     kvrt_backend *backend;
     enum kvrt_layout layout;

@@ -51,6 +51,11 @@ typedef hipEvent_t gpurt_event;
 #define gpurtLaunchKernel hipLaunchKernel
 typedef hipDeviceProp_t gpurtDeviceProp;
 #define gpurtGetDeviceProperties hipGetDeviceProperties
+typedef hipPointerAttribute_t gpurtPointerAttributes;
+#define gpurtPointerGetAttributes hipPointerGetAttributes
+/* ROCm 5.2 names the field memoryType and keeps managed memory apart. */
+#define GPURT_POINTER_ON_DEVICE(a) ((a).memoryType == hipMemoryTypeDevice || (a).isManaged)
+#define GPURT_POINTER_IS_HOST(a) ((a).memoryType == hipMemoryTypeHost && !(a).isManaged)
 
 #elif defined(KVRT_GPURT_CUDA)
 
@@ -92,6 +97,10 @@ typedef cudaEvent_t gpurt_event;
 #define gpurtLaunchKernel cudaLaunchKernel
 typedef struct cudaDeviceProp gpurtDeviceProp;
 #define gpurtGetDeviceProperties cudaGetDeviceProperties
+typedef struct cudaPointerAttributes gpurtPointerAttributes;
+#define gpurtPointerGetAttributes cudaPointerGetAttributes
+#define GPURT_POINTER_ON_DEVICE(a) ((a).type == cudaMemoryTypeDevice || (a).type == cudaMemoryTypeManaged)
+#define GPURT_POINTER_IS_HOST(a) ((a).type == cudaMemoryTypeHost)
 
 #else
 #error "define KVRT_GPURT_CUDA or KVRT_GPURT_HIP"

@@ -25,8 +25,14 @@ struct kvrt_plugin_device {
 struct kvrt_plugin_buffer {
     void *ptr;
     uint64_t bytes;
-    int ordinal; /* its device: buffer_free must not need the binding */
+    int ordinal;  /* its device: buffer_free must not need the binding */
+    int imported; /* the caller's memory (buffer_import): never freed here */
 };
+
+/* What imported memory must be aligned to: the 16-byte units of the
+ * byte-moving kernels and of decode's vector loads, chosen from offsets
+ * within the buffer on the assumption that its first byte is aligned. */
+#define GPURT_IMPORT_ALIGN 16u
 
 extern const struct kvrt_gpu_backend kvrt_gpu_plugin_backend;
 

@@ -124,16 +124,70 @@ static int buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_buf
     return KVRT_OK;
 }
 
+/* One byte of imported memory as the driver sees it: KVRT_OK when it is
+ * memory of the device, else KVRT_ERR_INVALID saying what it is. */
+static int check_pointer(const kvrt_plugin_device *dev, const void *p, const char *which, kvrt_plugin_error *err)
+{
+    gpurtPointerAttributes a;
+    memset(&a, 0, sizeof(a));
+    gpurt_error rc = gpurtPointerGetAttributes(&a, p);
+    if (rc != gpurtSuccess) {
+        char text[256];
+        (void)gpurtGetLastError();
+        return kvrt_gpu_fail(err, KVRT_ERR_INVALID,
+                             "the memory's %s byte %p is not " GPURT_API_NAME
+                             " memory (" GPURT_FN("PointerGetAttributes") ": %s); give a device pointer of device %d",
+                             which, p, kvrt_gpurt_describe(rc, text, sizeof(text)), dev->ordinal);
+    }
+    if (!GPURT_POINTER_ON_DEVICE(a))
+        return kvrt_gpu_fail(
+            err, KVRT_ERR_INVALID,
+            "the memory's %s byte %p is %s, not device memory; give a device pointer of device %d", which, p,
+            GPURT_POINTER_IS_HOST(a) ? "pinned host memory" : "host memory unknown to " GPURT_API_NAME, dev->ordinal);
+    if (a.device != dev->ordinal)
+        return kvrt_gpu_fail(err, KVRT_ERR_INVALID,
+                             "the memory's %s byte %p is on " GPURT_API_NAME " device %d, but this backend drives "
+                             "device %d '%s'",
+                             which, p, a.device, dev->ordinal, dev->name);
+    return KVRT_OK;
+}
+
+/* The core checked kind, device id, size, alignment and overlaps; the
+ * driver's pointer attributes of the first and the last byte say whether
+ * the range is memory of this device. */
+static int buffer_import(kvrt_plugin_device *dev, const struct kvrt_plugin_import *memory, kvrt_plugin_buffer **out,
+                         kvrt_plugin_error *err)
+{
+    *out = NULL;
+    const char *first = memory->address;
+    int status = check_pointer(dev, first, "first", err);
+    if (status == KVRT_OK && memory->bytes > 1)
+        status = check_pointer(dev, first + memory->bytes - 1, "last", err);
+    if (status != KVRT_OK)
+        return status;
+    kvrt_plugin_buffer *buf = calloc(1, sizeof(*buf));
+    if (!buf)
+        return kvrt_gpu_fail(err, KVRT_ERR_NOMEM, "out of host memory for a buffer handle");
+    buf->ptr = memory->address;
+    buf->bytes = memory->bytes;
+    buf->ordinal = dev->ordinal;
+    buf->imported = 1;
+    *out = buf;
+    return KVRT_OK;
+}
+
 static void rt_buffer_free(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf)
 {
     (void)dev;
     if (!buf)
         return;
-    struct kvrt_gpu_scope scope = {0};
-    const int entered = kvrt_gpurt_enter(buf->ordinal, &scope, NULL) == KVRT_OK;
-    gpurtFree(buf->ptr);
-    if (entered)
-        kvrt_gpurt_leave(&scope);
+    if (!buf->imported) {
+        struct kvrt_gpu_scope scope = {0};
+        const int entered = kvrt_gpurt_enter(buf->ordinal, &scope, NULL) == KVRT_OK;
+        gpurtFree(buf->ptr);
+        if (entered)
+            kvrt_gpurt_leave(&scope);
+    }
     free(buf);
 }
 
@@ -201,6 +255,12 @@ static int rt_buffer_alloc(kvrt_plugin_device *dev, uint64_t bytes, kvrt_plugin_
     WITH_DEVICE(dev->ordinal, err, buffer_alloc(dev, bytes, out, err));
 }
 
+static int rt_buffer_import(kvrt_plugin_device *dev, const struct kvrt_plugin_import *memory, kvrt_plugin_buffer **out,
+                            kvrt_plugin_error *err)
+{
+    WITH_DEVICE(dev->ordinal, err, buffer_import(dev, memory, out, err));
+}
+
 static int rt_buffer_zero(kvrt_plugin_device *dev, kvrt_plugin_buffer *buf, uint64_t offset, uint64_t bytes,
                           kvrt_plugin_error *err)
 {
@@ -250,6 +310,8 @@ static const struct kvrt_plugin_descriptor descriptor = {
     .describe = rt_describe,
     .buffer_address = rt_buffer_address,
     .measure_copy = kvrt_gpurt_measure_copy,
+    .import_alignment = GPURT_IMPORT_ALIGN,
+    .buffer_import = rt_buffer_import,
 };
 
 KVRT_PLUGIN_DEFINE_ENTRY(descriptor)

@@ -77,7 +77,7 @@ static int m_copy(kvrt_plugin_device *dev, const struct kvrt_plugin_cache *cache
             return tpl_fail(err, KVRT_ERR_NOMEM, "out of memory");
         }
         memcpy(saved, cache_buf->data, (size_t)cache_buf->bytes);
-        struct kvrt_plugin_buffer from = {cache_buf->bytes, saved};
+        struct kvrt_plugin_buffer from = {cache_buf->bytes, saved, 0};
         for (uint64_t i = 0; i < n && status == KVRT_OK; i++)
             for (uint64_t l = 0; l < cache->num_layers; l++) {
                 const struct kvrt_plugin_layer *L = &cache->layers[l];

@@ -71,7 +71,7 @@ void model_builder_free(struct model_builder *b)
 
 void model_note(struct kvrt_model *m, const char *fmt, ...)
 {
-    if (m->num_notes == KVRT_MODEL_MAX_NOTES)
+    if (m->num_notes == MODEL_MAX_NOTES)
         return;
     char buf[512];
     va_list ap;
@@ -93,9 +93,9 @@ void model_setting(struct kvrt_model *m, const char *name, const char *value, co
     size_t i = 0;
     while (i < m->num_settings && strcmp(m->settings[i].name, name) != 0)
         i++;
-    if (i == KVRT_MODEL_MAX_SETTINGS)
+    if (i == MODEL_MAX_SETTINGS)
         return;
-    struct kvrt_model_setting s = {model_strdup(name), model_strdup(value), model_strdup(buf)};
+    struct model_setting s = {model_strdup(name), model_strdup(value), model_strdup(buf)};
     if (!s.name || !s.value || !s.source) {
         free(s.name);
         free(s.value);
@@ -118,18 +118,18 @@ int model_add_group(const struct model_ctx *c, struct kvrt_model *m, const char 
     if (m->num_groups == KVRT_MODEL_MAX_GROUPS)
         return model_fail(c, KVRT_ERR_INVALID, "more than %u groups; kvrt handles at most %u", KVRT_MODEL_MAX_GROUPS,
                           KVRT_MODEL_MAX_GROUPS);
-    struct kvrt_model_group *grown = realloc(m->groups, (m->num_groups + 1) * sizeof(*grown));
+    struct model_group *grown = realloc(m->groups, (m->num_groups + 1) * sizeof(*grown));
     if (!grown)
         return model_fail(c, KVRT_ERR_NOMEM, "out of memory grouping the layers");
     m->groups = grown;
-    struct kvrt_model_group *g = &m->groups[m->num_groups];
+    struct model_group *g = &m->groups[m->num_groups];
     memset(g, 0, sizeof(*g));
     g->name = model_strdup(name);
     g->what = model_strdup(what);
     g->window = window;
-    g->usage = n && layers[0].spec.kind == KVRT_SPEC_STATE ? KVRT_USAGE_STATE
-               : window                                    ? KVRT_USAGE_SLIDING
-                                                           : KVRT_USAGE_FULL;
+    g->usage = n && layers[0].spec.kind == KVRT_SPEC_STATE ? KVRT_MODEL_USAGE_STATE
+               : window                                    ? KVRT_MODEL_USAGE_SLIDING
+                                                           : KVRT_MODEL_USAGE_FULL;
     g->layers = calloc(n ? n : 1, sizeof(*g->layers));
     if (!g->name || !g->what || !g->layers) {
         free(g->name);

@@ -119,14 +119,14 @@ static int model_dtype(struct hf *h)
 static int kv_cache_dtype(struct hf *h)
 {
     const struct kvrt_model_options *o = h->opt;
-    const char *flag = o->dtype_flag ? o->dtype_flag : "--kv-cache-dtype";
-    enum kvrt_model_cache_dtype choice = o->cache_dtype;
+    const char *flag = o->dtype_option ? o->dtype_option : "--kv-cache-dtype";
+    enum kvrt_kv_cache_dtype choice = o->kv_cache_dtype;
     if (o->dtype_given) {
         switch (o->dtype) {
-        case KVRT_DTYPE_BF16: choice = KVRT_CACHE_BF16; break;
-        case KVRT_DTYPE_FP16: choice = KVRT_CACHE_FP16; break;
-        case KVRT_DTYPE_FP8_E4M3: choice = KVRT_CACHE_FP8_E4M3; break;
-        case KVRT_DTYPE_FP8_E5M2: choice = KVRT_CACHE_FP8_E5M2; break;
+        case KVRT_DTYPE_BF16: choice = KVRT_KV_CACHE_BF16; break;
+        case KVRT_DTYPE_FP16: choice = KVRT_KV_CACHE_FP16; break;
+        case KVRT_DTYPE_FP8_E4M3: choice = KVRT_KV_CACHE_FP8_E4M3; break;
+        case KVRT_DTYPE_FP8_E5M2: choice = KVRT_KV_CACHE_FP8_E5M2; break;
         default:
             return model_fail(h->c, KVRT_ERR_INVALID,
                               "%s %s is not a KV-cache type vLLM offers for "
@@ -135,11 +135,12 @@ static int kv_cache_dtype(struct hf *h)
                               flag, kvrt_dtype_name(o->dtype));
         }
     }
-    const char *name = kvrt_model_cache_dtype_name(choice);
+    const char *name = kvrt_kv_cache_dtype_name(choice);
+    h->cache = choice;
     if (h->sparse) {
         /* DeepseekV32ForCausalLM.verify_and_update_config: fp8 means the
          * custom fp8_ds_mla entry; bfloat16 means auto. */
-        if (choice == KVRT_CACHE_FP8 || choice == KVRT_CACHE_FP8_E4M3 || choice == KVRT_CACHE_FP8_E5M2) {
+        if (choice == KVRT_KV_CACHE_FP8 || choice == KVRT_KV_CACHE_FP8_E4M3 || choice == KVRT_KV_CACHE_FP8_E5M2) {
             h->fp8_ds_mla = true;
             h->kv_dtype = KVRT_DTYPE_UINT8;
             model_setting(h->m, "kv_cache_dtype", "fp8_ds_mla",
@@ -148,7 +149,7 @@ static int kv_cache_dtype(struct hf *h)
                           flag, name);
             return KVRT_OK;
         }
-        if (choice == KVRT_CACHE_FP16)
+        if (choice == KVRT_KV_CACHE_FP16)
             return model_fail(h->c, KVRT_ERR_INVALID,
                               "%s fp16 with DeepSeek-V3.2 (\"index_topk\"): "
                               "its sparse MLA cache is bfloat16 or fp8_ds_mla; give bf16 or fp8",
@@ -162,24 +163,25 @@ static int kv_cache_dtype(struct hf *h)
         model_setting(h->m, "kv_cache_dtype", "bf16",
                       "%s%s: the model dtype (DeepSeek-V3.2 keeps "
                       "bfloat16 as auto)",
-                      choice == KVRT_CACHE_AUTO ? "default " : flag, choice == KVRT_CACHE_AUTO ? "auto" : " bf16");
+                      choice == KVRT_KV_CACHE_AUTO ? "default " : flag,
+                      choice == KVRT_KV_CACHE_AUTO ? "auto" : " bf16");
         return KVRT_OK;
     }
     switch (choice) {
-    case KVRT_CACHE_AUTO:
+    case KVRT_KV_CACHE_AUTO:
         h->kv_dtype = h->model_dtype;
         model_setting(h->m, "kv_cache_dtype", kvrt_dtype_name(h->kv_dtype),
                       "default auto: the "
                       "model dtype");
         return KVRT_OK;
-    case KVRT_CACHE_BF16: h->kv_dtype = KVRT_DTYPE_BF16; break;
-    case KVRT_CACHE_FP16: h->kv_dtype = KVRT_DTYPE_FP16; break;
-    case KVRT_CACHE_FP8:
+    case KVRT_KV_CACHE_BF16: h->kv_dtype = KVRT_DTYPE_BF16; break;
+    case KVRT_KV_CACHE_FP16: h->kv_dtype = KVRT_DTYPE_FP16; break;
+    case KVRT_KV_CACHE_FP8:
         h->kv_dtype = KVRT_DTYPE_FP8_E4M3;
         model_setting(h->m, "kv_cache_dtype", "fp8_e4m3", "%s fp8 (fp8_e4m3 on CUDA)", flag);
         return KVRT_OK;
-    case KVRT_CACHE_FP8_E4M3: h->kv_dtype = KVRT_DTYPE_FP8_E4M3; break;
-    case KVRT_CACHE_FP8_E5M2: h->kv_dtype = KVRT_DTYPE_FP8_E5M2; break;
+    case KVRT_KV_CACHE_FP8_E4M3: h->kv_dtype = KVRT_DTYPE_FP8_E4M3; break;
+    case KVRT_KV_CACHE_FP8_E5M2: h->kv_dtype = KVRT_DTYPE_FP8_E5M2; break;
     default: return model_fail(h->c, KVRT_ERR_INVALID, "unknown KV-cache type %d", (int)choice);
     }
     model_setting(h->m, "kv_cache_dtype", kvrt_dtype_name(h->kv_dtype), "%s %s", flag, name);

@@ -7,26 +7,27 @@
 
 #include <kvrt/common.h>
 
+#include "error.h"
 #include "model_internal.h"
 
 int model_fail(const struct model_ctx *c, int status, const char *fmt, ...)
 {
-    if (!c->err || c->err_size == 0)
-        return status;
-    int n = snprintf(c->err, c->err_size, "%s: ", c->file);
-    if (n < 0 || (size_t)n >= c->err_size)
-        return status;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(c->err + n, c->err_size - (size_t)n, fmt, ap);
-    va_end(ap);
+    /* The size of the message a model refusal has always had. */
+    char msg[1024];
+    int n = snprintf(msg, sizeof(msg), "%s: ", c->file);
+    if (n >= 0 && (size_t)n < sizeof(msg)) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(msg + n, sizeof(msg) - (size_t)n, fmt, ap);
+        va_end(ap);
+    }
     /* Messages quote values from the file (field names, strings, jansson's
      * "near" text) and must stay one line: control bytes become spaces
      * here, for every message at once (found by fuzz-model). */
-    for (char *p = c->err; *p; p++)
+    for (char *p = msg; *p; p++)
         if ((unsigned char)*p < 0x20 || *p == 0x7f)
             *p = ' ';
-    return status;
+    return kvrt_fail(status, "%s", msg);
 }
 
 const char *model_json_type(const json_t *v)

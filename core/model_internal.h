@@ -1,22 +1,66 @@
-/* What the two model readers share: errors, field access, and the grouping
- * of typed layers into vLLM-style groups. */
-#ifndef KVRT_TOOLS_MODEL_INTERNAL_H
-#define KVRT_TOOLS_MODEL_INTERNAL_H
+/* Internal: what the model readers share (errors, field access, the
+ * grouping of typed layers into vLLM-style groups) and the model itself,
+ * behind the public handle of <kvrt/model.h>. */
+#ifndef KVRT_CORE_MODEL_INTERNAL_H
+#define KVRT_CORE_MODEL_INTERNAL_H
+
+#include <stdbool.h>
 
 #include <jansson.h>
 
 #include <kvrt/common.h>
+#include <kvrt/model.h>
 
-#include "model.h"
+#define MODEL_MAX_NOTES 8u
+#define MODEL_MAX_SETTINGS 12u
 
-/* Where messages go while one file is read. */
-struct model_ctx {
-    const char *file;
-    char *err;
-    size_t err_size;
+/* A group while it is built; published as struct model_group. */
+struct model_group {
+    char *name;
+    char *what;
+    uint64_t window;
+    enum kvrt_model_usage usage;
+    size_t num_layers;
+    struct kvrt_layer_entry *layers; /* names owned by the model */
 };
 
-/* Write "<file>: <message>" into the context's buffer; return `status`. */
+struct model_setting {
+    char *name;
+    char *value;
+    char *source;
+};
+
+struct kvrt_model {
+    char *name;
+    char *source;
+    char *format;
+    char *architecture;
+    uint64_t num_layers;
+    uint64_t num_q_heads;
+    size_t num_groups;
+    struct model_group *groups;
+    size_t num_notes;
+    char *notes[MODEL_MAX_NOTES];
+    size_t num_settings;
+    struct model_setting settings[MODEL_MAX_SETTINGS];
+    uint64_t max_model_len;
+    char *max_model_len_source;
+    /* The public view (model_publish), pointing into the fields above. */
+    struct kvrt_model_info info;
+    struct kvrt_model_group *info_groups;
+    struct kvrt_group *placement_groups;
+    struct kvrt_model_setting info_settings[MODEL_MAX_SETTINGS];
+};
+
+/* Fill m->info once the model is read; KVRT_ERR_NOMEM or KVRT_OK. */
+int model_publish(struct kvrt_model *m);
+
+/* The file being read, which every message names first. */
+struct model_ctx {
+    const char *file;
+};
+
+/* Set this thread's message to "<file>: <message>"; return `status`. */
 int model_fail(const struct model_ctx *c, int status, const char *fmt, ...) KVRT_PRINTF(3, 4);
 
 /* A JSON value's type, for messages ("a string", "null", ...). */
@@ -58,7 +102,7 @@ int model_builder_add(const struct model_ctx *c, struct model_builder *b, const 
                       const char *what, uint64_t window, const struct kvrt_spec *spec);
 void model_builder_free(struct model_builder *b);
 
-/* Group the layers like vLLM (see model.h) into m->groups. */
+/* Group the layers like vLLM (see <kvrt/model.h>) into m->groups. */
 int model_group_like_vllm(const struct model_ctx *c, struct model_builder *b, struct kvrt_model *m);
 
 /* One explicit group (kvrt model files): the layers in order. */
@@ -90,11 +134,12 @@ struct hf {
     const struct kvrt_model_options *opt;
     struct kvrt_model *m;
     uint64_t layers, heads, kv_heads, head_dim, block_size;
-    enum kvrt_dtype model_dtype; /* after vLLM's auto rule */
-    enum kvrt_dtype kv_dtype;    /* the cache's element type */
-    enum kvrt_dtype ssm_dtype;   /* temporal state of Mamba / GDN layers */
-    bool fp8_ds_mla;             /* DeepSeek-V3.2's 656-byte fp8 MLA entry */
-    bool mla, sparse;            /* sparse: DeepSeek-V3.2's indexer (index_topk) */
+    enum kvrt_dtype model_dtype;    /* after vLLM's auto rule */
+    enum kvrt_dtype kv_dtype;       /* the cache's element type */
+    enum kvrt_dtype ssm_dtype;      /* temporal state of Mamba / GDN layers */
+    enum kvrt_kv_cache_dtype cache; /* the KV-cache type asked for (flag or auto) */
+    bool fp8_ds_mla;                /* DeepSeek-V3.2's 656-byte fp8 MLA entry */
+    bool mla, sparse;               /* sparse: DeepSeek-V3.2's indexer (index_topk) */
     uint64_t mla_dim;
     uint64_t index_head_dim; /* indexer key cache entry, bytes */
     uint64_t window, chunk;
