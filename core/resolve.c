@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "layout_internal.h"
+#include "resolve_internal.h"
 #include "shapes.h"
 #include "trace.h"
 
@@ -52,6 +53,8 @@ struct kvrt_resolver {
     enum kvrt_layout pref_layout;
 
     struct ranking candidates; /* of the last resolve */
+    bool last_ok;              /* the last resolve chose `last` */
+    enum kvrt_layout last;
     bool warned;
     bool recorded;
     enum kvrt_layout record;
@@ -602,6 +605,7 @@ int kvrt_resolver_resolve(kvrt_resolver *r, enum kvrt_layout *out)
     if (!r || !out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_resolve: resolver and out must not be NULL");
     r->candidates.count = 0;
+    r->last_ok = false;
     r->warned = false;
     r->trace_oom = false;
     char head[32];
@@ -630,8 +634,22 @@ int kvrt_resolver_resolve(kvrt_resolver *r, enum kvrt_layout *out)
     if (rc != KVRT_OK)
         return rc;
     *out = choice;
+    r->last_ok = true;
+    r->last = choice;
     kvrt_clear_error();
     return KVRT_OK;
+}
+
+const char *kvrt_resolver_env(const kvrt_resolver *r)
+{
+    return r->env;
+}
+
+bool kvrt_resolver_last(const kvrt_resolver *r, enum kvrt_layout *out)
+{
+    if (r->last_ok && out)
+        *out = r->last;
+    return r->last_ok;
 }
 
 /* ---- results ----------------------------------------------------------- */

@@ -73,6 +73,13 @@ KVRT_API bool kvrt_layout_block_contiguous(enum kvrt_layout layout);
 KVRT_API const char *kvrt_layout_valid_names(void);
 
 /**
+ * The six layouts, their orders and properties, the aliases and every
+ * valid name as one JSON object, what `kvrt layouts --json` prints and
+ * kvrt.layouts() returns (docs/cli.md).  *out is the caller's: kvrt_free it.
+ */
+KVRT_API int kvrt_layouts_json(char **out);
+
+/**
  * Read VLLM_KV_CACHE_LAYOUT.  Unset: *is_set = false, KVRT_OK.  Set to
  * anything (the empty string included): it must parse, else
  * KVRT_ERR_INVALID with a message that quotes the value.

@@ -87,6 +87,16 @@ KVRT_API bool kvrt_resolver_recorded(const kvrt_resolver *r, enum kvrt_layout *o
  */
 KVRT_API const char *kvrt_resolver_trace(const kvrt_resolver *r);
 
+/**
+ * The last resolve as one JSON object: "layout", "candidates", "warning",
+ * "env" (VLLM_KV_CACHE_LAYOUT as spelled, or null), "trace" (one string per
+ * line) and "steps" (each step's kind name, text, and layout and backend
+ * where set): what `kvrt resolve --json` prints and kvrt.resolve() returns.
+ * *out is the caller's: kvrt_free it.
+ * @return KVRT_ERR_STATE when the last resolve failed or there was none.
+ */
+KVRT_API int kvrt_resolver_json(const kvrt_resolver *r, char **out);
+
 /** How many steps the trace holds (every resolve adds its steps). */
 KVRT_API size_t kvrt_resolver_num_trace_steps(const kvrt_resolver *r);
 

@@ -11,6 +11,7 @@ offset to what C says.  This is the package's one binding: the benchmarks
 """
 import ctypes as C
 import ctypes.util
+import json
 import os
 
 from ._errors import error_for
@@ -177,6 +178,7 @@ _SIGNATURES = {
     "kvrt_layout_block_compact": ([i32], C.c_bool),
     "kvrt_layout_block_contiguous": ([i32], C.c_bool),
     "kvrt_layout_valid_names": ([], C.c_char_p),
+    "kvrt_layouts_json": ([P(vp)], i32),
     "kvrt_layout_from_env": ([P(C.c_bool), P(i32)], i32),
     "kvrt_layout_default": ([], i32),
     "kvrt_layout_from_env_or_default": ([P(i32), P(C.c_bool)], i32),
@@ -195,6 +197,7 @@ _SIGNATURES = {
     "kvrt_geometry_params_default": ([P(GeometryParams)], None),
     "kvrt_geometry_compute": ([P(GeometryParams), P(Geometry)], i32),
     "kvrt_geometry_layer_view": ([P(Geometry), u64, u64, P(View)], i32),
+    "kvrt_geometry_json": ([P(GeometryParams), C.c_char_p, u64, P(vp)], i32),
     "kvrt_placement_create": ([i32, P(Group), sz, u64, u64, P(vp)], i32),
     "kvrt_placement_destroy": ([vp], None),
     "kvrt_placement_blocks_for_budget": ([i32, P(Group), sz, u64, P(u64)], i32),
@@ -212,6 +215,7 @@ _SIGNATURES = {
     "kvrt_resolver_candidates": ([vp, i32 * NUM_LAYOUTS], sz),
     "kvrt_resolver_warned": ([vp], C.c_bool),
     "kvrt_resolver_trace": ([vp], C.c_char_p),
+    "kvrt_resolver_json": ([vp, P(vp)], i32),
     "kvrt_resolver_num_trace_steps": ([vp], sz),
     "kvrt_resolver_trace_step": ([vp, sz, P(TraceStep)], i32),
     "kvrt_trace_kind_name": ([i32], C.c_char_p),
@@ -311,3 +315,14 @@ def check(rc):
 
 def text(p):
     return p.decode("utf-8", "replace") if p is not None else None
+
+
+def json_answer(fn, *args):
+    """The JSON one of libkvrt's *_json functions writes (fn(*args, &out)),
+    decoded; raises the kvrt.Error of a failure."""
+    out = C.c_void_p()
+    check(fn(*args, C.byref(out)))
+    try:
+        return json.loads(C.string_at(out.value).decode("utf-8"))
+    finally:
+        lib.kvrt_free(out)

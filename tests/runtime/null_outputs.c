@@ -137,6 +137,7 @@ static void pure_functions(void)
     struct kvrt_geometry g;
     INVALID(kvrt_geometry_compute, "params, NULL", &gp, NULL);
     INVALID(kvrt_geometry_compute, "NULL, out", NULL, &g);
+    INVALID(kvrt_geometry_json, "params, NULL, 0, NULL", &gp, NULL, 0, NULL);
     if (kvrt_geometry_compute(&gp, &g) != KVRT_OK)
         tap_diag("geometry: %s", kvrt_error_message());
     INVALID(kvrt_geometry_layer_view, "geom, 0, 0, NULL", &g, 0, 0, NULL);
@@ -153,6 +154,7 @@ static void pure_functions(void)
     RETURNS(kvrt_layout_block_compact, "-1", !kvrt_layout_block_compact((enum kvrt_layout) - 1));
     RETURNS(kvrt_layout_block_contiguous, "-1", !kvrt_layout_block_contiguous((enum kvrt_layout) - 1));
     RETURNS(kvrt_layout_valid_names, "", kvrt_layout_valid_names() != NULL);
+    INVALID(kvrt_layouts_json, "NULL", NULL);
     RETURNS(kvrt_layout_default, "", kvrt_layout_valid((int)kvrt_layout_default()));
     INVALID(kvrt_layout_from_env_or_default, "NULL, NULL", NULL, NULL);
     INVALID(kvrt_layout_from_env, "NULL, out", NULL, &(enum kvrt_layout){0});
@@ -218,6 +220,7 @@ static void resolver_functions(void)
     INVALID(kvrt_resolver_set_env, "NULL, ...", NULL, "NHD");
     INVALID(kvrt_resolver_set_preference, "NULL, ...", NULL, "NHD", "test");
     INVALID(kvrt_resolver_resolve, "r, NULL", r, NULL);
+    INVALID(kvrt_resolver_json, "r, NULL", r, NULL);
     enum kvrt_layout chosen;
     kvrt_resolver_declare(r, "x", list, 1);
     if (kvrt_resolver_resolve(r, &chosen) != KVRT_OK)

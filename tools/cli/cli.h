@@ -187,15 +187,15 @@ double cli_now(void);
  * largest JSON integer jansson can hold. */
 json_t *cli_json_u64(uint64_t value, const char *what);
 
-/* A JSON array of n sizes; NULL (error printed) on failure. */
-json_t *cli_json_u64_array(const uint64_t *values, size_t n, const char *what);
-json_t *cli_json_int_array(const int *values, size_t n);
-
 /* A JSON string for any bytes: invalid UTF-8 bytes are replaced by U+FFFD
  * (jansson refuses them, which would lose the whole output).  NULL only when
  * memory runs out. */
 json_t *cli_json_str(const char *text);
 json_t *cli_json_strn(const char *text, size_t len);
+
+/* Print JSON a libkvrt function wrote (`status` its result, `text` its
+ * output, freed here) as it is, or report the failure; the exit status. */
+int cli_print_json_text(int status, char *text);
 
 /* Print `root` (stealing the reference) on stdout with a trailing newline. */
 int cli_json_print(json_t *root);
