@@ -20,10 +20,12 @@ UNSET = (1 << 64) - 1  # KVRT_UNSET
 NUM_AXES = 5
 NUM_LAYOUTS = 6
 TRACE_NO_LAYOUT = -1
+API_MAJOR = 1  # libkvrt's soname is libkvrt.so.<API major>
 # The C macros mirrored above, by their C names (held to C by
 # tests/python/test_structs.py).
 C_CONSTANTS = {"KVRT_UNSET": UNSET, "KVRT_NUM_AXES": NUM_AXES, "KVRT_NUM_LAYOUTS": NUM_LAYOUTS,
-               "KVRT_TRACE_NO_LAYOUT": TRACE_NO_LAYOUT}
+               "KVRT_TRACE_NO_LAYOUT": TRACE_NO_LAYOUT, "KVRT_API_VERSION_MAJOR": API_MAJOR}
+SONAME = "libkvrt.so.%d" % API_MAJOR
 
 vp, u64, u32, i32, sz = C.c_void_p, C.c_uint64, C.c_uint32, C.c_int, C.c_size_t
 
@@ -281,7 +283,7 @@ def _candidates():
     lib = ctypes.util.find_library("kvrt")
     if lib:
         found.append(lib)
-    found.append("libkvrt.so.0")
+    found.append(SONAME)
     return found
 
 

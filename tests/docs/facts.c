@@ -1,11 +1,13 @@
 /*
  * Facts the docs restate that libkvrt renders: each doc that names the
  * backend priority order gives it as kvrt_runtime_backend_priority() does,
- * and a default written as "NAME (value)" has libkvrt's value.  Line breaks
- * and Markdown emphasis are ignored.
+ * a default written as "NAME (value)" has libkvrt's value, and every
+ * "libkvrt.so.N" in the docs names the soname of this API major.  Line
+ * breaks and Markdown emphasis are ignored.
  *
  *   test-docs-facts SOURCE_ROOT
  */
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -87,6 +89,49 @@ static void check_value(const char *root, const char *doc, const char *key, cons
     free(text);
 }
 
+/* Count the "libkvrt.so.N" of one file, and those that are `want`. */
+static void count_sonames(const char *root, const char *rel, const char *want, size_t *found, size_t *right)
+{
+    static const char prefix[] = "libkvrt.so.";
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", root, rel);
+    char *text = read_normalized(path);
+    for (const char *p = text ? strstr(text, prefix) : NULL; p; p = strstr(p + 1, prefix)) {
+        const char *n = p + strlen(prefix), *end = p + strlen(want);
+        if (*n < '0' || *n > '9')
+            continue;
+        (*found)++;
+        if (strncmp(p, want, strlen(want)) == 0 && (*end < '0' || *end > '9'))
+            (*right)++;
+        else
+            tap_diag("  %s: \"%.24s\"", rel, p);
+    }
+    free(text);
+}
+
+/* Every "libkvrt.so.N" of the README and the docs folder has N the API major. */
+static void check_soname(const char *root)
+{
+    char want[32], dir[1024];
+    snprintf(want, sizeof(want), "libkvrt.so.%d", KVRT_API_VERSION_MAJOR);
+    snprintf(dir, sizeof(dir), "%s/docs", root);
+    DIR *d = opendir(dir);
+    if (!tap_ok(d != NULL, "%s is readable", dir))
+        return;
+    size_t found = 0, right = 0;
+    count_sonames(root, "README.md", want, &found, &right);
+    for (const struct dirent *e = readdir(d); e; e = readdir(d)) {
+        size_t n = strlen(e->d_name);
+        char rel[512];
+        if (n <= 3 || strcmp(e->d_name + n - 3, ".md") != 0)
+            continue;
+        snprintf(rel, sizeof(rel), "docs/%s", e->d_name);
+        count_sonames(root, rel, want, &found, &right);
+    }
+    closedir(d);
+    tap_ok(found > 0 && right == found, "the docs name the soname as %s (%zu of %zu)", want, right, found);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -101,5 +146,6 @@ int main(int argc, char **argv)
     snprintf(block_size, sizeof(block_size), "%d", KVRT_DEFAULT_BLOCK_SIZE);
     check_value(argv[1], "docs/python.md", "KVRT_DEFAULT_BLOCK_SIZE", block_size);
     check_value(argv[1], "docs/python.md", "kvrt_layout_default()", kvrt_layout_name(kvrt_layout_default()));
+    check_soname(argv[1]);
     return tap_done();
 }

@@ -46,6 +46,12 @@ def test_sizes_and_offsets_match_c():
     assert not bad, "\n".join(bad)
 
 
+def test_soname_is_the_librarys():
+    """the name the binding falls back to is the soname of the libkvrt it loaded"""
+    loaded = os.path.basename(os.path.realpath(_lib.path))
+    assert loaded == _lib.SONAME or loaded.startswith(_lib.SONAME + "."), (loaded, _lib.SONAME)
+
+
 def test_constants_match_c():
     """the macros the binding mirrors have C's values"""
     defines = c_side()["defines"]
