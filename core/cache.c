@@ -37,10 +37,6 @@ static int describe_layers(kvrt_cache *c, const char *fn)
         struct kvrt_placement_set set;
         kvrt_placement_get_set(p, s, &set);
         const struct kvrt_spec_info *info = &set.geometry.info;
-        uint64_t staging_page = 0;
-        if (kvrt_mul_overflow(info->head_slots, info->states_per_block, &staging_page) ||
-            kvrt_mul_overflow(staging_page, info->content_bytes, &staging_page))
-            return kvrt_fail(KVRT_ERR_OVERFLOW, "%s: page size overflows", fn);
         for (uint64_t l = 0; l < set.num_layers; l++, n++) {
             struct kvrt_view v;
             int status = kvrt_placement_layer_view(p, s, l, &v);
@@ -66,8 +62,6 @@ static int describe_layers(kvrt_cache *c, const char *fn)
             c->layer_names[n] = set.layer_names[l];
             c->layer_info[n] = *info;
             c->layer_spec[n] = set.spec;
-            if (kvrt_add_overflow(c->staging_bytes_per_block, staging_page, &c->staging_bytes_per_block))
-                return kvrt_fail(KVRT_ERR_OVERFLOW, "%s: staging size per block overflows", fn);
         }
     }
     /* Both walks read the same immutable placement; a mismatch would leave
@@ -76,7 +70,7 @@ static int describe_layers(kvrt_cache *c, const char *fn)
         return kvrt_fail(KVRT_ERR_INTERNAL, "%s: described %llu of %llu layers", fn, (unsigned long long)n,
                          (unsigned long long)total);
     c->desc.num_layers = total;
-    return KVRT_OK;
+    return kvrt_placement_staging_bytes(p, &c->staging_bytes_per_block);
 }
 
 static int copy_placement(const kvrt_placement *src, kvrt_placement **out, const char *fn)

@@ -1,92 +1,161 @@
 /*
- * The agent: UCP context and worker, and the registration of the cache and
- * of the staging area.  Peers are in peer.c, connections in connect.c,
- * messages and waits in messages.c.
+ * The agent: its lock, the UCP context and worker, the registration of the
+ * cache (once per allocation), the staging pool, and its end.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
+#include <time.h>
+#include <unistd.h>
 
 #include "xfer_internal.h"
 
-enum { DEFAULT_AREA_MAX = 64 << 20 };
+enum { DEFAULT_CHUNK = 2 << 20, DEFAULT_CHUNKS = 8 };
+
+double xfer_now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int xfer_ucx_fail(ucs_status_t st, const char *what)
+{
+    return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s failed: %s", what, ucs_status_string(st));
+}
+
+/* The rule is libkvrt's (core/reserved.c), which that library keeps
+ * internal and which names libkvrt's API version; this one names
+ * libkvrt-xfer's, whose structs these are. */
+int xfer_check_reserved(const uint8_t *bytes, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (bytes[i] != 0)
+            return XFER_FAIL(KVRT_ERR_INVALID,
+                             "%s.reserved[%zu] is %u, but reserved bytes must be 0 (this libkvrt-xfer speaks API "
+                             "%d.%d); fill the struct with its _default() function or a designated initialiser",
+                             what, i, (unsigned)bytes[i], KVRT_XFER_API_VERSION_MAJOR, KVRT_XFER_API_VERSION_MINOR);
+    return KVRT_OK;
+}
+
+void xfer_lock(kvrt_xfer_agent *a)
+{
+    pthread_mutex_lock(&a->lock);
+}
+
+void xfer_unlock(kvrt_xfer_agent *a)
+{
+    pthread_mutex_unlock(&a->lock);
+}
 
 void kvrt_xfer_agent_options_default(struct kvrt_xfer_agent_options *o)
 {
+    if (!o)
+        return;
     memset(o, 0, sizeof(*o));
     o->size = sizeof(*o);
 }
 
-static int register_mem(kvrt_xfer_agent *a, void *addr, uint64_t len, ucp_mem_h *memh, void **rkey, size_t *rkey_len,
-                        const char *what)
+/* UCX 1.13 gives endpoints with peer error handling zero-copy shared memory
+ * (cma) only when the cma memory domain claims memory invalidation, which
+ * it reads from the environment alone (a ucp_config_modify of it is
+ * ignored).  Set once, before the first context, only where the user has
+ * not chosen. */
+static pthread_once_t env_once = PTHREAD_ONCE_INIT;
+
+static void set_ucx_defaults(void)
 {
+    if (!getenv("UCX_CMA_MEMORY_INVALIDATE"))
+        setenv("UCX_CMA_MEMORY_INVALIDATE", "y", 0);
+}
+
+static uint64_t random_id(void)
+{
+    uint64_t id = 0;
+    if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id) || id == 0)
+        id = ((uint64_t)getpid() << 32) ^ (uint64_t)(xfer_now() * 1e9) ^ (uint64_t)(uintptr_t)&id;
+    return id ? id : 1;
+}
+
+static int check_options(const struct kvrt_xfer_agent_options *o)
+{
+    if (o->size != sizeof(*o))
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_xfer_agent_create: options size %zu; expected %zu (call "
+                         "kvrt_xfer_agent_options_default)",
+                         o->size, sizeof(*o));
+    int rc = xfer_check_reserved(o->reserved, sizeof(o->reserved), "kvrt_xfer_agent_options");
+    if (rc != KVRT_OK)
+        return rc;
+    if (!(o->timeout_s >= 0) || o->timeout_s > 1e6)
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_xfer_agent_create: timeout_s %g; valid are 0 (default 30) "
+                         "to 1e6 seconds",
+                         o->timeout_s);
+    if (o->chunk_bytes > (1ull << 34))
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_xfer_agent_create: chunk_bytes %llu; valid are 0 (default 2 MiB) up to 16 GiB",
+                         ULL(o->chunk_bytes));
+    return KVRT_OK;
+}
+
+static int create_ucx(kvrt_xfer_agent *a)
+{
+    pthread_once(&env_once, set_ucx_defaults);
+    ucp_config_t *config = NULL;
+    ucs_status_t st = ucp_config_read(NULL, NULL, &config);
+    if (st != UCS_OK)
+        return xfer_ucx_fail(st, "ucp_config_read");
+    ucp_params_t pp;
+    memset(&pp, 0, sizeof(pp));
+    pp.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
+    /* Active messages only: data moves by rendezvous into the destination,
+     * never by RMA (docs/xfer.md, "Choosing the data path"). */
+    pp.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+    pp.name = "kvrt-xfer";
+    st = ucp_init(&pp, config, &a->ctx);
+    ucp_config_release(config);
+    if (st != UCS_OK)
+        return xfer_ucx_fail(st, "ucp_init");
+    ucp_worker_params_t wp;
+    memset(&wp, 0, sizeof(wp));
+    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+    /* The agent's lock serialises every call into the worker. */
+    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
+    if ((st = ucp_worker_create(a->ctx, &wp, &a->worker)) != UCS_OK)
+        return xfer_ucx_fail(st, "ucp_worker_create");
+    if ((st = ucp_worker_get_address(a->worker, &a->worker_addr, &a->worker_addr_len)) != UCS_OK)
+        return xfer_ucx_fail(st, "ucp_worker_get_address");
+    if ((st = ucp_worker_get_efd(a->worker, &a->efd)) != UCS_OK)
+        return xfer_ucx_fail(st, "ucp_worker_get_efd");
+    return xfer_set_am_handlers(a);
+}
+
+/* The cache's memory, registered once for the whole allocation. */
+static int register_cache(kvrt_xfer_agent *a)
+{
+    void *addr = NULL;
+    enum kvrt_memory_kind kind = KVRT_MEMORY_OPAQUE;
+    kvrt_buffer *buf = kvrt_cache_buffer(a->cache);
+    if (!buf || kvrt_buffer_address(buf, &addr, &kind) != KVRT_OK || kind != KVRT_MEMORY_HOST || !addr) {
+        kvrt_error_report(KVRT_OK, NULL);
+        return KVRT_OK; /* staged through host memory instead */
+    }
     ucp_mem_map_params_t mp;
     memset(&mp, 0, sizeof(mp));
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
     mp.address = addr;
-    mp.length = len;
-    ucs_status_t st = ucp_mem_map(a->ctx, &mp, memh);
+    mp.length = a->local.bytes;
+    double t0 = xfer_now();
+    ucs_status_t st = ucp_mem_map(a->ctx, &mp, &a->cache_memh);
     if (st != UCS_OK)
-        return xfer_ucx_fail(st, what);
-    void *packed;
-    st = ucp_rkey_pack(a->ctx, *memh, &packed, rkey_len);
-    if (st != UCS_OK)
-        return xfer_ucx_fail(st, "ucp_rkey_pack");
-    *rkey = malloc(*rkey_len);
-    if (*rkey)
-        memcpy(*rkey, packed, *rkey_len);
-    ucp_rkey_buffer_release(packed);
-    if (!*rkey)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a remote key");
-    return KVRT_OK;
-}
-
-/* The staging area is allocated by UCX (UCP_MEM_MAP_ALLOCATE): over shared
- * memory such memory is mapped by the peer, so a put is one memcpy that
- * completes without the target's help; memory registered after the fact
- * goes through UCX's active-message emulation of RMA instead.  The backend
- * buffer beside it is what gather and scatter address. */
-static int make_area(kvrt_xfer_agent *a, uint64_t want)
-{
-    uint64_t all;
-    if (want == 0) {
-        if (__builtin_mul_overflow(a->local.staging_per_block, a->local.num_blocks, &all))
-            all = UINT64_MAX;
-        want = all < DEFAULT_AREA_MAX ? all : DEFAULT_AREA_MAX;
-    }
-    if (want < a->local.staging_per_block)
-        return XFER_FAIL(KVRT_ERR_INVALID,
-                         "kvrt_xfer_agent_create: staging_bytes %llu is smaller than one "
-                         "block's staging bytes (%llu)",
-                         ULL(want), ULL(a->local.staging_per_block));
-    a->area_bytes = want;
-    int rc = kvrt_buffer_create(a->backend, want, &a->area_buf);
-    if (rc != KVRT_OK)
-        return rc;
-    ucp_mem_map_params_t mp;
-    memset(&mp, 0, sizeof(mp));
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
-    mp.address = NULL;
-    mp.length = want;
-    mp.flags = UCP_MEM_MAP_ALLOCATE;
-    ucs_status_t st = ucp_mem_map(a->ctx, &mp, &a->area_memh);
-    if (st != UCS_OK)
-        return xfer_ucx_fail(st, "ucp_mem_map (allocate) of the staging area");
-    ucp_mem_attr_t attr;
-    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS;
-    if ((st = ucp_mem_query(a->area_memh, &attr)) != UCS_OK)
-        return xfer_ucx_fail(st, "ucp_mem_query of the staging area");
-    a->area_host = attr.address;
-    a->area_shared = false;
-    void *packed;
-    if ((st = ucp_rkey_pack(a->ctx, a->area_memh, &packed, &a->area_rkey_len)) != UCS_OK)
-        return xfer_ucx_fail(st, "ucp_rkey_pack");
-    a->area_rkey = malloc(a->area_rkey_len);
-    if (a->area_rkey)
-        memcpy(a->area_rkey, packed, a->area_rkey_len);
-    ucp_rkey_buffer_release(packed);
-    if (!a->area_rkey)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a remote key");
+        return xfer_ucx_fail(st, "ucp_mem_map of the cache");
+    a->registration_s += xfer_now() - t0;
+    a->registered_bytes += a->local.bytes;
+    a->cache_addr = addr;
+    a->addressable = true;
     return KVRT_OK;
 }
 
@@ -100,114 +169,161 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
     kvrt_xfer_agent_options_default(&def);
     if (!o)
         o = &def;
-    if (o->size < sizeof(*o))
-        return XFER_FAIL(KVRT_ERR_INVALID,
-                         "kvrt_xfer_agent_create: options size %zu; expected %zu (call "
-                         "kvrt_xfer_agent_options_default)",
-                         o->size, sizeof(*o));
-    if (!(o->timeout_s >= 0) || o->timeout_s > 1e6)
-        return XFER_FAIL(KVRT_ERR_INVALID,
-                         "kvrt_xfer_agent_create: timeout_s %g; valid are 0 (default 30) "
-                         "to 1e6 seconds",
-                         o->timeout_s);
+    int rc = check_options(o);
+    if (rc != KVRT_OK)
+        return rc;
     kvrt_xfer_agent *a = calloc(1, sizeof(*a));
     if (!a)
         return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: out of memory");
+    if (pthread_mutex_init(&a->lock, NULL) != 0) {
+        free(a);
+        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: cannot create its lock");
+    }
     a->backend = b;
     a->cache = cache;
     a->timeout_s = o->timeout_s > 0 ? o->timeout_s : 30.0;
-    a->inbox_tail = &a->inbox;
+    a->id = random_id();
+    a->efd = -1;
+    a->ready_tail = &a->ready;
+    a->deferred_tail = &a->deferred;
     a->notes_tail = &a->notes;
     a->next_xid = 1;
-    int rc = xfer_desc_local(cache, &a->local);
-
-    ucp_config_t *config = NULL;
-    ucs_status_t st = UCS_OK;
-    if (rc == KVRT_OK && (st = ucp_config_read(NULL, NULL, &config)) != UCS_OK)
-        rc = xfer_ucx_fail(st, "ucp_config_read");
-    if (rc == KVRT_OK) {
-        ucp_params_t pp;
-        memset(&pp, 0, sizeof(pp));
-        pp.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-        pp.features = UCP_FEATURE_RMA | UCP_FEATURE_AM;
-        pp.name = "kvrt-xfer";
-        st = ucp_init(&pp, config, &a->ctx);
-        ucp_config_release(config);
-        if (st != UCS_OK)
-            rc = xfer_ucx_fail(st, "ucp_init");
-    }
-    if (rc == KVRT_OK) {
-        ucp_worker_params_t wp;
-        memset(&wp, 0, sizeof(wp));
-        wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-        wp.thread_mode = UCS_THREAD_MODE_SINGLE;
-        if ((st = ucp_worker_create(a->ctx, &wp, &a->worker)) != UCS_OK)
-            rc = xfer_ucx_fail(st, "ucp_worker_create");
-    }
-    if (rc == KVRT_OK && (st = ucp_worker_get_address(a->worker, &a->worker_addr, &a->worker_addr_len)) != UCS_OK)
-        rc = xfer_ucx_fail(st, "ucp_worker_get_address");
+    a->last_progress = xfer_now();
+    rc = xfer_desc_local(cache, &a->local);
     if (rc == KVRT_OK)
-        rc = xfer_set_am_handlers(a);
-    if (rc == KVRT_OK) {
-        /* Registered once for the whole allocation, never per block. */
-        a->cache_addr = xfer_buffer_host_address(kvrt_cache_buffer(cache));
-        if (a->cache_addr) {
-            rc = register_mem(a, a->cache_addr, a->local.bytes, &a->cache_memh, &a->cache_rkey, &a->cache_rkey_len,
-                              "ucp_mem_map of the cache");
-            a->cache_registered = rc == KVRT_OK;
-        }
-    }
+        rc = create_ucx(a);
     if (rc == KVRT_OK)
-        rc = make_area(a, o->staging_bytes);
+        rc = register_cache(a);
+    if (rc == KVRT_OK) {
+        uint64_t chunk = o->chunk_bytes ? o->chunk_bytes : DEFAULT_CHUNK;
+        if (chunk < a->local.staging_per_block)
+            chunk = a->local.staging_per_block;
+        uint64_t total = o->staging_bytes;
+        if (total == 0 && __builtin_mul_overflow(chunk, (uint64_t)DEFAULT_CHUNKS, &total))
+            rc = XFER_FAIL(KVRT_ERR_OVERFLOW, "kvrt_xfer_agent_create: %llu-byte chunks overflow", ULL(chunk));
+        if (rc == KVRT_OK)
+            rc = xfer_pool_create(a, chunk, total);
+    }
     if (rc != KVRT_OK) {
+        char why[2048];
+        snprintf(why, sizeof(why), "%s", kvrt_error_message());
         kvrt_xfer_agent_destroy(a);
-        return rc;
+        return kvrt_error_report(rc, "%s", why);
     }
     *out = a;
     kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
 }
 
-static void free_queue(struct xfer_queued *q)
+/* Wait (bounded) until UCX has finished with every request. */
+static void drain(kvrt_xfer_agent *a, double seconds)
 {
-    while (q) {
-        struct xfer_queued *n = q->next;
-        free(q->data);
-        free(q);
-        q = n;
-    }
+    double deadline = xfer_now() + seconds;
+    while (a->ucx_requests > 0 && xfer_now() < deadline)
+        ucp_worker_progress(a->worker);
 }
 
 void kvrt_xfer_agent_destroy(kvrt_xfer_agent *a)
 {
     if (!a)
         return;
-    while (a->peers) {
-        kvrt_xfer_peer *p = a->peers;
-        xfer_peer_unlink(a, p);
-        xfer_peer_free(p, false);
+    xfer_lock(a);
+    for (kvrt_xfer_handle *h = a->handles; h; h = h->next) {
+        xfer_handle_finish(h, KVRT_ERR_STATE, "kvrt-xfer: the agent was destroyed before the transfer completed");
+        h->agent = NULL;
+        h->out = NULL;
+        h->in = NULL;
+    }
+    a->handles = NULL;
+    /* Every peer closes abruptly: its eps are closed by force, which
+     * completes its UCX requests; what arrived stays unreported. */
+    while (a->peers)
+        xfer_peer_drop(a, a->peers, false);
+    if (a->worker)
+        drain(a, 2.0);
+    while (a->deferred) {
+        struct xfer_deferred *d = a->deferred;
+        a->deferred = d->next;
+        ucp_am_data_release(a->worker, d->desc);
+        free(d);
+    }
+    while (a->ready) {
+        struct xfer_ready *r = a->ready;
+        a->ready = r->next;
+        free(r);
     }
     for (size_t i = 0; i < a->num_pending_conn; i++)
         ucp_listener_reject(a->listener, a->pending_conn[i]);
     if (a->listener)
         ucp_listener_destroy(a->listener);
-    free_queue(a->inbox);
-    free_queue(a->notes);
+    xfer_pool_destroy(a);
     if (a->cache_memh)
         ucp_mem_unmap(a->ctx, a->cache_memh);
-    if (a->area_memh)
-        ucp_mem_unmap(a->ctx, a->area_memh);
-    free(a->cache_rkey);
-    free(a->area_rkey);
     if (a->worker_addr)
         ucp_worker_release_address(a->worker, a->worker_addr);
     if (a->worker)
         ucp_worker_destroy(a->worker);
     if (a->ctx)
         ucp_cleanup(a->ctx);
-    kvrt_buffer_destroy(a->area_buf);
+    /* No callback can run any more: what UCX never completed, and the
+     * streams, go. */
+    while (a->reqs) {
+        struct xfer_req *r = a->reqs;
+        xfer_req_done(r);
+        xfer_req_free(r);
+    }
+    while (a->outs) {
+        struct xfer_out *o = a->outs;
+        a->outs = o->next;
+        xfer_out_free(o);
+    }
+    while (a->ins) {
+        struct xfer_in *in = a->ins;
+        a->ins = in->next;
+        xfer_in_free(in);
+    }
+    while (a->notes) {
+        struct xfer_note *n = a->notes;
+        a->notes = n->next;
+        free(n->data);
+        free(n);
+    }
     xfer_desc_free(&a->local, false);
+    xfer_unlock(a);
+    pthread_mutex_destroy(&a->lock);
     free(a);
+}
+
+int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)
+{
+    if (!a || !stats)
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: NULL argument");
+    if (stats->size != 0 && stats->size != sizeof(*stats))
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: stats size %zu; expected %zu or 0", stats->size,
+                         sizeof(*stats));
+    xfer_lock(a);
+    struct kvrt_xfer_stats s = a->stats;
+    s.size = sizeof(s);
+    for (kvrt_xfer_peer *p = a->peers; p; p = p->next)
+        s.peers++;
+    for (kvrt_xfer_handle *h = a->handles; h; h = h->next)
+        s.handles++;
+    for (struct xfer_out *o = a->outs; o; o = o->next)
+        s.outgoing++;
+    for (struct xfer_in *in = a->ins; in; in = in->next)
+        s.incoming++;
+    for (struct xfer_note *n = a->notes; n; n = n->next)
+        s.notifications++;
+    s.ucx_requests = a->ucx_requests;
+    s.staging_chunks = a->pool.nslots;
+    s.staging_busy = a->pool.nslots - a->pool.nfree_send - a->pool.nfree_recv;
+    s.chunk_bytes = a->pool.chunk;
+    s.registered_bytes = a->registered_bytes;
+    s.registration_s = a->registration_s;
+    xfer_unlock(a);
+    *stats = s;
+    kvrt_error_report(KVRT_OK, NULL);
+    return KVRT_OK;
 }
 
 int kvrt_xfer_metadata_export(kvrt_xfer_agent *a, void **blob, size_t *len)
@@ -215,7 +331,9 @@ int kvrt_xfer_metadata_export(kvrt_xfer_agent *a, void **blob, size_t *len)
     if (!a || !blob || !len)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_metadata_export: NULL argument");
     uint8_t *b;
+    xfer_lock(a);
     int rc = xfer_md_export(a, &b, len);
+    xfer_unlock(a);
     if (rc == KVRT_OK)
         *blob = b;
     return rc;

@@ -1,7 +1,11 @@
 /*
  * Connections over a socket address: the listener and kvrt_xfer_accept on
- * one side, kvrt_xfer_connect on the other, exchanging metadata (HELLO,
- * REPLY) and then binding a data endpoint to the peer's worker address.
+ * one side, kvrt_xfer_connect on the other.  The handshake runs on the
+ * client-server endpoint (tcp in UCX 1.13): HELLO carries the client's
+ * metadata, REPLY the server's (or why it refused).  Each side then opens
+ * its own data endpoint to the other's worker address, on which UCX may pick
+ * shared memory, and the client says READY on it, so that the server never
+ * sends before the client knows it.
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -34,12 +38,15 @@ int kvrt_xfer_listen(kvrt_xfer_agent *a, const char *addr, uint16_t port, uint16
 {
     if (!a)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_listen: agent is NULL");
-    if (a->listener)
-        return XFER_FAIL(KVRT_ERR_STATE, "kvrt_xfer_listen: the agent already listens");
     struct sockaddr_in sa;
     int rc = make_sockaddr(addr, port, &sa, "kvrt_xfer_listen");
     if (rc != KVRT_OK)
         return rc;
+    xfer_lock(a);
+    if (a->listener) {
+        xfer_unlock(a);
+        return XFER_FAIL(KVRT_ERR_STATE, "kvrt_xfer_listen: the agent already listens");
+    }
     ucp_listener_params_t lp;
     memset(&lp, 0, sizeof(lp));
     lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
@@ -48,31 +55,83 @@ int kvrt_xfer_listen(kvrt_xfer_agent *a, const char *addr, uint16_t port, uint16
     lp.conn_handler.cb = conn_handler;
     lp.conn_handler.arg = a;
     ucs_status_t st = ucp_listener_create(a->worker, &lp, &a->listener);
-    if (st != UCS_OK)
+    if (st != UCS_OK) {
+        a->listener = NULL;
+        xfer_unlock(a);
         return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_listen: cannot listen on %s:%u: %s", addr ? addr : "127.0.0.1",
                          port, ucs_status_string(st));
+    }
     if (bound_port) {
         ucp_listener_attr_t la;
         la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-        if ((st = ucp_listener_query(a->listener, &la)) != UCS_OK)
+        if ((st = ucp_listener_query(a->listener, &la)) != UCS_OK) {
+            xfer_unlock(a);
             return xfer_ucx_fail(st, "ucp_listener_query");
+        }
         *bound_port = ntohs(((const struct sockaddr_in *)&la.sockaddr)->sin_port);
     }
+    xfer_unlock(a);
+    kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
 }
 
-/* Progress until `flag` turns true, the peer fails, or the deadline. */
-static int wait_flag(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const bool *flag, double timeout, const char *what)
+/* Progress (the lock released between rounds, so other threads go on)
+ * until `flag` turns true, the peer fails, or the deadline.  The lock is
+ * held on entry and on return. */
+static int wait_flag(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const bool *flag, double deadline, const char *what)
 {
-    double deadline = xfer_now() + timeout;
-    while (!*flag) {
-        ucp_worker_progress(a->worker);
-        if (p && p->state != KVRT_XFER_PEER_CONNECTED && !*flag)
+    for (;;) {
+        xfer_progress_round(a);
+        if (*flag)
+            return KVRT_OK;
+        if (p->state != KVRT_XFER_PEER_CONNECTED)
             return xfer_peer_ok(p, what);
         if (xfer_now() > deadline)
-            return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s timed out after %g s", what, timeout);
+            return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s: no answer from %s within %g s", what, p->name,
+                             a->timeout_s);
+        xfer_unlock(a);
+        xfer_idle(a, deadline);
+        xfer_lock(a);
     }
-    return KVRT_OK;
+}
+
+static void name_from_request(kvrt_xfer_peer *p, ucp_conn_request_h creq)
+{
+    ucp_conn_request_attr_t attr;
+    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
+    if (ucp_conn_request_query(creq, &attr) != UCS_OK || attr.client_address.ss_family != AF_INET)
+        return;
+    const struct sockaddr_in *sin = (const struct sockaddr_in *)&attr.client_address;
+    char host[INET_ADDRSTRLEN];
+    if (inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host)))
+        snprintf(p->name, sizeof(p->name), "%s:%u", host, ntohs(sin->sin_port));
+}
+
+/* Server side, the peer's HELLO arrived: check it, answer. */
+static int answer(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
+{
+    struct xfer_reply_msg rep = {KVRT_OK, 0};
+    int rc = xfer_peer_take_blob(a, p);
+    if (rc == KVRT_OK)
+        rc = xfer_peer_open_data_ep(a, p);
+    if (rc != KVRT_OK) {
+        /* Tell the peer why; a polite close delivers it before the
+         * connection goes. */
+        char why[2048];
+        snprintf(why, sizeof(why), "%s", kvrt_error_message());
+        rep.status = rc;
+        xfer_ctl_send_wait(a, p, p->conn_ep, XFER_AM_REPLY, &rep, sizeof(rep), why, strlen(why), "refusing");
+        return kvrt_error_report(rc, "kvrt_xfer_accept: refused %s: %s", p->name, why);
+    }
+    uint8_t *mine;
+    size_t len;
+    rc = xfer_md_export(a, &mine, &len);
+    if (rc == KVRT_OK) {
+        rc = xfer_ctl_send_wait(a, p, p->conn_ep, XFER_AM_REPLY, &rep, sizeof(rep), mine, len,
+                                "kvrt_xfer_accept: sending metadata");
+        free(mine);
+    }
+    return rc;
 }
 
 int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out)
@@ -80,16 +139,27 @@ int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out)
     if (!a || !out)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_accept: NULL argument");
     *out = NULL;
-    if (!a->listener)
+    if (!(timeout_s >= 0) || timeout_s > 1e6)
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_accept: timeout %g; valid are 0 (the agent's) to 1e6 seconds",
+                         timeout_s);
+    xfer_lock(a);
+    if (!a->listener) {
+        xfer_unlock(a);
         return XFER_FAIL(KVRT_ERR_STATE, "kvrt_xfer_accept: call kvrt_xfer_listen first");
-    if (!(timeout_s >= 0))
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_accept: timeout %g; valid are >= 0 seconds", timeout_s);
-    double timeout = timeout_s > 0 ? timeout_s : a->timeout_s;
-    double deadline = xfer_now() + timeout;
-    while (a->num_pending_conn == 0) {
-        ucp_worker_progress(a->worker);
-        if (xfer_now() > deadline)
-            return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_accept: no peer connected within %g s", timeout);
+    }
+    double deadline = xfer_now() + (timeout_s > 0 ? timeout_s : a->timeout_s);
+    for (;;) {
+        xfer_progress_round(a);
+        if (a->num_pending_conn > 0)
+            break;
+        if (xfer_now() > deadline) {
+            xfer_unlock(a);
+            kvrt_error_report(KVRT_OK, NULL);
+            return KVRT_XFER_PENDING;
+        }
+        xfer_unlock(a);
+        xfer_idle(a, deadline);
+        xfer_lock(a);
     }
     ucp_conn_request_h creq = a->pending_conn[0];
     /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of handles (pointers) */
@@ -98,75 +168,42 @@ int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out)
     int rc = xfer_peer_new(a, &p);
     if (rc != KVRT_OK) {
         ucp_listener_reject(a->listener, creq);
+        xfer_unlock(a);
         return rc;
     }
+    name_from_request(p, creq);
     ucp_ep_params_t ep;
     xfer_peer_ep_params(&ep, p);
     ep.field_mask |= UCP_EP_PARAM_FIELD_CONN_REQUEST;
     ep.conn_request = creq;
-    ucs_status_t st = ucp_ep_create(a->worker, &ep, &p->ep);
+    ucs_status_t st = ucp_ep_create(a->worker, &ep, &p->conn_ep);
     if (st != UCS_OK) {
-        xfer_peer_drop(a, p);
-        return xfer_ucx_fail(st, "ucp_ep_create for an incoming connection");
+        p->conn_ep = NULL;
+        rc = xfer_ucx_fail(st, "ucp_ep_create for an incoming connection");
     }
-    rc = wait_flag(a, p, &p->hello_seen, deadline - xfer_now() > 1 ? deadline - xfer_now() : 1,
-                   "kvrt_xfer_accept: waiting for the peer's metadata");
-    if (rc == KVRT_OK) {
-        rc = xfer_peer_load_blob(a, p, p->blob_len);
-        struct xfer_reply rep = {rc, 0, a->next_token++};
-        p->token = rep.token;
-        if (rc != KVRT_OK) {
-            /* Tell the peer why, then give up on it. */
-            char why[2048];
-            snprintf(why, sizeof(why), "%s", kvrt_error_message());
-            xfer_am_send(a, p, XFER_AM_REPLY, &rep, sizeof(rep), why, strlen(why), "refusal");
-            /* A flushing close, so that the refusal arrives before the
-             * connection goes. */
-            xfer_peer_unlink(a, p);
-            xfer_peer_free(p, true);
-            return kvrt_error_report(rc, "refused a peer: %s", why);
-        }
-        uint8_t *mine;
-        size_t len;
-        rc = xfer_md_export(a, &mine, &len);
-        if (rc == KVRT_OK) {
-            rc = xfer_am_send(a, p, XFER_AM_REPLY, &rep, sizeof(rep), mine, len, "sending metadata");
-            free(mine);
-        }
-    }
+    /* The handshake has a deadline of its own: a peer that connected has
+     * the agent's timeout to complete it. */
+    deadline = xfer_now() + a->timeout_s;
+    if (rc == KVRT_OK)
+        rc = wait_flag(a, p, &p->hello_seen, deadline, "kvrt_xfer_accept: waiting for the peer's metadata");
+    bool refused = false;
+    if (rc == KVRT_OK)
+        refused = (rc = answer(a, p)) != KVRT_OK;
+    if (rc == KVRT_OK)
+        rc = wait_flag(a, p, &p->ready_seen, deadline, "kvrt_xfer_accept: waiting for the peer's data endpoint");
+
     if (rc != KVRT_OK) {
-        xfer_peer_drop(a, p);
-        return rc;
+        char why[2048];
+        snprintf(why, sizeof(why), "%s", kvrt_error_message());
+        /* A refusal is flushed to the peer before the connection goes. */
+        xfer_peer_drop(a, p, refused);
+        xfer_unlock(a);
+        return kvrt_error_report(rc, "%s", why);
     }
+    xfer_unlock(a);
     *out = p;
     kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
-}
-
-/* The data ep to the worker address the peer sent, announced with BIND
- * (same ep, so it reaches the server before any request). */
-static int open_data_ep(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
-{
-    struct xfer_md md;
-    int rc = xfer_md_parse(p->blob, p->blob_len, &md);
-    if (rc != KVRT_OK)
-        return rc;
-    xfer_desc_free(&md.cache, true);
-    ucp_ep_params_t ep;
-    xfer_peer_ep_params(&ep, p);
-    /* Shared-memory transports cannot report a failed peer, and UCX leaves
-     * out what cannot honour the error mode: this ep asks for none, the
-     * connection ep keeps watching the peer. */
-    ep.err_mode = UCP_ERR_HANDLING_MODE_NONE;
-    ep.field_mask |= UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    ep.address = (const ucp_address_t *)md.worker_addr; /* points into p->blob */
-    ucs_status_t st = ucp_ep_create(a->worker, &ep, &p->data_ep);
-    if (st != UCS_OK) {
-        p->data_ep = NULL;
-        return xfer_ucx_fail(st, "ucp_ep_create to the peer's worker address");
-    }
-    p->own_data_ep = true;
-    return xfer_am_send(a, p, XFER_AM_BIND, &p->token, sizeof(p->token), NULL, 0, "kvrt_xfer_connect: binding");
 }
 
 int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_xfer_peer **out)
@@ -178,43 +215,61 @@ int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_
     int rc = make_sockaddr(addr, port, &sa, "kvrt_xfer_connect");
     if (rc != KVRT_OK)
         return rc;
+    xfer_lock(a);
     kvrt_xfer_peer *p = NULL;
-    if ((rc = xfer_peer_new(a, &p)) != KVRT_OK)
+    if ((rc = xfer_peer_new(a, &p)) != KVRT_OK) {
+        xfer_unlock(a);
         return rc;
+    }
+    snprintf(p->name, sizeof(p->name), "%s:%u", addr ? addr : "127.0.0.1", port);
     ucp_ep_params_t ep;
     xfer_peer_ep_params(&ep, p);
     ep.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
     ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
     ep.sockaddr.addr = (const struct sockaddr *)&sa;
     ep.sockaddr.addrlen = sizeof(sa);
-    ucs_status_t st = ucp_ep_create(a->worker, &ep, &p->ep);
+    ucs_status_t st = ucp_ep_create(a->worker, &ep, &p->conn_ep);
     if (st != UCS_OK) {
-        xfer_peer_drop(a, p);
-        return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_connect: cannot connect to %s:%u: %s", addr ? addr : "127.0.0.1",
-                         port, ucs_status_string(st));
+        p->conn_ep = NULL;
+        rc = XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_connect: cannot connect to %s: %s", p->name, ucs_status_string(st));
     }
-    uint8_t *mine;
-    size_t len;
-    rc = xfer_md_export(a, &mine, &len);
+    double deadline = xfer_now() + a->timeout_s;
     if (rc == KVRT_OK) {
-        rc = xfer_am_send(a, p, XFER_AM_HELLO, NULL, 0, mine, len, "kvrt_xfer_connect: sending metadata");
-        free(mine);
+        uint8_t *mine;
+        size_t len;
+        rc = xfer_md_export(a, &mine, &len);
+        if (rc == KVRT_OK) {
+            rc = xfer_ctl_send_wait(a, p, p->conn_ep, XFER_AM_HELLO, NULL, 0, mine, len,
+                                    "kvrt_xfer_connect: sending metadata");
+            free(mine);
+        }
     }
     if (rc == KVRT_OK)
-        rc = wait_flag(a, p, &p->reply_seen, a->timeout_s, "kvrt_xfer_connect: waiting for the peer's metadata");
+        rc = wait_flag(a, p, &p->reply_seen, deadline, "kvrt_xfer_connect: waiting for the peer's metadata");
     if (rc == KVRT_OK && p->reply_status != KVRT_OK)
-        rc = kvrt_error_report(p->reply_status, "the peer refused: %s", (const char *)p->blob);
+        rc = kvrt_error_report(p->reply_status, "kvrt_xfer_connect: %s refused: %s", p->name, (const char *)p->blob);
     if (rc == KVRT_OK)
-        rc = open_data_ep(a, p);
+        rc = xfer_peer_take_blob(a, p);
     if (rc == KVRT_OK)
-        rc = xfer_peer_load_blob(a, p, p->blob_len);
+        rc = xfer_peer_open_data_ep(a, p);
+
+    if (rc == KVRT_OK) {
+        /* Sent, not queued: the server waits for it even if this agent
+         * is not progressed again for a while. */
+        struct xfer_hdr h = xfer_hdr_for(p, 0);
+        rc = xfer_ctl_send_wait(a, p, p->data_ep, XFER_AM_READY, &h, sizeof(h), NULL, 0,
+                                "kvrt_xfer_connect: announcing the data endpoint");
+    }
     if (rc != KVRT_OK) {
         if (p->state == KVRT_XFER_PEER_FAILED && !p->reply_seen)
-            kvrt_error_report(rc, "kvrt_xfer_connect: cannot reach %s:%u (%s)", addr ? addr : "127.0.0.1", port,
-                              p->why);
-        xfer_peer_drop(a, p);
-        return rc;
+            kvrt_error_report(rc, "kvrt_xfer_connect: cannot reach %s (%s)", p->name, p->why);
+        char why[2048];
+        snprintf(why, sizeof(why), "%s", kvrt_error_message());
+        xfer_peer_drop(a, p, false);
+        xfer_unlock(a);
+        return kvrt_error_report(rc, "%s", why);
     }
+    xfer_unlock(a);
     *out = p;
     kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;

@@ -2,7 +2,7 @@
  * The metadata blob: what a peer needs to address this cache, and nothing
  * more.  Little-endian, fixed-width fields; every length is bounded and the
  * placement is rebuilt by kvrt and compared with the blob, so a corrupted
- * blob is refused by name instead of steering RMA to a wrong address.
+ * blob is refused by name instead of steering bytes to a wrong place.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,8 +17,9 @@ static const uint8_t magic[8] = {'K', 'V', 'R', 'T', 'X', 'F', 'E', 'R'};
 enum {
     MAX_SETS = 4096,
     MAX_LAYERS = 65536,
-    MAX_KEY = 1 << 20,
+    MAX_ADDRESS = 1 << 20,
 };
+#define MAX_CHUNK (1ull << 34)
 
 /* ---- local description --------------------------------------------------- */
 
@@ -36,7 +37,9 @@ int xfer_desc_from_placement(struct xfer_cache_desc *d)
     d->num_blocks = kvrt_placement_num_blocks(p);
     d->bytes = kvrt_placement_size(p);
     d->num_layers = total;
-    d->staging_per_block = 0;
+    int rc = kvrt_placement_staging_bytes(p, &d->staging_per_block);
+    if (rc != KVRT_OK)
+        return rc;
     d->layers = calloc(total ? total : 1, sizeof(*d->layers));
     if (!d->layers)
         return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for %llu layers", ULL(total));
@@ -46,8 +49,9 @@ int xfer_desc_from_placement(struct xfer_cache_desc *d)
         const struct kvrt_spec_info *info = &set.geometry.info;
         for (uint64_t l = 0; l < set.num_layers; l++, n++) {
             struct xfer_layer *L = &d->layers[n];
-            int rc = kvrt_placement_layer_view(p, s, l, &L->view);
-            if (rc != KVRT_OK)
+            uint64_t page;
+            if ((rc = kvrt_placement_layer_view(p, s, l, &L->view)) != KVRT_OK ||
+                (rc = kvrt_placement_staging_layer(p, n, &L->staging_offset, &page)) != KVRT_OK)
                 return rc;
             L->spec = set.spec;
             L->kernel_blocks = info->kernel_blocks_per_block;
@@ -55,10 +59,6 @@ int xfer_desc_from_placement(struct xfer_cache_desc *d)
             L->heads = info->head_slots;
             L->states = info->states_per_block;
             L->content = info->content_bytes;
-            L->staging_offset = d->staging_per_block;
-            /* Cannot overflow: the core computed the same staging size when
-             * the placement was created. */
-            d->staging_per_block += L->heads * L->states * L->content;
         }
     }
     return KVRT_OK;
@@ -168,12 +168,9 @@ int xfer_md_export(const kvrt_xfer_agent *a, uint8_t **blob, size_t *len)
         put_u64(&w, set.block_stride);
         put_u64(&w, set.offset);
     }
-    put_u32(&w, a->cache_registered ? 1u : 0u);
-    put_u64(&w, (uint64_t)(uintptr_t)a->cache_addr);
-    put_blob(&w, a->cache_rkey, a->cache_registered ? a->cache_rkey_len : 0);
-    put_u64(&w, (uint64_t)(uintptr_t)a->area_host);
-    put_u64(&w, a->area_bytes);
-    put_blob(&w, a->area_rkey, a->area_rkey_len);
+    put_u32(&w, a->addressable ? 1u : 0u);
+    put_u64(&w, a->id);
+    put_u64(&w, a->pool.chunk);
     put_blob(&w, a->worker_addr, a->worker_addr_len);
     if (w.failed) {
         free(w.buf);
@@ -233,7 +230,7 @@ static const uint8_t *get_blob(struct reader *r, uint32_t *n, const char *field)
     *n = get_u32(r, field);
     if (r->failed_field)
         return NULL;
-    if (*n > MAX_KEY) {
+    if (*n > MAX_ADDRESS) {
         r->failed_field = field;
         return NULL;
     }
@@ -384,28 +381,22 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
             rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: set %u has %u layers; valid are 1..%d in all", s,
                            x->num_layers, MAX_LAYERS);
     }
-    uint32_t registered = get_u32(&r, "registered");
-    md->cache_addr = get_u64(&r, "cache_address");
-    md->cache_rkey = get_blob(&r, &md->cache_rkey_len, "cache_rkey");
-    md->area_addr = get_u64(&r, "staging_address");
-    md->area_bytes = get_u64(&r, "staging_bytes");
-    md->area_rkey = get_blob(&r, &md->area_rkey_len, "staging_rkey");
+    uint32_t addressable = get_u32(&r, "addressable");
+    md->agent_id = get_u64(&r, "agent_id");
+    md->chunk_bytes = get_u64(&r, "chunk_bytes");
     md->worker_addr = get_blob(&r, &md->worker_addr_len, "worker_address");
     if (rc == KVRT_OK && r.failed_field)
         rc = TRUNC(&r);
     if (rc == KVRT_OK && r.pos != len)
         rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: %zu stray bytes after the end (%zu of %zu used)",
                        len - r.pos, r.pos, len);
-    if (rc == KVRT_OK && registered > 1)
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: registered flag %u; valid are 0 and 1", registered);
-    if (rc == KVRT_OK && registered && md->cache_rkey_len == 0)
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: the cache is marked registered but has no remote key");
-    if (rc == KVRT_OK && (md->area_rkey_len == 0 || md->area_bytes == 0))
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: no staging area (%llu bytes, key of %u bytes)",
-                       ULL(md->area_bytes), md->area_rkey_len);
+    if (rc == KVRT_OK && addressable > 1)
+        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: addressable flag %u; valid are 0 and 1", addressable);
+    if (rc == KVRT_OK && md->agent_id == 0)
+        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: agent id 0; an agent's id is never 0");
     if (rc == KVRT_OK && md->worker_addr_len == 0)
         rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: the worker address is empty");
-    md->registered = registered == 1;
+    md->addressable = addressable == 1;
     kvrt_placement *p = NULL;
     if (rc == KVRT_OK)
         rc = rebuild((enum kvrt_layout)layout, num_blocks, kernel, ngroups, sets, nsets, &p);
@@ -417,11 +408,11 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
         rc = xfer_desc_from_placement(&md->cache);
         if (rc != KVRT_OK)
             xfer_desc_free(&md->cache, true);
-        else if (md->area_bytes < md->cache.staging_per_block)
+        else if (md->chunk_bytes < md->cache.staging_per_block || md->chunk_bytes > MAX_CHUNK)
             rc = XFER_FAIL(KVRT_ERR_INVALID,
-                           "kvrt-xfer metadata: staging area of %llu bytes is smaller than "
-                           "one block (%llu bytes)",
-                           ULL(md->area_bytes), ULL(md->cache.staging_per_block));
+                           "kvrt-xfer metadata: staging chunks of %llu bytes; valid are one block's staging bytes "
+                           "(%llu) up to %llu",
+                           ULL(md->chunk_bytes), ULL(md->cache.staging_per_block), ULL(MAX_CHUNK));
         if (rc != KVRT_OK && md->cache.layers)
             xfer_desc_free(&md->cache, true);
     } else {
@@ -487,13 +478,14 @@ int xfer_md_compatible(const struct xfer_cache_desc *a, const struct xfer_cache_
 int kvrt_xfer_metadata_parse(const void *blob, size_t len, struct kvrt_xfer_metadata_info *info)
 {
     struct xfer_md md;
-    if (info && info->size != 0 && info->size < sizeof(*info))
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_metadata_parse: info size %zu; expected %zu", info->size,
+    if (info && info->size != 0 && info->size != sizeof(*info))
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_metadata_parse: info size %zu; expected %zu or 0", info->size,
                          sizeof(*info));
     int rc = xfer_md_parse(blob, len, &md);
     if (rc != KVRT_OK)
         return rc;
     if (info) {
+        memset(info, 0, sizeof(*info));
         info->size = sizeof(*info);
         info->version = KVRT_XFER_METADATA_VERSION;
         info->layout = md.cache.layout;
@@ -501,8 +493,8 @@ int kvrt_xfer_metadata_parse(const void *blob, size_t len, struct kvrt_xfer_meta
         info->num_layers = md.cache.num_layers;
         info->num_sets = kvrt_placement_num_sets(md.cache.placement);
         info->cache_bytes = md.cache.bytes;
-        info->cache_registered = md.registered;
-        info->staging_bytes = md.area_bytes;
+        info->cache_addressable = md.addressable;
+        info->chunk_bytes = md.chunk_bytes;
     }
     xfer_desc_free(&md.cache, true);
     kvrt_error_report(KVRT_OK, NULL);

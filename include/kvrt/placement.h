@@ -101,6 +101,17 @@ KVRT_API int kvrt_placement_layer_view(const kvrt_placement *p, size_t set, uint
 /** Find a layer by name: its set and index within the set. */
 KVRT_API int kvrt_placement_find_layer(const kvrt_placement *p, const char *name, size_t *set, uint64_t *layer);
 
+/**
+ * The staging order (docs/design.md §9), the layout gather and scatter use
+ * and two engines meet on: per block, every layer in placement order, each
+ * its unpadded [H, N, C] page.  Layer `layer` counts over all sets in
+ * placement order (0 .. layers - 1): *offset is where its page starts within
+ * one block's staging bytes, *bytes its size (H x N x C).
+ */
+KVRT_API int kvrt_placement_staging_layer(const kvrt_placement *p, uint64_t layer, uint64_t *offset, uint64_t *bytes);
+/** Staging bytes of one block (every layer's unpadded page). */
+KVRT_API int kvrt_placement_staging_bytes(const kvrt_placement *p, uint64_t *bytes_per_block);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,22 +1,41 @@
 /*
  * kvrt — moving KV blocks between engines over UCX (libkvrt-xfer).
  *
- *   kvrt_xfer_agent_create()    register a cache (and a staging area) with UCX
+ *   kvrt_xfer_agent_create()    register a cache (and a staging pool) with UCX
  *   kvrt_xfer_listen/accept()   the serving side: a UCP listener on ADDR:PORT
  *   kvrt_xfer_connect()         the initiating side; metadata is exchanged and
  *                               checked for compatibility before any byte moves
- *   kvrt_xfer_transfer()        move indexed block lists (push or pull), with an
- *                               optional layer range and head range, converting
- *                               between layouts on the way
- *   kvrt_xfer_progress()        the serving side's loop: RMA targets must keep
- *                               progressing, and staged transfers are scattered
- *                               here
- *   kvrt_xfer_notification()    messages delivered when a transfer is complete
+ *   kvrt_xfer_metadata_export() / kvrt_xfer_peer_load()
+ *                               the same without a listener: the engine
+ *                               carries the metadata blobs itself
+ *   kvrt_xfer_post()            start moving indexed block lists (push or
+ *                               pull), with an optional layer range and head
+ *                               range, converting between layouts on the way;
+ *                               returns a handle at once
+ *   kvrt_xfer_test/wait/release()  the handle's state, a bounded wait, its end
+ *   kvrt_xfer_transfer()        post + wait + release
+ *   kvrt_xfer_progress()        advance every transfer of the agent, both
+ *   kvrt_xfer_event_fd/arm()    directions; or sleep on a file descriptor
+ *   kvrt_xfer_notification()    messages delivered once a peer's transfer
+ *                               into (or pull from) this cache is complete
  *
- * A separate library (link `pkg-config --libs kvrt-xfer`): libkvrt and the
- * backends never depend on UCX.  Every function returns a kvrt status and
- * sets kvrt_error_message() on failure.  One agent is used by one thread at
- * a time.  docs/xfer.md describes the protocol and the choice of method.
+ * A separate library (link `pkg-config --libs kvrt-xfer`) with its own
+ * soname, libkvrt-xfer.so.<KVRT_XFER_API_VERSION_MAJOR>: libkvrt and the
+ * backends never depend on UCX.  Every function returns a kvrt status (or
+ * KVRT_XFER_PENDING where said) and sets kvrt_error_message() on failure.
+ *
+ * Progress: nothing moves unless someone calls into the agent.  On both
+ * sides, kvrt_xfer_progress() (or kvrt_xfer_wait(), kvrt_xfer_accept(),
+ * kvrt_xfer_transfer(), which progress while they wait) must be called until
+ * the transfers of interest are complete; an engine that does not want to
+ * spin polls kvrt_xfer_event_fd() after kvrt_xfer_arm() returned KVRT_OK.
+ *
+ * Threads: every function may be called from any thread.  The calls on one
+ * agent -- and on its peers and handles -- are serialised by a lock inside
+ * the agent; a wait releases it between rounds of progress, so one thread
+ * may wait on a handle while others post, test or progress.  Different
+ * agents share nothing.  docs/xfer.md describes the protocol, the data
+ * paths and what a dying peer does.
  */
 #ifndef KVRT_XFER_H
 #define KVRT_XFER_H
@@ -30,43 +49,93 @@
 extern "C" {
 #endif
 
-typedef struct kvrt_xfer_agent kvrt_xfer_agent;
-typedef struct kvrt_xfer_peer kvrt_xfer_peer;
+/*
+ * libkvrt-xfer's own API version: its soname is
+ * libkvrt-xfer.so.<KVRT_XFER_API_VERSION_MAJOR>; the rules are libkvrt's
+ * (docs/design.md §12).  meson.build reads both numbers from here.
+ */
+#define KVRT_XFER_API_VERSION_MAJOR 1
+#define KVRT_XFER_API_VERSION_MINOR 0
 
 /* Version of the metadata blob (kvrt_xfer_metadata_export). */
-#define KVRT_XFER_METADATA_VERSION 1u
+#define KVRT_XFER_METADATA_VERSION 2u
+
+/* Returned by kvrt_xfer_test() and kvrt_xfer_wait() while a transfer is
+ * still under way, and by kvrt_xfer_arm() when there is work to progress:
+ * not an error (positive, unlike every kvrt_status error). */
+#define KVRT_XFER_PENDING 1
+
+typedef struct kvrt_xfer_agent kvrt_xfer_agent;
+typedef struct kvrt_xfer_peer kvrt_xfer_peer;
+typedef struct kvrt_xfer_handle kvrt_xfer_handle;
 
 struct kvrt_xfer_agent_options {
     size_t size; /* sizeof(struct kvrt_xfer_agent_options) */
-    /* Registered host staging area for layout conversion and for caches
-     * whose memory UCX cannot register.  0: the staging bytes of every block
-     * of the cache, at most 64 MiB.  Larger transfers go in batches. */
+    /* Converting transfers (and caches UCX cannot address) go through
+     * registered host staging in chunks of chunk_bytes: the sender packs
+     * chunk k+1 while chunk k is on the wire and the receiver scatters chunk
+     * k-1.  0: 2 MiB.  A chunk always holds at least one block's staging
+     * bytes (it grows to that). */
+    uint64_t chunk_bytes;
+    /* The staging pool, registered once: half of it for chunks being sent,
+     * half for chunks being received, at least two chunks each.  0: eight
+     * chunks. */
     uint64_t staging_bytes;
-    /* Longest wait of any call (accept, connect, a transfer, an
-     * acknowledgement), in seconds.  0: 30. */
+    /* Longest wait of a blocking call (accept, connect) and longest time a
+     * transfer may go without progress before it fails, in seconds.  0: 30. */
     double timeout_s;
-    uint8_t reserved[64];
+    uint8_t reserved[64]; /* zero (kvrt_xfer_agent_options_default) */
 };
 
 KVRT_API void kvrt_xfer_agent_options_default(struct kvrt_xfer_agent_options *options);
 
 /**
- * An agent for `cache` (bound on backend `b`): a UCP context (RMA and active
- * messages) and worker; the cache allocation registered once when its memory
- * has a host address (kvrt_buffer_address), else transfers use host staging
- * through the backend's gather/scatter.  UCX reads its own environment
- * (UCX_TLS, UCX_NET_DEVICES).
+ * An agent for `cache` (bound on backend `b`): a UCP context and worker;
+ * the cache allocation is registered once when its memory has a host
+ * address (kvrt_buffer_address), and so is the staging pool.  Every
+ * endpoint uses UCX's peer error handling.  UCX reads its own environment
+ * (UCX_TLS, UCX_NET_DEVICES, ...); where the user has not set them, the
+ * agent sets UCX_CMA_MEMORY_INVALIDATE=y (peer error handling keeps
+ * zero-copy shared memory with it) for its own context (docs/xfer.md).
  * @return KVRT_OK; KVRT_ERR_INVALID for bad arguments; KVRT_ERR_DEVICE when
  *   UCX fails (its reason in the message).
  */
 KVRT_API int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt_xfer_agent_options *options,
                                     kvrt_xfer_agent **out);
-/** Close every peer (abruptly) and release UCX resources; the cache stays. */
+/**
+ * Fail every transfer still under way (their handles stay valid until
+ * released and report the failure), close every peer abruptly and release
+ * UCX resources; the cache stays.
+ */
 KVRT_API void kvrt_xfer_agent_destroy(kvrt_xfer_agent *a);
+
+/* What an agent holds and has done (kvrt_xfer_agent_stats). */
+struct kvrt_xfer_stats {
+    size_t size;               /* sizeof(struct kvrt_xfer_stats) */
+    uint64_t peers;            /* peers not yet closed (any state) */
+    uint64_t handles;          /* handles not yet released */
+    uint64_t outgoing;         /* transfers this agent is sending or serving */
+    uint64_t incoming;         /* transfers being received */
+    uint64_t ucx_requests;     /* UCX operations not yet complete */
+    uint64_t staging_busy;     /* staging chunks in use */
+    uint64_t staging_chunks;   /* staging chunks in the pool */
+    uint64_t chunk_bytes;      /* bytes of one staging chunk */
+    uint64_t registered_bytes; /* cache and staging pool registered with UCX */
+    double registration_s;     /* time their registration took (once) */
+    uint64_t completed;        /* transfers completed (either role) */
+    uint64_t failed;           /* transfers failed (either role) */
+    uint64_t bytes_sent;       /* payload bytes whose sending completed */
+    uint64_t bytes_received;   /* payload bytes received */
+    uint64_t notifications;    /* notifications queued and not yet taken */
+    uint8_t reserved[64];
+};
+
+/** Fill *stats (stats->size set by the caller, or 0). */
+KVRT_API int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats);
 
 /**
  * The metadata a peer needs: magic, version, layout, specs, layers, blocks,
- * the registered allocations with their remote keys, and the worker address.
+ * the staging chunk size, the agent's identity and the worker address.
  * *blob is allocated by kvrt; release it with kvrt_free().
  */
 KVRT_API int kvrt_xfer_metadata_export(kvrt_xfer_agent *a, void **blob, size_t *len);
@@ -80,8 +149,9 @@ struct kvrt_xfer_metadata_info {
     uint64_t num_layers;
     uint64_t num_sets;
     uint64_t cache_bytes;
-    bool cache_registered; /* false: the peer's transfers use host staging */
-    uint64_t staging_bytes;
+    bool cache_addressable; /* false: the peer's transfers stage through host memory */
+    uint64_t chunk_bytes;
+    uint8_t reserved[32];
 };
 
 /**
@@ -96,6 +166,7 @@ KVRT_API int kvrt_xfer_metadata_parse(const void *blob, size_t len, struct kvrt_
  * Load a peer's metadata: check it against this agent's cache (number of
  * layers and, per layer, kind, element type, block size, head size(s),
  * tokens per state and state size), then connect to its worker address.
+ * For transfers in both directions each side loads the other's blob.
  * @return KVRT_OK; KVRT_ERR_INVALID for a bad blob or an incompatible
  *   peer, naming both values; KVRT_ERR_DEVICE when UCX fails.
  */
@@ -108,17 +179,24 @@ KVRT_API int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t le
 KVRT_API int kvrt_xfer_listen(kvrt_xfer_agent *a, const char *addr, uint16_t port, uint16_t *bound_port);
 
 /**
- * Wait up to timeout_s (0: the agent's) for a peer to connect, then exchange
- * and check metadata.  An incompatible peer is told why and refused.
- * @return KVRT_OK; KVRT_ERR_DEVICE on a timeout or a transport failure;
- *   KVRT_ERR_INVALID for an incompatible peer.
+ * Wait up to timeout_s (0: the agent's timeout) for a peer to connect, then
+ * exchange and check metadata; the agent's other transfers progress
+ * meanwhile.  An incompatible peer is told why and refused.
+ * @return KVRT_OK; KVRT_XFER_PENDING when no peer connected within the time
+ *   (nothing else happened; call again); KVRT_ERR_DEVICE on a transport
+ *   failure or a peer that died during the handshake; KVRT_ERR_INVALID for
+ *   an incompatible peer.
  */
 KVRT_API int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out);
 
 /** Connect to a listener, exchange and check metadata (both sides check). */
 KVRT_API int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_xfer_peer **out);
 
-/** Tell the peer this side is done (it sees KVRT_XFER_PEER_CLOSED), then close. */
+/**
+ * Fail this peer's transfers still under way, tell the peer this side is
+ * done (it sees KVRT_XFER_PEER_CLOSED) and close.  The peer's handles stay
+ * valid until released.
+ */
 KVRT_API void kvrt_xfer_peer_close(kvrt_xfer_peer *p);
 
 enum kvrt_xfer_peer_state {
@@ -130,6 +208,9 @@ enum kvrt_xfer_peer_state {
 /** State of a peer; *why (may be NULL) gets the failure, "" otherwise. */
 KVRT_API enum kvrt_xfer_peer_state kvrt_xfer_peer_state(const kvrt_xfer_peer *p, const char **why);
 
+/** How messages name the peer: "ADDR:PORT" of a connection, or "peer N". */
+KVRT_API const char *kvrt_xfer_peer_name(const kvrt_xfer_peer *p);
+
 enum kvrt_xfer_direction {
     KVRT_XFER_PUSH = 0, /* local blocks -> remote blocks (write; the default) */
     KVRT_XFER_PULL = 1, /* remote blocks -> local blocks (read) */
@@ -137,9 +218,9 @@ enum kvrt_xfer_direction {
 
 enum kvrt_xfer_method {
     KVRT_XFER_AUTO = 0,    /* choose per pair (docs/xfer.md) */
-    KVRT_XFER_REGIONS = 1, /* same layout: one RMA per planned region */
-    KVRT_XFER_DIRECT = 2,  /* region-to-region RMA between two layouts */
-    KVRT_XFER_STAGING = 3, /* staging order through registered host areas */
+    KVRT_XFER_REGIONS = 1, /* same layout: one message per planned region */
+    KVRT_XFER_DIRECT = 2,  /* region-to-region messages between two layouts */
+    KVRT_XFER_STAGING = 3, /* pipelined staging-order chunks */
 };
 
 /** Method name ("auto", "regions", "direct", "staging"), or NULL. */
@@ -160,7 +241,7 @@ struct kvrt_xfer_request {
     enum kvrt_xfer_direction direction;
     enum kvrt_xfer_method method; /* KVRT_XFER_AUTO unless forced */
     size_t num_blocks;
-    const int64_t *local_ids;  /* num_blocks each */
+    const int64_t *local_ids;  /* num_blocks each; copied by kvrt_xfer_post */
     const int64_t *remote_ids; /* destination ids must not repeat */
     /* Layers [layer_start, layer_start + num_layers), in placement order on
      * both sides; num_layers 0: every layer from layer_start. */
@@ -169,10 +250,11 @@ struct kvrt_xfer_request {
      * [remote_head_start, + num_heads) of the peer (tensor parallelism);
      * num_heads 0: all heads, which both sides must then have alike. */
     uint64_t local_head_start, remote_head_start, num_heads;
-    /* Delivered to the peer once the data is complete (may be empty). */
+    /* Delivered to the peer once the data is complete (may be empty;
+     * copied by kvrt_xfer_post). */
     const void *notification;
     size_t notification_len;
-    uint8_t reserved[64];
+    uint8_t reserved[64]; /* zero (kvrt_xfer_request_default) */
 };
 
 KVRT_API void kvrt_xfer_request_default(struct kvrt_xfer_request *req);
@@ -180,36 +262,88 @@ KVRT_API void kvrt_xfer_request_default(struct kvrt_xfer_request *req);
 struct kvrt_xfer_plan {
     size_t size;                  /* sizeof(struct kvrt_xfer_plan) */
     enum kvrt_xfer_method method; /* what was chosen */
-    uint64_t regions;             /* planned RMA regions (REGIONS, DIRECT) or staged runs */
-    uint64_t rma_ops;             /* RMA operations issued (== regions for REGIONS) */
+    uint64_t regions;             /* planned regions (REGIONS, DIRECT) or staged chunks */
+    uint64_t messages;            /* data messages sent (== regions unless split) */
     uint64_t bytes;               /* cache bytes moved (selected pages, unpadded) */
-    uint64_t wire_bytes;          /* bytes carried by RMA */
-    uint64_t batches;             /* staging rounds */
-    double seconds;               /* wall time of kvrt_xfer_transfer */
+    uint64_t wire_bytes;          /* payload bytes on the wire */
+    uint64_t chunks;              /* staging chunks */
+    uint64_t chunk_blocks;        /* blocks per staging chunk */
+    double seconds;               /* post to completion (kvrt_xfer_handle_plan) */
     char why[160];                /* the reason for the method */
+    uint8_t reserved[32];
 };
 
 /**
- * Plan a transfer without moving anything: every check of
- * kvrt_xfer_transfer (ids in range on both sides, ranges, shapes).
+ * Plan a transfer without moving anything: every check of kvrt_xfer_post
+ * (ids in range on both sides, ranges, shapes).
  */
 KVRT_API int kvrt_xfer_plan(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer_request *req,
                             struct kvrt_xfer_plan *plan);
 
 /**
- * Move the blocks and return when the data is complete at the destination
- * and the notification is sent (or on an error or after the timeout).  A
- * refused request moves nothing.  plan may be NULL.
+ * Check the request completely and start it; *out gets a handle at once.
+ * The request's arrays and notification are copied.  A refused request
+ * moves nothing and gives no handle.  Push: complete when the peer has
+ * every byte and has queued the notification (it acknowledges); pull:
+ * complete when every byte is here, then the notification goes to the peer.
+ * Any number of transfers may be in flight, to one peer or several.
+ */
+KVRT_API int kvrt_xfer_post(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer_request *req,
+                            kvrt_xfer_handle **out);
+
+/**
+ * Progress once, then the handle's state: KVRT_OK complete;
+ * KVRT_XFER_PENDING under way; otherwise the status it failed with (its
+ * message, naming the peer, in kvrt_error_message()).
+ */
+KVRT_API int kvrt_xfer_test(kvrt_xfer_handle *h);
+
+/**
+ * Progress until the transfer ends or timeout_s passes (timeout_s < 0: until
+ * it ends, which a stalled transfer does after the agent's timeout).
+ * @return as kvrt_xfer_test().
+ */
+KVRT_API int kvrt_xfer_wait(kvrt_xfer_handle *h, double timeout_s);
+
+/** The plan the handle runs, with seconds from post to completion (0 before). */
+KVRT_API int kvrt_xfer_handle_plan(kvrt_xfer_handle *h, struct kvrt_xfer_plan *plan);
+
+/**
+ * Give the handle back.  A transfer still under way is abandoned: it fails,
+ * the peer is told to drop what arrived, and no notification is delivered.
+ * Buffers stay in use inside the agent until UCX is done with them.
+ */
+KVRT_API void kvrt_xfer_release(kvrt_xfer_handle *h);
+
+/**
+ * Post, wait until the transfer ends, release.  plan (may be NULL) gets the
+ * plan and its time.  A refused request moves nothing.
  */
 KVRT_API int kvrt_xfer_transfer(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer_request *req,
                                 struct kvrt_xfer_plan *plan);
 
-/** Progress the worker once and serve pending peer requests. */
+/**
+ * Progress every transfer of the agent and serve its peers' requests (the
+ * receiving side's staging, pulls from this cache, acknowledgements).
+ * @return KVRT_OK, or the first failure of a transfer that has no handle
+ *   here (a peer's push that could not be stored): the peer is told.
+ */
 KVRT_API int kvrt_xfer_progress(kvrt_xfer_agent *a);
+
+/** A file descriptor that becomes readable when the agent has work. */
+KVRT_API int kvrt_xfer_event_fd(kvrt_xfer_agent *a, int *fd);
+
+/**
+ * Progress, then arm the event fd.  KVRT_OK: armed, nothing to do until
+ * the fd is readable (poll it, then call kvrt_xfer_arm or progress again);
+ * KVRT_XFER_PENDING: there is work now, call again instead of sleeping.
+ */
+KVRT_API int kvrt_xfer_arm(kvrt_xfer_agent *a);
 
 /**
  * Take the oldest notification: *msg (kvrt_free it; NUL-terminated for
- * convenience), *len and the peer it came from.  None: KVRT_OK, *msg NULL.
+ * convenience), *len and the peer it came from (from may be NULL; *from is
+ * NULL when that peer has been closed since).  None: KVRT_OK, *msg NULL.
  */
 KVRT_API int kvrt_xfer_notification(kvrt_xfer_agent *a, kvrt_xfer_peer **from, char **msg, size_t *len);
 

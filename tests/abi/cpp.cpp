@@ -1,4 +1,5 @@
-// Every public header compiles from C++ and links against libkvrt.
+// Every public header compiles from C++ on its own (the header-*.cpp objects
+// linked in) and libkvrt links from C++.
 #include <kvrt/dlpack.h>
 #include <kvrt/kvrt.h>
 #include <kvrt/plugin.h>

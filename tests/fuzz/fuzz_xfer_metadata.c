@@ -22,7 +22,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     int rc = kvrt_xfer_metadata_parse(copy, size, &info);
     free(copy);
     if (rc == KVRT_OK) {
-        if (info.num_blocks == 0 || info.num_layers == 0 || info.num_sets == 0 || info.staging_bytes == 0 ||
+        if (info.num_blocks == 0 || info.num_layers == 0 || info.num_sets == 0 || info.chunk_bytes == 0 ||
             !kvrt_layout_valid((int)info.layout))
             fuzz_fail(__FILE__, __LINE__, "accepted blob", "accepted a blob describing no cache");
         return 0;

@@ -198,6 +198,10 @@ static void placement_functions(const kvrt_placement *p)
     INVALID(kvrt_placement_layer_view, "NULL, 0, 0, out", NULL, 0, 0, &(struct kvrt_view){0});
     INVALID(kvrt_placement_find_layer, "p, \"l1\", NULL, layer", p, "l1", NULL, &(uint64_t){0});
     INVALID(kvrt_placement_find_layer, "p, \"l1\", set, NULL", p, "l1", &(size_t){0}, NULL);
+    INVALID(kvrt_placement_staging_layer, "p, 0, NULL, bytes", p, 0, NULL, &(uint64_t){0});
+    INVALID(kvrt_placement_staging_layer, "NULL, 0, offset, bytes", NULL, 0, &(uint64_t){0}, &(uint64_t){0});
+    INVALID(kvrt_placement_staging_bytes, "p, NULL", p, NULL);
+    INVALID(kvrt_placement_staging_bytes, "NULL, bytes", NULL, &(uint64_t){0});
     const uint64_t ids[1] = {0};
     INVALID(kvrt_transfer_regions, "p, ids, 1, NULL, n", p, ids, 1, NULL, &(size_t){0});
     struct kvrt_region *regions = NULL;

@@ -13,6 +13,7 @@
 #include <kvrt/xfer.h>
 
 #include "cli_model.h"
+#include "xfer_pattern.h"
 
 /* Option ids shared by both subcommands (below CLI_MODEL_OPT_FIRST). */
 enum xfer_opt {
@@ -23,6 +24,8 @@ enum xfer_opt {
     XO_HEAD_OFFSET,
     XO_TIMEOUT,
     XO_STAGING,
+    XO_CHUNK,
+    XO_INFLIGHT,
     XO_LISTEN,
     XO_PORT_FILE,
     XO_SESSIONS,
@@ -51,7 +54,7 @@ struct xfer_side {
     const char *layout_option; /* --layout as the table spells it */
     uint64_t seed, head_offset;
     double timeout;
-    uint64_t staging_bytes;
+    uint64_t staging_bytes, chunk_bytes;
     struct cli_model_flags flags;
 
     const struct kvrt_model_info *model;
@@ -60,10 +63,8 @@ struct xfer_side {
     enum kvrt_layout layout;
     kvrt_placement *placement;
     kvrt_cache *cache;
-    uint64_t num_blocks, num_layers, staging_per_block;
-    uint64_t *layer_offset; /* staging offset of each layer in a block */
-    uint64_t *layer_heads, *layer_states, *layer_content;
-    uint8_t *expected; /* staging bytes of every block, as they should be */
+    uint64_t num_blocks;
+    struct xpat pattern; /* the cache's pattern and what it should hold */
     kvrt_xfer_agent *agent;
 };
 
@@ -74,29 +75,14 @@ bool xfer_side_option(struct xfer_side *s, const struct cli_option *opt, const c
 int xfer_side_set_up(struct xfer_side *s);
 void xfer_side_free(struct xfer_side *s);
 
-/* Compare every block with `expected`; returns mismatching bytes (0 = ok)
- * and the first mismatch's place in *where; UINT64_MAX on a backend error. */
+/* Compare every block with what it should hold (tests/lib/xfer_pattern.h):
+ * mismatching bytes (0 = ok), the first one's place in *where; UINT64_MAX
+ * on a backend error. */
 uint64_t xfer_side_verify(struct xfer_side *s, char *where, size_t size);
 
-/* One completed transfer as the notification carries it. */
-struct xfer_record {
-    int64_t *src_ids, *dst_ids;
-    uint64_t num_blocks;
-    uint64_t layer_start, num_layers;
-    uint64_t src_head_start, dst_head_start, num_heads; /* num_heads 0: all */
-    uint64_t seed, head_offset;                         /* the source's pattern */
-    uint64_t index;
-    bool last;
-    bool pull; /* the peer read: nothing written here */
-};
-
-char *xfer_record_json(const struct xfer_record *r);
-/* Parse a notification; false (error printed) when malformed. */
-bool xfer_record_parse(const char *text, struct xfer_record *r, const char *command);
-void xfer_record_free(struct xfer_record *r);
-
-/* Write the source's pattern into `expected` where the record says. */
-void xfer_side_apply(struct xfer_side *s, const struct xfer_record *r);
+/* A notification's record, parsed (false, error printed, when it is not
+ * one); applied to the expected contents unless the peer pulled. */
+bool xfer_side_take_record(struct xfer_side *s, const char *text, struct xpat_record *r);
 
 /* "ADDR:PORT" (ADDR optional: 127.0.0.1). */
 bool xfer_parse_endpoint(const char *option, const char *text, char *addr, size_t size, uint16_t *port);

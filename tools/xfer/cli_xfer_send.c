@@ -1,4 +1,5 @@
 /* kvrt xfer send: connect, move blocks (push or pull), report the plan. */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,6 +17,7 @@ static const struct cli_option send_options[] = {
     {"--pull", NULL, XO_PULL, false, "read the peer's blocks into this cache instead of pushing"},
     {"--method", "NAME", XO_METHOD, false, "force a method (listed below; docs/xfer.md)"},
     {"--repeat", "N", XO_REPEAT, false, "transfers, each verified by its notification (default 1)"},
+    {"--inflight", "N", XO_INFLIGHT, false, "transfers posted at a time (default 1)"},
     {"--peer-seed", "N", XO_PEER_SEED, false, "the peer's pattern, checked with --pull (default 2)"},
     {"--peer-head-offset", "H", XO_PEER_HEAD_OFFSET, false, "the peer's --head-offset, for --pull (default 0)"},
     CLI_OPTIONS_END,
@@ -27,7 +29,7 @@ void cli_xfer_send_help(FILE *out, bool common)
 {
     fprintf(out, "kvrt xfer send --connect ADDR:PORT [--ids LIST] [--remote-ids LIST]\n"
                  "               [--layer-range A-B] [--heads LOCAL:REMOTE:COUNT] [--pull]\n"
-                 "               [--method NAME] [--repeat N]\n"
+                 "               [--method NAME] [--repeat N] [--inflight N]\n"
                  "               [--backend NAME] [--layout NAME] (--model FILE | --layers L ...)\n"
                  "               [--blocks B] [--seed N] [--peer-seed N] [--timeout S] [--json]\n"
                  "  Fill a cache with the pattern of --seed (default 1), connect (metadata is\n"
@@ -35,7 +37,8 @@ void cli_xfer_send_help(FILE *out, bool common)
                  "  this cache to the blocks --remote-ids of the peer (push), or the reverse\n"
                  "  with --pull (then this side verifies against the peer's pattern,\n"
                  "  --peer-seed, default 2, and --peer-head-offset).  Each of the N transfers\n"
-                 "  (--repeat, default 1) ends with a notification the peer verifies.\n");
+                 "  (--repeat, default 1; --inflight of them posted at a time) ends with a\n"
+                 "  notification the peer verifies.\n");
     cli_print_options(out, send_options, 22);
     struct kvrt_xfer_request defaults;
     kvrt_xfer_request_default(&defaults);
@@ -45,8 +48,8 @@ void cli_xfer_send_help(FILE *out, bool common)
         xfer_print_common_options(out);
     else
         fputs("  (and the options common to both, below)\n", out);
-    fputs("  Prints the plan (method and why, planned regions, RMA operations, staging\n"
-          "  batches), the bytes, the time and GB/s (10^9 bytes/s) of the transfers.\n"
+    fputs("  Prints the plan (method and why, planned regions, data messages, staging\n"
+          "  chunks), the bytes, the time and GB/s (10^9 bytes/s) of the transfers.\n"
           "  Exit status: 0 moved (and verified with --pull); 1 a transfer failed, timed\n"
           "  out or did not verify; 2 bad input, a block id out of range on either side\n"
           "  or an incompatible peer (nothing moved); 4 no backend.\n"
@@ -72,7 +75,7 @@ struct send {
     uint64_t layer_first, layer_last;
     uint64_t lh, rh, nh;
     enum kvrt_xfer_method method;
-    uint64_t repeat, peer_seed, peer_head_offset;
+    uint64_t repeat, inflight, peer_seed, peer_head_offset;
 };
 
 static bool parse_method(const char *option, const char *v, enum kvrt_xfer_method *m)
@@ -137,6 +140,7 @@ static int apply(void *request, const struct cli_option *opt, const char *v)
     case XO_PULL: d->pull = true; break;
     case XO_METHOD: ok = parse_method(opt->name, v, &d->method); break;
     case XO_REPEAT: ok = cli_parse_u64(opt->name, v, 1, 1000000, &d->repeat); break;
+    case XO_INFLIGHT: ok = cli_parse_u64(opt->name, v, 1, 256, &d->inflight); break;
     case XO_PEER_SEED: ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &d->peer_seed); break;
     case XO_PEER_HEAD_OFFSET: ok = cli_parse_u64(opt->name, v, 0, 1u << 20, &d->peer_head_offset); break;
     }
@@ -171,8 +175,8 @@ static int print_report(const struct send *d, const struct kvrt_xfer_plan *plan,
         json_object_set_new(o, "why", cli_json_str(plan->why));
         json_object_set_new(o, "blocks", json_integer((json_int_t)d->num_ids));
         json_object_set_new(o, "regions", json_integer((json_int_t)plan->regions));
-        json_object_set_new(o, "rma_ops", json_integer((json_int_t)plan->rma_ops));
-        json_object_set_new(o, "batches", json_integer((json_int_t)plan->batches));
+        json_object_set_new(o, "messages", json_integer((json_int_t)plan->messages));
+        json_object_set_new(o, "chunks", json_integer((json_int_t)plan->chunks));
         json_object_set_new(o, "transfers", json_integer((json_int_t)d->repeat));
         json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
         const uint64_t wire_bytes = (uint64_t)plan->wire_bytes * (uint64_t)d->repeat;
@@ -187,10 +191,11 @@ static int print_report(const struct send *d, const struct kvrt_xfer_plan *plan,
     char human[32];
     cli_format_bytes(bytes, human, sizeof(human));
     printf("plan       %s: %s\n", method_name(plan->method), plan->why);
-    printf("regions    %llu planned, %llu RMA operations per transfer%s", (unsigned long long)plan->regions,
-           (unsigned long long)plan->rma_ops, plan->method == KVRT_XFER_STAGING ? "" : "\n");
+    printf("regions    %llu planned, %llu data messages per transfer%s", (unsigned long long)plan->regions,
+           (unsigned long long)plan->messages, plan->method == KVRT_XFER_STAGING ? "" : "\n");
     if (plan->method == KVRT_XFER_STAGING)
-        printf(", %llu staging batches\n", (unsigned long long)plan->batches);
+        printf(", %llu staging chunks of %llu blocks\n", (unsigned long long)plan->chunks,
+               (unsigned long long)plan->chunk_blocks);
     printf("bytes      %llu (%s) in %llu transfers of %llu blocks (%s)\n", (unsigned long long)bytes, human,
            (unsigned long long)d->repeat, (unsigned long long)d->num_ids, d->pull ? "pull" : "push");
     printf("time       %.6f s, %.3f GB/s\n", seconds, gbps);
@@ -245,7 +250,7 @@ static int run(struct send *d)
     req.local_head_start = d->lh;
     req.remote_head_start = d->rh;
     req.num_heads = d->nh;
-    struct xfer_record rec = {
+    struct xpat_record rec = {
         .src_ids = d->pull ? d->remote_ids : d->ids,
         .dst_ids = d->pull ? d->ids : d->remote_ids,
         .num_blocks = d->num_ids,
@@ -260,38 +265,75 @@ static int run(struct send *d)
     };
     struct kvrt_xfer_plan plan;
     memset(&plan, 0, sizeof(plan));
-    double seconds = 0;
-    for (uint64_t i = 0; i < d->repeat && rc == KVRT_OK; i++) {
-        rec.index = i;
-        rec.last = i + 1 == d->repeat;
-        char *note = xfer_record_json(&rec);
-        if (!note) {
-            kvrt_xfer_peer_close(peer);
-            return cli_error(CLI_EXIT_INTERNAL, "xfer send: out of memory");
+    /* --repeat transfers, --inflight of them posted at a time; this side
+     * sleeps on the agent's event fd while they run. */
+    kvrt_xfer_handle **h = calloc(d->inflight, sizeof(kvrt_xfer_handle *));
+    uint64_t *index = calloc(d->inflight, sizeof(*index));
+    if (!h || !index) {
+        free(h);
+        free(index);
+        kvrt_xfer_peer_close(peer);
+        return cli_error(CLI_EXIT_INTERNAL, "xfer send: out of memory");
+    }
+    int efd = -1;
+    kvrt_xfer_event_fd(s->agent, &efd);
+    uint64_t posted = 0, done = 0;
+    double t0 = cli_now();
+    while (done < d->repeat && rc == KVRT_OK) {
+        for (uint64_t w = 0; w < d->inflight && posted < d->repeat && rc == KVRT_OK; w++) {
+            if (h[w])
+                continue;
+            rec.index = posted;
+            rec.last = posted + 1 == d->repeat;
+            char *note = xpat_record_text(&rec);
+            req.notification = note;
+            req.notification_len = note ? strlen(note) : 0;
+            rc = note ? kvrt_xfer_post(s->agent, peer, &req, &h[w]) : KVRT_ERR_NOMEM;
+            free(note);
+            index[w] = posted++;
         }
-        req.notification = note;
-        req.notification_len = strlen(note);
-        rc = kvrt_xfer_transfer(s->agent, peer, &req, &plan);
-        free(note);
-        if (rc != KVRT_OK) {
-            char why[2048];
-            snprintf(why, sizeof(why), "%s", kvrt_error_message());
-            kvrt_xfer_peer_close(peer);
-            if (i > 0)
-                return cli_error(cli_exit_for_status(rc),
-                                 "xfer send: transfer %llu of %llu failed after %llu "
-                                 "complete: %s",
-                                 (unsigned long long)i + 1, (unsigned long long)d->repeat, (unsigned long long)i, why);
-            return cli_error(cli_exit_for_status(rc), "%s", why);
+        bool progressed = false;
+        for (uint64_t w = 0; w < d->inflight && rc == KVRT_OK; w++) {
+            int st = h[w] ? kvrt_xfer_test(h[w]) : KVRT_XFER_PENDING;
+            if (st == KVRT_XFER_PENDING)
+                continue;
+            rc = st;
+            if (rc == KVRT_OK) {
+                kvrt_xfer_handle_plan(h[w], &plan);
+                done++;
+                progressed = true;
+                if (d->pull)
+                    xpat_apply(&s->pattern, &rec);
+                if (!s->json && d->repeat > 1) {
+                    printf("transfer   %llu of %llu complete\n", (unsigned long long)index[w] + 1,
+                           (unsigned long long)d->repeat);
+                    fflush(stdout);
+                }
+                kvrt_xfer_release(h[w]);
+                h[w] = NULL;
+            }
         }
-        seconds += plan.seconds;
-        if (d->pull)
-            xfer_side_apply(s, &rec);
-        if (!s->json && d->repeat > 1) {
-            printf("transfer   %llu of %llu complete\n", (unsigned long long)i + 1, (unsigned long long)d->repeat);
-            fflush(stdout);
+        if (rc == KVRT_OK && !progressed && kvrt_xfer_arm(s->agent) == KVRT_OK) {
+            struct pollfd pfd = {efd, POLLIN, 0};
+            poll(&pfd, 1, 10);
         }
     }
+    double seconds = cli_now() - t0;
+    if (rc != KVRT_OK) {
+        char why[2048];
+        snprintf(why, sizeof(why), "%s", kvrt_error_message());
+        for (uint64_t w = 0; w < d->inflight; w++)
+            kvrt_xfer_release(h[w]);
+        free(h);
+        free(index);
+        kvrt_xfer_peer_close(peer);
+        if (done > 0)
+            return cli_error(cli_exit_for_status(rc), "xfer send: a transfer failed after %llu of %llu complete: %s",
+                             (unsigned long long)done, (unsigned long long)d->repeat, why);
+        return cli_error(cli_exit_for_status(rc), "%s", why);
+    }
+    free(h);
+    free(index);
     kvrt_xfer_peer_close(peer);
     char where[256] = "";
     uint64_t bad = d->pull ? xfer_side_verify(s, where, sizeof(where)) : 0;
@@ -306,6 +348,7 @@ int cli_xfer_send(int argc, char **argv)
     d.side.seed = 1;
     d.side.timeout = 30;
     d.repeat = 1;
+    d.inflight = 1;
     d.peer_seed = 2;
     cli_model_flags_init(&d.side.flags, "xfer send");
     bool help = false;

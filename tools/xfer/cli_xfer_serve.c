@@ -1,4 +1,5 @@
 /* kvrt xfer serve: hold a cache, accept peers, verify what they moved. */
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,6 +84,12 @@ static void session(struct serve *v, uint64_t index)
     kvrt_xfer_peer *peer;
     int rc = kvrt_xfer_accept(s->agent, s->timeout, &peer);
     char msg[1536];
+    if (rc == KVRT_XFER_PENDING) {
+        snprintf(msg, sizeof(msg), "xfer serve: session %llu: no peer connected within %g s",
+                 (unsigned long long)index + 1, s->timeout);
+        fail(v, CLI_EXIT_INTERNAL, msg);
+        return;
+    }
     if (rc == KVRT_ERR_INVALID) {
         /* An incompatible peer was told why; nothing moved.  Serve on. */
         v->refused++;
@@ -104,16 +111,18 @@ static void session(struct serve *v, uint64_t index)
     }
     double quiet_since = cli_now();
     uint64_t in_session = 0;
+    int efd = -1;
+    kvrt_xfer_event_fd(s->agent, &efd);
     for (;;) {
         rc = kvrt_xfer_progress(s->agent);
         char *note;
         size_t len;
         kvrt_xfer_peer *from;
+        bool noted = false;
         while (kvrt_xfer_notification(s->agent, &from, &note, &len) == KVRT_OK && note) {
-            struct xfer_record r;
-            if (xfer_record_parse(note, &r, "xfer serve")) {
-                if (!r.pull)
-                    xfer_side_apply(s, &r);
+            struct xpat_record r;
+            noted = true;
+            if (xfer_side_take_record(s, note, &r)) {
                 v->transfers++;
                 in_session++;
                 if (!s->json) {
@@ -121,7 +130,7 @@ static void session(struct serve *v, uint64_t index)
                            (unsigned long long)r.index + 1, (unsigned long long)r.num_blocks);
                     fflush(stdout);
                 }
-                xfer_record_free(&r);
+                xpat_record_free(&r);
             }
             kvrt_free(note);
             quiet_since = cli_now();
@@ -147,6 +156,12 @@ static void session(struct serve *v, uint64_t index)
                      (unsigned long long)index + 1, s->timeout, (unsigned long long)in_session);
             fail(v, CLI_EXIT_INTERNAL, msg);
             break;
+        }
+        /* Nothing to do: sleep on the agent's event fd (bounded, so the
+         * peer's state and the silence are looked at again). */
+        if (!noted && kvrt_xfer_arm(s->agent) == KVRT_OK) {
+            struct pollfd pfd = {efd, POLLIN, 0};
+            poll(&pfd, 1, 10);
         }
     }
     kvrt_xfer_peer_close(peer);

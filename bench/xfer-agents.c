@@ -1,0 +1,415 @@
+/*
+ * bench-xfer — libkvrt-xfer between two processes, through its own
+ * asynchronous API: what an engine sees.  Not a test: bench/xfer.py runs it
+ * next to ucx_perftest and bench-ucp-paths on the same transport.
+ *
+ *   bench-xfer [--size BYTES] [--src LAYOUT] [--dst LAYOUT] [--inflight N]
+ *              [--repeat N] [--small N] [--window W]
+ *
+ * CPU caches of 32 layers x 8 KV heads x head size 128, bf16, 16-token
+ * blocks (2 MiB of every layer's pages per block).  The program forks
+ * before touching UCX; the parent pushes, the child receives; metadata goes
+ * over a socketpair both ways (kvrt_xfer_peer_load), so no port is needed.
+ *
+ *   bandwidth  --size bytes of blocks per round (default 64 MiB), posted as
+ *              --inflight transfers at once (default 1), --repeat rounds after
+ *              a warm-up; GB/s (10^9 bytes/s) of the median and best round,
+ *              and of memcpy of the same bytes after each round
+ *   small      with --small N: N transfers of one block each (one 16-token
+ *              block of one sequence, all 32 layers), --window of them in
+ *              flight; transfers per second and latency percentiles (post to
+ *              completion, p50 and p99)
+ *
+ * A last round carries records as notifications: the receiver applies them
+ * to its expected contents and compares every byte of its cache.  Prints
+ * one JSON object, with the method chosen and the registration cost.
+ */
+#include <math.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvrt/kvrt.h>
+#include <kvrt/xfer.h>
+
+#include "xfer_pattern.h"
+
+enum { LAYERS = 32, HEADS = 8, HEAD_SIZE = 128, BLOCK = 16 };
+#define BLOCK_BYTES ((uint64_t)LAYERS * HEADS * BLOCK * 2 * HEAD_SIZE * 2)
+
+struct opts {
+    uint64_t size;
+    enum kvrt_layout src, dst;
+    int inflight, repeat, small, window;
+};
+
+struct side {
+    kvrt_runtime *rt;
+    kvrt_backend *be;
+    kvrt_placement *p;
+    kvrt_cache *c;
+    struct xpat x;
+    kvrt_xfer_agent *a;
+    kvrt_xfer_peer *peer;
+};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench-xfer: %s: %s\n", what, kvrt_error_message());
+    exit(1);
+}
+
+static void xwrite(int fd, const void *p, size_t n)
+{
+    const uint8_t *b = p;
+    while (n) {
+        ssize_t k = write(fd, b, n);
+        if (k <= 0) {
+            fprintf(stderr, "bench-xfer: the other process ended\n");
+            exit(1);
+        }
+        b += k;
+        n -= (size_t)k;
+    }
+}
+
+static void xread(int fd, void *p, size_t n)
+{
+    uint8_t *b = p;
+    while (n) {
+        ssize_t k = read(fd, b, n);
+        if (k <= 0) {
+            fprintf(stderr, "bench-xfer: the other process ended\n");
+            exit(1);
+        }
+        b += k;
+        n -= (size_t)k;
+    }
+}
+
+static void open_side(struct side *s, enum kvrt_layout layout, uint64_t blocks, uint64_t seed, int sock)
+{
+    struct kvrt_spec spec;
+    kvrt_spec_default(&spec);
+    spec.dtype = KVRT_DTYPE_BF16;
+    spec.block_size = BLOCK;
+    spec.num_kv_heads = HEADS;
+    spec.head_size = HEAD_SIZE;
+    struct kvrt_layer_entry layers[LAYERS];
+    char names[LAYERS][16];
+    for (int l = 0; l < LAYERS; l++) {
+        snprintf(names[l], sizeof(names[l]), "layer.%d", l);
+        layers[l].name = names[l];
+        layers[l].spec = spec;
+    }
+    struct kvrt_group g = {layers, LAYERS};
+    if (kvrt_runtime_open(NULL, &s->rt) != KVRT_OK ||
+        kvrt_runtime_bind(s->rt, "cpu", kvrt_layout_name(layout), &s->be) != KVRT_OK ||
+        kvrt_placement_create(layout, &g, 1, blocks, 0, &s->p) != KVRT_OK ||
+        kvrt_cache_create(s->be, s->p, &s->c) != KVRT_OK || xpat_init(&s->x, s->be, s->c, seed, 0) != KVRT_OK ||
+        kvrt_xfer_agent_create(s->be, s->c, NULL, &s->a) != KVRT_OK)
+        die("setting up a cache and its agent");
+    /* Metadata both ways over the socket, then each side loads the other's. */
+    void *blob;
+    size_t len;
+    if (kvrt_xfer_metadata_export(s->a, &blob, &len) != KVRT_OK)
+        die("kvrt_xfer_metadata_export");
+    uint64_t n = len;
+    xwrite(sock, &n, sizeof(n));
+    xwrite(sock, blob, len);
+    kvrt_free(blob);
+    xread(sock, &n, sizeof(n));
+    void *theirs = malloc(n);
+    xread(sock, theirs, n);
+    if (kvrt_xfer_peer_load(s->a, theirs, n, &s->peer) != KVRT_OK)
+        die("kvrt_xfer_peer_load");
+    free(theirs);
+}
+
+static void close_side(struct side *s)
+{
+    kvrt_xfer_peer_close(s->peer);
+    kvrt_xfer_agent_destroy(s->a);
+    xpat_free(&s->x);
+    kvrt_placement_destroy(s->p);
+    kvrt_runtime_close(s->rt);
+}
+
+/* ---- the receiver ------------------------------------------------------------ */
+
+static void take_notes(struct side *s, uint64_t *notes)
+{
+    char *msg;
+    size_t len;
+    while (kvrt_xfer_notification(s->a, NULL, &msg, &len) == KVRT_OK && msg) {
+        struct xpat_record r;
+        if (xpat_record_parse(msg, &r)) {
+            xpat_apply(&s->x, &r);
+            xpat_record_free(&r);
+        }
+        ++*notes;
+        kvrt_free(msg);
+    }
+}
+
+static int receiver(const struct opts *o, uint64_t blocks, int sock)
+{
+    struct side s;
+    open_side(&s, o->dst, blocks, 2, sock);
+    int efd;
+    kvrt_xfer_event_fd(s.a, &efd);
+    uint64_t notes = 0;
+    for (;;) {
+        kvrt_xfer_progress(s.a);
+        take_notes(&s, &notes);
+        struct pollfd pfd[2] = {{sock, POLLIN, 0}, {efd, POLLIN, 0}};
+        bool armed = kvrt_xfer_arm(s.a) == KVRT_OK;
+        if (poll(pfd, armed ? 2 : 1, armed ? 10 : 0) <= 0 || !(pfd[0].revents & POLLIN))
+            continue;
+        char c;
+        xread(sock, &c, 1);
+        /* arm() progresses too: what it completed is in the queue. */
+        take_notes(&s, &notes);
+        if (c == 'v') {
+            char where[256];
+            uint64_t bad = xpat_verify(&s.x, where, sizeof(where));
+            xwrite(sock, &bad, sizeof(bad));
+            xwrite(sock, &notes, sizeof(notes));
+        } else {
+            break;
+        }
+    }
+    close_side(&s);
+    return 0;
+}
+
+/* ---- the sender -------------------------------------------------------------- */
+
+static kvrt_xfer_handle *post(struct side *s, const int64_t *src, const int64_t *dst, uint64_t n, bool record)
+{
+    struct xpat_record r = {(int64_t *)src, (int64_t *)dst, n, 0, 0, 0, 0, 0, 1, 0, 0, false, false};
+    char *note = record ? xpat_record_text(&r) : NULL;
+    struct kvrt_xfer_request req;
+    kvrt_xfer_request_default(&req);
+    req.num_blocks = n;
+    req.local_ids = src;
+    req.remote_ids = dst;
+    req.notification = note ? note : "t";
+    req.notification_len = note ? strlen(note) : 1;
+    kvrt_xfer_handle *h;
+    if (kvrt_xfer_post(s->a, s->peer, &req, &h) != KVRT_OK)
+        die("kvrt_xfer_post");
+    free(note);
+    return h;
+}
+
+static void wait_ok(kvrt_xfer_handle *h)
+{
+    if (kvrt_xfer_wait(h, -1) != KVRT_OK)
+        die("a transfer");
+    kvrt_xfer_release(h);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static double pct(const double *sorted, int n, double p)
+{
+    int i = (int)ceil(p / 100.0 * n) - 1;
+    return sorted[i < 0 ? 0 : i >= n ? n - 1 : i];
+}
+
+/* One round: every block, split into `inflight` transfers posted at once. */
+static double round_trip(struct side *s, int64_t *ids, uint64_t blocks, int inflight, bool record)
+{
+    kvrt_xfer_handle *h[256];
+    uint64_t per = blocks / (uint64_t)inflight;
+    double t0 = now();
+    for (int i = 0; i < inflight; i++)
+        h[i] = post(s, ids + (uint64_t)i * per, ids + (uint64_t)i * per, per, record);
+    for (int i = 0; i < inflight; i++)
+        wait_ok(h[i]);
+    return now() - t0;
+}
+
+static int sender(const struct opts *o, uint64_t blocks, int sock, pid_t child)
+{
+    struct side s;
+    open_side(&s, o->src, blocks, 1, sock);
+    int64_t *ids = malloc(blocks * sizeof(*ids));
+    for (uint64_t b = 0; b < blocks; b++)
+        ids[b] = (int64_t)b;
+    struct kvrt_xfer_plan plan;
+    {
+        struct kvrt_xfer_request req;
+        kvrt_xfer_request_default(&req);
+        req.num_blocks = o->small ? 1 : blocks / (uint64_t)o->inflight;
+        req.local_ids = ids;
+        req.remote_ids = ids;
+        if (kvrt_xfer_plan(s.a, s.peer, &req, &plan) != KVRT_OK)
+            die("kvrt_xfer_plan");
+    }
+    printf("{\"src\": \"%s\", \"dst\": \"%s\", \"method\": \"%s\", \"why\": \"%s\", \"messages\": %llu, "
+           "\"chunks\": %llu, ",
+           kvrt_layout_name(o->src), kvrt_layout_name(o->dst),
+           plan.method == KVRT_XFER_REGIONS  ? "regions"
+           : plan.method == KVRT_XFER_DIRECT ? "direct"
+                                             : "staging",
+           plan.why, (unsigned long long)plan.messages, (unsigned long long)plan.chunks);
+    double *t = calloc((size_t)(o->small ? o->small : o->repeat) + 1, sizeof(double));
+    if (!o->small) {
+        /* memcpy of the same bytes after each round, in this process: the
+         * ceiling at that moment of a shared machine. */
+        uint64_t bytes = blocks * BLOCK_BYTES;
+        uint8_t *a = malloc(bytes), *b = malloc(bytes);
+        double *m = calloc((size_t)o->repeat, sizeof(double));
+        if (!a || !b || !m)
+            die("memory for memcpy");
+        memset(a, 1, bytes);
+        memset(b, 2, bytes);
+        round_trip(&s, ids, blocks, o->inflight, false); /* warm-up */
+        for (int r = 0; r < o->repeat; r++) {
+            t[r] = round_trip(&s, ids, blocks, o->inflight, false);
+            double t0 = now();
+            memcpy(b, a, bytes);
+            m[r] = now() - t0;
+        }
+        qsort(t, (size_t)o->repeat, sizeof(double), cmp_double);
+        qsort(m, (size_t)o->repeat, sizeof(double), cmp_double);
+        printf("\"mode\": \"bandwidth\", \"bytes\": %llu, \"inflight\": %d, \"rounds\": %d, \"gbps\": %.3f, "
+               "\"best_gbps\": %.3f, \"memcpy_gbps\": %.3f, ",
+               (unsigned long long)bytes, o->inflight, o->repeat, (double)bytes / t[o->repeat / 2] / 1e9,
+               (double)bytes / t[0] / 1e9, (double)bytes / m[o->repeat / 2] / 1e9);
+        free(a);
+        free(b);
+        free(m);
+        round_trip(&s, ids, blocks, o->inflight, true);
+    } else {
+        /* A window of one-block transfers, each to its own destination. */
+        kvrt_xfer_handle *h[256];
+        double *start = calloc((size_t)o->small, sizeof(double));
+        int posted = 0, done = 0, live = 0, slot[256];
+        for (int w = 0; w < o->window; w++)
+            h[w] = NULL;
+        double t0 = now();
+        while (done < o->small) {
+            for (int w = 0; w < o->window && posted < o->small; w++)
+                if (!h[w]) {
+                    uint64_t b = (uint64_t)posted % blocks;
+                    start[posted] = now();
+                    slot[w] = posted++;
+                    h[w] = post(&s, &ids[b], &ids[b], 1, false);
+                    live++;
+                }
+            for (int w = 0; w < o->window; w++) {
+                if (!h[w])
+                    continue;
+                int rc = kvrt_xfer_test(h[w]);
+                if (rc == KVRT_XFER_PENDING)
+                    continue;
+                if (rc != KVRT_OK)
+                    die("a small transfer");
+                t[done++] = now() - start[slot[w]];
+                kvrt_xfer_release(h[w]);
+                h[w] = NULL;
+                live--;
+            }
+        }
+        double total = now() - t0;
+        qsort(t, (size_t)o->small, sizeof(double), cmp_double);
+        printf("\"mode\": \"small\", \"transfers\": %d, \"window\": %d, \"bytes_each\": %llu, \"per_second\": %.1f, "
+               "\"p50_us\": %.1f, \"p99_us\": %.1f, \"gbps\": %.3f, ",
+               o->small, o->window, (unsigned long long)BLOCK_BYTES, o->small / total, pct(t, o->small, 50) * 1e6,
+               pct(t, o->small, 99) * 1e6, (double)o->small * (double)BLOCK_BYTES / total / 1e9);
+        free(start);
+        round_trip(&s, ids, blocks, 1, true);
+    }
+    struct kvrt_xfer_stats st = {.size = sizeof(st)};
+    kvrt_xfer_agent_stats(s.a, &st);
+    xwrite(sock, "v", 1);
+    uint64_t bad, notes;
+    xread(sock, &bad, sizeof(bad));
+    xread(sock, &notes, sizeof(notes));
+    printf("\"registered_bytes\": %llu, \"registration_ms\": %.3f, \"verified\": %s, \"mismatched_bytes\": %llu}\n",
+           (unsigned long long)st.registered_bytes, st.registration_s * 1e3, bad == 0 ? "true" : "false",
+           (unsigned long long)bad);
+    fflush(stdout);
+    xwrite(sock, "q", 1);
+    int status;
+    waitpid(child, &status, 0);
+    free(t);
+    free(ids);
+    close_side(&s);
+    return bad == 0 ? 0 : 1;
+}
+
+static void usage(void)
+{
+    fprintf(stderr, "usage: bench-xfer [--size BYTES] [--src LAYOUT] [--dst LAYOUT] [--inflight N] [--repeat N] "
+                    "[--small N] [--window W]\n");
+    exit(2);
+}
+
+int main(int argc, char **argv)
+{
+    struct opts o = {64ull << 20, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBHNC, 1, 5, 0, 1};
+    for (int i = 1; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : NULL;
+        if (!v)
+            usage();
+        bool ok = true;
+        if (strcmp(argv[i], "--size") == 0)
+            o.size = strtoull(v, NULL, 0);
+        else if (strcmp(argv[i], "--src") == 0 || strcmp(argv[i], "--dst") == 0)
+            ok = kvrt_layout_parse(v, argv[i][2] == 's' ? &o.src : &o.dst) == KVRT_OK;
+        else if (strcmp(argv[i], "--inflight") == 0)
+            o.inflight = atoi(v);
+        else if (strcmp(argv[i], "--repeat") == 0)
+            o.repeat = atoi(v);
+        else if (strcmp(argv[i], "--small") == 0)
+            o.small = atoi(v);
+        else if (strcmp(argv[i], "--window") == 0)
+            o.window = atoi(v);
+        else
+            ok = false;
+        if (!ok)
+            usage();
+        i++;
+    }
+    uint64_t blocks = o.size / BLOCK_BYTES;
+    if (blocks == 0 || o.size % BLOCK_BYTES || o.inflight < 1 || o.inflight > 256 || blocks % (uint64_t)o.inflight ||
+        o.repeat < 1 || o.small < 0 || o.window < 1 || o.window > 256) {
+        fprintf(stderr,
+                "bench-xfer: --size must be a multiple of %llu bytes (one block), --inflight (1..256) must divide "
+                "its blocks, --window 1..256\n",
+                (unsigned long long)BLOCK_BYTES);
+        return 2;
+    }
+    int sv[2];
+    if (socketpair(AF_UNIX, SOCK_STREAM, 0, sv) != 0)
+        return 1;
+    pid_t child = fork();
+    if (child < 0)
+        return 1;
+    if (child == 0) {
+        close(sv[0]);
+        _exit(receiver(&o, blocks, sv[1]));
+    }
+    close(sv[1]);
+    return sender(&o, blocks, sv[0], child);
+}

@@ -1,0 +1,606 @@
+#include "xfer_side.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+void side_opts_default(struct side_opts *o)
+{
+    memset(o, 0, sizeof(*o));
+    o->layout = KVRT_LAYOUT_LBHNC;
+    o->dtype = KVRT_DTYPE_BF16;
+    o->layers = 4;
+    o->heads = 4;
+    o->head_size = 32;
+    o->block_size = 16;
+    o->blocks = 128;
+    o->seed = 1;
+    o->chunk_bytes = 64 << 10;
+    o->staging_bytes = 4 * (64 << 10);
+    o->timeout_s = 20;
+}
+
+int side_open(struct side *s, const struct side_opts *o)
+{
+    memset(s, 0, sizeof(*s));
+    s->o = *o;
+    struct kvrt_spec spec;
+    kvrt_spec_default(&spec);
+    spec.dtype = o->dtype;
+    spec.block_size = o->block_size;
+    spec.num_kv_heads = o->heads;
+    spec.head_size = o->head_size;
+    struct kvrt_layer_entry layers[16];
+    char names[16][16];
+    if (o->layers > 16)
+        return kvrt_error_report(KVRT_ERR_INVALID, "side_open: at most 16 layers");
+    for (uint64_t l = 0; l < o->layers; l++) {
+        snprintf(names[l], sizeof(names[l]), "layer.%llu", (unsigned long long)l);
+        layers[l].name = names[l];
+        layers[l].spec = spec;
+    }
+    struct kvrt_group g = {layers, o->layers};
+    int rc = kvrt_runtime_open(NULL, &s->rt);
+    if (rc == KVRT_OK)
+        rc = kvrt_runtime_bind(s->rt, "cpu", kvrt_layout_name(o->layout), &s->be);
+    if (rc == KVRT_OK)
+        rc = kvrt_placement_create(o->layout, &g, 1, o->blocks, 0, &s->p);
+    if (rc == KVRT_OK)
+        rc = kvrt_cache_create(s->be, s->p, &s->c);
+    if (rc == KVRT_OK)
+        rc = o->zero ? xpat_init_zero(&s->x, s->be, s->c) : xpat_init(&s->x, s->be, s->c, o->seed, o->head_offset);
+    if (rc == KVRT_OK) {
+        struct kvrt_xfer_agent_options ao;
+        kvrt_xfer_agent_options_default(&ao);
+        ao.chunk_bytes = o->chunk_bytes;
+        ao.staging_bytes = o->staging_bytes;
+        ao.timeout_s = o->timeout_s;
+        rc = kvrt_xfer_agent_create(s->be, s->c, &ao, &s->a);
+    }
+    return rc;
+}
+
+void side_close(struct side *s)
+{
+    kvrt_xfer_agent_destroy(s->a);
+    xpat_free(&s->x);
+    kvrt_placement_destroy(s->p);
+    if (s->rt)
+        kvrt_runtime_close(s->rt);
+    memset(s, 0, sizeof(*s));
+}
+
+char *side_record(const struct side_opts *source, const int64_t *src, const int64_t *dst, uint64_t n, bool pull,
+                  uint64_t index)
+{
+    struct xpat_record r = {(int64_t *)src, (int64_t *)dst,      n,     0,     0,   0, 0, 0,
+                            source->seed,   source->head_offset, index, false, pull};
+    return xpat_record_text(&r);
+}
+
+/* ---- hex --------------------------------------------------------------------- */
+
+char *to_hex(const void *blob, size_t len)
+{
+    static const char digits[] = "0123456789abcdef";
+    const uint8_t *b = blob;
+    char *t = malloc(2 * len + 1);
+    if (!t)
+        return NULL;
+    for (size_t i = 0; i < len; i++) {
+        t[2 * i] = digits[b[i] >> 4];
+        t[2 * i + 1] = digits[b[i] & 15];
+    }
+    t[2 * len] = '\0';
+    return t;
+}
+
+static int nibble(char c)
+{
+    return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+}
+
+void *from_hex(const char *hex, size_t *len)
+{
+    size_t n = strlen(hex);
+    if (n % 2)
+        return NULL;
+    uint8_t *b = malloc(n / 2 + 1);
+    for (size_t i = 0; b && i < n / 2; i++) {
+        int hi = nibble(hex[2 * i]), lo = nibble(hex[2 * i + 1]);
+        if (hi < 0 || lo < 0) {
+            free(b);
+            return NULL;
+        }
+        b[i] = (uint8_t)(hi << 4 | lo);
+    }
+    *len = n / 2;
+    return b;
+}
+
+/* ---- the parent's end of a child ------------------------------------------- */
+
+/* UCX prints its own log lines ("[time] [host:pid] file:line UCX ERROR
+ * ...") on stdout, which is a child's answer channel: they are passed on to
+ * stderr, not taken for answers. */
+static bool ucx_log_line(const char *line)
+{
+    return line[0] == '[' && strstr(line, " UCX ") != NULL;
+}
+
+static bool read_line(struct child *c, char *buf, size_t size, double timeout_s)
+{
+    double deadline = now() + timeout_s;
+    int fd = fileno(c->from);
+    for (;;) {
+        size_t n = 0;
+        while (n + 1 < size) {
+            struct pollfd pfd = {fd, POLLIN, 0};
+            int left = (int)((deadline - now()) * 1e3);
+            if (left <= 0 || poll(&pfd, 1, left) <= 0)
+                return false;
+            char ch;
+            if (read(fd, &ch, 1) != 1)
+                return false;
+            if (ch == '\n')
+                break;
+            buf[n++] = ch;
+        }
+        buf[n] = '\0';
+        if (!ucx_log_line(buf))
+            return true;
+        fprintf(stderr, "child's UCX: %s\n", buf);
+    }
+}
+
+bool child_start(struct child *c, const char *self, const char *const *args)
+{
+    memset(c, 0, sizeof(*c));
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0)
+        return false;
+    const char *argv[40] = {self, "--child"};
+    int n = 2;
+    for (int i = 0; args[i] && n < 39; i++)
+        argv[n++] = args[i];
+    argv[n] = NULL;
+    c->pid = fork();
+    if (c->pid < 0)
+        return false;
+    if (c->pid == 0) {
+        dup2(in[0], 0);
+        dup2(out[1], 1);
+        close(in[0]);
+        close(in[1]);
+        close(out[0]);
+        close(out[1]);
+        execv(self, (char *const *)argv);
+        _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    c->to = fdopen(in[1], "w");
+    c->from = fdopen(out[0], "r");
+    char *line = malloc(1 << 20);
+    bool ok = line != NULL;
+    /* "port N" first when listening, then "md HEX". */
+    while (ok && (ok = read_line(c, line, 1 << 20, 30))) {
+        if (sscanf(line, "port %u", &c->port) == 1)
+            continue;
+        if (strncmp(line, "md ", 3) == 0) {
+            c->md = from_hex(line + 3, &c->md_len);
+            ok = c->md != NULL;
+            break;
+        }
+        fprintf(stderr, "child: %s\n", line);
+        ok = false;
+    }
+    free(line);
+    if (!ok)
+        child_kill(c);
+    return ok;
+}
+
+bool child_cmd(struct child *c, const char *cmd, char *reply, size_t size, double timeout_s)
+{
+    if (!c->to || fprintf(c->to, "%s\n", cmd) < 0 || fflush(c->to) != 0)
+        return false;
+    return read_line(c, reply, size, timeout_s);
+}
+
+static int reap(struct child *c, double timeout_s)
+{
+    double deadline = now() + timeout_s;
+    int status = 0;
+    pid_t r;
+    while ((r = waitpid(c->pid, &status, WNOHANG)) == 0 && now() < deadline) {
+        struct timespec ts = {0, 10 * 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+    if (r == 0) {
+        kill(c->pid, SIGKILL);
+        waitpid(c->pid, &status, 0);
+    }
+    c->pid = 0;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+}
+
+static void close_pipes(struct child *c)
+{
+    if (c->to)
+        fclose(c->to);
+    if (c->from)
+        fclose(c->from);
+    free(c->md);
+    c->to = c->from = NULL;
+    c->md = NULL;
+}
+
+int child_stop(struct child *c)
+{
+    if (!c->pid)
+        return -1;
+    if (c->to) {
+        fprintf(c->to, "quit\n");
+        fflush(c->to);
+    }
+    int st = reap(c, 15);
+    close_pipes(c);
+    return st;
+}
+
+void child_kill(struct child *c)
+{
+    if (c->pid) {
+        kill(c->pid, SIGKILL);
+        reap(c, 5);
+    }
+    close_pipes(c);
+}
+
+/* ---- the child --------------------------------------------------------------- */
+
+static bool parse_u64(const char *s, uint64_t *v)
+{
+    char *end;
+    errno = 0;
+    unsigned long long x = strtoull(s, &end, 0);
+    if (errno || *end || end == s)
+        return false;
+    *v = x;
+    return true;
+}
+
+/* Pushes, one at a time, to one peer: `per` of this side's first blocks
+ * into the peer's blocks [base, base + count), in turns of `per` blocks, so
+ * that a transfer never writes blocks the one before it wrote. */
+struct pusher {
+    kvrt_xfer_peer *peer;
+    uint64_t base, count, per, index;
+    kvrt_xfer_handle *h;
+    uint64_t ok, failed;
+    char why[512];
+    bool active;
+};
+
+enum { MAX_PEERS = 256 };
+
+struct child_state {
+    struct side s;
+    kvrt_xfer_peer *peers[MAX_PEERS]; /* NULL once closed */
+    int npeers;
+    struct pusher push[MAX_PEERS];
+    uint64_t notes, refused, bad_notes;
+    bool check_notes, report_notes;
+};
+
+static int64_t *iota(uint64_t first, uint64_t n)
+{
+    int64_t *v = malloc((n ? n : 1) * sizeof(*v));
+    for (uint64_t i = 0; v && i < n; i++)
+        v[i] = (int64_t)(first + i);
+    return v;
+}
+
+static void push_step(struct child_state *cs, struct pusher *pu)
+{
+    if (pu->h) {
+        int rc = kvrt_xfer_test(pu->h);
+        if (rc == KVRT_XFER_PENDING)
+            return;
+        if (rc == KVRT_OK) {
+            pu->ok++;
+        } else {
+            pu->failed++;
+            snprintf(pu->why, sizeof(pu->why), "%s", kvrt_error_message());
+            pu->active = false; /* a failed peer takes no more */
+        }
+        kvrt_xfer_release(pu->h);
+        pu->h = NULL;
+    }
+    if (!pu->active)
+        return;
+    uint64_t turns = pu->count / pu->per;
+    int64_t *src = iota(0, pu->per), *dst = iota(pu->base + (pu->index % turns) * pu->per, pu->per);
+    char *note = side_record(&cs->s.o, src, dst, pu->per, false, pu->index);
+    struct kvrt_xfer_request r;
+    kvrt_xfer_request_default(&r);
+    r.num_blocks = pu->per;
+    r.local_ids = src;
+    r.remote_ids = dst;
+    r.notification = note;
+    r.notification_len = note ? strlen(note) : 0;
+    if (kvrt_xfer_post(cs->s.a, pu->peer, &r, &pu->h) != KVRT_OK) {
+        pu->failed++;
+        snprintf(pu->why, sizeof(pu->why), "%s", kvrt_error_message());
+        pu->active = false;
+        pu->h = NULL;
+    }
+    pu->index++;
+    free(src);
+    free(dst);
+    free(note);
+}
+
+static int add_peer(struct child_state *cs, kvrt_xfer_peer *p)
+{
+    if (cs->npeers == MAX_PEERS) {
+        kvrt_xfer_peer_close(p);
+        return -1;
+    }
+    cs->peers[cs->npeers] = p;
+    return cs->npeers++;
+}
+
+static void answer(struct child_state *cs, char *line)
+{
+    unsigned port;
+    int i;
+    unsigned long long base, count, per;
+    if (strncmp(line, "load ", 5) == 0) {
+        size_t len;
+        void *blob = from_hex(line + 5, &len);
+        kvrt_xfer_peer *p = NULL;
+        int rc = blob ? kvrt_xfer_peer_load(cs->s.a, blob, len, &p) : KVRT_ERR_INVALID;
+        free(blob);
+        if (rc == KVRT_OK)
+            add_peer(cs, p);
+        printf(rc == KVRT_OK ? "loaded\n" : "error %s\n", kvrt_error_message());
+    } else if (sscanf(line, "connect %u", &port) == 1) {
+        kvrt_xfer_peer *p = NULL;
+        if (kvrt_xfer_connect(cs->s.a, "127.0.0.1", (uint16_t)port, &p) == KVRT_OK)
+            printf("peer %d\n", add_peer(cs, p));
+        else
+            printf("error %s\n", kvrt_error_message());
+    } else if (sscanf(line, "push %d %llu %llu %llu", &i, &base, &count, &per) == 4 && i >= 0 && i < cs->npeers &&
+               cs->peers[i] && per > 0 && count >= per) {
+        cs->push[i] = (struct pusher){cs->peers[i], base, count, per, 0, NULL, 0, 0, "", true};
+        printf("pushing\n");
+    } else if (sscanf(line, "stop %d", &i) == 1 && i >= 0 && i < cs->npeers) {
+        /* No new transfer; the one in flight ends (the agent's timeout
+         * bounds it). */
+        struct pusher *pu = &cs->push[i];
+        pu->active = false;
+        while (pu->h)
+            push_step(cs, pu);
+        printf("stopped %llu %llu %s\n", (unsigned long long)pu->ok, (unsigned long long)pu->failed,
+               pu->why[0] ? pu->why : "-");
+    } else if (strcmp(line, "verify") == 0) {
+        char where[256];
+        uint64_t bad = xpat_verify(&cs->s.x, where, sizeof(where));
+        printf("verify %llu %llu %s\n", (unsigned long long)bad, (unsigned long long)cs->notes, where[0] ? where : "-");
+    } else if (strcmp(line, "stats") == 0 || strcmp(line, "status") == 0) {
+        struct kvrt_xfer_stats st = {.size = sizeof(st)};
+        kvrt_xfer_agent_stats(cs->s.a, &st);
+        int connected = 0;
+        for (int k = 0; k < cs->npeers; k++)
+            connected += cs->peers[k] && kvrt_xfer_peer_state(cs->peers[k], NULL) == KVRT_XFER_PEER_CONNECTED;
+        if (line[4] == 's')
+            printf("stats %llu %llu %llu %llu %llu\n", (unsigned long long)st.outgoing, (unsigned long long)st.incoming,
+                   (unsigned long long)st.ucx_requests, (unsigned long long)st.staging_busy,
+                   (unsigned long long)st.peers);
+        else
+            printf("status connected=%d peers=%d notes=%llu bad=%llu out=%llu in=%llu ucx=%llu busy=%llu\n", connected,
+                   cs->npeers, (unsigned long long)cs->notes, (unsigned long long)cs->bad_notes,
+                   (unsigned long long)st.outgoing, (unsigned long long)st.incoming,
+                   (unsigned long long)st.ucx_requests, (unsigned long long)st.staging_busy);
+    } else {
+        printf("error unknown command \"%s\"\n", line);
+    }
+    fflush(stdout);
+}
+
+static void take_notes(struct child_state *cs)
+{
+    char *msg;
+    size_t len;
+    kvrt_xfer_peer *from;
+    while (kvrt_xfer_notification(cs->s.a, &from, &msg, &len) == KVRT_OK && msg) {
+        struct xpat_record r;
+        if (xpat_record_parse(msg, &r)) {
+            if (!r.pull)
+                xpat_apply(&cs->s.x, &r);
+            cs->notes++;
+            /* A notified transfer's blocks must hold what it moved, now. */
+            bool ok = true;
+            for (uint64_t b = 0; cs->check_notes && !r.pull && b < r.num_blocks; b++)
+                ok = ok && xpat_block_ok(&cs->s.x, r.dst_ids[b]);
+            cs->bad_notes += !ok;
+            if (cs->report_notes) {
+                printf("note %llu %s\n", (unsigned long long)r.index, ok ? "ok" : "bad");
+                fflush(stdout);
+            }
+            xpat_record_free(&r);
+        } else {
+            fprintf(stderr, "child: a notification that is not a record: %s\n", msg);
+        }
+        kvrt_free(msg);
+    }
+}
+
+int child_main(int argc, char **argv)
+{
+    struct side_opts o;
+    side_opts_default(&o);
+    bool listen = false;
+    uint64_t push_port = 0, base = 0, count = 0, per = 0;
+    static struct child_state cs;
+    for (int i = 2; i < argc; i++) {
+        const char *v = i + 1 < argc ? argv[i + 1] : "";
+        bool ok = true;
+        if (strcmp(argv[i], "--listen") == 0) {
+            listen = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--check-notes") == 0) {
+            cs.check_notes = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--report-notes") == 0) {
+            cs.check_notes = cs.report_notes = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--zero") == 0) {
+            o.zero = true;
+            continue;
+        }
+        if (strcmp(argv[i], "--layout") == 0)
+            ok = kvrt_layout_parse(v, &o.layout) == KVRT_OK;
+        else if (strcmp(argv[i], "--dtype") == 0)
+            ok = kvrt_dtype_parse(v, &o.dtype) == KVRT_OK;
+        else if (strcmp(argv[i], "--seed") == 0)
+            ok = parse_u64(v, &o.seed);
+        else if (strcmp(argv[i], "--blocks") == 0)
+            ok = parse_u64(v, &o.blocks);
+        else if (strcmp(argv[i], "--layers") == 0)
+            ok = parse_u64(v, &o.layers);
+        else if (strcmp(argv[i], "--heads") == 0)
+            ok = parse_u64(v, &o.heads);
+        else if (strcmp(argv[i], "--head-size") == 0)
+            ok = parse_u64(v, &o.head_size);
+        else if (strcmp(argv[i], "--chunk") == 0)
+            ok = parse_u64(v, &o.chunk_bytes);
+        else if (strcmp(argv[i], "--staging") == 0)
+            ok = parse_u64(v, &o.staging_bytes);
+        else if (strcmp(argv[i], "--timeout") == 0)
+            ok = (o.timeout_s = strtod(v, NULL)) > 0;
+        else if (strcmp(argv[i], "--push-to") == 0)
+            ok = parse_u64(v, &push_port);
+        else if (strcmp(argv[i], "--push") == 0)
+            ok = sscanf(v, "%llu:%llu:%llu", (unsigned long long *)&base, (unsigned long long *)&count,
+                        (unsigned long long *)&per) == 3 &&
+                 per > 0 && count >= per;
+        else
+            ok = false;
+        if (!ok) {
+            printf("error bad child option %s %s\n", argv[i], v);
+            return 2;
+        }
+        i++;
+    }
+    if (side_open(&cs.s, &o) != KVRT_OK) {
+        printf("error %s\n", kvrt_error_message());
+        return 1;
+    }
+    uint16_t port = 0;
+    if (listen && kvrt_xfer_listen(cs.s.a, NULL, 0, &port) != KVRT_OK) {
+        printf("error %s\n", kvrt_error_message());
+        return 1;
+    }
+    if (listen)
+        printf("port %u\n", port);
+    void *blob;
+    size_t len;
+    if (kvrt_xfer_metadata_export(cs.s.a, &blob, &len) != KVRT_OK) {
+        printf("error %s\n", kvrt_error_message());
+        return 1;
+    }
+    char *hex = to_hex(blob, len);
+    printf("md %s\n", hex);
+    fflush(stdout);
+    free(hex);
+    kvrt_free(blob);
+    if (push_port) {
+        /* A pushing peer from the start (--push BASE:COUNT:PER). */
+        kvrt_xfer_peer *p = NULL;
+        if (kvrt_xfer_connect(cs.s.a, "127.0.0.1", (uint16_t)push_port, &p) != KVRT_OK) {
+            fprintf(stderr, "child: %s\n", kvrt_error_message());
+            return 1;
+        }
+        int k = add_peer(&cs, p);
+        cs.push[k] = (struct pusher){p, base, count ? count : per, per ? per : 1, 0, NULL, 0, 0, "", true};
+    }
+    int efd;
+    kvrt_xfer_event_fd(cs.s.a, &efd);
+    char line[1 << 16];
+    size_t have = 0;
+    bool quit = false;
+    while (!quit) {
+        if (listen) {
+            kvrt_xfer_peer *p = NULL;
+            int rc = kvrt_xfer_accept(cs.s.a, 1e-3, &p);
+            if (rc == KVRT_OK)
+                add_peer(&cs, p);
+            else if (rc != KVRT_XFER_PENDING)
+                cs.refused++;
+        }
+        bool pushing = false;
+        for (int k = 0; k < cs.npeers; k++) {
+            if (cs.push[k].active || cs.push[k].h)
+                push_step(&cs, &cs.push[k]);
+            pushing |= cs.push[k].active;
+            /* A peer that failed or left, with nothing of ours in flight,
+             * is closed here (kvrt_xfer_peer_close of a failed peer). */
+            if (cs.peers[k] && !cs.push[k].active && !cs.push[k].h &&
+                kvrt_xfer_peer_state(cs.peers[k], NULL) != KVRT_XFER_PEER_CONNECTED) {
+                kvrt_xfer_peer_close(cs.peers[k]);
+                cs.peers[k] = NULL;
+            }
+        }
+        if (kvrt_xfer_progress(cs.s.a) != KVRT_OK)
+            fprintf(stderr, "child: %s\n", kvrt_error_message());
+        take_notes(&cs);
+        /* Sleep on the agent's event fd and the command pipe together. */
+        struct pollfd pfd[2] = {{0, POLLIN, 0}, {efd, POLLIN, 0}};
+        bool armed = !listen && !pushing && kvrt_xfer_arm(cs.s.a) == KVRT_OK;
+        if (poll(pfd, armed ? 2 : 1, armed ? 5 : 0) > 0 && (pfd[0].revents & (POLLIN | POLLHUP))) {
+            ssize_t k = read(0, line + have, sizeof(line) - 1 - have);
+            if (k <= 0)
+                break; /* the parent is gone */
+            have += (size_t)k;
+            line[have] = '\0';
+            char *nl;
+            while ((nl = strchr(line, '\n'))) {
+                *nl = '\0';
+                take_notes(&cs);
+                if (strcmp(line, "quit") == 0)
+                    quit = true;
+                else
+                    answer(&cs, line);
+                size_t used = (size_t)(nl + 1 - line);
+                memmove(line, nl + 1, have - used + 1);
+                have -= used;
+            }
+        }
+    }
+    for (int i = 0; i < cs.npeers; i++) {
+        if (cs.push[i].h)
+            kvrt_xfer_release(cs.push[i].h);
+        kvrt_xfer_peer_close(cs.peers[i]);
+    }
+    side_close(&cs.s);
+    return 0;
+}
