@@ -237,6 +237,19 @@ enum kvrt_xfer_method {
     KVRT_XFER_STAGING = 3, /* pipelined staging-order chunks */
 };
 
+/** Method name ("auto", "regions", "direct", "staging"), or NULL. */
+KVRT_API const char *kvrt_xfer_method_name(enum kvrt_xfer_method method);
+
+/**
+ * Parse a method name, exact and case-sensitive.
+ * @return KVRT_OK, or KVRT_ERR_INVALID with a message that quotes the value
+ *         and lists the valid names.
+ */
+KVRT_API int kvrt_xfer_method_parse(const char *name, enum kvrt_xfer_method *out);
+
+/** The comma-separated method names in enum order, for messages and help. */
+KVRT_API const char *kvrt_xfer_method_valid_names(void);
+
 struct kvrt_xfer_request {
     size_t size; /* sizeof(struct kvrt_xfer_request) */
     enum kvrt_xfer_direction direction;
