@@ -64,7 +64,10 @@ KVRT_API void kvrt_runtime_options_default(struct kvrt_runtime_options *options)
 
 /** Discover plugins.  A bad plugin is skipped with a reason, never fatal. */
 KVRT_API int kvrt_runtime_open(const struct kvrt_runtime_options *options, kvrt_runtime **out);
-/** Destroy every cache, buffer and backend of the runtime, then the runtime. */
+/** Destroy every cache, buffer and backend of the runtime, then the runtime.
+ *  A cache with references alive (DLPack tensors, kvrt_cache_retain) lives
+ *  on, with its backend, the buffers made on that backend and the plugin,
+ *  until the last reference goes, which finishes the close. */
 KVRT_API void kvrt_runtime_close(kvrt_runtime *rt);
 
 struct kvrt_plugin_info {
@@ -240,7 +243,9 @@ KVRT_API void kvrt_cache_destroy(kvrt_cache *c);
  * past kvrt_cache_destroy and kvrt_runtime_close, as an exported tensor
  * does: for a consumer that registers the memory elsewhere (a transfer
  * engine registering it with its network).  Match each with one
- * kvrt_cache_release; the handle stays valid for that call.
+ * kvrt_cache_release.  Until then the holder may go on using the cache
+ * and the buffers it made on its backend (a closing runtime keeps them);
+ * to the one who destroyed or closed, the handles are gone.
  * @return KVRT_ERR_STATE once the cache was destroyed or its runtime closed.
  */
 KVRT_API int kvrt_cache_retain(kvrt_cache *c);
