@@ -4,7 +4,8 @@
 Run through bench/run.sh (see BENCHMARKS.md).  In one process, on the same
 shapes, the same input tensors and the same thread count, for every layout:
 
-  1. builds a kvrt cache through libkvrt (ctypes) and a torch view of an
+  1. builds a kvrt cache through libkvrt (the kvrt package's ctypes binding,
+     bench/kvrt_raw.py) and a torch view of an
      identical cache from kvrt's own strides (`kvrt plan --json`);
   2. runs every operation once on both and checks the results against each
      other (cache bytes, read-back rows, staging bytes, decode output within
@@ -50,7 +51,7 @@ def log(msg):
 # Prerequisites, checked before anything heavy is imported or allocated.
 
 def check_prerequisites(build):
-    missing = [p for p in ("core/libkvrt.so", "tools/kvrt", "plugins/cpu/kvrt-cpu.so")
+    missing = [p for p in ("core/libkvrt.so", "tools/kvrt", "plugins/cpu/kvrt-cpu.so", "python/kvrt/_lib.py")
                if not os.path.exists(os.path.join(build, p))]
     if missing:
         die("the kvrt build is missing (%s not found under %s): run scripts/setup.sh first"
@@ -318,7 +319,7 @@ def run_layout(ctx, layout):
     sh, data, a = ctx["shape"], ctx["data"], ctx["args"]
     plan = plan_json(ctx["cli"], layout, sh, sh.blocks)
     backend = ctx["rt"].bind("cpu", layout)
-    cache = K.Cache(ctx["lib"], backend, layout, sh.layers, sh.blocks, sh.block_size, sh.kv_heads, sh.head_size)
+    cache = K.Cache(backend, layout, sh.layers, sh.blocks, sh.block_size, sh.kv_heads, sh.head_size)
     if cache.size != plan["total_bytes"]:
         die("%s: libkvrt's placement (%d bytes) and `kvrt plan` (%d) disagree" % (layout, cache.size, plan["total_bytes"]), 1)
     page = plan["page_size_bytes"]
@@ -327,11 +328,10 @@ def run_layout(ctx, layout):
     cache.upload(tflat)
     tc = TorchCache(torch, tflat, plan, sh)
     down = torch.empty_like(tflat)
-    lib = ctx["lib"]
     bufs = []
 
     def buf(t=None, nbytes=None):
-        b = K.Buffer(lib, backend, nbytes if nbytes is not None else t.numel() * t.element_size())
+        b = K.Buffer(backend, nbytes if nbytes is not None else t.numel() * t.element_size())
         if t is not None:
             b.upload(t)
         bufs.append(b)
@@ -356,7 +356,7 @@ def run_layout(ctx, layout):
     slots, pairs, ids = data["slots"], data["pairs"], data["ids"]
 
     def ck(rc, what):
-        lib.check(rc, "%s %s" % (layout, what))
+        K.check(rc, "%s %s" % (layout, what))
 
     def k_write():
         for l in range(sh.layers):
@@ -729,13 +729,13 @@ def main():
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     import numpy as np
     import torch
-    import kvrt_ctypes as K
+    import kvrt_raw
+    K = kvrt_raw.load(a.build)
     torch.set_num_threads(a.threads)
 
     sh = Shape(a)
     cli = os.path.join(a.build, "tools", "kvrt")
-    lib = K.Lib(os.path.join(a.build, "core", "libkvrt.so"))
-    rt = K.Runtime(lib)
+    rt = K.Runtime()
     started = datetime.datetime.now(datetime.timezone.utc)
     load0 = os.getloadavg()
     log("shapes: bf16, block %d, %d KV heads, head size %d, %d layers, %d blocks; write/read %d tokens, copy %d pairs, "
@@ -748,7 +748,7 @@ def main():
     max_size = sh.layers * sh.blocks * sh.kv_heads * sh.block_size * 2 * sh.head_size * 2
     log("generating %d MiB of random bf16 cache contents" % (max_size >> 20))
     base = random_bf16(np, torch, rng, max_size // 2)
-    ctx = {"np": np, "torch": torch, "kvrt": K, "lib": lib, "rt": rt, "shape": sh, "data": data, "rng": rng,
+    ctx = {"np": np, "torch": torch, "kvrt": K, "rt": rt, "shape": sh, "data": data, "rng": rng,
            "args": a, "cli": cli, "base": base, "threads": a.threads, "decode_err": {},
            "memcpy": Memcpy(torch, a.memcpy_mib << 20)}
     ctx["memcpy"].one()
@@ -772,7 +772,7 @@ def main():
         "started_utc": started.isoformat(timespec="seconds"),
         "command": "bench/run.sh " + " ".join(sys.argv[1:]),
         "machine": machine_description(torch),
-        "kvrt_version": lib.lib.kvrt_version().decode(),
+        "kvrt_version": K.version(),
         "git": subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], stdout=subprocess.PIPE,
                               stderr=subprocess.DEVNULL, universal_newlines=True).stdout.strip(),
         "loadavg_start": load0, "loadavg_end": load1,

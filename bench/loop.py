@@ -37,17 +37,17 @@ def main():
     except ImportError:
         sys.exit("loop: error: NumPy is missing: apt-get install -y --no-install-recommends python3-numpy")
     os.environ["KVRT_CPU_THREADS"] = str(a.threads)
-    import kvrt_ctypes as K
+    import kvrt_raw
+    K = kvrt_raw.load(a.build)
 
     L, bs, H, D = 4, 16, 8, 128
     T, P, G, S, CTX, HQ = 4096, 256, 256, 16, 2048, 32
     nb_seq = CTX // bs
     blocks = max(T // bs, 2 * P, G, S * nb_seq)
     rng = np.random.default_rng(1)
-    lib = K.Lib(lib_path)
-    rt = K.Runtime(lib)
+    rt = K.Runtime()
     be = rt.bind("cpu", a.layout)
-    cache = K.Cache(lib, be, a.layout, L, blocks, bs, H, D)
+    cache = K.Cache(be, a.layout, L, blocks, bs, H, D)
     bits = rng.integers(0, 1 << 16, size=cache.size // 2, dtype=np.uint16)
     bits = (bits & np.uint16(0x807F)) | np.uint16(0x3C00)  # |x| in [2^-7, 2^-6): finite bf16
     cache.upload(bits)
@@ -55,7 +55,7 @@ def main():
     row = H * D * 2
 
     def buf(nbytes, fill=True):
-        b = K.Buffer(lib, be, nbytes)
+        b = K.Buffer(be, nbytes)
         if fill:
             b.upload(((rng.integers(0, 1 << 16, size=nbytes // 2, dtype=np.uint16) & np.uint16(0x807F))
                       | np.uint16(0x3C00)))
@@ -69,13 +69,13 @@ def main():
 
         def run():
             for layer in range(L):
-                lib.check(fn(layer, slots, kb, vb), a.op)
+                K.check(fn(layer, slots, kb, vb), a.op)
     elif a.op == "copy_blocks":
         pairs = np.array([x for p in zip(perm[:P], perm[P:2 * P]) for x in p], dtype=np.int64)
         nbytes = P * cache.bytes_per_block
 
         def run():
-            lib.check(cache.copy_blocks(pairs), "copy_blocks")
+            K.check(cache.copy_blocks(pairs), "copy_blocks")
     elif a.op in ("gather", "scatter"):
         ids = np.ascontiguousarray(perm[:G].astype(np.int64))
         st = buf(cache.staging_bytes(G))
@@ -83,7 +83,7 @@ def main():
         nbytes = cache.staging_bytes(G)
 
         def run():
-            lib.check(fn(ids, st), a.op)
+            K.check(fn(ids, st), a.op)
     else:
         tables = np.ascontiguousarray(perm[:S * nb_seq].astype(np.int32).reshape(S, nb_seq))
         lens = np.full(S, CTX, dtype=np.int32)
@@ -92,7 +92,7 @@ def main():
         nbytes = S * CTX * 2 * row
 
         def run():
-            lib.check(cache.decode(0, params), "decode")
+            K.check(cache.decode(0, params), "decode")
     run()
     for _ in range(a.iters):
         t0 = time.perf_counter()

@@ -4,20 +4,10 @@
 
 #include "error.h"
 #include "layout_internal.h"
+#include "priority.h"
 #include "runtime_internal.h"
 
 static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt_layout layout, kvrt_backend **out);
-
-/* Built-in device backends win over the CPU fallback; a third-party backend
- * the user dropped in is preferred to the CPU too, since installing it says
- * the user wants it.  A backend whose device is the host CPU itself (PoCL's
- * OpenCL CPU device) comes last: it emulates on the same cores what "cpu"
- * runs natively, and is typically tens of times slower. */
-static const char *const priority[] = {"cuda", "rocm", "opencl"};
-#define NUM_PRIORITY (sizeof(priority) / sizeof(priority[0]))
-#define RANK_OTHERS NUM_PRIORITY
-#define RANK_CPU (NUM_PRIORITY + 1)
-#define RANK_CPU_DEVICE (NUM_PRIORITY + 2)
 
 static bool emulates_cpu(const struct kvrt_loaded_plugin *p)
 {
@@ -26,12 +16,7 @@ static bool emulates_cpu(const struct kvrt_loaded_plugin *p)
 
 static size_t rank_of(const struct kvrt_loaded_plugin *p)
 {
-    if (emulates_cpu(p))
-        return RANK_CPU_DEVICE;
-    for (size_t i = 0; i < NUM_PRIORITY; i++)
-        if (strcmp(priority[i], p->desc->name) == 0)
-            return i;
-    return strcmp(p->desc->name, "cpu") == 0 ? RANK_CPU : RANK_OTHERS;
+    return kvrt_priority_rank(p->desc->name, emulates_cpu(p));
 }
 
 /* Plugin indices in priority order (stable for equal ranks: search order).
@@ -39,13 +24,15 @@ static size_t rank_of(const struct kvrt_loaded_plugin *p)
  * holds rt->lock. */
 static size_t *priority_order(kvrt_runtime *rt)
 {
-    size_t *order = malloc((rt->plugins.num_loaded + 1) * sizeof(*order));
+    /* Every plugin has a rank below kvrt_priority_num_ranks(), so each entry
+     * is written below; zeroed all the same, as an analyser cannot see it. */
+    size_t *order = calloc(rt->plugins.num_loaded + 1, sizeof(*order));
     if (!order)
         return NULL;
     for (size_t i = 0; i < rt->plugins.num_loaded; i++)
         kvrt_plugin_probe(&rt->plugins.loaded[i], &rt->log);
     size_t n = 0;
-    for (size_t rank = 0; rank <= RANK_CPU_DEVICE; rank++)
+    for (size_t rank = 0; rank < kvrt_priority_num_ranks(); rank++)
         for (size_t i = 0; i < rt->plugins.num_loaded; i++)
             if (rank_of(&rt->plugins.loaded[i]) == rank)
                 order[n++] = i;
@@ -68,8 +55,6 @@ static void note_demotions(kvrt_runtime *rt, const struct kvrt_loaded_plugin *ch
                            p->desc->name, p->device.name[0] ? p->device.name : "CPU", KVRT_BACKEND_ENV, p->desc->name);
     }
 }
-
-#define PRIORITY_TEXT "cuda, rocm, opencl, others, cpu, then backends whose device is the host CPU"
 
 /* KVRT_BACKEND: unset leaves the choice to kvrt; set but empty is an error
  * (as for VLLM_KV_CACHE_LAYOUT), never the same as unset. */
@@ -105,7 +90,7 @@ static enum kvrt_layout trial_layout(const struct kvrt_plugin_descriptor *d)
         return env;
     if (!(d->flags & KVRT_PLUGIN_ANY_LAYOUT) && d->num_layouts > 0)
         return (enum kvrt_layout)d->layouts[0];
-    return kvrt_resolve_default_layout();
+    return kvrt_layout_default();
 }
 
 /* Record a backend passed over, in the trace and the log.  A bind failure
@@ -208,11 +193,18 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
     return status;
 }
 
-int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends, bool mixed_shapes,
-                         const char *preference, enum kvrt_layout *out)
+/* The layers' shapes: given as groups, else as the mixed-shapes flag. */
+struct shapes_given {
+    const struct kvrt_group *groups;
+    size_t num_groups;
+    bool mixed;
+};
+
+static int resolve_for(kvrt_runtime *rt, const char *fn, const char *const *backends, size_t num_backends,
+                       const struct shapes_given *shapes, const char *preference, enum kvrt_layout *out)
 {
     if (!rt || !out || (num_backends && !backends))
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_resolve: NULL argument");
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: NULL argument", fn);
     const char *fallback[1];
     if (num_backends == 0) {
         int status = kvrt_runtime_default_backend(rt, &fallback[0]);
@@ -241,7 +233,8 @@ int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t n
         }
     }
     if (status == KVRT_OK)
-        status = kvrt_resolver_set_mixed_shapes(r, mixed_shapes);
+        status = shapes->groups ? kvrt_resolver_set_groups(r, shapes->groups, shapes->num_groups)
+                                : kvrt_resolver_set_mixed_shapes(r, shapes->mixed);
     if (status == KVRT_OK && preference)
         status = kvrt_resolver_set_preference(r, preference, "caller");
     enum kvrt_layout chosen = KVRT_LAYOUT_LBNHC;
@@ -270,6 +263,23 @@ int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t n
     if (status == KVRT_OK)
         *out = chosen;
     return status;
+}
+
+int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends, bool mixed_shapes,
+                         const char *preference, enum kvrt_layout *out)
+{
+    const struct shapes_given shapes = {NULL, 0, mixed_shapes};
+    return resolve_for(rt, "kvrt_runtime_resolve", backends, num_backends, &shapes, preference, out);
+}
+
+int kvrt_runtime_resolve_groups(kvrt_runtime *rt, const char *const *backends, size_t num_backends,
+                                const struct kvrt_group *groups, size_t num_groups, const char *preference,
+                                enum kvrt_layout *out)
+{
+    if (!groups)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_resolve_groups: groups is NULL");
+    const struct shapes_given shapes = {groups, num_groups, false};
+    return resolve_for(rt, "kvrt_runtime_resolve_groups", backends, num_backends, &shapes, preference, out);
 }
 
 static void host_log(void *user, int level, const char *message)
@@ -434,9 +444,8 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
                 if (status == KVRT_OK) {
                     note_demotions(rt, p);
                     kvrt_trace_add(&rt->trace, KVRT_TRACE_BOUND, (int32_t)layout, p->desc->name,
-                                   "backend \"%s\" (first available in priority order " PRIORITY_TEXT
-                                   ") with layout %s",
-                                   p->desc->name, kvrt_layout_name(layout));
+                                   "backend \"%s\" (first available in priority order %s) with layout %s",
+                                   p->desc->name, kvrt_runtime_backend_priority(), kvrt_layout_name(layout));
                     break;
                 }
                 status = KVRT_ERR_NODEV;

@@ -2,6 +2,8 @@
  * Element types.  One table holds size and name so that the two can never
  * disagree; the enum value indexes it.
  */
+#include <pthread.h>
+#include <stdio.h>
 #include <string.h>
 
 #include <kvrt/dtype.h>
@@ -36,7 +38,24 @@ static const struct {
     {"bfloat16", KVRT_DTYPE_BF16},
 };
 
-#define VALID_DTYPE_NAMES "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, uint8 (also float32, float16, bfloat16)"
+/* Every spelling, written once from the tables above. */
+static char valid_names[160];
+static pthread_once_t names_once = PTHREAD_ONCE_INIT;
+
+static void write_names(void)
+{
+    size_t n = 0;
+    for (int i = 0; i < KVRT_NUM_DTYPES; i++)
+        n += (size_t)snprintf(valid_names + n, sizeof(valid_names) - n, "%s%s", i ? ", " : "", dtypes[i].name);
+    for (size_t i = 0; i < sizeof(aliases) / sizeof(aliases[0]); i++)
+        n += (size_t)snprintf(valid_names + n, sizeof(valid_names) - n, ", %s", aliases[i].name);
+}
+
+const char *kvrt_dtype_valid_names(void)
+{
+    pthread_once(&names_once, write_names);
+    return valid_names;
+}
 
 static int dtype_valid(enum kvrt_dtype dtype)
 {
@@ -58,7 +77,7 @@ int kvrt_dtype_parse(const char *name, enum kvrt_dtype *out)
     if (!out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_dtype_parse: out is NULL");
     if (!name)
-        return kvrt_fail(KVRT_ERR_INVALID, "dtype name is NULL; valid names are " VALID_DTYPE_NAMES);
+        return kvrt_fail(KVRT_ERR_INVALID, "dtype name is NULL; valid names are %s", kvrt_dtype_valid_names());
     for (int i = 0; i < KVRT_NUM_DTYPES; i++) {
         if (strcmp(name, dtypes[i].name) == 0) {
             *out = (enum kvrt_dtype)i;
@@ -76,6 +95,6 @@ int kvrt_dtype_parse(const char *name, enum kvrt_dtype *out)
      * raw in the message) and bounds the length, as for layout names. */
     char quoted[128];
     kvrt_layout_quote(name, quoted, sizeof(quoted));
-    return kvrt_fail(KVRT_ERR_INVALID,
-                     "unknown dtype \"%s\"; valid names (exact, case-sensitive) are " VALID_DTYPE_NAMES, quoted);
+    return kvrt_fail(KVRT_ERR_INVALID, "unknown dtype \"%s\"; valid names (exact, case-sensitive) are %s", quoted,
+                     kvrt_dtype_valid_names());
 }

@@ -223,6 +223,21 @@ bool kvrt_layout_block_contiguous(enum kvrt_layout layout)
     return o && o[2] == KVRT_AXIS_H && o[3] == KVRT_AXIS_N && o[4] == KVRT_AXIS_C;
 }
 
+int kvrt_layout_from_env_or_default(enum kvrt_layout *out, bool *from_env)
+{
+    bool set = false;
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_layout_from_env_or_default: out is NULL");
+    int rc = kvrt_layout_from_env(&set, out);
+    if (rc != KVRT_OK)
+        return rc;
+    if (!set)
+        *out = kvrt_layout_default();
+    if (from_env)
+        *from_env = set;
+    return KVRT_OK;
+}
+
 int kvrt_layout_from_env(bool *is_set, enum kvrt_layout *out)
 {
     if (!is_set || !out)

@@ -17,8 +17,4 @@ const char *kvrt_layout_table_text(void);
 /* "0 (LBHNC), 1 (LBNHC), ...": the valid enum values, for messages. */
 const char *kvrt_layout_values_text(void);
 
-/* The first layout of the default preference (docs/design.md §7, step 1):
- * what resolution picks when nothing constrains it. */
-enum kvrt_layout kvrt_resolve_default_layout(void);
-
 #endif

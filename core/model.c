@@ -257,23 +257,12 @@ int kvrt_model_open(const char *path, const struct kvrt_model_options *opt, kvrt
 
 int kvrt_model_mixed_shapes(const kvrt_model *m)
 {
-    bool have = false;
-    struct kvrt_spec_info first;
-    for (size_t g = 0; m && g < m->num_groups; g++) {
-        for (size_t i = 0; i < m->groups[g].num_layers; i++) {
-            struct kvrt_spec_info info;
-            if (kvrt_spec_derive(&m->groups[g].layers[i].spec, 0, &info) != KVRT_OK)
-                continue;
-            if (!have) {
-                first = info;
-                have = true;
-            } else if (info.head_slots != first.head_slots || info.states_per_block != first.states_per_block ||
-                       info.page_size != first.page_size) {
-                return 1;
-            }
-        }
-    }
-    return 0;
+    /* The one rule (kvrt_placement_mixed_shapes); a model that loaded has
+     * valid specs, and the flag stays 0 for a NULL model. */
+    bool mixed = false;
+    if (m && m->placement_groups)
+        (void)kvrt_placement_mixed_shapes(m->placement_groups, m->num_groups, &mixed);
+    return mixed ? 1 : 0;
 }
 
 int kvrt_model_from_spec(const struct kvrt_spec *spec, uint64_t num_layers, const char *name, kvrt_model **out)

@@ -14,70 +14,13 @@
 #include <kvrt/spec.h>
 
 #include "error.h"
+#include "json_util.h"
 #include "model_internal.h"
 #include "reserved.h"
 
-#if JSON_INTEGER_IS_LONG_LONG
-#define JSON_INT_MAX LLONG_MAX
-#else
-#define JSON_INT_MAX LONG_MAX
-#endif
-
-/* A size as a JSON integer; jansson's are signed 64-bit, and a larger size
- * must not wrap into a negative number a consumer would trust. */
-static json_t *u64(uint64_t value, const char *what)
-{
-    if (value > (uint64_t)JSON_INT_MAX) {
-        kvrt_error_set("%s %llu exceeds the largest JSON integer %lld; use smaller numbers or the human-readable "
-                       "output",
-                       what, (unsigned long long)value, (long long)JSON_INT_MAX);
-        return NULL;
-    }
-    return json_integer((json_int_t)value);
-}
-
-static json_t *u64_array(const uint64_t *values, size_t n, const char *what)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        json_t *v = u64(values[i], what);
-        if (!v || json_array_append_new(a, v) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
-/* Text as a JSON string, repaired to UTF-8 first (a path holds any bytes). */
-static json_t *str(const char *text)
-{
-    size_t len = strlen(text);
-    size_t need = kvrt_utf8_repair(NULL, 0, text, len);
-    if (need == len)
-        return json_stringn(text, len);
-    char *fixed = malloc(need + 1);
-    if (!fixed)
-        return NULL;
-    kvrt_utf8_repair(fixed, need + 1, text, len);
-    json_t *s = json_stringn(fixed, need);
-    free(fixed);
-    return s;
-}
-
-/* json_object_set_new that reports whether `value` could be built. */
-static bool put(json_t *obj, const char *key, json_t *value)
-{
-    if (!obj || !value) {
-        json_decref(value);
-        return false;
-    }
-    return json_object_set_new(obj, key, value) == 0;
-}
-
 static json_t *opt_u64(uint64_t v, const char *what)
 {
-    return v == KVRT_UNSET ? json_null() : u64(v, what);
+    return v == KVRT_UNSET ? json_null() : kvrt_json_u64(v, what);
 }
 
 static json_t *spec_json(const struct kvrt_spec *s)
@@ -90,18 +33,19 @@ static json_t *spec_json(const struct kvrt_spec *s)
         return NULL;
     }
     json_t *tps = json_array();
-    json_array_append_new(tps, u64(s->tokens_per_state_num, "tokens_per_state"));
-    json_array_append_new(tps, u64(s->tokens_per_state_den, "tokens_per_state"));
-    bool ok = put(o, "kind", str(kvrt_spec_kind_name(s->kind))) &&
-              put(o, "dtype", state ? json_null() : str(kvrt_dtype_name(s->dtype))) &&
-              put(o, "block_size", u64(s->block_size, "block_size")) &&
-              put(o, "kv_heads", state ? json_null() : u64(s->num_kv_heads, "kv_heads")) &&
-              put(o, "head_slots", u64(in.head_slots, "head_slots")) &&
-              put(o, "head_size", state ? json_null() : u64(in.head_size, "head_size")) &&
-              put(o, "head_size_v", state ? json_null() : u64(in.head_size_v, "head_size_v")) &&
-              put(o, "tokens_per_state", tps) && put(o, "content_bytes", u64(in.content_bytes, "content_bytes")) &&
-              put(o, "page_size_padded", opt_u64(s->page_size_padded, "page_size_padded")) &&
-              put(o, "page_bytes", u64(in.page_size, "page_bytes"));
+    json_array_append_new(tps, kvrt_json_u64(s->tokens_per_state_num, "tokens_per_state"));
+    json_array_append_new(tps, kvrt_json_u64(s->tokens_per_state_den, "tokens_per_state"));
+    bool ok = kvrt_json_put(o, "kind", kvrt_json_str(kvrt_spec_kind_name(s->kind))) &&
+              kvrt_json_put(o, "dtype", state ? json_null() : kvrt_json_str(kvrt_dtype_name(s->dtype))) &&
+              kvrt_json_put(o, "block_size", kvrt_json_u64(s->block_size, "block_size")) &&
+              kvrt_json_put(o, "kv_heads", state ? json_null() : kvrt_json_u64(s->num_kv_heads, "kv_heads")) &&
+              kvrt_json_put(o, "head_slots", kvrt_json_u64(in.head_slots, "head_slots")) &&
+              kvrt_json_put(o, "head_size", state ? json_null() : kvrt_json_u64(in.head_size, "head_size")) &&
+              kvrt_json_put(o, "head_size_v", state ? json_null() : kvrt_json_u64(in.head_size_v, "head_size_v")) &&
+              kvrt_json_put(o, "tokens_per_state", tps) &&
+              kvrt_json_put(o, "content_bytes", kvrt_json_u64(in.content_bytes, "content_bytes")) &&
+              kvrt_json_put(o, "page_size_padded", opt_u64(s->page_size_padded, "page_size_padded")) &&
+              kvrt_json_put(o, "page_bytes", kvrt_json_u64(in.page_size, "page_bytes"));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -114,8 +58,9 @@ static json_t *settings_json(const struct kvrt_model *m)
     json_t *a = json_array();
     for (size_t i = 0; a && i < m->num_settings; i++) {
         json_t *e = json_object();
-        if (!put(e, "name", str(m->settings[i].name)) || !put(e, "value", str(m->settings[i].value)) ||
-            !put(e, "source", str(m->settings[i].source)) || json_array_append_new(a, e) != 0) {
+        if (!kvrt_json_put(e, "name", kvrt_json_str(m->settings[i].name)) ||
+            !kvrt_json_put(e, "value", kvrt_json_str(m->settings[i].value)) ||
+            !kvrt_json_put(e, "source", kvrt_json_str(m->settings[i].source)) || json_array_append_new(a, e) != 0) {
             json_decref(a);
             return NULL;
         }
@@ -132,48 +77,36 @@ static json_t *model_object(const struct kvrt_model *m)
 {
     json_t *o = json_object(), *groups = json_array(), *notes = json_array();
     for (size_t i = 0; notes && i < m->num_notes; i++)
-        json_array_append_new(notes, str(m->notes[i]));
-    bool ok = put(o, "name", str(m->name)) && put(o, "source", str(m->source)) && put(o, "format", str(m->format)) &&
-              put(o, "architecture", str(m->architecture)) && put(o, "num_layers", u64(m->num_layers, "num_layers")) &&
-              put(o, "num_q_heads", u64(m->num_q_heads, "num_q_heads")) && put(o, "settings", settings_json(m)) &&
-              put(o, "max_model_len", m->max_model_len ? u64(m->max_model_len, "max_model_len") : json_null()) &&
-              put(o, "max_model_len_source", m->max_model_len_source ? str(m->max_model_len_source) : json_null()) &&
-              put(o, "notes", notes);
+        json_array_append_new(notes, kvrt_json_str(m->notes[i]));
+    bool ok = kvrt_json_put(o, "name", kvrt_json_str(m->name)) &&
+              kvrt_json_put(o, "source", kvrt_json_str(m->source)) &&
+              kvrt_json_put(o, "format", kvrt_json_str(m->format)) &&
+              kvrt_json_put(o, "architecture", kvrt_json_str(m->architecture)) &&
+              kvrt_json_put(o, "num_layers", kvrt_json_u64(m->num_layers, "num_layers")) &&
+              kvrt_json_put(o, "num_q_heads", kvrt_json_u64(m->num_q_heads, "num_q_heads")) &&
+              kvrt_json_put(o, "settings", settings_json(m)) &&
+              kvrt_json_put(o, "max_model_len",
+                            m->max_model_len ? kvrt_json_u64(m->max_model_len, "max_model_len") : json_null()) &&
+              kvrt_json_put(o, "max_model_len_source",
+                            m->max_model_len_source ? kvrt_json_str(m->max_model_len_source) : json_null()) &&
+              kvrt_json_put(o, "notes", notes);
     for (size_t g = 0; ok && g < m->num_groups; g++) {
         const struct model_group *grp = &m->groups[g];
         json_t *e = json_object(), *names = json_array();
         for (size_t i = 0; names && i < grp->num_layers; i++)
-            json_array_append_new(names, str(grp->layers[i].name));
-        ok = put(e, "name", str(grp->name)) && put(e, "what", str(grp->what)) &&
-             put(e, "window", grp->window ? u64(grp->window, "window") : json_null()) &&
-             put(e, "usage", str(usage_name(grp->usage))) && put(e, "num_layers", u64(grp->num_layers, "num_layers")) &&
-             put(e, "layers", names) && put(e, "spec", spec_json(&grp->layers[0].spec)) &&
+            json_array_append_new(names, kvrt_json_str(grp->layers[i].name));
+        ok = kvrt_json_put(e, "name", kvrt_json_str(grp->name)) && kvrt_json_put(e, "what", kvrt_json_str(grp->what)) &&
+             kvrt_json_put(e, "window", grp->window ? kvrt_json_u64(grp->window, "window") : json_null()) &&
+             kvrt_json_put(e, "usage", kvrt_json_str(usage_name(grp->usage))) &&
+             kvrt_json_put(e, "num_layers", kvrt_json_u64(grp->num_layers, "num_layers")) &&
+             kvrt_json_put(e, "layers", names) && kvrt_json_put(e, "spec", spec_json(&grp->layers[0].spec)) &&
              json_array_append_new(groups, e) == 0;
     }
-    if (!ok || !put(o, "groups", groups)) {
+    if (!ok || !kvrt_json_put(o, "groups", groups)) {
         json_decref(o);
         return NULL;
     }
     return o;
-}
-
-/* The object as text, as kvrt prints JSON: two-space indents, keys in the
- * order they were added. */
-static int dump(json_t *root, const char *what, char **out)
-{
-    if (!root) {
-        /* Only a number past JSON's integers sets a message; anything else
-         * is memory running out. */
-        return kvrt_error_message()[0] ? KVRT_ERR_OVERFLOW
-                                       : kvrt_fail(KVRT_ERR_NOMEM, "out of memory building %s", what);
-    }
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!text)
-        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory writing %s", what);
-    kvrt_clear_error();
-    *out = text;
-    return KVRT_OK;
 }
 
 int kvrt_model_json(const kvrt_model *m, char **out)
@@ -182,7 +115,7 @@ int kvrt_model_json(const kvrt_model *m, char **out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_model_json: %s is NULL", m ? "out" : "the model");
     *out = NULL;
     kvrt_clear_error();
-    return dump(model_object(m), "the model's JSON", out);
+    return kvrt_json_dump(model_object(m), "the model's JSON", out);
 }
 
 void kvrt_model_plan_request_default(struct kvrt_model_plan_request *req)
@@ -208,11 +141,12 @@ static json_t *groups_json(const struct kvrt_model *m, uint64_t blocks)
         const uint64_t bs = grp->layers[0].spec.block_size;
         /* Bounded by the placement's checked size. */
         json_t *e = json_object();
-        bool ok = put(e, "name", str(grp->name)) && put(e, "num_layers", u64(grp->num_layers, "num_layers")) &&
-                  put(e, "page_bytes", u64(in.page_size, "page_bytes")) &&
-                  put(e, "bytes_per_block", u64(per_block, "bytes_per_block")) &&
-                  put(e, "bytes", u64(per_block * blocks, "bytes")) && put(e, "tokens", u64(blocks * bs, "tokens")) &&
-                  json_array_append_new(a, e) == 0;
+        bool ok = kvrt_json_put(e, "name", kvrt_json_str(grp->name)) &&
+                  kvrt_json_put(e, "num_layers", kvrt_json_u64(grp->num_layers, "num_layers")) &&
+                  kvrt_json_put(e, "page_bytes", kvrt_json_u64(in.page_size, "page_bytes")) &&
+                  kvrt_json_put(e, "bytes_per_block", kvrt_json_u64(per_block, "bytes_per_block")) &&
+                  kvrt_json_put(e, "bytes", kvrt_json_u64(per_block * blocks, "bytes")) &&
+                  kvrt_json_put(e, "tokens", kvrt_json_u64(blocks * bs, "tokens")) && json_array_append_new(a, e) == 0;
         if (!ok) {
             json_decref(a);
             return NULL;
@@ -234,13 +168,15 @@ static json_t *sets_json(const kvrt_placement *p)
             return NULL;
         }
         for (size_t l = 0; l < s.num_layers; l++)
-            json_array_append_new(names, str(s.layer_names[l]));
-        bool ok = put(e, "group", u64(s.group, "group")) && put(e, "layers", names) &&
-                  put(e, "offset", u64(s.offset, "offset")) &&
-                  put(e, "layer_stride", u64(s.layer_stride, "layer_stride")) &&
-                  put(e, "block_stride", u64(s.block_stride, "block_stride")) &&
-                  put(e, "shape_bytes", u64_array(s.geometry.shape_bytes, KVRT_NUM_AXES, "shape_bytes")) &&
-                  put(e, "strides_bytes", u64_array(s.geometry.strides_bytes, KVRT_NUM_AXES, "strides_bytes")) &&
+            json_array_append_new(names, kvrt_json_str(s.layer_names[l]));
+        bool ok = kvrt_json_put(e, "group", kvrt_json_u64(s.group, "group")) && kvrt_json_put(e, "layers", names) &&
+                  kvrt_json_put(e, "offset", kvrt_json_u64(s.offset, "offset")) &&
+                  kvrt_json_put(e, "layer_stride", kvrt_json_u64(s.layer_stride, "layer_stride")) &&
+                  kvrt_json_put(e, "block_stride", kvrt_json_u64(s.block_stride, "block_stride")) &&
+                  kvrt_json_put(e, "shape_bytes",
+                                kvrt_json_u64_array(s.geometry.shape_bytes, KVRT_NUM_AXES, "shape_bytes")) &&
+                  kvrt_json_put(e, "strides_bytes",
+                                kvrt_json_u64_array(s.geometry.strides_bytes, KVRT_NUM_AXES, "strides_bytes")) &&
                   json_array_append_new(a, e) == 0;
         if (!ok) {
             json_decref(a);
@@ -294,25 +230,27 @@ static json_t *vllm_json(const struct vllm_figures *f)
     json_t *log = json_array();
     with_commas(cap.tokens, a, sizeof(a));
     snprintf(line, sizeof(line), "GPU KV cache size: %s tokens", a);
-    json_array_append_new(log, str(line));
+    json_array_append_new(log, kvrt_json_str(line));
     if (have_len) {
         with_commas(len, a, sizeof(a));
         snprintf(line, sizeof(line), "Maximum concurrency for %s tokens per request: %.2fx", a, cap.max_concurrency);
-        json_array_append_new(log, str(line));
+        json_array_append_new(log, kvrt_json_str(line));
     }
     json_t *o = json_object();
     bool ok =
-        put(o, "kv_cache_tokens", u64(cap.tokens, "kv_cache_tokens")) &&
-        put(o, "num_blocks", u64(cap.num_blocks, "num_blocks")) &&
-        put(o, "bytes_per_block", u64(cap.bytes_per_block, "bytes_per_block")) &&
-        put(o, "max_model_len", have_len ? u64(cap.max_model_len, "max_model_len") : json_null()) &&
-        put(o, "max_model_len_source", have_len && len_source ? str(len_source) : json_null()) &&
-        put(o, "max_num_batched_tokens", u64(batched, "max_num_batched_tokens")) &&
-        put(o, "max_num_batched_tokens_source", str(batched_source ? batched_source : "")) &&
-        put(o, "blocks_per_request", have_len ? u64(cap.blocks_per_request, "blocks_per_request") : json_null()) &&
-        put(o, "max_concurrency", have_len ? json_real(cap.max_concurrency) : json_null()) &&
-        put(o, "request_bytes", have_len ? u64(cap.request_bytes, "request_bytes") : json_null()) &&
-        put(o, "fits_one_request", have_len ? json_boolean(cap.fits_one_request) : json_null()) && put(o, "log", log);
+        kvrt_json_put(o, "kv_cache_tokens", kvrt_json_u64(cap.tokens, "kv_cache_tokens")) &&
+        kvrt_json_put(o, "num_blocks", kvrt_json_u64(cap.num_blocks, "num_blocks")) &&
+        kvrt_json_put(o, "bytes_per_block", kvrt_json_u64(cap.bytes_per_block, "bytes_per_block")) &&
+        kvrt_json_put(o, "max_model_len", have_len ? kvrt_json_u64(cap.max_model_len, "max_model_len") : json_null()) &&
+        kvrt_json_put(o, "max_model_len_source", have_len && len_source ? kvrt_json_str(len_source) : json_null()) &&
+        kvrt_json_put(o, "max_num_batched_tokens", kvrt_json_u64(batched, "max_num_batched_tokens")) &&
+        kvrt_json_put(o, "max_num_batched_tokens_source", kvrt_json_str(batched_source ? batched_source : "")) &&
+        kvrt_json_put(o, "blocks_per_request",
+                      have_len ? kvrt_json_u64(cap.blocks_per_request, "blocks_per_request") : json_null()) &&
+        kvrt_json_put(o, "max_concurrency", have_len ? json_real(cap.max_concurrency) : json_null()) &&
+        kvrt_json_put(o, "request_bytes", have_len ? kvrt_json_u64(cap.request_bytes, "request_bytes") : json_null()) &&
+        kvrt_json_put(o, "fits_one_request", have_len ? json_boolean(cap.fits_one_request) : json_null()) &&
+        kvrt_json_put(o, "log", log);
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -352,18 +290,22 @@ int kvrt_model_plan_json(const kvrt_model *m, const struct kvrt_model_plan_reque
     blocks = kvrt_placement_num_blocks(p);
     kvrt_clear_error();
     json_t *root = json_object();
-    bool ok = put(root, "model", model_object(m)) && put(root, "layout", str(kvrt_layout_name(req->layout))) &&
-              put(root, "layout_source", str(req->layout_source ? req->layout_source : "default")) &&
-              put(root, "physical_order", str(order)) && put(root, "num_blocks", u64(blocks, "num_blocks")) &&
-              put(root, "budget_bytes", req->budget_bytes ? u64(req->budget_bytes, "budget_bytes") : json_null()) &&
-              put(root, "bytes_per_block", u64(kvrt_placement_bytes_per_block(p), "bytes_per_block")) &&
-              put(root, "total_bytes", u64(kvrt_placement_size(p), "total_bytes")) &&
-              put(root, "groups", groups_json(m, blocks)) && put(root, "sets", sets_json(p)) &&
-              put(root, "vllm", req->budget_bytes ? vllm_json(&vf) : json_null());
+    bool ok =
+        kvrt_json_put(root, "model", model_object(m)) &&
+        kvrt_json_put(root, "layout", kvrt_json_str(kvrt_layout_name(req->layout))) &&
+        kvrt_json_put(root, "layout_source", kvrt_json_str(req->layout_source ? req->layout_source : "default")) &&
+        kvrt_json_put(root, "physical_order", kvrt_json_str(order)) &&
+        kvrt_json_put(root, "num_blocks", kvrt_json_u64(blocks, "num_blocks")) &&
+        kvrt_json_put(root, "budget_bytes",
+                      req->budget_bytes ? kvrt_json_u64(req->budget_bytes, "budget_bytes") : json_null()) &&
+        kvrt_json_put(root, "bytes_per_block", kvrt_json_u64(kvrt_placement_bytes_per_block(p), "bytes_per_block")) &&
+        kvrt_json_put(root, "total_bytes", kvrt_json_u64(kvrt_placement_size(p), "total_bytes")) &&
+        kvrt_json_put(root, "groups", groups_json(m, blocks)) && kvrt_json_put(root, "sets", sets_json(p)) &&
+        kvrt_json_put(root, "vllm", req->budget_bytes ? vllm_json(&vf) : json_null());
     kvrt_placement_destroy(p);
     if (!ok) {
         json_decref(root);
         root = NULL;
     }
-    return dump(root, "the plan's JSON", out);
+    return kvrt_json_dump(root, "the plan's JSON", out);
 }

@@ -64,16 +64,11 @@ static int parse_kind(const struct model_ctx *c, const json_t *spec, const char 
     if (rc != KVRT_OK)
         return rc;
     if (!text)
-        return model_fail(c, KVRT_ERR_INVALID,
-                          "the field \"%skind\" is missing; valid kinds are "
-                          "attention, mla, state",
-                          where);
-    for (int k = KVRT_SPEC_ATTENTION; k <= KVRT_SPEC_STATE; k++)
-        if (strcmp(text, kvrt_spec_kind_name((enum kvrt_spec_kind)k)) == 0) {
-            *out = (enum kvrt_spec_kind)k;
-            return KVRT_OK;
-        }
-    return model_fail(c, KVRT_ERR_INVALID, "\"%skind\" is \"%s\"; valid kinds are attention, mla, state", where, text);
+        return model_fail(c, KVRT_ERR_INVALID, "the field \"%skind\" is missing; valid kinds are %s", where,
+                          kvrt_spec_kind_valid_names());
+    if (kvrt_spec_kind_parse(text, out) != KVRT_OK)
+        return model_fail(c, KVRT_ERR_INVALID, "\"%skind\": %s", where, kvrt_error_message());
+    return KVRT_OK;
 }
 
 static int parse_ratio(const struct model_ctx *c, const json_t *spec, const char *where, struct kvrt_spec *s)

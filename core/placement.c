@@ -14,6 +14,7 @@
 #include "checked.h"
 #include "error.h"
 #include "layout_internal.h"
+#include "shapes.h"
 
 struct placement_set {
     size_t group;
@@ -46,7 +47,7 @@ struct flat_layer {
     size_t group;
     size_t index; /* within its group */
     const struct kvrt_spec *spec;
-    uint64_t page_size;
+    struct kvrt_spec_info info;
     size_t set;
 };
 
@@ -146,7 +147,7 @@ static int assign_sets(struct flat_layer *flat, size_t n, uint64_t kernel_block_
             free(first);
             return kvrt_fail_context(rc, "layer \"%.128s\" (group %zu)", flat[i].name, flat[i].group);
         }
-        flat[i].page_size = info.page_size;
+        flat[i].info = info;
         if (i > 0 && flat[i].group != flat[i - 1].group)
             group_first_set = sets;
         size_t s = group_first_set;
@@ -161,26 +162,53 @@ static int assign_sets(struct flat_layer *flat, size_t n, uint64_t kernel_block_
     return KVRT_OK;
 }
 
-static int check_mixed_pages(enum kvrt_layout layout, const struct flat_layer *flat, size_t n, size_t num_groups)
+static int check_mixed_shapes(enum kvrt_layout layout, const struct flat_layer *flat, size_t n, size_t num_groups)
 {
-    size_t other = 0;
-    while (other < n && flat[other].page_size == flat[0].page_size)
-        other++;
-    if (other == n)
+    struct kvrt_shapes shapes = {0};
+    const char *needs;
+    for (size_t i = 0; i < n; i++)
+        kvrt_shapes_add(&shapes, &flat[i].info);
+    if (kvrt_shapes_place(&shapes, num_groups, layout, &needs))
         return KVRT_OK;
-    /* Overlaid groups share block ids, so a block must be the same span in
-     * every group: only a block-outermost layout gives all pages of one
-     * block one common stride.  Within one group, the page of every layer
-     * must at least be one run (block compact). */
-    if (kvrt_layout_block_compact(layout) && (num_groups == 1 || kvrt_layout_block_outermost(layout)))
-        return KVRT_OK;
+    const struct flat_layer *a = &flat[0];
+    const struct flat_layer *b = &flat[shapes.other_page != SIZE_MAX ? shapes.other_page : shapes.other];
     return kvrt_fail(KVRT_ERR_REFUSED,
-                     "layout %s cannot place layers with different page sizes (%llu bytes for "
-                     "\"%.128s\", %llu bytes for \"%.128s\") in %zu group%s: mixed page sizes need a "
-                     "block-compact layout, and with more than one group a block-outermost one; use "
-                     "BLHNC (or BLNHC)",
-                     kvrt_layout_name(layout), ULL(flat[0].page_size), flat[0].name, ULL(flat[other].page_size),
-                     flat[other].name, num_groups, num_groups == 1 ? "" : "s");
+                     "layout %s cannot place layers of different shapes (\"%.128s\": %llu head slots x %llu "
+                     "states, page %llu bytes; \"%.128s\": %llu x %llu, page %llu bytes) in %zu group%s: they "
+                     "need %s; use BLHNC (or BLNHC)",
+                     kvrt_layout_name(layout), a->name, ULL(a->info.head_slots), ULL(a->info.states_per_block),
+                     ULL(a->info.page_size), b->name, ULL(b->info.head_slots), ULL(b->info.states_per_block),
+                     ULL(b->info.page_size), num_groups, num_groups == 1 ? "" : "s", needs);
+}
+
+int kvrt_groups_shape_need(const struct kvrt_group *groups, size_t num_groups, enum kvrt_shape_need *need)
+{
+    size_t n = 0;
+    int rc = check_groups(groups, num_groups, &n);
+    struct kvrt_shapes shapes = {0};
+    for (size_t g = 0; g < num_groups && rc == KVRT_OK; g++) {
+        for (size_t i = 0; i < groups[g].num_layers && rc == KVRT_OK; i++) {
+            struct kvrt_spec_info info;
+            rc = kvrt_spec_derive(&groups[g].layers[i].spec, 0, &info);
+            if (rc != KVRT_OK)
+                return kvrt_fail_context(rc, "layer \"%.128s\" (group %zu)", groups[g].layers[i].name, g);
+            kvrt_shapes_add(&shapes, &info);
+        }
+    }
+    if (rc == KVRT_OK)
+        *need = kvrt_shapes_need(&shapes, num_groups);
+    return rc;
+}
+
+int kvrt_placement_mixed_shapes(const struct kvrt_group *groups, size_t num_groups, bool *mixed)
+{
+    if (!mixed)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_placement_mixed_shapes: mixed is NULL");
+    enum kvrt_shape_need need;
+    int rc = kvrt_groups_shape_need(groups, num_groups, &need);
+    if (rc == KVRT_OK)
+        *mixed = need != KVRT_SHAPES_ANY;
+    return rc;
 }
 
 static int compute_bytes_per_block(const struct flat_layer *flat, size_t n, uint64_t *out)
@@ -189,11 +217,11 @@ static int compute_bytes_per_block(const struct flat_layer *flat, size_t n, uint
     for (size_t i = 0; i < n; i++) {
         if (i > 0 && flat[i].group != flat[i - 1].group)
             sum = 0;
-        if (kvrt_add_overflow(sum, flat[i].page_size, &sum))
+        if (kvrt_add_overflow(sum, flat[i].info.page_size, &sum))
             return kvrt_fail(KVRT_ERR_OVERFLOW,
                              "the pages of one block of group %zu do not fit in 64 bits (at layer "
                              "\"%.128s\", page %llu bytes); use smaller pages",
-                             flat[i].group, flat[i].name, ULL(flat[i].page_size));
+                             flat[i].group, flat[i].name, ULL(flat[i].info.page_size));
         best = sum > best ? sum : best;
     }
     *out = best;
@@ -211,7 +239,7 @@ static int build_sets(kvrt_placement *p, const struct flat_layer *flat, size_t n
     for (size_t s = 0; s < num_sets; s++) {
         p->sets[s].group = flat[first[s]].group;
         p->sets[s].spec = *flat[first[s]].spec;
-        p->sets[s].page_size = flat[first[s]].page_size;
+        p->sets[s].page_size = flat[first[s]].info.page_size;
     }
     for (size_t i = 0; i < n; i++)
         p->sets[flat[i].set].num_layers++;
@@ -339,7 +367,7 @@ static int placement_build(enum kvrt_layout layout, const struct kvrt_group *gro
     if (rc == KVRT_OK)
         rc = assign_sets(flat, n, kernel_block_size, &num_sets, &first);
     if (rc == KVRT_OK)
-        rc = check_mixed_pages(layout, flat, n, num_groups);
+        rc = check_mixed_shapes(layout, flat, n, num_groups);
     if (rc == KVRT_OK)
         rc = compute_bytes_per_block(flat, n, &p->bytes_per_block);
     if (rc == KVRT_OK && kvrt_mul_overflow(p->bytes_per_block, num_blocks, &p->size))

@@ -12,6 +12,8 @@
 
 #include "error.h"
 #include "layout_internal.h"
+#include "resolve_internal.h"
+#include "shapes.h"
 #include "trace.h"
 
 /* The order kvrt picks from when no backend constrains it: the layouts vLLM
@@ -20,7 +22,7 @@ static const enum kvrt_layout default_preference[KVRT_NUM_LAYOUTS] = {
     KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
 };
 
-enum kvrt_layout kvrt_resolve_default_layout(void)
+enum kvrt_layout kvrt_layout_default(void)
 {
     return default_preference[0];
 }
@@ -41,7 +43,7 @@ struct ranking {
 struct kvrt_resolver {
     struct declaration *decls;
     size_t num_decls, cap_decls;
-    bool mixed_shapes;
+    enum kvrt_shape_need shapes; /* what the layers' shapes demand (shapes.h) */
 
     char *env;            /* as spelled; NULL = unset */
     bool env_from_caller; /* set by kvrt_resolver_set_env, not the process env */
@@ -51,6 +53,8 @@ struct kvrt_resolver {
     enum kvrt_layout pref_layout;
 
     struct ranking candidates; /* of the last resolve */
+    bool last_ok;              /* the last resolve chose `last` */
+    enum kvrt_layout last;
     bool warned;
     bool recorded;
     enum kvrt_layout record;
@@ -283,8 +287,15 @@ int kvrt_resolver_set_mixed_shapes(kvrt_resolver *r, bool mixed)
 {
     if (!r)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_set_mixed_shapes: resolver is NULL");
-    r->mixed_shapes = mixed;
+    r->shapes = mixed ? KVRT_SHAPES_BLOCK_COMPACT : KVRT_SHAPES_ANY;
     return KVRT_OK;
+}
+
+int kvrt_resolver_set_groups(kvrt_resolver *r, const struct kvrt_group *groups, size_t num_groups)
+{
+    if (!r)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_set_groups: resolver is NULL");
+    return kvrt_groups_shape_need(groups, num_groups, &r->shapes);
 }
 
 int kvrt_resolver_set_env(kvrt_resolver *r, const char *value)
@@ -440,30 +451,35 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
 static int narrow_for_mixed_shapes(kvrt_resolver *r, struct ranking *c)
 {
     char kept_s[128], dropped_s[128];
-    if (!r->mixed_shapes) {
+    if (r->shapes == KVRT_SHAPES_ANY) {
         step(r, KVRT_TRACE_SHAPES, NO_LAYOUT, NULL,
              "every spec has the same head, state and page shape, so no layout is ruled out by shape");
         return KVRT_OK;
     }
     struct ranking kept = {.count = 0}, dropped = {.count = 0};
     for (size_t i = 0; i < c->count; i++) {
-        struct ranking *to = kvrt_layout_block_compact(c->at[i]) ? &kept : &dropped;
+        struct ranking *to = kvrt_shape_need_admits(r->shapes, c->at[i]) ? &kept : &dropped;
         to->at[to->count++] = c->at[i];
     }
+    /* What the layers mix, and which layouts can hold it. */
+    const bool outer = r->shapes == KVRT_SHAPES_BLOCK_OUTERMOST;
+    const char *mix =
+        outer ? "the groups overlay with different page sizes" : "the specs mix head, state or page shapes";
+    const char *holds =
+        outer ? "B then L outermost: BLHNC or BLNHC" : "L and B outermost: LBHNC, LBNHC, BLHNC or BLNHC";
+    const char *why = outer ? "one span per block in every group" : "each page one contiguous run";
+    const char *need = kvrt_shape_need_name(r->shapes);
     join_layouts(dropped.at, dropped.count, dropped_s, sizeof(dropped_s));
     if (kept.count == 0) {
         join_layouts(c->at, c->count, kept_s, sizeof(kept_s));
         c->count = 0;
         return refuse(r, KVRT_ERR_REFUSED, NO_LAYOUT,
-                      "the specs mix head, state or page shapes, which only a block-compact layout "
-                      "(L and B outermost: LBHNC, LBNHC, BLHNC or BLNHC) can hold, but none of the "
-                      "candidates (%s) is block-compact; have a backend declare a block-compact "
-                      "layout, or give every layer the same shape",
-                      kept_s);
+                      "%s, which only a %s layout (%s) can hold, but none of the candidates (%s) is %s; have "
+                      "a backend declare such a layout, or give every layer the same shape",
+                      mix, need, holds, kept_s, need);
     }
-    step(r, KVRT_TRACE_NARROWING, NO_LAYOUT, NULL,
-         "the specs mix head, state or page shapes, so only block-compact layouts "
-         "(L and B outermost, each page one contiguous run) remain: %s; ruled out: %s",
+    step(r, KVRT_TRACE_NARROWING, NO_LAYOUT, NULL, "%s, so only %s layouts (%s, %s) remain: %s; ruled out: %s", mix,
+         need, outer ? "B then L outermost" : "L and B outermost", why,
          join_layouts(kept.at, kept.count, kept_s, sizeof(kept_s)), dropped.count ? dropped_s : "none");
     *c = kept;
     return KVRT_OK;
@@ -483,10 +499,10 @@ static void explain_exclusion(const kvrt_resolver *r, enum kvrt_layout l, char *
         used += (size_t)snprintf(buf + used, size - used, "%sbackend \"%s\" does not support it (it declares %s)",
                                  used ? "; " : "", name, join_layouts(d->list, d->count, list, sizeof(list)));
     }
-    if (used == 0 && r->mixed_shapes && !kvrt_layout_block_compact(l))
-        snprintf(buf, size,
-                 "it is not block-compact, and the specs mix head, state or page "
-                 "shapes, which only a block-compact layout can hold");
+    if (used == 0 && !kvrt_shape_need_admits(r->shapes, l))
+        snprintf(buf, size, "it is not %s, and %s, which only such a layout can hold", kvrt_shape_need_name(r->shapes),
+                 r->shapes == KVRT_SHAPES_BLOCK_OUTERMOST ? "the groups overlay with different page sizes"
+                                                          : "the specs mix head, state or page shapes");
     else if (used == 0)
         snprintf(buf, size, "it is not among the candidates");
 }
@@ -589,6 +605,7 @@ int kvrt_resolver_resolve(kvrt_resolver *r, enum kvrt_layout *out)
     if (!r || !out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_resolve: resolver and out must not be NULL");
     r->candidates.count = 0;
+    r->last_ok = false;
     r->warned = false;
     r->trace_oom = false;
     char head[32];
@@ -617,8 +634,22 @@ int kvrt_resolver_resolve(kvrt_resolver *r, enum kvrt_layout *out)
     if (rc != KVRT_OK)
         return rc;
     *out = choice;
+    r->last_ok = true;
+    r->last = choice;
     kvrt_clear_error();
     return KVRT_OK;
+}
+
+const char *kvrt_resolver_env(const kvrt_resolver *r)
+{
+    return r->env;
+}
+
+bool kvrt_resolver_last(const kvrt_resolver *r, enum kvrt_layout *out)
+{
+    if (r->last_ok && out)
+        *out = r->last;
+    return r->last_ok;
 }
 
 /* ---- results ----------------------------------------------------------- */

@@ -4,6 +4,7 @@
  * Every rule of §2 is checked here, once, so that geometry and placement can
  * trust a derived kvrt_spec_info without re-validating it.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -13,6 +14,7 @@
 #include "error.h"
 #include "intmath.h"
 #include "kernel_split.h"
+#include "layout_internal.h"
 #include "reserved.h"
 
 static const char *const kind_names[] = {
@@ -37,9 +39,63 @@ void kvrt_spec_default(struct kvrt_spec *spec)
     spec->page_size_padded = KVRT_UNSET;
 }
 
+int kvrt_spec_apply_defaults(struct kvrt_spec *spec)
+{
+    if (!spec)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_spec_apply_defaults: spec is NULL");
+    if (spec->block_size == 0)
+        spec->block_size = KVRT_DEFAULT_BLOCK_SIZE;
+    if (spec->num_kv_heads == 0 && (spec->kind == KVRT_SPEC_MLA || spec->kind == KVRT_SPEC_STATE))
+        spec->num_kv_heads = 1;
+    return KVRT_OK;
+}
+
 const char *kvrt_spec_kind_name(enum kvrt_spec_kind kind)
 {
     return (int)kind >= 0 && (size_t)kind < NUM_KINDS ? kind_names[kind] : NULL;
+}
+
+/* The lists in messages are written once from the table above. */
+static char kind_list[64], kind_values[96];
+static pthread_once_t kind_once = PTHREAD_ONCE_INIT;
+
+static void write_kind_lists(void)
+{
+    size_t n = 0, v = 0;
+    for (size_t i = 0; i < NUM_KINDS; i++) {
+        n += (size_t)snprintf(kind_list + n, sizeof(kind_list) - n, "%s%s", i ? ", " : "", kind_names[i]);
+        v += (size_t)snprintf(kind_values + v, sizeof(kind_values) - v, "%s%zu (%s)", i ? ", " : "", i, kind_names[i]);
+    }
+}
+
+const char *kvrt_spec_kind_valid_names(void)
+{
+    pthread_once(&kind_once, write_kind_lists);
+    return kind_list;
+}
+
+/* "0 (attention), 1 (mla), ...": the valid enum values, for messages. */
+static const char *kind_values_text(void)
+{
+    pthread_once(&kind_once, write_kind_lists);
+    return kind_values;
+}
+
+int kvrt_spec_kind_parse(const char *name, enum kvrt_spec_kind *out)
+{
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_spec_kind_parse: out is NULL");
+    for (size_t i = 0; name && i < NUM_KINDS; i++) {
+        if (strcmp(name, kind_names[i]) == 0) {
+            *out = (enum kvrt_spec_kind)i;
+            return KVRT_OK;
+        }
+    }
+    char quoted[128] = "NULL";
+    if (name)
+        kvrt_layout_quote(name, quoted, sizeof(quoted));
+    return kvrt_fail(KVRT_ERR_INVALID, "%s%s%s is not a spec kind; valid kinds (exact, case-sensitive) are %s",
+                     name ? "\"" : "", quoted, name ? "\"" : "", kvrt_spec_kind_valid_names());
 }
 
 static int mul_checked(uint64_t a, const char *a_name, uint64_t b, const char *b_name, uint64_t *out)
@@ -55,9 +111,8 @@ static int mul_checked(uint64_t a, const char *a_name, uint64_t b, const char *b
 static int check_enums(const struct kvrt_spec *spec)
 {
     if (!kvrt_spec_kind_name(spec->kind))
-        return kvrt_fail(KVRT_ERR_INVALID,
-                         "spec kind %d is not valid; valid kinds are 0 (attention), 1 (mla), 2 (state)",
-                         (int)spec->kind);
+        return kvrt_fail(KVRT_ERR_INVALID, "spec kind %d is not valid; valid kinds are %s", (int)spec->kind,
+                         kind_values_text());
     if (kvrt_dtype_size(spec->dtype) == 0) {
         char list[256];
         size_t n = 0;

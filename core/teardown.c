@@ -4,8 +4,9 @@
  * A cache's memory is held by the cache itself, by every DLPack tensor
  * exported from it and by every kvrt_cache_retain (a transfer
  * registration).  kvrt_cache_destroy and kvrt_runtime_close with such
- * references alive only mark the cache; the last reference frees it, and
- * the last one of a closing runtime finishes the close.  Caller-owned
+ * references alive only mark the cache (and a closing runtime keeps the
+ * buffers of its backend); the last reference frees it, and the last one
+ * of a closing runtime finishes the close.  Caller-owned
  * memory (kvrt_cache_wrap) is handed back through its release callback
  * after the cache is gone and outside the runtime lock, since the callback
  * may call kvrt (a DLPack deleter of a tensor kvrt exported, say).
@@ -104,19 +105,23 @@ void kvrt_runtime_close(kvrt_runtime *rt)
     if (!rt)
         return;
     /* Caches with live references keep their memory, and so their backend,
-     * device and plugin, until the last one goes; the rest goes now. */
+     * device and plugin, until the last one goes; the rest goes now.  A
+     * backend kept so keeps its buffers too: the holder may work through
+     * buffers it made there (a transfer agent's staging, registered with
+     * its network and read by its peers). */
     struct kvrt_release *pending = NULL;
     pthread_mutex_lock(&rt->lock);
     for (size_t i = 0; i < rt->num_backends; i++) {
         kvrt_backend *b = rt->backends[i];
+        bool held = false;
         for (kvrt_cache *c = b->caches, *next; c; c = next) {
             next = c->next;
             if (c->refs > 0)
-                c->destroyed = true;
+                c->destroyed = held = true;
             else
                 kvrt_cache_destroy_locked(c, &pending);
         }
-        for (kvrt_buffer *buf = b->buffers, *next; buf; buf = next) {
+        for (kvrt_buffer *buf = b->buffers, *next; buf && !held; buf = next) {
             next = buf->next;
             if (!buf->owned_by_cache)
                 kvrt_buffer_destroy_internal(buf);

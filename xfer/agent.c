@@ -180,6 +180,17 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
         return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: cannot create its lock");
     }
     a->backend = b;
+    /* Held until the agent's end: the cache's memory is registered with
+     * UCX and peers read and write it, so neither kvrt_cache_destroy nor
+     * kvrt_runtime_close may hand it back (kvrt/wrap.h) meanwhile. */
+    rc = kvrt_cache_retain(cache);
+    if (rc != KVRT_OK) {
+        char why[512];
+        snprintf(why, sizeof(why), "%s", kvrt_error_message());
+        pthread_mutex_destroy(&a->lock);
+        free(a);
+        return kvrt_error_report(rc, "kvrt_xfer_agent_create: cannot hold the cache: %s", why);
+    }
     a->cache = cache;
     a->timeout_s = o->timeout_s > 0 ? o->timeout_s : 30.0;
     a->id = random_id();
@@ -289,9 +300,15 @@ void kvrt_xfer_agent_destroy(kvrt_xfer_agent *a)
         free(n);
     }
     xfer_desc_free(&a->local, false);
+    kvrt_cache *cache = a->cache;
     xfer_unlock(a);
     pthread_mutex_destroy(&a->lock);
     free(a);
+    /* Last, once UCX has unmapped the cache and the agent's buffers are
+     * gone: a destroyed cache's memory goes back to its owner here (a
+     * wrapped cache's release callback, which may call kvrt, so no lock is
+     * held) and a closed runtime finishes closing. */
+    kvrt_cache_release(cache);
 }
 
 int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)

@@ -116,11 +116,9 @@ static int validate(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfe
     if (r->direction != KVRT_XFER_PUSH && r->direction != KVRT_XFER_PULL)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: direction %d; valid are 0 (push) and 1 (pull)",
                          (int)r->direction);
-    if ((unsigned)r->method > KVRT_XFER_STAGING)
-        return XFER_FAIL(KVRT_ERR_INVALID,
-                         "kvrt-xfer request: method %d; valid are 0 (auto), 1 (regions), "
-                         "2 (direct), 3 (staging)",
-                         (int)r->method);
+    if (!kvrt_xfer_method_name(r->method))
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: method %d; valid are %s", (int)r->method,
+                         xfer_method_values());
     const struct xfer_cache_desc *L = &a->local, *R = &p->md.cache;
     bool push = r->direction == KVRT_XFER_PUSH;
     if ((rc = xfer_check_ids(r->local_ids, r->num_blocks, L->num_blocks, "local", "local_ids", !push)) != KVRT_OK ||

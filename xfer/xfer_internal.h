@@ -468,4 +468,7 @@ int xfer_note_push(kvrt_xfer_agent *a, kvrt_xfer_peer *p, uint8_t *data, size_t 
  * the peer fails or the deadline; the request is freed. */
 int xfer_wait_request(kvrt_xfer_agent *a, kvrt_xfer_peer *p, void *req, double deadline, const char *what);
 
+/* "0 (auto), 1 (regions), ...": the valid method values, for messages. */
+const char *xfer_method_values(void);
+
 #endif

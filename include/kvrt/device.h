@@ -6,6 +6,8 @@
 #ifndef KVRT_DEVICE_H
 #define KVRT_DEVICE_H
 
+#include <kvrt/common.h>
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -29,6 +31,12 @@ enum kvrt_memory_kind {
 };
 
 #define KVRT_DEVICE_NAME_MAX 256
+
+/** "unknown", "cpu", "gpu" or "accelerator"; NULL for another value. */
+KVRT_API const char *kvrt_device_type_name(enum kvrt_device_type type);
+
+/** "opaque", "host", "cuda" or "rocm"; NULL for another value. */
+KVRT_API const char *kvrt_memory_kind_name(enum kvrt_memory_kind kind);
 
 #ifdef __cplusplus
 }

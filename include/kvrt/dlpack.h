@@ -29,7 +29,7 @@
  * tensors alive keeps the cache's memory until the last deleter runs;
  * kvrt_runtime_close with tensors alive releases everything else it can at
  * once and defers the rest (the caches with live tensors, their backends
- * and plugins) to the last deleter.  Either way the handles are invalid to
+ * with the buffers made on them, and plugins) to the last deleter.  Either way the handles are invalid to
  * the caller as soon as the call returns.
  */
 #ifndef KVRT_DLPACK_H

@@ -32,6 +32,10 @@ KVRT_API const char *kvrt_dtype_name(enum kvrt_dtype dtype);
  *  (also "float32", "float16", "bfloat16").  Error lists the valid names. */
 KVRT_API int kvrt_dtype_parse(const char *name, enum kvrt_dtype *out);
 
+/** The comma-separated list of every valid spelling, the names in enum
+ *  order and then the aliases, for messages and help. */
+KVRT_API const char *kvrt_dtype_valid_names(void);
+
 #ifdef __cplusplus
 }
 #endif

@@ -67,6 +67,19 @@ KVRT_API int kvrt_geometry_compute(const struct kvrt_geometry_params *params, st
 KVRT_API int kvrt_geometry_layer_view(const struct kvrt_geometry *geom, uint64_t base_offset, uint64_t layer,
                                       struct kvrt_view *out);
 
+/**
+ * The geometry of `params` and the view of every layer as one JSON object:
+ * what `kvrt plan --json` prints for flags and kvrt.plan() returns
+ * (docs/cli.md).  layout_source (NULL: null) says where the layout came
+ * from ("--layout", "VLLM_KV_CACHE_LAYOUT", "default") and budget_bytes
+ * the budget the blocks were sized for (0: null); both are only echoed, as
+ * for kvrt_model_plan_json.  *out is the caller's: kvrt_free it.
+ * @return the errors of kvrt_geometry_compute; KVRT_ERR_OVERFLOW for a
+ *   number above 2^63 - 1, which JSON readers do not all take exactly.
+ */
+KVRT_API int kvrt_geometry_json(const struct kvrt_geometry_params *params, const char *layout_source,
+                                uint64_t budget_bytes, char **out);
+
 #ifdef __cplusplus
 }
 #endif

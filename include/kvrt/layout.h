@@ -73,11 +73,29 @@ KVRT_API bool kvrt_layout_block_contiguous(enum kvrt_layout layout);
 KVRT_API const char *kvrt_layout_valid_names(void);
 
 /**
+ * The six layouts, their orders and properties, the aliases and every
+ * valid name as one JSON object, what `kvrt layouts --json` prints and
+ * kvrt.layouts() returns (docs/cli.md).  *out is the caller's: kvrt_free it.
+ */
+KVRT_API int kvrt_layouts_json(char **out);
+
+/**
  * Read VLLM_KV_CACHE_LAYOUT.  Unset: *is_set = false, KVRT_OK.  Set to
  * anything (the empty string included): it must parse, else
  * KVRT_ERR_INVALID with a message that quotes the value.
  */
 KVRT_API int kvrt_layout_from_env(bool *is_set, enum kvrt_layout *out);
+
+/** The layout used when nothing constrains the choice: the first of
+ *  resolution's default preference (docs/design.md §7, step 1). */
+KVRT_API enum kvrt_layout kvrt_layout_default(void);
+
+/**
+ * The layout for a caller that did not choose one: VLLM_KV_CACHE_LAYOUT
+ * when set (it must parse, as for kvrt_layout_from_env), else
+ * kvrt_layout_default().  *from_env (may be NULL) says which.
+ */
+KVRT_API int kvrt_layout_from_env_or_default(enum kvrt_layout *out, bool *from_env);
 
 #ifdef __cplusplus
 }

@@ -66,8 +66,8 @@ enum kvrt_model_usage {
     KVRT_MODEL_USAGE_STATE = 2,   /* one block per request */
 };
 
-/* The block size vLLM uses unless told otherwise. */
-#define KVRT_MODEL_DEFAULT_BLOCK_SIZE 16u
+/* The block size vLLM uses unless told otherwise (kvrt/spec.h). */
+#define KVRT_MODEL_DEFAULT_BLOCK_SIZE KVRT_DEFAULT_BLOCK_SIZE
 /* vLLM's default --max-num-batched-tokens for `vllm serve` on a GPU of
  * 70 GiB or more; it bounds what a sliding-window layer keeps. */
 #define KVRT_MODEL_DEFAULT_BATCHED_TOKENS 8192u
@@ -172,8 +172,8 @@ struct kvrt_model_info {
 /** The model's description; NULL for a NULL model. */
 KVRT_API const struct kvrt_model_info *kvrt_model_get_info(const kvrt_model *m);
 
-/** 1 when the layers mix head-slot, state or page shapes (docs/design.md
- *  §7, step 3: the layout must then place them apart), 0 otherwise. */
+/** 1 when the layers mix head-slot, state or page shapes, 0 otherwise:
+ *  kvrt_placement_mixed_shapes of the model's placement groups. */
 KVRT_API int kvrt_model_mixed_shapes(const kvrt_model *m);
 
 /* vLLM's capacity figures for a KV-cache budget (_report_kv_cache_config). */

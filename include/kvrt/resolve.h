@@ -6,7 +6,8 @@
  * 2. Identical declarations keep their order; otherwise the intersection,
  *    ranked by how many backends declare each layout first, ties in table
  *    order.  An empty intersection is an error listing every declaration.
- * 3. Mixed shapes keep only block-compact candidates.
+ * 3. Mixed shapes keep only block-compact candidates (and, for groups
+ *    whose page sizes differ, only block-outermost ones among them).
  * 4. VLLM_KV_CACHE_LAYOUT is a hard constraint; a soft preference only warns.
  * 5. The result is recorded once; a later different result is an error.
  * Every step is kept in a trace: as steps with a kind (kvrt/trace.h) and,
@@ -18,6 +19,7 @@
 #include <stdbool.h>
 #include <kvrt/common.h>
 #include <kvrt/layout.h>
+#include <kvrt/placement.h>
 #include <kvrt/trace.h>
 
 #ifdef __cplusplus
@@ -35,8 +37,20 @@ KVRT_API int kvrt_resolver_declare(kvrt_resolver *r, const char *backend, const 
 /** Declare a backend that takes any layout. */
 KVRT_API int kvrt_resolver_declare_any(kvrt_resolver *r, const char *backend);
 
-/** The specs mix (H, N, page) shapes. */
+/** The specs mix (H, N, page) shapes: keep only block-compact layouts.
+ *  With the layers at hand, prefer kvrt_resolver_set_groups. */
 KVRT_API int kvrt_resolver_set_mixed_shapes(kvrt_resolver *r, bool mixed);
+
+/**
+ * The layers the cache will hold (read now, not kept): resolution then
+ * keeps exactly the layouts kvrt_placement_create can place them in: all
+ * when they share one shape, block-compact ones when they mix shapes
+ * (kvrt_placement_mixed_shapes), and of those only the block-outermost
+ * ones when page sizes differ across several groups.  Replaces what
+ * kvrt_resolver_set_mixed_shapes said.
+ * @return KVRT_OK; the errors of kvrt_placement_mixed_shapes.
+ */
+KVRT_API int kvrt_resolver_set_groups(kvrt_resolver *r, const struct kvrt_group *groups, size_t num_groups);
 
 /**
  * The hard constraint as the user spelled it (NULL = unset).  Validated at
@@ -72,6 +86,16 @@ KVRT_API bool kvrt_resolver_recorded(const kvrt_resolver *r, enum kvrt_layout *o
  * resolve).  Valid until the next resolve or destroy.
  */
 KVRT_API const char *kvrt_resolver_trace(const kvrt_resolver *r);
+
+/**
+ * The last resolve as one JSON object: "layout", "candidates", "warning",
+ * "env" (VLLM_KV_CACHE_LAYOUT as spelled, or null), "trace" (one string per
+ * line) and "steps" (each step's kind name, text, and layout and backend
+ * where set): what `kvrt resolve --json` prints and kvrt.resolve() returns.
+ * *out is the caller's: kvrt_free it.
+ * @return KVRT_ERR_STATE when the last resolve failed or there was none.
+ */
+KVRT_API int kvrt_resolver_json(const kvrt_resolver *r, char **out);
 
 /** How many steps the trace holds (every resolve adds its steps). */
 KVRT_API size_t kvrt_resolver_num_trace_steps(const kvrt_resolver *r);

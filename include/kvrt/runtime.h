@@ -64,7 +64,10 @@ KVRT_API void kvrt_runtime_options_default(struct kvrt_runtime_options *options)
 
 /** Discover plugins.  A bad plugin is skipped with a reason, never fatal. */
 KVRT_API int kvrt_runtime_open(const struct kvrt_runtime_options *options, kvrt_runtime **out);
-/** Destroy every cache, buffer and backend of the runtime, then the runtime. */
+/** Destroy every cache, buffer and backend of the runtime, then the runtime.
+ *  A cache with references alive (DLPack tensors, kvrt_cache_retain) lives
+ *  on, with its backend, the buffers made on that backend and the plugin,
+ *  until the last reference goes, which finishes the close. */
 KVRT_API void kvrt_runtime_close(kvrt_runtime *rt);
 
 struct kvrt_plugin_info {
@@ -108,11 +111,19 @@ KVRT_API size_t kvrt_runtime_num_skipped(const kvrt_runtime *rt);
 KVRT_API int kvrt_runtime_skipped(const kvrt_runtime *rt, size_t i, const char **path, const char **reason);
 
 /**
+ * The order automatic selection tries backends in, as one line of text for
+ * messages, help and docs (docs/runtime.md): the built-in device backends,
+ * then third-party plugins in search order, then cpu, and last any other
+ * backend whose device is the host CPU (an OpenCL CPU device such as PoCL
+ * emulates what "cpu" runs natively).  Rendered from the table selection
+ * ranks by, so it cannot drift from it.
+ */
+KVRT_API const char *kvrt_runtime_backend_priority(void);
+
+/**
  * The backend that binding would choose without a layout constraint:
- * KVRT_BACKEND when set, else the first plugin in priority order that has a
- * device and binds: cuda, rocm, opencl, third-party plugins in search order,
- * cpu, and last any other backend whose device is the host CPU (an OpenCL
- * CPU device such as PoCL emulates what "cpu" runs natively).
+ * KVRT_BACKEND when set, else the first plugin in priority order
+ * (kvrt_runtime_backend_priority) that has a device and binds.
  * To know that a backend binds, each candidate not bound yet is bound once,
  * at the layout it would most likely get (VLLM_KV_CACHE_LAYOUT when it
  * declares it, else its first choice); the binding is kept and handed out
@@ -132,6 +143,15 @@ KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **n
  */
 KVRT_API int kvrt_runtime_resolve(kvrt_runtime *rt, const char *const *backends, size_t num_backends, bool mixed_shapes,
                                   const char *preference, enum kvrt_layout *out);
+
+/**
+ * kvrt_runtime_resolve for the layers the cache will hold: their shapes
+ * narrow the candidates as kvrt_resolver_set_groups says, so the result is
+ * a layout kvrt_placement_create accepts for these groups.
+ */
+KVRT_API int kvrt_runtime_resolve_groups(kvrt_runtime *rt, const char *const *backends, size_t num_backends,
+                                         const struct kvrt_group *groups, size_t num_groups, const char *preference,
+                                         enum kvrt_layout *out);
 /**
  * The resolution and selection trace so far, one step per line, rendered
  * from the steps below.  Valid until the next call that adds to the trace
@@ -153,8 +173,8 @@ KVRT_API int kvrt_runtime_trace_step(const kvrt_runtime *rt, size_t i, struct kv
 
 /**
  * Bind a backend for `layout_name` (as the user spelled it).
- * backend NULL: KVRT_BACKEND, else the first backend in priority order that
- * admits the layout, has a device and binds; each one passed over (an
+ * backend NULL: KVRT_BACKEND, else the first backend in priority order
+ * (kvrt_runtime_backend_priority) that admits the layout, has a device and binds; each one passed over (an
  * undeclared layout, no device, a bind that failed) is reported in the trace
  * and the log, and only when all fail is it KVRT_ERR_NODEV listing each
  * one's reason.  A backend named (argument or KVRT_BACKEND) fails hard.
@@ -223,7 +243,9 @@ KVRT_API void kvrt_cache_destroy(kvrt_cache *c);
  * past kvrt_cache_destroy and kvrt_runtime_close, as an exported tensor
  * does: for a consumer that registers the memory elsewhere (a transfer
  * engine registering it with its network).  Match each with one
- * kvrt_cache_release; the handle stays valid for that call.
+ * kvrt_cache_release.  Until then the holder may go on using the cache
+ * and the buffers it made on its backend (a closing runtime keeps them);
+ * to the one who destroyed or closed, the handles are gone.
  * @return KVRT_ERR_STATE once the cache was destroyed or its runtime closed.
  */
 KVRT_API int kvrt_cache_retain(kvrt_cache *c);

@@ -41,6 +41,19 @@ struct kvrt_spec {
 /** Defaults: attention, fp16, tokens_per_state 1/1, optionals unset, sizes 0. */
 KVRT_API void kvrt_spec_default(struct kvrt_spec *spec);
 
+/* vLLM's default tokens per block (CacheConfig.block_size). */
+#define KVRT_DEFAULT_BLOCK_SIZE 16
+
+/**
+ * Fill in what a caller may leave to kvrt, as the tool and the Python
+ * package do: block_size 0 becomes KVRT_DEFAULT_BLOCK_SIZE, and
+ * num_kv_heads 0 becomes 1 for an MLA spec (one latent vector per token)
+ * and a state spec (one cell per block, no heads).  Everything else is left
+ * as it is: an attention spec still needs its KV heads.
+ * @return KVRT_OK; KVRT_ERR_INVALID for a NULL spec.
+ */
+KVRT_API int kvrt_spec_apply_defaults(struct kvrt_spec *spec);
+
 /* Quantities derived from a spec (docs/design.md §3), for one kernel block. */
 struct kvrt_spec_info {
     uint64_t elem_size;               /* bytes per element; 1 for state specs (opaque bytes) */
@@ -79,6 +92,17 @@ KVRT_API int kvrt_spec_equal(const struct kvrt_spec *a, const struct kvrt_spec *
 
 /** Kind name ("attention", "mla", "state") or NULL. */
 KVRT_API const char *kvrt_spec_kind_name(enum kvrt_spec_kind kind);
+
+/**
+ * Parse a kind name, exact and case-sensitive.
+ * @return KVRT_OK, or KVRT_ERR_INVALID with a message that quotes the value
+ *         and lists the valid names.
+ */
+KVRT_API int kvrt_spec_kind_parse(const char *name, enum kvrt_spec_kind *out);
+
+/** The comma-separated kind names in enum order ("attention, mla, state"),
+ *  for messages and help. */
+KVRT_API const char *kvrt_spec_kind_valid_names(void);
 
 #ifdef __cplusplus
 }

@@ -92,20 +92,34 @@ KVRT_API void kvrt_xfer_agent_options_default(struct kvrt_xfer_agent_options *op
 /**
  * An agent for `cache` (bound on backend `b`): a UCP context and worker;
  * the cache allocation is registered once when its memory has a host
- * address (kvrt_buffer_address), and so is the staging pool.  Every
- * endpoint uses UCX's peer error handling.  UCX reads its own environment
- * (UCX_TLS, UCX_NET_DEVICES, ...); where the user has not set them, the
- * agent sets UCX_CMA_MEMORY_INVALIDATE=y (peer error handling keeps
- * zero-copy shared memory with it) for its own context (docs/xfer.md).
- * @return KVRT_OK; KVRT_ERR_INVALID for bad arguments; KVRT_ERR_DEVICE when
- *   UCX fails (its reason in the message).
+ * address (kvrt_buffer_address), and so is the staging pool.  A cache over
+ * caller memory (kvrt_cache_wrap, kvrt_cache_from_dlpack) is registered
+ * like an allocated one.  Every endpoint uses UCX's peer error handling.
+ * UCX reads its own environment (UCX_TLS, UCX_NET_DEVICES, ...); where the
+ * user has not set them, the agent sets UCX_CMA_MEMORY_INVALIDATE=y (peer
+ * error handling keeps zero-copy shared memory with it) for its own
+ * context (docs/xfer.md).
+ *
+ * The agent holds the cache (kvrt_cache_retain) until it is destroyed, so
+ * kvrt_cache_destroy and kvrt_runtime_close may come first: the agent
+ * goes on working with the cache, its memory stays registered, and a
+ * wrapped cache's release callback (or DLPack deleter) and the rest of the
+ * runtime's close wait for kvrt_xfer_agent_destroy.
+ * @return KVRT_OK; KVRT_ERR_INVALID for bad arguments; KVRT_ERR_STATE for a
+ *   cache already destroyed or whose runtime was closed; KVRT_ERR_DEVICE
+ *   when UCX fails (its reason in the message).
  */
 KVRT_API int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt_xfer_agent_options *options,
                                     kvrt_xfer_agent **out);
 /**
  * Fail every transfer still under way (their handles stay valid until
  * released and report the failure), close every peer abruptly and release
- * UCX resources; the cache stays.
+ * UCX resources, then let go of the cache, in this order: UCX unmaps the
+ * cache's memory, the agent frees its buffers, and only then is its
+ * reference on the cache released.  A cache still alive stays as it was;
+ * one destroyed (or whose runtime was closed) meanwhile is freed then: a
+ * wrapped cache's release callback runs on this thread, after the agent
+ * is gone, and a closed runtime finishes closing.
  */
 KVRT_API void kvrt_xfer_agent_destroy(kvrt_xfer_agent *a);
 
@@ -222,6 +236,19 @@ enum kvrt_xfer_method {
     KVRT_XFER_DIRECT = 2,  /* region-to-region messages between two layouts */
     KVRT_XFER_STAGING = 3, /* pipelined staging-order chunks */
 };
+
+/** Method name ("auto", "regions", "direct", "staging"), or NULL. */
+KVRT_API const char *kvrt_xfer_method_name(enum kvrt_xfer_method method);
+
+/**
+ * Parse a method name, exact and case-sensitive.
+ * @return KVRT_OK, or KVRT_ERR_INVALID with a message that quotes the value
+ *         and lists the valid names.
+ */
+KVRT_API int kvrt_xfer_method_parse(const char *name, enum kvrt_xfer_method *out);
+
+/** The comma-separated method names in enum order, for messages and help. */
+KVRT_API const char *kvrt_xfer_method_valid_names(void);
 
 struct kvrt_xfer_request {
     size_t size; /* sizeof(struct kvrt_xfer_request) */

@@ -4,10 +4,14 @@ The library is found, in order, at ``$KVRT_LIBRARY`` (a path), at the path
 recorded in ``kvrt/_paths.py`` when the package was configured by Meson
 (the build tree's libkvrt for the copy in ``<build>/python``, the installed
 one for the installed package), then by the loader's usual search.
-Structs mirror the C declarations field by field.
+Structs mirror the C declarations field by field; each names its C struct
+in `_c_name`, and tests/python/test_structs.py holds every size and field
+offset to what C says.  This is the package's one binding: the benchmarks
+(bench/kvrt_raw.py) use it too.
 """
 import ctypes as C
 import ctypes.util
+import json
 import os
 
 from ._errors import error_for
@@ -15,88 +19,106 @@ from ._errors import error_for
 UNSET = (1 << 64) - 1  # KVRT_UNSET
 NUM_AXES = 5
 NUM_LAYOUTS = 6
+TRACE_NO_LAYOUT = -1
+API_MAJOR = 1  # libkvrt's soname is libkvrt.so.<API major>
+# The C macros mirrored above, by their C names (held to C by
+# tests/python/test_structs.py).
+C_CONSTANTS = {"KVRT_UNSET": UNSET, "KVRT_NUM_AXES": NUM_AXES, "KVRT_NUM_LAYOUTS": NUM_LAYOUTS,
+               "KVRT_TRACE_NO_LAYOUT": TRACE_NO_LAYOUT, "KVRT_API_VERSION_MAJOR": API_MAJOR}
+SONAME = "libkvrt.so.%d" % API_MAJOR
 
 vp, u64, u32, i32, sz = C.c_void_p, C.c_uint64, C.c_uint32, C.c_int, C.c_size_t
 
 
-class Spec(C.Structure):  # struct kvrt_spec
+class Spec(C.Structure):
+    _c_name = "kvrt_spec"
     _fields_ = [("kind", i32), ("dtype", i32), ("block_size", u64), ("num_kv_heads", u64),
                 ("head_size", u64), ("head_size_v", u64), ("num_head_slots", u64),
                 ("state_content_bytes", u64), ("tokens_per_state_num", u64),
                 ("tokens_per_state_den", u64), ("page_size_padded", u64), ("reserved", C.c_uint8 * 32)]
 
 
-class SpecInfo(C.Structure):  # struct kvrt_spec_info
+class SpecInfo(C.Structure):
+    _c_name = "kvrt_spec_info"
     _fields_ = [(n, u64) for n in (
         "elem_size", "head_slots", "states_per_block", "kernel_block_size", "kernel_blocks_per_block",
         "states_per_kernel_block", "content_bytes", "head_size", "head_size_v", "unpadded_page_size",
         "page_size")]
 
 
-class GeometryParams(C.Structure):  # struct kvrt_geometry_params
+class GeometryParams(C.Structure):
+    _c_name = "kvrt_geometry_params"
     _fields_ = [("layout", i32), ("spec", C.POINTER(Spec)), ("num_layers", u64), ("num_blocks", u64),
                 ("kernel_block_size", u64), ("fixed_strides", u64 * NUM_AXES), ("reserved", C.c_uint8 * 32)]
 
 
-class Geometry(C.Structure):  # struct kvrt_geometry
+class Geometry(C.Structure):
+    _c_name = "kvrt_geometry"
     _fields_ = [("layout", i32), ("info", SpecInfo), ("num_layers", u64), ("num_blocks", u64),
                 ("shape_bytes", u64 * NUM_AXES), ("strides_bytes", u64 * NUM_AXES),
                 ("total_bytes", u64), ("layer_stride", u64), ("block_stride", u64)]
 
 
-class View(C.Structure):  # struct kvrt_view
+class View(C.Structure):
+    _c_name = "kvrt_view"
     _fields_ = [("offset_bytes", u64), ("elem_size", u64), ("shape", u64 * 4), ("strides", u64 * 4),
                 ("shape_bytes", u64 * 4), ("strides_bytes", u64 * 4)]
 
 
-class LayerEntry(C.Structure):  # struct kvrt_layer_entry
+class LayerEntry(C.Structure):
+    _c_name = "kvrt_layer_entry"
     _fields_ = [("name", C.c_char_p), ("spec", Spec)]
 
 
-class Group(C.Structure):  # struct kvrt_group
+class Group(C.Structure):
+    _c_name = "kvrt_group"
     _fields_ = [("layers", C.POINTER(LayerEntry)), ("num_layers", sz)]
 
 
 LOG_FN = C.CFUNCTYPE(None, vp, i32, C.c_char_p)
 
 
-class RuntimeOptions(C.Structure):  # struct kvrt_runtime_options
+class RuntimeOptions(C.Structure):
+    _c_name = "kvrt_runtime_options"
     _fields_ = [("plugin_path", C.c_char_p), ("search_default_paths", C.c_bool), ("log", LOG_FN),
                 ("log_user", vp), ("reserved", C.c_uint8 * 64)]
 
 
-class PluginInfo(C.Structure):  # struct kvrt_plugin_info (with room for fields added later)
+class PluginInfo(C.Structure):
+    _c_name = "kvrt_plugin_info"
     _fields_ = [("name", C.c_char_p), ("path", C.c_char_p), ("version", C.c_char_p),
                 ("description", C.c_char_p), ("abi_major", C.c_uint), ("abi_minor", C.c_uint),
                 ("any_layout", C.c_bool), ("num_layouts", sz), ("layouts", i32 * NUM_LAYOUTS),
                 ("dtypes", u32), ("ops", u32), ("available", C.c_bool), ("reason", C.c_char_p),
                 ("device_type", i32), ("memory", i32), ("device_name", C.c_char_p), ("decode_dtypes", u32),
-                ("import_alignment", u32), ("_later", C.c_uint8 * 1024)]
+                ("import_alignment", u32), ("reserved", C.c_uint8 * 28)]
 
 
-class TraceStep(C.Structure):  # struct kvrt_trace_step
+class TraceStep(C.Structure):
+    _c_name = "kvrt_trace_step"
     _fields_ = [("kind", i32), ("layout", C.c_int32), ("backend", C.c_char_p), ("text", C.c_char_p),
                 ("reserved", C.c_uint8 * 32)]
 
 
-TRACE_NO_LAYOUT = -1  # KVRT_TRACE_NO_LAYOUT
-
-
-class ModelOptions(C.Structure):  # struct kvrt_model_options
+class ModelOptions(C.Structure):
+    _c_name = "kvrt_model_options"
     _fields_ = [("kv_cache_dtype", i32), ("attention_backend", i32), ("block_size", u64), ("dtype_given", u32),
                 ("dtype", i32), ("dtype_option", C.c_char_p), ("reserved", C.c_uint8 * 32)]
 
 
-class ModelGroup(C.Structure):  # struct kvrt_model_group
+class ModelGroup(C.Structure):
+    _c_name = "kvrt_model_group"
     _fields_ = [("name", C.c_char_p), ("what", C.c_char_p), ("window", u64), ("usage", i32), ("num_layers", sz),
                 ("layers", C.POINTER(LayerEntry)), ("reserved", C.c_uint8 * 32)]
 
 
-class ModelSetting(C.Structure):  # struct kvrt_model_setting
+class ModelSetting(C.Structure):
+    _c_name = "kvrt_model_setting"
     _fields_ = [("name", C.c_char_p), ("value", C.c_char_p), ("source", C.c_char_p), ("reserved", C.c_uint8 * 16)]
 
 
-class ModelInfo(C.Structure):  # struct kvrt_model_info
+class ModelInfo(C.Structure):
+    _c_name = "kvrt_model_info"
     _fields_ = [("name", C.c_char_p), ("source", C.c_char_p), ("format", C.c_char_p), ("architecture", C.c_char_p),
                 ("num_layers", u64), ("num_q_heads", u64), ("max_model_len", u64),
                 ("max_model_len_source", C.c_char_p), ("num_groups", sz), ("groups", C.POINTER(ModelGroup)),
@@ -105,13 +127,15 @@ class ModelInfo(C.Structure):  # struct kvrt_model_info
                 ("reserved", C.c_uint8 * 64)]
 
 
-class ModelPlanRequest(C.Structure):  # struct kvrt_model_plan_request
+class ModelPlanRequest(C.Structure):
+    _c_name = "kvrt_model_plan_request"
     _fields_ = [("layout", i32), ("layout_source", C.c_char_p), ("num_blocks", u64), ("kernel_block_size", u64),
                 ("budget_bytes", u64), ("max_model_len", u64), ("max_model_len_source", C.c_char_p),
                 ("batched_tokens", u64), ("batched_tokens_source", C.c_char_p), ("reserved", C.c_uint8 * 32)]
 
 
-class DecodeParams(C.Structure):  # struct kvrt_decode_params
+class DecodeParams(C.Structure):
+    _c_name = "kvrt_decode_params"
     _fields_ = [("num_seqs", u32), ("num_q_heads", u32), ("q", vp), ("q_offset", u64), ("out", vp),
                 ("out_offset", u64), ("block_tables", vp), ("max_blocks_per_seq", u32),
                 ("seq_lens", vp), ("scale", C.c_float), ("reserved", C.c_uint8 * 32)]
@@ -119,19 +143,23 @@ class DecodeParams(C.Structure):  # struct kvrt_decode_params
 
 # DLPack 0.6 (dlpack/dlpack.h)
 class DLDevice(C.Structure):
+    _c_name = "DLDevice"
     _fields_ = [("device_type", i32), ("device_id", i32)]
 
 
 class DLDataType(C.Structure):
+    _c_name = "DLDataType"
     _fields_ = [("code", C.c_uint8), ("bits", C.c_uint8), ("lanes", C.c_uint16)]
 
 
 class DLTensor(C.Structure):
+    _c_name = "DLTensor"
     _fields_ = [("data", vp), ("device", DLDevice), ("ndim", i32), ("dtype", DLDataType),
                 ("shape", C.POINTER(C.c_int64)), ("strides", C.POINTER(C.c_int64)), ("byte_offset", u64)]
 
 
 class DLManagedTensor(C.Structure):
+    _c_name = "DLManagedTensor"
     pass
 
 
@@ -153,30 +181,44 @@ _SIGNATURES = {
     "kvrt_layout_block_compact": ([i32], C.c_bool),
     "kvrt_layout_block_contiguous": ([i32], C.c_bool),
     "kvrt_layout_valid_names": ([], C.c_char_p),
+    "kvrt_layouts_json": ([P(vp)], i32),
     "kvrt_layout_from_env": ([P(C.c_bool), P(i32)], i32),
+    "kvrt_layout_default": ([], i32),
+    "kvrt_layout_from_env_or_default": ([P(i32), P(C.c_bool)], i32),
     "kvrt_dtype_size": ([i32], sz),
     "kvrt_dtype_name": ([i32], C.c_char_p),
     "kvrt_dtype_parse": ([C.c_char_p, P(i32)], i32),
     "kvrt_spec_default": ([P(Spec)], None),
+    "kvrt_spec_apply_defaults": ([P(Spec)], i32),
     "kvrt_spec_kind_name": ([i32], C.c_char_p),
+    "kvrt_spec_kind_parse": ([C.c_char_p, P(i32)], i32),
+    "kvrt_spec_kind_valid_names": ([], C.c_char_p),
+    "kvrt_dtype_valid_names": ([], C.c_char_p),
+    "kvrt_device_type_name": ([i32], C.c_char_p),
+    "kvrt_memory_kind_name": ([i32], C.c_char_p),
     "kvrt_spec_derive": ([P(Spec), u64, P(SpecInfo)], i32),
     "kvrt_geometry_params_default": ([P(GeometryParams)], None),
     "kvrt_geometry_compute": ([P(GeometryParams), P(Geometry)], i32),
     "kvrt_geometry_layer_view": ([P(Geometry), u64, u64, P(View)], i32),
+    "kvrt_geometry_json": ([P(GeometryParams), C.c_char_p, u64, P(vp)], i32),
     "kvrt_placement_create": ([i32, P(Group), sz, u64, u64, P(vp)], i32),
     "kvrt_placement_destroy": ([vp], None),
     "kvrt_placement_blocks_for_budget": ([i32, P(Group), sz, u64, P(u64)], i32),
     "kvrt_placement_size": ([vp], u64),
+    "kvrt_placement_bytes_per_block": ([vp], u64),
+    "kvrt_placement_mixed_shapes": ([P(Group), sz, P(C.c_bool)], i32),
     "kvrt_resolver_create": ([P(vp)], i32),
     "kvrt_resolver_destroy": ([vp], None),
     "kvrt_resolver_declare": ([vp, C.c_char_p, P(i32), sz], i32),
     "kvrt_resolver_declare_any": ([vp, C.c_char_p], i32),
     "kvrt_resolver_set_mixed_shapes": ([vp, C.c_bool], i32),
+    "kvrt_resolver_set_groups": ([vp, P(Group), sz], i32),
     "kvrt_resolver_set_preference": ([vp, C.c_char_p, C.c_char_p], i32),
     "kvrt_resolver_resolve": ([vp, P(i32)], i32),
     "kvrt_resolver_candidates": ([vp, i32 * NUM_LAYOUTS], sz),
     "kvrt_resolver_warned": ([vp], C.c_bool),
     "kvrt_resolver_trace": ([vp], C.c_char_p),
+    "kvrt_resolver_json": ([vp, P(vp)], i32),
     "kvrt_resolver_num_trace_steps": ([vp], sz),
     "kvrt_resolver_trace_step": ([vp, sz, P(TraceStep)], i32),
     "kvrt_trace_kind_name": ([i32], C.c_char_p),
@@ -187,6 +229,7 @@ _SIGNATURES = {
     "kvrt_runtime_plugin_info": ([vp, sz, P(PluginInfo)], i32),
     "kvrt_runtime_default_backend": ([vp, P(C.c_char_p)], i32),
     "kvrt_runtime_resolve": ([vp, P(C.c_char_p), sz, C.c_bool, C.c_char_p, P(i32)], i32),
+    "kvrt_runtime_resolve_groups": ([vp, P(C.c_char_p), sz, P(Group), sz, C.c_char_p, P(i32)], i32),
     "kvrt_runtime_bind": ([vp, C.c_char_p, C.c_char_p, P(vp)], i32),
     "kvrt_runtime_num_trace_steps": ([vp], sz),
     "kvrt_runtime_trace_step": ([vp, sz, P(TraceStep)], i32),
@@ -199,6 +242,7 @@ _SIGNATURES = {
     "kvrt_cache_create": ([vp, vp, P(vp)], i32),
     "kvrt_cache_destroy": ([vp], None),
     "kvrt_cache_num_layers": ([vp], u64),
+    "kvrt_cache_buffer": ([vp], vp),
     "kvrt_cache_layer_index": ([vp, C.c_char_p, P(u32)], i32),
     "kvrt_cache_staging_bytes": ([vp, u64, P(u64)], i32),
     "kvrt_cache_write": ([vp, u32, u64, vp, vp, u64, vp, u64], i32),
@@ -240,7 +284,7 @@ def _candidates():
     lib = ctypes.util.find_library("kvrt")
     if lib:
         found.append(lib)
-    found.append("libkvrt.so.0")
+    found.append(SONAME)
     return found
 
 
@@ -274,3 +318,14 @@ def check(rc):
 
 def text(p):
     return p.decode("utf-8", "replace") if p is not None else None
+
+
+def json_answer(fn, *args):
+    """The JSON one of libkvrt's *_json functions writes (fn(*args, &out)),
+    decoded; raises the kvrt.Error of a failure."""
+    out = C.c_void_p()
+    check(fn(*args, C.byref(out)))
+    try:
+        return json.loads(C.string_at(out.value).decode("utf-8"))
+    finally:
+        lib.kvrt_free(out)

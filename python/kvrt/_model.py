@@ -3,12 +3,11 @@ a folder holding one, or a kvrt model file, sized as vLLM sizes it.  The
 keywords are the tool's options: kv_cache_dtype, block_size,
 attention_backend, max_model_len, max_num_batched_tokens."""
 import ctypes as C
-import json
 import os
 
 from . import _lib
 from ._errors import InvalidArgumentError
-from ._lib import lib, check
+from ._lib import lib, check, json_answer
 
 
 def whole(name, value, low=1, high=(1 << 63) - 1):
@@ -86,9 +85,4 @@ class Model:
         if max_num_batched_tokens is not None:
             req.batched_tokens = whole("max_num_batched_tokens", max_num_batched_tokens, high=(1 << 32) - 1)
             req.batched_tokens_source = b"--max-num-batched-tokens"
-        out = C.c_void_p()
-        check(lib.kvrt_model_plan_json(self._h, C.byref(req), C.byref(out)))
-        try:
-            return json.loads(C.string_at(out.value).decode("utf-8"))
-        finally:
-            lib.kvrt_free(out)
+        return json_answer(lib.kvrt_model_plan_json, self._h, C.byref(req))

@@ -1,15 +1,13 @@
 """Layouts, resolution and plans as plain dicts: the same objects the
 ``kvrt`` tool prints with ``--json`` (``kvrt layouts``, ``kvrt resolve``,
-``kvrt plan`` with flags), computed by libkvrt in this process."""
+``kvrt plan``), written by libkvrt itself (kvrt_layouts_json,
+kvrt_resolver_json, kvrt_geometry_json, kvrt_model_plan_json)."""
 import ctypes as C
-import os
 
 from . import _lib
-from ._lib import lib, check, text
+from ._lib import lib, check, json_answer, text
 
-AXIS_LETTERS = "LBHNC"
 LAYOUT_ENV = "VLLM_KV_CACHE_LAYOUT"
-KINDS = {"attention": 0, "mla": 1, "state": 2}
 
 
 def layout_value(name):
@@ -38,37 +36,23 @@ def dtype_name(value):
     return text(lib.kvrt_dtype_name(value))
 
 
-def _stride_order(layout):
-    o = (C.c_int * 5)()
-    check(lib.kvrt_layout_stride_order(layout, o))
-    return list(o)
+def kind_value(name):
+    """enum kvrt_spec_kind of "attention", "mla" or "state" (libkvrt's names)."""
+    if isinstance(name, int):
+        return name
+    out = C.c_int()
+    check(lib.kvrt_spec_kind_parse(name.encode() if isinstance(name, str) else None, C.byref(out)))
+    return out.value
+
+
+def kind_name(value):
+    return text(lib.kvrt_spec_kind_name(value))
 
 
 def layouts():
     """The six layouts, their orders and properties, and the aliases:
     ``kvrt layouts --json``."""
-    out, valid = [], []
-    for i in range(_lib.NUM_LAYOUTS):
-        o = _stride_order(i)
-        v = (C.c_int * 4)()
-        check(lib.kvrt_layout_layer_view_order(i, v))
-        out.append({
-            "name": layout_name(i), "value": i, "stride_order": o,
-            "physical_order": "".join(AXIS_LETTERS[a] for a in o),
-            "layer_view_order": list(v),
-            "layer_compact": bool(lib.kvrt_layout_layer_compact(i)),
-            "block_outermost": bool(lib.kvrt_layout_block_outermost(i)),
-            "block_compact": bool(lib.kvrt_layout_block_compact(i)),
-            "block_contiguous": bool(lib.kvrt_layout_block_contiguous(i)),
-        })
-        valid.append(layout_name(i))
-    canonical = set(valid)
-    aliases = {}
-    for tok in text(lib.kvrt_layout_valid_names()).replace(",", " ").split():
-        if tok not in canonical and tok not in aliases:
-            aliases[tok] = layout_name(layout_value(tok))
-            valid.append(tok)
-    return {"layouts": out, "aliases": aliases, "valid_names": valid, "env": LAYOUT_ENV}
+    return json_answer(lib.kvrt_layouts_json)
 
 
 def trace_steps(count, get, handle):
@@ -112,40 +96,28 @@ def resolve(declare=None, prefer=None, mixed_shapes=False):
             check(lib.kvrt_resolver_set_mixed_shapes(r, True))
         chosen = C.c_int()
         check(lib.kvrt_resolver_resolve(r, C.byref(chosen)))
-        cands = (C.c_int * _lib.NUM_LAYOUTS)()
-        n = lib.kvrt_resolver_candidates(r, cands)
-        trace = text(lib.kvrt_resolver_trace(r))
-        return {
-            "layout": layout_name(chosen.value),
-            "candidates": [layout_name(cands[i]) for i in range(n)],
-            "warning": bool(lib.kvrt_resolver_warned(r)),
-            "env": os.environ.get(LAYOUT_ENV),
-            # One string per line, as the tool prints it (no empty last line).
-            "trace": trace.split("\n")[:-1] if trace.endswith("\n") else (trace.split("\n") if trace else []),
-            "steps": trace_steps(lib.kvrt_resolver_num_trace_steps, lib.kvrt_resolver_trace_step, r),
-        }
+        return json_answer(lib.kvrt_resolver_json, r)
     finally:
         lib.kvrt_resolver_destroy(r)
 
 
-def make_spec(kind="attention", dtype="fp16", block_size=16, kv_heads=None, head_size=None,
-              head_size_v=None, head_slots=None, state_content_bytes=None, tokens_per_state=None,
-              page_size_padded=None):
-    """A struct kvrt_spec from keyword arguments, with the tool's defaults
-    (block size 16; one head slot for MLA without kv_heads and for state)."""
-    if kind not in KINDS:
-        raise _lib.error_for(-1, "kind %r is not one of attention, mla, state" % (kind,))
+def make_spec(kind=None, dtype=None, block_size=None, kv_heads=None, head_size=None, head_size_v=None,
+              head_slots=None, state_content_bytes=None, tokens_per_state=None, page_size_padded=None):
+    """A struct kvrt_spec from keyword arguments.  What is not given is
+    libkvrt's default, as the tool has it (kvrt_spec_default, then
+    kvrt_spec_apply_defaults): attention, fp16, KVRT_DEFAULT_BLOCK_SIZE
+    tokens per block, one KV head for MLA and state."""
     s = _lib.Spec()
     lib.kvrt_spec_default(C.byref(s))
-    s.kind = KINDS[kind]
-    s.dtype = dtype_value(dtype)
-    s.block_size = block_size
+    if kind is not None:
+        s.kind = kind_value(kind)
+    check(lib.kvrt_spec_apply_defaults(C.byref(s)))
+    if dtype is not None:
+        s.dtype = dtype_value(dtype)
+    if block_size is not None:
+        s.block_size = block_size
     if kv_heads is not None:
         s.num_kv_heads = kv_heads
-    elif kind != "attention":
-        s.num_kv_heads = 1
-    if kind == "state":
-        s.num_kv_heads = 1
     if head_size is not None:
         s.head_size = head_size
     if head_size_v is not None:
@@ -165,9 +137,9 @@ def make_spec(kind="attention", dtype="fp16", block_size=16, kv_heads=None, head
 def _layout_or_env(layout):
     if layout is not None:
         return layout_value(layout), "--layout"
-    is_set, out = C.c_bool(), C.c_int()
-    check(lib.kvrt_layout_from_env(C.byref(is_set), C.byref(out)))
-    return (out.value, LAYOUT_ENV) if is_set.value else (layout_value("LBNHC"), "default")
+    out, from_env = C.c_int(), C.c_bool()
+    check(lib.kvrt_layout_from_env_or_default(C.byref(out), C.byref(from_env)))
+    return out.value, LAYOUT_ENV if from_env.value else "default"
 
 
 def _group(spec, layers):
@@ -195,7 +167,7 @@ def plan(layers=1, blocks=None, memory=None, layout=None, kernel_block_size=0, m
     bytes); spec keywords as :func:`make_spec` (kind, dtype, block_size,
     kv_heads, head_size, head_size_v, head_slots, state_content_bytes,
     tokens_per_state, page_size_padded).  layout None: VLLM_KV_CACHE_LAYOUT
-    if set, else LBNHC."""
+    if set, else kvrt's default layout (kvrt_layout_default)."""
     if model is not None:
         return _plan_model(model, blocks, memory, layout, kernel_block_size, **spec)
     extra = [k for k in _MODEL_KEYWORDS if k in spec]
@@ -216,31 +188,7 @@ def plan(layers=1, blocks=None, memory=None, layout=None, kernel_block_size=0, m
     lib.kvrt_geometry_params_default(C.byref(params))
     params.layout, params.spec = lv, C.pointer(s)
     params.num_layers, params.num_blocks, params.kernel_block_size = layers, blocks, kernel_block_size
-    g = _lib.Geometry()
-    check(lib.kvrt_geometry_compute(C.byref(params), C.byref(g)))
-    o = _stride_order(lv)
-    info = g.info
-    out = {
-        "layout": layout_name(lv), "layout_source": source, "stride_order": o,
-        "physical_order": "".join(AXIS_LETTERS[a] for a in o),
-        "kind": text(lib.kvrt_spec_kind_name(s.kind)),
-        "dtype": None if s.kind == KINDS["state"] else dtype_name(s.dtype),
-        "elem_size": info.elem_size, "num_layers": g.num_layers, "num_blocks": g.num_blocks,
-        "kernel_block_size": info.kernel_block_size, "kernel_blocks_per_block": info.kernel_blocks_per_block,
-        "page_size_bytes": info.page_size, "unpadded_page_size_bytes": info.unpadded_page_size,
-        "shape_bytes": list(g.shape_bytes), "strides_bytes": list(g.strides_bytes),
-        "total_bytes": g.total_bytes, "layer_stride": g.layer_stride, "block_stride": g.block_stride,
-        "budget_bytes": memory,
-    }
-    views = []
-    for layer in range(g.num_layers):
-        v = _lib.View()
-        check(lib.kvrt_geometry_layer_view(C.byref(g), 0, layer, C.byref(v)))
-        views.append({"layer": layer, "offset_bytes": v.offset_bytes, "shape": list(v.shape),
-                      "strides": list(v.strides), "shape_bytes": list(v.shape_bytes),
-                      "strides_bytes": list(v.strides_bytes)})
-    out["layers"] = views
-    return out
+    return json_answer(lib.kvrt_geometry_json, C.byref(params), source.encode(), memory or 0)
 
 
 def _plan_model(model, blocks, memory, layout, kernel_block_size, kv_cache_dtype=None, block_size=None,

@@ -12,8 +12,6 @@ from ._lib import lib, check, text
 from ._model import Model
 
 _PARTS = {"all": 0, "k": 1, "v": 2}
-_DEVICE_TYPES = {0: "unknown", 1: "cpu", 2: "gpu", 3: "accelerator"}  # enum kvrt_device_type
-_MEMORY_KINDS = {0: "opaque", 1: "host", 2: "cuda", 3: "rocm"}         # enum kvrt_memory_kind
 
 
 _TORCH_DTYPES = {"fp32": "float32", "fp16": "float16", "bf16": "bfloat16", "int8": "int8", "uint8": "uint8",
@@ -319,26 +317,44 @@ class Cache(Closeable):
 
 
 def _model_file_groups(path, kv_cache_dtype, block_size, attention_backend):
-    """A model file's groups as _model_groups gives them, and whether libkvrt
-    finds their shapes mixed."""
+    """A model file's groups as _model_groups gives them."""
     with Model(path, kv_cache_dtype, block_size, attention_backend) as m:
         groups = []
         for g in range(m.info.num_groups):
             grp = m.info.groups[g]
             groups.append([(text(grp.layers[i].name), _lib.Spec.from_buffer_copy(grp.layers[i].spec))
                            for i in range(grp.num_layers)])
-        return groups, m.mixed_shapes
+        return groups
 
 
 def _groups(model, kv_cache_dtype=None, block_size=None, attention_backend=None):
-    """(groups, mixed shapes or None) of a model file or a model description."""
+    """The groups of a model file or a model description."""
     if isinstance(model, (str, bytes, os.PathLike)):
         return _model_file_groups(model, kv_cache_dtype, block_size, attention_backend)
     given = [k for k, v in (("kv_cache_dtype", kv_cache_dtype), ("block_size", block_size),
                             ("attention_backend", attention_backend)) if v is not None]
     if given:
         raise InvalidArgumentError("%s applies to a model file; a dict model gives its specs itself" % given[0])
-    return _model_groups(model), None
+    return _model_groups(model)
+
+
+class _CGroups:
+    """Groups of (layer name, Spec) as struct kvrt_group entries, with every
+    layer's name and spec in placement order; the arrays live as long as
+    this object."""
+
+    def __init__(self, groups):
+        self.groups = (_lib.Group * len(groups))()
+        self._keep, self.names, self.specs = [], [], []
+        for gi, g in enumerate(groups):
+            entries = (_lib.LayerEntry * len(g))()
+            for li, (name, spec) in enumerate(g):
+                entries[li].name = name.encode()
+                entries[li].spec = spec
+                self.names.append(name.encode())
+                self.specs.append(spec)
+            self._keep.append(entries)
+            self.groups[gi] = _lib.Group(entries, len(g))
 
 
 def _model_groups(model):
@@ -403,11 +419,11 @@ class Runtime(Closeable):
                 "name": text(p.name), "path": text(p.path), "version": text(p.version),
                 "description": text(p.description), "abi": "%d.%d" % (p.abi_major, p.abi_minor),
                 "layouts": "any" if p.any_layout else [info.layout_name(p.layouts[k]) for k in range(p.num_layouts)],
-                "dtypes": [info.dtype_name(t) for t in range(7) if p.dtypes & (1 << t)],
+                "dtypes": [info.dtype_name(t) for t in range(32) if p.dtypes & (1 << t) and info.dtype_name(t)],
                 "available": bool(p.available), "reason": text(p.reason),
-                "device_type": _DEVICE_TYPES.get(p.device_type, "unknown"),
-                "memory": _MEMORY_KINDS.get(p.memory, "opaque"), "device_name": text(p.device_name) or "",
-                "import_alignment": p.import_alignment,
+                "device_type": text(lib.kvrt_device_type_name(p.device_type)) or "unknown",
+                "memory": text(lib.kvrt_memory_kind_name(p.memory)) or "opaque",
+                "device_name": text(p.device_name) or "", "import_alignment": p.import_alignment,
             })
         return out
 
@@ -430,45 +446,30 @@ class Runtime(Closeable):
         check(lib.kvrt_runtime_bind(self._h, backend.encode() if backend else None, layout.encode(), C.byref(b)))
         return b
 
-    def _binding(self, groups, layout, backend, mixed=None):
-        """(layout value, backend handle) for the groups: `layout` as given,
-        else resolved for `backend` (None: the backend binding would choose;
-        bound without a name then, so a backend whose bind fails is passed
-        over)."""
+    def _binding(self, cg, layout, backend):
+        """(layout value, backend handle) for the groups (a _CGroups):
+        `layout` as given, else resolved for `backend` and the groups, whose
+        shapes libkvrt judges (None: the backend binding would choose; bound
+        without a name then, so a backend whose bind fails is passed over)."""
         named = backend
         if layout is None:
             backend = backend or self.default_backend()
             out = C.c_int()
             names = (C.c_char_p * 1)(backend.encode())
-            if mixed is None:
-                mixed = len({(s.kind, s.num_kv_heads, s.head_size, s.head_size_v, s.num_head_slots)
-                             for g in groups for _, s in g}) > 1
-            check(lib.kvrt_runtime_resolve(self._h, names, 1, mixed, None, C.byref(out)))
+            check(lib.kvrt_runtime_resolve_groups(self._h, names, 1, cg.groups, len(cg.groups), None, C.byref(out)))
             layout = info.layout_name(out.value)
         lv = info.layout_value(layout)
         return lv, self._bind(named, layout)
 
-    def _placement(self, groups, lv, blocks, budget, kernel_block_size):
-        """A placement handle (the caller destroys it), the number of blocks,
-        and every layer's name and spec in placement order."""
-        keep, cgroups = [], (_lib.Group * len(groups))()
-        names, specs = [], []
-        for gi, g in enumerate(groups):
-            entries = (_lib.LayerEntry * len(g))()
-            for li, (name, spec) in enumerate(g):
-                entries[li].name = name.encode()
-                entries[li].spec = spec
-                names.append(name.encode())
-                specs.append(spec)
-            keep.append(entries)
-            cgroups[gi] = _lib.Group(entries, len(g))
+    def _placement(self, cg, lv, blocks, budget, kernel_block_size):
+        """A placement handle (the caller destroys it) and the number of blocks."""
         if blocks is None:
             n = C.c_uint64()
-            check(lib.kvrt_placement_blocks_for_budget(lv, cgroups, len(groups), budget, C.byref(n)))
+            check(lib.kvrt_placement_blocks_for_budget(lv, cg.groups, len(cg.groups), budget, C.byref(n)))
             blocks = n.value
         p = C.c_void_p()
-        check(lib.kvrt_placement_create(lv, cgroups, len(groups), blocks, kernel_block_size, C.byref(p)))
-        return p, blocks, names, specs
+        check(lib.kvrt_placement_create(lv, cg.groups, len(cg.groups), blocks, kernel_block_size, C.byref(p)))
+        return p, blocks
 
     def _adopt(self, h, bh, lv, names, specs, blocks):
         c = Cache(self, h, bh, info.layout_name(lv), names, specs)
@@ -493,15 +494,15 @@ class Runtime(Closeable):
         if (blocks is None) == (memory is None):
             raise InvalidArgumentError("cache: give blocks (the number of blocks) or memory (a budget in "
                                        "bytes), exactly one of them")
-        groups, mixed = _groups(model, kv_cache_dtype, block_size, attention_backend)
-        lv, bh = self._binding(groups, layout, backend, mixed)
-        p, blocks, names, specs = self._placement(groups, lv, blocks, memory, kernel_block_size)
+        cg = _CGroups(_groups(model, kv_cache_dtype, block_size, attention_backend))
+        lv, bh = self._binding(cg, layout, backend)
+        p, blocks = self._placement(cg, lv, blocks, memory, kernel_block_size)
         try:
             h = C.c_void_p()
             check(lib.kvrt_cache_create(bh, p, C.byref(h)))
         finally:
             lib.kvrt_placement_destroy(p)
-        return self._adopt(h, bh, lv, names, specs, blocks)
+        return self._adopt(h, bh, lv, cg.names, cg.specs, blocks)
 
     def wrap(self, tensor, model, layout=None, blocks=None, backend=None, kernel_block_size=0,
              kv_cache_dtype=None, block_size=None, attention_backend=None):
@@ -523,8 +524,9 @@ class Runtime(Closeable):
         The cache holds the tensor until the cache, and every view exported
         from it, are gone; the tensor's own memory is never freed by kvrt."""
         self._check_open()
-        groups, mixed = _groups(model, kv_cache_dtype, block_size, attention_backend)
-        lv, bh = self._binding(groups, layout, backend, mixed)
+        groups = _groups(model, kv_cache_dtype, block_size, attention_backend)
+        cg = _CGroups(groups)
+        lv, bh = self._binding(cg, layout, backend)
         borrowed = Borrowed(tensor, "tensor")
         try:
             nlayers = sum(len(g) for g in groups)
@@ -533,7 +535,7 @@ class Runtime(Closeable):
                 # its B axis counts kernel blocks.
                 bs = groups[0][0][1].block_size
                 blocks = borrowed.shape[borrowed.ndim - 4] // (bs // kernel_block_size if kernel_block_size else 1)
-            p, blocks, names, specs = self._placement(groups, lv, blocks, borrowed.nbytes, kernel_block_size)
+            p, blocks = self._placement(cg, lv, blocks, borrowed.nbytes, kernel_block_size)
             try:
                 h = C.c_void_p()
                 check(lib.kvrt_cache_from_dlpack(bh, p, borrowed.managed, C.byref(h)))
@@ -543,4 +545,4 @@ class Runtime(Closeable):
             borrowed.close()  # not taken: the producer's tensor is given back
             raise
         borrowed.release_to_kvrt()  # its deleter now runs when kvrt lets go
-        return self._adopt(h, bh, lv, names, specs, blocks)
+        return self._adopt(h, bh, lv, cg.names, cg.specs, blocks)

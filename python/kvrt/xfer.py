@@ -29,14 +29,21 @@ vp, u64, i32, sz, dbl = C.c_void_p, C.c_uint64, C.c_int, C.c_size_t, C.c_double
 P = C.POINTER
 
 PENDING = 1  # KVRT_XFER_PENDING
+API_MAJOR = 1  # libkvrt-xfer's soname is libkvrt-xfer.so.<API major>
+# The C macros mirrored above, by their C names, and the structs below (their
+# _c_name): held to C by tests/python/test_structs.py, like kvrt._lib.
+C_CONSTANTS = {"KVRT_XFER_PENDING": PENDING, "KVRT_XFER_API_VERSION_MAJOR": API_MAJOR}
+SONAME = "libkvrt-xfer.so.%d" % API_MAJOR
 
 
-class AgentOptions(C.Structure):  # struct kvrt_xfer_agent_options
+class AgentOptions(C.Structure):
+    _c_name = "kvrt_xfer_agent_options"
     _fields_ = [("size", sz), ("chunk_bytes", u64), ("staging_bytes", u64), ("timeout_s", dbl),
                 ("reserved", C.c_uint8 * 64)]
 
 
-class Stats(C.Structure):  # struct kvrt_xfer_stats
+class Stats(C.Structure):
+    _c_name = "kvrt_xfer_stats"
     _fields_ = [("size", sz)] + [(n, u64) for n in (
         "peers", "handles", "outgoing", "incoming", "ucx_requests", "staging_busy", "staging_chunks",
         "chunk_bytes", "registered_bytes")] + [("registration_s", dbl)] + [(n, u64) for n in (
@@ -44,21 +51,24 @@ class Stats(C.Structure):  # struct kvrt_xfer_stats
         ("reserved", C.c_uint8 * 64)]
 
 
-class MetadataInfo(C.Structure):  # struct kvrt_xfer_metadata_info
+class MetadataInfo(C.Structure):
+    _c_name = "kvrt_xfer_metadata_info"
     _fields_ = [("size", sz), ("version", C.c_uint32), ("layout", i32), ("num_blocks", u64), ("num_layers", u64),
                 ("num_sets", u64),
                 ("cache_bytes", u64), ("cache_addressable", C.c_bool), ("chunk_bytes", u64),
                 ("reserved", C.c_uint8 * 32)]
 
 
-class XferRequest(C.Structure):  # struct kvrt_xfer_request
+class XferRequest(C.Structure):
+    _c_name = "kvrt_xfer_request"
     _fields_ = [("size", sz), ("direction", i32), ("method", i32), ("num_blocks", sz), ("local_ids", P(C.c_int64)),
                 ("remote_ids", P(C.c_int64)), ("layer_start", u64), ("num_layers", u64),
                 ("local_head_start", u64), ("remote_head_start", u64), ("num_heads", u64),
                 ("notification", vp), ("notification_len", sz), ("reserved", C.c_uint8 * 64)]
 
 
-class Plan(C.Structure):  # struct kvrt_xfer_plan
+class Plan(C.Structure):
+    _c_name = "kvrt_xfer_plan"
     _fields_ = [("size", sz), ("method", i32)] + [(n, u64) for n in (
         "regions", "messages", "bytes", "wire_bytes", "chunks", "chunk_blocks")] + [
         ("seconds", dbl), ("why", C.c_char * 160), ("reserved", C.c_uint8 * 32)]
@@ -107,7 +117,7 @@ def _candidates():
             found.append(_paths.XFER_LIBRARY)
     except ImportError:
         pass
-    found.append("libkvrt-xfer.so.1")
+    found.append(SONAME)
     return found
 
 

@@ -1,5 +1,6 @@
-"""layouts/plan/resolve equal the tool's JSON; errors are kvrt.Error
-subclasses carrying libkvrt's message; context managers."""
+"""layouts/plan/resolve hand back libkvrt's own JSON, and their keywords
+mean what the tool's flags mean; errors are kvrt.Error subclasses carrying
+libkvrt's message; context managers."""
 import os
 
 import torch
@@ -8,13 +9,17 @@ import kvrt
 from common import LAYOUTS, Skip, cli, model, raises
 
 
-def test_layouts_equal_cli():
-    """kvrt.layouts() == kvrt layouts --json"""
-    assert kvrt.layouts() == cli("layouts", "--json")
+def test_layouts_are_libkvrts():
+    """kvrt.layouts() is libkvrt's answer: every layout and alias of kvrt_layout_valid_names"""
+    got = kvrt.layouts()
+    names = kvrt._clib.kvrt_layout_valid_names().decode().split(", ")
+    assert got["valid_names"] == names and [l["name"] for l in got["layouts"]] == LAYOUTS, got
+    assert all(got["aliases"][a] in LAYOUTS for a in names[len(LAYOUTS):]) and got["env"] == "VLLM_KV_CACHE_LAYOUT"
 
 
-def test_plan_equal_cli():
-    """kvrt.plan(...) == kvrt plan --json for attention, MLA, state, kernel splitting and a budget"""
+def test_plan_keywords_match_flags():
+    """kvrt.plan(keywords) asks libkvrt what kvrt plan --json (flags) asks it: attention, MLA, state,
+    kernel splitting and a budget"""
     cases = [
         (dict(layers=3, blocks=10, block_size=16, kv_heads=8, head_size=128, dtype="bf16", layout="HND"),
          ["--layers", "3", "--blocks", "10", "--block-size", "16", "--kv-heads", "8", "--head-size", "128",
@@ -35,8 +40,9 @@ def test_plan_equal_cli():
         assert kvrt.plan(**kw) == cli("plan", "--json", *args), args
 
 
-def test_resolve_equal_cli():
-    """kvrt.resolve(...) == kvrt resolve --json, with and without VLLM_KV_CACHE_LAYOUT"""
+def test_resolve_keywords_match_flags():
+    """kvrt.resolve(keywords) asks libkvrt what kvrt resolve --json (flags) asks it, with and without
+    VLLM_KV_CACHE_LAYOUT"""
     assert kvrt.resolve() == cli("resolve", "--json")
     got = kvrt.resolve(declare={"cuda": ["LBNHC", "LBHNC"], "cpu": "any"}, prefer="HND")
     assert got == cli("resolve", "--json", "--declare", "cuda=LBNHC,LBHNC", "--declare", "cpu=any",

@@ -116,6 +116,9 @@ static void pure_functions(void)
     RETURNS(kvrt_version, "", kvrt_version() != NULL);
     RETURNS(kvrt_dtype_size, "-1", kvrt_dtype_size((enum kvrt_dtype) - 1) == 0);
     RETURNS(kvrt_dtype_name, "-1", kvrt_dtype_name((enum kvrt_dtype) - 1) == NULL);
+    RETURNS(kvrt_dtype_valid_names, "", kvrt_dtype_valid_names() != NULL);
+    RETURNS(kvrt_device_type_name, "-1", kvrt_device_type_name((enum kvrt_device_type) - 1) == NULL);
+    RETURNS(kvrt_memory_kind_name, "-1", kvrt_memory_kind_name((enum kvrt_memory_kind) - 1) == NULL);
     INVALID(kvrt_dtype_parse, "\"fp32\", NULL", "fp32", NULL);
     INPUT(kvrt_dtype_parse, "NULL, out", NULL, &(enum kvrt_dtype){0});
 
@@ -134,6 +137,7 @@ static void pure_functions(void)
     struct kvrt_geometry g;
     INVALID(kvrt_geometry_compute, "params, NULL", &gp, NULL);
     INVALID(kvrt_geometry_compute, "NULL, out", NULL, &g);
+    INVALID(kvrt_geometry_json, "params, NULL, 0, NULL", &gp, NULL, 0, NULL);
     if (kvrt_geometry_compute(&gp, &g) != KVRT_OK)
         tap_diag("geometry: %s", kvrt_error_message());
     INVALID(kvrt_geometry_layer_view, "geom, 0, 0, NULL", &g, 0, 0, NULL);
@@ -150,6 +154,9 @@ static void pure_functions(void)
     RETURNS(kvrt_layout_block_compact, "-1", !kvrt_layout_block_compact((enum kvrt_layout) - 1));
     RETURNS(kvrt_layout_block_contiguous, "-1", !kvrt_layout_block_contiguous((enum kvrt_layout) - 1));
     RETURNS(kvrt_layout_valid_names, "", kvrt_layout_valid_names() != NULL);
+    INVALID(kvrt_layouts_json, "NULL", NULL);
+    RETURNS(kvrt_layout_default, "", kvrt_layout_valid((int)kvrt_layout_default()));
+    INVALID(kvrt_layout_from_env_or_default, "NULL, NULL", NULL, NULL);
     INVALID(kvrt_layout_from_env, "NULL, out", NULL, &(enum kvrt_layout){0});
     INVALID(kvrt_layout_from_env, "is_set, NULL", &(bool){false}, NULL);
 
@@ -157,6 +164,10 @@ static void pure_functions(void)
     INVALID(kvrt_spec_derive, "NULL, 0, out", NULL, 0, &(struct kvrt_spec_info){0});
     RETURNS(kvrt_spec_equal, "NULL, NULL", kvrt_spec_equal(NULL, NULL) == 0 || kvrt_spec_equal(NULL, NULL) == 1);
     RETURNS(kvrt_spec_kind_name, "-1", kvrt_spec_kind_name((enum kvrt_spec_kind) - 1) == NULL);
+    RETURNS(kvrt_spec_kind_valid_names, "", kvrt_spec_kind_valid_names() != NULL);
+    INVALID(kvrt_spec_apply_defaults, "NULL", NULL);
+    INVALID(kvrt_spec_kind_parse, "\"mla\", NULL", "mla", NULL);
+    INPUT(kvrt_spec_kind_parse, "NULL, out", NULL, &(enum kvrt_spec_kind){0});
 }
 
 static kvrt_placement *placement(void)
@@ -165,6 +176,7 @@ static kvrt_placement *placement(void)
     struct kvrt_group grp = {layers, 2};
     INVALID(kvrt_placement_create, "..., NULL", KVRT_LAYOUT_LBHNC, &grp, 1, 4, 0, NULL);
     INVALID(kvrt_placement_blocks_for_budget, "..., NULL", KVRT_LAYOUT_LBHNC, &grp, 1, 1 << 20, NULL);
+    INVALID(kvrt_placement_mixed_shapes, "&grp, 1, NULL", &grp, 1, NULL);
     kvrt_placement *p = NULL;
     if (kvrt_placement_create(KVRT_LAYOUT_LBHNC, &grp, 1, 4, 0, &p) != KVRT_OK)
         tap_diag("placement: %s", kvrt_error_message());
@@ -207,9 +219,12 @@ static void resolver_functions(void)
     INVALID(kvrt_resolver_declare, "NULL, ...", NULL, "x", list, 1);
     INVALID(kvrt_resolver_declare_any, "NULL, ...", NULL, "x");
     INVALID(kvrt_resolver_set_mixed_shapes, "NULL, false", NULL, false);
+    INVALID(kvrt_resolver_set_groups, "NULL, ...", NULL, NULL, 0);
+    INPUT(kvrt_resolver_set_groups, "r, NULL, 0", r, NULL, 0);
     INVALID(kvrt_resolver_set_env, "NULL, ...", NULL, "NHD");
     INVALID(kvrt_resolver_set_preference, "NULL, ...", NULL, "NHD", "test");
     INVALID(kvrt_resolver_resolve, "r, NULL", r, NULL);
+    INVALID(kvrt_resolver_json, "r, NULL", r, NULL);
     enum kvrt_layout chosen;
     kvrt_resolver_declare(r, "x", list, 1);
     if (kvrt_resolver_resolve(r, &chosen) != KVRT_OK)
@@ -247,8 +262,10 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     RETURNS(kvrt_runtime_num_skipped, "NULL", kvrt_runtime_num_skipped(NULL) == 0);
     INVALID(kvrt_runtime_skipped, "NULL, 0, NULL, NULL", NULL, 0, NULL, NULL);
     INVALID(kvrt_runtime_default_backend, "rt, NULL", rt, NULL);
+    RETURNS(kvrt_runtime_backend_priority, "", strstr(kvrt_runtime_backend_priority(), "cpu") != NULL);
     const char *one[1] = {"fault"};
     INVALID(kvrt_runtime_resolve, "rt, ..., NULL", rt, one, 1, false, NULL, NULL);
+    INVALID(kvrt_runtime_resolve_groups, "rt, ..., NULL groups", rt, one, 1, NULL, 0, NULL, &(enum kvrt_layout){0});
     RETURNS(kvrt_runtime_trace, "NULL", kvrt_runtime_trace(NULL) != NULL);
     RETURNS(kvrt_runtime_num_trace_steps, "NULL", kvrt_runtime_num_trace_steps(NULL) == 0);
     struct kvrt_trace_step step;

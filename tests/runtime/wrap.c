@@ -3,7 +3,8 @@
  * suite checks on every backend: kvrt's operations and the caller see the
  * same bytes; the release callback runs once in every order of teardown
  * (destroy, runtime close, the last tensor after the close) and may call
- * kvrt; a backend that cannot adopt memory is refused by name; a plugin
+ * kvrt; a reference holder keeps working with its buffers through the
+ * runtime's close; a backend that cannot adopt memory is refused by name; a plugin
  * that declares the import operation badly is passed over.
  */
 #include <stdio.h>
@@ -130,6 +131,43 @@ static void check_close(const kvrt_placement *p)
     free(t.memory);
 }
 
+/* A reference holder (a transfer agent) works on through the close: the
+ * buffers made on the held cache's backend stay until the last reference
+ * goes, which hands the memory back and finishes the close. */
+static void check_close_held(const kvrt_placement *p)
+{
+    uint64_t bytes = kvrt_placement_size(p), staging = 0;
+    kvrt_runtime *rt = open_rt(cpu_path);
+    kvrt_backend *b = NULL;
+    struct owned o = {.memory = aligned_alloc(64, bytes)};
+    struct kvrt_memory m = host_memory(&o, bytes);
+    kvrt_cache *c = NULL;
+    kvrt_buffer *buf = NULL;
+    memset(o.memory, 0x5a, bytes);
+    bool ok = rt && kvrt_runtime_bind(rt, "cpu", kvrt_layout_name(kvrt_placement_layout(p)), &b) == KVRT_OK &&
+              kvrt_cache_wrap(b, p, &m, &c) == KVRT_OK && kvrt_cache_staging_bytes(c, 1, &staging) == KVRT_OK &&
+              kvrt_buffer_create(b, staging, &buf) == KVRT_OK && kvrt_cache_retain(c) == KVRT_OK;
+    tap_ok(ok, "a wrapped cache held by a reference, and a buffer made on its backend");
+    kvrt_runtime_close(rt);
+    uint8_t *got = calloc(staging ? staging : 1, 1);
+    int64_t id = 1;
+    ok = ok && got && kvrt_cache_gather(c, 1, &id, buf, 0) == KVRT_OK &&
+         kvrt_buffer_download(buf, 0, got, staging) == KVRT_OK;
+    uint64_t same = 0;
+    while (ok && same < staging && got[same] == 0x5a)
+        same++;
+    tap_ok(ok && same == staging && o.released == 0,
+           "after kvrt_runtime_close the holder gathers a block into its buffer (%llu of %llu bytes as the memory "
+           "holds); the memory is not handed back",
+           (unsigned long long)same, (unsigned long long)staging);
+    kvrt_buffer_destroy(buf);
+    if (ok)
+        kvrt_cache_release(c);
+    tap_ok(o.released == 1 && o.address_seen, "the last reference finishes the close: the memory is handed back once");
+    free(got);
+    free(o.memory);
+}
+
 /* Backends that cannot adopt memory are refused by name; so is every
  * backend asked with a struct whose reserved bytes are set. */
 static void check_refusals(const kvrt_placement *p)
@@ -183,6 +221,7 @@ int main(void)
     check_aliasing(b, p);
     kvrt_runtime_close(rt);
     check_close(p);
+    check_close_held(p);
     check_refusals(p);
     kvrt_placement_destroy(p);
     return tap_done();

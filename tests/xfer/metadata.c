@@ -79,6 +79,32 @@ static void refuse(const struct side *s, size_t off, uint64_t value, size_t n, c
     free(b);
 }
 
+/* The bytes of one set as docs/xfer.md gives them ("| N per set |"), or 0. */
+static size_t documented_set_bytes(void)
+{
+    FILE *f = fopen(KVRT_DOCS_XFER, "r");
+    char line[1024];
+    size_t n = 0;
+    while (f && n == 0 && fgets(line, sizeof(line), f)) {
+        const char *at = strstr(line, " per set |");
+        while (at && at > line && at[-1] >= '0' && at[-1] <= '9')
+            at--;
+        if (at && strstr(at, " per set |") != at)
+            n = strtoul(at, NULL, 10);
+    }
+    if (f)
+        fclose(f);
+    return n;
+}
+
+static uint64_t read_le(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    for (size_t i = n; i-- > 0;)
+        v = (v << 8) | p[i];
+    return v;
+}
+
 static void write_corpus(const char *dir, const char *name, const struct side *s)
 {
     char path[4096];
@@ -113,6 +139,16 @@ int main(int argc, char **argv)
                info.version == KVRT_XFER_METADATA_VERSION && info.chunk_bytes > 0,
            "the exported blob parses back (layout, blocks, layers, version, staging chunks)");
     tap_diag("blob of %zu bytes; cache addressable: %s", s.len, info.cache_addressable ? "yes" : "no");
+
+    /* docs/xfer.md's size of a set: after the 48-byte header and the one set
+     * of this cache come the addressable flag, the agent id and the chunk
+     * bytes, which must read back as the parser reported them. */
+    size_t per_set = documented_set_bytes();
+    const uint8_t *blob = s.blob;
+    bool fits = per_set > 0 && 48 + per_set + 20 <= s.len && read_le(blob + 44, 4) == 1;
+    tap_ok(fits && read_le(blob + 48 + per_set, 4) == (info.cache_addressable ? 1u : 0u) &&
+               read_le(blob + 48 + per_set + 4, 8) != 0 && read_le(blob + 48 + per_set + 12, 8) == info.chunk_bytes,
+           "docs/xfer.md's %zu bytes per set is where the blob's flag, agent id and chunk bytes follow", per_set);
 
     /* Every truncation is refused with one line. */
     size_t bad = 0;

@@ -49,80 +49,6 @@ static bool start(struct child *c, enum kvrt_layout layout, uint64_t seed, bool 
     return child_start(c, self, args);
 }
 
-/* The peer's whole cache against the records of its notifications, which
- * must number `lo` to `hi` (*got, may be NULL, gets the count). */
-static bool child_verified_range(struct child *c, uint64_t lo, uint64_t hi, const char *what, uint64_t *got)
-{
-    char reply[512];
-    unsigned long long bad = 1, n = 0;
-    bool ok = child_cmd(c, "verify", reply, sizeof(reply), 30) && sscanf(reply, "verify %llu %llu", &bad, &n) == 2;
-    ok = ok && bad == 0 && n >= lo && n <= hi;
-    if (!tap_ok(ok, "%s: every byte of the peer's cache as its %llu notifications say", what, n))
-        tap_diag("child said: %s (expected %llu to %llu notifications)", reply, (unsigned long long)lo,
-                 (unsigned long long)hi);
-    if (got)
-        *got = n;
-    return ok;
-}
-
-static bool child_verified(struct child *c, uint64_t notes, const char *what)
-{
-    return child_verified_range(c, notes, notes, what, NULL);
-}
-
-static void child_clean(struct child *c, const char *what)
-{
-    char reply[256];
-    unsigned long long out = 9, in = 9, ucx = 9, busy = 9, peers = 0;
-    bool ok = child_cmd(c, "stats", reply, sizeof(reply), 30) &&
-              sscanf(reply, "stats %llu %llu %llu %llu %llu", &out, &in, &ucx, &busy, &peers) == 5;
-    tap_ok(ok && out == 0 && in == 0 && ucx == 0 && busy == 0,
-           "%s: nothing left in the peer's agent (streams out %llu, in %llu, UCX requests %llu, busy chunks %llu)",
-           what, out, in, ucx, busy);
-}
-
-static void agent_clean(kvrt_xfer_agent *a, const char *what)
-{
-    /* Stragglers (acknowledgements' sends) finish within a few rounds. */
-    struct kvrt_xfer_stats st = {.size = sizeof(st)};
-    double deadline = now() + 5;
-    do {
-        kvrt_xfer_progress(a);
-        kvrt_xfer_agent_stats(a, &st);
-    } while ((st.outgoing || st.incoming || st.ucx_requests || st.staging_busy) && now() < deadline);
-    tap_ok(st.outgoing == 0 && st.incoming == 0 && st.ucx_requests == 0 && st.staging_busy == 0 && st.handles == 0,
-           "%s: nothing left here (streams out %llu, in %llu, UCX requests %llu, busy chunks %llu, handles %llu)", what,
-           (unsigned long long)st.outgoing, (unsigned long long)st.incoming, (unsigned long long)st.ucx_requests,
-           (unsigned long long)st.staging_busy, (unsigned long long)st.handles);
-}
-
-static void ids(int64_t *v, uint64_t n, uint64_t first, uint64_t stride, uint64_t mod)
-{
-    for (uint64_t i = 0; i < n; i++)
-        v[i] = (int64_t)((first + i * stride) % mod);
-}
-
-/* Post one push (or pull) of `n` blocks, its record as the notification. */
-static kvrt_xfer_handle *post(struct side *s, kvrt_xfer_peer *p, const struct side_opts *source, const int64_t *mine,
-                              const int64_t *theirs, uint64_t n, bool pull, uint64_t index)
-{
-    char *note =
-        pull ? side_record(source, theirs, mine, n, true, index) : side_record(source, mine, theirs, n, false, index);
-    struct kvrt_xfer_request r;
-    kvrt_xfer_request_default(&r);
-    r.direction = pull ? KVRT_XFER_PULL : KVRT_XFER_PUSH;
-    r.num_blocks = n;
-    r.local_ids = mine;
-    r.remote_ids = theirs;
-    r.notification = note;
-    r.notification_len = strlen(note);
-    kvrt_xfer_handle *h = NULL;
-    if (kvrt_xfer_post(s->a, p, &r, &h) != KVRT_OK)
-        tap_diag("post: %s", kvrt_error_message());
-    free(note);
-    return h;
-}
-
 /* ---- many in flight, two peers --------------------------------------------- */
 
 enum { NPOST = 8, PER = 4 };
@@ -133,9 +59,9 @@ static void in_flight(struct side *s, kvrt_xfer_peer *pa, kvrt_xfer_peer *pb, st
     int64_t src[2 * NPOST][PER], dst[2 * NPOST][PER];
     int pending_seen = 0, posted = 0;
     for (int i = 0; i < 2 * NPOST; i++) {
-        ids(src[i], PER, (uint64_t)i * 7 + 3, 5, PUSHED);
-        ids(dst[i], PER, (uint64_t)(i % NPOST) * PER, 1, s->o.blocks); /* disjoint per peer */
-        h[i] = post(s, i < NPOST ? pa : pb, &s->o, src[i], dst[i], PER, false, (uint64_t)i);
+        side_ids(src[i], PER, (uint64_t)i * 7 + 3, 5, PUSHED);
+        side_ids(dst[i], PER, (uint64_t)(i % NPOST) * PER, 1, s->o.blocks); /* disjoint per peer */
+        h[i] = side_post(s, i < NPOST ? pa : pb, &s->o, src[i], dst[i], PER, false, (uint64_t)i);
         posted += h[i] != NULL;
         pending_seen += h[i] && kvrt_xfer_test(h[i]) == KVRT_XFER_PENDING;
     }
@@ -169,12 +95,12 @@ static void pulls(struct side *s, kvrt_xfer_peer *pa, kvrt_xfer_peer *pb, const 
     int64_t mine[2 * NPOST][PER], theirs[2 * NPOST][PER];
     struct xpat_record rec[2 * NPOST];
     for (int i = 0; i < 2 * NPOST; i++) {
-        ids(mine[i], PER, PUSHED + (uint64_t)i * PER, 1, s->o.blocks); /* every pulled block once */
-        ids(theirs[i], PER, (uint64_t)i * 11 + 1, 3, PUSHED);
+        side_ids(mine[i], PER, PUSHED + (uint64_t)i * PER, 1, s->o.blocks); /* every pulled block once */
+        side_ids(theirs[i], PER, (uint64_t)i * 11 + 1, 3, PUSHED);
         for (int k = 0; k < PER; k++)
             theirs[i][k] += PUSHED;
         const struct side_opts *src = i < NPOST ? oa : ob;
-        h[i] = post(s, i < NPOST ? pa : pb, src, mine[i], theirs[i], PER, true, (uint64_t)i);
+        h[i] = side_post(s, i < NPOST ? pa : pb, src, mine[i], theirs[i], PER, true, (uint64_t)i);
         rec[i] = (struct xpat_record){theirs[i], mine[i], PER, 0, 0, 0, 0, 0, src->seed, 0, 0, false, true};
     }
     int ok = 0;
@@ -201,9 +127,9 @@ static void pulls(struct side *s, kvrt_xfer_peer *pa, kvrt_xfer_peer *pb, const 
 static void event_fd(struct side *s, kvrt_xfer_peer *pb, struct child *cb, uint64_t notes)
 {
     int64_t src[16], dst[16];
-    ids(src, 16, 40, 1, PUSHED);
-    ids(dst, 16, 48, 1, PUSHED);
-    kvrt_xfer_handle *h = post(s, pb, &s->o, src, dst, 16, false, 100);
+    side_ids(src, 16, 40, 1, PUSHED);
+    side_ids(dst, 16, 48, 1, PUSHED);
+    kvrt_xfer_handle *h = side_post(s, pb, &s->o, src, dst, 16, false, 100);
     int fd = -1, sleeps = 0, rc = KVRT_XFER_PENDING;
     kvrt_xfer_event_fd(s->a, &fd);
     double deadline = now() + 30;
@@ -237,9 +163,9 @@ static void *work(void *arg)
     for (int i = 0; i < EACH; i++) {
         int64_t src[2], dst[2];
         /* Each thread writes its own destination blocks on each peer. */
-        ids(src, 2, (uint64_t)(w->index * EACH + i) * 3, 1, PUSHED);
-        ids(dst, 2, (uint64_t)(w->index * 2) + 56 - 8 * (i % 2), 1, PUSHED);
-        kvrt_xfer_handle *h = post(w->s, w->peer[i % 2], &w->s->o, src, dst, 2, false, 1000u + (unsigned)i);
+        side_ids(src, 2, (uint64_t)(w->index * EACH + i) * 3, 1, PUSHED);
+        side_ids(dst, 2, (uint64_t)(w->index * 2) + 56 - 8 * (i % 2), 1, PUSHED);
+        kvrt_xfer_handle *h = side_post(w->s, w->peer[i % 2], &w->s->o, src, dst, 2, false, 1000u + (unsigned)i);
         if (h && kvrt_xfer_wait(h, 30) == KVRT_OK)
             w->ok++;
         kvrt_xfer_release(h);
@@ -284,13 +210,13 @@ static void threads(struct side *s, kvrt_xfer_peer *pa, kvrt_xfer_peer *pb, stru
 static void release_in_flight(struct side *s, kvrt_xfer_peer *pb, struct child *cb, uint64_t notes)
 {
     int64_t src[32], dst[32];
-    ids(src, 32, 0, 1, PUSHED);
-    ids(dst, 32, 32, 1, PUSHED);
-    kvrt_xfer_handle *h = post(s, pb, &s->o, src, dst, 32, false, 200);
+    side_ids(src, 32, 0, 1, PUSHED);
+    side_ids(dst, 32, 32, 1, PUSHED);
+    kvrt_xfer_handle *h = side_post(s, pb, &s->o, src, dst, 32, false, 200);
     kvrt_xfer_release(h); /* abandoned at once: no notification there */
     /* The same blocks again, complete this time: the peer's check then
      * covers what the abandoned one may have written. */
-    h = post(s, pb, &s->o, src, dst, 32, false, 201);
+    h = side_post(s, pb, &s->o, src, dst, 32, false, 201);
     int rc = h ? kvrt_xfer_wait(h, 30) : KVRT_ERR_INVALID;
     tap_ok(rc == KVRT_OK, "after a transfer released in flight, the next one to the peer completes: %s",
            rc == KVRT_OK ? "yes" : kvrt_error_message());
@@ -301,9 +227,9 @@ static void release_in_flight(struct side *s, kvrt_xfer_peer *pb, struct child *
 static kvrt_xfer_peer *closed_and_back(struct side *s, kvrt_xfer_peer *pa, struct child *ca, uint64_t *notes)
 {
     int64_t src[8], dst[8];
-    ids(src, 8, 8, 1, PUSHED);
-    ids(dst, 8, 0, 1, PUSHED);
-    kvrt_xfer_handle *h = post(s, pa, &s->o, src, dst, 8, false, 300);
+    side_ids(src, 8, 8, 1, PUSHED);
+    side_ids(dst, 8, 0, 1, PUSHED);
+    kvrt_xfer_handle *h = side_post(s, pa, &s->o, src, dst, 8, false, 300);
     kvrt_xfer_peer_close(pa);
     int rc = h ? kvrt_xfer_wait(h, 5) : KVRT_OK;
     const char *m = kvrt_error_message();
@@ -320,7 +246,7 @@ static kvrt_xfer_peer *closed_and_back(struct side *s, kvrt_xfer_peer *pa, struc
     tap_ok(rc == KVRT_OK, "connecting again to the same peer: %s", rc == KVRT_OK ? "yes" : kvrt_error_message());
     if (rc != KVRT_OK)
         return NULL;
-    h = post(s, p, &s->o, src, dst, 8, false, 301);
+    h = side_post(s, p, &s->o, src, dst, 8, false, 301);
     rc = h ? kvrt_xfer_wait(h, 30) : KVRT_ERR_INVALID;
     tap_ok(rc == KVRT_OK, "and a transfer over the new connection completes");
     kvrt_xfer_release(h);
@@ -348,9 +274,9 @@ static void loaded(struct side *s, struct child *cc, const struct side_opts *oc)
     if (rc != KVRT_OK || !there)
         return;
     int64_t src[6] = {1, 3, 5, 7, 9, 11}, dst[6] = {2, 4, 6, 8, 10, 12};
-    kvrt_xfer_handle *push = post(s, p, &s->o, src, dst, 6, false, 0);
+    kvrt_xfer_handle *push = side_post(s, p, &s->o, src, dst, 6, false, 0);
     int64_t mine[3] = {125, 126, 127}, theirs[3] = {20, 30, 40};
-    kvrt_xfer_handle *pull = post(s, p, oc, mine, theirs, 3, true, 1);
+    kvrt_xfer_handle *pull = side_post(s, p, oc, mine, theirs, 3, true, 1);
     int a = push ? kvrt_xfer_wait(push, 30) : -1, b = pull ? kvrt_xfer_wait(pull, 30) : -1;
     struct xpat_record rec = {theirs, mine, 3, 0, 0, 0, 0, 0, oc->seed, 0, 0, false, true};
     if (b == KVRT_OK)
@@ -462,7 +388,7 @@ static void pairs(void)
         for (int k = 0; k < 5; k++)
             did[s][k] = s * 8 + (int64_t)((k * 3) % 5);
         for (int d = 0; d < KVRT_NUM_LAYOUTS; d++)
-            h[s][d] = p[s][d] ? post(&src[s], p[s][d], &src[s].o, sid[s], did[s], 5, false, 0) : NULL;
+            h[s][d] = p[s][d] ? side_post(&src[s], p[s][d], &src[s].o, sid[s], did[s], 5, false, 0) : NULL;
     }
     /* Six agents in one thread: each test() progresses its own agent, so
      * all of them are driven together. */
@@ -544,7 +470,7 @@ int main(int argc, char **argv)
     if (pa)
         pulls(&s, pa, pb, &oa, &ob, &ca, &cb, na + NPOST, nb + NPOST);
     refusals(&s, pb);
-    agent_clean(s.a, "after all of it");
+    side_agent_clean(s.a, "after all of it");
     child_clean(&ca, "same-layout peer");
     child_clean(&cb, "converting peer");
     kvrt_xfer_peer_close(pa);

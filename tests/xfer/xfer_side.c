@@ -1,11 +1,14 @@
 #include "xfer_side.h"
 
+#include "tap.h"
+
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -33,6 +36,103 @@ void side_opts_default(struct side_opts *o)
     o->timeout_s = 20;
 }
 
+static const char *const memory_names[] = {"allocated", "aligned", "mmap", "dlpack"};
+
+const char *side_memory_name(enum side_memory m)
+{
+    return (unsigned)m < sizeof(memory_names) / sizeof(memory_names[0]) ? memory_names[m] : "?";
+}
+
+bool side_memory_parse(const char *name, enum side_memory *m)
+{
+    for (unsigned i = 0; i < sizeof(memory_names) / sizeof(memory_names[0]); i++)
+        if (strcmp(name, memory_names[i]) == 0) {
+            *m = (enum side_memory)i;
+            return true;
+        }
+    return false;
+}
+
+/* ---- memory the side owns ----------------------------------------------------- */
+
+static void owned_released(struct side_owned *w, void *address)
+{
+    w->released++;
+    w->wrong_address |= address != w->address;
+}
+
+static void release_memory(void *user, void *address)
+{
+    owned_released(user, address);
+}
+
+static void dlpack_deleter(DLManagedTensor *t)
+{
+    owned_released(t->manager_ctx, t->dl_tensor.data);
+}
+
+static void owned_free(struct side_owned *w)
+{
+    if (w->kind == SIDE_MMAP)
+        munmap(w->address, w->bytes);
+    else
+        free(w->address);
+    free(w);
+}
+
+/* A cache over page-aligned memory of the placement's bytes. */
+static int wrap_cache(struct side *s)
+{
+    uint64_t bytes = (kvrt_placement_size(s->p) + 4095) & ~(uint64_t)4095;
+    struct side_owned *w = calloc(1, sizeof(*w));
+    if (!w)
+        return kvrt_error_report(KVRT_ERR_NOMEM, "side_open: out of memory");
+    w->kind = s->o.memory;
+    w->bytes = bytes;
+    if (w->kind == SIDE_MMAP) {
+        w->address = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        if (w->address == MAP_FAILED)
+            w->address = NULL;
+    } else {
+        w->address = aligned_alloc(4096, bytes);
+    }
+    if (!w->address) {
+        free(w);
+        return kvrt_error_report(KVRT_ERR_NOMEM, "side_open: no %llu bytes for the cache", (unsigned long long)bytes);
+    }
+    /* Not zero unless asked: the cache keeps what its memory holds. */
+    memset(w->address, s->o.zero ? 0 : 0xa5, bytes);
+    int rc;
+    if (w->kind == SIDE_DLPACK) {
+        w->shape[0] = (int64_t)bytes;
+        w->tensor.dl_tensor = (DLTensor){.data = w->address,
+                                         .device = {kDLCPU, 0},
+                                         .ndim = 1,
+                                         .dtype = {kDLUInt, 8, 1},
+                                         .shape = w->shape,
+                                         .strides = NULL,
+                                         .byte_offset = 0};
+        w->tensor.manager_ctx = w;
+        w->tensor.deleter = dlpack_deleter;
+        rc = kvrt_cache_from_dlpack(s->be, s->p, &w->tensor, &s->c);
+    } else {
+        struct kvrt_memory m;
+        kvrt_memory_default(&m);
+        m.address = w->address;
+        m.bytes = bytes;
+        m.release = release_memory;
+        m.release_user = w;
+        rc = kvrt_cache_wrap(s->be, s->p, &m, &s->c);
+    }
+    if (rc != KVRT_OK)
+        owned_free(w); /* not adopted: kvrt will never hand it back */
+    else
+        s->owned = w;
+    return rc;
+}
+
+/* ---- a side ------------------------------------------------------------------- */
+
 int side_open(struct side *s, const struct side_opts *o)
 {
     memset(s, 0, sizeof(*s));
@@ -59,7 +159,7 @@ int side_open(struct side *s, const struct side_opts *o)
     if (rc == KVRT_OK)
         rc = kvrt_placement_create(o->layout, &g, 1, o->blocks, 0, &s->p);
     if (rc == KVRT_OK)
-        rc = kvrt_cache_create(s->be, s->p, &s->c);
+        rc = o->memory == SIDE_ALLOCATED ? kvrt_cache_create(s->be, s->p, &s->c) : wrap_cache(s);
     if (rc == KVRT_OK)
         rc = o->zero ? xpat_init_zero(&s->x, s->be, s->c) : xpat_init(&s->x, s->be, s->c, o->seed, o->head_offset);
     if (rc == KVRT_OK) {
@@ -73,14 +173,66 @@ int side_open(struct side *s, const struct side_opts *o)
     return rc;
 }
 
-void side_close(struct side *s)
+bool side_close(struct side *s)
 {
     kvrt_xfer_agent_destroy(s->a);
     xpat_free(&s->x);
     kvrt_placement_destroy(s->p);
     if (s->rt)
         kvrt_runtime_close(s->rt);
+    struct side_owned *w = s->owned;
+    bool ok = true;
+    if (w) {
+        ok = w->released == 1 && !w->wrong_address;
+        if (!ok)
+            fprintf(stderr, "side_close: the %s memory of the cache was handed back %d times%s\n",
+                    side_memory_name(w->kind), w->released, w->wrong_address ? ", once with another address" : "");
+        if (w->released == 1)
+            owned_free(w);
+    }
     memset(s, 0, sizeof(*s));
+    return ok;
+}
+
+void side_ids(int64_t *v, uint64_t n, uint64_t first, uint64_t stride, uint64_t mod)
+{
+    for (uint64_t i = 0; i < n; i++)
+        v[i] = (int64_t)((first + i * stride) % mod);
+}
+
+kvrt_xfer_handle *side_post(struct side *s, kvrt_xfer_peer *p, const struct side_opts *source, const int64_t *mine,
+                            const int64_t *theirs, uint64_t n, bool pull, uint64_t index)
+{
+    char *note =
+        pull ? side_record(source, theirs, mine, n, true, index) : side_record(source, mine, theirs, n, false, index);
+    struct kvrt_xfer_request r;
+    kvrt_xfer_request_default(&r);
+    r.direction = pull ? KVRT_XFER_PULL : KVRT_XFER_PUSH;
+    r.num_blocks = n;
+    r.local_ids = mine;
+    r.remote_ids = theirs;
+    r.notification = note;
+    r.notification_len = strlen(note);
+    kvrt_xfer_handle *h = NULL;
+    if (kvrt_xfer_post(s->a, p, &r, &h) != KVRT_OK)
+        tap_diag("post: %s", kvrt_error_message());
+    free(note);
+    return h;
+}
+
+void side_agent_clean(kvrt_xfer_agent *a, const char *what)
+{
+    /* Stragglers (acknowledgements' sends) finish within a few rounds. */
+    struct kvrt_xfer_stats st = {.size = sizeof(st)};
+    double deadline = now() + 5;
+    do {
+        kvrt_xfer_progress(a);
+        kvrt_xfer_agent_stats(a, &st);
+    } while ((st.outgoing || st.incoming || st.ucx_requests || st.staging_busy) && now() < deadline);
+    tap_ok(st.outgoing == 0 && st.incoming == 0 && st.ucx_requests == 0 && st.staging_busy == 0 && st.handles == 0,
+           "%s: nothing left here (streams out %llu, in %llu, UCX requests %llu, busy chunks %llu, handles %llu)", what,
+           (unsigned long long)st.outgoing, (unsigned long long)st.incoming, (unsigned long long)st.ucx_requests,
+           (unsigned long long)st.staging_busy, (unsigned long long)st.handles);
 }
 
 char *side_record(const struct side_opts *source, const int64_t *src, const int64_t *dst, uint64_t n, bool pull,
@@ -269,6 +421,36 @@ void child_kill(struct child *c)
         reap(c, 5);
     }
     close_pipes(c);
+}
+
+bool child_verified_range(struct child *c, uint64_t lo, uint64_t hi, const char *what, uint64_t *got)
+{
+    char reply[512];
+    unsigned long long bad = 1, n = 0;
+    bool ok = child_cmd(c, "verify", reply, sizeof(reply), 30) && sscanf(reply, "verify %llu %llu", &bad, &n) == 2;
+    ok = ok && bad == 0 && n >= lo && n <= hi;
+    if (!tap_ok(ok, "%s: every byte of the peer's cache as its %llu notifications say", what, n))
+        tap_diag("child said: %s (expected %llu to %llu notifications)", reply, (unsigned long long)lo,
+                 (unsigned long long)hi);
+    if (got)
+        *got = n;
+    return ok;
+}
+
+bool child_verified(struct child *c, uint64_t notes, const char *what)
+{
+    return child_verified_range(c, notes, notes, what, NULL);
+}
+
+void child_clean(struct child *c, const char *what)
+{
+    char reply[256];
+    unsigned long long out = 9, in = 9, ucx = 9, busy = 9, peers = 0;
+    bool ok = child_cmd(c, "stats", reply, sizeof(reply), 30) &&
+              sscanf(reply, "stats %llu %llu %llu %llu %llu", &out, &in, &ucx, &busy, &peers) == 5;
+    tap_ok(ok && out == 0 && in == 0 && ucx == 0 && busy == 0,
+           "%s: nothing left in the peer's agent (streams out %llu, in %llu, UCX requests %llu, busy chunks %llu)",
+           what, out, in, ucx, busy);
 }
 
 /* ---- the child --------------------------------------------------------------- */
@@ -477,7 +659,9 @@ int child_main(int argc, char **argv)
             o.zero = true;
             continue;
         }
-        if (strcmp(argv[i], "--layout") == 0)
+        if (strcmp(argv[i], "--memory") == 0)
+            ok = side_memory_parse(v, &o.memory);
+        else if (strcmp(argv[i], "--layout") == 0)
             ok = kvrt_layout_parse(v, &o.layout) == KVRT_OK;
         else if (strcmp(argv[i], "--dtype") == 0)
             ok = kvrt_dtype_parse(v, &o.dtype) == KVRT_OK;
@@ -601,6 +785,5 @@ int child_main(int argc, char **argv)
             kvrt_xfer_release(cs.push[i].h);
         kvrt_xfer_peer_close(cs.peers[i]);
     }
-    side_close(&cs.s);
-    return 0;
+    return side_close(&cs.s) ? 0 : 3;
 }

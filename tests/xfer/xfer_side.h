@@ -22,8 +22,10 @@
  * Options besides the cache's: --listen, --push-to PORT --push BASE:N:PER
  * (connect and push from the start), --check-notes (check a notified
  * transfer's blocks the moment it arrives), --report-notes (and print
- * "note INDEX ok|bad" for each), --zero (no pattern: the cache stays zero).
- * It exits when its stdin closes (the parent died).
+ * "note INDEX ok|bad" for each), --zero (no pattern: the cache stays zero),
+ * --memory allocated|aligned|mmap|dlpack (where the cache lives).
+ * It exits when its stdin closes (the parent died), with status 3 when its
+ * cache's memory was not handed back exactly once.
  */
 #ifndef KVRT_TESTS_XFER_SIDE_H
 #define KVRT_TESTS_XFER_SIDE_H
@@ -32,12 +34,23 @@
 #include <stdio.h>
 #include <sys/types.h>
 
+#include <kvrt/dlpack.h>
 #include <kvrt/kvrt.h>
 #include <kvrt/xfer.h>
 
 #include "xfer_pattern.h"
 
+/* Where a side's cache lives: kvrt's own allocation, or memory the side
+ * owns under kvrt_cache_wrap (aligned_alloc, mmap) or kvrt_cache_from_dlpack
+ * (a flat uint8 DLPack tensor over aligned_alloc). */
+enum side_memory { SIDE_ALLOCATED, SIDE_ALIGNED, SIDE_MMAP, SIDE_DLPACK };
+
+/* The name of a memory kind (--memory), and back. */
+const char *side_memory_name(enum side_memory m);
+bool side_memory_parse(const char *name, enum side_memory *m);
+
 struct side_opts {
+    enum side_memory memory;
     enum kvrt_layout layout;
     enum kvrt_dtype dtype;
     uint64_t layers, heads, head_size, block_size, blocks;
@@ -52,6 +65,19 @@ struct side_opts {
  * that staged transfers run many chunks and wait for slots. */
 void side_opts_default(struct side_opts *o);
 
+/* Memory a side owns under a wrapped cache, and what kvrt did with it: on
+ * the heap, since kvrt hands it back when its last reference goes, which
+ * may be an agent's end after the runtime's close. */
+struct side_owned {
+    enum side_memory kind;
+    void *address;
+    uint64_t bytes;
+    int released;       /* release callbacks, or the DLPack deleter's runs */
+    bool wrong_address; /* a release named other memory */
+    DLManagedTensor tensor;
+    int64_t shape[1];
+};
+
 struct side {
     kvrt_runtime *rt;
     kvrt_backend *be;
@@ -59,12 +85,27 @@ struct side {
     kvrt_cache *c;
     struct xpat x;
     kvrt_xfer_agent *a;
+    struct side_owned *owned; /* NULL for kvrt's own allocation */
     struct side_opts o;
 };
 
 /* KVRT_OK, or the failing status with kvrt_error_message(). */
 int side_open(struct side *s, const struct side_opts *o);
-void side_close(struct side *s);
+/* Whatever of the side is still open goes (the agent first); then the
+ * owned memory is freed if kvrt handed it back.  false (with a diagnostic
+ * on stderr) when kvrt did not hand it back exactly once, with its
+ * address: that memory is then left allocated. */
+bool side_close(struct side *s);
+
+/* Post one push (or pull) of `n` blocks, its record as the notification;
+ * NULL (with a TAP diagnostic) when refused. */
+kvrt_xfer_handle *side_post(struct side *s, kvrt_xfer_peer *p, const struct side_opts *source, const int64_t *mine,
+                            const int64_t *theirs, uint64_t n, bool pull, uint64_t index);
+/* ids v[i] = (first + i * stride) % mod */
+void side_ids(int64_t *v, uint64_t n, uint64_t first, uint64_t stride, uint64_t mod);
+/* A TAP point: nothing left in the agent after a few rounds of progress
+ * (streams, UCX requests, busy chunks, handles). */
+void side_agent_clean(kvrt_xfer_agent *a, const char *what);
 
 /* A record of `n` blocks pushed (or pulled, when pull) from `src` ids of the
  * source side to `dst` ids, all layers and heads; text for a notification. */
@@ -89,6 +130,12 @@ bool child_cmd(struct child *c, const char *cmd, char *reply, size_t size, doubl
 int child_stop(struct child *c);
 /* SIGKILL now and reap. */
 void child_kill(struct child *c);
+/* TAP points: the child's whole cache against the records of its
+ * notifications, which must number `lo` to `hi` (*got, may be NULL, gets
+ * the count); nothing left in the child's agent. */
+bool child_verified_range(struct child *c, uint64_t lo, uint64_t hi, const char *what, uint64_t *got);
+bool child_verified(struct child *c, uint64_t notes, const char *what);
+void child_clean(struct child *c, const char *what);
 
 /* The child's program: `self --child ...`. */
 int child_main(int argc, char **argv);

@@ -54,6 +54,15 @@ extern const struct cli_command cli_xfer_command;
 extern const struct cli_command *const cli_commands[];
 extern const size_t cli_num_commands;
 
+/* A number macro as text, for help strings built at compile time. */
+#define CLI_TEXT_(x) #x
+#define CLI_TEXT(x) CLI_TEXT_(x)
+
+/* `text` on lines of at most `width` columns, each after `indent` spaces,
+ * broken at spaces (a longer word gets its own line): for lists the
+ * library renders, whose length help texts cannot know. */
+void cli_print_wrapped(FILE *out, int indent, int width, const char *text);
+
 /* The top-level help (also the man page's synopsis and exit statuses). */
 void cli_main_help(FILE *out);
 
@@ -178,15 +187,15 @@ double cli_now(void);
  * largest JSON integer jansson can hold. */
 json_t *cli_json_u64(uint64_t value, const char *what);
 
-/* A JSON array of n sizes; NULL (error printed) on failure. */
-json_t *cli_json_u64_array(const uint64_t *values, size_t n, const char *what);
-json_t *cli_json_int_array(const int *values, size_t n);
-
 /* A JSON string for any bytes: invalid UTF-8 bytes are replaced by U+FFFD
  * (jansson refuses them, which would lose the whole output).  NULL only when
  * memory runs out. */
 json_t *cli_json_str(const char *text);
 json_t *cli_json_strn(const char *text, size_t len);
+
+/* Print JSON a libkvrt function wrote (`status` its result, `text` its
+ * output, freed here) as it is, or report the failure; the exit status. */
+int cli_print_json_text(int status, char *text);
 
 /* Print `root` (stealing the reference) on stdout with a trailing newline. */
 int cli_json_print(json_t *root);

@@ -110,6 +110,26 @@ const char *cli_option_name(const struct cli_option *const *tables, int id)
     return NULL;
 }
 
+void cli_print_wrapped(FILE *out, int indent, int width, const char *text)
+{
+    int used = 0;
+    while (*text) {
+        while (*text == ' ')
+            text++;
+        size_t word = strcspn(text, " ");
+        if (word == 0)
+            break;
+        if (used > 0 && used + 1 + (int)word > width) {
+            fputc('\n', out);
+            used = 0;
+        }
+        used += used ? fprintf(out, " %.*s", (int)word, text) : fprintf(out, "%*s%.*s", indent, "", (int)word, text);
+        text += word;
+    }
+    if (used)
+        fputc('\n', out);
+}
+
 void cli_print_options(FILE *out, const struct cli_option *table, int column)
 {
     for (const struct cli_option *o = table; o->name; o++) {

@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include <kvrt/placement.h>
+#include <kvrt/resolve.h>
 #include <kvrt/runtime.h>
 
 #include "cli_model.h"
@@ -83,6 +84,7 @@ struct explain {
     const struct kvrt_model_info *model;
     kvrt_runtime *rt;
     bool mixed;
+    bool shapes_admit[KVRT_NUM_LAYOUTS]; /* the layouts the model's shapes allow */
     bool chosen_ok;
     bool placement_refused; /* resolution chose a layout the model cannot be placed in */
     enum kvrt_layout chosen;
@@ -109,7 +111,8 @@ static const struct {
      5},
     {"3. The model's shapes",
      "If the layers differ in head slots, states per block or page size, each page must be\n"
-     "   one contiguous run of bytes (L and B outermost), so other layouts are ruled out.",
+     "   one contiguous run of bytes (L and B outermost), and with page sizes that differ\n"
+     "   across groups each block one span (B outermost); other layouts are ruled out.",
      {KVRT_TRACE_SHAPES, KVRT_TRACE_NARROWING, KVRT_TRACE_CANDIDATES},
      3},
     {"4. Your environment",
@@ -207,12 +210,9 @@ static void judge(const struct explain *e, enum kvrt_layout l, struct verdict *v
             break;
         }
     }
-    v->shapes = !e->mixed || kvrt_layout_block_compact(l);
+    v->shapes = e->shapes_admit[l];
     if (v->declared && !v->shapes)
-        snprintf(v->why, sizeof(v->why),
-                 "the model mixes shapes and %s is not block-compact (a page "
-                 "would not be one contiguous run)",
-                 kvrt_layout_name(l));
+        snprintf(v->why, sizeof(v->why), "the model mixes shapes, which %s cannot hold (step 3)", kvrt_layout_name(l));
     bool set = false;
     enum kvrt_layout env;
     v->env = kvrt_layout_from_env(&set, &env) != KVRT_OK ? false : !set || env == l;
@@ -228,6 +228,30 @@ static void judge(const struct explain *e, enum kvrt_layout l, struct verdict *v
             snprintf(v->why, sizeof(v->why), "the model cannot be placed: %s", kvrt_error_message());
         kvrt_placement_destroy(p);
     }
+}
+
+/* The layouts the model's shapes allow, asked of libkvrt: a resolver told
+ * nothing but the groups keeps exactly those (docs/design.md §7, step 3). */
+static int judge_shapes(struct explain *e, const struct kvrt_group *groups)
+{
+    for (int l = 0; l < KVRT_NUM_LAYOUTS; l++)
+        e->shapes_admit[l] = !groups;
+    if (!groups)
+        return KVRT_OK;
+    kvrt_resolver *r = NULL;
+    enum kvrt_layout chosen, kept[KVRT_NUM_LAYOUTS];
+    int rc = kvrt_resolver_create(&r);
+    if (rc == KVRT_OK)
+        rc = kvrt_resolver_set_env(r, NULL);
+    if (rc == KVRT_OK)
+        rc = kvrt_resolver_set_groups(r, groups, e->model->num_groups);
+    if (rc == KVRT_OK)
+        rc = kvrt_resolver_resolve(r, &chosen);
+    size_t n = rc == KVRT_OK ? kvrt_resolver_candidates(r, kept) : 0;
+    for (size_t i = 0; i < n; i++)
+        e->shapes_admit[kept[i]] = true;
+    kvrt_resolver_destroy(r);
+    return rc;
 }
 
 static void print_human(const struct explain *e)
@@ -376,7 +400,7 @@ static int explain_run(int argc, char **argv)
     int rc = KVRT_OK;
     if (code == CLI_EXIT_OK && (rc = kvrt_runtime_open(NULL, &e.rt)) != KVRT_OK)
         code = cli_fail_status(rc);
-    char given[64];
+    char given[256];
     if (code == CLI_EXIT_OK && e.num_backends == 0) {
         const char *name = NULL;
         if ((rc = kvrt_runtime_default_backend(e.rt, &name)) != KVRT_OK)
@@ -384,9 +408,8 @@ static int explain_run(int argc, char **argv)
         else
             e.backends[e.num_backends++] = name;
         const char *env = getenv(KVRT_BACKEND_ENV);
-        e.backend_source = env && *env ? "named by " KVRT_BACKEND_ENV
-                                       : "the first available in priority order cuda, rocm, opencl, others, cpu, "
-                                         "then backends whose device is the host CPU";
+        snprintf(given, sizeof(given), "the first available in priority order %s", kvrt_runtime_backend_priority());
+        e.backend_source = env && *env ? "named by " KVRT_BACKEND_ENV : given;
     } else {
         snprintf(given, sizeof(given), "given with %s", cli_option_name(explain_tables, OPT_BACKEND));
         e.backend_source = given;
@@ -402,7 +425,16 @@ static int explain_run(int argc, char **argv)
         return code;
     }
     e.mixed = e.model && kvrt_model_mixed_shapes(e.flags.model);
-    rc = kvrt_runtime_resolve(e.rt, e.backends, e.num_backends, e.mixed, e.prefer, &e.chosen);
+    const struct kvrt_group *groups = e.model ? e.model->placement_groups : NULL;
+    rc = judge_shapes(&e, groups);
+    if (rc != KVRT_OK) {
+        cli_model_flags_free(&e.flags);
+        kvrt_runtime_close(e.rt);
+        return cli_fail_status(rc);
+    }
+    rc = groups ? kvrt_runtime_resolve_groups(e.rt, e.backends, e.num_backends, groups, e.model->num_groups, e.prefer,
+                                              &e.chosen)
+                : kvrt_runtime_resolve(e.rt, e.backends, e.num_backends, false, e.prefer, &e.chosen);
     e.chosen_ok = rc == KVRT_OK;
     if (!e.chosen_ok) {
         e.status = rc;

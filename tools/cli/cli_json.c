@@ -28,27 +28,6 @@ json_t *cli_json_u64(uint64_t value, const char *what)
     return json_integer((json_int_t)value);
 }
 
-json_t *cli_json_u64_array(const uint64_t *values, size_t n, const char *what)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++) {
-        json_t *v = cli_json_u64(values[i], what);
-        if (!v || json_array_append_new(a, v) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    }
-    return a;
-}
-
-json_t *cli_json_int_array(const int *values, size_t n)
-{
-    json_t *a = json_array();
-    for (size_t i = 0; a && i < n; i++)
-        json_array_append_new(a, json_integer(values[i]));
-    return a;
-}
-
 json_t *cli_json_strn(const char *text, size_t len)
 {
     /* Each bad byte becomes U+FFFD: the text stays readable and the rest
@@ -68,6 +47,16 @@ json_t *cli_json_strn(const char *text, size_t len)
 json_t *cli_json_str(const char *text)
 {
     return cli_json_strn(text, strlen(text));
+}
+
+int cli_print_json_text(int status, char *text)
+{
+    if (status != KVRT_OK)
+        return cli_fail_status(status);
+    fputs(text, stdout);
+    fputc('\n', stdout);
+    kvrt_free(text);
+    return CLI_EXIT_OK;
 }
 
 int cli_json_print(json_t *root)

@@ -16,14 +16,13 @@ const struct cli_option cli_model_options[] = {
      "a Hugging Face config.json (or a folder holding one),\n"
      "or a kvrt model file (docs/model-format.md)"},
     {"--layers", "L", CLI_OPT_LAYERS, false, "number of same-shaped layers (1..65536)"},
-    {"--kind", "KIND", CLI_OPT_KIND, false, "attention (default), mla or state"},
+    {"--kind", "KIND", CLI_OPT_KIND, false, "the layers' spec kind (KIND below)"},
     {"--kv-heads", "H", CLI_OPT_KV_HEADS, false, "KV heads (attention; default 1 for mla)"},
     {"--head-size", "D", CLI_OPT_HEAD_SIZE, false, "elements per head (attention and mla)"},
     {"--head-size-v", "V", CLI_OPT_HEAD_SIZE_V, false, "elements of a V vector (default D; mla: 0)"},
     {"--dtype", "T", CLI_OPT_DTYPE, false,
-     "fp32, fp16, bf16, fp8_e4m3, fp8_e5m2, int8, uint8\n"
-     "(also float32, float16, bfloat16); with --model the\n"
-     "KV-cache type, like --kv-cache-dtype"},
+     "element type (T below); with --model the KV-cache\n"
+     "type, like --kv-cache-dtype"},
     {"--kv-cache-dtype", "T", CLI_OPT_KV_CACHE_DTYPE, false,
      "with --model, as vLLM's flag: auto (the model dtype,\n"
      "default), bf16, fp16, fp8 (= fp8_e4m3), fp8_e4m3,\n"
@@ -38,7 +37,7 @@ const struct cli_option cli_model_options[] = {
      "only) are refused"},
     {"--block-size", "N", CLI_OPT_BLOCK_SIZE, false,
      "tokens per block; with --model it replaces vLLM's\n"
-     "default of 16 (backends and hybrid models may raise it)"},
+     "default of " CLI_TEXT(KVRT_DEFAULT_BLOCK_SIZE) " (backends and hybrid models may raise it)"},
     {"--tokens-per-state", "P[/Q]", CLI_OPT_TOKENS_PER_STATE, false,
      "tokens stored per state (default 1; 1/2 = two states\n"
      "per token)"},
@@ -58,8 +57,14 @@ static const struct cli_option *const model_tables[] = {cli_model_options, NULL}
 
 void cli_model_print_options(FILE *out)
 {
+    struct kvrt_spec defaults;
+    kvrt_spec_default(&defaults);
     fputs("Model (a file, or one group of same-shaped layers from flags):\n", out);
     cli_print_options(out, cli_model_options, 27);
+    fprintf(out, "  KIND is one of %s (default %s)\n", kvrt_spec_kind_valid_names(),
+            kvrt_spec_kind_name(defaults.kind));
+    fprintf(out, "  T (default %s) is one of\n", kvrt_dtype_name(defaults.dtype));
+    cli_print_wrapped(out, 4, 78, kvrt_dtype_valid_names());
 }
 
 static const char *name_of(int id)
@@ -81,13 +86,9 @@ bool cli_model_flag_given(const struct cli_model_flags *f, int id)
 
 static bool parse_kind(const char *option, const char *text, enum kvrt_spec_kind *out)
 {
-    for (int k = KVRT_SPEC_ATTENTION; k <= KVRT_SPEC_STATE; k++) {
-        if (strcmp(text, kvrt_spec_kind_name((enum kvrt_spec_kind)k)) == 0) {
-            *out = (enum kvrt_spec_kind)k;
-            return true;
-        }
-    }
-    cli_error(CLI_EXIT_USAGE, "%s \"%s\" is not a spec kind: valid kinds are attention, mla, state", option, text);
+    if (kvrt_spec_kind_parse(text, out) == KVRT_OK)
+        return true;
+    cli_error(CLI_EXIT_USAGE, "%s: %s", option, kvrt_error_message());
     return false;
 }
 
@@ -263,12 +264,8 @@ static int from_flags(struct cli_model_flags *f, bool defaults)
     struct kvrt_spec *s = &f->spec;
     if (!given(f, CLI_OPT_LAYERS))
         f->layers = 1;
-    if (!given(f, CLI_OPT_BLOCK_SIZE))
-        s->block_size = KVRT_MODEL_DEFAULT_BLOCK_SIZE;
-    if (s->kind == KVRT_SPEC_MLA && !given(f, CLI_OPT_KV_HEADS))
-        s->num_kv_heads = 1;
-    if (s->kind == KVRT_SPEC_STATE)
-        s->num_kv_heads = 1;
+    /* Flags not given are still 0 here: libkvrt fills them. */
+    kvrt_spec_apply_defaults(s);
     int rc = kvrt_model_from_spec(s, f->layers, "flags", &f->model);
     return rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
 }
@@ -312,21 +309,18 @@ int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_mode
                      f->command, name_of(CLI_OPT_BLOCKS), name_of(CLI_OPT_MEMORY), f->command);
 }
 
-int cli_layout_or_env(const char *given_as, enum kvrt_layout given_layout, enum kvrt_layout fallback,
-                      enum kvrt_layout *out, const char **source)
+int cli_layout_or_env(const char *given_as, enum kvrt_layout given_layout, enum kvrt_layout *out, const char **source)
 {
     if (given_as) {
         *out = given_layout;
         *source = given_as;
         return CLI_EXIT_OK;
     }
-    bool set = false;
-    int rc = kvrt_layout_from_env(&set, out);
+    bool from_env = false;
+    int rc = kvrt_layout_from_env_or_default(out, &from_env);
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
-    if (!set)
-        *out = fallback;
-    *source = set ? KVRT_LAYOUT_ENV : "default";
+    *source = from_env ? KVRT_LAYOUT_ENV : "default";
     return CLI_EXIT_OK;
 }
 

@@ -19,7 +19,8 @@ static const char axis_letters[KVRT_NUM_AXES] = {'L', 'B', 'H', 'N', 'C'};
 enum plan_opt { OPT_JSON, OPT_LAYOUT, OPT_KERNEL_BLOCK_SIZE, OPT_MAX_MODEL_LEN, OPT_BATCHED_TOKENS };
 
 static const struct cli_option plan_options[] = {
-    {"--layout", "NAME", OPT_LAYOUT, false, "layout or alias (default: $" KVRT_LAYOUT_ENV " if set, else LBNHC)"},
+    {"--layout", "NAME", OPT_LAYOUT, false,
+     "layout or alias (default: $" KVRT_LAYOUT_ENV " if set,\nelse kvrt's default, below)"},
     {"--kernel-block-size", "K", OPT_KERNEL_BLOCK_SIZE, false, "split each block into kernel blocks of K tokens"},
     {"--max-model-len", "T", OPT_MAX_MODEL_LEN, false,
      "tokens per request for the concurrency figure\n"
@@ -38,7 +39,7 @@ static const struct cli_option *const plan_tables[] = {plan_options, cli_model_o
 static void plan_help(FILE *out)
 {
     fprintf(out, "Usage: kvrt plan [--json] [--layout NAME] --layers L --blocks B --block-size N\n"
-                 "                 [--kind attention|mla|state] [--kv-heads H --head-size D]\n"
+                 "                 [--kind KIND] [--kv-heads H --head-size D]\n"
                  "                 [--head-size-v V] [--dtype T] [--tokens-per-state P[/Q]]\n"
                  "                 [--kernel-block-size K] [--page-size-padded P]\n"
                  "                 [--head-slots S] [--state-content-bytes C] [--memory SIZE]\n"
@@ -71,14 +72,14 @@ static void plan_help(FILE *out)
             "Numbers are plain decimal.  Sizes are bytes unless named elements.\n"
             "\n"
             "Environment:\n"
-            "  %s  layout used when --layout is not given; set but\n"
-            "      invalid (including empty) is an error\n"
+            "  %s  layout used when --layout is not given (unset: %s,\n"
+            "      kvrt's default); set but invalid (including empty) is an error\n"
             "\n"
             "Examples:\n"
             "  kvrt plan --layout HND --layers 32 --blocks 1024 --block-size 16 \\\n"
             "            --kv-heads 8 --head-size 128 --dtype bf16\n"
             "  kvrt plan --model examples/models/gpt-oss-20b.json --memory 24GiB\n",
-            KVRT_LAYOUT_ENV);
+            KVRT_LAYOUT_ENV, kvrt_layout_name(kvrt_layout_default()));
 }
 
 struct plan_request {
@@ -142,7 +143,7 @@ static int parse_request(int argc, char **argv, struct plan_request *req, bool *
     code = cli_model_build(&req->flags, req->flags.file != NULL, &req->model);
     if (code != CLI_EXIT_OK)
         return code;
-    code = cli_layout_or_env(req->layout_given_as, req->layout, KVRT_LAYOUT_LBNHC, &req->layout, &req->layout_source);
+    code = cli_layout_or_env(req->layout_given_as, req->layout, &req->layout, &req->layout_source);
     if (code != CLI_EXIT_OK)
         return code;
     /* A model's pages and blocks are known without a count: one block. */
@@ -241,75 +242,13 @@ static int print_table(const struct plan_request *req, const struct kvrt_geometr
     return CLI_EXIT_OK;
 }
 
-#define put cli_json_put
-
-static json_t *layer_json(const struct kvrt_geometry *g, uint64_t layer)
+/* libkvrt's own answer, which kvrt.plan() returns too. */
+static int print_json(const struct plan_request *req)
 {
-    struct kvrt_view v;
-    int rc = kvrt_geometry_layer_view(g, 0, layer, &v);
-    if (rc != KVRT_OK) {
-        cli_fail_status(rc);
-        return NULL;
-    }
-    json_t *o = json_object();
-    bool ok = o && put(o, "layer", cli_json_u64(layer, "layer")) &&
-              put(o, "offset_bytes", cli_json_u64(v.offset_bytes, "offset_bytes")) &&
-              put(o, "shape", cli_json_u64_array(v.shape, 4, "shape")) &&
-              put(o, "strides", cli_json_u64_array(v.strides, 4, "strides")) &&
-              put(o, "shape_bytes", cli_json_u64_array(v.shape_bytes, 4, "shape_bytes")) &&
-              put(o, "strides_bytes", cli_json_u64_array(v.strides_bytes, 4, "strides_bytes"));
-    if (!ok) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
-}
-
-static int print_json(const struct plan_request *req, const struct kvrt_geometry *g)
-{
-    const struct kvrt_spec_info *in = &g->info;
-    int o[KVRT_NUM_AXES];
-    char physical[KVRT_NUM_AXES + 1] = {0};
-    kvrt_layout_stride_order(g->layout, o);
-    for (int p = 0; p < KVRT_NUM_AXES; p++)
-        physical[p] = axis_letters[o[p]];
-
-    json_t *root = json_object(), *layers = json_array();
-    bool ok =
-        root && layers && put(root, "layout", cli_json_str(kvrt_layout_name(g->layout))) &&
-        put(root, "layout_source", cli_json_str(req->layout_source)) &&
-        put(root, "stride_order", cli_json_int_array(o, KVRT_NUM_AXES)) &&
-        put(root, "physical_order", cli_json_str(physical)) &&
-        put(root, "kind", cli_json_str(kvrt_spec_kind_name(req->spec.kind))) &&
-        put(root, "dtype",
-            req->spec.kind == KVRT_SPEC_STATE ? json_null() : cli_json_str(kvrt_dtype_name(req->spec.dtype))) &&
-        put(root, "elem_size", cli_json_u64(in->elem_size, "elem_size")) &&
-        put(root, "num_layers", cli_json_u64(g->num_layers, "num_layers")) &&
-        put(root, "num_blocks", cli_json_u64(g->num_blocks, "num_blocks")) &&
-        put(root, "kernel_block_size", cli_json_u64(in->kernel_block_size, "kernel_block_size")) &&
-        put(root, "kernel_blocks_per_block", cli_json_u64(in->kernel_blocks_per_block, "kernel_blocks_per_block")) &&
-        put(root, "page_size_bytes", cli_json_u64(in->page_size, "page_size_bytes")) &&
-        put(root, "unpadded_page_size_bytes", cli_json_u64(in->unpadded_page_size, "unpadded_page_size_bytes")) &&
-        put(root, "shape_bytes", cli_json_u64_array(g->shape_bytes, KVRT_NUM_AXES, "shape_bytes")) &&
-        put(root, "strides_bytes", cli_json_u64_array(g->strides_bytes, KVRT_NUM_AXES, "strides_bytes")) &&
-        put(root, "total_bytes", cli_json_u64(g->total_bytes, "total_bytes")) &&
-        put(root, "layer_stride", cli_json_u64(g->layer_stride, "layer_stride")) &&
-        put(root, "block_stride", cli_json_u64(g->block_stride, "block_stride")) &&
-        put(root, "budget_bytes",
-            cli_model_flag_given(&req->flags, CLI_OPT_MEMORY) ? cli_json_u64(req->flags.memory, "budget_bytes")
-                                                              : json_null());
-    for (uint64_t l = 0; ok && l < g->num_layers; l++) {
-        json_t *e = layer_json(g, l);
-        ok = e && json_array_append_new(layers, e) == 0;
-    }
-    if (!ok) {
-        json_decref(root);
-        json_decref(layers);
-        /* The failing step has printed its error, except on allocation failure. */
-        return CLI_EXIT_USAGE;
-    }
-    json_object_set_new(root, "layers", layers);
-    return cli_json_print(root);
+    char *text = NULL;
+    uint64_t budget = cli_model_flag_given(&req->flags, CLI_OPT_MEMORY) ? req->flags.memory : 0;
+    int rc = kvrt_geometry_json(&req->params, req->layout_source, budget, &text);
+    return cli_print_json_text(rc, text);
 }
 
 static int plan_run(int argc, char **argv)
@@ -328,9 +267,11 @@ static int plan_run(int argc, char **argv)
         pr->kernel_block_size = req.kernel_block_size;
         pr->budget_bytes = cli_model_flag_given(&req.flags, CLI_OPT_MEMORY) ? req.flags.memory : 0;
         code = plan_model(&req.flags, pr, req.json);
+    } else if (code == CLI_EXIT_OK && req.json) {
+        code = print_json(&req);
     } else if (code == CLI_EXIT_OK) {
         int rc = kvrt_geometry_compute(&req.params, &g);
-        code = rc != KVRT_OK ? cli_fail_status(rc) : req.json ? print_json(&req, &g) : print_table(&req, &g);
+        code = rc != KVRT_OK ? cli_fail_status(rc) : print_table(&req, &g);
     }
     cli_model_flags_free(&req.flags);
     return code;

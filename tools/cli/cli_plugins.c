@@ -17,9 +17,9 @@ static const struct cli_option plugins_options[] = {
      "  layouts (list, best first, or \"any\"), dtypes (list), ops (list\n"
      "  of write, read, copy_blocks, gather, scatter, decode),\n"
      "  available (a device answered the probe), device_reason (the\n"
-     "  probe's words when not), device_name, device_type (cpu, gpu,\n"
-     "  accelerator, unknown), memory (host, cuda, rocm, opaque),\n"
-     "  selectable, reason (why not selectable, else empty),\n"
+     "  probe's words when not), device_name, device_type and\n"
+     "  memory (their names below), selectable, reason (why not\n"
+     "  selectable, else empty),\n"
      "  default (the one binding picks)\n"
      "skipped: one object per file passed over: path, reason\n"
      "env: the layout variable: name, value (null when unset),\n"
@@ -44,10 +44,6 @@ static void plugins_help(FILE *out)
             "passed over, each with its reason (not a plugin, missing entry symbol,\n"
             "incompatible ABI, malformed descriptor, duplicate name).\n"
             "\n"
-            "Automatic selection prefers cuda, rocm, opencl, other plugins, then cpu;\n"
-            "a backend whose device is the host CPU (PoCL's OpenCL CPU device) ranks\n"
-            "after cpu, which runs the same work natively.\n"
-            "\n"
             "An invalid %s is not an error here: every plugin is then\n"
             "listed as not selectable, with the reason, so this command still helps\n"
             "when the environment is wrong.\n"
@@ -55,7 +51,19 @@ static void plugins_help(FILE *out)
             "Options:\n",
             KVRT_LAYOUT_ENV, KVRT_LAYOUT_ENV);
     cli_print_options(out, plugins_options, 11);
+    fputs("\nAutomatic selection tries backends in priority order:\n", out);
+    cli_print_wrapped(out, 2, 78, kvrt_runtime_backend_priority());
+    fputs("A backend whose device is the host CPU (PoCL's OpenCL CPU device) ranks\n"
+          "after cpu, which runs the same work natively.\n\n",
+          out);
+    fputs("Device types:", out);
+    for (int t = 0; kvrt_device_type_name((enum kvrt_device_type)t); t++)
+        fprintf(out, "%s %s", t ? "," : "", kvrt_device_type_name((enum kvrt_device_type)t));
+    fputs("\nMemory kinds:", out);
+    for (int m = 0; kvrt_memory_kind_name((enum kvrt_memory_kind)m); m++)
+        fprintf(out, "%s %s", m ? "," : "", kvrt_memory_kind_name((enum kvrt_memory_kind)m));
     fprintf(out,
+            "\n"
             "\n"
             "Environment:\n"
             "  %s  the layout a plugin must declare to be selectable\n"
@@ -136,22 +144,14 @@ static bool selectable(const kvrt_runtime *rt, size_t i, const struct kvrt_plugi
 
 static const char *device_type_name(enum kvrt_device_type t)
 {
-    switch (t) {
-    case KVRT_DEVICE_TYPE_CPU: return "cpu";
-    case KVRT_DEVICE_TYPE_GPU: return "gpu";
-    case KVRT_DEVICE_TYPE_ACCELERATOR: return "accelerator";
-    default: return "unknown";
-    }
+    const char *name = kvrt_device_type_name(t);
+    return name ? name : kvrt_device_type_name(KVRT_DEVICE_TYPE_UNKNOWN);
 }
 
 static const char *memory_name(enum kvrt_memory_kind m)
 {
-    switch (m) {
-    case KVRT_MEMORY_HOST: return "host";
-    case KVRT_MEMORY_CUDA: return "cuda";
-    case KVRT_MEMORY_ROCM: return "rocm";
-    default: return "opaque";
-    }
+    const char *name = kvrt_memory_kind_name(m);
+    return name ? name : kvrt_memory_kind_name(KVRT_MEMORY_OPAQUE);
 }
 
 /* What the memory kind means for zero-copy export and transfers between

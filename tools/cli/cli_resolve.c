@@ -173,43 +173,16 @@ static int parse(kvrt_resolver *r, int argc, char **argv, bool *json, bool *help
     return code;
 }
 
-static json_t *trace_lines(const char *trace)
-{
-    json_t *a = json_array();
-    for (const char *p = trace; a && *p;) {
-        const char *nl = strchr(p, '\n');
-        size_t len = nl ? (size_t)(nl - p) : strlen(p);
-        json_array_append_new(a, cli_json_strn(p, len));
-        p += len + (nl ? 1 : 0);
-    }
-    return a;
-}
-
 static int report(const kvrt_resolver *r, enum kvrt_layout chosen, bool json)
 {
     enum kvrt_layout c[KVRT_NUM_LAYOUTS];
     size_t n = kvrt_resolver_candidates(r, c);
     bool warned = kvrt_resolver_warned(r);
     if (json) {
-        json_t *root = json_object(), *cands = json_array();
-        for (size_t i = 0; cands && i < n; i++)
-            json_array_append_new(cands, cli_json_str(kvrt_layout_name(c[i])));
-        json_object_set_new(root, "layout", cli_json_str(kvrt_layout_name(chosen)));
-        json_object_set_new(root, "candidates", cands);
-        json_object_set_new(root, "warning", json_boolean(warned));
-        /* As spelled, the way kvrt_resolver_create read it. */
-        const char *env = getenv(KVRT_LAYOUT_ENV);
-        json_object_set_new(root, "env", env ? cli_json_str(env) : json_null());
-        json_object_set_new(root, "trace", trace_lines(kvrt_resolver_trace(r)));
-        /* The same steps as data, for programs. */
-        json_t *steps = json_array();
-        for (size_t i = 0; steps && i < kvrt_resolver_num_trace_steps(r); i++) {
-            struct kvrt_trace_step st;
-            if (kvrt_resolver_trace_step(r, i, &st) == KVRT_OK)
-                json_array_append_new(steps, cli_json_trace_step(&st));
-        }
-        json_object_set_new(root, "steps", steps);
-        return cli_json_print(root);
+        /* libkvrt's own answer, which kvrt.resolve() returns too. */
+        char *text = NULL;
+        int rc = kvrt_resolver_json(r, &text);
+        return cli_print_json_text(rc, text);
     }
     printf("layout:     %s\ncandidates:", kvrt_layout_name(chosen));
     for (size_t i = 0; i < n; i++)

@@ -24,7 +24,8 @@ enum draw_opt { OPT_LAYOUT, OPT_SVG, OPT_ASCII };
 
 /* --blocks is the model option, described here as draw uses it. */
 static const struct cli_option draw_options[] = {
-    {"--layout", "NAME", OPT_LAYOUT, false, "layout or alias (default: $" KVRT_LAYOUT_ENV " if set, else LBNHC)"},
+    {"--layout", "NAME", OPT_LAYOUT, false,
+     "layout or alias (default: $" KVRT_LAYOUT_ENV " if set,\nelse kvrt's default, below)"},
     {"--blocks", "B", CLI_OPT_BLOCKS, false,
      "blocks in the drawn cache (default " DRAW_TEXT(DRAW_DEFAULT_BLOCKS) ", at most " DRAW_TEXT(DRAW_MAX_BLOCKS) ")"},
     {"--svg", "FILE", OPT_SVG, false, "write the picture as SVG"},
@@ -64,12 +65,13 @@ static void draw_help(FILE *out)
             "(--memory does not apply here.)\n"
             "\n"
             "Environment:\n"
-            "  %s  the layout when --layout is not given\n"
+            "  %s  the layout when --layout is not given (unset: %s,\n"
+            "      kvrt's default)\n"
             "\n"
             "Examples:\n"
             "  kvrt draw --layout BLHNC --model examples/models/llama-3.1-8b.json --svg blhnc.svg\n"
             "  kvrt draw --layout LBNHC --layers 2 --kv-heads 2 --head-size 8 --block-size 4 --ascii\n",
-            KVRT_LAYOUT_ENV);
+            KVRT_LAYOUT_ENV, kvrt_layout_name(kvrt_layout_default()));
 }
 
 /* The limits checked from the shape alone, before the map is built: every
@@ -161,7 +163,7 @@ static int draw_run(int argc, char **argv)
     const struct kvrt_model_info *m = NULL;
     int code = cli_model_build(&d.flags, true, &m);
     if (code == CLI_EXIT_OK)
-        code = cli_layout_or_env(d.layout_given_as, layout, KVRT_LAYOUT_LBNHC, &layout, &source);
+        code = cli_layout_or_env(d.layout_given_as, layout, &layout, &source);
     uint64_t blocks = cli_model_flag_given(&d.flags, CLI_OPT_BLOCKS) ? d.flags.blocks : DRAW_DEFAULT_BLOCKS;
     kvrt_placement *p = NULL;
     struct draw_map map;

@@ -13,8 +13,6 @@
 
 #define RUN_MAX_SEQS_N 4096
 #define RUN_MAX_SEQS ((unsigned)RUN_MAX_SEQS_N)
-#define RUN_TEXT(n) RUN_TEXT_(n)
-#define RUN_TEXT_(n) #n
 /* seq_lens are int32 in the decode ABI. */
 #define RUN_MAX_CONTEXT (1u << 24)
 
@@ -24,11 +22,11 @@ enum run_opt { OPT_JSON, OPT_BACKEND, OPT_LAYOUT, OPT_SEQS, OPT_CONTEXT, OPT_Q_H
 static const struct cli_option run_options[] = {
     {"--backend", "NAME", OPT_BACKEND, false,
      "backend to run on (default: $" KVRT_BACKEND_ENV ", else the first\n"
-     "available in priority order cuda, rocm, opencl, cpu)"},
+     "available in priority order, below)"},
     {"--layout", "NAME", OPT_LAYOUT, false,
      "use this layout (a name or alias); refused (exit 3) when\n"
      "the backend does not declare it.  Default: resolved"},
-    {"--seqs", "S", OPT_SEQS, false, "sequences in the batch (default 4, at most " RUN_TEXT(RUN_MAX_SEQS_N) ")"},
+    {"--seqs", "S", OPT_SEQS, false, "sequences in the batch (default 4, at most " CLI_TEXT(RUN_MAX_SEQS_N) ")"},
     {"--context", "T", OPT_CONTEXT, false, "tokens per sequence (default 512)"},
     {"--q-heads", "Q", OPT_Q_HEADS, false,
      "query heads for decode (default: the model's attention\n"
@@ -57,8 +55,8 @@ static void run_help(FILE *out)
             "                [--seed N] [--no-decode]\n"
             "\n"
             "Run a cache for real on a backend and check it on the host:\n"
-            "  1. resolve the layout across the backend (kvrt_runtime_resolve: its\n"
-            "     declaration, the model's shapes, %s), or take --layout;\n"
+            "  1. resolve the layout across the backend (kvrt_runtime_resolve_groups:\n"
+            "     its declaration, the model's groups, %s), or take --layout;\n"
             "  2. bind the backend (a layout it does not declare is refused first);\n"
             "  3. place every group of the model in one allocation and create the cache;\n"
             "  4. write random K/V for S sequences x T tokens into random, distinct blocks\n"
@@ -84,6 +82,8 @@ static void run_help(FILE *out)
             KVRT_LAYOUT_ENV);
     cli_print_options(out, run_options, 20);
     cli_model_print_options(out);
+    fputs("\nBackends in priority order:\n", out);
+    cli_print_wrapped(out, 2, 78, kvrt_runtime_backend_priority());
     fprintf(out,
             "\n"
             "Environment:\n"
@@ -210,7 +210,8 @@ static int choose_layout(struct run_request *r, struct run_state *s)
         snprintf(s->layout_reason, sizeof(s->layout_reason), "given with %s %s", r->layout_option, r->layout);
         return CLI_EXIT_OK;
     }
-    int rc = kvrt_runtime_resolve(s->rt, names, 1, kvrt_model_mixed_shapes(s->flags->model), NULL, &s->layout);
+    int rc = kvrt_runtime_resolve_groups(s->rt, names, 1, s->model->placement_groups, s->model->num_groups, NULL,
+                                         &s->layout);
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
     s->layout_source = "resolved";

@@ -15,7 +15,8 @@ const struct cli_option xfer_common_options[] = {
      "available); caches without a host address use host staging"},
     {"--layout", "NAME", XO_LAYOUT, false,
      "layout of this side's cache (default: $" KVRT_LAYOUT_ENV ",\n"
-     "else LBNHC); the two sides may differ: kvrt converts"},
+     "else kvrt's default, below); the two sides may differ:\n"
+     "kvrt converts"},
     {"--seed", "N", XO_SEED, false, "pattern of this side's cache (default: serve 2, send 1)"},
     {"--head-offset", "H", XO_HEAD_OFFSET, false,
      "global index of this side's head 0 in the pattern (tensor\n"
@@ -36,6 +37,7 @@ const struct cli_option xfer_common_options[] = {
 void xfer_print_common_options(FILE *out)
 {
     cli_print_options(out, xfer_common_options, 20);
+    fprintf(out, "  (kvrt's default layout: %s)\n", kvrt_layout_name(kvrt_layout_default()));
 }
 
 static bool parse_seconds(const char *option, const char *text, double *out)
@@ -92,8 +94,7 @@ int xfer_side_set_up(struct xfer_side *s)
     enum kvrt_layout given = KVRT_LAYOUT_LBNHC;
     if (s->layout_name && (rc = kvrt_layout_parse(s->layout_name, &given)) != KVRT_OK)
         return cli_fail_status(rc);
-    if ((code = cli_layout_or_env(s->layout_name ? s->layout_option : NULL, given, KVRT_LAYOUT_LBNHC, &s->layout,
-                                  &source)) != CLI_EXIT_OK)
+    if ((code = cli_layout_or_env(s->layout_name ? s->layout_option : NULL, given, &s->layout, &source)) != CLI_EXIT_OK)
         return code;
     if ((rc = kvrt_runtime_bind(s->rt, backend, kvrt_layout_name(s->layout), &s->backend)) != KVRT_OK)
         return cli_fail_status(rc);

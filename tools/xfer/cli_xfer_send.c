@@ -15,7 +15,7 @@ static const struct cli_option send_options[] = {
      "heads L..L+N-1 here to/from R..R+N-1 on the peer\n"
      "(tensor parallel slices; default all heads)"},
     {"--pull", NULL, XO_PULL, false, "read the peer's blocks into this cache instead of pushing"},
-    {"--method", "NAME", XO_METHOD, false, "force a method (docs/xfer.md); default auto"},
+    {"--method", "NAME", XO_METHOD, false, "force a method (listed below; docs/xfer.md)"},
     {"--repeat", "N", XO_REPEAT, false, "transfers, each verified by its notification (default 1)"},
     {"--inflight", "N", XO_INFLIGHT, false, "transfers posted at a time (default 1)"},
     {"--peer-seed", "N", XO_PEER_SEED, false, "the peer's pattern, checked with --pull (default 2)"},
@@ -29,7 +29,7 @@ void cli_xfer_send_help(FILE *out, bool common)
 {
     fprintf(out, "kvrt xfer send --connect ADDR:PORT [--ids LIST] [--remote-ids LIST]\n"
                  "               [--layer-range A-B] [--heads LOCAL:REMOTE:COUNT] [--pull]\n"
-                 "               [--method auto|regions|direct|staging] [--repeat N] [--inflight N]\n"
+                 "               [--method NAME] [--repeat N] [--inflight N]\n"
                  "               [--backend NAME] [--layout NAME] (--model FILE | --layers L ...)\n"
                  "               [--blocks B] [--seed N] [--peer-seed N] [--timeout S] [--json]\n"
                  "  Fill a cache with the pattern of --seed (default 1), connect (metadata is\n"
@@ -40,6 +40,10 @@ void cli_xfer_send_help(FILE *out, bool common)
                  "  (--repeat, default 1; --inflight of them posted at a time) ends with a\n"
                  "  notification the peer verifies.\n");
     cli_print_options(out, send_options, 22);
+    struct kvrt_xfer_request defaults;
+    kvrt_xfer_request_default(&defaults);
+    fprintf(out, "  Methods: %s (default %s)\n", kvrt_xfer_method_valid_names(),
+            kvrt_xfer_method_name(defaults.method));
     if (common)
         xfer_print_common_options(out);
     else
@@ -76,20 +80,16 @@ struct send {
 
 static bool parse_method(const char *option, const char *v, enum kvrt_xfer_method *m)
 {
-    static const char *const names[] = {"auto", "regions", "direct", "staging"};
-    for (int i = 0; i < 4; i++)
-        if (strcmp(v, names[i]) == 0) {
-            *m = (enum kvrt_xfer_method)i;
-            return true;
-        }
-    cli_error(CLI_EXIT_USAGE, "%s: \"%s\" is not a method; valid are auto, regions, direct, staging", option, v);
+    if (kvrt_xfer_method_parse(v, m) == KVRT_OK)
+        return true;
+    cli_error(CLI_EXIT_USAGE, "%s: %s", option, kvrt_error_message());
     return false;
 }
 
 static const char *method_name(enum kvrt_xfer_method m)
 {
-    static const char *const names[] = {"auto", "regions", "direct", "staging"};
-    return (unsigned)m < 4 ? names[m] : "?";
+    const char *name = kvrt_xfer_method_name(m);
+    return name ? name : "?";
 }
 
 static bool parse_range(const char *option, const char *v, uint64_t *a, uint64_t *b)

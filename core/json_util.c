@@ -1,0 +1,104 @@
+/* The helpers the library's JSON answers are built with (json_util.h). */
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/common.h>
+
+#include "error.h"
+#include "json_util.h"
+
+#if JSON_INTEGER_IS_LONG_LONG
+#define JSON_INT_MAX LLONG_MAX
+#else
+#define JSON_INT_MAX LONG_MAX
+#endif
+
+json_t *kvrt_json_u64(uint64_t value, const char *what)
+{
+    if (value > (uint64_t)JSON_INT_MAX) {
+        kvrt_error_set("%s %llu exceeds the largest JSON integer %lld; use smaller numbers or the human-readable "
+                       "output",
+                       what, (unsigned long long)value, (long long)JSON_INT_MAX);
+        return NULL;
+    }
+    return json_integer((json_int_t)value);
+}
+
+json_t *kvrt_json_u64_array(const uint64_t *values, size_t n, const char *what)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        if (!kvrt_json_append(a, kvrt_json_u64(values[i], what))) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+json_t *kvrt_json_int_array(const int *values, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        if (!kvrt_json_append(a, json_integer(values[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+json_t *kvrt_json_strn(const char *text, size_t len)
+{
+    size_t need = kvrt_utf8_repair(NULL, 0, text, len);
+    if (need == len)
+        return json_stringn(text, len);
+    char *fixed = malloc(need + 1);
+    if (!fixed)
+        return NULL;
+    kvrt_utf8_repair(fixed, need + 1, text, len);
+    json_t *s = json_stringn(fixed, need);
+    free(fixed);
+    return s;
+}
+
+json_t *kvrt_json_str(const char *text)
+{
+    return text ? kvrt_json_strn(text, strlen(text)) : json_null();
+}
+
+bool kvrt_json_put(json_t *obj, const char *key, json_t *value)
+{
+    if (!obj || !value) {
+        json_decref(value);
+        return false;
+    }
+    return json_object_set_new(obj, key, value) == 0;
+}
+
+bool kvrt_json_append(json_t *array, json_t *value)
+{
+    if (!array || !value) {
+        json_decref(value);
+        return false;
+    }
+    return json_array_append_new(array, value) == 0;
+}
+
+int kvrt_json_dump(json_t *root, const char *what, char **out)
+{
+    if (!root) {
+        /* Only a number past JSON's integers sets a message; anything else
+         * is memory running out. */
+        return kvrt_error_message()[0] ? KVRT_ERR_OVERFLOW
+                                       : kvrt_fail(KVRT_ERR_NOMEM, "out of memory building %s", what);
+    }
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!text)
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory writing %s", what);
+    kvrt_clear_error();
+    *out = text;
+    return KVRT_OK;
+}

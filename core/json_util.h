@@ -1,0 +1,38 @@
+/*
+ * Internal: what the library's JSON answers are built with (jansson, which
+ * no public header exposes).  Each helper returns NULL when the value
+ * cannot be built; a number past JSON's integers also sets the message.
+ */
+#ifndef KVRT_CORE_JSON_UTIL_H
+#define KVRT_CORE_JSON_UTIL_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+/* A size as a JSON integer; jansson's are signed 64-bit, and a larger size
+ * must not wrap into a negative number a consumer would trust.  `what`
+ * names it in the refusal. */
+json_t *kvrt_json_u64(uint64_t value, const char *what);
+json_t *kvrt_json_u64_array(const uint64_t *values, size_t n, const char *what);
+json_t *kvrt_json_int_array(const int *values, size_t n);
+
+/* Text as a JSON string, repaired to UTF-8 first (names and paths hold any
+ * bytes); NULL text is JSON's null. */
+json_t *kvrt_json_str(const char *text);
+json_t *kvrt_json_strn(const char *text, size_t len);
+
+/* json_object_set_new / json_array_append_new that report whether `value`
+ * could be built (and release it when it could not be added). */
+bool kvrt_json_put(json_t *obj, const char *key, json_t *value);
+bool kvrt_json_append(json_t *array, json_t *value);
+
+/* The text of `root` (released) for the caller to kvrt_free, indented by
+ * two and in insertion order, as the tool prints JSON.  A NULL root is the
+ * failure of building it: KVRT_ERR_OVERFLOW when a number set the message,
+ * else KVRT_ERR_NOMEM naming `what`. */
+int kvrt_json_dump(json_t *root, const char *what, char **out);
+
+#endif
