@@ -171,6 +171,7 @@ _SIGNATURES = {
     "kvrt_error_message": ([], C.c_char_p),
     "kvrt_status_name": ([i32], C.c_char_p),
     "kvrt_version": ([], C.c_char_p),
+    "kvrt_free": ([vp], None),
     "kvrt_layout_name": ([i32], C.c_char_p),
     "kvrt_layout_parse": ([C.c_char_p, P(i32)], i32),
     "kvrt_layout_stride_order": ([i32, i32 * NUM_AXES], i32),

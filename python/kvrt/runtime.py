@@ -96,6 +96,7 @@ class Cache(Closeable):
         self._rt, self._h = runtime, handle
         self.backend, self.layout = text(lib.kvrt_backend_name(backend_handle)), layout
         self._backend_h = backend_handle
+        self._agents = weakref.WeakSet()  # kvrt.xfer agents: closed before the cache
         self.num_layers = lib.kvrt_cache_num_layers(handle)
         self.layer_names = [None] * self.num_layers
         self._spec = [None] * self.num_layers
@@ -113,7 +114,10 @@ class Cache(Closeable):
             raise StateError("the cache is closed (views exported before still hold its memory)")
 
     def close(self):
-        """Destroy the cache; tensors exported from it keep its memory."""
+        """Destroy the cache (and its transfer agents first); tensors exported
+        from it keep its memory."""
+        for a in list(self._agents):
+            a.close()
         if self._h:
             h, self._h = self._h, None
             if self._rt._h:
@@ -393,6 +397,8 @@ class Runtime(Closeable):
     def close(self):
         if self._h:
             for c in list(self._caches):
+                for a in list(c._agents):
+                    a.close()
                 c._forget()
             h, self._h = self._h, C.c_void_p()
             lib.kvrt_runtime_close(h)

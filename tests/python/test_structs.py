@@ -11,6 +11,13 @@ import subprocess
 
 from kvrt import _lib
 
+try:  # libkvrt-xfer's binding, where it was built (UCX found)
+    from kvrt import xfer as _xfer
+    BINDINGS = [_lib, _xfer]
+except ImportError:
+    _xfer = None
+    BINDINGS = [_lib]
+
 
 def c_side():
     out = subprocess.run([os.environ["KVRT_STRUCT_OFFSETS"]], capture_output=True, text=True, check=True)
@@ -18,15 +25,15 @@ def c_side():
 
 
 def mirrors():
-    return [cls for _, cls in inspect.getmembers(_lib, inspect.isclass)
-            if issubclass(cls, ctypes.Structure) and cls.__module__ == _lib.__name__]
+    return [cls for mod in BINDINGS for _, cls in inspect.getmembers(mod, inspect.isclass)
+            if issubclass(cls, ctypes.Structure) and cls.__module__ == mod.__name__]
 
 
 def test_every_mirror_names_a_c_struct():
     """each ctypes Structure of the binding names its C struct, and C has it"""
     structs = c_side()["structs"]
     found = mirrors()
-    assert len(found) >= 15, [c.__name__ for c in found]
+    assert len(found) >= (20 if _xfer else 15), [c.__name__ for c in found]
     for cls in found:
         name = getattr(cls, "_c_name", None)
         assert name in structs, "%s mirrors %r, which the headers do not define" % (cls.__name__, name)
@@ -47,14 +54,15 @@ def test_sizes_and_offsets_match_c():
 
 
 def test_soname_is_the_librarys():
-    """the name the binding falls back to is the soname of the libkvrt it loaded"""
-    loaded = os.path.basename(os.path.realpath(_lib.path))
-    assert loaded == _lib.SONAME or loaded.startswith(_lib.SONAME + "."), (loaded, _lib.SONAME)
+    """the name each binding falls back to is the soname of the library it loaded"""
+    for mod, path in [(_lib, _lib.path)] + ([(_xfer, _xfer.library_path)] if _xfer else []):
+        loaded = os.path.basename(os.path.realpath(path))
+        assert loaded == mod.SONAME or loaded.startswith(mod.SONAME + "."), (loaded, mod.SONAME)
 
 
 def test_constants_match_c():
     """the macros the binding mirrors have C's values"""
     defines = c_side()["defines"]
-    for name, value in _lib.C_CONSTANTS.items():
+    for name, value in [kv for mod in BINDINGS for kv in mod.C_CONSTANTS.items()]:
         assert name in defines, "%s is not among the helper's macros %s" % (name, sorted(defines))
         assert value % (1 << 64) == defines[name], "%s: %d here, %d in C" % (name, value, defines[name])

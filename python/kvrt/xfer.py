@@ -1,0 +1,471 @@
+"""Moving blocks between engines from Python: ctypes over libkvrt-xfer.
+
+The asynchronous C API of ``<kvrt/xfer.h>`` as it is (docs/xfer.md): an
+:class:`Agent` per cache, peers from listen/accept/connect or from metadata
+blobs the engine carries itself, :meth:`Agent.post` returning a
+:class:`Request` at once (``test()``, ``wait(timeout)``, ``release()``), and
+the notifications a peer's completed transfers leave in this agent's queue.
+
+Nothing moves unless somebody progresses the agent: on both sides, call
+:meth:`Agent.progress` (or wait on a request, or accept) until the transfers
+of interest are done, or sleep on :meth:`Agent.fileno` after :meth:`Agent.arm`
+returned True.  An agent may be used from several threads (libkvrt-xfer
+serialises the calls).
+
+Errors are the package's :class:`kvrt.Error` classes with the library's own
+message.  The module imports only where libkvrt-xfer was built (UCX found).
+"""
+import ctypes as C
+import os
+import weakref
+
+from . import _lib
+from ._closeable import Closeable
+from ._errors import InvalidArgumentError, StateError
+from ._lib import check, text
+from .runtime import Cache, _index_array
+
+vp, u64, i32, sz, dbl = C.c_void_p, C.c_uint64, C.c_int, C.c_size_t, C.c_double
+P = C.POINTER
+
+PENDING = 1  # KVRT_XFER_PENDING
+API_MAJOR = 1  # libkvrt-xfer's soname is libkvrt-xfer.so.<API major>
+# The C macros mirrored above, by their C names, and the structs below (their
+# _c_name): held to C by tests/python/test_structs.py, like kvrt._lib.
+C_CONSTANTS = {"KVRT_XFER_PENDING": PENDING, "KVRT_XFER_API_VERSION_MAJOR": API_MAJOR}
+SONAME = "libkvrt-xfer.so.%d" % API_MAJOR
+
+
+class AgentOptions(C.Structure):
+    _c_name = "kvrt_xfer_agent_options"
+    _fields_ = [("size", sz), ("chunk_bytes", u64), ("staging_bytes", u64), ("timeout_s", dbl),
+                ("reserved", C.c_uint8 * 64)]
+
+
+class Stats(C.Structure):
+    _c_name = "kvrt_xfer_stats"
+    _fields_ = [("size", sz)] + [(n, u64) for n in (
+        "peers", "handles", "outgoing", "incoming", "ucx_requests", "staging_busy", "staging_chunks",
+        "chunk_bytes", "registered_bytes")] + [("registration_s", dbl)] + [(n, u64) for n in (
+            "completed", "failed", "bytes_sent", "bytes_received", "notifications")] + [
+        ("reserved", C.c_uint8 * 64)]
+
+
+class MetadataInfo(C.Structure):
+    _c_name = "kvrt_xfer_metadata_info"
+    _fields_ = [("size", sz), ("version", C.c_uint32), ("layout", i32), ("num_blocks", u64), ("num_layers", u64),
+                ("num_sets", u64),
+                ("cache_bytes", u64), ("cache_addressable", C.c_bool), ("chunk_bytes", u64),
+                ("reserved", C.c_uint8 * 32)]
+
+
+class XferRequest(C.Structure):
+    _c_name = "kvrt_xfer_request"
+    _fields_ = [("size", sz), ("direction", i32), ("method", i32), ("num_blocks", sz), ("local_ids", P(C.c_int64)),
+                ("remote_ids", P(C.c_int64)), ("layer_start", u64), ("num_layers", u64),
+                ("local_head_start", u64), ("remote_head_start", u64), ("num_heads", u64),
+                ("notification", vp), ("notification_len", sz), ("reserved", C.c_uint8 * 64)]
+
+
+class Plan(C.Structure):
+    _c_name = "kvrt_xfer_plan"
+    _fields_ = [("size", sz), ("method", i32)] + [(n, u64) for n in (
+        "regions", "messages", "bytes", "wire_bytes", "chunks", "chunk_blocks")] + [
+        ("seconds", dbl), ("why", C.c_char * 160), ("reserved", C.c_uint8 * 32)]
+
+
+_SIGNATURES = {
+    "kvrt_xfer_agent_options_default": ([P(AgentOptions)], None),
+    "kvrt_xfer_agent_create": ([vp, vp, P(AgentOptions), P(vp)], i32),
+    "kvrt_xfer_agent_destroy": ([vp], None),
+    "kvrt_xfer_agent_stats": ([vp, P(Stats)], i32),
+    "kvrt_xfer_metadata_export": ([vp, P(vp), P(sz)], i32),
+    "kvrt_xfer_metadata_parse": ([vp, sz, P(MetadataInfo)], i32),
+    "kvrt_xfer_peer_load": ([vp, vp, sz, P(vp)], i32),
+    "kvrt_xfer_listen": ([vp, C.c_char_p, C.c_uint16, P(C.c_uint16)], i32),
+    "kvrt_xfer_accept": ([vp, dbl, P(vp)], i32),
+    "kvrt_xfer_connect": ([vp, C.c_char_p, C.c_uint16, P(vp)], i32),
+    "kvrt_xfer_peer_close": ([vp], None),
+    "kvrt_xfer_peer_state": ([vp, P(C.c_char_p)], i32),
+    "kvrt_xfer_peer_name": ([vp], C.c_char_p),
+    "kvrt_xfer_request_default": ([P(XferRequest)], None),
+    "kvrt_xfer_plan": ([vp, vp, P(XferRequest), P(Plan)], i32),
+    "kvrt_xfer_post": ([vp, vp, P(XferRequest), P(vp)], i32),
+    "kvrt_xfer_test": ([vp], i32),
+    "kvrt_xfer_wait": ([vp, dbl], i32),
+    "kvrt_xfer_handle_plan": ([vp, P(Plan)], i32),
+    "kvrt_xfer_release": ([vp], None),
+    "kvrt_xfer_transfer": ([vp, vp, P(XferRequest), P(Plan)], i32),
+    "kvrt_xfer_progress": ([vp], i32),
+    "kvrt_xfer_event_fd": ([vp, P(i32)], i32),
+    "kvrt_xfer_arm": ([vp], i32),
+    "kvrt_xfer_notification": ([vp, P(vp), P(vp), P(sz)], i32),
+    "kvrt_xfer_method_name": ([i32], C.c_char_p),
+    "kvrt_xfer_method_parse": ([C.c_char_p, P(i32)], i32),
+    "kvrt_xfer_method_valid_names": ([], C.c_char_p),
+}
+
+
+def _candidates():
+    env = os.environ.get("KVRT_XFER_LIBRARY")
+    if env:
+        return [env]
+    found = []
+    try:
+        from . import _paths
+        if getattr(_paths, "XFER_LIBRARY", ""):
+            found.append(_paths.XFER_LIBRARY)
+    except ImportError:
+        pass
+    found.append(SONAME)
+    return found
+
+
+def _load():
+    errors = []
+    for p in _candidates():
+        try:
+            lib = C.CDLL(p)
+        except OSError as e:
+            errors.append("%s (%s)" % (p, e))
+            continue
+        for name, (args, res) in _SIGNATURES.items():
+            f = getattr(lib, name)
+            f.argtypes = args
+            f.restype = res
+        return lib, p
+    raise ImportError("kvrt.xfer: cannot load libkvrt-xfer (built only where UCX was found: install "
+                      "libucx-dev and rebuild); tried %s. Set KVRT_XFER_LIBRARY to its path" % "; ".join(errors))
+
+
+xlib, library_path = _load()
+
+
+def method_names():
+    """The transfer methods libkvrt-xfer knows, as it spells them."""
+    return text(xlib.kvrt_xfer_method_valid_names()).split(", ")
+
+
+def _method(name):
+    v = C.c_int()
+    check(xlib.kvrt_xfer_method_parse(name.encode() if isinstance(name, str) else name, C.byref(v)))
+    return v.value
+
+
+def _plan_dict(p):
+    return {"method": text(xlib.kvrt_xfer_method_name(p.method)), "regions": p.regions, "messages": p.messages,
+            "bytes": p.bytes, "wire_bytes": p.wire_bytes, "chunks": p.chunks, "chunk_blocks": p.chunk_blocks,
+            "seconds": p.seconds, "why": text(p.why)}
+
+
+def parse_metadata(blob):
+    """What a metadata blob says, as a dict (checked, nothing connected)."""
+    info = MetadataInfo()
+    info.size = C.sizeof(info)
+    b = bytes(blob)
+    check(xlib.kvrt_xfer_metadata_parse(b, len(b), C.byref(info)))
+    return {"version": info.version, "layout": text(_lib.lib.kvrt_layout_name(info.layout)),
+            "num_blocks": info.num_blocks, "num_layers": info.num_layers, "num_sets": info.num_sets, "cache_bytes": info.cache_bytes,
+            "cache_addressable": bool(info.cache_addressable), "chunk_bytes": info.chunk_bytes}
+
+
+class Peer:
+    """A connected peer of an :class:`Agent`.  close() says goodbye to it."""
+
+    def __init__(self, agent, handle):
+        # Weak: the agent owns its peers, and a cycle would leave the
+        # agent's end to the garbage collector, in any order with its cache.
+        self._agent_ref, self._h = weakref.ref(agent), handle
+        self.name = text(xlib.kvrt_xfer_peer_name(handle))
+
+    @property
+    def _agent(self):
+        a = self._agent_ref()
+        if a is None or not a._h:
+            raise StateError("peer %s: its agent is closed" % self.name)
+        return a
+
+    def _check_open(self):
+        if not self._h:
+            raise StateError("peer %s is closed" % self.name)
+        self._agent  # noqa: B018 (raises when the agent is gone)
+
+    @property
+    def state(self):
+        """("connected" | "closed" | "failed", reason)."""
+        self._check_open()
+        why = C.c_char_p()
+        s = xlib.kvrt_xfer_peer_state(self._h, C.byref(why))
+        return ({0: "connected", 1: "closed", 2: "failed"}.get(s, "unknown"), text(why.value) or "")
+
+    def close(self):
+        a = self._agent_ref()
+        if self._h and a is not None and a._h:
+            h, self._h = self._h, None
+            a._peers.pop(h, None)
+            xlib.kvrt_xfer_peer_close(h)
+        self._h = None
+
+    def __repr__(self):
+        return "<kvrt.xfer.Peer %s>" % self.name
+
+
+class Request(Closeable):
+    """One posted transfer.  test() and wait() return True once it is
+    complete and raise the kvrt.Error it failed with; release() (or close,
+    or leaving a ``with``) gives it back, abandoning it if still under way."""
+
+    def __init__(self, agent, handle, peer):
+        self._agent, self._h, self.peer = agent, handle, peer
+
+    def _state(self, rc):
+        if rc == PENDING:
+            return False
+        check(rc)
+        return True
+
+    def test(self):
+        """Progress once; True when complete, False while under way."""
+        self._check_open()
+        return self._state(xlib.kvrt_xfer_test(self._h))
+
+    def wait(self, timeout=None):
+        """Progress until the transfer ends (True) or `timeout` seconds
+        pass (False); None waits until it ends (a stalled transfer fails
+        after the agent's timeout)."""
+        self._check_open()
+        return self._state(xlib.kvrt_xfer_wait(self._h, -1.0 if timeout is None else float(timeout)))
+
+    @property
+    def plan(self):
+        """The plan it runs, with "seconds" from post to completion."""
+        self._check_open()
+        p = Plan()
+        p.size = C.sizeof(p)
+        check(xlib.kvrt_xfer_handle_plan(self._h, C.byref(p)))
+        return _plan_dict(p)
+
+    def _check_open(self):
+        if not self._h or not self._agent._h:
+            raise StateError("the request is released")
+
+    def release(self):
+        if self._h and self._agent._h:
+            h, self._h = self._h, None
+            self._agent._requests.discard(h)
+            xlib.kvrt_xfer_release(h)
+        self._h = None
+
+    close = release
+
+
+class Agent(Closeable):
+    """An agent for a :class:`kvrt.Cache`: the cache registered with UCX,
+    a worker, its peers and transfers.  chunk_bytes, staging_bytes and
+    timeout (seconds) are struct kvrt_xfer_agent_options (None: defaults)."""
+
+    def __init__(self, cache, chunk_bytes=None, staging_bytes=None, timeout=None):
+        if not isinstance(cache, Cache):
+            raise InvalidArgumentError("Agent: cache must be a kvrt.Cache; got %s" % type(cache).__name__)
+        cache._check_open()
+        opts = AgentOptions()
+        xlib.kvrt_xfer_agent_options_default(C.byref(opts))
+        if chunk_bytes is not None:
+            opts.chunk_bytes = chunk_bytes
+        if staging_bytes is not None:
+            opts.staging_bytes = staging_bytes
+        if timeout is not None:
+            opts.timeout_s = timeout
+        self.cache = cache
+        self._h = C.c_void_p()
+        self._peers, self._requests = {}, set()
+        check(xlib.kvrt_xfer_agent_create(cache._backend_h, cache._h, C.byref(opts), C.byref(self._h)))
+        cache._agents.add(self)
+
+    def _check_open(self):
+        if not self._h:
+            raise StateError("the agent is closed")
+        if not self.cache._h:
+            raise StateError("the agent's cache is closed")
+
+    def close(self):
+        """Fail what is under way, close every peer, release UCX resources."""
+        if self._h:
+            h, self._h = self._h, C.c_void_p()
+            xlib.kvrt_xfer_agent_destroy(h)
+            self._peers.clear()
+            self._requests.clear()
+
+    def _peer(self, h):
+        if not h:
+            return None
+        p = self._peers.get(h)
+        if p is None:
+            p = self._peers[h] = Peer(self, h)
+        return p
+
+    # -- peers --
+    def listen(self, addr="127.0.0.1", port=0):
+        """Listen on addr:port (0: any free port); returns the bound port."""
+        self._check_open()
+        bound = C.c_uint16()
+        check(xlib.kvrt_xfer_listen(self._h, addr.encode(), port, C.byref(bound)))
+        return bound.value
+
+    def accept(self, timeout=None):
+        """The next peer that connects, or None after `timeout` seconds
+        (None: the agent's timeout).  Transfers progress meanwhile."""
+        self._check_open()
+        h = C.c_void_p()
+        rc = xlib.kvrt_xfer_accept(self._h, 0.0 if timeout is None else float(timeout), C.byref(h))
+        if rc == PENDING:
+            return None
+        check(rc)
+        return self._peer(h.value)
+
+    def connect(self, addr, port):
+        """Connect to a listening agent; metadata is exchanged and checked."""
+        self._check_open()
+        h = C.c_void_p()
+        check(xlib.kvrt_xfer_connect(self._h, addr.encode(), port, C.byref(h)))
+        return self._peer(h.value)
+
+    def metadata(self):
+        """This agent's metadata blob (bytes) for a peer's load()."""
+        self._check_open()
+        blob, n = C.c_void_p(), C.c_size_t()
+        check(xlib.kvrt_xfer_metadata_export(self._h, C.byref(blob), C.byref(n)))
+        try:
+            return C.string_at(blob, n.value)
+        finally:
+            _lib.lib.kvrt_free(blob)
+
+    def load(self, blob):
+        """A peer from its metadata blob, without a listener."""
+        self._check_open()
+        b = bytes(blob)
+        h = C.c_void_p()
+        check(xlib.kvrt_xfer_peer_load(self._h, b, len(b), C.byref(h)))
+        return self._peer(h.value)
+
+    # -- transfers --
+    def _request(self, local_ids, remote_ids, pull, layers, heads, notification, method):
+        loc, n = _index_array(local_ids, C.c_int64, "int64", "local_ids")
+        rem, m = _index_array(remote_ids, C.c_int64, "int64", "remote_ids")
+        if n != m:
+            raise InvalidArgumentError("local_ids has %d blocks and remote_ids %d; give one remote id per "
+                                       "local id" % (n, m))
+        r = XferRequest()
+        xlib.kvrt_xfer_request_default(C.byref(r))
+        r.direction = 1 if pull else 0
+        r.method = _method(method)
+        r.num_blocks = n
+        r.local_ids = C.cast(loc, P(C.c_int64))
+        r.remote_ids = C.cast(rem, P(C.c_int64))
+        if layers is not None:
+            start, count = (layers.start, len(layers)) if isinstance(layers, range) else layers
+            if count == 0:
+                raise InvalidArgumentError("layers: an empty range; give at least one layer (None: all)")
+            r.layer_start, r.num_layers = start, count
+        if heads is not None:
+            if len(heads) != 3 or heads[2] <= 0:
+                raise InvalidArgumentError("heads: (local_start, remote_start, count) with count > 0; got %r"
+                                           % (heads,))
+            r.local_head_start, r.remote_head_start, r.num_heads = heads
+        note = bytes(notification.encode() if isinstance(notification, str) else notification or b"")
+        buf = C.create_string_buffer(note, len(note)) if note else None
+        if buf is not None:
+            r.notification = C.cast(buf, vp)
+            r.notification_len = len(note)
+        return r, (loc, rem, buf)
+
+    def plan(self, peer, local_ids, remote_ids, pull=False, layers=None, heads=None, method="auto"):
+        """Every check of post() and the plan it would run, moving nothing."""
+        self._check_open()
+        r, keep = self._request(local_ids, remote_ids, pull, layers, heads, None, method)
+        p = Plan()
+        p.size = C.sizeof(p)
+        check(xlib.kvrt_xfer_plan(self._h, peer._h, C.byref(r), C.byref(p)))
+        del keep
+        return _plan_dict(p)
+
+    def post(self, peer, local_ids, remote_ids, pull=False, layers=None, heads=None, notification=None,
+             method="auto"):
+        """Start moving blocks local_ids -> the peer's remote_ids (pull:
+        the peer's remote_ids -> local_ids) and return a :class:`Request` at
+        once.  layers: a range, or (start, count), in placement order on
+        both sides (None: all).  heads: (local_start, remote_start, count)
+        for tensor parallelism (None: all heads, alike on both sides).
+        notification: bytes or str the peer receives once the data is
+        complete.  method: see method_names() ("auto" chooses)."""
+        self._check_open()
+        if not isinstance(peer, Peer) or peer._agent_ref() is not self:
+            raise InvalidArgumentError("post: peer must be a Peer of this agent")
+        peer._check_open()
+        r, keep = self._request(local_ids, remote_ids, pull, layers, heads, notification, method)
+        h = C.c_void_p()
+        check(xlib.kvrt_xfer_post(self._h, peer._h, C.byref(r), C.byref(h)))
+        del keep  # kvrt_xfer_post copied the arrays and the notification
+        self._requests.add(h.value)
+        return Request(self, h.value, peer)
+
+    def transfer(self, peer, local_ids, remote_ids, **kw):
+        """post() and wait until the transfer ends; returns its plan."""
+        with self.post(peer, local_ids, remote_ids, **kw) as req:
+            req.wait()
+            return req.plan
+
+    # -- progress and notifications --
+    def progress(self):
+        """Advance every transfer of the agent and serve its peers."""
+        self._check_open()
+        check(xlib.kvrt_xfer_progress(self._h))
+
+    def fileno(self):
+        """A descriptor that becomes readable when the agent has work
+        (select/poll it after arm() returned True)."""
+        self._check_open()
+        fd = C.c_int()
+        check(xlib.kvrt_xfer_event_fd(self._h, C.byref(fd)))
+        return fd.value
+
+    def arm(self):
+        """Progress, then arm the descriptor: True when armed (sleep on
+        fileno()), False when there is work now (call again)."""
+        self._check_open()
+        rc = xlib.kvrt_xfer_arm(self._h)
+        if rc == PENDING:
+            return False
+        check(rc)
+        return True
+
+    def notification(self):
+        """The oldest notification as (peer, bytes), or None."""
+        self._check_open()
+        frm, msg, n = C.c_void_p(), C.c_void_p(), C.c_size_t()
+        check(xlib.kvrt_xfer_notification(self._h, C.byref(frm), C.byref(msg), C.byref(n)))
+        if not msg.value:
+            return None
+        try:
+            data = C.string_at(msg, n.value)
+        finally:
+            _lib.lib.kvrt_free(msg)
+        return self._peer(frm.value), data
+
+    def notifications(self):
+        """Every queued notification, oldest first."""
+        out = []
+        while True:
+            n = self.notification()
+            if n is None:
+                return out
+            out.append(n)
+
+    @property
+    def stats(self):
+        """What the agent holds and has done (struct kvrt_xfer_stats)."""
+        self._check_open()
+        s = Stats()
+        s.size = C.sizeof(s)
+        check(xlib.kvrt_xfer_agent_stats(self._h, C.byref(s)))
+        return {name: getattr(s, name) for name, _ in Stats._fields_ if name not in ("size", "reserved")}

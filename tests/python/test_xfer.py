@@ -1,0 +1,195 @@
+"""kvrt.xfer: the asynchronous transfer API from Python, two agents in this
+process (each with its own UCX worker; a thread progresses the receiving
+one, as a second engine would)."""
+import os
+import select
+import threading
+import time
+
+import torch
+
+import kvrt
+from common import Skip, model, raises
+
+try:
+    import kvrt.xfer as kx
+except ImportError as e:  # libkvrt-xfer is built only where UCX is found
+    kx = None
+    _why = str(e)
+
+
+def _need():
+    if kx is None:
+        raise Skip(_why)
+    os.environ.setdefault("UCX_TLS", "tcp")
+    os.environ.setdefault("UCX_NET_DEVICES", "lo")
+
+
+class Pair:
+    """Agent `a` (sender, layout la) connected to agent `b` (receiver, lb)."""
+
+    def __init__(self, rt, la="HND", lb="BLNHC", heads_a=2, heads_b=2, blocks=8):
+        self.ca = rt.cache(model=model(kv_heads=heads_a, dtype="fp32"), layout=la, blocks=blocks, backend="cpu")
+        self.cb = rt.cache(model=model(kv_heads=heads_b, dtype="fp32"), layout=lb, blocks=blocks, backend="cpu")
+        self.a, self.b = kx.Agent(self.ca, timeout=20), kx.Agent(self.cb, timeout=20)
+        port = self.b.listen("127.0.0.1", 0)
+        got = {}
+        t = threading.Thread(target=lambda: got.setdefault("peer", self.b.accept(timeout=20)))
+        t.start()
+        self.peer = self.a.connect("127.0.0.1", port)
+        t.join()
+        self.b_peer = got["peer"]
+        assert self.b_peer is not None, "accept saw no peer"
+        self._stop = False
+        self._t = threading.Thread(target=self._serve)
+        self._t.start()
+
+    def _serve(self):
+        while not self._stop:
+            self.b.progress()
+            time.sleep(0.0005)
+
+    def close(self):
+        self._stop = True
+        self._t.join()
+        self.a.close()
+        self.b.close()
+
+
+def _fill(cache, layer, block, value):
+    torch.from_dlpack(cache.k(layer))[block].fill_(value)
+    torch.from_dlpack(cache.v(layer))[block].fill_(-value)
+
+
+def test_push_converts_and_notifies():
+    """push between two layouts: bytes land converted, one notification with the message, stats count it"""
+    _need()
+    with kvrt.Runtime() as rt:
+        p = Pair(rt)
+        try:
+            for l in range(4):
+                _fill(p.ca, l, 3, 10 + l)
+                _fill(p.ca, l, 5, 20 + l)
+            req = p.a.post(p.peer, [3, 5], [6, 1], notification=b"seq-7 done")
+            assert req.wait(20) is True
+            plan = req.plan
+            assert plan["bytes"] == 2 * p.ca.staging_bytes(1), plan
+            assert plan["method"] in kx.method_names() and plan["method"] != "auto", plan
+            req.release()
+            deadline = time.time() + 10
+            note = None
+            while note is None and time.time() < deadline:
+                note = p.b.notification()
+            assert note is not None and note[1] == b"seq-7 done", note
+            assert note[0] is p.b_peer
+            for l in range(4):
+                kb, vb = torch.from_dlpack(p.cb.k(l)), torch.from_dlpack(p.cb.v(l))
+                assert bool((kb[6] == 10 + l).all()) and bool((vb[6] == -(10 + l)).all())
+                assert bool((kb[1] == 20 + l).all()) and bool((kb[0] == 0).all())
+            assert p.b.stats["bytes_received"] == plan["bytes"]
+        finally:
+            p.close()
+
+
+def test_many_in_flight_and_pull():
+    """eight pushes in flight complete independently; a pull brings blocks back"""
+    _need()
+    with kvrt.Runtime() as rt:
+        p = Pair(rt, la="BLHNC", lb="BLHNC")
+        try:
+            for b in range(8):
+                _fill(p.ca, 0, b, b + 1)
+            reqs = [p.a.post(p.peer, [b], [7 - b], layers=range(0, 1)) for b in range(8)]
+            assert all(r.wait(20) for r in reqs)
+            for r in reqs:
+                r.release()
+            kb = torch.from_dlpack(p.cb.k(0))
+            assert [float(kb[7 - b][0, 0, 0]) for b in range(8)] == [b + 1.0 for b in range(8)]
+            # and back: the receiver's block 0 (the sender's 7) pulled into the sender's block 2
+            _fill(p.ca, 0, 2, 0)
+            with p.a.post(p.peer, [2], [0], pull=True, layers=(0, 1)) as r:
+                assert r.wait(20)
+            assert float(torch.from_dlpack(p.ca.k(0))[2][0, 0, 0]) == 8.0
+        finally:
+            p.close()
+
+
+def test_head_ranges():
+    """a rank with one KV head pushes it into head 1 of a two-head peer"""
+    _need()
+    with kvrt.Runtime() as rt:
+        p = Pair(rt, heads_a=1, heads_b=2)
+        try:
+            _fill(p.ca, 1, 4, 5)
+            with p.a.post(p.peer, [4], [2], heads=(0, 1, 1)) as r:
+                assert r.wait(20)
+            kb = torch.from_dlpack(p.cb.k(1))[2]  # [heads, tokens, D]
+            assert bool((kb[1] == 5).all()) and bool((kb[0] == 0).all())
+        finally:
+            p.close()
+
+
+def test_refusals_name_the_value():
+    """bad ids, methods, ranges and mismatched lists are refused before anything moves"""
+    _need()
+    with kvrt.Runtime() as rt:
+        p = Pair(rt)
+        try:
+            e = raises(kvrt.InvalidArgumentError, p.a.post, p.peer, [0], [99])
+            assert "99" in str(e) and "0..7" in str(e), e
+            e = raises(kvrt.InvalidArgumentError, p.a.post, p.peer, [0], [1], method="fastest")
+            assert "fastest" in str(e) and ", ".join(kx.method_names()) in str(e), e
+            e = raises(kvrt.InvalidArgumentError, p.a.post, p.peer, [0, 1], [1])
+            assert "2" in str(e) and "1" in str(e), e
+            raises(kvrt.InvalidArgumentError, p.a.post, p.peer, [0], [1], heads=(0, 0, 0))
+            raises(kvrt.InvalidArgumentError, p.a.post, p.peer, [0], [1], layers=range(9, 12))
+            assert p.a.stats["handles"] == 0
+            assert p.a.plan(p.peer, [0], [1])["bytes"] > 0
+        finally:
+            p.close()
+
+
+def test_metadata_and_load():
+    """metadata blobs describe the cache; two agents connect by loading each other's"""
+    _need()
+    with kvrt.Runtime() as rt:
+        ca = rt.cache(model=model(dtype="fp32"), layout="NHD", blocks=4, backend="cpu")
+        cb = rt.cache(model=model(dtype="fp32"), layout="BHLNC", blocks=4, backend="cpu")
+        with kx.Agent(ca) as a, kx.Agent(cb) as b:
+            info = kx.parse_metadata(a.metadata())
+            assert info["layout"] == "LBNHC" and info["num_layers"] == 4 and info["num_blocks"] == 4, info
+            raises(kvrt.InvalidArgumentError, kx.parse_metadata, b"not a blob")
+            pa, pb = a.load(b.metadata()), b.load(a.metadata())
+            _fill(ca, 2, 1, 3)
+            req = a.post(pa, [1], [3], notification="x")
+            while not req.test():
+                b.progress()
+            req.release()
+            deadline = time.time() + 10
+            note = None
+            while note is None and time.time() < deadline:
+                b.progress()
+                note = b.notification()
+            assert note is not None and note[0] is pb and note[1] == b"x"
+            assert float(torch.from_dlpack(cb.k(2))[3][0, 0, 0]) == 3.0
+
+
+def test_event_fd_and_lifetime():
+    """arm() + select on fileno(); closed agents and released requests refuse further use"""
+    _need()
+    with kvrt.Runtime() as rt:
+        c = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
+        a = kx.Agent(c)
+        fd = a.fileno()
+        assert isinstance(fd, int) and fd >= 0
+        armed = a.arm()
+        assert armed in (True, False)
+        if armed:
+            r, _, _ = select.select([fd], [], [], 0.05)  # nothing to do: no event
+        a.close()
+        a.close()  # idempotent
+        raises(kvrt.StateError, a.progress)
+        a2 = kx.Agent(c)
+        c.close()  # closes its agents first
+        raises(kvrt.StateError, a2.metadata)
+        raises(kvrt.InvalidArgumentError, kx.Agent, "not a cache")
