@@ -99,7 +99,7 @@ static void round_trip(struct side *s, struct peers *pe, int round, const char *
     for (int i = 0; i < N; i++) {
         int child = i / (2 * EACH) % 2;
         bool pull = i % 2;
-        uint64_t k = (uint64_t)(round * 2 * EACH + i % (2 * EACH) / 2);
+        uint64_t k = (uint64_t)round * 2 * EACH + (uint64_t)(i % (2 * EACH) / 2);
         if (pull) {
             side_ids(mine[i], PER, PUSHED + (k * 2 + (uint64_t)child) * PER, 1, s->o.blocks);
             side_ids(theirs[i], PER, PUSHED + 1 + k * 5, 3, s->o.blocks);
