@@ -49,25 +49,6 @@ json_t *kvrt_json_int_array(const int *values, size_t n)
     return a;
 }
 
-json_t *kvrt_json_strn(const char *text, size_t len)
-{
-    size_t need = kvrt_utf8_repair(NULL, 0, text, len);
-    if (need == len)
-        return json_stringn(text, len);
-    char *fixed = malloc(need + 1);
-    if (!fixed)
-        return NULL;
-    kvrt_utf8_repair(fixed, need + 1, text, len);
-    json_t *s = json_stringn(fixed, need);
-    free(fixed);
-    return s;
-}
-
-json_t *kvrt_json_str(const char *text)
-{
-    return text ? kvrt_json_strn(text, strlen(text)) : json_null();
-}
-
 bool kvrt_json_put(json_t *obj, const char *key, json_t *value)
 {
     if (!obj || !value) {

@@ -12,6 +12,8 @@
 
 #include <jansson.h>
 
+#include "json_text/json_text.h"
+
 /* A size as a JSON integer; jansson's are signed 64-bit, and a larger size
  * must not wrap into a negative number a consumer would trust.  `what`
  * names it in the refusal. */
@@ -19,10 +21,7 @@ json_t *kvrt_json_u64(uint64_t value, const char *what);
 json_t *kvrt_json_u64_array(const uint64_t *values, size_t n, const char *what);
 json_t *kvrt_json_int_array(const int *values, size_t n);
 
-/* Text as a JSON string, repaired to UTF-8 first (names and paths hold any
- * bytes); NULL text is JSON's null. */
-json_t *kvrt_json_str(const char *text);
-json_t *kvrt_json_strn(const char *text, size_t len);
+/* Text as a JSON string (names and paths hold any bytes): json_text.h. */
 
 /* json_object_set_new / json_array_append_new that report whether `value`
  * could be built (and release it when it could not be added). */

@@ -288,24 +288,28 @@ def _candidates():
     return found
 
 
-def _load():
+def load(candidates, signatures, hint):
+    """The first of `candidates` that loads, with each function of
+    `signatures` typed, and its path; ImportError with every reason and
+    `hint` when none does.  kvrt.xfer loads libkvrt-xfer with it too."""
     errors = []
-    for path in _candidates():
+    for path in candidates:
         try:
-            lib = C.CDLL(path)
+            found = C.CDLL(path)
         except OSError as e:
             errors.append("%s (%s)" % (path, e))
             continue
-        for name, (args, res) in _SIGNATURES.items():
-            f = getattr(lib, name)
+        for name, (args, res) in signatures.items():
+            f = getattr(found, name)
             f.argtypes = args
             f.restype = res
-        return lib, path
-    raise ImportError("kvrt: cannot load libkvrt; tried %s. Set KVRT_LIBRARY to the path of "
-                      "libkvrt.so (e.g. build/core/libkvrt.so)" % "; ".join(errors))
+        return found, path
+    raise ImportError(hint % "; ".join(errors))
 
 
-lib, path = _load()
+lib, path = load(_candidates(), _SIGNATURES,
+                 "kvrt: cannot load libkvrt; tried %s. Set KVRT_LIBRARY to the path of "
+                 "libkvrt.so (e.g. build/core/libkvrt.so)")
 
 
 def check(rc):

@@ -121,24 +121,9 @@ def _candidates():
     return found
 
 
-def _load():
-    errors = []
-    for p in _candidates():
-        try:
-            lib = C.CDLL(p)
-        except OSError as e:
-            errors.append("%s (%s)" % (p, e))
-            continue
-        for name, (args, res) in _SIGNATURES.items():
-            f = getattr(lib, name)
-            f.argtypes = args
-            f.restype = res
-        return lib, p
-    raise ImportError("kvrt.xfer: cannot load libkvrt-xfer (built only where UCX was found: install "
-                      "libucx-dev and rebuild); tried %s. Set KVRT_XFER_LIBRARY to its path" % "; ".join(errors))
-
-
-xlib, library_path = _load()
+xlib, library_path = _lib.load(_candidates(), _SIGNATURES,
+                               "kvrt.xfer: cannot load libkvrt-xfer (built only where UCX was found: install "
+                               "libucx-dev and rebuild); tried %s. Set KVRT_XFER_LIBRARY to its path")
 
 
 def method_names():

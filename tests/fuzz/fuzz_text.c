@@ -2,7 +2,7 @@
  * fuzz-text: arbitrary bytes through every place that makes text safe to
  * print: the core's message setter (kvrt_escape_controls, kvrt_error_set),
  * the tool's table cells (cli_printable, over the public kvrt_escape_controls) and its JSON strings
- * (cli_json_strn).
+ * (kvrt_json_strn).
  *
  * The first byte picks a buffer size.  Escaped text must end inside its
  * buffer, hold no control byte and write nothing past it; the error message
@@ -72,8 +72,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     kvrt_error_prefix("context %.40s", text);
     FUZZ_CHECK(printable(kvrt_error_message()), "kvrt_error_message() holds a control byte");
 
-    json_t *s = cli_json_strn(bytes, len);
-    FUZZ_CHECK(s != NULL, "cli_json_strn refused %zu bytes", len);
+    json_t *s = kvrt_json_strn(bytes, len);
+    FUZZ_CHECK(s != NULL, "kvrt_json_strn refused %zu bytes", len);
     json_t *exact = json_stringn(bytes, len);
     if (exact)
         FUZZ_CHECK(json_string_length(s) == len && memcmp(json_string_value(s), bytes, len) == 0,
@@ -84,7 +84,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     /* jansson builds strings only from well-formed UTF-8: a round trip
      * proves the result is. */
     json_t *again = json_stringn(json_string_value(s), json_string_length(s));
-    FUZZ_CHECK(again != NULL, "cli_json_strn produced text that is not UTF-8");
+    FUZZ_CHECK(again != NULL, "kvrt_json_strn produced text that is not UTF-8");
     json_decref(again);
     json_decref(exact);
     json_decref(s);

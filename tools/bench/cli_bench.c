@@ -244,10 +244,10 @@ static int print_json(const struct bench_request *r, double memcpy_gbps, double 
         const double g = bench_gbps(res[i].bytes, res[i].best_s);
         json_t *o = json_object();
         bool skip = res[i].skipped;
-        cli_json_put(o, "backend", cli_json_str(res[i].backend));
-        cli_json_put(o, "op", cli_json_str(bench_op_names[res[i].op]));
-        cli_json_put(o, "layout", cli_json_str(kvrt_layout_name(res[i].layout)));
-        cli_json_put(o, "dtype", cli_json_str(kvrt_dtype_name(res[i].dtype)));
+        cli_json_put(o, "backend", kvrt_json_str(res[i].backend));
+        cli_json_put(o, "op", kvrt_json_str(bench_op_names[res[i].op]));
+        cli_json_put(o, "layout", kvrt_json_str(kvrt_layout_name(res[i].layout)));
+        cli_json_put(o, "dtype", kvrt_json_str(kvrt_dtype_name(res[i].dtype)));
         cli_json_put(o, "gbps", skip ? json_null() : json_real(g));
         const double mc = res[i].memcpy_gbps;
         cli_json_put(o, "memcpy_gbps", skip ? json_null() : json_real(mc));
@@ -262,11 +262,11 @@ static int print_json(const struct bench_request *r, double memcpy_gbps, double 
         cli_json_put(o, "bytes", cli_json_u64(res[i].bytes, "bytes"));
         cli_json_put(o, "seconds", skip ? json_null() : json_real(res[i].best_s));
         cli_json_put(o, "skipped", json_boolean(skip));
-        cli_json_put(o, "reason", cli_json_str(res[i].reason));
+        cli_json_put(o, "reason", kvrt_json_str(res[i].reason));
         json_array_append_new(results, o);
     }
     const struct bench_shape *s = &r->sh;
-    cli_json_put(shape, "dtype", cli_json_str(kvrt_dtype_name(s->dtype)));
+    cli_json_put(shape, "dtype", kvrt_json_str(kvrt_dtype_name(s->dtype)));
     cli_json_put(shape, "kv_heads", json_integer((json_int_t)s->kv_heads));
     cli_json_put(shape, "head_size", json_integer((json_int_t)s->head_size));
     cli_json_put(shape, "block_size", json_integer((json_int_t)s->block_size));
@@ -281,7 +281,7 @@ static int print_json(const struct bench_request *r, double memcpy_gbps, double 
     /* One backend: its device-copy roofline at the top, for scripts
      * (gpu-check.sh). */
     const double roof = n > 0 && r->num_backends == 1 ? res[0].roofline_gbps : 0;
-    cli_json_put(root, "roofline", cli_json_str(roof > 0 ? "device copy" : "memcpy"));
+    cli_json_put(root, "roofline", kvrt_json_str(roof > 0 ? "device copy" : "memcpy"));
     cli_json_put(root, "roofline_gbps", json_real(roof > 0 ? roof : memcpy_gbps));
     bool ok = cli_json_put(root, "memcpy_gbps", json_real(memcpy_gbps)) &&
               cli_json_put(root, "read_gbps", json_real(read_gbps)) && cli_json_put(root, "results", results) &&

@@ -17,6 +17,8 @@
 
 #include <kvrt/common.h>
 
+#include "json_text.h"
+
 enum cli_exit {
     CLI_EXIT_OK = 0,
     CLI_EXIT_INTERNAL = 1,
@@ -187,11 +189,8 @@ double cli_now(void);
  * largest JSON integer jansson can hold. */
 json_t *cli_json_u64(uint64_t value, const char *what);
 
-/* A JSON string for any bytes: invalid UTF-8 bytes are replaced by U+FFFD
- * (jansson refuses them, which would lose the whole output).  NULL only when
- * memory runs out. */
-json_t *cli_json_str(const char *text);
-json_t *cli_json_strn(const char *text, size_t len);
+/* A JSON string for any bytes is libkvrt's kvrt_json_str / kvrt_json_strn
+ * (json_text.h, linked from its own archive). */
 
 /* Print JSON a libkvrt function wrote (`status` its result, `text` its
  * output, freed here) as it is, or report the failure; the exit status. */

@@ -28,27 +28,6 @@ json_t *cli_json_u64(uint64_t value, const char *what)
     return json_integer((json_int_t)value);
 }
 
-json_t *cli_json_strn(const char *text, size_t len)
-{
-    /* Each bad byte becomes U+FFFD: the text stays readable and the rest
-     * of the output is kept. */
-    size_t need = kvrt_utf8_repair(NULL, 0, text, len);
-    if (need == len)
-        return json_stringn(text, len);
-    char *fixed = malloc(need + 1);
-    if (!fixed)
-        return NULL;
-    kvrt_utf8_repair(fixed, need + 1, text, len);
-    json_t *s = json_stringn(fixed, need);
-    free(fixed);
-    return s;
-}
-
-json_t *cli_json_str(const char *text)
-{
-    return cli_json_strn(text, strlen(text));
-}
-
 int cli_print_json_text(int status, char *text)
 {
     if (status != KVRT_OK)
@@ -86,12 +65,12 @@ json_t *cli_json_trace_step(const struct kvrt_trace_step *st)
 {
     json_t *o = json_object();
     const char *kind = kvrt_trace_kind_name(st->kind);
-    bool ok = o && cli_json_put(o, "step", cli_json_str(kind ? kind : "unknown")) &&
-              cli_json_put(o, "text", cli_json_str(st->text));
+    bool ok = o && cli_json_put(o, "step", kvrt_json_str(kind ? kind : "unknown")) &&
+              cli_json_put(o, "text", kvrt_json_str(st->text));
     if (ok && st->layout != KVRT_TRACE_NO_LAYOUT)
-        ok = cli_json_put(o, "layout", cli_json_str(kvrt_layout_name((enum kvrt_layout)st->layout)));
+        ok = cli_json_put(o, "layout", kvrt_json_str(kvrt_layout_name((enum kvrt_layout)st->layout)));
     if (ok && st->backend)
-        ok = cli_json_put(o, "backend", cli_json_str(st->backend));
+        ok = cli_json_put(o, "backend", kvrt_json_str(st->backend));
     if (!ok) {
         json_decref(o);
         return NULL;

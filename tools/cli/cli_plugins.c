@@ -173,30 +173,30 @@ static json_t *plugin_json(const kvrt_runtime *rt, size_t i, const struct env_la
     char reason[768], abi[32];
     if (kvrt_runtime_plugin_info(rt, i, &in) != KVRT_OK)
         return NULL;
-    json_t *layouts = in.any_layout ? cli_json_str("any") : json_array();
+    json_t *layouts = in.any_layout ? kvrt_json_str("any") : json_array();
     for (size_t k = 0; !in.any_layout && k < in.num_layouts; k++)
-        json_array_append_new(layouts, cli_json_str(kvrt_layout_name(in.layouts[k])));
+        json_array_append_new(layouts, kvrt_json_str(kvrt_layout_name(in.layouts[k])));
     json_t *dtypes = json_array(), *ops = json_array();
     for (int t = 0; t < KVRT_NUM_DTYPES; t++)
         if (in.dtypes & (1u << t))
-            json_array_append_new(dtypes, cli_json_str(kvrt_dtype_name((enum kvrt_dtype)t)));
+            json_array_append_new(dtypes, kvrt_json_str(kvrt_dtype_name((enum kvrt_dtype)t)));
     for (size_t k = 0; k < sizeof(op_names) / sizeof(op_names[0]); k++)
         if (in.ops & (1u << k))
-            json_array_append_new(ops, cli_json_str(op_names[k]));
+            json_array_append_new(ops, kvrt_json_str(op_names[k]));
     bool sel = selectable(rt, i, &in, env, reason, sizeof(reason));
     snprintf(abi, sizeof(abi), "%u.%u", in.abi_major, in.abi_minor);
     json_t *o = json_object();
-    bool ok = cli_json_put(o, "name", cli_json_str(in.name)) && cli_json_put(o, "path", cli_json_str(in.path)) &&
-              cli_json_put(o, "version", cli_json_str(in.version ? in.version : "")) &&
-              cli_json_put(o, "description", cli_json_str(in.description ? in.description : "")) &&
-              cli_json_put(o, "abi", cli_json_str(abi)) && cli_json_put(o, "layouts", layouts) &&
+    bool ok = cli_json_put(o, "name", kvrt_json_str(in.name)) && cli_json_put(o, "path", kvrt_json_str(in.path)) &&
+              cli_json_put(o, "version", kvrt_json_str(in.version ? in.version : "")) &&
+              cli_json_put(o, "description", kvrt_json_str(in.description ? in.description : "")) &&
+              cli_json_put(o, "abi", kvrt_json_str(abi)) && cli_json_put(o, "layouts", layouts) &&
               cli_json_put(o, "dtypes", dtypes) && cli_json_put(o, "ops", ops) &&
               cli_json_put(o, "available", json_boolean(in.available)) &&
-              cli_json_put(o, "device_reason", cli_json_str(in.reason ? in.reason : "")) &&
-              cli_json_put(o, "device_name", cli_json_str(in.device_name ? in.device_name : "")) &&
-              cli_json_put(o, "device_type", cli_json_str(device_type_name(in.device_type))) &&
-              cli_json_put(o, "memory", cli_json_str(memory_name(in.memory))) &&
-              cli_json_put(o, "selectable", json_boolean(sel)) && cli_json_put(o, "reason", cli_json_str(reason)) &&
+              cli_json_put(o, "device_reason", kvrt_json_str(in.reason ? in.reason : "")) &&
+              cli_json_put(o, "device_name", kvrt_json_str(in.device_name ? in.device_name : "")) &&
+              cli_json_put(o, "device_type", kvrt_json_str(device_type_name(in.device_type))) &&
+              cli_json_put(o, "memory", kvrt_json_str(memory_name(in.memory))) &&
+              cli_json_put(o, "selectable", json_boolean(sel)) && cli_json_put(o, "reason", kvrt_json_str(reason)) &&
               cli_json_put(o, "default", json_boolean(default_name && strcmp(default_name, in.name) == 0));
     if (!ok) {
         json_decref(o);
@@ -225,13 +225,13 @@ static int print_json(const kvrt_runtime *rt, const struct env_layout *env, cons
         const char *path = "", *reason = "";
         kvrt_runtime_skipped(rt, i, &path, &reason);
         json_t *s = json_object();
-        ok = s && json_array_append_new(skipped, s) == 0 && cli_json_put(s, "path", cli_json_str(path)) &&
-             cli_json_put(s, "reason", cli_json_str(reason));
+        ok = s && json_array_append_new(skipped, s) == 0 && cli_json_put(s, "path", kvrt_json_str(path)) &&
+             cli_json_put(s, "reason", kvrt_json_str(reason));
     }
-    ok = ok && cli_json_put(e, "name", cli_json_str(KVRT_LAYOUT_ENV)) &&
-         cli_json_put(e, "value", env->value ? cli_json_str(env->value) : json_null()) &&
-         cli_json_put(e, "valid", json_boolean(env->valid)) && cli_json_put(e, "error", cli_json_str(env->error));
-    ok = ok && cli_json_put(root, "default_backend", default_name ? cli_json_str(default_name) : json_null());
+    ok = ok && cli_json_put(e, "name", kvrt_json_str(KVRT_LAYOUT_ENV)) &&
+         cli_json_put(e, "value", env->value ? kvrt_json_str(env->value) : json_null()) &&
+         cli_json_put(e, "valid", json_boolean(env->valid)) && cli_json_put(e, "error", kvrt_json_str(env->error));
+    ok = ok && cli_json_put(root, "default_backend", default_name ? kvrt_json_str(default_name) : json_null());
     if (!ok) {
         json_decref(root);
         return cli_error(CLI_EXIT_INTERNAL, "plugins: could not build the JSON output (out of memory)");

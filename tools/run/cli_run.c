@@ -338,7 +338,7 @@ static int print_json(const struct run_request *r, const struct run_state *s, co
     bool decoded = t->decode.layers > 0;
     json_t *skipped = json_object();
     ok = ok && cli_json_put(skipped, "layers", cli_json_u64(t->decode_skipped, "layers")) &&
-         cli_json_put(skipped, "reason", cli_json_str(t->skip_reason));
+         cli_json_put(skipped, "reason", kvrt_json_str(t->skip_reason));
     /* Backends whose bind failed before this one was bound. */
     json_t *passed = json_array();
     ok = cli_json_put(root, "passed_over", passed) && ok;
@@ -347,18 +347,18 @@ static int print_json(const struct run_request *r, const struct run_state *s, co
         if (kvrt_runtime_trace_step(s->rt, i, &st) != KVRT_OK || !cli_bind_failure_step(s->rt, &st))
             continue;
         json_t *o = json_object();
-        ok = json_array_append_new(passed, o) == 0 && cli_json_put(o, "backend", cli_json_str(st.backend)) &&
-             cli_json_put(o, "reason", cli_json_str(st.text));
+        ok = json_array_append_new(passed, o) == 0 && cli_json_put(o, "backend", kvrt_json_str(st.backend)) &&
+             cli_json_put(o, "reason", kvrt_json_str(st.text));
     }
-    ok = ok && cli_json_put(root, "backend", cli_json_str(s->backend_name)) &&
-         cli_json_put(root, "backend_source", cli_json_str(s->backend_source)) &&
-         cli_json_put(root, "layout", cli_json_str(kvrt_layout_name(s->layout))) &&
-         cli_json_put(root, "layout_source", cli_json_str(s->layout_source)) &&
-         cli_json_put(root, "layout_reason", cli_json_str(s->layout_reason)) &&
+    ok = ok && cli_json_put(root, "backend", kvrt_json_str(s->backend_name)) &&
+         cli_json_put(root, "backend_source", kvrt_json_str(s->backend_source)) &&
+         cli_json_put(root, "layout", kvrt_json_str(kvrt_layout_name(s->layout))) &&
+         cli_json_put(root, "layout_source", kvrt_json_str(s->layout_source)) &&
+         cli_json_put(root, "layout_reason", kvrt_json_str(s->layout_reason)) &&
          cli_json_put(root, "verified", json_boolean(verified)) &&
          cli_json_put(root, "max_abs_error", decoded ? json_real(t->max_abs_error) : json_null()) &&
          cli_json_put(root, "tolerance", decoded ? json_real(t->tolerance) : json_null()) &&
-         cli_json_put(root, "failure", verified ? json_null() : cli_json_str(t->failure)) &&
+         cli_json_put(root, "failure", verified ? json_null() : kvrt_json_str(t->failure)) &&
          cli_json_put(root, "decode_layers", cli_json_u64(t->decode.layers, "layers")) &&
          cli_json_put(root, "decode_skipped", skipped) &&
          cli_json_put(root, "state_layers", cli_json_u64(t->gather.layers, "layers")) &&

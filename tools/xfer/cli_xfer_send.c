@@ -166,13 +166,13 @@ static int print_report(const struct send *d, const struct kvrt_xfer_plan *plan,
     double gbps = seconds > 0 ? (double)bytes / seconds / 1e9 : 0;
     if (s->json) {
         json_t *o = json_object();
-        json_object_set_new(o, "command", cli_json_str("xfer send"));
+        json_object_set_new(o, "command", kvrt_json_str("xfer send"));
         json_object_set_new(o, "connect", json_sprintf("%s:%u", d->addr, d->port));
-        json_object_set_new(o, "backend", cli_json_str(s->backend_name));
-        json_object_set_new(o, "layout", cli_json_str(kvrt_layout_name(s->layout)));
-        json_object_set_new(o, "direction", cli_json_str(d->pull ? "pull" : "push"));
-        json_object_set_new(o, "method", cli_json_str(method_name(plan->method)));
-        json_object_set_new(o, "why", cli_json_str(plan->why));
+        json_object_set_new(o, "backend", kvrt_json_str(s->backend_name));
+        json_object_set_new(o, "layout", kvrt_json_str(kvrt_layout_name(s->layout)));
+        json_object_set_new(o, "direction", kvrt_json_str(d->pull ? "pull" : "push"));
+        json_object_set_new(o, "method", kvrt_json_str(method_name(plan->method)));
+        json_object_set_new(o, "why", kvrt_json_str(plan->why));
         json_object_set_new(o, "blocks", json_integer((json_int_t)d->num_ids));
         json_object_set_new(o, "regions", json_integer((json_int_t)plan->regions));
         json_object_set_new(o, "messages", json_integer((json_int_t)plan->messages));

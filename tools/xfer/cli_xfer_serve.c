@@ -174,18 +174,18 @@ static int report(struct serve *v, uint64_t bad, const char *where)
     bool verified = bad == 0;
     if (s->json) {
         json_t *o = json_object();
-        json_object_set_new(o, "command", cli_json_str("xfer serve"));
+        json_object_set_new(o, "command", kvrt_json_str("xfer serve"));
         json_object_set_new(o, "listen", json_sprintf("%s:%u", v->addr, v->port));
-        json_object_set_new(o, "backend", cli_json_str(s->backend_name));
-        json_object_set_new(o, "layout", cli_json_str(kvrt_layout_name(s->layout)));
+        json_object_set_new(o, "backend", kvrt_json_str(s->backend_name));
+        json_object_set_new(o, "layout", kvrt_json_str(kvrt_layout_name(s->layout)));
         json_object_set_new(o, "blocks", json_integer((json_int_t)s->num_blocks));
         json_object_set_new(o, "sessions", json_integer((json_int_t)v->done_sessions));
         json_object_set_new(o, "transfers", json_integer((json_int_t)v->transfers));
         json_object_set_new(o, "refused", json_integer((json_int_t)v->refused));
         json_object_set_new(o, "verified", json_boolean(verified));
         json_object_set_new(o, "mismatched_bytes", bad == UINT64_MAX ? json_null() : json_integer((json_int_t)bad));
-        json_object_set_new(o, "first_mismatch", cli_json_str(where));
-        json_object_set_new(o, "error", v->error_code ? cli_json_str(v->error) : json_null());
+        json_object_set_new(o, "first_mismatch", kvrt_json_str(where));
+        json_object_set_new(o, "error", v->error_code ? kvrt_json_str(v->error) : json_null());
         cli_json_print(o);
     } else {
         printf("verified   %s (%llu blocks, %llu transfers in %llu sessions)%s%s\n", verified ? "yes" : "NO",

@@ -1,0 +1,28 @@
+/* Any bytes as a JSON string (json_text.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/common.h>
+
+#include "json_text.h"
+
+json_t *kvrt_json_strn(const char *text, size_t len)
+{
+    /* Each bad byte becomes U+FFFD: the text stays readable and the rest
+     * of the output is kept. */
+    size_t need = kvrt_utf8_repair(NULL, 0, text, len);
+    if (need == len)
+        return json_stringn(text, len);
+    char *fixed = malloc(need + 1);
+    if (!fixed)
+        return NULL;
+    kvrt_utf8_repair(fixed, need + 1, text, len);
+    json_t *s = json_stringn(fixed, need);
+    free(fixed);
+    return s;
+}
+
+json_t *kvrt_json_str(const char *text)
+{
+    return text ? kvrt_json_strn(text, strlen(text)) : json_null();
+}
