@@ -231,11 +231,9 @@ static bool receiver_trial(struct child *s, unsigned t, struct tally *n)
 int main(int argc, char **argv)
 {
     self = argv[0];
-    if (argc > 1 && strcmp(argv[1], "--child") == 0)
-        return child_main(argc, argv);
-    /* A child that died shows as a failed command, not a dead parent. */
-    signal(SIGPIPE, SIG_IGN);
-    tap_plan_dynamic();
+    int child = side_main(argc, argv);
+    if (child >= 0)
+        return child;
     bool sender = argc > 1 && strcmp(argv[1], "sender") == 0;
     if (argc < 2 || (!sender && strcmp(argv[1], "receiver") != 0)) {
         fprintf(stderr, "usage: test-xfer-faults sender|receiver [TRIALS]\n");

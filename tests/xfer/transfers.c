@@ -17,7 +17,6 @@
  * staging chunk left behind on either side.
  */
 #include <poll.h>
-#include <signal.h>
 #include <stdatomic.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -428,11 +427,9 @@ static void pairs(void)
 int main(int argc, char **argv)
 {
     self = argv[0];
-    if (argc > 1 && strcmp(argv[1], "--child") == 0)
-        return child_main(argc, argv);
-    /* A child that died shows as a failed command, not a dead parent. */
-    signal(SIGPIPE, SIG_IGN);
-    tap_plan_dynamic();
+    int child = side_main(argc, argv);
+    if (child >= 0)
+        return child;
     if (argc > 1 && strcmp(argv[1], "--pairs") == 0) {
         pairs();
         return tap_done();

@@ -18,7 +18,6 @@
  * pulled after the close are read back through a new runtime over the same
  * memory.  Each child hands its memory back once, after its agent.
  */
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -248,11 +247,9 @@ static void scenario(enum side_memory here, enum side_memory there[2], uint64_t 
 int main(int argc, char **argv)
 {
     self = argv[0];
-    if (argc > 1 && strcmp(argv[1], "--child") == 0)
-        return child_main(argc, argv);
-    /* A child that died shows as a failed command, not a dead parent. */
-    signal(SIGPIPE, SIG_IGN);
-    tap_plan_dynamic();
+    int child = side_main(argc, argv);
+    if (child >= 0)
+        return child;
     tap_diag("UCX_TLS=%s", getenv("UCX_TLS") ? getenv("UCX_TLS") : "(all)");
     enum side_memory first[2] = {SIDE_MMAP, SIDE_DLPACK}, second[2] = {SIDE_ALIGNED, SIDE_MMAP};
     scenario(SIDE_ALIGNED, first, 10);

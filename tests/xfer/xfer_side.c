@@ -787,3 +787,12 @@ int child_main(int argc, char **argv)
     }
     return side_close(&cs.s) ? 0 : 3;
 }
+
+int side_main(int argc, char **argv)
+{
+    if (argc > 1 && strcmp(argv[1], "--child") == 0)
+        return child_main(argc, argv);
+    signal(SIGPIPE, SIG_IGN);
+    tap_plan_dynamic();
+    return -1;
+}

@@ -140,6 +140,12 @@ void child_clean(struct child *c, const char *what);
 /* The child's program: `self --child ...`. */
 int child_main(int argc, char **argv);
 
+/* The start of each multi-process test's main(): run as a child (--child)
+ * and return its exit status, or, in the parent, ignore SIGPIPE (a child
+ * that died shows as a failed command, not a dead parent), start a dynamic
+ * TAP plan and return -1. */
+int side_main(int argc, char **argv);
+
 /* Hex of a blob (malloc'd) and back. */
 char *to_hex(const void *blob, size_t len);
 void *from_hex(const char *hex, size_t *len);
