@@ -4,7 +4,7 @@
  * next to ucx_perftest and bench-ucp-paths on the same transport.
  *
  *   bench-xfer [--size BYTES] [--src LAYOUT] [--dst LAYOUT] [--inflight N]
- *              [--repeat N] [--small N] [--window W]
+ *              [--repeat N] [--small N] [--window W] [--chunk BYTES] [--staging BYTES]
  *
  * CPU caches of 32 layers x 8 KV heads x head size 128, bf16, 16-token
  * blocks (2 MiB of every layer's pages per block).  The program forks
@@ -46,6 +46,7 @@ struct opts {
     uint64_t size;
     enum kvrt_layout src, dst;
     int inflight, repeat, small, window;
+    uint64_t chunk, staging; /* kvrt_xfer_agent_options; 0: the library's default */
 };
 
 struct side {
@@ -99,7 +100,8 @@ static void xread(int fd, void *p, size_t n)
     }
 }
 
-static void open_side(struct side *s, enum kvrt_layout layout, uint64_t blocks, uint64_t seed, int sock)
+static void open_side(struct side *s, const struct opts *o, enum kvrt_layout layout, uint64_t blocks, uint64_t seed,
+                      int sock)
 {
     struct kvrt_spec spec;
     kvrt_spec_default(&spec);
@@ -115,11 +117,15 @@ static void open_side(struct side *s, enum kvrt_layout layout, uint64_t blocks, 
         layers[l].spec = spec;
     }
     struct kvrt_group g = {layers, LAYERS};
+    struct kvrt_xfer_agent_options ao;
+    kvrt_xfer_agent_options_default(&ao);
+    ao.chunk_bytes = o->chunk;
+    ao.staging_bytes = o->staging;
     if (kvrt_runtime_open(NULL, &s->rt) != KVRT_OK ||
         kvrt_runtime_bind(s->rt, "cpu", kvrt_layout_name(layout), &s->be) != KVRT_OK ||
         kvrt_placement_create(layout, &g, 1, blocks, 0, &s->p) != KVRT_OK ||
         kvrt_cache_create(s->be, s->p, &s->c) != KVRT_OK || xpat_init(&s->x, s->be, s->c, seed, 0) != KVRT_OK ||
-        kvrt_xfer_agent_create(s->be, s->c, NULL, &s->a) != KVRT_OK)
+        kvrt_xfer_agent_create(s->be, s->c, &ao, &s->a) != KVRT_OK)
         die("setting up a cache and its agent");
     /* Metadata both ways over the socket, then each side loads the other's. */
     void *blob;
@@ -167,7 +173,7 @@ static void take_notes(struct side *s, uint64_t *notes)
 static int receiver(const struct opts *o, uint64_t blocks, int sock)
 {
     struct side s;
-    open_side(&s, o->dst, blocks, 2, sock);
+    open_side(&s, o, o->dst, blocks, 2, sock);
     int efd;
     kvrt_xfer_event_fd(s.a, &efd);
     uint64_t notes = 0;
@@ -250,7 +256,7 @@ static double round_trip(struct side *s, int64_t *ids, uint64_t blocks, int infl
 static int sender(const struct opts *o, uint64_t blocks, int sock, pid_t child)
 {
     struct side s;
-    open_side(&s, o->src, blocks, 1, sock);
+    open_side(&s, o, o->src, blocks, 1, sock);
     int64_t *ids = malloc(blocks * sizeof(*ids));
     for (uint64_t b = 0; b < blocks; b++)
         ids[b] = (int64_t)b;
@@ -361,13 +367,13 @@ static int sender(const struct opts *o, uint64_t blocks, int sock, pid_t child)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench-xfer [--size BYTES] [--src LAYOUT] [--dst LAYOUT] [--inflight N] [--repeat N] "
-                    "[--small N] [--window W]\n");
+                    "[--small N] [--window W] [--chunk BYTES] [--staging BYTES]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    struct opts o = {64ull << 20, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBHNC, 1, 5, 0, 1};
+    struct opts o = {64ull << 20, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBHNC, 1, 5, 0, 1, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -385,6 +391,10 @@ int main(int argc, char **argv)
             o.small = atoi(v);
         else if (strcmp(argv[i], "--window") == 0)
             o.window = atoi(v);
+        else if (strcmp(argv[i], "--chunk") == 0)
+            o.chunk = strtoull(v, NULL, 0);
+        else if (strcmp(argv[i], "--staging") == 0)
+            o.staging = strtoull(v, NULL, 0);
         else
             ok = false;
         if (!ok)
