@@ -193,3 +193,47 @@ def test_event_fd_and_lifetime():
         c.close()  # closes its agents first
         raises(kvrt.StateError, a2.metadata)
         raises(kvrt.InvalidArgumentError, kx.Agent, "not a cache")
+
+
+def test_engine_owned_memory():
+    """a cache over the engine's own torch tensor (Runtime.wrap) is registered and written in place; the
+    tensor is the engine's again, untouched by kvrt's teardown, once the cache and its agent are gone"""
+    _need()
+    with kvrt.Runtime() as rt:
+        m = model(dtype="fp32")
+        ca = rt.cache(model=m, layout="HND", blocks=8, backend="cpu")
+        per_block = ca.staging_bytes(1)  # no padding in this model: the bytes of one block
+        owned = torch.zeros(8 * per_block, dtype=torch.int8)  # as vLLM allocates: one raw byte tensor
+        cb = rt.wrap(owned, model=m, layout="BLNHC", backend="cpu")
+        a, b = kx.Agent(ca, timeout=20), kx.Agent(cb, timeout=20)
+        try:
+            assert b.stats["registered_bytes"] >= owned.numel(), b.stats
+            pa, pb = a.load(b.metadata()), b.load(a.metadata())
+            for l in range(4):
+                _fill(ca, l, 2, 5 + l)
+            req = a.post(pa, [2], [6], notification=b"owned")
+            deadline = time.time() + 20
+            while not req.test() and time.time() < deadline:
+                b.progress()
+            assert req.wait(1) is True
+            req.release()
+            note = None
+            while note is None and time.time() < deadline:
+                b.progress()
+                note = b.notification()
+            assert note is not None and note[0] is pb and note[1] == b"owned"
+            base, end = owned.data_ptr(), owned.data_ptr() + owned.numel()
+            for l in range(4):
+                kb = torch.from_dlpack(cb.k(l))
+                assert base <= kb.data_ptr() < end, "the view is not over the engine's tensor"
+                assert bool((kb[6] == 5 + l).all()) and bool((kb[5] == 0).all())
+            # The values are in the engine's own tensor: 4 layers x (K + V) of one block, none zero.
+            written = int((owned.view(torch.float32) != 0).sum())
+            assert written == per_block // 4, (written, per_block // 4)
+        finally:
+            a.close()
+            cb.close()  # closes b first
+            ca.close()
+        raises(kvrt.StateError, b.progress)
+        owned.fill_(1)  # still the engine's memory, usable after kvrt let go
+        assert int(owned.sum()) == owned.numel()
