@@ -427,7 +427,17 @@ bool child_verified_range(struct child *c, uint64_t lo, uint64_t hi, const char 
 {
     char reply[512];
     unsigned long long bad = 1, n = 0;
-    bool ok = child_cmd(c, "verify", reply, sizeof(reply), 30) && sscanf(reply, "verify %llu %llu", &bad, &n) == 2;
+    /* A pull's notification reaches the pulled peer after the puller's
+     * handle completes (the puller sends it then), so the last ones may
+     * still be on their way: ask again until they are in, for a while. */
+    double deadline = now() + 10;
+    bool ok;
+    for (;;) {
+        ok = child_cmd(c, "verify", reply, sizeof(reply), 30) && sscanf(reply, "verify %llu %llu", &bad, &n) == 2;
+        if (!ok || bad != 0 || n >= lo || now() > deadline)
+            break;
+        usleep(10000);
+    }
     ok = ok && bad == 0 && n >= lo && n <= hi;
     if (!tap_ok(ok, "%s: every byte of the peer's cache as its %llu notifications say", what, n))
         tap_diag("child said: %s (expected %llu to %llu notifications)", reply, (unsigned long long)lo,
