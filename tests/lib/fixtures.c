@@ -1,4 +1,5 @@
 #include <stdio.h>
+#include <stdlib.h>
 
 #include "fixtures.h"
 #include "tap.h"
@@ -52,4 +53,25 @@ kvrt_cache *fixture_cache(kvrt_runtime *rt, const char *backend, enum kvrt_layou
         tap_diag("cache %s %s: %s", backend, kvrt_layout_name(layout), kvrt_error_message());
     kvrt_placement_destroy(p);
     return c;
+}
+
+kvrt_runtime *fixture_runtime(const char *plugin_path, void (*log)(void *, enum kvrt_log_level, const char *))
+{
+    struct kvrt_runtime_options o;
+    kvrt_runtime_options_default(&o);
+    o.plugin_path = plugin_path;
+    o.search_default_paths = false;
+    o.log = log;
+    kvrt_runtime *rt = NULL;
+    if (kvrt_runtime_open(&o, &rt) != KVRT_OK)
+        tap_diag("kvrt_runtime_open: %s", kvrt_error_message());
+    return rt;
+}
+
+void fixture_test_plugins(const char **dir, const char **cpu_path)
+{
+    *dir = getenv("KVRT_TEST_PLUGIN_DIR");
+    *cpu_path = getenv("KVRT_TEST_CPU_PLUGIN");
+    if (!*dir || !*cpu_path)
+        tap_skip_all("KVRT_TEST_PLUGIN_DIR / KVRT_TEST_CPU_PLUGIN not set (run through meson test)");
 }

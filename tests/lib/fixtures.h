@@ -1,6 +1,7 @@
 /*
  * Fixtures the tests build again and again: an attention spec of a given
- * shape, and a placement of identical layers in one group.  They link
+ * shape, a placement of identical layers in one group, a runtime over
+ * given plugins.  They link
  * against whichever libkvrt the test links (the shared library or the
  * core's internal archive).
  */
@@ -32,5 +33,15 @@ int fixture_placement(enum kvrt_layout layout, const struct kvrt_spec *spec, siz
  * what it needs).  NULL, with a TAP diagnostic, on failure. */
 kvrt_cache *fixture_cache(kvrt_runtime *rt, const char *backend, enum kvrt_layout layout, const struct kvrt_spec *spec,
                           size_t num_layers, uint64_t num_blocks);
+
+/* A runtime that loads exactly `plugin_path` (colon-separated), no default
+ * folders, logging to `log` (may be NULL).  NULL, with a TAP diagnostic,
+ * on failure. */
+kvrt_runtime *fixture_runtime(const char *plugin_path, void (*log)(void *, enum kvrt_log_level, const char *));
+
+/* The test plugins' folder and the cpu module meson passes the runtime
+ * tests (KVRT_TEST_PLUGIN_DIR, KVRT_TEST_CPU_PLUGIN).  When either is
+ * missing the whole test is skipped with that reason (tap_skip_all exits). */
+void fixture_test_plugins(const char **dir, const char **cpu_path);
 
 #endif

@@ -13,10 +13,11 @@
 
 #include <kvrt/kvrt.h>
 
+#include "fixtures.h"
 #include "tap.h"
 
-static char dir[1024], marker[1100];
-static const char *cpu_path;
+static char marker[1100];
+static const char *dir, *cpu_path;
 
 /* Warnings the runtime logged (what KVRT_DEBUG=1 prints without a callback). */
 static char warnings[4096];
@@ -37,16 +38,8 @@ static kvrt_runtime *open_with(const char *first, const char *second)
         snprintf(path, sizeof(path), "%s:%s", first, second);
     else
         snprintf(path, sizeof(path), "%s", first);
-    struct kvrt_runtime_options o;
-    kvrt_runtime_options_default(&o);
-    o.plugin_path = path;
-    o.search_default_paths = false;
-    o.log = log_cb;
     warnings[0] = '\0';
-    kvrt_runtime *rt = NULL;
-    if (kvrt_runtime_open(&o, &rt) != KVRT_OK)
-        tap_diag("kvrt_runtime_open: %s", kvrt_error_message());
-    return rt;
+    return fixture_runtime(path, log_cb);
 }
 
 static const char *plugin(const char *name)
@@ -206,13 +199,7 @@ static void test_all_fail(void)
 
 int main(void)
 {
-    const char *d = getenv("KVRT_TEST_PLUGIN_DIR");
-    cpu_path = getenv("KVRT_TEST_CPU_PLUGIN");
-    if (!d || !cpu_path) {
-        tap_skip_all("KVRT_TEST_PLUGIN_DIR / KVRT_TEST_CPU_PLUGIN not set (run through meson test)");
-        return 0;
-    }
-    snprintf(dir, sizeof(dir), "%s", d);
+    fixture_test_plugins(&dir, &cpu_path);
     snprintf(marker, sizeof(marker), "%s/fallback-marker-%ld", dir, (long)getpid());
     setenv("KVRT_TEST_MARKER", marker, 1);
     unsetenv(KVRT_BACKEND_ENV);

@@ -13,22 +13,11 @@
 #include <kvrt/kvrt.h>
 #include <kvrt/plugin.h>
 
+#include "fixtures.h"
 #include "tap.h"
 
 static const char *dir;
 static char marker[256];
-
-static kvrt_runtime *open_rt(const char *path)
-{
-    struct kvrt_runtime_options o;
-    kvrt_runtime_options_default(&o);
-    o.plugin_path = path;
-    o.search_default_paths = false;
-    kvrt_runtime *rt = NULL;
-    if (kvrt_runtime_open(&o, &rt) != KVRT_OK)
-        tap_diag("kvrt_runtime_open: %s", kvrt_error_message());
-    return rt;
-}
 
 /* Bytes the long name variant has after its 64th: never shown. */
 #define TEXT_PAST_NAME "abcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghijabcdefghij"
@@ -72,7 +61,7 @@ static bool marker_has(const char *needle)
 
 static void test_discovery(void)
 {
-    kvrt_runtime *rt = open_rt(dir);
+    kvrt_runtime *rt = fixture_runtime(dir, NULL);
     tap_ok(rt != NULL, "a runtime opens although most plugins in the folder are broken");
     if (!rt)
         return;
@@ -101,7 +90,7 @@ static void test_discovery(void)
  * usable through the fields this core knows. */
 static void test_newer_minor(void)
 {
-    kvrt_runtime *rt = open_rt(dir);
+    kvrt_runtime *rt = fixture_runtime(dir, NULL);
     size_t i;
     struct kvrt_plugin_info info;
     bool ok =
@@ -119,7 +108,7 @@ static void test_newer_minor(void)
  * reported, not loaded; asking for a passed-over backend by name says so. */
 static void test_passed_over_names(void)
 {
-    kvrt_runtime *rt = open_rt(dir);
+    kvrt_runtime *rt = fixture_runtime(dir, NULL);
     if (!rt) {
         tap_ok(false, "runtime opens");
         return;
@@ -142,7 +131,7 @@ static void test_duplicates(void)
 {
     char path[1024];
     snprintf(path, sizeof(path), "%s:%s", getenv("KVRT_TEST_SECOND_DIR"), dir);
-    kvrt_runtime *rt = open_rt(path);
+    kvrt_runtime *rt = fixture_runtime(path, NULL);
     if (!rt) {
         tap_ok(false, "runtime with two folders opens");
         return;
@@ -159,7 +148,7 @@ static void test_duplicates(void)
 
 static void test_refusal_before_bind(void)
 {
-    kvrt_runtime *rt = open_rt(dir);
+    kvrt_runtime *rt = fixture_runtime(dir, NULL);
     if (!rt) {
         tap_ok(false, "runtime opens");
         return;
@@ -242,12 +231,12 @@ static void test_fifo(void)
         tap_skip("a FIFO in a plugin folder: mkfifo failed");
         tap_skip("a FIFO named in the plugin path: mkfifo failed");
     } else {
-        kvrt_runtime *rt = open_rt(tmp);
+        kvrt_runtime *rt = fixture_runtime(tmp, NULL);
         const char *r = rt ? skip_reason(rt, "kvrt-x.so") : NULL;
         tap_ok(r && strstr(r, "a FIFO") && strstr(r, "regular files"),
                "a FIFO in a plugin folder is skipped as a FIFO, without blocking");
         kvrt_runtime_close(rt);
-        rt = open_rt(fifo);
+        rt = fixture_runtime(fifo, NULL);
         r = rt ? skip_reason(rt, "kvrt-x.so") : NULL;
         tap_ok(r && strstr(r, "a FIFO"), "a FIFO named in the plugin path is skipped as a FIFO");
         kvrt_runtime_close(rt);
@@ -276,7 +265,7 @@ static void test_long_entry(void)
         entry[len++] = '/';
     }
     snprintf(entry + len, PATH_MAX + 64 - len, "%sXXXXXXXXXX", file);
-    kvrt_runtime *rt = open_rt(entry);
+    kvrt_runtime *rt = fixture_runtime(entry, NULL);
     bool refused = rt && kvrt_runtime_num_plugins(rt) == 0 && kvrt_runtime_num_skipped(rt) == 1;
     const char *path = "", *reason = "";
     if (refused)
@@ -287,7 +276,7 @@ static void test_long_entry(void)
         tap_diag("plugins %zu, skipped %zu", kvrt_runtime_num_plugins(rt), kvrt_runtime_num_skipped(rt));
     kvrt_runtime_close(rt);
     entry[PATH_MAX - 1] = '\0';
-    rt = open_rt(entry);
+    rt = fixture_runtime(entry, NULL);
     tap_ok(rt && loaded(rt, "subset"), "its first %d bytes do name kvrt-subset.so (the test is meaningful)",
            PATH_MAX - 1);
     kvrt_runtime_close(rt);
@@ -303,7 +292,7 @@ static void test_paths(void)
         cwd[0] = '\0';
     if (chdir(dir) != 0)
         tap_diag("chdir failed");
-    kvrt_runtime *rt = open_rt("::");
+    kvrt_runtime *rt = fixture_runtime("::", NULL);
     tap_ok(rt && kvrt_runtime_num_plugins(rt) == 0 && kvrt_runtime_num_skipped(rt) == 0,
            "empty path elements do not search the current directory");
     kvrt_runtime_close(rt);
@@ -311,7 +300,7 @@ static void test_paths(void)
         tap_diag("chdir back failed");
 
     snprintf(path, sizeof(path), "%s/kvrt-subset.so", dir);
-    rt = open_rt(path);
+    rt = fixture_runtime(path, NULL);
     tap_ok(rt && kvrt_runtime_num_plugins(rt) == 1 && loaded(rt, "subset"), "a path element may name a plugin file");
     kvrt_runtime_close(rt);
 
@@ -326,7 +315,7 @@ static void test_paths(void)
     if (system(path) != 0)
         tap_diag("copy failed");
     chmod(tmp, 0777);
-    rt = open_rt(tmp);
+    rt = fixture_runtime(tmp, NULL);
     const char *r = rt ? skip_reason(rt, strrchr(tmp, '/') + 1) : NULL;
     tap_ok(rt && kvrt_runtime_num_plugins(rt) == 0 && r && strstr(r, "writable by other users") &&
                strstr(r, "KVRT_ALLOW_INSECURE_PLUGINS"),
@@ -335,7 +324,7 @@ static void test_paths(void)
         tap_diag("%s", r);
     kvrt_runtime_close(rt);
     setenv("KVRT_ALLOW_INSECURE_PLUGINS", "1", 1);
-    rt = open_rt(tmp);
+    rt = fixture_runtime(tmp, NULL);
     tap_ok(rt && loaded(rt, "subset"), "KVRT_ALLOW_INSECURE_PLUGINS=1 accepts it");
     kvrt_runtime_close(rt);
     unsetenv("KVRT_ALLOW_INSECURE_PLUGINS");

@@ -36,18 +36,6 @@ static void release(void *user, void *address)
     o->destroy_too = NULL;
 }
 
-static kvrt_runtime *open_rt(const char *path)
-{
-    struct kvrt_runtime_options o;
-    kvrt_runtime_options_default(&o);
-    o.plugin_path = path;
-    o.search_default_paths = false;
-    kvrt_runtime *rt = NULL;
-    if (kvrt_runtime_open(&o, &rt) != KVRT_OK)
-        tap_diag("kvrt_runtime_open: %s", kvrt_error_message());
-    return rt;
-}
-
 static struct kvrt_memory host_memory(struct owned *o, uint64_t bytes)
 {
     struct kvrt_memory m;
@@ -111,7 +99,7 @@ static void check_aliasing(kvrt_backend *b, const kvrt_placement *p)
 static void check_close(const kvrt_placement *p)
 {
     uint64_t bytes = kvrt_placement_size(p);
-    kvrt_runtime *rt = open_rt(cpu_path);
+    kvrt_runtime *rt = fixture_runtime(cpu_path, NULL);
     kvrt_backend *b = NULL;
     struct owned a = {.memory = aligned_alloc(64, bytes)}, t = {.memory = aligned_alloc(64, bytes)};
     struct kvrt_memory ma = host_memory(&a, bytes), mt = host_memory(&t, bytes);
@@ -137,7 +125,7 @@ static void check_close(const kvrt_placement *p)
 static void check_close_held(const kvrt_placement *p)
 {
     uint64_t bytes = kvrt_placement_size(p), staging = 0;
-    kvrt_runtime *rt = open_rt(cpu_path);
+    kvrt_runtime *rt = fixture_runtime(cpu_path, NULL);
     kvrt_backend *b = NULL;
     struct owned o = {.memory = aligned_alloc(64, bytes)};
     struct kvrt_memory m = host_memory(&o, bytes);
@@ -174,7 +162,7 @@ static void check_refusals(const kvrt_placement *p)
 {
     char path[2048];
     snprintf(path, sizeof(path), "%s/ranking/kvrt-realgpu.so", plugin_dir);
-    kvrt_runtime *rt = open_rt(path);
+    kvrt_runtime *rt = fixture_runtime(path, NULL);
     kvrt_backend *b = NULL;
     uint64_t bytes = kvrt_placement_size(p);
     struct owned o = {.memory = aligned_alloc(64, bytes)};
@@ -190,7 +178,7 @@ static void check_refusals(const kvrt_placement *p)
     free(o.memory);
 
     snprintf(path, sizeof(path), "%s/kvrt-badimport.so", plugin_dir);
-    rt = open_rt(path);
+    rt = fixture_runtime(path, NULL);
     const char *why = NULL;
     for (size_t i = 0; rt && i < kvrt_runtime_num_skipped(rt); i++)
         kvrt_runtime_skipped(rt, i, NULL, &why);
@@ -201,16 +189,11 @@ static void check_refusals(const kvrt_placement *p)
 
 int main(void)
 {
-    cpu_path = getenv("KVRT_TEST_CPU_PLUGIN");
-    plugin_dir = getenv("KVRT_TEST_PLUGIN_DIR");
-    if (!cpu_path || !plugin_dir) {
-        tap_skip_all("KVRT_TEST_CPU_PLUGIN / KVRT_TEST_PLUGIN_DIR not set (run through meson test)");
-        return 0;
-    }
+    fixture_test_plugins(&plugin_dir, &cpu_path);
     tap_plan_dynamic();
     struct kvrt_spec spec = fixture_attention(KVRT_DTYPE_FP32, 4, 2, 4);
     kvrt_placement *p = NULL;
-    kvrt_runtime *rt = open_rt(cpu_path);
+    kvrt_runtime *rt = fixture_runtime(cpu_path, NULL);
     kvrt_backend *b = NULL;
     if (fixture_placement(KVRT_LAYOUT_LBHNC, &spec, 2, 6, &p) != KVRT_OK || !rt ||
         kvrt_runtime_bind(rt, "cpu", "LBHNC", &b) != KVRT_OK) {

@@ -12,10 +12,10 @@
 #include <kvrt/kvrt.h>
 #include <kvrt/plugin.h>
 
+#include "fixtures.h"
 #include "tap.h"
 
-static char dir[1024];
-static const char *cpu_path;
+static const char *dir, *cpu_path;
 static char logged[4096];
 
 static void capture_log(void *user, enum kvrt_log_level level, const char *message)
@@ -33,16 +33,8 @@ static kvrt_runtime *open_with(const char *a, const char *b)
     if (b)
         n += snprintf(path + n, sizeof(path) - (size_t)n, ":%s/kvrt-%s.so", dir, b);
     snprintf(path + n, sizeof(path) - (size_t)n, ":%s", cpu_path);
-    struct kvrt_runtime_options o;
-    kvrt_runtime_options_default(&o);
-    o.plugin_path = path;
-    o.search_default_paths = false;
-    o.log = capture_log;
     logged[0] = '\0';
-    kvrt_runtime *rt = NULL;
-    if (kvrt_runtime_open(&o, &rt) != KVRT_OK)
-        tap_diag("kvrt_runtime_open: %s", kvrt_error_message());
-    return rt;
+    return fixture_runtime(path, capture_log);
 }
 
 static bool info_of(kvrt_runtime *rt, const char *name, struct kvrt_plugin_info *in)
@@ -157,13 +149,7 @@ static void test_descriptor_versions(void)
 
 int main(void)
 {
-    const char *d = getenv("KVRT_TEST_PLUGIN_DIR");
-    cpu_path = getenv("KVRT_TEST_CPU_PLUGIN");
-    if (!d || !cpu_path) {
-        tap_skip_all("KVRT_TEST_PLUGIN_DIR / KVRT_TEST_CPU_PLUGIN not set (run through meson test)");
-        return 0;
-    }
-    snprintf(dir, sizeof(dir), "%s", d);
+    fixture_test_plugins(&dir, &cpu_path);
     unsetenv(KVRT_BACKEND_ENV);
     tap_plan_dynamic();
     test_cpu_device_ranks_after_cpu();

@@ -9,10 +9,10 @@
 
 #include <kvrt/kvrt.h>
 
+#include "fixtures.h"
 #include "tap.h"
 
-static char dir[1024];
-static const char *cpu_path;
+static const char *dir, *cpu_path;
 
 /* A runtime over "realgpu" (a GPU, declares LBHNC and LBNHC), "emucpu" (a
  * host-CPU device, the same two) and "cpu". */
@@ -20,14 +20,7 @@ static kvrt_runtime *open_runtime(void)
 {
     char path[4096];
     snprintf(path, sizeof(path), "%s/kvrt-realgpu.so:%s/kvrt-emucpu.so:%s", dir, dir, cpu_path);
-    struct kvrt_runtime_options o;
-    kvrt_runtime_options_default(&o);
-    o.plugin_path = path;
-    o.search_default_paths = false;
-    kvrt_runtime *rt = NULL;
-    if (kvrt_runtime_open(&o, &rt) != KVRT_OK)
-        tap_diag("kvrt_runtime_open: %s", kvrt_error_message());
-    return rt;
+    return fixture_runtime(path, NULL);
 }
 
 /* The index of the first step from `from` of this kind, or SIZE_MAX. */
@@ -79,13 +72,7 @@ static void expect_rendering(const kvrt_runtime *rt)
 
 int main(void)
 {
-    const char *d = getenv("KVRT_TEST_PLUGIN_DIR");
-    cpu_path = getenv("KVRT_TEST_CPU_PLUGIN");
-    if (!d || !cpu_path) {
-        tap_skip_all("KVRT_TEST_PLUGIN_DIR / KVRT_TEST_CPU_PLUGIN not set (run through meson test)");
-        return 0;
-    }
-    snprintf(dir, sizeof(dir), "%s", d);
+    fixture_test_plugins(&dir, &cpu_path);
     unsetenv(KVRT_BACKEND_ENV);
     unsetenv(KVRT_LAYOUT_ENV);
     tap_plan_dynamic();
