@@ -137,10 +137,16 @@ def _method(name):
     return v.value
 
 
+def _as_dict(s):
+    """Every field of a mirrored struct but size and reserved, by name (the
+    mirror test holds the names to C's)."""
+    return {name: getattr(s, name) for name, _ in s._fields_ if name not in ("size", "reserved")}
+
+
 def _plan_dict(p):
-    return {"method": text(xlib.kvrt_xfer_method_name(p.method)), "regions": p.regions, "messages": p.messages,
-            "bytes": p.bytes, "wire_bytes": p.wire_bytes, "chunks": p.chunks, "chunk_blocks": p.chunk_blocks,
-            "seconds": p.seconds, "why": text(p.why)}
+    d = _as_dict(p)
+    d["method"], d["why"] = text(xlib.kvrt_xfer_method_name(p.method)), text(p.why)
+    return d
 
 
 def parse_metadata(blob):
@@ -149,9 +155,9 @@ def parse_metadata(blob):
     info.size = C.sizeof(info)
     b = bytes(blob)
     check(xlib.kvrt_xfer_metadata_parse(b, len(b), C.byref(info)))
-    return {"version": info.version, "layout": text(_lib.lib.kvrt_layout_name(info.layout)),
-            "num_blocks": info.num_blocks, "num_layers": info.num_layers, "num_sets": info.num_sets, "cache_bytes": info.cache_bytes,
-            "cache_addressable": bool(info.cache_addressable), "chunk_bytes": info.chunk_bytes}
+    d = _as_dict(info)
+    d["layout"] = text(_lib.lib.kvrt_layout_name(info.layout))
+    return d
 
 
 class Peer:
@@ -453,4 +459,4 @@ class Agent(Closeable):
         s = Stats()
         s.size = C.sizeof(s)
         check(xlib.kvrt_xfer_agent_stats(self._h, C.byref(s)))
-        return {name: getattr(s, name) for name, _ in Stats._fields_ if name not in ("size", "reserved")}
+        return _as_dict(s)
