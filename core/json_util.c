@@ -49,24 +49,6 @@ json_t *kvrt_json_int_array(const int *values, size_t n)
     return a;
 }
 
-bool kvrt_json_put(json_t *obj, const char *key, json_t *value)
-{
-    if (!obj || !value) {
-        json_decref(value);
-        return false;
-    }
-    return json_object_set_new(obj, key, value) == 0;
-}
-
-bool kvrt_json_append(json_t *array, json_t *value)
-{
-    if (!array || !value) {
-        json_decref(value);
-        return false;
-    }
-    return json_array_append_new(array, value) == 0;
-}
-
 int kvrt_json_dump(json_t *root, const char *what, char **out)
 {
     if (!root) {

@@ -21,12 +21,8 @@ json_t *kvrt_json_u64(uint64_t value, const char *what);
 json_t *kvrt_json_u64_array(const uint64_t *values, size_t n, const char *what);
 json_t *kvrt_json_int_array(const int *values, size_t n);
 
-/* Text as a JSON string (names and paths hold any bytes): json_text.h. */
-
-/* json_object_set_new / json_array_append_new that report whether `value`
- * could be built (and release it when it could not be added). */
-bool kvrt_json_put(json_t *obj, const char *key, json_t *value);
-bool kvrt_json_append(json_t *array, json_t *value);
+/* Text as a JSON string (names and paths hold any bytes), kvrt_json_put
+ * and kvrt_json_append: json_text.h. */
 
 /* The text of `root` (released) for the caller to kvrt_free, indented by
  * two and in insertion order, as the tool prints JSON.  A NULL root is the

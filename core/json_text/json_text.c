@@ -1,4 +1,5 @@
-/* Any bytes as a JSON string (json_text.h). */
+/* Any bytes as a JSON string, and adding values that may have failed to
+ * build (json_text.h). */
 #include <stdlib.h>
 #include <string.h>
 
@@ -25,4 +26,22 @@ json_t *kvrt_json_strn(const char *text, size_t len)
 json_t *kvrt_json_str(const char *text)
 {
     return text ? kvrt_json_strn(text, strlen(text)) : json_null();
+}
+
+bool kvrt_json_put(json_t *obj, const char *key, json_t *value)
+{
+    if (!obj || !value) {
+        json_decref(value);
+        return false;
+    }
+    return json_object_set_new(obj, key, value) == 0;
+}
+
+bool kvrt_json_append(json_t *array, json_t *value)
+{
+    if (!array || !value) {
+        json_decref(value);
+        return false;
+    }
+    return json_array_append_new(array, value) == 0;
 }

@@ -244,49 +244,50 @@ static int print_json(const struct bench_request *r, double memcpy_gbps, double 
         const double g = bench_gbps(res[i].bytes, res[i].best_s);
         json_t *o = json_object();
         bool skip = res[i].skipped;
-        cli_json_put(o, "backend", kvrt_json_str(res[i].backend));
-        cli_json_put(o, "op", kvrt_json_str(bench_op_names[res[i].op]));
-        cli_json_put(o, "layout", kvrt_json_str(kvrt_layout_name(res[i].layout)));
-        cli_json_put(o, "dtype", kvrt_json_str(kvrt_dtype_name(res[i].dtype)));
-        cli_json_put(o, "gbps", skip ? json_null() : json_real(g));
+        kvrt_json_put(o, "backend", kvrt_json_str(res[i].backend));
+        kvrt_json_put(o, "op", kvrt_json_str(bench_op_names[res[i].op]));
+        kvrt_json_put(o, "layout", kvrt_json_str(kvrt_layout_name(res[i].layout)));
+        kvrt_json_put(o, "dtype", kvrt_json_str(kvrt_dtype_name(res[i].dtype)));
+        kvrt_json_put(o, "gbps", skip ? json_null() : json_real(g));
         const double mc = res[i].memcpy_gbps;
-        cli_json_put(o, "memcpy_gbps", skip ? json_null() : json_real(mc));
-        cli_json_put(o, "read_gbps", skip ? json_null() : json_real(res[i].read_gbps));
-        cli_json_put(o, "roofline", json_string(bench_roofline_names[res[i].roofline]));
-        cli_json_put(o, "ratio", skip || bench_roof_gbps(&res[i]) <= 0 ? json_null() : json_real(bench_ratio(&res[i])));
-        cli_json_put(o, "ratio_to_memcpy", skip || mc <= 0 ? json_null() : json_real(g / mc));
+        kvrt_json_put(o, "memcpy_gbps", skip ? json_null() : json_real(mc));
+        kvrt_json_put(o, "read_gbps", skip ? json_null() : json_real(res[i].read_gbps));
+        kvrt_json_put(o, "roofline", json_string(bench_roofline_names[res[i].roofline]));
+        kvrt_json_put(o, "ratio",
+                      skip || bench_roof_gbps(&res[i]) <= 0 ? json_null() : json_real(bench_ratio(&res[i])));
+        kvrt_json_put(o, "ratio_to_memcpy", skip || mc <= 0 ? json_null() : json_real(g / mc));
         const double droof = res[i].roofline_gbps;
-        cli_json_put(o, "roofline_gbps", droof > 0 ? json_real(droof) : json_null());
-        cli_json_put(o, "ratio_to_roofline", skip || droof <= 0 ? json_null() : json_real(g / droof));
-        cli_json_put(o, "median_gbps", skip ? json_null() : json_real(bench_gbps(res[i].bytes, res[i].median_s)));
-        cli_json_put(o, "bytes", cli_json_u64(res[i].bytes, "bytes"));
-        cli_json_put(o, "seconds", skip ? json_null() : json_real(res[i].best_s));
-        cli_json_put(o, "skipped", json_boolean(skip));
-        cli_json_put(o, "reason", kvrt_json_str(res[i].reason));
+        kvrt_json_put(o, "roofline_gbps", droof > 0 ? json_real(droof) : json_null());
+        kvrt_json_put(o, "ratio_to_roofline", skip || droof <= 0 ? json_null() : json_real(g / droof));
+        kvrt_json_put(o, "median_gbps", skip ? json_null() : json_real(bench_gbps(res[i].bytes, res[i].median_s)));
+        kvrt_json_put(o, "bytes", cli_json_u64(res[i].bytes, "bytes"));
+        kvrt_json_put(o, "seconds", skip ? json_null() : json_real(res[i].best_s));
+        kvrt_json_put(o, "skipped", json_boolean(skip));
+        kvrt_json_put(o, "reason", kvrt_json_str(res[i].reason));
         json_array_append_new(results, o);
     }
     const struct bench_shape *s = &r->sh;
-    cli_json_put(shape, "dtype", kvrt_json_str(kvrt_dtype_name(s->dtype)));
-    cli_json_put(shape, "kv_heads", json_integer((json_int_t)s->kv_heads));
-    cli_json_put(shape, "head_size", json_integer((json_int_t)s->head_size));
-    cli_json_put(shape, "block_size", json_integer((json_int_t)s->block_size));
-    cli_json_put(shape, "layers", json_integer((json_int_t)s->layers));
-    cli_json_put(shape, "tokens", json_integer((json_int_t)s->tokens));
-    cli_json_put(shape, "pairs", json_integer((json_int_t)s->pairs));
-    cli_json_put(shape, "gather_blocks", json_integer((json_int_t)s->blocks));
-    cli_json_put(shape, "seqs", json_integer((json_int_t)s->seqs));
-    cli_json_put(shape, "context", json_integer((json_int_t)s->context));
-    cli_json_put(shape, "q_heads", json_integer((json_int_t)s->q_heads));
-    cli_json_put(shape, "repeat", json_integer((json_int_t)s->repeat));
+    kvrt_json_put(shape, "dtype", kvrt_json_str(kvrt_dtype_name(s->dtype)));
+    kvrt_json_put(shape, "kv_heads", json_integer((json_int_t)s->kv_heads));
+    kvrt_json_put(shape, "head_size", json_integer((json_int_t)s->head_size));
+    kvrt_json_put(shape, "block_size", json_integer((json_int_t)s->block_size));
+    kvrt_json_put(shape, "layers", json_integer((json_int_t)s->layers));
+    kvrt_json_put(shape, "tokens", json_integer((json_int_t)s->tokens));
+    kvrt_json_put(shape, "pairs", json_integer((json_int_t)s->pairs));
+    kvrt_json_put(shape, "gather_blocks", json_integer((json_int_t)s->blocks));
+    kvrt_json_put(shape, "seqs", json_integer((json_int_t)s->seqs));
+    kvrt_json_put(shape, "context", json_integer((json_int_t)s->context));
+    kvrt_json_put(shape, "q_heads", json_integer((json_int_t)s->q_heads));
+    kvrt_json_put(shape, "repeat", json_integer((json_int_t)s->repeat));
     /* One backend: its device-copy roofline at the top, for scripts
      * (gpu-check.sh). */
     const double roof = n > 0 && r->num_backends == 1 ? res[0].roofline_gbps : 0;
-    cli_json_put(root, "roofline", kvrt_json_str(roof > 0 ? "device copy" : "memcpy"));
-    cli_json_put(root, "roofline_gbps", json_real(roof > 0 ? roof : memcpy_gbps));
-    bool ok = cli_json_put(root, "memcpy_gbps", json_real(memcpy_gbps)) &&
-              cli_json_put(root, "read_gbps", json_real(read_gbps)) && cli_json_put(root, "results", results) &&
-              cli_json_put(root, "shape", shape) &&
-              cli_json_put(root, "threads", json_integer((json_int_t)bench_roof_threads()));
+    kvrt_json_put(root, "roofline", kvrt_json_str(roof > 0 ? "device copy" : "memcpy"));
+    kvrt_json_put(root, "roofline_gbps", json_real(roof > 0 ? roof : memcpy_gbps));
+    bool ok = kvrt_json_put(root, "memcpy_gbps", json_real(memcpy_gbps)) &&
+              kvrt_json_put(root, "read_gbps", json_real(read_gbps)) && kvrt_json_put(root, "results", results) &&
+              kvrt_json_put(root, "shape", shape) &&
+              kvrt_json_put(root, "threads", json_integer((json_int_t)bench_roof_threads()));
     if (!ok) {
         json_decref(root);
         return cli_error(CLI_EXIT_INTERNAL, "bench: could not build the JSON output");

@@ -189,7 +189,8 @@ double cli_now(void);
  * largest JSON integer jansson can hold. */
 json_t *cli_json_u64(uint64_t value, const char *what);
 
-/* A JSON string for any bytes is libkvrt's kvrt_json_str / kvrt_json_strn
+/* A JSON string for any bytes, and adding a value that may have failed to
+ * build, are libkvrt's kvrt_json_str / kvrt_json_strn and kvrt_json_put
  * (json_text.h, linked from its own archive). */
 
 /* Print JSON a libkvrt function wrote (`status` its result, `text` its
@@ -198,9 +199,6 @@ int cli_print_json_text(int status, char *text);
 
 /* Print `root` (stealing the reference) on stdout with a trailing newline. */
 int cli_json_print(json_t *root);
-
-/* json_object_set_new that reports whether `value` could be built. */
-bool cli_json_put(json_t *obj, const char *key, json_t *value);
 
 /* One trace step as {"step": its kind's name, "text", and "layout" and
  * "backend" when the step is about one}. */

@@ -339,11 +339,11 @@ static int print_json(const struct explain *e)
         json_t *o = json_object(), *list = in.any_layout ? kvrt_json_str("any") : json_array();
         for (size_t k = 0; !in.any_layout && k < in.num_layouts; k++)
             json_array_append_new(list, kvrt_json_str(kvrt_layout_name(in.layouts[k])));
-        cli_json_put(o, "name", kvrt_json_str(in.name));
-        cli_json_put(o, "path", kvrt_json_str(in.path));
-        cli_json_put(o, "layouts", list);
-        cli_json_put(o, "available", json_boolean(in.available));
-        cli_json_put(o, "reason", kvrt_json_str(in.reason));
+        kvrt_json_put(o, "name", kvrt_json_str(in.name));
+        kvrt_json_put(o, "path", kvrt_json_str(in.path));
+        kvrt_json_put(o, "layouts", list);
+        kvrt_json_put(o, "available", json_boolean(in.available));
+        kvrt_json_put(o, "reason", kvrt_json_str(in.reason));
         json_array_append_new(backends, o);
     }
     size_t num_steps = kvrt_runtime_num_trace_steps(e->rt);
@@ -357,27 +357,27 @@ static int print_json(const struct explain *e)
         struct verdict v;
         judge(e, (enum kvrt_layout)l, &v);
         json_t *o = json_object();
-        cli_json_put(o, "name", kvrt_json_str(kvrt_layout_name((enum kvrt_layout)l)));
-        cli_json_put(o, "declared", json_boolean(v.declared));
-        cli_json_put(o, "shapes", json_boolean(v.shapes));
-        cli_json_put(o, "env", json_boolean(v.env));
-        cli_json_put(o, "placeable", v.checked_placement ? json_boolean(v.placeable) : json_null());
-        cli_json_put(o, "usable", json_boolean(v.declared && v.shapes && v.env && v.placeable));
-        cli_json_put(o, "reason", kvrt_json_str(v.why));
+        kvrt_json_put(o, "name", kvrt_json_str(kvrt_layout_name((enum kvrt_layout)l)));
+        kvrt_json_put(o, "declared", json_boolean(v.declared));
+        kvrt_json_put(o, "shapes", json_boolean(v.shapes));
+        kvrt_json_put(o, "env", json_boolean(v.env));
+        kvrt_json_put(o, "placeable", v.checked_placement ? json_boolean(v.placeable) : json_null());
+        kvrt_json_put(o, "usable", json_boolean(v.declared && v.shapes && v.env && v.placeable));
+        kvrt_json_put(o, "reason", kvrt_json_str(v.why));
         json_array_append_new(layouts, o);
     }
     const char *env = getenv(KVRT_LAYOUT_ENV);
-    bool ok = cli_json_put(root, "backends", backends) &&
-              cli_json_put(root, "backend_source", kvrt_json_str(e->backend_source)) &&
-              cli_json_put(root, "model", e->model ? cli_model_json(&e->flags) : json_null()) &&
-              cli_json_put(root, "mixed_shapes", json_boolean(e->mixed)) &&
-              cli_json_put(root, "env", env ? kvrt_json_str(env) : json_null()) &&
-              cli_json_put(root, "preference", e->prefer ? kvrt_json_str(e->prefer) : json_null()) &&
-              cli_json_put(root, "steps", steps) &&
-              cli_json_put(root, "layout", e->chosen_ok ? kvrt_json_str(kvrt_layout_name(e->chosen)) : json_null()) &&
-              cli_json_put(root, "refused", json_boolean(!e->chosen_ok)) &&
-              cli_json_put(root, "error", e->chosen_ok ? json_null() : kvrt_json_str(e->error)) &&
-              cli_json_put(root, "layouts", layouts);
+    bool ok = kvrt_json_put(root, "backends", backends) &&
+              kvrt_json_put(root, "backend_source", kvrt_json_str(e->backend_source)) &&
+              kvrt_json_put(root, "model", e->model ? cli_model_json(&e->flags) : json_null()) &&
+              kvrt_json_put(root, "mixed_shapes", json_boolean(e->mixed)) &&
+              kvrt_json_put(root, "env", env ? kvrt_json_str(env) : json_null()) &&
+              kvrt_json_put(root, "preference", e->prefer ? kvrt_json_str(e->prefer) : json_null()) &&
+              kvrt_json_put(root, "steps", steps) &&
+              kvrt_json_put(root, "layout", e->chosen_ok ? kvrt_json_str(kvrt_layout_name(e->chosen)) : json_null()) &&
+              kvrt_json_put(root, "refused", json_boolean(!e->chosen_ok)) &&
+              kvrt_json_put(root, "error", e->chosen_ok ? json_null() : kvrt_json_str(e->error)) &&
+              kvrt_json_put(root, "layouts", layouts);
     if (!ok) {
         json_decref(root);
         return cli_error(CLI_EXIT_INTERNAL, "explain: could not build the JSON output");

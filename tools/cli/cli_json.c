@@ -52,25 +52,16 @@ int cli_json_print(json_t *root)
     return CLI_EXIT_OK;
 }
 
-bool cli_json_put(json_t *obj, const char *key, json_t *value)
-{
-    if (!obj || !value) {
-        json_decref(value);
-        return false;
-    }
-    return json_object_set_new(obj, key, value) == 0;
-}
-
 json_t *cli_json_trace_step(const struct kvrt_trace_step *st)
 {
     json_t *o = json_object();
     const char *kind = kvrt_trace_kind_name(st->kind);
-    bool ok = o && cli_json_put(o, "step", kvrt_json_str(kind ? kind : "unknown")) &&
-              cli_json_put(o, "text", kvrt_json_str(st->text));
+    bool ok = o && kvrt_json_put(o, "step", kvrt_json_str(kind ? kind : "unknown")) &&
+              kvrt_json_put(o, "text", kvrt_json_str(st->text));
     if (ok && st->layout != KVRT_TRACE_NO_LAYOUT)
-        ok = cli_json_put(o, "layout", kvrt_json_str(kvrt_layout_name((enum kvrt_layout)st->layout)));
+        ok = kvrt_json_put(o, "layout", kvrt_json_str(kvrt_layout_name((enum kvrt_layout)st->layout)));
     if (ok && st->backend)
-        ok = cli_json_put(o, "backend", kvrt_json_str(st->backend));
+        ok = kvrt_json_put(o, "backend", kvrt_json_str(st->backend));
     if (!ok) {
         json_decref(o);
         return NULL;

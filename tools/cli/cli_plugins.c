@@ -186,18 +186,18 @@ static json_t *plugin_json(const kvrt_runtime *rt, size_t i, const struct env_la
     bool sel = selectable(rt, i, &in, env, reason, sizeof(reason));
     snprintf(abi, sizeof(abi), "%u.%u", in.abi_major, in.abi_minor);
     json_t *o = json_object();
-    bool ok = cli_json_put(o, "name", kvrt_json_str(in.name)) && cli_json_put(o, "path", kvrt_json_str(in.path)) &&
-              cli_json_put(o, "version", kvrt_json_str(in.version ? in.version : "")) &&
-              cli_json_put(o, "description", kvrt_json_str(in.description ? in.description : "")) &&
-              cli_json_put(o, "abi", kvrt_json_str(abi)) && cli_json_put(o, "layouts", layouts) &&
-              cli_json_put(o, "dtypes", dtypes) && cli_json_put(o, "ops", ops) &&
-              cli_json_put(o, "available", json_boolean(in.available)) &&
-              cli_json_put(o, "device_reason", kvrt_json_str(in.reason ? in.reason : "")) &&
-              cli_json_put(o, "device_name", kvrt_json_str(in.device_name ? in.device_name : "")) &&
-              cli_json_put(o, "device_type", kvrt_json_str(device_type_name(in.device_type))) &&
-              cli_json_put(o, "memory", kvrt_json_str(memory_name(in.memory))) &&
-              cli_json_put(o, "selectable", json_boolean(sel)) && cli_json_put(o, "reason", kvrt_json_str(reason)) &&
-              cli_json_put(o, "default", json_boolean(default_name && strcmp(default_name, in.name) == 0));
+    bool ok = kvrt_json_put(o, "name", kvrt_json_str(in.name)) && kvrt_json_put(o, "path", kvrt_json_str(in.path)) &&
+              kvrt_json_put(o, "version", kvrt_json_str(in.version ? in.version : "")) &&
+              kvrt_json_put(o, "description", kvrt_json_str(in.description ? in.description : "")) &&
+              kvrt_json_put(o, "abi", kvrt_json_str(abi)) && kvrt_json_put(o, "layouts", layouts) &&
+              kvrt_json_put(o, "dtypes", dtypes) && kvrt_json_put(o, "ops", ops) &&
+              kvrt_json_put(o, "available", json_boolean(in.available)) &&
+              kvrt_json_put(o, "device_reason", kvrt_json_str(in.reason ? in.reason : "")) &&
+              kvrt_json_put(o, "device_name", kvrt_json_str(in.device_name ? in.device_name : "")) &&
+              kvrt_json_put(o, "device_type", kvrt_json_str(device_type_name(in.device_type))) &&
+              kvrt_json_put(o, "memory", kvrt_json_str(memory_name(in.memory))) &&
+              kvrt_json_put(o, "selectable", json_boolean(sel)) && kvrt_json_put(o, "reason", kvrt_json_str(reason)) &&
+              kvrt_json_put(o, "default", json_boolean(default_name && strcmp(default_name, in.name) == 0));
     if (!ok) {
         json_decref(o);
         return NULL;
@@ -210,8 +210,8 @@ static int print_json(const kvrt_runtime *rt, const struct env_layout *env, cons
     /* Every part is attached to root as soon as it exists, so one
      * json_decref(root) frees whatever was built when a step fails. */
     json_t *root = json_object(), *plugins = json_array(), *skipped = json_array(), *e = json_object();
-    bool ok = root && cli_json_put(root, "plugins", plugins) && cli_json_put(root, "skipped", skipped) &&
-              cli_json_put(root, "env", e);
+    bool ok = root && kvrt_json_put(root, "plugins", plugins) && kvrt_json_put(root, "skipped", skipped) &&
+              kvrt_json_put(root, "env", e);
     if (!root) {
         json_decref(plugins);
         json_decref(skipped);
@@ -225,13 +225,13 @@ static int print_json(const kvrt_runtime *rt, const struct env_layout *env, cons
         const char *path = "", *reason = "";
         kvrt_runtime_skipped(rt, i, &path, &reason);
         json_t *s = json_object();
-        ok = s && json_array_append_new(skipped, s) == 0 && cli_json_put(s, "path", kvrt_json_str(path)) &&
-             cli_json_put(s, "reason", kvrt_json_str(reason));
+        ok = s && json_array_append_new(skipped, s) == 0 && kvrt_json_put(s, "path", kvrt_json_str(path)) &&
+             kvrt_json_put(s, "reason", kvrt_json_str(reason));
     }
-    ok = ok && cli_json_put(e, "name", kvrt_json_str(KVRT_LAYOUT_ENV)) &&
-         cli_json_put(e, "value", env->value ? kvrt_json_str(env->value) : json_null()) &&
-         cli_json_put(e, "valid", json_boolean(env->valid)) && cli_json_put(e, "error", kvrt_json_str(env->error));
-    ok = ok && cli_json_put(root, "default_backend", default_name ? kvrt_json_str(default_name) : json_null());
+    ok = ok && kvrt_json_put(e, "name", kvrt_json_str(KVRT_LAYOUT_ENV)) &&
+         kvrt_json_put(e, "value", env->value ? kvrt_json_str(env->value) : json_null()) &&
+         kvrt_json_put(e, "valid", json_boolean(env->valid)) && kvrt_json_put(e, "error", kvrt_json_str(env->error));
+    ok = ok && kvrt_json_put(root, "default_backend", default_name ? kvrt_json_str(default_name) : json_null());
     if (!ok) {
         json_decref(root);
         return cli_error(CLI_EXIT_INTERNAL, "plugins: could not build the JSON output (out of memory)");

@@ -330,48 +330,48 @@ static int print_json(const struct run_request *r, const struct run_state *s, co
     const struct run_op *ops[] = {&t->write, &t->read, &t->decode, &t->gather, &t->scatter};
     static const char *const names[] = {"write", "read", "decode", "gather", "scatter"};
     json_t *root = json_object(), *bytes = json_object(), *rates = json_object(), *times = json_object();
-    bool ok = cli_json_put(bytes, "cache", cli_json_u64(kvrt_placement_size(s->placement), "bytes"));
+    bool ok = kvrt_json_put(bytes, "cache", cli_json_u64(kvrt_placement_size(s->placement), "bytes"));
     for (size_t i = 0; ok && i < 5; i++)
-        ok = cli_json_put(bytes, names[i], cli_json_u64(ops[i]->bytes, "bytes")) &&
-             cli_json_put(rates, names[i], op_json(ops[i], false)) &&
-             cli_json_put(times, names[i], op_json(ops[i], true));
+        ok = kvrt_json_put(bytes, names[i], cli_json_u64(ops[i]->bytes, "bytes")) &&
+             kvrt_json_put(rates, names[i], op_json(ops[i], false)) &&
+             kvrt_json_put(times, names[i], op_json(ops[i], true));
     bool decoded = t->decode.layers > 0;
     json_t *skipped = json_object();
-    ok = ok && cli_json_put(skipped, "layers", cli_json_u64(t->decode_skipped, "layers")) &&
-         cli_json_put(skipped, "reason", kvrt_json_str(t->skip_reason));
+    ok = ok && kvrt_json_put(skipped, "layers", cli_json_u64(t->decode_skipped, "layers")) &&
+         kvrt_json_put(skipped, "reason", kvrt_json_str(t->skip_reason));
     /* Backends whose bind failed before this one was bound. */
     json_t *passed = json_array();
-    ok = cli_json_put(root, "passed_over", passed) && ok;
+    ok = kvrt_json_put(root, "passed_over", passed) && ok;
     for (size_t i = 0, n = kvrt_runtime_num_trace_steps(s->rt); ok && i < n; i++) {
         struct kvrt_trace_step st;
         if (kvrt_runtime_trace_step(s->rt, i, &st) != KVRT_OK || !cli_bind_failure_step(s->rt, &st))
             continue;
         json_t *o = json_object();
-        ok = json_array_append_new(passed, o) == 0 && cli_json_put(o, "backend", kvrt_json_str(st.backend)) &&
-             cli_json_put(o, "reason", kvrt_json_str(st.text));
+        ok = json_array_append_new(passed, o) == 0 && kvrt_json_put(o, "backend", kvrt_json_str(st.backend)) &&
+             kvrt_json_put(o, "reason", kvrt_json_str(st.text));
     }
-    ok = ok && cli_json_put(root, "backend", kvrt_json_str(s->backend_name)) &&
-         cli_json_put(root, "backend_source", kvrt_json_str(s->backend_source)) &&
-         cli_json_put(root, "layout", kvrt_json_str(kvrt_layout_name(s->layout))) &&
-         cli_json_put(root, "layout_source", kvrt_json_str(s->layout_source)) &&
-         cli_json_put(root, "layout_reason", kvrt_json_str(s->layout_reason)) &&
-         cli_json_put(root, "verified", json_boolean(verified)) &&
-         cli_json_put(root, "max_abs_error", decoded ? json_real(t->max_abs_error) : json_null()) &&
-         cli_json_put(root, "tolerance", decoded ? json_real(t->tolerance) : json_null()) &&
-         cli_json_put(root, "failure", verified ? json_null() : kvrt_json_str(t->failure)) &&
-         cli_json_put(root, "decode_layers", cli_json_u64(t->decode.layers, "layers")) &&
-         cli_json_put(root, "decode_skipped", skipped) &&
-         cli_json_put(root, "state_layers", cli_json_u64(t->gather.layers, "layers")) &&
-         cli_json_put(root, "bytes", bytes) && cli_json_put(root, "gbps", rates) &&
-         cli_json_put(root, "timings", times) &&
-         cli_json_put(root, "num_blocks", cli_json_u64(s->num_blocks, "num_blocks")) &&
-         cli_json_put(root, "blocks_needed", cli_json_u64(s->needed, "blocks_needed")) &&
-         cli_json_put(root, "bytes_per_block", cli_json_u64(kvrt_placement_bytes_per_block(s->placement), "b")) &&
-         cli_json_put(root, "seqs", cli_json_u64(r->seqs, "seqs")) &&
-         cli_json_put(root, "context", cli_json_u64(r->context, "context")) &&
-         cli_json_put(root, "q_heads", cli_json_u64(t->q_heads, "q_heads")) &&
-         cli_json_put(root, "seed", json_integer((json_int_t)r->seed)) &&
-         cli_json_put(root, "model", cli_model_json(s->flags));
+    ok = ok && kvrt_json_put(root, "backend", kvrt_json_str(s->backend_name)) &&
+         kvrt_json_put(root, "backend_source", kvrt_json_str(s->backend_source)) &&
+         kvrt_json_put(root, "layout", kvrt_json_str(kvrt_layout_name(s->layout))) &&
+         kvrt_json_put(root, "layout_source", kvrt_json_str(s->layout_source)) &&
+         kvrt_json_put(root, "layout_reason", kvrt_json_str(s->layout_reason)) &&
+         kvrt_json_put(root, "verified", json_boolean(verified)) &&
+         kvrt_json_put(root, "max_abs_error", decoded ? json_real(t->max_abs_error) : json_null()) &&
+         kvrt_json_put(root, "tolerance", decoded ? json_real(t->tolerance) : json_null()) &&
+         kvrt_json_put(root, "failure", verified ? json_null() : kvrt_json_str(t->failure)) &&
+         kvrt_json_put(root, "decode_layers", cli_json_u64(t->decode.layers, "layers")) &&
+         kvrt_json_put(root, "decode_skipped", skipped) &&
+         kvrt_json_put(root, "state_layers", cli_json_u64(t->gather.layers, "layers")) &&
+         kvrt_json_put(root, "bytes", bytes) && kvrt_json_put(root, "gbps", rates) &&
+         kvrt_json_put(root, "timings", times) &&
+         kvrt_json_put(root, "num_blocks", cli_json_u64(s->num_blocks, "num_blocks")) &&
+         kvrt_json_put(root, "blocks_needed", cli_json_u64(s->needed, "blocks_needed")) &&
+         kvrt_json_put(root, "bytes_per_block", cli_json_u64(kvrt_placement_bytes_per_block(s->placement), "b")) &&
+         kvrt_json_put(root, "seqs", cli_json_u64(r->seqs, "seqs")) &&
+         kvrt_json_put(root, "context", cli_json_u64(r->context, "context")) &&
+         kvrt_json_put(root, "q_heads", cli_json_u64(t->q_heads, "q_heads")) &&
+         kvrt_json_put(root, "seed", json_integer((json_int_t)r->seed)) &&
+         kvrt_json_put(root, "model", cli_model_json(s->flags));
     if (!ok) {
         json_decref(root);
         return cli_error(CLI_EXIT_INTERNAL, "run: could not build the JSON output");
