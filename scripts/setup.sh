@@ -15,7 +15,7 @@ packages=(
   librsvg2-bin
   clang libclang-rt-14-dev valgrind cppcheck clang-tidy clang-format
   libdlpack-dev python3-torch python3-numpy cmake
-  libucx-dev ucx-utils
+  libucx-dev ucx-utils libsodium-dev
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -1,44 +1,19 @@
 /*
- * The agent: its lock, the UCP context and worker, the registration of the
- * cache (once per allocation), the staging pool, and its end.
+ * The agent: its lock, options, key and allow list, its UCX transport, the
+ * registration of the cache and the staging pool, and its end.
+ *
+ * Layer 6 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
-#include <errno.h>
+#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/random.h>
-#include <time.h>
-#include <unistd.h>
 
-#include "xfer_internal.h"
+#include "agent.h"
 
-enum { DEFAULT_CHUNK = 2 << 20, DEFAULT_CHUNKS = 8 };
-
-double xfer_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-int xfer_ucx_fail(ucs_status_t st, const char *what)
-{
-    return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s failed: %s", what, ucs_status_string(st));
-}
-
-/* The rule is libkvrt's (core/reserved.c), which that library keeps
- * internal and which names libkvrt's API version; this one names
- * libkvrt-xfer's, whose structs these are. */
-int xfer_check_reserved(const uint8_t *bytes, size_t n, const char *what)
-{
-    for (size_t i = 0; i < n; i++)
-        if (bytes[i] != 0)
-            return XFER_FAIL(KVRT_ERR_INVALID,
-                             "%s.reserved[%zu] is %u, but reserved bytes must be 0 (this libkvrt-xfer speaks API "
-                             "%d.%d); fill the struct with its _default() function or a designated initialiser",
-                             what, i, (unsigned)bytes[i], KVRT_XFER_API_VERSION_MAJOR, KVRT_XFER_API_VERSION_MINOR);
-    return KVRT_OK;
-}
+enum { DEFAULT_CHUNK = 2 << 20, DEFAULT_CHUNKS = 8, MAX_ALLOW = 256 };
+#define DEFAULT_TIMEOUT 30.0
+#define KNOWN_FLAGS (KVRT_XFER_INSECURE | KVRT_XFER_REQUIRE_GRANTS)
 
 void xfer_lock(kvrt_xfer_agent *a)
 {
@@ -58,27 +33,6 @@ void kvrt_xfer_agent_options_default(struct kvrt_xfer_agent_options *o)
     o->size = sizeof(*o);
 }
 
-/* UCX 1.13 gives endpoints with peer error handling zero-copy shared memory
- * (cma) only when the cma memory domain claims memory invalidation, which
- * it reads from the environment alone (a ucp_config_modify of it is
- * ignored).  Set once, before the first context, only where the user has
- * not chosen. */
-static pthread_once_t env_once = PTHREAD_ONCE_INIT;
-
-static void set_ucx_defaults(void)
-{
-    if (!getenv("UCX_CMA_MEMORY_INVALIDATE"))
-        setenv("UCX_CMA_MEMORY_INVALIDATE", "y", 0);
-}
-
-static uint64_t random_id(void)
-{
-    uint64_t id = 0;
-    if (getrandom(&id, sizeof(id), 0) != (ssize_t)sizeof(id) || id == 0)
-        id = ((uint64_t)getpid() << 32) ^ (uint64_t)(xfer_now() * 1e9) ^ (uint64_t)(uintptr_t)&id;
-    return id ? id : 1;
-}
-
 static int check_options(const struct kvrt_xfer_agent_options *o)
 {
     if (o->size != sizeof(*o))
@@ -89,74 +43,105 @@ static int check_options(const struct kvrt_xfer_agent_options *o)
     int rc = xfer_check_reserved(o->reserved, sizeof(o->reserved), "kvrt_xfer_agent_options");
     if (rc != KVRT_OK)
         return rc;
+    if (o->reserved32 != 0)
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_options.reserved32 is %u, but reserved bytes must be 0",
+                         (unsigned)o->reserved32);
+    if (o->flags & ~(uint32_t)KNOWN_FLAGS)
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_xfer_agent_create: flags 0x%x; valid are KVRT_XFER_INSECURE (0x1) and "
+                         "KVRT_XFER_REQUIRE_GRANTS (0x2)",
+                         (unsigned)o->flags);
     if (!(o->timeout_s >= 0) || o->timeout_s > 1e6)
         return XFER_FAIL(KVRT_ERR_INVALID,
-                         "kvrt_xfer_agent_create: timeout_s %g; valid are 0 (default 30) "
+                         "kvrt_xfer_agent_create: timeout_s %g; valid are 0 (default %g) "
                          "to 1e6 seconds",
-                         o->timeout_s);
-    if (o->chunk_bytes > (1ull << 34))
+                         o->timeout_s, DEFAULT_TIMEOUT);
+    if (o->chunk_bytes > XFER_MAX_CHUNK)
         return XFER_FAIL(KVRT_ERR_INVALID,
-                         "kvrt_xfer_agent_create: chunk_bytes %llu; valid are 0 (default 2 MiB) up to 16 GiB",
-                         ULL(o->chunk_bytes));
+                         "kvrt_xfer_agent_create: chunk_bytes %llu; valid are 0 (default %d MiB) up to %llu GiB",
+                         ULL(o->chunk_bytes), DEFAULT_CHUNK >> 20, ULL(XFER_MAX_CHUNK >> 30));
     return KVRT_OK;
 }
 
-static int create_ucx(kvrt_xfer_agent *a)
+/* "10.0.0.7,10.1.0.0/16" */
+static int parse_allow(kvrt_xfer_agent *a, const char *list)
 {
-    pthread_once(&env_once, set_ucx_defaults);
-    ucp_config_t *config = NULL;
-    ucs_status_t st = ucp_config_read(NULL, NULL, &config);
-    if (st != UCS_OK)
-        return xfer_ucx_fail(st, "ucp_config_read");
-    ucp_params_t pp;
-    memset(&pp, 0, sizeof(pp));
-    pp.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_NAME;
-    /* Active messages only: data moves by rendezvous into the destination,
-     * never by RMA (docs/xfer.md, "Choosing the data path"). */
-    pp.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
-    pp.name = "kvrt-xfer";
-    st = ucp_init(&pp, config, &a->ctx);
-    ucp_config_release(config);
-    if (st != UCS_OK)
-        return xfer_ucx_fail(st, "ucp_init");
-    ucp_worker_params_t wp;
-    memset(&wp, 0, sizeof(wp));
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    /* The agent's lock serialises every call into the worker. */
-    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;
-    if ((st = ucp_worker_create(a->ctx, &wp, &a->worker)) != UCS_OK)
-        return xfer_ucx_fail(st, "ucp_worker_create");
-    if ((st = ucp_worker_get_address(a->worker, &a->worker_addr, &a->worker_addr_len)) != UCS_OK)
-        return xfer_ucx_fail(st, "ucp_worker_get_address");
-    if ((st = ucp_worker_get_efd(a->worker, &a->efd)) != UCS_OK)
-        return xfer_ucx_fail(st, "ucp_worker_get_efd");
-    return xfer_set_am_handlers(a);
-}
-
-/* The cache's memory, registered once for the whole allocation. */
-static int register_cache(kvrt_xfer_agent *a)
-{
-    void *addr = NULL;
-    enum kvrt_memory_kind kind = KVRT_MEMORY_OPAQUE;
-    kvrt_buffer *buf = kvrt_cache_buffer(a->cache);
-    if (!buf || kvrt_buffer_address(buf, &addr, &kind) != KVRT_OK || kind != KVRT_MEMORY_HOST || !addr) {
-        kvrt_error_report(KVRT_OK, NULL);
-        return KVRT_OK; /* staged through host memory instead */
+    if (!list || !*list)
+        return KVRT_OK;
+    a->allow = calloc(MAX_ALLOW, sizeof(*a->allow));
+    if (!a->allow)
+        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: out of memory");
+    for (const char *p = list; *p;) {
+        const char *end = strchr(p, ',');
+        size_t n = end ? (size_t)(end - p) : strlen(p);
+        char item[64], host[64];
+        if (n == 0 || n >= sizeof(item))
+            return XFER_FAIL(KVRT_ERR_INVALID,
+                             "kvrt_xfer_agent_create: allow list \"%.200s\" has an empty or overlong entry; entries "
+                             "are IPv4 addresses or networks (10.0.0.7, 10.1.0.0/16) separated by commas",
+                             list);
+        memcpy(item, p, n);
+        item[n] = '\0';
+        unsigned bits = 32;
+        char *slash = strchr(item, '/');
+        snprintf(host, sizeof(host), "%.*s", slash ? (int)(slash - item) : (int)n, item);
+        char *rest = NULL;
+        if (slash) {
+            unsigned long b = strtoul(slash + 1, &rest, 10);
+            if (!slash[1] || *rest || b > 32)
+                return XFER_FAIL(KVRT_ERR_INVALID,
+                                 "kvrt_xfer_agent_create: allow entry \"%s\" has prefix length \"%s\"; valid are "
+                                 "0..32",
+                                 item, slash + 1);
+            bits = (unsigned)b;
+        }
+        struct in_addr in;
+        if (inet_pton(AF_INET, host, &in) != 1)
+            return XFER_FAIL(KVRT_ERR_INVALID,
+                             "kvrt_xfer_agent_create: allow entry \"%s\" is not an IPv4 address or network (e.g. "
+                             "10.0.0.7 or 10.1.0.0/16)",
+                             item);
+        if (a->num_allow == MAX_ALLOW)
+            return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_create: more than %d allow entries", MAX_ALLOW);
+        uint32_t mask = bits ? ~(uint32_t)0 << (32 - bits) : 0;
+        a->allow[a->num_allow++] = (struct xfer_allow){ntohl(in.s_addr) & mask, mask};
+        p += n;
+        if (*p == ',')
+            p++;
     }
-    ucp_mem_map_params_t mp;
-    memset(&mp, 0, sizeof(mp));
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address = addr;
-    mp.length = a->local.bytes;
-    double t0 = xfer_now();
-    ucs_status_t st = ucp_mem_map(a->ctx, &mp, &a->cache_memh);
-    if (st != UCS_OK)
-        return xfer_ucx_fail(st, "ucp_mem_map of the cache");
-    a->registration_s += xfer_now() - t0;
-    a->registered_bytes += a->local.bytes;
-    a->cache_addr = addr;
-    a->addressable = true;
     return KVRT_OK;
+}
+
+static int load_key(kvrt_xfer_agent *a, const char *option)
+{
+    const char *path = option, *source = "kvrt_xfer_agent_options.key_file";
+    if (!path) {
+        /* Read once, here: a setuid program ignores it. */
+        path = secure_getenv("KVRT_XFER_KEY_FILE");
+        source = "KVRT_XFER_KEY_FILE";
+        if (!path || !*path)
+            return KVRT_OK;
+    }
+    return xfer_key_load(path, source, &a->key);
+}
+
+int xfer_agent_blob(kvrt_xfer_agent *a, uint8_t **blob, size_t *len)
+{
+    struct xfer_md_fields f;
+    memset(&f, 0, sizeof(f));
+    f.addressable = a->local.addr != NULL;
+    f.agent_id = a->id;
+    f.chunk_bytes = a->pool.chunk;
+    memcpy(f.nonce, a->nonce, sizeof(f.nonce));
+    size_t alen;
+    xt_worker_address(a->t, &f.worker_addr, &alen);
+    f.worker_addr_len = (uint32_t)alen;
+    bool sign = xfer_key_set(&a->key);
+    size_t at = 0;
+    int rc = xfer_md_write(&a->local.desc, &f, sign, blob, len, &at);
+    if (rc == KVRT_OK && sign)
+        xfer_sign_blob(&a->key, *blob, at, *blob + at);
+    return rc;
 }
 
 int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt_xfer_agent_options *o,
@@ -170,6 +155,8 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
     if (!o)
         o = &def;
     int rc = check_options(o);
+    if (rc == KVRT_OK)
+        rc = xfer_auth_init();
     if (rc != KVRT_OK)
         return rc;
     kvrt_xfer_agent *a = calloc(1, sizeof(*a));
@@ -179,7 +166,6 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
         free(a);
         return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: cannot create its lock");
     }
-    a->backend = b;
     /* Held until the agent's end: the cache's memory is registered with
      * UCX and peers read and write it, so neither kvrt_cache_destroy nor
      * kvrt_runtime_close may hand it back (kvrt/wrap.h) meanwhile. */
@@ -191,30 +177,38 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
         free(a);
         return kvrt_error_report(rc, "kvrt_xfer_agent_create: cannot hold the cache: %s", why);
     }
-    a->cache = cache;
-    a->timeout_s = o->timeout_s > 0 ? o->timeout_s : 30.0;
-    a->id = random_id();
-    a->efd = -1;
-    a->ready_tail = &a->ready;
-    a->deferred_tail = &a->deferred;
+    a->local.cache = cache;
+    a->timeout_s = o->timeout_s > 0 ? o->timeout_s : DEFAULT_TIMEOUT;
+    a->flags = o->flags;
+    a->log = (struct xfer_log){o->log, o->log_user};
     a->notes_tail = &a->notes;
-    a->next_xid = 1;
     a->last_progress = xfer_now();
-    rc = xfer_desc_local(cache, &a->local);
+    do {
+        xfer_random(&a->id, sizeof(a->id));
+    } while (a->id == 0);
+    xfer_random(a->nonce, sizeof(a->nonce));
+    rc = load_key(a, o->key_file);
     if (rc == KVRT_OK)
-        rc = create_ucx(a);
+        rc = parse_allow(a, o->allow);
+    struct xt_callbacks cb;
+    xfer_dispatch_callbacks(a, &cb);
     if (rc == KVRT_OK)
-        rc = register_cache(a);
+        rc = xt_create(&cb, WIRE_NUM_IDS, &a->t);
+    if (rc == KVRT_OK)
+        rc = xfer_local_init(&a->local, a->t, b, cache, &a->registration_s, &a->registered_bytes);
     if (rc == KVRT_OK) {
         uint64_t chunk = o->chunk_bytes ? o->chunk_bytes : DEFAULT_CHUNK;
-        if (chunk < a->local.staging_per_block)
-            chunk = a->local.staging_per_block;
+        if (chunk < a->local.desc.staging_per_block)
+            chunk = a->local.desc.staging_per_block;
         uint64_t total = o->staging_bytes;
         if (total == 0 && __builtin_mul_overflow(chunk, (uint64_t)DEFAULT_CHUNKS, &total))
             rc = XFER_FAIL(KVRT_ERR_OVERFLOW, "kvrt_xfer_agent_create: %llu-byte chunks overflow", ULL(chunk));
         if (rc == KVRT_OK)
-            rc = xfer_pool_create(a, chunk, total);
+            rc = xfer_pool_create(&a->pool, a->t, &a->local, chunk, total, &a->registration_s, &a->registered_bytes);
     }
+    xfer_streams_init(&a->streams, a->t, &a->local, &a->pool, &a->stats);
+    a->streams.deliver = xfer_note_push;
+    a->streams.deliver_owner = a;
     if (rc != KVRT_OK) {
         char why[2048];
         snprintf(why, sizeof(why), "%s", kvrt_error_message());
@@ -226,81 +220,40 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
     return KVRT_OK;
 }
 
-/* Wait (bounded) until UCX has finished with every request. */
-static void drain(kvrt_xfer_agent *a, double seconds)
-{
-    double deadline = xfer_now() + seconds;
-    while (a->ucx_requests > 0 && xfer_now() < deadline)
-        ucp_worker_progress(a->worker);
-}
-
 void kvrt_xfer_agent_destroy(kvrt_xfer_agent *a)
 {
     if (!a)
         return;
     xfer_lock(a);
     for (kvrt_xfer_handle *h = a->handles; h; h = h->next) {
-        xfer_handle_finish(h, KVRT_ERR_STATE, "kvrt-xfer: the agent was destroyed before the transfer completed");
+        xfer_handle_end(h, KVRT_ERR_STATE, "kvrt-xfer: the agent was destroyed before the transfer completed");
         h->agent = NULL;
-        h->out = NULL;
-        h->in = NULL;
     }
     a->handles = NULL;
-    /* Every peer closes abruptly: its eps are closed by force, which
+    /* Every peer closes abruptly: its endpoints are closed by force, which
      * completes its UCX requests; what arrived stays unreported. */
     while (a->peers)
         xfer_peer_drop(a, a->peers, false);
-    if (a->worker)
-        drain(a, 2.0);
-    while (a->deferred) {
-        struct xfer_deferred *d = a->deferred;
-        a->deferred = d->next;
-        ucp_am_data_release(a->worker, d->desc);
-        free(d);
+    if (a->t) {
+        xt_quiesce(a->t);
+        xfer_streams_release_waiting(&a->streams);
+        xfer_pool_destroy(&a->pool, a->t);
+        xfer_local_free(&a->local, a->t);
+        xt_destroy(a->t);
+    } else {
+        xfer_desc_free(&a->local.desc);
     }
-    while (a->ready) {
-        struct xfer_ready *r = a->ready;
-        a->ready = r->next;
-        free(r);
-    }
-    for (size_t i = 0; i < a->num_pending_conn; i++)
-        ucp_listener_reject(a->listener, a->pending_conn[i]);
-    if (a->listener)
-        ucp_listener_destroy(a->listener);
-    xfer_pool_destroy(a);
-    if (a->cache_memh)
-        ucp_mem_unmap(a->ctx, a->cache_memh);
-    if (a->worker_addr)
-        ucp_worker_release_address(a->worker, a->worker_addr);
-    if (a->worker)
-        ucp_worker_destroy(a->worker);
-    if (a->ctx)
-        ucp_cleanup(a->ctx);
-    /* No callback can run any more: what UCX never completed, and the
-     * streams, go. */
-    while (a->reqs) {
-        struct xfer_req *r = a->reqs;
-        xfer_req_done(r);
-        xfer_req_free(r);
-    }
-    while (a->outs) {
-        struct xfer_out *o = a->outs;
-        a->outs = o->next;
-        xfer_out_free(o);
-    }
-    while (a->ins) {
-        struct xfer_in *in = a->ins;
-        a->ins = in->next;
-        xfer_in_free(in);
-    }
+    xfer_streams_free(&a->streams);
+    wire_sessions_free(&a->sessions);
     while (a->notes) {
         struct xfer_note *n = a->notes;
         a->notes = n->next;
         free(n->data);
         free(n);
     }
-    xfer_desc_free(&a->local, false);
-    kvrt_cache *cache = a->cache;
+    xfer_key_free(&a->key);
+    free(a->allow);
+    kvrt_cache *cache = a->local.cache;
     xfer_unlock(a);
     pthread_mutex_destroy(&a->lock);
     free(a);
@@ -325,13 +278,9 @@ int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)
         s.peers++;
     for (kvrt_xfer_handle *h = a->handles; h; h = h->next)
         s.handles++;
-    for (struct xfer_out *o = a->outs; o; o = o->next)
-        s.outgoing++;
-    for (struct xfer_in *in = a->ins; in; in = in->next)
-        s.incoming++;
-    for (struct xfer_note *n = a->notes; n; n = n->next)
-        s.notifications++;
-    s.ucx_requests = a->ucx_requests;
+    xfer_streams_count(&a->streams, &s.outgoing, &s.incoming);
+    s.notifications = a->notes_queued;
+    s.ucx_requests = xt_in_flight(a->t);
     s.staging_chunks = a->pool.nslots;
     s.staging_busy = a->pool.nslots - a->pool.nfree_send - a->pool.nfree_recv;
     s.chunk_bytes = a->pool.chunk;
@@ -349,7 +298,7 @@ int kvrt_xfer_metadata_export(kvrt_xfer_agent *a, void **blob, size_t *len)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_metadata_export: NULL argument");
     uint8_t *b;
     xfer_lock(a);
-    int rc = xfer_md_export(a, &b, len);
+    int rc = xfer_agent_blob(a, &b, len);
     xfer_unlock(a);
     if (rc == KVRT_OK)
         *blob = b;

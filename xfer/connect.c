@@ -1,27 +1,39 @@
 /*
- * Connections over a socket address: the listener and kvrt_xfer_accept on
- * one side, kvrt_xfer_connect on the other.  The handshake runs on the
- * client-server endpoint (tcp in UCX 1.13): HELLO carries the client's
- * metadata, REPLY the server's (or why it refused).  Each side then opens
- * its own data endpoint to the other's worker address, on which UCX may pick
- * shared memory, and the client says READY on it, so that the server never
- * sends before the client knows it.
+ * Connections over a socket address and their handshake (docs/xfer.md,
+ * "The handshake"): the listener and kvrt_xfer_accept on one side,
+ * kvrt_xfer_connect on the other.  It runs on the client-server endpoint
+ * (tcp in UCX 1.13):
+ *
+ *   client -> HELLO   nonce, its metadata
+ *   server -> REPLY   nonce, its proof of the key, its metadata (or why not)
+ *   client -> PROOF   its proof of the key
+ *   server -> ACCEPT  (or why not); the server opens its data endpoint
+ *   client -> READY   on its own data endpoint, once wired up
+ *
+ * Both proofs are HMACs over both nonces and both metadata blobs, and the
+ * session token both sides then write in every header is derived the same
+ * way, so it never crosses the wire.  Nobody's worker address reaches UCX
+ * before its owner proved the key (with a key set).  A server runs every
+ * pending handshake at once, each with its own deadline, so a peer that
+ * stalls or vanishes holds only itself up.
+ *
+ * Layer 6 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "xfer_internal.h"
+#include "agent.h"
 
-static void conn_handler(ucp_conn_request_h req, void *arg)
+/* Handshakes under way at once, in all and from one address. */
+enum { MAX_HANDSHAKES = 32, MAX_FROM_ONE = 8 };
+
+static bool loopback(const struct sockaddr_in *sa)
 {
-    kvrt_xfer_agent *a = arg;
-    if (a->num_pending_conn < sizeof(a->pending_conn) / sizeof(a->pending_conn[0]))
-        a->pending_conn[a->num_pending_conn++] = req;
-    else
-        ucp_listener_reject(a->listener, req);
+    return (ntohl(sa->sin_addr.s_addr) >> 24) == 127;
 }
 
 static int make_sockaddr(const char *addr, uint16_t port, struct sockaddr_in *sa, const char *fn)
@@ -34,6 +46,21 @@ static int make_sockaddr(const char *addr, uint16_t port, struct sockaddr_in *sa
     return KVRT_OK;
 }
 
+/* Beyond loopback, a key or the caller's explicit choice. */
+static int check_exposure(const kvrt_xfer_agent *a, const struct sockaddr_in *sa, const char *fn, const char *what)
+{
+    if (loopback(sa) || xfer_key_set(&a->key) || (a->flags & KVRT_XFER_INSECURE))
+        return KVRT_OK;
+    char host[INET_ADDRSTRLEN] = "?";
+    inet_ntop(AF_INET, &sa->sin_addr, host, sizeof(host));
+    return XFER_FAIL(KVRT_ERR_REFUSED,
+                     "%s: refusing to %s %s without a key: any host that reaches it could read and write this "
+                     "cache; give every agent the same key file (key_file in kvrt_xfer_agent_options or "
+                     "KVRT_XFER_KEY_FILE; e.g. head -c 32 /dev/urandom > KEY; chmod 600 KEY), or set "
+                     "KVRT_XFER_INSECURE in the options' flags to accept that risk",
+                     fn, what, host);
+}
+
 int kvrt_xfer_listen(kvrt_xfer_agent *a, const char *addr, uint16_t port, uint16_t *bound_port)
 {
     if (!a)
@@ -43,95 +70,422 @@ int kvrt_xfer_listen(kvrt_xfer_agent *a, const char *addr, uint16_t port, uint16
     if (rc != KVRT_OK)
         return rc;
     xfer_lock(a);
-    if (a->listener) {
-        xfer_unlock(a);
-        return XFER_FAIL(KVRT_ERR_STATE, "kvrt_xfer_listen: the agent already listens");
-    }
-    ucp_listener_params_t lp;
-    memset(&lp, 0, sizeof(lp));
-    lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-    lp.sockaddr.addr = (const struct sockaddr *)&sa;
-    lp.sockaddr.addrlen = sizeof(sa);
-    lp.conn_handler.cb = conn_handler;
-    lp.conn_handler.arg = a;
-    ucs_status_t st = ucp_listener_create(a->worker, &lp, &a->listener);
-    if (st != UCS_OK) {
-        a->listener = NULL;
-        xfer_unlock(a);
-        return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_listen: cannot listen on %s:%u: %s", addr ? addr : "127.0.0.1",
-                         port, ucs_status_string(st));
-    }
-    if (bound_port) {
-        ucp_listener_attr_t la;
-        la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
-        if ((st = ucp_listener_query(a->listener, &la)) != UCS_OK) {
-            xfer_unlock(a);
-            return xfer_ucx_fail(st, "ucp_listener_query");
-        }
-        *bound_port = ntohs(((const struct sockaddr_in *)&la.sockaddr)->sin_port);
-    }
+    if (xt_listening(a->t))
+        rc = XFER_FAIL(KVRT_ERR_STATE, "kvrt_xfer_listen: the agent already listens");
+    if (rc == KVRT_OK)
+        rc = check_exposure(a, &sa, "kvrt_xfer_listen", "listen on");
+    if (rc == KVRT_OK)
+        rc = xt_listen(a->t, &sa, bound_port);
     xfer_unlock(a);
-    kvrt_error_report(KVRT_OK, NULL);
+    if (rc == KVRT_OK)
+        kvrt_error_report(KVRT_OK, NULL);
+    return rc;
+}
+
+/* ---- the server's side -------------------------------------------------------- */
+
+static bool in_handshake(const kvrt_xfer_peer *p)
+{
+    return p->hs >= XFER_HS_WAIT_HELLO && p->hs <= XFER_HS_WAIT_READY;
+}
+
+static bool allowed(const kvrt_xfer_agent *a, const struct sockaddr_in *sa)
+{
+    if (!a->num_allow)
+        return true;
+    uint32_t ip = ntohl(sa->sin_addr.s_addr);
+    for (size_t i = 0; i < a->num_allow; i++)
+        if ((ip & a->allow[i].mask) == a->allow[i].addr)
+            return true;
+    return false;
+}
+
+void xfer_hs_on_conn(kvrt_xfer_agent *a, xt_conn *c)
+{
+    struct sockaddr_in sa;
+    bool known = xt_conn_client(c, &sa);
+    char name[96] = "an unknown address";
+    if (known) {
+        char host[INET_ADDRSTRLEN] = "?";
+        inet_ntop(AF_INET, &sa.sin_addr, host, sizeof(host));
+        snprintf(name, sizeof(name), "%s:%u", host, ntohs(sa.sin_port));
+    }
+    unsigned all = 0, same = 0;
+    for (const kvrt_xfer_peer *p = a->peers; p; p = p->next)
+        if (in_handshake(p) || (p->hs == XFER_HS_FAILED && !p->handed_out)) {
+            all++;
+            same += known && p->from_known && p->from_ip == sa.sin_addr.s_addr;
+        }
+    const char *why = NULL;
+    if (!known && a->num_allow)
+        why = "its address is unknown and an allow list is set";
+    else if (known && !allowed(a, &sa))
+        why = "it is not in the allow list";
+    else if (all >= MAX_HANDSHAKES || same >= MAX_FROM_ONE)
+        why = "too many handshakes are under way";
+    if (why) {
+        a->stats.refused++;
+        xfer_log(&a->log, KVRT_LOG_WARNING, "refused a connection from %s: %s", name, why);
+        xt_conn_reject(a->t, c);
+        return;
+    }
+    kvrt_xfer_peer *p = NULL;
+    if (xfer_peer_new(a, &p) != KVRT_OK) {
+        xt_conn_reject(a->t, c);
+        return;
+    }
+    if (known) {
+        snprintf(p->link.name, sizeof(p->link.name), "%s", name);
+        p->from_known = true;
+        p->from_ip = sa.sin_addr.s_addr;
+    }
+    p->hs = XFER_HS_WAIT_HELLO;
+    p->hs_deadline = xfer_now() + a->timeout_s;
+    if (xt_ep_accept(a->t, c, p, &p->conn_ep) != KVRT_OK) {
+        p->conn_ep = NULL;
+        p->hs = XFER_HS_FAILED;
+        p->hs_status = KVRT_ERR_DEVICE;
+        snprintf(p->hs_why, sizeof(p->hs_why), "kvrt_xfer_accept: %s", kvrt_error_message());
+    }
+}
+
+/*
+ * The session's data endpoint.  With a key, one to the peer's worker
+ * address, on which UCX may pick shared memory: the peer has proven the
+ * key by now.  Without one, the connection endpoint carries everything, and
+ * no address a peer sent ever reaches UCX: UCX 1.13 trusts what a worker
+ * address says (an address that disagrees with what its worker then
+ * announces aborts the process in UCX's wire-up, "endpoint reconfiguration
+ * not supported yet"), so one from a peer that proved nothing is not used.
+ */
+static int xfer_hs_data_endpoint(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
+{
+    if (xfer_key_set(&a->key))
+        return xfer_link_open(&p->link, p->md.f.worker_addr, p->md.f.worker_addr_len, p);
+    p->link.ep = p->conn_ep;
+    p->link.wired = true;
     return KVRT_OK;
 }
 
+static void hs_fail(kvrt_xfer_peer *p, int status, const char *fmt, ...) KVRT_PRINTF(3, 4);
+
+static void hs_fail(kvrt_xfer_peer *p, int status, const char *fmt, ...)
+{
+    if (p->hs == XFER_HS_FAILED || p->hs == XFER_HS_DONE)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(p->hs_why, sizeof(p->hs_why), fmt, ap);
+    va_end(ap);
+    p->hs_status = status;
+    p->hs = XFER_HS_FAILED;
+}
+
+/* The server refuses, telling the client why, with `id` (REPLY or ACCEPT). */
+static void refuse(kvrt_xfer_agent *a, kvrt_xfer_peer *p, unsigned id, int status, const char *why)
+{
+    size_t n = xfer_reason_len(why);
+    if (p->conn_ep) {
+        if (id == WIRE_REPLY) {
+            struct wire_reply r;
+            memset(&r, 0, sizeof(r));
+            r.status = status;
+            r.protocol = WIRE_PROTOCOL;
+            xt_send(p->conn_ep, WIRE_REPLY, &r, sizeof(r), why, n, XT_EAGER | XT_REPLY | XT_COPY, NULL, NULL, NULL);
+        } else {
+            struct wire_accept r = {status, 0};
+            xt_send(p->conn_ep, WIRE_ACCEPT, &r, sizeof(r), why, n, XT_EAGER | XT_REPLY | XT_COPY, NULL, NULL, NULL);
+        }
+    }
+    a->stats.refused++;
+    p->told = p->conn_ep != NULL;
+    hs_fail(p, status, "kvrt_xfer_accept: refused %s: %s", p->link.name, why);
+}
+
+static void transcript(const kvrt_xfer_peer *p, bool server, struct xfer_transcript *t)
+{
+    t->client_nonce = server ? p->nonce_theirs : p->nonce_mine;
+    t->server_nonce = server ? p->nonce_mine : p->nonce_theirs;
+    t->hello = p->hello;
+    t->hello_len = p->hello_len;
+    t->reply = p->reply;
+    t->reply_len = p->reply_len;
+}
+
+static uint8_t *copy_of(const void *data, size_t len)
+{
+    uint8_t *c = malloc(len ? len : 1);
+    if (c && len)
+        memcpy(c, data, len);
+    return c;
+}
+
+static void on_hello(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg *m)
+{
+    struct wire_hello h;
+    char why[512];
+    if (!wire_decode_hello(m->hdr, m->hlen, m->len, m->rndv, &h, why, sizeof(why))) {
+        refuse(a, p, WIRE_REPLY, KVRT_ERR_INVALID, why);
+        return;
+    }
+    bool keyed = xfer_key_set(&a->key);
+    if (keyed && !(h.flags & WIRE_KEYED)) {
+        refuse(a, p, WIRE_REPLY, KVRT_ERR_REFUSED,
+               "this agent requires a key and the peer has none (key_file in kvrt_xfer_agent_options or "
+               "KVRT_XFER_KEY_FILE)");
+        return;
+    }
+    if (!keyed && (h.flags & WIRE_KEYED)) {
+        refuse(a, p, WIRE_REPLY, KVRT_ERR_REFUSED,
+               "the peer holds a key and this agent has none; give both the same key file");
+        return;
+    }
+    memcpy(p->nonce_theirs, h.nonce, XFER_NONCE_BYTES);
+    p->hello = copy_of(m->data, m->len);
+    p->blob = copy_of(m->data, m->len);
+    if (!p->hello || !p->blob) {
+        refuse(a, p, WIRE_REPLY, KVRT_ERR_NOMEM, "out of memory for the peer's metadata");
+        return;
+    }
+    p->hello_len = p->blob_len = m->len;
+    if (xfer_peer_take_blob(a, p) != KVRT_OK) {
+        snprintf(why, sizeof(why), "%s", kvrt_error_message());
+        refuse(a, p, WIRE_REPLY, KVRT_ERR_INVALID, why);
+        return;
+    }
+    uint8_t *mine = NULL;
+    size_t len = 0;
+    if (xfer_agent_blob(a, &mine, &len) != KVRT_OK) {
+        snprintf(why, sizeof(why), "%s", kvrt_error_message());
+        refuse(a, p, WIRE_REPLY, KVRT_ERR_NOMEM, why);
+        return;
+    }
+    p->reply = mine;
+    p->reply_len = len;
+    xfer_random(p->nonce_mine, XFER_NONCE_BYTES);
+    struct wire_reply r;
+    memset(&r, 0, sizeof(r));
+    r.status = KVRT_OK;
+    r.protocol = WIRE_PROTOCOL;
+    r.flags = keyed ? WIRE_KEYED : 0;
+    memcpy(r.nonce, p->nonce_mine, XFER_NONCE_BYTES);
+    struct xfer_transcript t;
+    transcript(p, true, &t);
+    xfer_prove_server(&a->key, &t, r.mac);
+    if (xt_send(p->conn_ep, WIRE_REPLY, &r, sizeof(r), mine, len, XT_EAGER | XT_REPLY | XT_COPY, NULL, NULL, NULL) !=
+        KVRT_OK) {
+        hs_fail(p, KVRT_ERR_DEVICE, "kvrt_xfer_accept: answering %s: %s", p->link.name, kvrt_error_message());
+        return;
+    }
+    p->hs = XFER_HS_WAIT_PROOF;
+}
+
+static void on_proof(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg *m)
+{
+    struct wire_proof pr;
+    char why[600];
+    if (!wire_decode_proof(m->hdr, m->hlen, m->len, m->rndv, &pr, why, sizeof(why))) {
+        refuse(a, p, WIRE_ACCEPT, KVRT_ERR_INVALID, why);
+        return;
+    }
+    struct xfer_transcript t;
+    transcript(p, true, &t);
+    uint8_t want[XFER_MAC_BYTES], token[XFER_TOKEN_BYTES];
+    xfer_prove_client(&a->key, &t, want);
+    if (!xfer_same(want, pr.mac, sizeof(want))) {
+        refuse(a, p, WIRE_ACCEPT, KVRT_ERR_REFUSED,
+               xfer_key_set(&a->key) ? "the peer did not prove it holds this agent's key"
+                                     : "the peer's proof does not match the handshake");
+        return;
+    }
+    xfer_session_token(&a->key, &t, token);
+    if (xfer_hs_data_endpoint(a, p) != KVRT_OK || xfer_peer_session(a, p, token, true) != KVRT_OK) {
+        snprintf(why, sizeof(why), "%s", kvrt_error_message());
+        refuse(a, p, WIRE_ACCEPT, KVRT_ERR_INVALID, why);
+        return;
+    }
+    struct wire_accept ok = {KVRT_OK, 0};
+    if (xt_send(p->conn_ep, WIRE_ACCEPT, &ok, sizeof(ok), NULL, 0, XT_EAGER | XT_REPLY, NULL, NULL, NULL) != KVRT_OK) {
+        hs_fail(p, KVRT_ERR_DEVICE, "kvrt_xfer_accept: answering %s: %s", p->link.name, kvrt_error_message());
+        return;
+    }
+    p->hs = XFER_HS_WAIT_READY;
+}
+
+void xfer_hs_on_ready(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
+{
+    (void)a;
+    if (p->hs == XFER_HS_WAIT_READY)
+        p->hs = XFER_HS_DONE;
+}
+
+/* ---- the client's side -------------------------------------------------------- */
+
+static void on_reply(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg *m)
+{
+    struct wire_reply r;
+    char why[600];
+    if (!wire_decode_reply(m->hdr, m->hlen, m->len, m->rndv, &r, why, sizeof(why))) {
+        hs_fail(p, KVRT_ERR_INVALID, "kvrt_xfer_connect: %s %s", p->link.name, why);
+        return;
+    }
+    if (r.status != KVRT_OK) {
+        int n = m->len > XFER_MAX_REASON ? (int)XFER_MAX_REASON : (int)m->len;
+        hs_fail(p, r.status, "kvrt_xfer_connect: %s refused: %.*s", p->link.name, n, (const char *)m->data);
+        return;
+    }
+    bool keyed = xfer_key_set(&a->key);
+    if (keyed != ((r.flags & WIRE_KEYED) != 0)) {
+        hs_fail(p, KVRT_ERR_REFUSED, "kvrt_xfer_connect: %s %s", p->link.name,
+                keyed ? "holds no key and this agent does: refusing to trust it"
+                      : "holds a key and this agent has none; give both the same key file");
+        return;
+    }
+    memcpy(p->nonce_theirs, r.nonce, XFER_NONCE_BYTES);
+    p->reply = copy_of(m->data, m->len);
+    p->blob = copy_of(m->data, m->len);
+    if (!p->reply || !p->blob) {
+        hs_fail(p, KVRT_ERR_NOMEM, "kvrt_xfer_connect: out of memory");
+        return;
+    }
+    p->reply_len = p->blob_len = m->len;
+    struct xfer_transcript t;
+    transcript(p, false, &t);
+    uint8_t want[XFER_MAC_BYTES];
+    xfer_prove_server(&a->key, &t, want);
+    if (!xfer_same(want, r.mac, sizeof(want))) {
+        hs_fail(p, KVRT_ERR_REFUSED, "kvrt_xfer_connect: %s did not prove it holds %s", p->link.name,
+                keyed ? "this agent's key" : "the handshake");
+        return;
+    }
+    if (xfer_peer_take_blob(a, p) != KVRT_OK) {
+        hs_fail(p, KVRT_ERR_INVALID, "kvrt_xfer_connect: %s", kvrt_error_message());
+        return;
+    }
+    struct wire_proof pr;
+    xfer_prove_client(&a->key, &t, pr.mac);
+    if (xt_send(p->conn_ep, WIRE_PROOF, &pr, sizeof(pr), NULL, 0, XT_EAGER | XT_REPLY, NULL, NULL, NULL) != KVRT_OK) {
+        hs_fail(p, KVRT_ERR_DEVICE, "kvrt_xfer_connect: %s", kvrt_error_message());
+        return;
+    }
+    p->hs = XFER_HS_WAIT_ACCEPT;
+}
+
+static void ready_sent(void *user, int status, size_t len, const char *why)
+{
+    kvrt_xfer_peer *p = user;
+    (void)len;
+    if (status == KVRT_OK)
+        p->hs = XFER_HS_DONE;
+    else
+        hs_fail(p, KVRT_ERR_DEVICE, "kvrt_xfer_connect: announcing the data endpoint to %s: %s", p->link.name, why);
+}
+
+static void on_accept(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg *m)
+{
+    struct wire_accept r;
+    char why[600];
+    if (!wire_decode_accept(m->hdr, m->hlen, m->len, m->rndv, &r, why, sizeof(why))) {
+        hs_fail(p, KVRT_ERR_INVALID, "kvrt_xfer_connect: %s %s", p->link.name, why);
+        return;
+    }
+    if (r.status != KVRT_OK) {
+        int n = m->len > XFER_MAX_REASON ? (int)XFER_MAX_REASON : (int)m->len;
+        hs_fail(p, r.status, "kvrt_xfer_connect: %s refused: %.*s", p->link.name, n, (const char *)m->data);
+        return;
+    }
+    struct xfer_transcript t;
+    transcript(p, false, &t);
+    uint8_t token[XFER_TOKEN_BYTES];
+    xfer_session_token(&a->key, &t, token);
+    if (xfer_hs_data_endpoint(a, p) != KVRT_OK || xfer_peer_session(a, p, token, false) != KVRT_OK) {
+        hs_fail(p, KVRT_ERR_INVALID, "kvrt_xfer_connect: %s", kvrt_error_message());
+        return;
+    }
+    p->hs = XFER_HS_WAIT_SENT;
+}
+
+void xfer_hs_on_message(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg *m)
+{
+    static const enum xfer_hs expect[WIRE_ACCEPT + 1] = {
+        [WIRE_HELLO] = XFER_HS_WAIT_HELLO,
+        [WIRE_REPLY] = XFER_HS_WAIT_REPLY,
+        [WIRE_PROOF] = XFER_HS_WAIT_PROOF,
+        [WIRE_ACCEPT] = XFER_HS_WAIT_ACCEPT,
+    };
+    if (p->hs != expect[m->id]) {
+        /* Out of turn: a peer that is done with its handshake, or one that
+         * skips a step, is not to be trusted with the rest. */
+        char why[200];
+        snprintf(why, sizeof(why), "sent %s out of turn in its handshake", wire_name(m->id));
+        if (p->hs == XFER_HS_DONE || p->hs == XFER_HS_NONE)
+            xfer_link_violation(&p->link, why);
+        else if (p->hs == XFER_HS_WAIT_HELLO || p->hs == XFER_HS_WAIT_PROOF)
+            refuse(a, p, p->hs == XFER_HS_WAIT_HELLO ? WIRE_REPLY : WIRE_ACCEPT, KVRT_ERR_INVALID, why);
+        else
+            hs_fail(p, KVRT_ERR_INVALID, "kvrt-xfer: %s %s", p->link.name, why);
+        return;
+    }
+    switch (m->id) {
+    case WIRE_HELLO: on_hello(a, p, m); break;
+    case WIRE_REPLY: on_reply(a, p, m); break;
+    case WIRE_PROOF: on_proof(a, p, m); break;
+    default: on_accept(a, p, m); break;
+    }
+}
+
+void xfer_hs_check(kvrt_xfer_agent *a, double now)
+{
+    for (kvrt_xfer_peer *p = a->peers; p; p = p->next) {
+        if (p->hs == XFER_HS_NONE || p->hs == XFER_HS_DONE || p->hs == XFER_HS_FAILED)
+            continue;
+        if (p->link.state != KVRT_XFER_PEER_CONNECTED) {
+            hs_fail(p, KVRT_ERR_DEVICE, "kvrt-xfer: %s went away during the handshake (%s)", p->link.name,
+                    p->link.why[0] ? p->link.why : "it closed");
+        } else if (now > p->hs_deadline) {
+            hs_fail(p, KVRT_ERR_DEVICE, "kvrt-xfer: %s did not complete the handshake within %g s", p->link.name,
+                    a->timeout_s);
+        } else if (p->hs == XFER_HS_WAIT_SENT && p->link.wired && !p->ready_posted) {
+            /* Sent, not queued: the server waits for it even if this agent
+             * is not progressed again for a while. */
+            struct wire_hdr h = wire_hdr_make(&p->link.me, 0);
+            p->ready_posted = true;
+            if (xt_send(p->link.ep, WIRE_READY, &h, sizeof(h), NULL, 0, XT_EAGER, NULL, ready_sent, p) != KVRT_OK)
+                hs_fail(p, KVRT_ERR_DEVICE, "kvrt_xfer_connect: %s", kvrt_error_message());
+        }
+    }
+}
+
+/* ---- the calls ------------------------------------------------------------------ */
+
 /* Progress (the lock released between rounds, so other threads go on)
- * until `flag` turns true, the peer fails, or the deadline.  The lock is
- * held on entry and on return. */
-static int wait_flag(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const bool *flag, double deadline, const char *what)
+ * until `done` says so or the deadline.  The lock is held on entry and on
+ * return. */
+static void wait_until(kvrt_xfer_agent *a, bool (*done)(kvrt_xfer_agent *, void *), void *ctx, double deadline)
 {
     for (;;) {
         xfer_progress_round(a);
-        if (*flag)
-            return KVRT_OK;
-        if (p->state != KVRT_XFER_PEER_CONNECTED)
-            return xfer_peer_ok(p, what);
-        if (xfer_now() > deadline)
-            return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s: no answer from %s within %g s", what, p->name,
-                             a->timeout_s);
+        if (done(a, ctx) || xfer_now() > deadline)
+            return;
         xfer_unlock(a);
         xfer_idle(a, deadline);
         xfer_lock(a);
     }
 }
 
-static void name_from_request(kvrt_xfer_peer *p, ucp_conn_request_h creq)
+static kvrt_xfer_peer *finished_handshake(kvrt_xfer_agent *a)
 {
-    ucp_conn_request_attr_t attr;
-    attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-    if (ucp_conn_request_query(creq, &attr) != UCS_OK || attr.client_address.ss_family != AF_INET)
-        return;
-    const struct sockaddr_in *sin = (const struct sockaddr_in *)&attr.client_address;
-    char host[INET_ADDRSTRLEN];
-    if (inet_ntop(AF_INET, &sin->sin_addr, host, sizeof(host)))
-        snprintf(p->name, sizeof(p->name), "%s:%u", host, ntohs(sin->sin_port));
+    kvrt_xfer_peer *found = NULL;
+    for (kvrt_xfer_peer *p = a->peers; p; p = p->next)
+        if (!p->handed_out && (p->hs == XFER_HS_DONE || p->hs == XFER_HS_FAILED))
+            found = p; /* the oldest: the list is newest first */
+    return found;
 }
 
-/* Server side, the peer's HELLO arrived: check it, answer. */
-static int answer(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
+static bool accept_done(kvrt_xfer_agent *a, void *ctx)
 {
-    struct xfer_reply_msg rep = {KVRT_OK, 0};
-    int rc = xfer_peer_take_blob(a, p);
-    if (rc == KVRT_OK)
-        rc = xfer_peer_open_data_ep(a, p);
-    if (rc != KVRT_OK) {
-        /* Tell the peer why; a polite close delivers it before the
-         * connection goes. */
-        char why[2048];
-        snprintf(why, sizeof(why), "%s", kvrt_error_message());
-        rep.status = rc;
-        xfer_ctl_send_wait(a, p, p->conn_ep, XFER_AM_REPLY, &rep, sizeof(rep), why, strlen(why), "refusing");
-        return kvrt_error_report(rc, "kvrt_xfer_accept: refused %s: %s", p->name, why);
-    }
-    uint8_t *mine;
-    size_t len;
-    rc = xfer_md_export(a, &mine, &len);
-    if (rc == KVRT_OK) {
-        rc = xfer_ctl_send_wait(a, p, p->conn_ep, XFER_AM_REPLY, &rep, sizeof(rep), mine, len,
-                                "kvrt_xfer_accept: sending metadata");
-        free(mine);
-    }
-    return rc;
+    (void)ctx;
+    return finished_handshake(a) != NULL;
 }
 
 int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out)
@@ -143,67 +497,40 @@ int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_accept: timeout %g; valid are 0 (the agent's) to 1e6 seconds",
                          timeout_s);
     xfer_lock(a);
-    if (!a->listener) {
+    if (!xt_listening(a->t)) {
         xfer_unlock(a);
         return XFER_FAIL(KVRT_ERR_STATE, "kvrt_xfer_accept: call kvrt_xfer_listen first");
     }
-    double deadline = xfer_now() + (timeout_s > 0 ? timeout_s : a->timeout_s);
-    for (;;) {
-        xfer_progress_round(a);
-        if (a->num_pending_conn > 0)
-            break;
-        if (xfer_now() > deadline) {
-            xfer_unlock(a);
-            kvrt_error_report(KVRT_OK, NULL);
-            return KVRT_XFER_PENDING;
-        }
+    wait_until(a, accept_done, NULL, xfer_now() + (timeout_s > 0 ? timeout_s : a->timeout_s));
+    kvrt_xfer_peer *p = finished_handshake(a);
+    if (!p) {
         xfer_unlock(a);
-        xfer_idle(a, deadline);
-        xfer_lock(a);
+        kvrt_error_report(KVRT_OK, NULL);
+        return KVRT_XFER_PENDING;
     }
-    ucp_conn_request_h creq = a->pending_conn[0];
-    /* NOLINTNEXTLINE(bugprone-sizeof-expression): an array of handles (pointers) */
-    memmove(a->pending_conn, a->pending_conn + 1, --a->num_pending_conn * sizeof(a->pending_conn[0]));
-    kvrt_xfer_peer *p = NULL;
-    int rc = xfer_peer_new(a, &p);
-    if (rc != KVRT_OK) {
-        ucp_listener_reject(a->listener, creq);
-        xfer_unlock(a);
-        return rc;
-    }
-    name_from_request(p, creq);
-    ucp_ep_params_t ep;
-    xfer_peer_ep_params(&ep, p);
-    ep.field_mask |= UCP_EP_PARAM_FIELD_CONN_REQUEST;
-    ep.conn_request = creq;
-    ucs_status_t st = ucp_ep_create(a->worker, &ep, &p->conn_ep);
-    if (st != UCS_OK) {
-        p->conn_ep = NULL;
-        rc = xfer_ucx_fail(st, "ucp_ep_create for an incoming connection");
-    }
-    /* The handshake has a deadline of its own: a peer that connected has
-     * the agent's timeout to complete it. */
-    deadline = xfer_now() + a->timeout_s;
-    if (rc == KVRT_OK)
-        rc = wait_flag(a, p, &p->hello_seen, deadline, "kvrt_xfer_accept: waiting for the peer's metadata");
-    bool refused = false;
-    if (rc == KVRT_OK)
-        refused = (rc = answer(a, p)) != KVRT_OK;
-    if (rc == KVRT_OK)
-        rc = wait_flag(a, p, &p->ready_seen, deadline, "kvrt_xfer_accept: waiting for the peer's data endpoint");
-
-    if (rc != KVRT_OK) {
-        char why[2048];
-        snprintf(why, sizeof(why), "%s", kvrt_error_message());
-        /* A refusal is flushed to the peer before the connection goes. */
-        xfer_peer_drop(a, p, refused);
+    p->handed_out = true;
+    if (p->hs == XFER_HS_FAILED) {
+        int rc = p->hs_status;
+        char why[sizeof(p->hs_why)];
+        snprintf(why, sizeof(why), "%s", p->hs_why);
+        /* A refusal is flushed to the peer before the connection goes; a
+         * peer that stalled or vanished is owed nothing. */
+        xfer_peer_drop(a, p, p->told);
         xfer_unlock(a);
         return kvrt_error_report(rc, "%s", why);
     }
+    p->hs = XFER_HS_NONE;
     xfer_unlock(a);
     *out = p;
     kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
+}
+
+static bool connect_done(kvrt_xfer_agent *a, void *ctx)
+{
+    (void)a;
+    const kvrt_xfer_peer *p = ctx;
+    return p->hs == XFER_HS_DONE || p->hs == XFER_HS_FAILED;
 }
 
 int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_xfer_peer **out)
@@ -216,59 +543,62 @@ int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_
     if (rc != KVRT_OK)
         return rc;
     xfer_lock(a);
+    rc = check_exposure(a, &sa, "kvrt_xfer_connect", "connect to");
     kvrt_xfer_peer *p = NULL;
-    if ((rc = xfer_peer_new(a, &p)) != KVRT_OK) {
+    if (rc == KVRT_OK)
+        rc = xfer_peer_new(a, &p);
+    if (rc != KVRT_OK) {
         xfer_unlock(a);
         return rc;
     }
-    snprintf(p->name, sizeof(p->name), "%s:%u", addr ? addr : "127.0.0.1", port);
-    ucp_ep_params_t ep;
-    xfer_peer_ep_params(&ep, p);
-    ep.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
-    ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    ep.sockaddr.addr = (const struct sockaddr *)&sa;
-    ep.sockaddr.addrlen = sizeof(sa);
-    ucs_status_t st = ucp_ep_create(a->worker, &ep, &p->conn_ep);
-    if (st != UCS_OK) {
+    p->handed_out = true; /* this call reports it */
+    snprintf(p->link.name, sizeof(p->link.name), "%s:%u", addr ? addr : "127.0.0.1", port);
+    p->hs = XFER_HS_WAIT_REPLY;
+    p->hs_deadline = xfer_now() + a->timeout_s;
+    rc = xt_ep_connect(a->t, &sa, p, &p->conn_ep);
+    if (rc != KVRT_OK) {
         p->conn_ep = NULL;
-        rc = XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_connect: cannot connect to %s: %s", p->name, ucs_status_string(st));
+        rc = XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_connect: cannot connect to %s: %s", p->link.name,
+                       kvrt_error_message());
     }
-    double deadline = xfer_now() + a->timeout_s;
     if (rc == KVRT_OK) {
-        uint8_t *mine;
-        size_t len;
-        rc = xfer_md_export(a, &mine, &len);
+        uint8_t *mine = NULL;
+        size_t len = 0;
+        rc = xfer_agent_blob(a, &mine, &len);
         if (rc == KVRT_OK) {
-            rc = xfer_ctl_send_wait(a, p, p->conn_ep, XFER_AM_HELLO, NULL, 0, mine, len,
-                                    "kvrt_xfer_connect: sending metadata");
-            free(mine);
+            struct wire_hello h;
+            memset(&h, 0, sizeof(h));
+            h.magic = WIRE_MAGIC;
+            h.protocol = WIRE_PROTOCOL;
+            h.flags = xfer_key_set(&a->key) ? WIRE_KEYED : 0;
+            xfer_random(p->nonce_mine, XFER_NONCE_BYTES);
+            memcpy(h.nonce, p->nonce_mine, XFER_NONCE_BYTES);
+            p->hello = mine;
+            p->hello_len = len;
+            rc = xt_send(p->conn_ep, WIRE_HELLO, &h, sizeof(h), mine, len, XT_EAGER | XT_REPLY | XT_COPY, NULL, NULL,
+                         NULL);
         }
     }
-    if (rc == KVRT_OK)
-        rc = wait_flag(a, p, &p->reply_seen, deadline, "kvrt_xfer_connect: waiting for the peer's metadata");
-    if (rc == KVRT_OK && p->reply_status != KVRT_OK)
-        rc = kvrt_error_report(p->reply_status, "kvrt_xfer_connect: %s refused: %s", p->name, (const char *)p->blob);
-    if (rc == KVRT_OK)
-        rc = xfer_peer_take_blob(a, p);
-    if (rc == KVRT_OK)
-        rc = xfer_peer_open_data_ep(a, p);
-
     if (rc == KVRT_OK) {
-        /* Sent, not queued: the server waits for it even if this agent
-         * is not progressed again for a while. */
-        struct xfer_hdr h = xfer_hdr_for(p, 0);
-        rc = xfer_ctl_send_wait(a, p, p->data_ep, XFER_AM_READY, &h, sizeof(h), NULL, 0,
-                                "kvrt_xfer_connect: announcing the data endpoint");
+        wait_until(a, connect_done, p, p->hs_deadline + 1.0);
+        if (p->hs != XFER_HS_DONE) {
+            if (p->hs != XFER_HS_FAILED)
+                hs_fail(p, KVRT_ERR_DEVICE, "kvrt_xfer_connect: no answer from %s within %g s", p->link.name,
+                        a->timeout_s);
+            if (p->hs_status == KVRT_ERR_DEVICE && !p->reply)
+                snprintf(p->hs_why, sizeof(p->hs_why), "kvrt_xfer_connect: cannot reach %s (%s)", p->link.name,
+                         p->link.why[0] ? p->link.why : "no answer");
+            rc = kvrt_error_report(p->hs_status, "%s", p->hs_why);
+        }
     }
     if (rc != KVRT_OK) {
-        if (p->state == KVRT_XFER_PEER_FAILED && !p->reply_seen)
-            kvrt_error_report(rc, "kvrt_xfer_connect: cannot reach %s (%s)", p->name, p->why);
         char why[2048];
         snprintf(why, sizeof(why), "%s", kvrt_error_message());
         xfer_peer_drop(a, p, false);
         xfer_unlock(a);
         return kvrt_error_report(rc, "%s", why);
     }
+    p->hs = XFER_HS_NONE;
     xfer_unlock(a);
     *out = p;
     kvrt_error_report(KVRT_OK, NULL);

@@ -1,8 +1,8 @@
 /*
- * The metadata blob: what a peer needs to address this cache, and nothing
- * more.  Little-endian, fixed-width fields; every length is bounded and the
- * placement is rebuilt by kvrt and compared with the blob, so a corrupted
- * blob is refused by name instead of steering bytes to a wrong place.
+ * The metadata blob: little-endian, fixed-width fields; every length is
+ * bounded and the placement is rebuilt by kvrt and compared with the blob.
+ *
+ * Layer 1 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +10,7 @@
 
 #include <kvrt/spec.h>
 
-#include "xfer_internal.h"
+#include "metadata.h"
 
 static const uint8_t magic[8] = {'K', 'V', 'R', 'T', 'X', 'F', 'E', 'R'};
 
@@ -19,66 +19,6 @@ enum {
     MAX_LAYERS = 65536,
     MAX_ADDRESS = 1 << 20,
 };
-#define MAX_CHUNK (1ull << 34)
-
-/* ---- local description --------------------------------------------------- */
-
-int xfer_desc_from_placement(struct xfer_cache_desc *d)
-{
-    const kvrt_placement *p = d->placement;
-    size_t nsets = kvrt_placement_num_sets(p);
-    uint64_t total = 0;
-    struct kvrt_placement_set set;
-    for (size_t s = 0; s < nsets; s++) {
-        kvrt_placement_get_set(p, s, &set);
-        total += set.num_layers;
-    }
-    d->layout = kvrt_placement_layout(p);
-    d->num_blocks = kvrt_placement_num_blocks(p);
-    d->bytes = kvrt_placement_size(p);
-    d->num_layers = total;
-    int rc = kvrt_placement_staging_bytes(p, &d->staging_per_block);
-    if (rc != KVRT_OK)
-        return rc;
-    d->layers = calloc(total ? total : 1, sizeof(*d->layers));
-    if (!d->layers)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for %llu layers", ULL(total));
-    uint64_t n = 0;
-    for (size_t s = 0; s < nsets; s++) {
-        kvrt_placement_get_set(p, s, &set);
-        const struct kvrt_spec_info *info = &set.geometry.info;
-        for (uint64_t l = 0; l < set.num_layers; l++, n++) {
-            struct xfer_layer *L = &d->layers[n];
-            uint64_t page;
-            if ((rc = kvrt_placement_layer_view(p, s, l, &L->view)) != KVRT_OK ||
-                (rc = kvrt_placement_staging_layer(p, n, &L->staging_offset, &page)) != KVRT_OK)
-                return rc;
-            L->spec = set.spec;
-            L->kernel_blocks = info->kernel_blocks_per_block;
-            L->kernel_states = info->states_per_kernel_block;
-            L->heads = info->head_slots;
-            L->states = info->states_per_block;
-            L->content = info->content_bytes;
-        }
-    }
-    return KVRT_OK;
-}
-
-int xfer_desc_local(kvrt_cache *c, struct xfer_cache_desc *out)
-{
-    memset(out, 0, sizeof(*out));
-    out->placement = (kvrt_placement *)kvrt_cache_placement(c);
-    return xfer_desc_from_placement(out);
-}
-
-void xfer_desc_free(struct xfer_cache_desc *d, bool owns_placement)
-{
-    free(d->layers);
-    d->layers = NULL;
-    if (owns_placement)
-        kvrt_placement_destroy(d->placement);
-    d->placement = NULL;
-}
 
 /* ---- writing --------------------------------------------------------------- */
 
@@ -131,9 +71,10 @@ static void put_blob(struct writer *w, const void *p, size_t n)
     put_bytes(w, p, n);
 }
 
-int xfer_md_export(const kvrt_xfer_agent *a, uint8_t **blob, size_t *len)
+int xfer_md_write(const struct xfer_desc *cache, const struct xfer_md_fields *f, bool sign, uint8_t **blob, size_t *len,
+                  size_t *mac_offset)
 {
-    const kvrt_placement *p = a->local.placement;
+    const kvrt_placement *p = cache->placement;
     struct writer w = {0};
     size_t nsets = kvrt_placement_num_sets(p);
     struct kvrt_placement_set set;
@@ -142,9 +83,9 @@ int xfer_md_export(const kvrt_xfer_agent *a, uint8_t **blob, size_t *len)
 
     put_bytes(&w, magic, sizeof(magic));
     put_u32(&w, KVRT_XFER_METADATA_VERSION);
-    put_u32(&w, (uint32_t)a->local.layout);
-    put_u64(&w, a->local.num_blocks);
-    put_u64(&w, a->local.bytes);
+    put_u32(&w, (uint32_t)cache->layout);
+    put_u64(&w, cache->num_blocks);
+    put_u64(&w, cache->bytes);
     put_u64(&w, kernel);
     put_u32(&w, (uint32_t)kvrt_placement_num_groups(p));
     put_u32(&w, (uint32_t)nsets);
@@ -168,16 +109,25 @@ int xfer_md_export(const kvrt_xfer_agent *a, uint8_t **blob, size_t *len)
         put_u64(&w, set.block_stride);
         put_u64(&w, set.offset);
     }
-    put_u32(&w, a->addressable ? 1u : 0u);
-    put_u64(&w, a->id);
-    put_u64(&w, a->pool.chunk);
-    put_blob(&w, a->worker_addr, a->worker_addr_len);
+    put_u32(&w, f->addressable ? 1u : 0u);
+    put_u64(&w, f->agent_id);
+    put_u64(&w, f->chunk_bytes);
+    put_bytes(&w, f->nonce, XFER_NONCE_BYTES);
+    put_blob(&w, f->worker_addr, f->worker_addr_len);
+    put_u32(&w, sign ? 1u : 0u);
+    size_t at = w.len;
+    if (sign) {
+        uint8_t zero[XFER_MAC_BYTES] = {0};
+        put_bytes(&w, zero, sizeof(zero));
+    }
     if (w.failed) {
         free(w.buf);
         return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_metadata_export: out of memory");
     }
     *blob = w.buf;
     *len = w.len;
+    if (mac_offset)
+        *mac_offset = at;
     return KVRT_OK;
 }
 
@@ -382,9 +332,16 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
                            x->num_layers, MAX_LAYERS);
     }
     uint32_t addressable = get_u32(&r, "addressable");
-    md->agent_id = get_u64(&r, "agent_id");
-    md->chunk_bytes = get_u64(&r, "chunk_bytes");
-    md->worker_addr = get_blob(&r, &md->worker_addr_len, "worker_address");
+    md->f.agent_id = get_u64(&r, "agent_id");
+    md->f.chunk_bytes = get_u64(&r, "chunk_bytes");
+    const uint8_t *nonce = NULL;
+    if (get_bytes(&r, XFER_NONCE_BYTES, &nonce, "nonce"))
+        memcpy(md->f.nonce, nonce, XFER_NONCE_BYTES);
+    md->f.worker_addr = get_blob(&r, &md->f.worker_addr_len, "worker_address");
+    md->signed_len = r.pos + 4;
+    uint32_t is_signed = get_u32(&r, "signed");
+    if (is_signed == 1)
+        get_bytes(&r, XFER_MAC_BYTES, &md->mac, "mac");
     if (rc == KVRT_OK && r.failed_field)
         rc = TRUNC(&r);
     if (rc == KVRT_OK && r.pos != len)
@@ -392,87 +349,38 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
                        len - r.pos, r.pos, len);
     if (rc == KVRT_OK && addressable > 1)
         rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: addressable flag %u; valid are 0 and 1", addressable);
-    if (rc == KVRT_OK && md->agent_id == 0)
+    if (rc == KVRT_OK && is_signed > 1)
+        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: signed flag %u; valid are 0 and 1", is_signed);
+    if (rc == KVRT_OK && md->f.agent_id == 0)
         rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: agent id 0; an agent's id is never 0");
-    if (rc == KVRT_OK && md->worker_addr_len == 0)
+    if (rc == KVRT_OK && md->f.worker_addr_len == 0)
         rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: the worker address is empty");
-    md->addressable = addressable == 1;
+    md->f.addressable = addressable == 1;
+    md->is_signed = is_signed == 1;
     kvrt_placement *p = NULL;
     if (rc == KVRT_OK)
         rc = rebuild((enum kvrt_layout)layout, num_blocks, kernel, ngroups, sets, nsets, &p);
     if (rc == KVRT_OK)
         rc = check_placement(p, sets, nsets, bytes);
     free(sets);
-    if (rc == KVRT_OK) {
-        md->cache.placement = p;
-        rc = xfer_desc_from_placement(&md->cache);
-        if (rc != KVRT_OK)
-            xfer_desc_free(&md->cache, true);
-        else if (md->chunk_bytes < md->cache.staging_per_block || md->chunk_bytes > MAX_CHUNK)
-            rc = XFER_FAIL(KVRT_ERR_INVALID,
-                           "kvrt-xfer metadata: staging chunks of %llu bytes; valid are one block's staging bytes "
-                           "(%llu) up to %llu",
-                           ULL(md->chunk_bytes), ULL(md->cache.staging_per_block), ULL(MAX_CHUNK));
-        if (rc != KVRT_OK && md->cache.layers)
-            xfer_desc_free(&md->cache, true);
-    } else {
+    if (rc != KVRT_OK) {
         kvrt_placement_destroy(p);
+        return rc;
     }
+    rc = xfer_desc_init(&md->cache, p, true);
+    if (rc == KVRT_OK && (md->f.chunk_bytes < md->cache.staging_per_block || md->f.chunk_bytes > XFER_MAX_CHUNK))
+        rc = XFER_FAIL(KVRT_ERR_INVALID,
+                       "kvrt-xfer metadata: staging chunks of %llu bytes; valid are one block's staging bytes "
+                       "(%llu) up to %llu",
+                       ULL(md->f.chunk_bytes), ULL(md->cache.staging_per_block), ULL(XFER_MAX_CHUNK));
+    if (rc != KVRT_OK)
+        xfer_desc_free(&md->cache);
     return rc;
 }
 
-/* ---- compatibility --------------------------------------------------------- */
-
-static uint64_t head_v(const struct kvrt_spec *s)
+void xfer_md_free(struct xfer_md *md)
 {
-    return s->head_size_v == KVRT_UNSET ? s->head_size : s->head_size_v;
-}
-
-int xfer_md_compatible(const struct xfer_cache_desc *a, const struct xfer_cache_desc *b)
-{
-    if (a->num_layers != b->num_layers)
-        return XFER_FAIL(KVRT_ERR_INVALID,
-                         "incompatible peer: the model has %llu layers here and %llu on the "
-                         "peer",
-                         ULL(a->num_layers), ULL(b->num_layers));
-    for (uint64_t i = 0; i < a->num_layers; i++) {
-        const struct kvrt_spec *x = a->layers[i].spec, *y = b->layers[i].spec;
-        const char *what = NULL;
-        char here[64] = "", there[64] = "";
-        if (x->kind != y->kind) {
-            what = "kind";
-            snprintf(here, sizeof(here), "%s", kvrt_spec_kind_name(x->kind));
-            snprintf(there, sizeof(there), "%s", kvrt_spec_kind_name(y->kind));
-        } else if (x->dtype != y->dtype) {
-            what = "element type";
-            snprintf(here, sizeof(here), "%s", kvrt_dtype_name(x->dtype));
-            snprintf(there, sizeof(there), "%s", kvrt_dtype_name(y->dtype));
-        } else if (x->block_size != y->block_size) {
-            what = "block size";
-            snprintf(here, sizeof(here), "%llu", ULL(x->block_size));
-            snprintf(there, sizeof(there), "%llu", ULL(y->block_size));
-        } else if (x->kind != KVRT_SPEC_STATE && x->head_size != y->head_size) {
-            what = "head size";
-            snprintf(here, sizeof(here), "%llu", ULL(x->head_size));
-            snprintf(there, sizeof(there), "%llu", ULL(y->head_size));
-        } else if (x->kind != KVRT_SPEC_STATE && head_v(x) != head_v(y)) {
-            what = "V head size";
-            snprintf(here, sizeof(here), "%llu", ULL(head_v(x)));
-            snprintf(there, sizeof(there), "%llu", ULL(head_v(y)));
-        } else if (a->layers[i].states != b->layers[i].states) {
-            what = "states per block (tokens per state)";
-            snprintf(here, sizeof(here), "%llu", ULL(a->layers[i].states));
-            snprintf(there, sizeof(there), "%llu", ULL(b->layers[i].states));
-        } else if (a->layers[i].content != b->layers[i].content) {
-            what = "content bytes per state";
-            snprintf(here, sizeof(here), "%llu", ULL(a->layers[i].content));
-            snprintf(there, sizeof(there), "%llu", ULL(b->layers[i].content));
-        }
-        if (what)
-            return XFER_FAIL(KVRT_ERR_INVALID, "incompatible peer: layer %llu %s is %s here and %s on the peer", ULL(i),
-                             what, here, there);
-    }
-    return KVRT_OK;
+    xfer_desc_free(&md->cache);
 }
 
 int kvrt_xfer_metadata_parse(const void *blob, size_t len, struct kvrt_xfer_metadata_info *info)
@@ -493,10 +401,11 @@ int kvrt_xfer_metadata_parse(const void *blob, size_t len, struct kvrt_xfer_meta
         info->num_layers = md.cache.num_layers;
         info->num_sets = kvrt_placement_num_sets(md.cache.placement);
         info->cache_bytes = md.cache.bytes;
-        info->cache_addressable = md.addressable;
-        info->chunk_bytes = md.chunk_bytes;
+        info->cache_addressable = md.f.addressable;
+        info->chunk_bytes = md.f.chunk_bytes;
+        info->is_signed = md.is_signed;
     }
-    xfer_desc_free(&md.cache, true);
+    xfer_md_free(&md);
     kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
 }

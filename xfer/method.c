@@ -1,9 +1,13 @@
-/* Transfer methods: their names, written once (kvrt/xfer.h). */
+/*
+ * Transfer methods: their names, written once (kvrt/xfer.h).
+ *
+ * Layer 5 of libkvrt-xfer (docs/xfer.md, "Layers").
+ */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "xfer_internal.h"
+#include "plan.h"
 
 /* The enum values index this table. */
 static const char *const method_names[] = {

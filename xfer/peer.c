@@ -1,43 +1,17 @@
 /*
  * Peers: one per remote agent, from loaded metadata or a connection; its
- * endpoints (every one with UCX's peer error handling), its name, its state
- * (connected, closed, failed) and what a failure does: every transfer with
- * it fails, naming it, and its endpoints are closed by force so that no
- * UCX request keeps a buffer busy.
+ * link (the data endpoint), its metadata, its session with the wire, and
+ * what its failure does: every transfer with it fails, naming it, and its
+ * endpoints are closed by force so that no UCX request keeps a buffer busy.
+ *
+ * Layer 6 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
-#include <stdarg.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "xfer_internal.h"
-
-void xfer_peer_fail(kvrt_xfer_peer *p, const char *fmt, ...)
-{
-    if (p->state != KVRT_XFER_PEER_CONNECTED)
-        return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(p->why, sizeof(p->why), fmt, ap);
-    va_end(ap);
-    p->state = KVRT_XFER_PEER_FAILED;
-}
-
-static void peer_ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
-{
-    kvrt_xfer_peer *p = arg;
-    xfer_peer_fail(p, "the connection broke (%s on its %s endpoint)", ucs_status_string(status),
-                   ep == p->conn_ep ? "connection" : "data");
-}
-
-int xfer_peer_ok(const kvrt_xfer_peer *p, const char *what)
-{
-    if (p->state == KVRT_XFER_PEER_FAILED)
-        return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s: peer %s failed: %s", what, p->name, p->why);
-    if (p->state == KVRT_XFER_PEER_CLOSED)
-        return XFER_FAIL(KVRT_ERR_STATE, "kvrt-xfer: %s: peer %s has closed the connection", what, p->name);
-    return KVRT_OK;
-}
+#include "agent.h"
 
 int xfer_peer_new(kvrt_xfer_agent *a, kvrt_xfer_peer **out)
 {
@@ -45,51 +19,69 @@ int xfer_peer_new(kvrt_xfer_agent *a, kvrt_xfer_peer **out)
     if (!p)
         return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a peer");
     p->agent = a;
-    p->state = KVRT_XFER_PEER_CONNECTED;
-    p->queue_tail = &p->queue;
-    snprintf(p->name, sizeof(p->name), "peer %llu", ULL(++a->peer_count));
+    xfer_link_init(&p->link, a->t, &a->log, &a->stats.violations);
+    snprintf(p->link.name, sizeof(p->link.name), "peer %llu", ULL(++a->peer_count));
     p->next = a->peers;
     a->peers = p;
     *out = p;
     return KVRT_OK;
 }
 
-void xfer_peer_ep_params(ucp_ep_params_t *ep, kvrt_xfer_peer *p)
-{
-    memset(ep, 0, sizeof(*ep));
-    ep->field_mask = UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE | UCP_EP_PARAM_FIELD_ERR_HANDLER;
-    ep->err_mode = UCP_ERR_HANDLING_MODE_PEER;
-    ep->err_handler.cb = peer_ep_error;
-    ep->err_handler.arg = p;
-}
-
-kvrt_xfer_peer *xfer_peer_by_id(kvrt_xfer_agent *a, uint64_t id)
+kvrt_xfer_peer *xfer_peer_of_conn(kvrt_xfer_agent *a, const xt_ep *ep)
 {
     for (kvrt_xfer_peer *p = a->peers; p; p = p->next)
-        if (p->loaded && p->md.agent_id == id && p->state == KVRT_XFER_PEER_CONNECTED)
+        if (p->conn_ep && p->conn_ep == ep)
             return p;
     return NULL;
 }
 
-/* Parse and check the peer's metadata (p->blob, kept: md points into it). */
+/* Signed with this agent's key, or unsigned when it has none. */
+static int check_signature(kvrt_xfer_agent *a, const struct xfer_md *md, const uint8_t *blob)
+{
+    bool keyed = xfer_key_set(&a->key);
+    if (keyed && !md->is_signed)
+        return XFER_FAIL(KVRT_ERR_REFUSED,
+                         "kvrt-xfer: the peer's metadata is not signed; this agent holds a key (%s) and takes "
+                         "metadata only from agents that hold it too",
+                         a->key.path);
+    if (!keyed && md->is_signed)
+        return XFER_FAIL(KVRT_ERR_REFUSED,
+                         "kvrt-xfer: the peer's metadata is signed with a key and this agent has none; give it the "
+                         "same key file (key_file in kvrt_xfer_agent_options, or KVRT_XFER_KEY_FILE)");
+    if (keyed) {
+        uint8_t mac[XFER_MAC_BYTES];
+        xfer_sign_blob(&a->key, blob, md->signed_len, mac);
+        if (!xfer_same(mac, md->mac, sizeof(mac)))
+            return XFER_FAIL(KVRT_ERR_REFUSED,
+                             "kvrt-xfer: the peer's metadata is not signed with this agent's key (%s): another key, "
+                             "or the blob was altered",
+                             a->key.path);
+    }
+    return KVRT_OK;
+}
+
 int xfer_peer_take_blob(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
 {
     struct xfer_md md;
     int rc = xfer_md_parse(p->blob, p->blob_len, &md);
     if (rc != KVRT_OK)
         return rc;
-    rc = xfer_md_compatible(&a->local, &md.cache);
-    if (rc == KVRT_OK && md.agent_id == a->id)
+    rc = check_signature(a, &md, p->blob);
+    if (rc == KVRT_OK)
+        rc = xfer_desc_compatible(&a->local.desc, &md.cache);
+    if (rc == KVRT_OK && md.f.agent_id == a->id)
         rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: the peer's metadata is this agent's own");
     if (rc == KVRT_OK) {
-        kvrt_xfer_peer *twin = xfer_peer_by_id(a, md.agent_id);
-        if (twin && twin != p)
-            rc = XFER_FAIL(KVRT_ERR_STATE,
-                           "kvrt-xfer: that agent is already %s here; one peer per remote agent (close it first)",
-                           twin->name);
+        for (kvrt_xfer_peer *q = a->peers; q; q = q->next)
+            if (q != p && q->loaded && q->md.f.agent_id == md.f.agent_id && q->link.state == KVRT_XFER_PEER_CONNECTED) {
+                rc = XFER_FAIL(KVRT_ERR_STATE,
+                               "kvrt-xfer: that agent is already %s here; one peer per remote agent (close it first)",
+                               q->link.name);
+                break;
+            }
     }
     if (rc != KVRT_OK) {
-        xfer_desc_free(&md.cache, true);
+        xfer_md_free(&md);
         return rc;
     }
     p->md = md;
@@ -97,137 +89,66 @@ int xfer_peer_take_blob(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
     return KVRT_OK;
 }
 
-int xfer_peer_open_data_ep(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
+int xfer_peer_session(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const uint8_t token[XFER_TOKEN_BYTES], bool await_ready)
 {
-    ucp_ep_params_t ep;
-    xfer_peer_ep_params(&ep, p);
-    ep.field_mask |= UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
-    ep.address = (const ucp_address_t *)p->md.worker_addr; /* points into p->blob */
-    ucs_status_t st = ucp_ep_create(a->worker, &ep, &p->data_ep);
-    if (st != UCS_OK) {
-        p->data_ep = NULL;
-        return XFER_FAIL(KVRT_ERR_DEVICE,
-                         "kvrt-xfer: cannot reach %s at its worker address: %s (peer error handling over shared "
-                         "memory needs tcp too: UCX_TLS=sm,tcp)",
-                         p->name, ucs_status_string(st));
-    }
-    ucp_request_param_t prm;
-    memset(&prm, 0, sizeof(prm));
-    void *req = ucp_ep_flush_nbx(p->data_ep, &prm);
-    if (UCS_PTR_IS_ERR(req))
-        return xfer_ucx_fail(UCS_PTR_STATUS(req), "ucp_ep_flush_nbx of the data endpoint");
-    p->wire_req = req;
-    p->wired = req == NULL;
-    return KVRT_OK;
+    struct wire_ident theirs = {p->md.f.agent_id, {0}};
+    memcpy(theirs.token, token, XFER_TOKEN_BYTES);
+    p->link.me.from = a->id;
+    memcpy(p->link.me.token, token, XFER_TOKEN_BYTES);
+    int rc = wire_session_add(&a->sessions, &theirs, &p->link, await_ready);
+    if (rc == KVRT_OK)
+        p->in_session = true;
+    return rc;
 }
 
-void xfer_peer_check_wired(kvrt_xfer_peer *p)
-{
-    ucs_status_t st = ucp_request_check_status(p->wire_req);
-    if (st == UCS_INPROGRESS)
-        return;
-    ucp_request_free(p->wire_req);
-    p->wire_req = NULL;
-    if (st != UCS_OK) {
-        xfer_peer_fail(p, "its data endpoint could not be set up (%s)", ucs_status_string(st));
-        return;
-    }
-    p->wired = true;
-    /* What waited goes now, in order. */
-    while (p->queue && p->state == KVRT_XFER_PEER_CONNECTED) {
-        struct xfer_queued_req *q = p->queue;
-        p->queue = q->next;
-        xfer_ctl_send(p, q->id, q->req, q->hlen);
-        free(q);
-    }
-    p->queue_tail = &p->queue;
-}
-
-static void start_close(kvrt_xfer_peer *p, int i, ucp_ep_h *ep)
-{
-    if (!*ep)
-        return;
-    ucp_request_param_t prm;
-    memset(&prm, 0, sizeof(prm));
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    void *req = ucp_ep_close_nbx(*ep, &prm);
-    p->close_req[i] = UCS_PTR_IS_PTR(req) ? req : NULL;
-    *ep = NULL;
-}
-
-static bool closed(kvrt_xfer_peer *p)
-{
-    for (int i = 0; i < 2; i++) {
-        if (p->close_req[i] && ucp_request_check_status(p->close_req[i]) == UCS_INPROGRESS)
-            return false;
-        if (p->close_req[i]) {
-            ucp_request_free(p->close_req[i]);
-            p->close_req[i] = NULL;
-        }
-    }
-    return true;
-}
-
-/* Fail the peer's streams, naming why; its waiting chunks go back to UCX. */
-static void fail_streams(kvrt_xfer_peer *p)
-{
-    kvrt_xfer_agent *a = p->agent;
-    char why[700];
-    if (p->closed_here)
-        snprintf(why, sizeof(why), "the connection to peer %s was closed here", p->name);
-    else if (p->state == KVRT_XFER_PEER_FAILED)
-        snprintf(why, sizeof(why), "peer %s failed: %s", p->name, p->why);
-    else
-        snprintf(why, sizeof(why), "peer %s closed the connection", p->name);
-    int status = p->state == KVRT_XFER_PEER_FAILED && !p->closed_here ? KVRT_ERR_DEVICE : KVRT_ERR_STATE;
-    for (struct xfer_out *o = a->outs; o; o = o->next)
-        if (o->peer == p) {
-            xfer_out_fail(o, status, "kvrt-xfer: %s before the transfer completed", why);
-            o->peer = NULL;
-        }
-    for (struct xfer_in *in = a->ins; in; in = in->next)
-        if (in->peer == p) {
-            xfer_in_fail(in, status, "kvrt-xfer: %s before the transfer completed", why);
-            in->peer = NULL;
-        }
-    for (struct xfer_deferred **d = &a->deferred; *d;) {
-        if ((*d)->in->finished) {
-            struct xfer_deferred *x = *d;
-            *d = x->next;
-            x->in->deferred--;
-            ucp_am_data_release(a->worker, x->desc);
-            free(x);
-        } else {
-            d = &(*d)->next;
-        }
-    }
-    a->deferred_tail = &a->deferred;
-    while (*a->deferred_tail)
-        a->deferred_tail = &(*a->deferred_tail)->next;
-    while (p->queue) {
-        struct xfer_queued_req *q = p->queue;
-        p->queue = q->next;
-        xfer_req_free(q->req);
-        free(q);
-    }
-    p->queue_tail = &p->queue;
-}
-
-/* A peer that failed or said goodbye: fail its streams, close its eps by
- * force (their UCX requests complete with errors, freeing what they hold). */
 void xfer_peer_cleanup(kvrt_xfer_peer *p)
 {
-    if (!p->cleaned) {
-        p->cleaned = true;
-        fail_streams(p);
-        start_close(p, 0, &p->data_ep);
-        start_close(p, 1, &p->conn_ep);
-    }
-    closed(p);
+    if (p->cleaned)
+        return;
+    kvrt_xfer_agent *a = p->agent;
+    p->cleaned = true;
+    if (p->in_session)
+        wire_session_remove(&a->sessions, &p->link);
+    p->in_session = false;
+    char why[700];
+    if (p->closed_here)
+        snprintf(why, sizeof(why), "the connection to peer %s was closed here", p->link.name);
+    else if (p->link.state == KVRT_XFER_PEER_FAILED)
+        snprintf(why, sizeof(why), "peer %s failed: %s", p->link.name, p->link.why);
+    else
+        snprintf(why, sizeof(why), "peer %s closed the connection", p->link.name);
+    int status = p->link.state == KVRT_XFER_PEER_FAILED && !p->closed_here ? KVRT_ERR_DEVICE : KVRT_ERR_STATE;
+    xfer_streams_fail_link(&a->streams, &p->link, status, why);
+    if (p->link.ep == p->conn_ep)
+        p->link.ep = NULL; /* one endpoint, closed once */
+    xfer_link_close(&p->link);
+    if (p->conn_ep)
+        xt_ep_close(a->t, p->conn_ep);
+    p->conn_ep = NULL;
 }
 
-static void unlink_peer(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
+/* Wait (bounded) until what was sent on ep has left. */
+static void flushed(void *user, int status, size_t len, const char *why)
+{
+    (void)status;
+    (void)len;
+    (void)why;
+    *(bool *)user = true;
+}
+
+static void flush_wait(kvrt_xfer_agent *a, xt_ep *ep)
+{
+    bool done = false;
+    if (!ep || xt_flush(ep, flushed, &done) != KVRT_OK)
+        return;
+    double deadline = xfer_now() + 2.0;
+    while (!done && xfer_now() < deadline)
+        xt_progress(a->t);
+    if (!done)
+        xt_forget(a->t, &done);
+}
+
+void xfer_peer_drop(kvrt_xfer_agent *a, kvrt_xfer_peer *p, bool polite)
 {
     for (kvrt_xfer_peer **pp = &a->peers; *pp; pp = &(*pp)->next)
         if (*pp == p) {
@@ -238,54 +159,26 @@ static void unlink_peer(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
     for (struct xfer_note *n = a->notes; n; n = n->next)
         if (n->peer == p)
             n->peer = NULL;
-}
-
-/* Unlinked already.  A polite close flushes what was sent (a goodbye, a
- * refusal) first; every close is then forced, so it completes locally and
- * no request is left to a peer that has stopped progressing. */
-void xfer_peer_destroy(kvrt_xfer_peer *p, bool polite)
-{
-    kvrt_xfer_agent *a = p->agent;
     if (!p->cleaned) {
-        p->cleaned = true;
         p->closed_here = true;
-        if (p->state == KVRT_XFER_PEER_CONNECTED)
-            p->state = KVRT_XFER_PEER_CLOSED;
-        fail_streams(p);
+        if (p->link.state == KVRT_XFER_PEER_CONNECTED)
+            p->link.state = KVRT_XFER_PEER_CLOSED;
     }
-    ucp_ep_h eps[2] = {p->data_ep, p->conn_ep};
-    for (int i = 0; polite && i < 2; i++) {
-        if (!eps[i])
-            continue;
-        ucp_request_param_t prm;
-        memset(&prm, 0, sizeof(prm));
-        void *req = ucp_ep_flush_nbx(eps[i], &prm);
-        double deadline = xfer_now() + 2.0;
-        while (UCS_PTR_IS_PTR(req) && ucp_request_check_status(req) == UCS_INPROGRESS && xfer_now() < deadline)
-            ucp_worker_progress(a->worker);
-        if (UCS_PTR_IS_PTR(req))
-            ucp_request_free(req);
+    /* A polite close lets what was sent (a goodbye, a refusal) leave first. */
+    if (polite) {
+        flush_wait(a, p->link.ep);
+        if (p->conn_ep != p->link.ep)
+            flush_wait(a, p->conn_ep);
     }
-    start_close(p, 0, &p->data_ep);
-    start_close(p, 1, &p->conn_ep);
-    double deadline = xfer_now() + 2.0;
-    while (!closed(p) && xfer_now() < deadline)
-        ucp_worker_progress(a->worker);
-    for (int i = 0; i < 2; i++)
-        if (p->close_req[i])
-            ucp_request_free(p->close_req[i]);
-    if (p->wire_req)
-        ucp_request_free(p->wire_req);
+    xfer_peer_cleanup(p);
+    xt_forget(a->t, p);
+    xfer_grants_free(&p->grants);
     if (p->loaded)
-        xfer_desc_free(&p->md.cache, true);
+        xfer_md_free(&p->md);
     free(p->blob);
+    free(p->hello);
+    free(p->reply);
     free(p);
-}
-
-void xfer_peer_drop(kvrt_xfer_agent *a, kvrt_xfer_peer *p, bool polite)
-{
-    unlink_peer(a, p);
-    xfer_peer_destroy(p, polite);
 }
 
 int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t len, kvrt_xfer_peer **out)
@@ -304,12 +197,17 @@ int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t len, kvrt_x
         rc = xfer_peer_take_blob(a, p);
     }
     if (rc == KVRT_OK)
-        rc = xfer_peer_open_data_ep(a, p);
+        rc = xfer_link_open(&p->link, p->md.f.worker_addr, p->md.f.worker_addr_len, p);
+    if (rc == KVRT_OK) {
+        uint8_t token[XFER_TOKEN_BYTES];
+        xfer_pair_token(&a->key, a->id, a->nonce, p->md.f.agent_id, p->md.f.nonce, token);
+        rc = xfer_peer_session(a, p, token, false);
+    }
     if (rc != KVRT_OK && p) {
         char why[2048];
         snprintf(why, sizeof(why), "%s", kvrt_error_message());
         xfer_peer_drop(a, p, false);
-        kvrt_error_report(rc, "%s", why);
+        kvrt_error_report(rc, "kvrt_xfer_peer_load: %s", why);
     }
     xfer_unlock(a);
     if (rc != KVRT_OK)
@@ -319,25 +217,42 @@ int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t len, kvrt_x
     return KVRT_OK;
 }
 
+static void say_bye(kvrt_xfer_agent *a, kvrt_xfer_peer *p, xt_ep *ep)
+{
+    struct wire_hdr h = wire_hdr_make(&p->link.me, 0);
+    bool done = false;
+    if (xt_send(ep, WIRE_BYE, &h, sizeof(h), NULL, 0, XT_EAGER, NULL, flushed, &done) != KVRT_OK)
+        return;
+    double deadline = xfer_now() + a->timeout_s;
+    while (!done && xfer_now() < deadline && p->link.state == KVRT_XFER_PEER_CONNECTED)
+        xt_progress(a->t);
+    if (!done)
+        xt_forget(a->t, &done);
+}
+
 void kvrt_xfer_peer_close(kvrt_xfer_peer *p)
 {
     if (!p)
         return;
     kvrt_xfer_agent *a = p->agent;
     xfer_lock(a);
-    bool polite = p->state == KVRT_XFER_PEER_CONNECTED;
-    if (polite && p->loaded) {
+    bool polite = p->link.state == KVRT_XFER_PEER_CONNECTED;
+    /* Its transfers end first, as closed here, whatever the goodbye then
+     * makes the peer do to them. */
+    p->closed_here = true;
+    char why[160];
+    snprintf(why, sizeof(why), "the connection to peer %s was closed here", p->link.name);
+    xfer_streams_fail_link(&a->streams, &p->link, KVRT_ERR_STATE, why);
+    if (polite && p->in_session) {
         /* Goodbye on every endpoint, each ahead of its own disconnection:
          * whichever the peer notices first, it reads the goodbye first and
          * sees a close, not a failure. */
-        struct xfer_hdr h = xfer_hdr_for(p, 0);
         if (p->conn_ep)
-            xfer_ctl_send_wait(a, p, p->conn_ep, XFER_AM_BYE, &h, sizeof(h), NULL, 0, "saying goodbye");
-        if (p->data_ep && p->wired)
-            xfer_ctl_send_wait(a, p, p->data_ep, XFER_AM_BYE, &h, sizeof(h), NULL, 0, "saying goodbye");
+            say_bye(a, p, p->conn_ep);
+        if (p->link.ep && p->link.wired && p->link.ep != p->conn_ep)
+            say_bye(a, p, p->link.ep);
     }
-    unlink_peer(a, p);
-    xfer_peer_destroy(p, polite);
+    xfer_peer_drop(a, p, polite);
     xfer_unlock(a);
 }
 
@@ -349,14 +264,14 @@ enum kvrt_xfer_peer_state kvrt_xfer_peer_state(const kvrt_xfer_peer *p, const ch
         return KVRT_XFER_PEER_FAILED;
     }
     xfer_lock(p->agent);
-    enum kvrt_xfer_peer_state st = p->state;
+    enum kvrt_xfer_peer_state st = p->link.state;
     if (why)
-        *why = st == KVRT_XFER_PEER_FAILED ? p->why : "";
+        *why = st == KVRT_XFER_PEER_FAILED ? p->link.why : "";
     xfer_unlock(p->agent);
     return st;
 }
 
 const char *kvrt_xfer_peer_name(const kvrt_xfer_peer *p)
 {
-    return p ? p->name : NULL;
+    return p ? p->link.name : NULL;
 }

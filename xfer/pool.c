@@ -1,20 +1,60 @@
 /*
- * The staging pool: one allocation, registered with UCX once, cut into
- * chunk slots -- half for chunks being sent, half for chunks being
- * received -- and the packing of blocks into a slot in kvrt's staging order
- * (per block, per layer, [H, N, C]) through the backend's own gather and
- * scatter, so that any backend and any layout pair works.  A selection of
- * layers or heads is packed: for each block, for each selected layer, the
- * selected heads' contiguous [h, N, C] slice.
+ * This side's cache and the staging pool.  Packing of whole blocks goes
+ * through the backend's own gather and scatter, so any backend and any
+ * layout works; a layer or head selection is cut out of (or patched into)
+ * whole blocks gathered into a scratch buffer of one chunk.
+ *
+ * Layer 3 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
-#include "xfer_internal.h"
+#include "pool.h"
 
-int xfer_pool_create(kvrt_xfer_agent *a, uint64_t chunk, uint64_t total)
+static double now(void)
 {
-    struct xfer_pool *p = &a->pool;
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int xfer_local_init(struct xfer_local *l, xt *t, kvrt_backend *b, kvrt_cache *c, double *seconds, uint64_t *bytes)
+{
+    memset(l, 0, sizeof(*l));
+    l->backend = b;
+    l->cache = c;
+    int rc = xfer_desc_init(&l->desc, (kvrt_placement *)kvrt_cache_placement(c), false);
+    if (rc != KVRT_OK)
+        return rc;
+    void *addr = NULL;
+    enum kvrt_memory_kind kind = KVRT_MEMORY_OPAQUE;
+    kvrt_buffer *buf = kvrt_cache_buffer(c);
+    if (!buf || kvrt_buffer_address(buf, &addr, &kind) != KVRT_OK || kind != KVRT_MEMORY_HOST || !addr) {
+        kvrt_error_report(KVRT_OK, NULL);
+        return KVRT_OK; /* staged through host memory instead */
+    }
+    double t0 = now();
+    rc = xt_mem_map(t, addr, l->desc.bytes, &l->mem);
+    if (rc != KVRT_OK)
+        return rc;
+    *seconds += now() - t0;
+    *bytes += l->desc.bytes;
+    l->addr = addr;
+    return KVRT_OK;
+}
+
+void xfer_local_free(struct xfer_local *l, xt *t)
+{
+    xt_mem_unmap(t, l->mem);
+    l->mem = NULL;
+    xfer_desc_free(&l->desc);
+}
+
+int xfer_pool_create(struct xfer_pool *p, xt *t, const struct xfer_local *l, uint64_t chunk, uint64_t total,
+                     double *seconds, uint64_t *bytes)
+{
+    memset(p, 0, sizeof(*p));
     uint64_t n = total / chunk;
     if (n < 4 || n > 4096)
         return XFER_FAIL(KVRT_ERR_INVALID,
@@ -24,7 +64,7 @@ int xfer_pool_create(kvrt_xfer_agent *a, uint64_t chunk, uint64_t total)
     p->chunk = chunk;
     p->half = (unsigned)(n / 2);
     p->nslots = 2 * p->half;
-    uint64_t bytes = (uint64_t)p->nslots * chunk;
+    uint64_t size = (uint64_t)p->nslots * chunk;
     p->free_send = malloc(p->half * sizeof(unsigned));
     p->free_recv = malloc(p->half * sizeof(unsigned));
     if (!p->free_send || !p->free_recv)
@@ -36,7 +76,7 @@ int xfer_pool_create(kvrt_xfer_agent *a, uint64_t chunk, uint64_t total)
     p->nfree_send = p->nfree_recv = p->half;
     /* Host backends gather straight into the slots; others gather into a
      * device scratch buffer and download into host slots. */
-    int rc = kvrt_buffer_create(a->backend, bytes, &p->buf);
+    int rc = kvrt_buffer_create(l->backend, size, &p->buf);
     if (rc != KVRT_OK)
         return rc;
     void *addr = NULL;
@@ -47,30 +87,23 @@ int xfer_pool_create(kvrt_xfer_agent *a, uint64_t chunk, uint64_t total)
     } else {
         kvrt_buffer_destroy(p->buf);
         p->buf = NULL;
-        if (posix_memalign(&p->host_alloc, 4096, bytes) != 0)
-            return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a %llu-byte staging pool", ULL(bytes));
+        if (posix_memalign(&p->host_alloc, 4096, size) != 0)
+            return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a %llu-byte staging pool", ULL(size));
         p->host = p->host_alloc;
     }
     kvrt_error_report(KVRT_OK, NULL);
-    ucp_mem_map_params_t mp;
-    memset(&mp, 0, sizeof(mp));
-    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
-    mp.address = p->host;
-    mp.length = bytes;
-    double t0 = xfer_now();
-    ucs_status_t st = ucp_mem_map(a->ctx, &mp, &p->memh);
-    if (st != UCS_OK)
-        return xfer_ucx_fail(st, "ucp_mem_map of the staging pool");
-    a->registration_s += xfer_now() - t0;
-    a->registered_bytes += bytes;
+    double t0 = now();
+    rc = xt_mem_map(t, p->host, size, &p->mem);
+    if (rc != KVRT_OK)
+        return rc;
+    *seconds += now() - t0;
+    *bytes += size;
     return KVRT_OK;
 }
 
-void xfer_pool_destroy(kvrt_xfer_agent *a)
+void xfer_pool_destroy(struct xfer_pool *p, xt *t)
 {
-    struct xfer_pool *p = &a->pool;
-    if (p->memh)
-        ucp_mem_unmap(a->ctx, p->memh);
+    xt_mem_unmap(t, p->mem);
     kvrt_buffer_destroy(p->buf);
     kvrt_buffer_destroy(p->scratch);
     free(p->host_alloc);
@@ -79,17 +112,15 @@ void xfer_pool_destroy(kvrt_xfer_agent *a)
     memset(p, 0, sizeof(*p));
 }
 
-int xfer_pool_take(kvrt_xfer_agent *a, bool send)
+int xfer_pool_take(struct xfer_pool *p, bool send)
 {
-    struct xfer_pool *p = &a->pool;
     if (send)
         return p->nfree_send ? (int)p->free_send[--p->nfree_send] : -1;
     return p->nfree_recv ? (int)p->free_recv[--p->nfree_recv] : -1;
 }
 
-void xfer_pool_give(kvrt_xfer_agent *a, int slot)
+void xfer_pool_give(struct xfer_pool *p, int slot)
 {
-    struct xfer_pool *p = &a->pool;
     if (slot < 0)
         return;
     if ((unsigned)slot < p->half)
@@ -98,66 +129,36 @@ void xfer_pool_give(kvrt_xfer_agent *a, int slot)
         p->free_recv[p->nfree_recv++] = (unsigned)slot;
 }
 
-uint8_t *xfer_pool_slot(kvrt_xfer_agent *a, int slot)
+uint8_t *xfer_pool_slot(const struct xfer_pool *p, int slot)
 {
-    return a->pool.host + (uint64_t)slot * a->pool.chunk;
+    return p->host + (uint64_t)slot * p->chunk;
 }
 
-uint64_t xfer_sel_block_bytes(const struct xfer_cache_desc *d, const struct xfer_sel *s)
+static int scratch(struct xfer_pool *p, const struct xfer_local *l, kvrt_buffer **out)
 {
-    uint64_t total = 0;
-    for (uint64_t l = s->layer_start; l < s->layer_start + s->num_layers; l++) {
-        const struct xfer_layer *L = &d->layers[l];
-        total += s->num_heads * L->states * L->content;
-    }
-    return total;
-}
-
-uint64_t xfer_chunk_blocks(const kvrt_xfer_agent *a, const kvrt_xfer_peer *p)
-{
-    /* Each side may gather whole blocks into a chunk-sized scratch buffer,
-     * so a chunk holds as many blocks as the larger whole block allows. */
-    uint64_t mine = a->pool.chunk / a->local.staging_per_block;
-    uint64_t theirs = p->md.chunk_bytes / p->md.cache.staging_per_block;
-    uint64_t n = mine < theirs ? mine : theirs;
-    return n ? n : 1;
-}
-
-static bool sel_full(const struct xfer_cache_desc *d, const struct xfer_sel *s)
-{
-    if (s->layer_start != 0 || s->num_layers != d->num_layers)
-        return false;
-    for (uint64_t l = 0; l < d->num_layers; l++)
-        if (s->head_start != 0 || s->num_heads != d->layers[l].heads)
-            return false;
-    return true;
-}
-
-static int scratch(kvrt_xfer_agent *a, kvrt_buffer **out)
-{
-    if (!a->pool.scratch) {
-        int rc = kvrt_buffer_create(a->backend, a->pool.chunk, &a->pool.scratch);
+    if (!p->scratch) {
+        int rc = kvrt_buffer_create(l->backend, p->chunk, &p->scratch);
         if (rc != KVRT_OK)
             return rc;
     }
-    *out = a->pool.scratch;
+    *out = p->scratch;
     return KVRT_OK;
 }
 
 /* Copy the selected slices between whole blocks in `full` and the packed
- * slot. */
-static int slices(kvrt_xfer_agent *a, kvrt_buffer *full, uint8_t *slot, uint64_t n, const struct xfer_sel *s,
-                  bool to_slot)
+ * bytes at `packed`. */
+static int slices(const struct xfer_local *l, kvrt_buffer *full, uint8_t *packed, uint64_t n, const struct xfer_sel *s,
+                  bool to_packed)
 {
-    const struct xfer_cache_desc *d = &a->local;
+    const struct xfer_desc *d = &l->desc;
     uint64_t pos = 0;
     for (uint64_t i = 0; i < n; i++) {
-        for (uint64_t l = s->layer_start; l < s->layer_start + s->num_layers; l++) {
-            const struct xfer_layer *L = &d->layers[l];
+        for (uint64_t k = s->layer_start; k < s->layer_start + s->num_layers; k++) {
+            const struct xfer_layer *L = &d->layers[k];
             uint64_t slice = s->num_heads * L->states * L->content;
             uint64_t off = i * d->staging_per_block + L->staging_offset + s->head_start * L->states * L->content;
-            int rc = to_slot ? kvrt_buffer_download(full, off, slot + pos, slice)
-                             : kvrt_buffer_upload(full, off, slot + pos, slice);
+            int rc = to_packed ? kvrt_buffer_download(full, off, packed + pos, slice)
+                               : kvrt_buffer_upload(full, off, packed + pos, slice);
             if (rc != KVRT_OK)
                 return rc;
             pos += slice;
@@ -166,44 +167,44 @@ static int slices(kvrt_xfer_agent *a, kvrt_buffer *full, uint8_t *slot, uint64_t
     return KVRT_OK;
 }
 
-int xfer_pool_pack(kvrt_xfer_agent *a, int slot, const int64_t *ids, uint64_t n, const struct xfer_sel *s)
+int xfer_pool_pack(struct xfer_pool *p, const struct xfer_local *l, int slot, const int64_t *ids, uint64_t n,
+                   const struct xfer_sel *s)
 {
-    struct xfer_pool *p = &a->pool;
     uint64_t off = (uint64_t)slot * p->chunk;
-    bool full = sel_full(&a->local, s);
+    bool full = xfer_sel_full(&l->desc, s);
     if (full && p->host_is_buf)
-        return kvrt_cache_gather(a->cache, n, ids, p->buf, off);
+        return kvrt_cache_gather(l->cache, n, ids, p->buf, off);
     kvrt_buffer *tmp;
-    int rc = scratch(a, &tmp);
+    int rc = scratch(p, l, &tmp);
     if (rc == KVRT_OK)
-        rc = kvrt_cache_gather(a->cache, n, ids, tmp, 0);
+        rc = kvrt_cache_gather(l->cache, n, ids, tmp, 0);
     if (rc == KVRT_OK)
-        rc = full ? kvrt_buffer_download(tmp, 0, p->host + off, n * a->local.staging_per_block)
-                  : slices(a, tmp, p->host + off, n, s, true);
+        rc = full ? kvrt_buffer_download(tmp, 0, p->host + off, n * l->desc.staging_per_block)
+                  : slices(l, tmp, p->host + off, n, s, true);
     return rc;
 }
 
-int xfer_pool_unpack(kvrt_xfer_agent *a, int slot, const int64_t *ids, uint64_t n, const struct xfer_sel *s)
+int xfer_pool_unpack(struct xfer_pool *p, const struct xfer_local *l, const uint8_t *src, const int64_t *ids,
+                     uint64_t n, const struct xfer_sel *s)
 {
-    struct xfer_pool *p = &a->pool;
-    uint64_t off = (uint64_t)slot * p->chunk;
-    bool full = sel_full(&a->local, s);
-    if (full && p->host_is_buf)
-        return kvrt_cache_scatter(a->cache, n, ids, p->buf, off);
+    bool full = xfer_sel_full(&l->desc, s);
+    uint64_t size = (uint64_t)p->nslots * p->chunk;
+    if (full && p->host_is_buf && src >= p->host && src < p->host + size)
+        return kvrt_cache_scatter(l->cache, n, ids, p->buf, (uint64_t)(src - p->host));
     kvrt_buffer *tmp;
-    int rc = scratch(a, &tmp);
+    int rc = scratch(p, l, &tmp);
     if (rc != KVRT_OK)
         return rc;
     if (full) {
-        rc = kvrt_buffer_upload(tmp, 0, p->host + off, n * a->local.staging_per_block);
+        rc = kvrt_buffer_upload(tmp, 0, src, n * l->desc.staging_per_block);
     } else {
         /* Part of each page: read the destination pages, patch the
          * selected slices, write the pages back. */
-        rc = kvrt_cache_gather(a->cache, n, ids, tmp, 0);
+        rc = kvrt_cache_gather(l->cache, n, ids, tmp, 0);
         if (rc == KVRT_OK)
-            rc = slices(a, tmp, p->host + off, n, s, false);
+            rc = slices(l, tmp, (uint8_t *)src, n, s, false);
     }
     if (rc == KVRT_OK)
-        rc = kvrt_cache_scatter(a->cache, n, ids, tmp, 0);
+        rc = kvrt_cache_scatter(l->cache, n, ids, tmp, 0);
     return rc;
 }

@@ -1,346 +1,332 @@
 /*
- * The wire: the active-message handlers (each finds the peer, then hands
- * the message to the stream it belongs to), and control messages, which
- * are small and sent eager; the data messages are in out.c and in.c.
+ * The wire's messages and their checks.  Headers are fixed-size C structs
+ * without padding (asserted below), copied out of UCX's buffers before they
+ * are read, so no field is ever read unaligned or past what arrived.
+ *
+ * Layer 2 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "xfer_internal.h"
+#include "wire.h"
 
-struct xfer_req *xfer_req_new(kvrt_xfer_agent *a, size_t payload)
+_Static_assert(sizeof(struct wire_hello) == 40, "wire_hello has no padding");
+_Static_assert(sizeof(struct wire_reply) == 72, "wire_reply has no padding");
+_Static_assert(sizeof(struct wire_hdr) == 32, "wire_hdr has no padding");
+_Static_assert(sizeof(struct wire_begin) == 104, "wire_begin has no padding");
+_Static_assert(sizeof(struct wire_data) == 48, "wire_data has no padding");
+_Static_assert(sizeof(struct wire_status) == 40, "wire_status has no padding");
+_Static_assert(sizeof(struct wire_abort) == 40, "wire_abort has no padding");
+
+static const char *const names[WIRE_NUM_IDS] = {
+    [WIRE_HELLO] = "HELLO", [WIRE_REPLY] = "REPLY", [WIRE_PROOF] = "PROOF",   [WIRE_ACCEPT] = "ACCEPT",
+    [WIRE_READY] = "READY", [WIRE_BEGIN] = "BEGIN", [WIRE_DATA] = "DATA",     [WIRE_ACK] = "ACK",
+    [WIRE_END] = "END",     [WIRE_ABORT] = "ABORT", [WIRE_NOTIFY] = "NOTIFY", [WIRE_BYE] = "BYE",
+};
+
+const char *wire_name(unsigned id)
 {
-    struct xfer_req *r = calloc(1, sizeof(*r) + payload);
-    if (!r)
-        return NULL;
-    r->agent = a;
-    r->slot = -1;
-    r->len = payload;
-    return r;
+    return id > 0 && id < WIRE_NUM_IDS ? names[id] : "an unknown message";
 }
 
-void xfer_req_free(struct xfer_req *r)
+bool wire_status_valid(int32_t status)
 {
-    free(r);
+    return status <= KVRT_OK && status >= KVRT_ERR_INTERNAL;
 }
 
-void xfer_req_start(struct xfer_req *r)
+struct wire_hdr wire_hdr_make(const struct wire_ident *me, uint64_t xid)
 {
-    kvrt_xfer_agent *a = r->agent;
-    r->prev = NULL;
-    r->next = a->reqs;
-    if (a->reqs)
-        a->reqs->prev = r;
-    a->reqs = r;
-    a->ucx_requests++;
-}
-
-void xfer_req_done(struct xfer_req *r)
-{
-    kvrt_xfer_agent *a = r->agent;
-    if (r->prev)
-        r->prev->next = r->next;
-    else
-        a->reqs = r->next;
-    if (r->next)
-        r->next->prev = r->prev;
-    a->ucx_requests--;
-}
-
-struct xfer_hdr xfer_hdr_for(const kvrt_xfer_peer *p, uint64_t xid)
-{
-    struct xfer_hdr h = {p->agent->id, xid};
+    struct wire_hdr h;
+    memset(&h, 0, sizeof(h));
+    h.from = me->from;
+    h.xid = xid;
+    memcpy(h.token, me->token, sizeof(h.token));
     return h;
 }
 
-static void ctl_sent(void *req, ucs_status_t st, void *user)
-{
-    struct xfer_req *r = user;
-    (void)st; /* a lost control message shows as a failed peer or a timeout */
-    xfer_req_done(r);
-    xfer_req_free(r);
-    if (req)
-        ucp_request_free(req);
-}
+/* ---- sessions ------------------------------------------------------------ */
 
-int xfer_ctl_send(kvrt_xfer_peer *p, unsigned id, struct xfer_req *r, size_t hlen)
+int wire_session_add(struct wire_sessions *s, const struct wire_ident *peer, void *owner, bool await_ready)
 {
-    if (p->state != KVRT_XFER_PEER_CONNECTED || !p->data_ep) {
-        xfer_req_free(r);
-        return xfer_peer_ok(p, "sending a message");
+    if (s->n == s->cap) {
+        size_t cap = s->cap ? 2 * s->cap : 8;
+        struct wire_session *v = realloc(s->v, cap * sizeof(*v));
+        if (!v)
+            return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a session");
+        s->v = v;
+        s->cap = cap;
     }
-    if (!p->wired) {
-        struct xfer_queued_req *q = calloc(1, sizeof(*q));
-        if (!q) {
-            xfer_req_free(r);
-            return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a message");
-        }
-        *q = (struct xfer_queued_req){NULL, id, hlen, r};
-        *p->queue_tail = q;
-        p->queue_tail = &q->next;
-        return KVRT_OK;
-    }
-    ucp_request_param_t prm;
-    memset(&prm, 0, sizeof(prm));
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS | UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;
-    prm.flags = UCP_AM_SEND_FLAG_EAGER;
-    prm.cb.send = ctl_sent;
-    prm.user_data = r;
-    xfer_req_start(r);
-    void *req = ucp_am_send_nbx(p->data_ep, id, &r->hdr, hlen, r->len ? r->payload : NULL, r->len, &prm);
-    if (UCS_PTR_IS_ERR(req)) {
-        ucs_status_t st = UCS_PTR_STATUS(req);
-        ctl_sent(NULL, st, r);
-        return xfer_ucx_fail(st, "ucp_am_send_nbx of a control message");
-    }
-    if (req == NULL)
-        ctl_sent(NULL, UCS_OK, r);
+    s->v[s->n++] = (struct wire_session){*peer, owner, await_ready};
     return KVRT_OK;
 }
 
-int xfer_ctl_send_copy(kvrt_xfer_peer *p, unsigned id, const void *hdr, size_t hlen, const void *data, size_t dlen)
+void wire_session_remove(struct wire_sessions *s, void *owner)
 {
-    struct xfer_req *r = xfer_req_new(p->agent, dlen);
-    if (!r)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a message");
-    if (hlen > sizeof(r->hdr)) {
-        xfer_req_free(r);
-        return XFER_FAIL(KVRT_ERR_INTERNAL, "kvrt-xfer: a %zu-byte message header", hlen);
-    }
-    memcpy(&r->hdr, hdr, hlen);
-    if (dlen)
-        memcpy(r->payload, data, dlen);
-    return xfer_ctl_send(p, id, r, hlen);
+    for (size_t i = 0; i < s->n;)
+        if (s->v[i].owner == owner)
+            s->v[i] = s->v[--s->n];
+        else
+            i++;
 }
 
-int xfer_ctl_send_wait(kvrt_xfer_agent *a, kvrt_xfer_peer *p, ucp_ep_h ep, unsigned id, const void *hdr, size_t hlen,
-                       const void *data, size_t dlen, const char *what)
+void wire_sessions_free(struct wire_sessions *s)
 {
-    ucp_request_param_t prm;
-    memset(&prm, 0, sizeof(prm));
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    /* REPLY: the handshake's receiver finds the peer by its endpoint. */
-    prm.flags = UCP_AM_SEND_FLAG_EAGER | UCP_AM_SEND_FLAG_REPLY;
-    void *req = ucp_am_send_nbx(ep, id, hdr, hlen, data, dlen, &prm);
-    if (req == NULL)
-        return KVRT_OK;
-    if (UCS_PTR_IS_ERR(req))
-        return xfer_ucx_fail(UCS_PTR_STATUS(req), what);
-    double deadline = xfer_now() + a->timeout_s;
-    ucs_status_t st;
-    while ((st = ucp_request_check_status(req)) == UCS_INPROGRESS && xfer_now() < deadline &&
-           p->state == KVRT_XFER_PEER_CONNECTED)
-        ucp_worker_progress(a->worker);
-    if (st == UCS_INPROGRESS) {
-        /* Give up on it: closing the endpoint completes it. */
-        ucp_request_free(req);
-        if (p->state != KVRT_XFER_PEER_CONNECTED)
-            return xfer_peer_ok(p, what);
-        return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s: %s did not take the message within %g s", what, p->name,
-                         a->timeout_s);
-    }
-    ucp_request_free(req);
-    if (st != UCS_OK)
-        return p->state != KVRT_XFER_PEER_CONNECTED ? xfer_peer_ok(p, what) : xfer_ucx_fail(st, what);
-    return KVRT_OK;
+    free(s->v);
+    memset(s, 0, sizeof(*s));
 }
 
-/* ---- handlers ---------------------------------------------------------------- */
-
-static kvrt_xfer_peer *peer_of_conn(kvrt_xfer_agent *a, const ucp_am_recv_param_t *param)
+void *wire_session_owner(const struct wire_sessions *s, uint64_t from)
 {
-    if (!(param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP))
-        return NULL;
-    for (kvrt_xfer_peer *p = a->peers; p; p = p->next)
-        if (p->conn_ep && p->conn_ep == param->reply_ep)
-            return p;
+    for (size_t i = 0; i < s->n; i++)
+        if (s->v[i].peer.from == from)
+            return s->v[i].owner;
     return NULL;
 }
 
-static ucs_status_t on_handshake(void *arg, const void *header, size_t hlen, void *data, size_t len,
-                                 const ucp_am_recv_param_t *param, bool reply)
+/* ---- checks -------------------------------------------------------------- */
+
+static bool bad(char *why, size_t n, const char *fmt, ...) KVRT_PRINTF(3, 4);
+
+static bool bad(char *why, size_t n, const char *fmt, ...)
 {
-    kvrt_xfer_agent *a = arg;
-    kvrt_xfer_peer *p = peer_of_conn(a, param);
-    if (!p || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) || p->blob)
-        return UCS_OK;
-    uint8_t *copy = malloc(len + 1);
-    if (!copy) {
-        xfer_peer_fail(p, "out of memory for its metadata");
-        return UCS_OK;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(why, n, fmt, ap);
+    va_end(ap);
+    return false;
+}
+
+static bool header_size(unsigned id, size_t hlen, size_t want, char *why, size_t n)
+{
+    if (hlen != want)
+        return bad(why, n, "sent %s with a %zu-byte header (it is %zu bytes)", wire_name(id), hlen, want);
+    return true;
+}
+
+static bool eager(unsigned id, bool rndv, char *why, size_t n)
+{
+    if (rndv)
+        return bad(why, n, "sent %s as a rendezvous message (it is always eager)", wire_name(id));
+    return true;
+}
+
+static bool status_ok(unsigned id, int32_t status, char *why, size_t n)
+{
+    if (!wire_status_valid(status))
+        return bad(why, n, "sent an invalid status %d in %s (valid are 0 and the kvrt errors -1..-10)", (int)status,
+                   wire_name(id));
+    return true;
+}
+
+static bool zero(unsigned id, uint32_t reserved, char *why, size_t n)
+{
+    if (reserved)
+        return bad(why, n, "sent %s with reserved field 0x%x (it is 0)", wire_name(id), (unsigned)reserved);
+    return true;
+}
+
+static bool data_at_most(unsigned id, size_t len, uint64_t max, char *why, size_t n)
+{
+    if (len > max)
+        return bad(why, n, "sent %s with %zu bytes of data (at most %llu)", wire_name(id), len, ULL(max));
+    return true;
+}
+
+static bool check_begin(const struct wire_begin *b, size_t len, char *why, size_t n)
+{
+    if (b->kind != WIRE_PUSH && b->kind != WIRE_PULL)
+        return bad(why, n, "sent BEGIN of kind %u (valid are 1, a push, and 2, a pull)", (unsigned)b->kind);
+    if (b->flags & ~(uint16_t)WIRE_BEGIN_NOTE || (b->kind == WIRE_PULL && b->flags))
+        return bad(why, n, "sent BEGIN with flags 0x%x (valid: 0x1, a push's notification)", (unsigned)b->flags);
+    if (b->order > WIRE_ORDER_STAGING)
+        return bad(why, n, "sent BEGIN with byte order %u (valid are 0..5, a layout's, and 6, staging)",
+                   (unsigned)b->order);
+    if (b->count == 0 || b->count > XFER_MAX_BLOCKS)
+        return bad(why, n, "sent BEGIN for %llu blocks (valid are 1..%llu)", ULL(b->count), ULL(XFER_MAX_BLOCKS));
+    if (b->num_layers == 0 || b->num_heads == 0)
+        return bad(why, n, "sent BEGIN for %llu layers and %llu heads (at least one of each)", ULL(b->num_layers),
+                   ULL(b->num_heads));
+    if (b->chunk_bytes == 0 || b->chunk_bytes > XFER_MAX_CHUNK)
+        return bad(why, n, "sent BEGIN with %llu-byte chunks (valid are 1..%llu)", ULL(b->chunk_bytes),
+                   ULL(XFER_MAX_CHUNK));
+    if (b->total_bytes == 0)
+        return bad(why, n, "sent BEGIN for 0 bytes");
+    if (b->note_len > KVRT_XFER_MAX_NOTIFICATION || (!(b->flags & WIRE_BEGIN_NOTE) && b->note_len))
+        return bad(why, n, "sent BEGIN with a %llu-byte notification (at most %u, and only with flag 0x1)",
+                   ULL(b->note_len), (unsigned)KVRT_XFER_MAX_NOTIFICATION);
+    if (len != b->count * sizeof(int64_t) + b->note_len)
+        return bad(why, n, "sent BEGIN naming %llu blocks and a %llu-byte notification in %zu bytes", ULL(b->count),
+                   ULL(b->note_len), len);
+    if (b->h.xid == 0)
+        return bad(why, n, "sent BEGIN for stream 0 (streams are numbered from 1)");
+    return true;
+}
+
+static bool check_data(const struct wire_data *d, size_t len, char *why, size_t n)
+{
+    if (!zero(WIRE_DATA, d->reserved, why, n))
+        return false;
+    if (d->flags & ~(uint32_t)WIRE_DATA_REPLY)
+        return bad(why, n, "sent DATA with flags 0x%x (valid: 0x1, a pull's reply)", (unsigned)d->flags);
+    if (len == 0 || len > XFER_MAX_CHUNK)
+        return bad(why, n, "sent DATA of %zu bytes (valid are 1..%llu)", len, ULL(XFER_MAX_CHUNK));
+    if (d->h.xid == 0)
+        return bad(why, n, "sent DATA for stream 0 (streams are numbered from 1)");
+    return true;
+}
+
+static bool check_status(unsigned id, const struct wire_status *st, size_t len, char *why, size_t n)
+{
+    if (!zero(id, st->reserved, why, n) || !status_ok(id, st->status, why, n) ||
+        !data_at_most(id, len, XFER_MAX_REASON, why, n))
+        return false;
+    if (id == WIRE_END && st->status == KVRT_OK)
+        return bad(why, n, "sent END with status 0 (an END reports a failure)");
+    if (st->h.xid == 0)
+        return bad(why, n, "sent %s for stream 0 (streams are numbered from 1)", wire_name(id));
+    return true;
+}
+
+static bool check_abort(const struct wire_abort *a, size_t len, char *why, size_t n)
+{
+    if (!zero(WIRE_ABORT, a->reserved, why, n))
+        return false;
+    if (a->flags & ~(uint32_t)WIRE_ABORT_PULL)
+        return bad(why, n, "sent ABORT with flags 0x%x (valid: 0x1, a pull)", (unsigned)a->flags);
+    if (len)
+        return bad(why, n, "sent ABORT with %zu bytes of data (it has none)", len);
+    if (a->h.xid == 0)
+        return bad(why, n, "sent ABORT for stream 0 (streams are numbered from 1)");
+    return true;
+}
+
+static bool check_plain(unsigned id, const struct wire_hdr *h, size_t len, char *why, size_t n)
+{
+    if (id == WIRE_NOTIFY)
+        return data_at_most(id, len, KVRT_XFER_MAX_NOTIFICATION, why, n) &&
+               (h->xid ? true : bad(why, n, "sent NOTIFY for stream 0 (it names the pull it completed)"));
+    if (len)
+        return bad(why, n, "sent %s with %zu bytes of data (it has none)", wire_name(id), len);
+    if (h->xid)
+        return bad(why, n, "sent %s for stream %llu (it names none)", wire_name(id), ULL(h->xid));
+    return true;
+}
+
+static const size_t header_sizes[WIRE_NUM_IDS] = {
+    [WIRE_READY] = sizeof(struct wire_hdr),  [WIRE_BEGIN] = sizeof(struct wire_begin),
+    [WIRE_DATA] = sizeof(struct wire_data),  [WIRE_ACK] = sizeof(struct wire_status),
+    [WIRE_END] = sizeof(struct wire_status), [WIRE_ABORT] = sizeof(struct wire_abort),
+    [WIRE_NOTIFY] = sizeof(struct wire_hdr), [WIRE_BYE] = sizeof(struct wire_hdr),
+};
+
+enum wire_result wire_decode(struct wire_sessions *s, unsigned id, const void *hdr, size_t hlen, const void *data,
+                             size_t len, bool rndv, struct wire_msg *out, char *why, size_t n)
+{
+    memset(out, 0, sizeof(*out));
+    snprintf(why, n, "%s", "");
+    struct wire_hdr h;
+    if (id < WIRE_READY || id >= WIRE_NUM_IDS || hlen < sizeof(h) || !hdr)
+        return WIRE_STRANGER;
+    memcpy(&h, hdr, sizeof(h));
+    struct wire_session *sess = NULL;
+    for (size_t i = 0; i < s->n && !sess; i++)
+        if (s->v[i].peer.from == h.from && xfer_same(s->v[i].peer.token, h.token, XFER_TOKEN_BYTES))
+            sess = &s->v[i];
+    if (!sess)
+        return WIRE_STRANGER;
+    out->owner = sess->owner;
+    out->id = id;
+    out->xid = h.xid;
+    out->payload = data;
+    out->len = len;
+    out->rndv = rndv;
+    if (!header_size(id, hlen, header_sizes[id], why, n))
+        return WIRE_VIOLATION;
+    if (id != WIRE_DATA && !eager(id, rndv, why, n))
+        return WIRE_VIOLATION;
+    if (sess->await_ready && id != WIRE_READY) {
+        bad(why, n, "sent %s before READY", wire_name(id));
+        return WIRE_VIOLATION;
     }
-    memcpy(copy, data, len);
-    copy[len] = '\0';
-    p->blob = copy;
-    p->blob_len = len;
-    if (!reply) {
-        p->hello_seen = true;
-        return UCS_OK;
+    memcpy(&out->u, hdr, hlen);
+    bool ok = true;
+    switch (id) {
+    case WIRE_READY:
+        ok = check_plain(id, &h, len, why, n);
+        if (ok && !sess->await_ready)
+            ok = bad(why, n, "sent READY twice");
+        if (ok)
+            sess->await_ready = false;
+        break;
+    case WIRE_NOTIFY:
+    case WIRE_BYE: ok = check_plain(id, &h, len, why, n); break;
+    case WIRE_BEGIN: ok = check_begin(&out->u.begin, len, why, n); break;
+    case WIRE_DATA: ok = check_data(&out->u.data, len, why, n); break;
+    case WIRE_ACK:
+    case WIRE_END: ok = check_status(id, &out->u.status, len, why, n); break;
+    case WIRE_ABORT: ok = check_abort(&out->u.abort, len, why, n); break;
+    default: break;
     }
-    struct xfer_reply_msg rep = {KVRT_ERR_INTERNAL, 0};
-    if (hlen == sizeof(rep))
-        memcpy(&rep, header, sizeof(rep));
-    p->reply_status = rep.status;
-    p->reply_seen = true;
-    return UCS_OK;
+    return ok ? WIRE_OK : WIRE_VIOLATION;
 }
 
-static ucs_status_t am_hello(void *arg, const void *header, size_t hlen, void *data, size_t len,
-                             const ucp_am_recv_param_t *param)
+/* ---- the handshake --------------------------------------------------------- */
+
+static bool protocol_ok(unsigned id, uint16_t protocol, uint16_t flags, char *why, size_t n)
 {
-    return on_handshake(arg, header, hlen, data, len, param, false);
+    if (protocol != WIRE_PROTOCOL)
+        return bad(why, n, "sent %s for protocol version %u; this kvrt-xfer speaks version %u", wire_name(id),
+                   (unsigned)protocol, WIRE_PROTOCOL);
+    if (flags & ~(uint16_t)WIRE_KEYED)
+        return bad(why, n, "sent %s with flags 0x%x (valid: 0x1, a key)", wire_name(id), (unsigned)flags);
+    return true;
 }
 
-static ucs_status_t am_reply(void *arg, const void *header, size_t hlen, void *data, size_t len,
-                             const ucp_am_recv_param_t *param)
+bool wire_decode_hello(const void *hdr, size_t hlen, size_t len, bool rndv, struct wire_hello *out, char *why, size_t n)
 {
-    return on_handshake(arg, header, hlen, data, len, param, true);
+    if (!header_size(WIRE_HELLO, hlen, sizeof(*out), why, n) || !eager(WIRE_HELLO, rndv, why, n))
+        return false;
+    memcpy(out, hdr, sizeof(*out));
+    if (out->magic != WIRE_MAGIC)
+        return bad(why, n, "sent a HELLO without kvrt-xfer's magic (0x%08x; it is 0x%08x)", (unsigned)out->magic,
+                   WIRE_MAGIC);
+    if (!protocol_ok(WIRE_HELLO, out->protocol, out->flags, why, n))
+        return false;
+    if (len == 0 || len > WIRE_MAX_BLOB)
+        return bad(why, n, "sent a HELLO with %zu bytes of metadata (valid are 1..%u)", len, WIRE_MAX_BLOB);
+    return true;
 }
 
-/* The sender of a message after the handshake, from its header. */
-static kvrt_xfer_peer *sender(kvrt_xfer_agent *a, const void *header, size_t hlen, size_t want)
+bool wire_decode_reply(const void *hdr, size_t hlen, size_t len, bool rndv, struct wire_reply *out, char *why, size_t n)
 {
-    struct xfer_hdr h;
-    if (hlen != want || hlen < sizeof(h))
-        return NULL;
-    memcpy(&h, header, sizeof(h));
-    return xfer_peer_by_id(a, h.from);
+    if (!header_size(WIRE_REPLY, hlen, sizeof(*out), why, n) || !eager(WIRE_REPLY, rndv, why, n))
+        return false;
+    memcpy(out, hdr, sizeof(*out));
+    if (!protocol_ok(WIRE_REPLY, out->protocol, out->flags, why, n) || !status_ok(WIRE_REPLY, out->status, why, n))
+        return false;
+    if (len > WIRE_MAX_BLOB || (out->status == KVRT_OK && len == 0))
+        return bad(why, n, "sent a REPLY with %zu bytes of data (valid are 1..%u)", len, WIRE_MAX_BLOB);
+    return true;
 }
 
-static ucs_status_t am_begin(void *arg, const void *header, size_t hlen, void *data, size_t len,
-                             const ucp_am_recv_param_t *param)
+bool wire_decode_proof(const void *hdr, size_t hlen, size_t len, bool rndv, struct wire_proof *out, char *why, size_t n)
 {
-    struct xfer_begin_msg m;
-    kvrt_xfer_peer *p = sender(arg, header, hlen, sizeof(m));
-    if (!p || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
-        return UCS_OK;
-    memcpy(&m, header, sizeof(m));
-    if (m.kind == XFER_BEGIN_PUSH_STAGED)
-        xfer_in_on_begin(p, &m, data, len);
-    else
-        xfer_out_on_begin(p, &m, data, len);
-    return UCS_OK;
+    if (!header_size(WIRE_PROOF, hlen, sizeof(*out), why, n) || !eager(WIRE_PROOF, rndv, why, n))
+        return false;
+    if (len)
+        return bad(why, n, "sent PROOF with %zu bytes of data (it has none)", len);
+    memcpy(out, hdr, sizeof(*out));
+    return true;
 }
 
-static ucs_status_t am_data(void *arg, const void *header, size_t hlen, void *data, size_t len,
-                            const ucp_am_recv_param_t *param)
+bool wire_decode_accept(const void *hdr, size_t hlen, size_t len, bool rndv, struct wire_accept *out, char *why,
+                        size_t n)
 {
-    struct xfer_data_msg m;
-    bool rndv = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0;
-    kvrt_xfer_peer *p = sender(arg, header, hlen, sizeof(m));
-    if (!p)
-        /* Not a peer of this agent (never loaded, or closed): the sender's
-         * rendezvous fails instead of completing. */
-        return rndv ? UCS_ERR_REJECTED : UCS_OK;
-    memcpy(&m, header, sizeof(m));
-    return xfer_in_on_data(p, &m, data, len, rndv);
-}
-
-static ucs_status_t am_done(void *arg, const void *header, size_t hlen, void *data, size_t len,
-                            const ucp_am_recv_param_t *param)
-{
-    struct xfer_done_msg m;
-    kvrt_xfer_peer *p = sender(arg, header, hlen, sizeof(m));
-    if (!p || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
-        return UCS_OK;
-    memcpy(&m, header, sizeof(m));
-    xfer_in_on_done(p, &m, data, len);
-    return UCS_OK;
-}
-
-static ucs_status_t am_ack(void *arg, const void *header, size_t hlen, void *data, size_t len,
-                           const ucp_am_recv_param_t *param)
-{
-    struct xfer_ack_msg m;
-    kvrt_xfer_peer *p = sender(arg, header, hlen, sizeof(m));
-    if (!p || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
-        return UCS_OK;
-    memcpy(&m, header, sizeof(m));
-    xfer_out_on_ack(p, &m, data, len);
-    return UCS_OK;
-}
-
-static ucs_status_t am_abort(void *arg, const void *header, size_t hlen, void *data, size_t len,
-                             const ucp_am_recv_param_t *param)
-{
-    struct xfer_abort_msg m;
-    kvrt_xfer_peer *p = sender(arg, header, hlen, sizeof(m));
-    (void)data;
-    (void)len;
-    (void)param;
-    if (!p)
-        return UCS_OK;
-    memcpy(&m, header, sizeof(m));
-    if (m.flags & XFER_ABORT_PULL)
-        xfer_out_on_abort(p, m.h.xid);
-    else
-        xfer_in_on_abort(p, m.h.xid);
-    return UCS_OK;
-}
-
-static ucs_status_t am_notify(void *arg, const void *header, size_t hlen, void *data, size_t len,
-                              const ucp_am_recv_param_t *param)
-{
-    kvrt_xfer_peer *p = sender(arg, header, hlen, sizeof(struct xfer_hdr));
-    if (!p || (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV))
-        return UCS_OK;
-    uint8_t *copy = malloc(len + 1);
-    if (copy) {
-        memcpy(copy, data, len);
-        copy[len] = '\0';
-        xfer_note_push(p->agent, p, copy, len);
-    }
-    return UCS_OK;
-}
-
-static ucs_status_t am_bye(void *arg, const void *header, size_t hlen, void *data, size_t len,
-                           const ucp_am_recv_param_t *param)
-{
-    kvrt_xfer_peer *p = sender(arg, header, hlen, sizeof(struct xfer_hdr));
-    (void)data;
-    (void)len;
-    (void)param;
-    if (p && p->state == KVRT_XFER_PEER_CONNECTED)
-        p->state = KVRT_XFER_PEER_CLOSED;
-    return UCS_OK;
-}
-
-static ucs_status_t am_ready(void *arg, const void *header, size_t hlen, void *data, size_t len,
-                             const ucp_am_recv_param_t *param)
-{
-    kvrt_xfer_peer *p = sender(arg, header, hlen, sizeof(struct xfer_hdr));
-    (void)data;
-    (void)len;
-    (void)param;
-    if (p)
-        p->ready_seen = true;
-    return UCS_OK;
-}
-
-int xfer_set_am_handlers(kvrt_xfer_agent *a)
-{
-    static const struct {
-        unsigned id;
-        ucp_am_recv_callback_t cb;
-    } table[] = {
-        {XFER_AM_HELLO, am_hello}, {XFER_AM_REPLY, am_reply}, {XFER_AM_BEGIN, am_begin}, {XFER_AM_DATA, am_data},
-        {XFER_AM_DONE, am_done},   {XFER_AM_ACK, am_ack},     {XFER_AM_ABORT, am_abort}, {XFER_AM_NOTIFY, am_notify},
-        {XFER_AM_BYE, am_bye},     {XFER_AM_READY, am_ready},
-    };
-    for (size_t i = 0; i < sizeof(table) / sizeof(table[0]); i++) {
-        ucp_am_handler_param_t hp;
-        memset(&hp, 0, sizeof(hp));
-        hp.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
-                        UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
-        hp.id = table[i].id;
-        /* Eager messages arrive whole, however many fragments they took. */
-        hp.flags = UCP_AM_FLAG_WHOLE_MSG;
-        hp.cb = table[i].cb;
-        hp.arg = a;
-        ucs_status_t st = ucp_worker_set_am_recv_handler(a->worker, &hp);
-        if (st != UCS_OK)
-            return xfer_ucx_fail(st, "ucp_worker_set_am_recv_handler");
-    }
-    return KVRT_OK;
+    if (!header_size(WIRE_ACCEPT, hlen, sizeof(*out), why, n) || !eager(WIRE_ACCEPT, rndv, why, n))
+        return false;
+    memcpy(out, hdr, sizeof(*out));
+    return zero(WIRE_ACCEPT, out->reserved, why, n) && status_ok(WIRE_ACCEPT, out->status, why, n) &&
+           data_at_most(WIRE_ACCEPT, len, XFER_MAX_REASON, why, n);
 }

@@ -18,6 +18,12 @@
  *   kvrt_xfer_event_fd/arm()    directions; or sleep on a file descriptor
  *   kvrt_xfer_notification()    messages delivered once a peer's transfer
  *                               into (or pull from) this cache is complete
+ *   kvrt_xfer_grant/expect()    which blocks a peer may write and read
+ *
+ * A listening agent faces its network: every message is checked before it
+ * is used, a transfer completes only when every byte it promised arrived
+ * exactly once, and with a pre-shared key only peers that prove they hold
+ * it connect (docs/security.md).
  *
  * A separate library (link `pkg-config --libs kvrt-xfer`) with its own
  * soname, libkvrt-xfer.so.<KVRT_XFER_API_VERSION_MAJOR>: libkvrt and the
@@ -55,10 +61,13 @@ extern "C" {
  * (docs/design.md §12).  meson.build reads both numbers from here.
  */
 #define KVRT_XFER_API_VERSION_MAJOR 1
-#define KVRT_XFER_API_VERSION_MINOR 0
+#define KVRT_XFER_API_VERSION_MINOR 1
 
 /* Version of the metadata blob (kvrt_xfer_metadata_export). */
-#define KVRT_XFER_METADATA_VERSION 2u
+#define KVRT_XFER_METADATA_VERSION 3u
+
+/* The longest notification a transfer carries, in bytes. */
+#define KVRT_XFER_MAX_NOTIFICATION (1u << 20)
 
 /* Returned by kvrt_xfer_test() and kvrt_xfer_wait() while a transfer is
  * still under way, and by kvrt_xfer_arm() when there is work to progress:
@@ -68,6 +77,15 @@ extern "C" {
 typedef struct kvrt_xfer_agent kvrt_xfer_agent;
 typedef struct kvrt_xfer_peer kvrt_xfer_peer;
 typedef struct kvrt_xfer_handle kvrt_xfer_handle;
+
+/* kvrt_xfer_agent_options.flags */
+enum {
+    /* Listen on (or connect to) an address other than loopback without a
+     * key: any host that reaches it may then read and write the cache. */
+    KVRT_XFER_INSECURE = 1u << 0,
+    /* Peers write and read only blocks granted to them (kvrt_xfer_grant). */
+    KVRT_XFER_REQUIRE_GRANTS = 1u << 1,
+};
 
 struct kvrt_xfer_agent_options {
     size_t size; /* sizeof(struct kvrt_xfer_agent_options) */
@@ -84,7 +102,20 @@ struct kvrt_xfer_agent_options {
     /* Longest wait of a blocking call (accept, connect) and longest time a
      * transfer may go without progress before it fails, in seconds.  0: 30. */
     double timeout_s;
-    uint8_t reserved[64]; /* zero (kvrt_xfer_agent_options_default) */
+    /* A file holding the pre-shared key (16 to 4096 bytes, readable by its
+     * owner only): peers connect only when both prove they hold it.  NULL:
+     * KVRT_XFER_KEY_FILE, when set; otherwise no key (docs/security.md). */
+    const char *key_file;
+    /* Peers may connect only from these IPv4 addresses or networks
+     * ("10.0.0.7,10.1.0.0/16"); NULL or "": from anywhere. */
+    const char *allow;
+    uint32_t flags; /* KVRT_XFER_INSECURE, KVRT_XFER_REQUIRE_GRANTS */
+    uint32_t reserved32;
+    /* The agent's warnings (a peer refused, a message that failed a check),
+     * one line each; NULL: to stderr. */
+    void (*log)(void *user, enum kvrt_log_level level, const char *message);
+    void *log_user;
+    uint8_t reserved[24]; /* zero (kvrt_xfer_agent_options_default) */
 };
 
 KVRT_API void kvrt_xfer_agent_options_default(struct kvrt_xfer_agent_options *options);
@@ -141,7 +172,11 @@ struct kvrt_xfer_stats {
     uint64_t bytes_sent;       /* payload bytes whose sending completed */
     uint64_t bytes_received;   /* payload bytes received */
     uint64_t notifications;    /* notifications queued and not yet taken */
-    uint8_t reserved[64];
+    uint64_t refused;          /* connections refused (key, allow list, metadata) */
+    uint64_t violations;       /* peers failed for a message that broke the protocol */
+    uint64_t strangers;        /* messages dropped: no session has their id and token */
+    uint64_t denied;           /* transfers refused for blocks not granted */
+    uint8_t reserved[32];
 };
 
 /** Fill *stats (stats->size set by the caller, or 0). */
@@ -149,8 +184,9 @@ KVRT_API int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *s
 
 /**
  * The metadata a peer needs: magic, version, layout, specs, layers, blocks,
- * the staging chunk size, the agent's identity and the worker address.
- * *blob is allocated by kvrt; release it with kvrt_free().
+ * the staging chunk size, the agent's identity and the worker address;
+ * signed with the agent's key when it has one.  *blob is allocated by
+ * kvrt; release it with kvrt_free().
  */
 KVRT_API int kvrt_xfer_metadata_export(kvrt_xfer_agent *a, void **blob, size_t *len);
 
@@ -165,7 +201,8 @@ struct kvrt_xfer_metadata_info {
     uint64_t cache_bytes;
     bool cache_addressable; /* false: the peer's transfers stage through host memory */
     uint64_t chunk_bytes;
-    uint8_t reserved[32];
+    bool is_signed; /* signed with its agent's key */
+    uint8_t reserved[31];
 };
 
 /**
@@ -179,31 +216,50 @@ KVRT_API int kvrt_xfer_metadata_parse(const void *blob, size_t len, struct kvrt_
 /**
  * Load a peer's metadata: check it against this agent's cache (number of
  * layers and, per layer, kind, element type, block size, head size(s),
- * tokens per state and state size), then connect to its worker address.
- * For transfers in both directions each side loads the other's blob.
+ * tokens per state and state size), check its worker address, then
+ * connect to it.  An agent with a key takes only blobs signed with that
+ * key (kvrt_xfer_metadata_export signs them); one without takes only
+ * unsigned blobs.  Both sides load each other's blob: a message from an
+ * agent that is not a peer here is dropped.
  * @return KVRT_OK; KVRT_ERR_INVALID for a bad blob or an incompatible
- *   peer, naming both values; KVRT_ERR_DEVICE when UCX fails.
+ *   peer, naming both values; KVRT_ERR_REFUSED for a blob not signed with
+ *   this agent's key; KVRT_ERR_DEVICE when UCX fails.
  */
 KVRT_API int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t len, kvrt_xfer_peer **out);
 
 /**
  * Listen on addr:port (addr NULL: 127.0.0.1; port 0: any free port, returned
- * in *bound_port when not NULL).
+ * in *bound_port when not NULL).  An address other than loopback needs a
+ * key (kvrt_xfer_agent_options.key_file, KVRT_XFER_KEY_FILE) or the
+ * KVRT_XFER_INSECURE flag: KVRT_ERR_REFUSED otherwise, saying how to add
+ * one.  Handshakes then run whenever the agent is progressed, several at
+ * once, each bounded by the agent's timeout (docs/xfer.md).
  */
 KVRT_API int kvrt_xfer_listen(kvrt_xfer_agent *a, const char *addr, uint16_t port, uint16_t *bound_port);
 
 /**
- * Wait up to timeout_s (0: the agent's timeout) for a peer to connect, then
- * exchange and check metadata; the agent's other transfers progress
- * meanwhile.  An incompatible peer is told why and refused.
- * @return KVRT_OK; KVRT_XFER_PENDING when no peer connected within the time
- *   (nothing else happened; call again); KVRT_ERR_DEVICE on a transport
- *   failure or a peer that died during the handshake; KVRT_ERR_INVALID for
- *   an incompatible peer.
+ * Wait up to timeout_s (0: the agent's timeout) for a handshake to end and
+ * report it: the peer, or why it was refused; the agent's other transfers
+ * progress meanwhile.  The handshake exchanges and checks metadata and,
+ * with a key, has both sides prove they hold it; a peer without the key,
+ * from outside the allow list or with incompatible metadata is told why
+ * and refused before any byte of the cache moves, and the listener goes
+ * on (call again).
+ * @return KVRT_OK; KVRT_XFER_PENDING when no handshake ended within the
+ *   time (call again); KVRT_ERR_REFUSED for a peer that did not prove the
+ *   key; KVRT_ERR_INVALID for an incompatible or malformed peer;
+ *   KVRT_ERR_DEVICE for a peer that died or stalled in its handshake.
  */
 KVRT_API int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out);
 
-/** Connect to a listener, exchange and check metadata (both sides check). */
+/**
+ * Connect to a listener, run the handshake (both sides check metadata and,
+ * with a key, prove they hold it).  An address other than loopback needs a
+ * key or KVRT_XFER_INSECURE, as kvrt_xfer_listen.
+ * @return KVRT_OK; KVRT_ERR_REFUSED when either side did not prove the
+ *   key (or their keys differ, or one has none); KVRT_ERR_INVALID for an
+ *   incompatible peer; KVRT_ERR_DEVICE when it cannot be reached.
+ */
 KVRT_API int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_xfer_peer **out);
 
 /**
@@ -224,6 +280,27 @@ KVRT_API enum kvrt_xfer_peer_state kvrt_xfer_peer_state(const kvrt_xfer_peer *p,
 
 /** How messages name the peer: "ADDR:PORT" of a connection, or "peer N". */
 KVRT_API const char *kvrt_xfer_peer_name(const kvrt_xfer_peer *p);
+
+/* What a grant lets a peer do with blocks of this agent's cache. */
+enum {
+    KVRT_XFER_GRANT_READ = 1u << 0,  /* pull them */
+    KVRT_XFER_GRANT_WRITE = 1u << 1, /* push into them */
+};
+
+/**
+ * Let peer p read and/or write (`access`) these blocks of this agent's
+ * cache.  An agent created with KVRT_XFER_REQUIRE_GRANTS refuses, before
+ * any byte moves, a push into a block the pushing peer may not write and a
+ * pull of a block it may not read (counted in stats.denied; the peer's
+ * transfer fails with KVRT_ERR_REFUSED naming the block); without that
+ * flag grants are kept but not needed.  Grants stay until revoked.
+ * @return KVRT_OK; KVRT_ERR_INVALID naming a bad id or access value.
+ */
+KVRT_API int kvrt_xfer_grant(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t count);
+/** Take grants back (ids NULL and count 0: every block). */
+KVRT_API int kvrt_xfer_revoke(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t count);
+/** The receiving side's name for it: peer p may push into these blocks. */
+KVRT_API int kvrt_xfer_expect(kvrt_xfer_peer *p, const int64_t *ids, size_t count);
 
 enum kvrt_xfer_direction {
     KVRT_XFER_PUSH = 0, /* local blocks -> remote blocks (write; the default) */

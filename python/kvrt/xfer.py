@@ -36,10 +36,18 @@ C_CONSTANTS = {"KVRT_XFER_PENDING": PENDING, "KVRT_XFER_API_VERSION_MAJOR": API_
 SONAME = "libkvrt-xfer.so.%d" % API_MAJOR
 
 
+LOG_FN = C.CFUNCTYPE(None, vp, i32, C.c_char_p)
+INSECURE, REQUIRE_GRANTS = 1, 2  # KVRT_XFER_INSECURE, KVRT_XFER_REQUIRE_GRANTS
+GRANT_READ, GRANT_WRITE = 1, 2  # KVRT_XFER_GRANT_READ, KVRT_XFER_GRANT_WRITE
+C_CONSTANTS.update({"KVRT_XFER_INSECURE": INSECURE, "KVRT_XFER_REQUIRE_GRANTS": REQUIRE_GRANTS,
+                    "KVRT_XFER_GRANT_READ": GRANT_READ, "KVRT_XFER_GRANT_WRITE": GRANT_WRITE})
+
+
 class AgentOptions(C.Structure):
     _c_name = "kvrt_xfer_agent_options"
     _fields_ = [("size", sz), ("chunk_bytes", u64), ("staging_bytes", u64), ("timeout_s", dbl),
-                ("reserved", C.c_uint8 * 64)]
+                ("key_file", C.c_char_p), ("allow", C.c_char_p), ("flags", C.c_uint32), ("reserved32", C.c_uint32),
+                ("log", LOG_FN), ("log_user", vp), ("reserved", C.c_uint8 * 24)]
 
 
 class Stats(C.Structure):
@@ -47,8 +55,8 @@ class Stats(C.Structure):
     _fields_ = [("size", sz)] + [(n, u64) for n in (
         "peers", "handles", "outgoing", "incoming", "ucx_requests", "staging_busy", "staging_chunks",
         "chunk_bytes", "registered_bytes")] + [("registration_s", dbl)] + [(n, u64) for n in (
-            "completed", "failed", "bytes_sent", "bytes_received", "notifications")] + [
-        ("reserved", C.c_uint8 * 64)]
+            "completed", "failed", "bytes_sent", "bytes_received", "notifications", "refused", "violations",
+            "strangers", "denied")] + [("reserved", C.c_uint8 * 32)]
 
 
 class MetadataInfo(C.Structure):
@@ -56,7 +64,7 @@ class MetadataInfo(C.Structure):
     _fields_ = [("size", sz), ("version", C.c_uint32), ("layout", i32), ("num_blocks", u64), ("num_layers", u64),
                 ("num_sets", u64),
                 ("cache_bytes", u64), ("cache_addressable", C.c_bool), ("chunk_bytes", u64),
-                ("reserved", C.c_uint8 * 32)]
+                ("is_signed", C.c_bool), ("reserved", C.c_uint8 * 31)]
 
 
 class XferRequest(C.Structure):
@@ -88,6 +96,9 @@ _SIGNATURES = {
     "kvrt_xfer_peer_close": ([vp], None),
     "kvrt_xfer_peer_state": ([vp, P(C.c_char_p)], i32),
     "kvrt_xfer_peer_name": ([vp], C.c_char_p),
+    "kvrt_xfer_grant": ([vp, C.c_uint, P(C.c_int64), sz], i32),
+    "kvrt_xfer_revoke": ([vp, C.c_uint, P(C.c_int64), sz], i32),
+    "kvrt_xfer_expect": ([vp, P(C.c_int64), sz], i32),
     "kvrt_xfer_request_default": ([P(XferRequest)], None),
     "kvrt_xfer_plan": ([vp, vp, P(XferRequest), P(Plan)], i32),
     "kvrt_xfer_post": ([vp, vp, P(XferRequest), P(vp)], i32),
@@ -189,6 +200,36 @@ class Peer:
         s = xlib.kvrt_xfer_peer_state(self._h, C.byref(why))
         return ({0: "connected", 1: "closed", 2: "failed"}.get(s, "unknown"), text(why.value) or "")
 
+    def _access(self, read, write, what):
+        access = (GRANT_READ if read else 0) | (GRANT_WRITE if write else 0)
+        if not access:
+            raise InvalidArgumentError("%s: read and write are both False; grant at least one" % what)
+        return access
+
+    def grant(self, ids, read=True, write=True):
+        """Let this peer read (pull) and/or write (push into) these blocks of
+        the agent's cache; an agent with require_grants refuses anything
+        else (docs/security.md)."""
+        self._check_open()
+        arr, n = _index_array(ids, C.c_int64, "int64", "ids")
+        check(xlib.kvrt_xfer_grant(self._h, self._access(read, write, "grant"), C.cast(arr, P(C.c_int64)), n))
+
+    def expect(self, ids):
+        """The receiving side's grant: this peer may push into these blocks."""
+        self._check_open()
+        arr, n = _index_array(ids, C.c_int64, "int64", "ids")
+        check(xlib.kvrt_xfer_expect(self._h, C.cast(arr, P(C.c_int64)), n))
+
+    def revoke(self, ids=None, read=True, write=True):
+        """Take grants back (ids None: every block)."""
+        self._check_open()
+        access = self._access(read, write, "revoke")
+        if ids is None:
+            check(xlib.kvrt_xfer_revoke(self._h, access, None, 0))
+            return
+        arr, n = _index_array(ids, C.c_int64, "int64", "ids")
+        check(xlib.kvrt_xfer_revoke(self._h, access, C.cast(arr, P(C.c_int64)), n))
+
     def close(self):
         a = self._agent_ref()
         if self._h and a is not None and a._h:
@@ -252,10 +293,17 @@ class Request(Closeable):
 
 class Agent(Closeable):
     """An agent for a :class:`kvrt.Cache`: the cache registered with UCX,
-    a worker, its peers and transfers.  chunk_bytes, staging_bytes and
-    timeout (seconds) are struct kvrt_xfer_agent_options (None: defaults)."""
+    a worker, its peers and transfers.  The keywords are struct
+    kvrt_xfer_agent_options (None: defaults): chunk_bytes, staging_bytes,
+    timeout (seconds); key_file (a pre-shared key: peers must prove they
+    hold it; None: KVRT_XFER_KEY_FILE when set); insecure (listen on or
+    connect to a non-loopback address without a key); allow (IPv4
+    addresses or networks peers may connect from: a list or a
+    comma-separated string); require_grants (peers write and read only
+    blocks granted to them: Peer.grant, Peer.expect)."""
 
-    def __init__(self, cache, chunk_bytes=None, staging_bytes=None, timeout=None):
+    def __init__(self, cache, chunk_bytes=None, staging_bytes=None, timeout=None, key_file=None, insecure=False,
+                 allow=None, require_grants=False):
         if not isinstance(cache, Cache):
             raise InvalidArgumentError("Agent: cache must be a kvrt.Cache; got %s" % type(cache).__name__)
         cache._check_open()
@@ -267,6 +315,15 @@ class Agent(Closeable):
             opts.staging_bytes = staging_bytes
         if timeout is not None:
             opts.timeout_s = timeout
+        if key_file is not None:
+            opts.key_file = os.fsencode(key_file)
+        if allow is not None:
+            items = [allow] if isinstance(allow, str) else list(allow)
+            if not all(isinstance(x, str) for x in items):
+                raise InvalidArgumentError("Agent: allow must be strings (IPv4 addresses or networks); got %r"
+                                           % (allow,))
+            opts.allow = ",".join(items).encode()
+        opts.flags = (INSECURE if insecure else 0) | (REQUIRE_GRANTS if require_grants else 0)
         self.cache = cache
         self._h = C.c_void_p()
         self._peers, self._requests = {}, set()

@@ -33,8 +33,13 @@ int main(void)
         return tap_done();
     }
     VAL(KVRT_XFER_API_VERSION_MAJOR, 1);
-    VAL(KVRT_XFER_API_VERSION_MINOR, 0);
-    VAL(KVRT_XFER_METADATA_VERSION, 2);
+    VAL(KVRT_XFER_API_VERSION_MINOR, 1);
+    VAL(KVRT_XFER_METADATA_VERSION, 3);
+    VAL(KVRT_XFER_MAX_NOTIFICATION, 1 << 20);
+    VAL(KVRT_XFER_INSECURE, 1);
+    VAL(KVRT_XFER_REQUIRE_GRANTS, 2);
+    VAL(KVRT_XFER_GRANT_READ, 1);
+    VAL(KVRT_XFER_GRANT_WRITE, 2);
     VAL(KVRT_XFER_PENDING, 1);
     tap_ok(KVRT_XFER_PENDING > 0, "KVRT_XFER_PENDING is positive: no kvrt_status error");
     VAL(KVRT_XFER_PEER_CONNECTED, 0);
@@ -51,7 +56,14 @@ int main(void)
     OFF(kvrt_xfer_agent_options, chunk_bytes, 8);
     OFF(kvrt_xfer_agent_options, staging_bytes, 16);
     OFF(kvrt_xfer_agent_options, timeout_s, 24);
-    OFF(kvrt_xfer_agent_options, reserved, 32);
+    /* 1.1: carved from the reserved bytes */
+    OFF(kvrt_xfer_agent_options, key_file, 32);
+    OFF(kvrt_xfer_agent_options, allow, 40);
+    OFF(kvrt_xfer_agent_options, flags, 48);
+    OFF(kvrt_xfer_agent_options, reserved32, 52);
+    OFF(kvrt_xfer_agent_options, log, 56);
+    OFF(kvrt_xfer_agent_options, log_user, 64);
+    OFF(kvrt_xfer_agent_options, reserved, 72);
     SIZE(kvrt_xfer_agent_options, 96);
     LAST(kvrt_xfer_agent_options);
 
@@ -71,7 +83,12 @@ int main(void)
     OFF(kvrt_xfer_stats, bytes_sent, 104);
     OFF(kvrt_xfer_stats, bytes_received, 112);
     OFF(kvrt_xfer_stats, notifications, 120);
-    OFF(kvrt_xfer_stats, reserved, 128);
+    /* 1.1 */
+    OFF(kvrt_xfer_stats, refused, 128);
+    OFF(kvrt_xfer_stats, violations, 136);
+    OFF(kvrt_xfer_stats, strangers, 144);
+    OFF(kvrt_xfer_stats, denied, 152);
+    OFF(kvrt_xfer_stats, reserved, 160);
     SIZE(kvrt_xfer_stats, 192);
     LAST(kvrt_xfer_stats);
 
@@ -84,7 +101,8 @@ int main(void)
     OFF(kvrt_xfer_metadata_info, cache_bytes, 40);
     OFF(kvrt_xfer_metadata_info, cache_addressable, 48);
     OFF(kvrt_xfer_metadata_info, chunk_bytes, 56);
-    OFF(kvrt_xfer_metadata_info, reserved, 64);
+    OFF(kvrt_xfer_metadata_info, is_signed, 64); /* 1.1 */
+    OFF(kvrt_xfer_metadata_info, reserved, 65);
     SIZE(kvrt_xfer_metadata_info, 96);
     LAST(kvrt_xfer_metadata_info);
 
@@ -127,7 +145,8 @@ int main(void)
     bool zero = true;
     for (size_t i = 0; i < sizeof(o.reserved); i++)
         zero = zero && o.reserved[i] == 0;
-    tap_ok(o.size == sizeof(o) && zero, "kvrt_xfer_agent_options_default: size set, reserved bytes zero");
+    tap_ok(o.size == sizeof(o) && zero && o.reserved32 == 0 && !o.key_file && !o.allow && !o.flags && !o.log,
+           "kvrt_xfer_agent_options_default: size set, no key, no allow list, no flags, reserved bytes zero");
     struct kvrt_xfer_request r;
     memset(&r, 0xff, sizeof(r));
     kvrt_xfer_request_default(&r);

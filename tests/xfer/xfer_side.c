@@ -168,6 +168,10 @@ int side_open(struct side *s, const struct side_opts *o)
         ao.chunk_bytes = o->chunk_bytes;
         ao.staging_bytes = o->staging_bytes;
         ao.timeout_s = o->timeout_s;
+        ao.key_file = o->key_file;
+        ao.flags = o->flags;
+        ao.log = o->log;
+        ao.log_user = o->log_user;
         rc = kvrt_xfer_agent_create(s->be, s->c, &ao, &s->a);
     }
     return rc;
@@ -490,6 +494,8 @@ struct pusher {
 
 enum { MAX_PEERS = 256 };
 
+enum { MAX_POSTS = 64 };
+
 struct child_state {
     struct side s;
     kvrt_xfer_peer *peers[MAX_PEERS]; /* NULL once closed */
@@ -497,7 +503,38 @@ struct child_state {
     struct pusher push[MAX_PEERS];
     uint64_t notes, refused, bad_notes;
     bool check_notes, report_notes;
+    kvrt_xfer_handle *posts[MAX_POSTS]; /* "post" */
+    char last_refusal[700];             /* accept's last refusal */
+    char last_failed[700];              /* the last failed peer closed here, and why */
+    char last_log[1024];                /* the agent's last log line (--log) */
+    uint64_t log_lines;
 };
+
+static void child_log(void *user, enum kvrt_log_level level, const char *message)
+{
+    struct child_state *cs = user;
+    (void)level;
+    snprintf(cs->last_log, sizeof(cs->last_log), "%s", message);
+    cs->log_lines++;
+}
+
+/* "3,5,9" -> ids (malloc'd), *n */
+static int64_t *id_list(const char *text, uint64_t *n)
+{
+    uint64_t cap = 1;
+    for (const char *c = text; *c; c++)
+        cap += *c == ',';
+    int64_t *v = malloc(cap * sizeof(*v));
+    *n = 0;
+    for (const char *c = text; v && *c;) {
+        char *end;
+        v[(*n)++] = strtoll(c, &end, 10);
+        if (end == c)
+            break;
+        c = *end == ',' ? end + 1 : end;
+    }
+    return v;
+}
 
 static int64_t *iota(uint64_t first, uint64_t n)
 {
@@ -590,6 +627,87 @@ static void answer(struct child_state *cs, char *line)
             push_step(cs, pu);
         printf("stopped %llu %llu %s\n", (unsigned long long)pu->ok, (unsigned long long)pu->failed,
                pu->why[0] ? pu->why : "-");
+    } else if (strncmp(line, "post ", 5) == 0) {
+        /* post I push|pull MINE THEIRS: one transfer, its record as the
+         * notification -> "posted H" */
+        char dir[8], mine[4096], theirs[4096];
+        int h = -1;
+        for (int k = 0; k < MAX_POSTS && h < 0; k++)
+            if (!cs->posts[k])
+                h = k;
+        if (sscanf(line, "post %d %7s %4095s %4095s", &i, dir, mine, theirs) == 4 && i >= 0 && i < cs->npeers &&
+            cs->peers[i] && h >= 0) {
+            uint64_t n, m;
+            int64_t *a = id_list(mine, &n), *b = id_list(theirs, &m);
+            bool pull = strcmp(dir, "pull") == 0;
+            cs->posts[h] = n == m ? side_post(&cs->s, cs->peers[i], &cs->s.o, a, b, n, pull, 0) : NULL;
+            if (cs->posts[h])
+                printf("posted %d\n", h);
+            else
+                printf("error %s\n", kvrt_error_message());
+            free(a);
+            free(b);
+        } else {
+            printf("error bad post \"%s\"\n", line);
+        }
+    } else if (sscanf(line, "wait %d", &i) == 1 && i >= 0 && i < MAX_POSTS && cs->posts[i]) {
+        /* wait H SECONDS -> "done STATUS MESSAGE" (released) */
+        double t = 10;
+        sscanf(line, "wait %d %lf", &i, &t);
+        int rc = kvrt_xfer_wait(cs->posts[i], t);
+        printf("done %d %s\n", rc, rc == KVRT_OK || rc == KVRT_XFER_PENDING ? "-" : kvrt_error_message());
+        if (rc != KVRT_XFER_PENDING) {
+            kvrt_xfer_release(cs->posts[i]);
+            cs->posts[i] = NULL;
+        }
+    } else if (strncmp(line, "grant ", 6) == 0 || strncmp(line, "revoke ", 7) == 0) {
+        /* grant|revoke I r|w|rw IDS|all */
+        char what[4], ids[4096];
+        bool grant = line[0] == 'g';
+        if (sscanf(line + (grant ? 6 : 7), "%d %3s %4095s", &i, what, ids) == 3 && i >= 0 && i < cs->npeers &&
+            cs->peers[i]) {
+            unsigned access =
+                (strchr(what, 'r') ? KVRT_XFER_GRANT_READ : 0) | (strchr(what, 'w') ? KVRT_XFER_GRANT_WRITE : 0);
+            uint64_t n = 0;
+            int64_t *v = strcmp(ids, "all") == 0 ? NULL : id_list(ids, &n);
+            int rc = grant ? kvrt_xfer_grant(cs->peers[i], access, v, n) : kvrt_xfer_revoke(cs->peers[i], access, v, n);
+            printf(rc == KVRT_OK ? "granted\n" : "error %s\n", kvrt_error_message());
+            free(v);
+        } else {
+            printf("error bad grant \"%s\"\n", line);
+        }
+    } else if (sscanf(line, "peerstate %d", &i) == 1 && i >= 0 && i < cs->npeers) {
+        const char *why = "";
+        int st = cs->peers[i] ? (int)kvrt_xfer_peer_state(cs->peers[i], &why) : -1;
+        printf("peerstate %d %s\n", st, why[0] ? why : "-");
+    } else if (sscanf(line, "close %d", &i) == 1 && i >= 0 && i < cs->npeers) {
+        kvrt_xfer_peer_close(cs->peers[i]);
+        cs->peers[i] = NULL;
+        printf("closed\n");
+    } else if (strcmp(line, "newest") == 0) {
+        printf("newest %d %s\n", cs->npeers,
+               cs->npeers && cs->peers[cs->npeers - 1] ? kvrt_xfer_peer_name(cs->peers[cs->npeers - 1]) : "-");
+    } else if (strcmp(line, "events") == 0) {
+        /* What the agent refused, failed and said. */
+        struct kvrt_xfer_stats st = {.size = sizeof(st)};
+        kvrt_xfer_agent_stats(cs->s.a, &st);
+        printf("events refused=%llu violations=%llu strangers=%llu denied=%llu notes=%llu accept_errors=%llu "
+               "log_lines=%llu\n",
+               (unsigned long long)st.refused, (unsigned long long)st.violations, (unsigned long long)st.strangers,
+               (unsigned long long)st.denied, (unsigned long long)cs->notes, (unsigned long long)cs->refused,
+               (unsigned long long)cs->log_lines);
+    } else if (strcmp(line, "lastlog") == 0) {
+        printf("lastlog %s\n", cs->last_log[0] ? cs->last_log : "-");
+    } else if (strcmp(line, "lastrefusal") == 0) {
+        printf("lastrefusal %s\n", cs->last_refusal[0] ? cs->last_refusal : "-");
+    } else if (strcmp(line, "lastfailed") == 0) {
+        printf("lastfailed %s\n", cs->last_failed[0] ? cs->last_failed : "-");
+    } else if (sscanf(line, "verify-below %d", &i) == 1) {
+        /* Blocks below i that do not hold what they should. */
+        uint64_t bad = 0;
+        for (int64_t b = 0; b < i; b++)
+            bad += !xpat_block_ok(&cs->s.x, b);
+        printf("verify-below %llu %llu\n", (unsigned long long)bad, (unsigned long long)cs->notes);
     } else if (strcmp(line, "verify") == 0) {
         char where[256];
         uint64_t bad = xpat_verify(&cs->s.x, where, sizeof(where));
@@ -669,6 +787,11 @@ int child_main(int argc, char **argv)
             o.zero = true;
             continue;
         }
+        if (strcmp(argv[i], "--log") == 0) {
+            o.log = child_log;
+            o.log_user = &cs;
+            continue;
+        }
         if (strcmp(argv[i], "--memory") == 0)
             ok = side_memory_parse(v, &o.memory);
         else if (strcmp(argv[i], "--layout") == 0)
@@ -691,7 +814,13 @@ int child_main(int argc, char **argv)
             ok = parse_u64(v, &o.staging_bytes);
         else if (strcmp(argv[i], "--timeout") == 0)
             ok = (o.timeout_s = strtod(v, NULL)) > 0;
-        else if (strcmp(argv[i], "--push-to") == 0)
+        else if (strcmp(argv[i], "--key-file") == 0)
+            o.key_file = v;
+        else if (strcmp(argv[i], "--flags") == 0) {
+            uint64_t f = 0;
+            ok = parse_u64(v, &f);
+            o.flags = (uint32_t)f;
+        } else if (strcmp(argv[i], "--push-to") == 0)
             ok = parse_u64(v, &push_port);
         else if (strcmp(argv[i], "--push") == 0)
             ok = sscanf(v, "%llu:%llu:%llu", (unsigned long long *)&base, (unsigned long long *)&count,
@@ -748,8 +877,10 @@ int child_main(int argc, char **argv)
             int rc = kvrt_xfer_accept(cs.s.a, 1e-3, &p);
             if (rc == KVRT_OK)
                 add_peer(&cs, p);
-            else if (rc != KVRT_XFER_PENDING)
+            else if (rc != KVRT_XFER_PENDING) {
                 cs.refused++;
+                snprintf(cs.last_refusal, sizeof(cs.last_refusal), "%s", kvrt_error_message());
+            }
         }
         bool pushing = false;
         for (int k = 0; k < cs.npeers; k++) {
@@ -758,8 +889,11 @@ int child_main(int argc, char **argv)
             pushing |= cs.push[k].active;
             /* A peer that failed or left, with nothing of ours in flight,
              * is closed here (kvrt_xfer_peer_close of a failed peer). */
+            const char *why = "";
             if (cs.peers[k] && !cs.push[k].active && !cs.push[k].h &&
-                kvrt_xfer_peer_state(cs.peers[k], NULL) != KVRT_XFER_PEER_CONNECTED) {
+                kvrt_xfer_peer_state(cs.peers[k], &why) != KVRT_XFER_PEER_CONNECTED) {
+                snprintf(cs.last_failed, sizeof(cs.last_failed), "%s %s", kvrt_xfer_peer_name(cs.peers[k]),
+                         why[0] ? why : "closed");
                 kvrt_xfer_peer_close(cs.peers[k]);
                 cs.peers[k] = NULL;
             }
@@ -790,6 +924,8 @@ int child_main(int argc, char **argv)
             }
         }
     }
+    for (int i = 0; i < MAX_POSTS; i++)
+        kvrt_xfer_release(cs.posts[i]);
     for (int i = 0; i < cs.npeers; i++) {
         if (cs.push[i].h)
             kvrt_xfer_release(cs.push[i].h);

@@ -18,12 +18,23 @@
  *   stats               kvrt_xfer_agent_stats             -> "stats OUT IN UCX BUSY PEERS"
  *   status              peers and notifications -> "status connected=.. peers=..
  *                       notes=.. bad=.. out=.. in=.. ucx=.. busy=.."
+ *   post I push|pull MINE THEIRS   one transfer (ids "3,5,9") -> "posted H"
+ *   wait H SECONDS      its end, released      -> "done STATUS MESSAGE"
+ *   grant|revoke I r|w|rw IDS|all              -> "granted" / "error ..."
+ *   peerstate I / close I / newest             a peer's state, its close,
+ *                       the count of peers accepted and the last one's name
+ *   events              the agent's refusals, violations, strangers,
+ *                       denials, notifications taken, accept errors, log lines
+ *   lastlog / lastrefusal / lastfailed         the last log line (--log),
+ *                       accept refusal, failed peer closed here and why
+ *   verify-below N      blocks below N that differ -> "verify-below BAD NOTES"
  *   quit                close everything and exit 0
  * Options besides the cache's: --listen, --push-to PORT --push BASE:N:PER
  * (connect and push from the start), --check-notes (check a notified
  * transfer's blocks the moment it arrives), --report-notes (and print
  * "note INDEX ok|bad" for each), --zero (no pattern: the cache stays zero),
- * --memory allocated|aligned|mmap|dlpack (where the cache lives).
+ * --memory allocated|aligned|mmap|dlpack (where the cache lives), --key-file F,
+ * --flags N (kvrt_xfer_agent_options), --log (keep the agent's log lines).
  * It exits when its stdin closes (the parent died), with status 3 when its
  * cache's memory was not handed back exactly once.
  */
@@ -58,6 +69,12 @@ struct side_opts {
     uint64_t chunk_bytes, staging_bytes;
     double timeout_s;
     bool zero; /* leave the cache zero (no pattern written) */
+    /* The agent's key file and flags (kvrt_xfer_agent_options), and where
+     * its warnings go (NULL: stderr). */
+    const char *key_file;
+    uint32_t flags;
+    void (*log)(void *user, enum kvrt_log_level level, const char *message);
+    void *log_user;
 };
 
 /* 4 layers x 4 KV heads x head size 32, bf16, 16-token blocks (32 KiB of

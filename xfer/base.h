@@ -1,0 +1,35 @@
+/*
+ * What every layer of libkvrt-xfer shares: how it fails and its limits.
+ * A failure sets the thread's kvrt message (kvrt_error_report, libkvrt's
+ * entry point for companion libraries) and yields its status, visibly at
+ * the call site, so that analysers see a failing helper never returns
+ * KVRT_OK.
+ *
+ * Layer 0 of libkvrt-xfer: every layer includes it.
+ */
+#ifndef KVRT_XFER_BASE_H
+#define KVRT_XFER_BASE_H
+
+#include <kvrt/xfer.h>
+
+#define XFER_FAIL(status, ...) (kvrt_error_report(KVRT_OK, __VA_ARGS__), (status))
+#define ULL(x) ((unsigned long long)(x))
+
+/* The limits, each named once: a staging chunk (and so a data message) is
+ * at most 16 GiB; a transfer names at most 2^24 blocks; a reason a peer
+ * gives for a failure is cut at 1 KiB (KVRT_XFER_MAX_NOTIFICATION, in the
+ * public header, bounds notifications). */
+#define XFER_MAX_CHUNK (1ull << 34)
+#define XFER_MAX_BLOCKS (1ull << 24)
+#define XFER_MAX_REASON 1024u
+
+#include <string.h>
+
+/* The bytes of a reason that go on the wire. */
+static inline size_t xfer_reason_len(const char *why)
+{
+    size_t n = strlen(why);
+    return n < XFER_MAX_REASON ? n : XFER_MAX_REASON;
+}
+
+#endif

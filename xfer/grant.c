@@ -1,0 +1,85 @@
+/*
+ * Grants: which blocks of this cache a peer may write and read.  Checked
+ * against every block a peer's BEGIN names, before any byte moves, when
+ * the agent requires grants.
+ *
+ * Layer 6 of libkvrt-xfer (docs/xfer.md, "Layers").
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+
+bool xfer_granted(void *peer, int64_t id, bool write)
+{
+    const kvrt_xfer_peer *p = peer;
+    const uint8_t *bits = write ? p->grants.write : p->grants.read;
+    return bits && (bits[(uint64_t)id / 8] & (1u << ((uint64_t)id % 8)));
+}
+
+void xfer_grants_free(struct xfer_grants *g)
+{
+    free(g->write);
+    free(g->read);
+    memset(g, 0, sizeof(*g));
+}
+
+static int change(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t count, bool give, const char *fn)
+{
+    if (!p)
+        return XFER_FAIL(KVRT_ERR_INVALID, "%s: peer is NULL", fn);
+    if (access == 0 || (access & ~(unsigned)(KVRT_XFER_GRANT_READ | KVRT_XFER_GRANT_WRITE)))
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "%s: access 0x%x; valid are KVRT_XFER_GRANT_READ (0x1), KVRT_XFER_GRANT_WRITE (0x2) or both",
+                         fn, access);
+    kvrt_xfer_agent *a = p->agent;
+    xfer_lock(a);
+    uint64_t blocks = a->local.desc.num_blocks;
+    int rc = KVRT_OK;
+    if (!(ids == NULL && count == 0 && !give))
+        rc = xfer_check_ids(ids, count, blocks, "local", "ids", false);
+    size_t bytes = (size_t)(blocks / 8 + 1);
+    uint8_t **sets[2] = {(access & KVRT_XFER_GRANT_WRITE) ? &p->grants.write : NULL,
+                         (access & KVRT_XFER_GRANT_READ) ? &p->grants.read : NULL};
+    for (int k = 0; k < 2 && rc == KVRT_OK; k++) {
+        if (!sets[k])
+            continue;
+        if (!*sets[k] && give && !(*sets[k] = calloc(bytes, 1)))
+            rc = XFER_FAIL(KVRT_ERR_NOMEM, "%s: out of memory", fn);
+        if (rc != KVRT_OK || !*sets[k])
+            continue;
+        uint8_t *b = *sets[k];
+        if (!ids) {
+            memset(b, 0, bytes);
+            continue;
+        }
+        for (size_t i = 0; i < count; i++) {
+            uint64_t id = (uint64_t)ids[i];
+            if (give)
+                b[id / 8] |= (uint8_t)(1u << (id % 8));
+            else
+                b[id / 8] &= (uint8_t) ~(1u << (id % 8));
+        }
+    }
+    xfer_unlock(a);
+    if (rc == KVRT_OK)
+        kvrt_error_report(KVRT_OK, NULL);
+    else
+        rc = kvrt_error_report(rc, "%s: %s", fn, kvrt_error_message());
+    return rc;
+}
+
+int kvrt_xfer_grant(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t count)
+{
+    return change(p, access, ids, count, true, "kvrt_xfer_grant");
+}
+
+int kvrt_xfer_revoke(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t count)
+{
+    return change(p, access, ids, count, false, "kvrt_xfer_revoke");
+}
+
+int kvrt_xfer_expect(kvrt_xfer_peer *p, const int64_t *ids, size_t count)
+{
+    return change(p, KVRT_XFER_GRANT_WRITE, ids, count, true, "kvrt_xfer_expect");
+}

@@ -1,0 +1,57 @@
+/*
+ * A link: a peer's data endpoint as the streams see it -- its state and
+ * name, what this side writes in every header, and the control messages
+ * that wait until the endpoint's wire-up completes (nothing goes out on an
+ * endpoint before that, so a session's first message is always its first).
+ * A link that fails keeps the first reason.
+ *
+ * Layer 3 of libkvrt-xfer: transport, wire and the log.
+ */
+#ifndef KVRT_XFER_LINK_H
+#define KVRT_XFER_LINK_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "log.h"
+#include "transport.h"
+#include "wire.h"
+
+struct xfer_link_msg;
+
+struct xfer_link {
+    xt *t;
+    xt_ep *ep;  /* NULL until opened, and once closed */
+    bool wired; /* its wire-up completed: messages go out */
+    bool wiring;
+    enum kvrt_xfer_peer_state state;
+    char why[512];
+    char name[96];
+    struct wire_ident me; /* what this side writes in every header */
+    struct xfer_link_msg *queue, **queue_tail;
+    uint64_t last_begun; /* the highest stream id the peer began here */
+    uint64_t id_bytes;   /* block ids its live streams hold here */
+    const struct xfer_log *log;
+    uint64_t *violations; /* the agent's count */
+};
+
+void xfer_link_init(struct xfer_link *l, xt *t, const struct xfer_log *log, uint64_t *violations);
+/* Open the data endpoint to the peer's worker address and start its
+ * wire-up; `user` goes with the endpoint's errors. */
+int xfer_link_open(struct xfer_link *l, const uint8_t *addr, size_t len, void *user);
+/* Send a control message (header and data copied), or queue it until the
+ * wire-up completes. */
+int xfer_link_send(struct xfer_link *l, unsigned id, const void *hdr, size_t hlen, const void *data, size_t len);
+/* Connected and wired: data may go. */
+bool xfer_link_ready(const struct xfer_link *l);
+/* KVRT_OK while connected; otherwise the error naming the peer, for `what`. */
+int xfer_link_ok(const struct xfer_link *l, const char *what);
+/* The link fails with this reason (the first one stays). */
+void xfer_link_fail(struct xfer_link *l, const char *fmt, ...) KVRT_PRINTF(2, 3);
+/* A message from the peer failed a check: counted, logged in one line that
+ * names the peer, and the link fails. */
+void xfer_link_violation(struct xfer_link *l, const char *why);
+/* Close the endpoint by force and drop what waits. */
+void xfer_link_close(struct xfer_link *l);
+
+#endif
