@@ -248,9 +248,10 @@ static void on_hello(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg 
         return;
     }
     p->hello_len = p->blob_len = m->len;
-    if (xfer_peer_take_blob(a, p) != KVRT_OK) {
+    int rc = xfer_peer_take_blob(a, p);
+    if (rc != KVRT_OK) {
         snprintf(why, sizeof(why), "%s", kvrt_error_message());
-        refuse(a, p, WIRE_REPLY, KVRT_ERR_INVALID, why);
+        refuse(a, p, WIRE_REPLY, rc, why);
         return;
     }
     uint8_t *mine = NULL;
@@ -358,8 +359,9 @@ static void on_reply(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg 
                 keyed ? "this agent's key" : "the handshake");
         return;
     }
-    if (xfer_peer_take_blob(a, p) != KVRT_OK) {
-        hs_fail(p, KVRT_ERR_INVALID, "kvrt_xfer_connect: %s", kvrt_error_message());
+    int rc = xfer_peer_take_blob(a, p);
+    if (rc != KVRT_OK) {
+        hs_fail(p, rc, "kvrt_xfer_connect: %s", kvrt_error_message());
         return;
     }
     struct wire_proof pr;

@@ -169,6 +169,7 @@ int side_open(struct side *s, const struct side_opts *o)
         ao.staging_bytes = o->staging_bytes;
         ao.timeout_s = o->timeout_s;
         ao.key_file = o->key_file;
+        ao.allow = o->allow;
         ao.flags = o->flags;
         ao.log = o->log;
         ao.log_user = o->log_user;
@@ -816,6 +817,8 @@ int child_main(int argc, char **argv)
             ok = (o.timeout_s = strtod(v, NULL)) > 0;
         else if (strcmp(argv[i], "--key-file") == 0)
             o.key_file = v;
+        else if (strcmp(argv[i], "--allow") == 0)
+            o.allow = v;
         else if (strcmp(argv[i], "--flags") == 0) {
             uint64_t f = 0;
             ok = parse_u64(v, &f);

@@ -34,7 +34,8 @@
  * transfer's blocks the moment it arrives), --report-notes (and print
  * "note INDEX ok|bad" for each), --zero (no pattern: the cache stays zero),
  * --memory allocated|aligned|mmap|dlpack (where the cache lives), --key-file F,
- * --flags N (kvrt_xfer_agent_options), --log (keep the agent's log lines).
+ * --flags N, --allow LIST (kvrt_xfer_agent_options), --log (keep the agent's
+ * log lines).
  * It exits when its stdin closes (the parent died), with status 3 when its
  * cache's memory was not handed back exactly once.
  */
@@ -72,6 +73,7 @@ struct side_opts {
     /* The agent's key file and flags (kvrt_xfer_agent_options), and where
      * its warnings go (NULL: stderr). */
     const char *key_file;
+    const char *allow;
     uint32_t flags;
     void (*log)(void *user, enum kvrt_log_level level, const char *message);
     void *log_user;
