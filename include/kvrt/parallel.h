@@ -58,8 +58,8 @@ KVRT_API int kvrt_tp_heads(uint64_t total_kv_heads, uint64_t tp_size, uint64_t r
 
 /*
  * Which side of a transfer a map is for.  The values are those of enum
- * kvrt_xfer_direction (<kvrt/xfer.h>), so a request's direction may be
- * passed as it is.
+ * kvrt_xfer_direction (<kvrt/xfer.h>), so a request's direction converts
+ * unchanged (kvrt_xfer_tp_map takes it as it is).
  */
 enum kvrt_tp_direction {
     /* The source view: the runs this rank must send so that every remote
