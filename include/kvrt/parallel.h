@@ -10,8 +10,8 @@
  *                       (VLLM_PP_LAYER_PARTITION, or its even split)
  *
  * The rules are vLLM's, written once here (docs/parallel.md names their
- * source); libkvrt-xfer (kvrt_xfer_tp_map, kvrt_xfer_pp_layers), the Python
- * package and the tool call these and never restate them.  Every
+ * source); libkvrt-xfer (kvrt_xfer_tp_map, kvrt_xfer_pp_layers) and the
+ * Python package call these and never restate them.  Every
  * combination that cannot be mapped is refused with one line that names
  * the values and what is valid.
  */
