@@ -6,6 +6,7 @@
 #include "layout_internal.h"
 #include "priority.h"
 #include "runtime_internal.h"
+#include "settings_internal.h"
 
 static int bind_plugin(kvrt_runtime *rt, struct kvrt_loaded_plugin *p, enum kvrt_layout layout, kvrt_backend **out);
 
@@ -56,13 +57,14 @@ static void note_demotions(kvrt_runtime *rt, const struct kvrt_loaded_plugin *ch
     }
 }
 
-/* KVRT_BACKEND: unset leaves the choice to kvrt; set but empty is an error
- * (as for VLLM_KV_CACHE_LAYOUT), never the same as unset. */
-static int backend_env(const kvrt_runtime *rt, const char **out)
+/* The backend `name` or else KVRT_BACKEND names; *out NULL when neither
+ * does, which leaves the choice to kvrt.  KVRT_BACKEND set but empty is an
+ * error (as for VLLM_KV_CACHE_LAYOUT), never the same as unset. */
+static int named_backend(const kvrt_runtime *rt, const char *name, const char **out, enum kvrt_setting_source *source)
 {
-    const char *v = getenv(KVRT_BACKEND_ENV);
+    const char *v = kvrt_setting_value(KVRT_SETTING_BACKEND, name, source);
     *out = v;
-    if (v && !*v) {
+    if (v && !*v && !name) {
         char names[512];
         size_t len = 0;
         names[0] = '\0';
@@ -84,7 +86,7 @@ static int backend_env(const kvrt_runtime *rt, const char **out)
  * the one resolution would most likely choose for it alone. */
 static enum kvrt_layout trial_layout(const struct kvrt_plugin_descriptor *d)
 {
-    const char *v = getenv(KVRT_LAYOUT_ENV);
+    const char *v = kvrt_setting_value(KVRT_SETTING_LAYOUT, NULL, NULL);
     enum kvrt_layout env;
     if (v && kvrt_layout_parse(v, &env) == KVRT_OK && kvrt_plugin_declares(d, env))
         return env;
@@ -145,20 +147,25 @@ static void reasons_text(const kvrt_runtime *rt, const size_t *order, struct kvr
     }
 }
 
-int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
+static int choose_backend(const kvrt_runtime *crt, const char *fn, const char *given, const char **name,
+                          enum kvrt_setting_source *source)
 {
     if (!crt || !name)
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_default_backend: NULL argument");
+        return kvrt_fail(KVRT_ERR_INVALID, "%s: NULL argument", fn);
     kvrt_runtime *rt = (kvrt_runtime *)crt;
-    const char *env = NULL;
-    int env_status = backend_env(rt, &env);
-    if (env_status != KVRT_OK)
-        return env_status;
-    if (env) {
+    const char *named = NULL;
+    enum kvrt_setting_source from = KVRT_SOURCE_DEFAULT;
+    int named_status = named_backend(rt, given, &named, &from);
+    if (named_status != KVRT_OK)
+        return named_status;
+    if (source)
+        *source = from;
+    if (named) {
         size_t i;
-        int status = kvrt_runtime_find_plugin(rt, env, &i);
+        int status = kvrt_runtime_find_plugin(rt, named, &i);
         if (status != KVRT_OK)
-            return kvrt_fail_context(status, "%s=%s", KVRT_BACKEND_ENV, env);
+            return from == KVRT_SOURCE_ENVIRONMENT ? kvrt_fail_context(status, "%s=%s", KVRT_BACKEND_ENV, named)
+                                                   : status;
         *name = rt->plugins.loaded[i].desc->name;
         return KVRT_OK;
     }
@@ -191,6 +198,17 @@ int kvrt_runtime_default_backend(const kvrt_runtime *crt, const char **name)
                   rt->plugins.num_loaded ? kvrt_strbuf_str(&why) : "no plugins were found", rt->plugins.num_loaded);
     kvrt_strbuf_free(&why);
     return status;
+}
+
+int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **name)
+{
+    return choose_backend(rt, "kvrt_runtime_default_backend", NULL, name, NULL);
+}
+
+int kvrt_runtime_choose_backend(const kvrt_runtime *rt, const char *name, const char **out,
+                                enum kvrt_setting_source *source)
+{
+    return choose_backend(rt, "kvrt_runtime_choose_backend", name, out, source);
 }
 
 /* The layers' shapes: given as groups, else as the mixed-shapes flag. */
@@ -378,17 +396,14 @@ static int refuse_layout(const struct kvrt_plugin_descriptor *d, const char *spe
                      spelled, as, d->name, layouts);
 }
 
-int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_name, kvrt_backend **out)
+/* Bind `layout`, which the user spelled `layout_name` (an alias or the
+ * canonical name): messages say it as spelled. */
+static int bind_as(kvrt_runtime *rt, const char *backend, enum kvrt_layout layout, const char *layout_name,
+                   kvrt_backend **out)
 {
-    if (!rt || !layout_name || !out)
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_bind: NULL argument");
-    *out = NULL;
-    enum kvrt_layout layout;
-    int status = kvrt_layout_parse(layout_name, &layout);
-    if (status != KVRT_OK)
-        return status;
+    int status;
     if (!backend) {
-        status = backend_env(rt, &backend);
+        status = named_backend(rt, NULL, &backend, NULL);
         if (status != KVRT_OK)
             return status;
     }
@@ -464,6 +479,29 @@ int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_
                                                   : "no plugins were found (set KVRT_PLUGIN_PATH or install kvrt)");
     kvrt_strbuf_free(&passed);
     return status;
+}
+
+int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_name, kvrt_backend **out)
+{
+    if (!rt || !layout_name || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_bind: NULL argument");
+    *out = NULL;
+    enum kvrt_layout layout;
+    int status = kvrt_layout_parse(layout_name, &layout);
+    if (status != KVRT_OK)
+        return status;
+    return bind_as(rt, backend, layout, layout_name, out);
+}
+
+int kvrt_runtime_bind_layout(kvrt_runtime *rt, const char *backend, enum kvrt_layout layout, kvrt_backend **out)
+{
+    if (!rt || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_bind_layout: NULL argument");
+    *out = NULL;
+    if (!kvrt_layout_valid((int)layout))
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_bind_layout: layout value %d is not one of %s", (int)layout,
+                         kvrt_layout_values_text());
+    return bind_as(rt, backend, layout, kvrt_layout_name(layout), out);
 }
 
 const char *kvrt_backend_name(const kvrt_backend *b)

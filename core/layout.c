@@ -12,6 +12,7 @@
 
 #include "error.h"
 #include "layout_internal.h"
+#include "settings_internal.h"
 
 struct layout_entry {
     const char *name;
@@ -223,35 +224,54 @@ bool kvrt_layout_block_contiguous(enum kvrt_layout layout)
     return o && o[2] == KVRT_AXIS_H && o[3] == KVRT_AXIS_N && o[4] == KVRT_AXIS_C;
 }
 
-int kvrt_layout_from_env_or_default(enum kvrt_layout *out, bool *from_env)
+/* The layout `name` or VLLM_KV_CACHE_LAYOUT gives; *out is left alone when
+ * neither does (*source DEFAULT). */
+static int given_layout(const char *name, enum kvrt_layout *out, enum kvrt_setting_source *source)
 {
-    bool set = false;
+    const char *value = kvrt_setting_value(KVRT_SETTING_LAYOUT, name, source);
+    if (!value)
+        return KVRT_OK;
+    /* A set-but-empty variable is almost always a broken export line; treating
+     * it as "unset" would silently ignore what the user meant to constrain. */
+    int rc = kvrt_layout_parse(value, out);
+    if (rc != KVRT_OK && !name)
+        return kvrt_fail_context(rc, "%s is set but not a valid layout (unset it to let kvrt choose)", KVRT_LAYOUT_ENV);
+    return rc;
+}
+
+int kvrt_layout_choose(const char *name, enum kvrt_layout *out, enum kvrt_setting_source *source)
+{
+    enum kvrt_setting_source from = KVRT_SOURCE_DEFAULT;
     if (!out)
-        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_layout_from_env_or_default: out is NULL");
-    int rc = kvrt_layout_from_env(&set, out);
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_layout_choose: out is NULL");
+    int rc = given_layout(name, out, &from);
     if (rc != KVRT_OK)
         return rc;
-    if (!set)
+    if (from == KVRT_SOURCE_DEFAULT)
         *out = kvrt_layout_default();
-    if (from_env)
-        *from_env = set;
+    if (source)
+        *source = from;
     return KVRT_OK;
+}
+
+int kvrt_layout_from_env_or_default(enum kvrt_layout *out, bool *from_env)
+{
+    enum kvrt_setting_source from = KVRT_SOURCE_DEFAULT;
+    if (!out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_layout_from_env_or_default: out is NULL");
+    int rc = kvrt_layout_choose(NULL, out, &from);
+    if (rc == KVRT_OK && from_env)
+        *from_env = from == KVRT_SOURCE_ENVIRONMENT;
+    return rc;
 }
 
 int kvrt_layout_from_env(bool *is_set, enum kvrt_layout *out)
 {
+    enum kvrt_setting_source from = KVRT_SOURCE_DEFAULT;
     if (!is_set || !out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_layout_from_env: is_set and out must not be NULL");
-    const char *value = getenv(KVRT_LAYOUT_ENV);
-    if (!value) {
-        *is_set = false;
-        return KVRT_OK;
-    }
-    /* A set-but-empty variable is almost always a broken export line; treating
-     * it as "unset" would silently ignore what the user meant to constrain. */
-    int rc = kvrt_layout_parse(value, out);
-    if (rc != KVRT_OK)
-        return kvrt_fail_context(rc, "%s is set but not a valid layout (unset it to let kvrt choose)", KVRT_LAYOUT_ENV);
-    *is_set = true;
-    return KVRT_OK;
+    int rc = given_layout(NULL, out, &from);
+    if (rc == KVRT_OK)
+        *is_set = from == KVRT_SOURCE_ENVIRONMENT;
+    return rc;
 }

@@ -12,7 +12,7 @@
 
 #include "error.h"
 #include "loader.h"
-#include "secure_env.h"
+#include "settings_internal.h"
 
 /*
  * Discovery, in the manner of the Vulkan and OpenCL ICD loaders: an explicit
@@ -45,7 +45,7 @@ static int skip(struct search *s, const char *path, const char *reason)
 
 static bool insecure_allowed(void)
 {
-    const char *v = kvrt_secure_getenv(KVRT_ALLOW_INSECURE_PLUGINS_ENV);
+    const char *v = kvrt_setting_value(KVRT_SETTING_ALLOW_INSECURE_PLUGINS, NULL, NULL);
     return v && strcmp(v, "1") == 0;
 }
 
@@ -338,8 +338,7 @@ static bool running_uninstalled(void)
 
 static int search_all(struct search *s, const char *explicit_path, bool search_default_paths)
 {
-    if (!explicit_path)
-        explicit_path = kvrt_secure_getenv(KVRT_PLUGIN_PATH_ENV);
+    explicit_path = kvrt_setting_value(KVRT_SETTING_PLUGIN_PATH, explicit_path, NULL);
     int status = KVRT_OK;
     if (explicit_path && *explicit_path)
         status = search_list(s, explicit_path);

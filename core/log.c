@@ -7,7 +7,7 @@
 
 #include "error.h"
 #include "plugin_internal.h"
-#include "secure_env.h"
+#include "settings_internal.h"
 
 void kvrt_log(const struct kvrt_log *log, enum kvrt_log_level level, const char *fmt, ...)
 {
@@ -20,7 +20,7 @@ void kvrt_log(const struct kvrt_log *log, enum kvrt_log_level level, const char 
         log->fn(log->user, level, msg);
         return;
     }
-    const char *debug = kvrt_secure_getenv("KVRT_DEBUG");
+    const char *debug = kvrt_setting_value(KVRT_SETTING_DEBUG, NULL, NULL);
     if (debug && *debug && (level <= KVRT_LOG_WARNING || strcmp(debug, "2") == 0))
         fprintf(stderr, "kvrt: %s: %s\n",
                 level == KVRT_LOG_ERROR     ? "error"

@@ -13,6 +13,7 @@
 #include "error.h"
 #include "layout_internal.h"
 #include "resolve_internal.h"
+#include "settings_internal.h"
 #include "shapes.h"
 #include "trace.h"
 
@@ -173,7 +174,7 @@ int kvrt_resolver_create(kvrt_resolver **out)
         return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_create: out of memory");
     /* Kept as spelled and validated at resolve time, so that an error names
      * exactly what the user exported, and the resolver is never half-built. */
-    const char *env = getenv(KVRT_LAYOUT_ENV);
+    const char *env = kvrt_setting_value(KVRT_SETTING_LAYOUT, NULL, NULL);
     if (env && !(r->env = strdup(env))) {
         free(r);
         return kvrt_fail(KVRT_ERR_NOMEM, "kvrt_resolver_create: out of memory");

@@ -5,7 +5,7 @@
 #include "error.h"
 #include "reserved.h"
 #include "runtime_internal.h"
-#include "secure_env.h"
+#include "settings_internal.h"
 
 void kvrt_runtime_options_default(struct kvrt_runtime_options *options)
 {
@@ -127,9 +127,9 @@ int kvrt_runtime_find_plugin(const kvrt_runtime *rt, const char *name, size_t *i
     }
     char names[512];
     names_text(rt, names, sizeof(names));
+    const char *path = kvrt_setting_value(KVRT_SETTING_PLUGIN_PATH, NULL, NULL);
     return kvrt_fail(KVRT_ERR_NODEV, "no backend named \"%s\" (available plugins: %s; search path: %s=%s)", name, names,
-                     KVRT_PLUGIN_PATH_ENV,
-                     kvrt_secure_getenv(KVRT_PLUGIN_PATH_ENV) ? kvrt_secure_getenv(KVRT_PLUGIN_PATH_ENV) : "(unset)");
+                     KVRT_PLUGIN_PATH_ENV, path ? path : "(unset)");
 }
 
 bool kvrt_runtime_plugin_admits(const kvrt_runtime *rt, size_t i, enum kvrt_layout layout)

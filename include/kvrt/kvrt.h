@@ -4,6 +4,7 @@
 
 #include <kvrt/version.h>
 #include <kvrt/common.h>
+#include <kvrt/settings.h>
 #include <kvrt/device.h>
 #include <kvrt/layout.h>
 #include <kvrt/dtype.h>

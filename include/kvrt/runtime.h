@@ -21,15 +21,12 @@
 #include <kvrt/layout.h>
 #include <kvrt/dtype.h>
 #include <kvrt/placement.h>
+#include <kvrt/settings.h>
 #include <kvrt/trace.h>
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-#define KVRT_PLUGIN_PATH_ENV "KVRT_PLUGIN_PATH"
-#define KVRT_BACKEND_ENV "KVRT_BACKEND"
-#define KVRT_ALLOW_INSECURE_PLUGINS_ENV "KVRT_ALLOW_INSECURE_PLUGINS"
 
 typedef struct kvrt_runtime kvrt_runtime;
 typedef struct kvrt_backend kvrt_backend;
@@ -135,6 +132,20 @@ KVRT_API const char *kvrt_runtime_backend_priority(void);
 KVRT_API int kvrt_runtime_default_backend(const kvrt_runtime *rt, const char **name);
 
 /**
+ * The backend binding would use, with where its name came from: `name`
+ * when not NULL (source ARGUMENT), else KVRT_BACKEND when set
+ * (ENVIRONMENT; set but empty is an error), else the choice of
+ * kvrt_runtime_default_backend (DEFAULT).  A name given either way must be
+ * a plugin found.  *out stays valid with the runtime; *source may be NULL,
+ * and kvrt_setting_origin words it for output.
+ * @return KVRT_OK; KVRT_ERR_INVALID for KVRT_BACKEND set but empty;
+ *   KVRT_ERR_NODEV for an unknown name (naming the plugins found) or when
+ *   no backend works.
+ */
+KVRT_API int kvrt_runtime_choose_backend(const kvrt_runtime *rt, const char *name, const char **out,
+                                         enum kvrt_setting_source *source);
+
+/**
  * Resolve one layout (docs/design.md §7) across the named backends (their
  * declarations are read, no device code runs).  backends NULL / n 0: the
  * default backend.  preference: a soft preference as spelled, or NULL.
@@ -185,6 +196,17 @@ KVRT_API int kvrt_runtime_trace_step(const kvrt_runtime *rt, size_t i, struct kv
  *   the backend and its layouts); KVRT_ERR_NODEV when no device.
  */
 KVRT_API int kvrt_runtime_bind(kvrt_runtime *rt, const char *backend, const char *layout_name, kvrt_backend **out);
+
+/**
+ * kvrt_runtime_bind for a layout already parsed (or resolved): the same
+ * choice of backend, checks and refusals, naming the layout canonically.
+ * Names are parsed once, where they come in; this is the call for the
+ * value they became.
+ * @return as kvrt_runtime_bind; KVRT_ERR_INVALID for a value outside
+ *   enum kvrt_layout.
+ */
+KVRT_API int kvrt_runtime_bind_layout(kvrt_runtime *rt, const char *backend, enum kvrt_layout layout,
+                                      kvrt_backend **out);
 
 KVRT_API const char *kvrt_backend_name(const kvrt_backend *b);
 

@@ -15,7 +15,7 @@ See docs/python.md.
 from ._errors import (Error, InvalidArgumentError, SizeOverflowError, OutOfMemoryError, RefusedError,
                       NoDeviceError, StateError, DeviceError, UnsupportedError, PluginError, InternalError)
 from ._lib import lib as _clib, path as library_path
-from .info import layouts, plan, resolve
+from .info import layouts, plan, resolve, settings
 from .runtime import Runtime, Cache, TensorView
 
 __version__ = _clib.kvrt_version().decode()
@@ -28,4 +28,4 @@ def live_tensors():
 
 __all__ = ["Error", "InvalidArgumentError", "SizeOverflowError", "OutOfMemoryError", "RefusedError",
            "NoDeviceError", "StateError", "DeviceError", "UnsupportedError", "PluginError", "InternalError",
-           "layouts", "plan", "resolve", "Runtime", "Cache", "TensorView", "live_tensors", "library_path"]
+           "layouts", "plan", "resolve", "settings", "Runtime", "Cache", "TensorView", "live_tensors", "library_path"]

@@ -159,6 +159,15 @@ static void pure_functions(void)
     INVALID(kvrt_layout_from_env_or_default, "NULL, NULL", NULL, NULL);
     INVALID(kvrt_layout_from_env, "NULL, out", NULL, &(enum kvrt_layout){0});
     INVALID(kvrt_layout_from_env, "is_set, NULL", &(bool){false}, NULL);
+    INVALID(kvrt_layout_choose, "NULL, NULL, source", NULL, NULL, &(enum kvrt_setting_source){KVRT_SOURCE_DEFAULT});
+
+    RETURNS(kvrt_setting_variable, "-1", kvrt_setting_variable((enum kvrt_setting) - 1) == NULL);
+    RETURNS(kvrt_setting_summary, "-1", kvrt_setting_summary((enum kvrt_setting) - 1) == NULL);
+    RETURNS(kvrt_setting_source_name, "-1", kvrt_setting_source_name((enum kvrt_setting_source) - 1) == NULL);
+    RETURNS(kvrt_setting_get, "LAYOUT, NULL, NULL, NULL (may be NULL)",
+            kvrt_setting_get(KVRT_SETTING_LAYOUT, NULL, NULL, NULL) == KVRT_OK);
+    RETURNS(kvrt_setting_origin, "-1, DEFAULT, NULL",
+            kvrt_setting_origin((enum kvrt_setting) - 1, KVRT_SOURCE_DEFAULT, NULL) == NULL);
 
     INVALID(kvrt_spec_derive, "spec, 0, NULL", &s, 0, NULL);
     INVALID(kvrt_spec_derive, "NULL, 0, out", NULL, 0, &(struct kvrt_spec_info){0});
@@ -262,6 +271,7 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     RETURNS(kvrt_runtime_num_skipped, "NULL", kvrt_runtime_num_skipped(NULL) == 0);
     INVALID(kvrt_runtime_skipped, "NULL, 0, NULL, NULL", NULL, 0, NULL, NULL);
     INVALID(kvrt_runtime_default_backend, "rt, NULL", rt, NULL);
+    INVALID(kvrt_runtime_choose_backend, "rt, NULL, NULL, NULL", rt, NULL, NULL, NULL);
     RETURNS(kvrt_runtime_backend_priority, "", strstr(kvrt_runtime_backend_priority(), "cpu") != NULL);
     const char *one[1] = {"fault"};
     INVALID(kvrt_runtime_resolve, "rt, ..., NULL", rt, one, 1, false, NULL, NULL);
@@ -272,6 +282,7 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     INVALID(kvrt_runtime_trace_step, "NULL, 0, step", NULL, 0, &step);
     INVALID(kvrt_runtime_trace_step, "rt, 0, NULL", rt, 0, NULL);
     INVALID(kvrt_runtime_bind, "rt, \"fault\", \"LBHNC\", NULL", rt, "fault", "LBHNC", NULL);
+    INVALID(kvrt_runtime_bind_layout, "rt, \"fault\", LBHNC, NULL", rt, "fault", KVRT_LAYOUT_LBHNC, NULL);
 
     RETURNS(kvrt_backend_name, "NULL", kvrt_backend_name(NULL) == NULL);
     RETURNS(kvrt_backend_layout, "NULL", kvrt_layout_valid((int)kvrt_backend_layout(NULL)));

@@ -78,7 +78,8 @@ struct explain {
     bool json;
     const char *backends[MAX_BACKENDS];
     size_t num_backends;
-    const char *backend_source;
+    const char *backend_source; /* kvrt_setting_origin's word */
+    bool backend_default;       /* chosen by priority, not named */
     const char *prefer;
     struct cli_model_flags flags;
     const struct kvrt_model_info *model;
@@ -257,7 +258,11 @@ static int judge_shapes(struct explain *e, const struct kvrt_group *groups)
 static void print_human(const struct explain *e)
 {
     printf("Why this layout?\n\n");
-    printf("Backends that would touch the cache (%s):\n", e->backend_source);
+    if (e->backend_default)
+        printf("Backends that would touch the cache (%s: the first available in priority order %s):\n",
+               e->backend_source, kvrt_runtime_backend_priority());
+    else
+        printf("Backends that would touch the cache (from %s):\n", e->backend_source);
     for (size_t b = 0; b < e->num_backends; b++) {
         size_t i;
         struct kvrt_plugin_info in;
@@ -366,7 +371,8 @@ static int print_json(const struct explain *e)
         kvrt_json_put(o, "reason", kvrt_json_str(v.why));
         json_array_append_new(layouts, o);
     }
-    const char *env = getenv(KVRT_LAYOUT_ENV);
+    const char *env = NULL;
+    kvrt_setting_get(KVRT_SETTING_LAYOUT, NULL, &env, NULL);
     bool ok = kvrt_json_put(root, "backends", backends) &&
               kvrt_json_put(root, "backend_source", kvrt_json_str(e->backend_source)) &&
               kvrt_json_put(root, "model", e->model ? cli_model_json(&e->flags) : json_null()) &&
@@ -400,20 +406,16 @@ static int explain_run(int argc, char **argv)
     int rc = KVRT_OK;
     if (code == CLI_EXIT_OK && (rc = kvrt_runtime_open(NULL, &e.rt)) != KVRT_OK)
         code = cli_fail_status(rc);
-    char given[256];
+    enum kvrt_setting_source source = KVRT_SOURCE_ARGUMENT;
     if (code == CLI_EXIT_OK && e.num_backends == 0) {
         const char *name = NULL;
-        if ((rc = kvrt_runtime_default_backend(e.rt, &name)) != KVRT_OK)
+        if ((rc = kvrt_runtime_choose_backend(e.rt, NULL, &name, &source)) != KVRT_OK)
             code = cli_fail_status(rc);
         else
             e.backends[e.num_backends++] = name;
-        const char *env = getenv(KVRT_BACKEND_ENV);
-        snprintf(given, sizeof(given), "the first available in priority order %s", kvrt_runtime_backend_priority());
-        e.backend_source = env && *env ? "named by " KVRT_BACKEND_ENV : given;
-    } else {
-        snprintf(given, sizeof(given), "given with %s", cli_option_name(explain_tables, OPT_BACKEND));
-        e.backend_source = given;
     }
+    e.backend_source = kvrt_setting_origin(KVRT_SETTING_BACKEND, source, cli_option_name(explain_tables, OPT_BACKEND));
+    e.backend_default = source == KVRT_SOURCE_DEFAULT;
     for (size_t b = 0; code == CLI_EXIT_OK && b < e.num_backends; b++) {
         size_t i;
         if ((rc = kvrt_runtime_find_plugin(e.rt, e.backends[b], &i)) != KVRT_OK)

@@ -311,16 +311,14 @@ int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_mode
 
 int cli_layout_or_env(const char *given_as, enum kvrt_layout given_layout, enum kvrt_layout *out, const char **source)
 {
-    if (given_as) {
-        *out = given_layout;
-        *source = given_as;
-        return CLI_EXIT_OK;
+    enum kvrt_setting_source from = KVRT_SOURCE_ARGUMENT;
+    *out = given_layout;
+    if (!given_as) {
+        int rc = kvrt_layout_choose(NULL, out, &from);
+        if (rc != KVRT_OK)
+            return cli_fail_status(rc);
     }
-    bool from_env = false;
-    int rc = kvrt_layout_from_env_or_default(out, &from_env);
-    if (rc != KVRT_OK)
-        return cli_fail_status(rc);
-    *source = from_env ? KVRT_LAYOUT_ENV : "default";
+    *source = kvrt_setting_origin(KVRT_SETTING_LAYOUT, from, given_as);
     return CLI_EXIT_OK;
 }
 

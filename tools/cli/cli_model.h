@@ -91,9 +91,9 @@ int cli_model_num_blocks(const struct cli_model_flags *f, const struct kvrt_mode
                          uint64_t fallback, uint64_t *blocks);
 
 /* The layout: the option named `given_as` (already parsed; NULL: not given),
- * else VLLM_KV_CACHE_LAYOUT, else kvrt's default (libkvrt's
- * kvrt_layout_from_env_or_default); *source says which.  Returns a CLI exit
- * status. */
+ * else VLLM_KV_CACHE_LAYOUT, else kvrt's default, as libkvrt's
+ * kvrt_layout_choose answers; *source is its kvrt_setting_origin word (the
+ * option, the variable or "default").  Returns a CLI exit status. */
 int cli_layout_or_env(const char *given_as, enum kvrt_layout given_layout, enum kvrt_layout *out, const char **source);
 
 /* "attention, bf16, 8 KV heads x 128 (V 128), block 16": one spec for people. */

@@ -83,20 +83,14 @@ int xfer_side_set_up(struct xfer_side *s)
     int rc = kvrt_runtime_open(NULL, &s->rt);
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
-    const char *backend = s->backend_name;
-    size_t index;
-    if (backend && (rc = kvrt_runtime_find_plugin(s->rt, backend, &index)) != KVRT_OK)
-        return cli_fail_status(rc);
-    if (!backend && (rc = kvrt_runtime_default_backend(s->rt, &backend)) != KVRT_OK)
+    const char *backend = NULL;
+    if ((rc = kvrt_runtime_choose_backend(s->rt, s->backend_name, &backend, NULL)) != KVRT_OK)
         return cli_fail_status(rc);
     s->backend_name = backend;
-    const char *source;
-    enum kvrt_layout given = KVRT_LAYOUT_LBNHC;
-    if (s->layout_name && (rc = kvrt_layout_parse(s->layout_name, &given)) != KVRT_OK)
-        return cli_fail_status(rc);
-    if ((code = cli_layout_or_env(s->layout_name ? s->layout_option : NULL, given, &s->layout, &source)) != CLI_EXIT_OK)
-        return code;
-    if ((rc = kvrt_runtime_bind(s->rt, backend, kvrt_layout_name(s->layout), &s->backend)) != KVRT_OK)
+    if ((rc = kvrt_layout_choose(s->layout_name, &s->layout, NULL)) != KVRT_OK)
+        return s->layout_name ? cli_error(CLI_EXIT_USAGE, "%s: %s", s->layout_option, kvrt_error_message())
+                              : cli_fail_status(rc);
+    if ((rc = kvrt_runtime_bind_layout(s->rt, backend, s->layout, &s->backend)) != KVRT_OK)
         return cli_fail_status(rc);
     if ((code = cli_model_num_blocks(&s->flags, s->model, s->layout, 64, &s->num_blocks)) != CLI_EXIT_OK)
         return code;
