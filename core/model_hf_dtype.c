@@ -130,9 +130,8 @@ static int kv_cache_dtype(struct hf *h)
         default:
             return model_fail(h->c, KVRT_ERR_INVALID,
                               "%s %s is not a KV-cache type vLLM offers for "
-                              "a config.json; valid types are auto, bf16, fp16, fp8, fp8_e4m3, "
-                              "fp8_e5m2",
-                              flag, kvrt_dtype_name(o->dtype));
+                              "a config.json; valid types are %s",
+                              flag, kvrt_dtype_name(o->dtype), kvrt_kv_cache_dtype_valid_names());
         }
     }
     const char *name = kvrt_kv_cache_dtype_name(choice);

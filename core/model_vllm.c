@@ -4,6 +4,7 @@
  * MLA backend rule and the hybrid attention + state rule), max_model_len,
  * and the capacity figures vLLM logs for a KV-cache budget.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -22,12 +23,27 @@ const char *kvrt_kv_cache_dtype_name(enum kvrt_kv_cache_dtype d)
     return (unsigned)d < KVRT_NUM_KV_CACHE_DTYPES ? cache_names[d] : NULL;
 }
 
+/* vLLM's spellings of kvrt's short names. */
+static const struct {
+    const char *name;
+    enum kvrt_kv_cache_dtype d;
+} cache_aliases[] = {{"bfloat16", KVRT_KV_CACHE_BF16}, {"float16", KVRT_KV_CACHE_FP16}, {"half", KVRT_KV_CACHE_FP16}};
+
+/* The lists in messages and help are written once from the tables, so a
+ * new type or backend can never be missing from them. */
+static char cache_valid[160];
+static char backend_choices[768];
+static pthread_once_t texts_once = PTHREAD_ONCE_INIT;
+static void write_texts(void);
+
+const char *kvrt_kv_cache_dtype_valid_names(void)
+{
+    pthread_once(&texts_once, write_texts);
+    return cache_valid;
+}
+
 int kvrt_kv_cache_dtype_parse(const char *text, enum kvrt_kv_cache_dtype *out)
 {
-    static const struct {
-        const char *name;
-        enum kvrt_kv_cache_dtype d;
-    } aliases[] = {{"bfloat16", KVRT_KV_CACHE_BF16}, {"float16", KVRT_KV_CACHE_FP16}, {"half", KVRT_KV_CACHE_FP16}};
     if (!out)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_kv_cache_dtype_parse: out is NULL");
     for (int i = 0; text && i < KVRT_NUM_KV_CACHE_DTYPES; i++)
@@ -35,15 +51,13 @@ int kvrt_kv_cache_dtype_parse(const char *text, enum kvrt_kv_cache_dtype *out)
             *out = (enum kvrt_kv_cache_dtype)i;
             return KVRT_OK;
         }
-    for (size_t i = 0; text && i < sizeof(aliases) / sizeof(aliases[0]); i++)
-        if (strcmp(text, aliases[i].name) == 0) {
-            *out = aliases[i].d;
+    for (size_t i = 0; text && i < sizeof(cache_aliases) / sizeof(cache_aliases[0]); i++)
+        if (strcmp(text, cache_aliases[i].name) == 0) {
+            *out = cache_aliases[i].d;
             return KVRT_OK;
         }
-    return kvrt_fail(KVRT_ERR_INVALID,
-                     "\"%s\" is not a KV-cache type: valid types are auto, bf16 (bfloat16), fp16 (float16), fp8, "
-                     "fp8_e4m3, fp8_e5m2",
-                     text ? text : "(null)");
+    return kvrt_fail(KVRT_ERR_INVALID, "\"%s\" is not a KV-cache type: valid types are %s", text ? text : "(null)",
+                     kvrt_kv_cache_dtype_valid_names());
 }
 
 /* The KV-cache types a backend lists (supported_kv_cache_dtypes), as vLLM
@@ -97,6 +111,10 @@ static const struct attention_backend backends[KVRT_NUM_ATTENTION_BACKENDS] = {
         {"FLASH_ATTN_MLA_SPARSE", true, true, true, {64, 0}, CD_AUTO | CD_FLOAT16 | CD_BFLOAT16},
 };
 
+/* vLLM's first backend on a Hopper GPU for a model without MLA
+ * (_get_backend_priorities). */
+static const enum kvrt_attention_backend dense_default = KVRT_ATTENTION_FLASH_ATTN;
+
 /* _get_backend_priorities (vllm/platforms/cuda.py): the MLA backends in
  * vLLM's order on a GPU that is not a Blackwell. */
 static const enum kvrt_attention_backend mla_priority[] = {
@@ -104,6 +122,21 @@ static const enum kvrt_attention_backend mla_priority[] = {
     KVRT_ATTENTION_FLASHINFER_MLA,        KVRT_ATTENTION_TRITON_MLA,
     KVRT_ATTENTION_FLASH_ATTN_MLA_SPARSE, KVRT_ATTENTION_FLASHMLA_SPARSE,
 };
+
+static const size_t num_mla = sizeof(mla_priority) / sizeof(mla_priority[0]);
+
+/* The first MLA backend of vLLM's order that a Hopper GPU runs for a
+ * (sparse or dense) model and that takes `cache`; num_mla when none does. */
+static size_t first_mla(bool sparse, unsigned cache)
+{
+    size_t i = 0;
+    for (; i < num_mla; i++) {
+        const struct attention_backend *b = &backends[mla_priority[i]];
+        if (b->hopper && b->sparse == sparse && (b->caches & cache))
+            break;
+    }
+    return i;
+}
 
 const char *kvrt_attention_backend_name(enum kvrt_attention_backend b)
 {
@@ -168,18 +201,6 @@ static void list_caches(unsigned caches, char *out, size_t size)
             used += (size_t)snprintf(out + used, size - used, "%s%s", used ? ", " : "", cd_names[i]);
 }
 
-/* The MLA backends a Hopper GPU runs for this model, dense or sparse. */
-static void list_hopper_mla(bool sparse, char *out, size_t size)
-{
-    size_t used = 0;
-    out[0] = '\0';
-    for (size_t i = 0; i < sizeof(mla_priority) / sizeof(mla_priority[0]) && used < size; i++) {
-        const struct attention_backend *b = &backends[mla_priority[i]];
-        if (b->hopper && b->sparse == sparse)
-            used += (size_t)snprintf(out + used, size - used, "%s%s", used ? ", " : "", b->name);
-    }
-}
-
 static bool kernel_takes(const struct attention_backend *b, uint64_t block)
 {
     for (size_t i = 0; i < 2 && b->kernel[i]; i++)
@@ -200,6 +221,63 @@ static uint64_t preferred_block(const struct attention_backend *b)
     return kernel_takes(b, KVRT_MODEL_DEFAULT_BLOCK_SIZE) ? KVRT_MODEL_DEFAULT_BLOCK_SIZE : kernel_min(b);
 }
 
+/* The backends a Hopper GPU runs for a model with or without MLA (and, for
+ * MLA, sparse or dense), in vLLM's order; with `blocks`, each MLA backend
+ * with the block size vLLM takes for its default of 16, and the default
+ * (for kv_cache_dtype auto) marked. */
+static void list_hopper(bool mla, bool sparse, bool blocks, char *out, size_t size)
+{
+    size_t used = 0;
+    out[0] = '\0';
+    for (size_t k = 0; k < (mla ? num_mla : (size_t)KVRT_NUM_ATTENTION_BACKENDS) && used < size; k++) {
+        const enum kvrt_attention_backend id = mla ? mla_priority[k] : (enum kvrt_attention_backend)k;
+        const struct attention_backend *b = &backends[id];
+        if (id == KVRT_ATTENTION_DEFAULT || !b->hopper || b->mla != mla || (mla && b->sparse != sparse))
+            continue;
+        const bool is_default = mla ? k == first_mla(sparse, CD_AUTO) : id == dense_default;
+        used += (size_t)snprintf(out + used, size - used, "%s%s", used ? ", " : "", b->name);
+        if (used < size && blocks && mla)
+            used += (size_t)snprintf(out + used, size - used, " (%s%llu)", is_default ? "default, " : "",
+                                     (unsigned long long)preferred_block(b));
+        else if (used < size && blocks && is_default)
+            used += (size_t)snprintf(out + used, size - used, " (default)");
+    }
+}
+
+static void write_texts(void)
+{
+    size_t used = 0;
+    for (int i = 0; i < KVRT_NUM_KV_CACHE_DTYPES && used < sizeof(cache_valid); i++) {
+        used += (size_t)snprintf(cache_valid + used, sizeof(cache_valid) - used, "%s%s", i ? ", " : "", cache_names[i]);
+        size_t spellings = 0;
+        for (size_t a = 0; a < sizeof(cache_aliases) / sizeof(cache_aliases[0]) && used < sizeof(cache_valid); a++)
+            if (cache_aliases[a].d == (enum kvrt_kv_cache_dtype)i)
+                used += (size_t)snprintf(cache_valid + used, sizeof(cache_valid) - used, "%s%s",
+                                         spellings++ ? ", " : " (", cache_aliases[a].name);
+        if (spellings && used < sizeof(cache_valid))
+            used += (size_t)snprintf(cache_valid + used, sizeof(cache_valid) - used, ")");
+    }
+    char dense[128], mla[160], sparse[160], refused[128];
+    list_hopper(false, false, true, dense, sizeof(dense));
+    list_hopper(true, false, true, mla, sizeof(mla));
+    list_hopper(true, true, true, sparse, sizeof(sparse));
+    used = 0;
+    refused[0] = '\0';
+    for (int i = 1; i < KVRT_NUM_ATTENTION_BACKENDS && used < sizeof(refused); i++)
+        if (!backends[i].hopper)
+            used +=
+                (size_t)snprintf(refused + used, sizeof(refused) - used, "%s%s", used ? ", " : "", backends[i].name);
+    snprintf(backend_choices, sizeof(backend_choices),
+             "%s; for MLA %s; for DeepSeek-V3.2's sparse MLA %s; refused (Blackwell only): %s", dense, mla, sparse,
+             refused);
+}
+
+const char *kvrt_attention_backend_choices(void)
+{
+    pthread_once(&texts_once, write_texts);
+    return backend_choices;
+}
+
 /* The flag that gave the KV-cache type, for messages. */
 static const char *cache_flag(const struct hf *h)
 {
@@ -212,21 +290,22 @@ static const char *cache_flag(const struct hf *h)
 static int default_mla_backend(struct hf *h, enum kvrt_attention_backend *out)
 {
     const unsigned cache = cache_bit(h);
+    const size_t first = first_mla(h->sparse, cache);
+    if (first < num_mla) {
+        *out = mla_priority[first];
+        model_setting(h->m, "attention_backend", backends[*out].name,
+                      "default: vLLM's first %sMLA backend on a Hopper GPU (compute capability 9.x) "
+                      "that takes kv_cache_dtype %s (_get_backend_priorities)",
+                      h->sparse ? "sparse " : "", cache_name(cache));
+        return KVRT_OK;
+    }
     char why[512];
     size_t used = 0;
     why[0] = '\0';
-    for (size_t i = 0; i < sizeof(mla_priority) / sizeof(mla_priority[0]); i++) {
+    for (size_t i = 0; i < num_mla; i++) {
         const struct attention_backend *b = &backends[mla_priority[i]];
         if (b->sparse != h->sparse || !b->hopper)
             continue;
-        if (b->caches & cache) {
-            *out = mla_priority[i];
-            model_setting(h->m, "attention_backend", b->name,
-                          "default: vLLM's first %sMLA backend on a Hopper GPU (compute capability 9.x) "
-                          "that takes kv_cache_dtype %s (_get_backend_priorities)",
-                          h->sparse ? "sparse " : "", cache_name(cache));
-            return KVRT_OK;
-        }
         char takes[96];
         list_caches(b->caches, takes, sizeof(takes));
         if (used < sizeof(why))
@@ -243,12 +322,13 @@ static int default_mla_backend(struct hf *h, enum kvrt_attention_backend *out)
 static int choose_backend(struct hf *h, enum kvrt_attention_backend *out)
 {
     const enum kvrt_attention_backend given = h->opt->attention_backend;
-    char valid[128];
-    list_hopper_mla(h->sparse, valid, sizeof(valid));
+    char valid[128], dense[128];
+    list_hopper(true, h->sparse, false, valid, sizeof(valid));
+    list_hopper(false, false, false, dense, sizeof(dense));
     if (given == KVRT_ATTENTION_DEFAULT) {
         if (h->mla)
             return default_mla_backend(h, out);
-        *out = KVRT_ATTENTION_FLASH_ATTN;
+        *out = dense_default;
         model_setting(h->m, "attention_backend", backends[*out].name,
                       "default: vLLM's first backend on a Hopper GPU (compute capability 9.x; "
                       "_get_backend_priorities)");
@@ -264,8 +344,8 @@ static int choose_backend(struct hf *h, enum kvrt_attention_backend *out)
     if (!h->mla && b->mla)
         return model_fail(h->c, KVRT_ERR_INVALID,
                           "--attention-backend %s is an MLA backend, and this model has no "
-                          "\"%skv_lora_rank\"; valid: FLASH_ATTN, FLASHINFER, TRITON_ATTN",
-                          b->name, h->where);
+                          "\"%skv_lora_rank\"; valid: %s",
+                          b->name, h->where, dense);
     if (b->mla && !b->hopper)
         return model_fail(h->c, KVRT_ERR_INVALID,
                           "--attention-backend %s runs only on Blackwell GPUs (compute capability 10.x), "

@@ -143,6 +143,8 @@ static void pure_functions(void)
     INVALID(kvrt_geometry_layer_view, "geom, 0, 0, NULL", &g, 0, 0, NULL);
     INVALID(kvrt_geometry_layer_view, "NULL, 0, 0, out", NULL, 0, 0, &(struct kvrt_view){0});
 
+    RETURNS(kvrt_kv_cache_dtype_valid_names, "", kvrt_kv_cache_dtype_valid_names() != NULL);
+    RETURNS(kvrt_attention_backend_choices, "", kvrt_attention_backend_choices() != NULL);
     RETURNS(kvrt_layout_valid, "-1", !kvrt_layout_valid(-1));
     RETURNS(kvrt_layout_name, "-1", kvrt_layout_name((enum kvrt_layout) - 1) == NULL);
     INVALID(kvrt_layout_parse, "\"NHD\", NULL", "NHD", NULL);

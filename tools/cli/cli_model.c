@@ -24,17 +24,11 @@ const struct cli_option cli_model_options[] = {
      "element type (T below); with --model the KV-cache\n"
      "type, like --kv-cache-dtype"},
     {"--kv-cache-dtype", "T", CLI_OPT_KV_CACHE_DTYPE, false,
-     "with --model, as vLLM's flag: auto (the model dtype,\n"
-     "default), bf16, fp16, fp8 (= fp8_e4m3), fp8_e4m3,\n"
-     "fp8_e5m2"},
+     "with --model, as vLLM's flag (T below; default auto:\n"
+     "the model dtype)"},
     {"--attention-backend", "B", CLI_OPT_ATTENTION_BACKEND, false,
      "with --model, vLLM's attention backend on a Hopper\n"
-     "GPU: FLASH_ATTN, FLASHINFER, TRITON_ATTN; for MLA\n"
-     "FLASH_ATTN_MLA (default, 16), FLASHMLA (64),\n"
-     "TRITON_MLA (16); for DeepSeek-V3.2\n"
-     "FLASH_ATTN_MLA_SPARSE (default, 64), FLASHMLA_SPARSE\n"
-     "(64).  CUTLASS_MLA and FLASHINFER_MLA (Blackwell\n"
-     "only) are refused"},
+     "GPU (B below)"},
     {"--block-size", "N", CLI_OPT_BLOCK_SIZE, false,
      "tokens per block; with --model it replaces vLLM's\n"
      "default of " CLI_TEXT(KVRT_DEFAULT_BLOCK_SIZE) " (backends and hybrid models may raise it)"},
@@ -65,6 +59,10 @@ void cli_model_print_options(FILE *out)
             kvrt_spec_kind_name(defaults.kind));
     fprintf(out, "  T (default %s) is one of\n", kvrt_dtype_name(defaults.dtype));
     cli_print_wrapped(out, 4, 78, kvrt_dtype_valid_names());
+    fputs("  T of --kv-cache-dtype is one of\n", out);
+    cli_print_wrapped(out, 4, 78, kvrt_kv_cache_dtype_valid_names());
+    fputs("  B is one of (for MLA with the block size vLLM takes for its 16)\n", out);
+    cli_print_wrapped(out, 4, 78, kvrt_attention_backend_choices());
 }
 
 static const char *name_of(int id)
