@@ -25,11 +25,11 @@ const struct cli_option xfer_common_options[] = {
      "longest wait in seconds (connect, accept; a transfer\n"
      "without progress; default 30)"},
     {"--chunk-bytes", "SIZE", XO_CHUNK, false,
-     "staging chunk of converting transfers (default 2 MiB,\n"
-     "at least one block's staging bytes)"},
+     "staging chunk of converting transfers (at least one\n"
+     "block's staging bytes; default: libkvrt-xfer's)"},
     {"--staging-bytes", "SIZE", XO_STAGING, false,
      "registered staging pool: half to send, half to receive\n"
-     "(default eight chunks)"},
+     "(default: libkvrt-xfer's)"},
     {"--json", NULL, XO_JSON, false, "print one JSON object"},
     CLI_OPTIONS_END,
 };
@@ -37,7 +37,10 @@ const struct cli_option xfer_common_options[] = {
 void xfer_print_common_options(FILE *out)
 {
     cli_print_options(out, xfer_common_options, 20);
-    fprintf(out, "  (kvrt's default layout: %s)\n", kvrt_layout_name(kvrt_layout_default()));
+    fprintf(out,
+            "  (kvrt's default layout: %s; the staging chunk and pool the agent took\n"
+            "  are printed, from kvrt_xfer_agent_stats)\n",
+            kvrt_layout_name(kvrt_layout_default()));
 }
 
 static bool parse_seconds(const char *option, const char *text, double *out)
@@ -130,6 +133,30 @@ void xfer_side_free(struct xfer_side *s)
     if (s->rt)
         kvrt_runtime_close(s->rt);
     cli_model_flags_free(&s->flags);
+}
+
+int xfer_side_staging(const struct xfer_side *s, uint64_t *chunks, uint64_t *chunk_bytes)
+{
+    struct kvrt_xfer_stats st;
+    memset(&st, 0, sizeof(st));
+    st.size = sizeof(st);
+    int rc = kvrt_xfer_agent_stats(s->agent, &st);
+    if (rc != KVRT_OK)
+        return cli_fail_status(rc);
+    *chunks = st.staging_chunks;
+    *chunk_bytes = st.chunk_bytes;
+    return CLI_EXIT_OK;
+}
+
+void xfer_side_print_staging(const struct xfer_side *s)
+{
+    uint64_t chunks = 0, chunk_bytes = 0;
+    char size[32];
+    if (xfer_side_staging(s, &chunks, &chunk_bytes) != CLI_EXIT_OK)
+        return;
+    cli_format_bytes(chunk_bytes, size, sizeof(size));
+    printf("staging    %llu chunks of %s (%llu bytes)\n", (unsigned long long)chunks, size,
+           (unsigned long long)chunk_bytes);
 }
 
 uint64_t xfer_side_verify(struct xfer_side *s, char *where, size_t size)

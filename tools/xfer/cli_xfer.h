@@ -75,6 +75,12 @@ bool xfer_side_option(struct xfer_side *s, const struct cli_option *opt, const c
 int xfer_side_set_up(struct xfer_side *s);
 void xfer_side_free(struct xfer_side *s);
 
+/* The staging pool the agent took (its chunks and their size), as
+ * libkvrt-xfer answers (kvrt_xfer_agent_stats); a CLI exit status.  The
+ * print writes it as one "staging" line. */
+int xfer_side_staging(const struct xfer_side *s, uint64_t *chunks, uint64_t *chunk_bytes);
+void xfer_side_print_staging(const struct xfer_side *s);
+
 /* Compare every block with what it should hold (tests/lib/xfer_pattern.h):
  * mismatching bytes (0 = ok), the first one's place in *where; UINT64_MAX
  * on a backend error. */

@@ -191,6 +191,7 @@ static int print_report(const struct send *d, const struct kvrt_xfer_plan *plan,
     char human[32];
     cli_format_bytes(bytes, human, sizeof(human));
     printf("plan       %s: %s\n", method_name(plan->method), plan->why);
+    xfer_side_print_staging(s);
     printf("regions    %llu planned, %llu data messages per transfer%s", (unsigned long long)plan->regions,
            (unsigned long long)plan->messages, plan->method == KVRT_XFER_STAGING ? "" : "\n");
     if (plan->method == KVRT_XFER_STAGING)

@@ -249,6 +249,7 @@ int cli_xfer_serve(int argc, char **argv)
     if (!v.side.json) {
         printf("listening  %s:%u (%s, %s, %llu blocks)\n", v.addr, v.port, v.side.backend_name,
                kvrt_layout_name(v.side.layout), (unsigned long long)v.side.num_blocks);
+        xfer_side_print_staging(&v.side);
         fflush(stdout);
     }
     for (uint64_t i = 0; i < v.sessions && v.error_code == CLI_EXIT_OK; i++)
