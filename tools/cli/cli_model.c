@@ -15,7 +15,7 @@ const struct cli_option cli_model_options[] = {
     {"--model", "FILE", CLI_OPT_MODEL, false,
      "a Hugging Face config.json (or a folder holding one),\n"
      "or a kvrt model file (docs/model-format.md)"},
-    {"--layers", "L", CLI_OPT_LAYERS, false, "number of same-shaped layers (1..65536)"},
+    {"--layers", "L", CLI_OPT_LAYERS, false, "number of same-shaped layers (L below)"},
     {"--kind", "KIND", CLI_OPT_KIND, false, "the layers' spec kind (KIND below)"},
     {"--kv-heads", "H", CLI_OPT_KV_HEADS, false, "KV heads (attention; default 1 for mla)"},
     {"--head-size", "D", CLI_OPT_HEAD_SIZE, false, "elements per head (attention and mla)"},
@@ -55,6 +55,7 @@ void cli_model_print_options(FILE *out)
     kvrt_spec_default(&defaults);
     fputs("Model (a file, or one group of same-shaped layers from flags):\n", out);
     cli_print_options(out, cli_model_options, 27);
+    fprintf(out, "  L is 1 to %u (KVRT_MODEL_MAX_LAYERS)\n", KVRT_MODEL_MAX_LAYERS);
     fprintf(out, "  KIND is one of %s (default %s)\n", kvrt_spec_kind_valid_names(),
             kvrt_spec_kind_name(defaults.kind));
     fprintf(out, "  T (default %s) is one of\n", kvrt_dtype_name(defaults.dtype));

@@ -68,7 +68,7 @@ bool xfer_side_option(struct xfer_side *s, const struct cli_option *opt, const c
         s->layout_option = opt->name;
         return true;
     case XO_SEED: *ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &s->seed); return true;
-    case XO_HEAD_OFFSET: *ok = cli_parse_u64(opt->name, v, 0, 1u << 20, &s->head_offset); return true;
+    case XO_HEAD_OFFSET: *ok = cli_parse_u64(opt->name, v, 0, XFER_MAX_HEAD_OFFSET, &s->head_offset); return true;
     case XO_TIMEOUT: *ok = parse_seconds(opt->name, v, &s->timeout); return true;
     case XO_STAGING: *ok = cli_parse_size(opt->name, v, &s->staging_bytes); return true;
     case XO_CHUNK: *ok = cli_parse_size(opt->name, v, &s->chunk_bytes); return true;

@@ -15,6 +15,9 @@
 #include "cli_model.h"
 #include "xfer_pattern.h"
 
+/* The largest global head index --head-offset and --peer-head-offset take. */
+#define XFER_MAX_HEAD_OFFSET (1u << 20)
+
 /* Option ids shared by both subcommands (below CLI_MODEL_OPT_FIRST). */
 enum xfer_opt {
     XO_JSON,

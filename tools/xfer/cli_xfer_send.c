@@ -142,7 +142,7 @@ static int apply(void *request, const struct cli_option *opt, const char *v)
     case XO_REPEAT: ok = cli_parse_u64(opt->name, v, 1, 1000000, &d->repeat); break;
     case XO_INFLIGHT: ok = cli_parse_u64(opt->name, v, 1, 256, &d->inflight); break;
     case XO_PEER_SEED: ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &d->peer_seed); break;
-    case XO_PEER_HEAD_OFFSET: ok = cli_parse_u64(opt->name, v, 0, 1u << 20, &d->peer_head_offset); break;
+    case XO_PEER_HEAD_OFFSET: ok = cli_parse_u64(opt->name, v, 0, XFER_MAX_HEAD_OFFSET, &d->peer_head_offset); break;
     }
     return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }
