@@ -13,6 +13,7 @@
 #include <kvrt/resolve.h>
 
 #include "error.h"
+#include "json_reports.h"
 #include "json_util.h"
 #include "resolve_internal.h"
 
@@ -165,6 +166,20 @@ static json_t *step_json(const struct kvrt_trace_step *st)
     return o;
 }
 
+json_t *kvrt_json_trace_steps(const struct kvrt_trace *trace)
+{
+    json_t *steps = json_array();
+    for (size_t i = 0; steps && i < trace->count; i++) {
+        struct kvrt_trace_step st;
+        if (kvrt_trace_get(trace, i, &st, "kvrt_json_trace_steps") != KVRT_OK ||
+            !kvrt_json_append(steps, step_json(&st))) {
+            json_decref(steps);
+            return NULL;
+        }
+    }
+    return steps;
+}
+
 int kvrt_resolver_json(const kvrt_resolver *r, char **out)
 {
     enum kvrt_layout chosen;
@@ -178,12 +193,13 @@ int kvrt_resolver_json(const kvrt_resolver *r, char **out)
     kvrt_clear_error();
     /* The lists are filled once the root holds them, so that one release of
      * the root frees everything on any failure. */
-    json_t *root = json_object(), *candidates = NULL, *trace = NULL, *steps = NULL;
+    json_t *root = json_object(), *candidates = NULL, *trace = NULL;
     bool ok = kvrt_json_put(root, "layout", json_string(kvrt_layout_name(chosen))) &&
               kvrt_json_put(root, "candidates", candidates = json_array()) &&
               kvrt_json_put(root, "warning", json_boolean(kvrt_resolver_warned(r))) &&
               kvrt_json_put(root, "env", kvrt_json_str(kvrt_resolver_env(r))) &&
-              kvrt_json_put(root, "trace", trace = json_array()) && kvrt_json_put(root, "steps", steps = json_array());
+              kvrt_json_put(root, "trace", trace = json_array()) &&
+              kvrt_json_put(root, "steps", kvrt_json_trace_steps(kvrt_resolver_steps(r)));
     for (size_t i = 0; ok && i < n; i++)
         ok = kvrt_json_append(candidates, json_string(kvrt_layout_name(cands[i])));
     /* One string per line, as `kvrt resolve` prints the trace. */
@@ -192,10 +208,6 @@ int kvrt_resolver_json(const kvrt_resolver *r, char **out)
         size_t len = nl ? (size_t)(nl - p) : strlen(p);
         ok = kvrt_json_append(trace, kvrt_json_strn(p, len));
         p += len + (nl ? 1 : 0);
-    }
-    for (size_t i = 0; ok && i < kvrt_resolver_num_trace_steps(r); i++) {
-        struct kvrt_trace_step st;
-        ok = kvrt_resolver_trace_step(r, i, &st) == KVRT_OK && kvrt_json_append(steps, step_json(&st));
     }
     if (!ok) {
         json_decref(root);

@@ -1,5 +1,4 @@
 /* The helpers the library's JSON answers are built with (json_util.h). */
-#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -7,23 +6,6 @@
 
 #include "error.h"
 #include "json_util.h"
-
-#if JSON_INTEGER_IS_LONG_LONG
-#define JSON_INT_MAX LLONG_MAX
-#else
-#define JSON_INT_MAX LONG_MAX
-#endif
-
-json_t *kvrt_json_u64(uint64_t value, const char *what)
-{
-    if (value > (uint64_t)JSON_INT_MAX) {
-        kvrt_error_set("%s %llu exceeds the largest JSON integer %lld; use smaller numbers or the human-readable "
-                       "output",
-                       what, (unsigned long long)value, (long long)JSON_INT_MAX);
-        return NULL;
-    }
-    return json_integer((json_int_t)value);
-}
 
 json_t *kvrt_json_u64_array(const uint64_t *values, size_t n, const char *what)
 {

@@ -14,15 +14,13 @@
 
 #include "json_text/json_text.h"
 
-/* A size as a JSON integer; jansson's are signed 64-bit, and a larger size
- * must not wrap into a negative number a consumer would trust.  `what`
- * names it in the refusal. */
-json_t *kvrt_json_u64(uint64_t value, const char *what);
+/* Sizes as a JSON array of kvrt_json_u64 (json_text.h); `what` names them
+ * in the refusal. */
 json_t *kvrt_json_u64_array(const uint64_t *values, size_t n, const char *what);
 json_t *kvrt_json_int_array(const int *values, size_t n);
 
-/* Text as a JSON string (names and paths hold any bytes), kvrt_json_put
- * and kvrt_json_append: json_text.h. */
+/* Text as a JSON string (names and paths hold any bytes), a size as a JSON
+ * integer, kvrt_json_put and kvrt_json_append: json_text.h. */
 
 /* The text of `root` (released) for the caller to kvrt_free, indented by
  * two and in insertion order, as the tool prints JSON.  A NULL root is the

@@ -3,6 +3,8 @@
 #include <string.h>
 
 #include "error.h"
+#include "json_reports.h"
+#include "json_util.h"
 #include "reserved.h"
 #include "runtime_internal.h"
 #include "settings_internal.h"
@@ -171,6 +173,17 @@ size_t kvrt_runtime_num_trace_steps(const kvrt_runtime *crt)
     size_t n = rt->trace.count;
     pthread_mutex_unlock(&rt->lock);
     return n;
+}
+
+int kvrt_runtime_trace_json(const kvrt_runtime *crt, char **out)
+{
+    if (!crt || !out)
+        return kvrt_fail(KVRT_ERR_INVALID, "kvrt_runtime_trace_json: runtime and out must not be NULL");
+    kvrt_runtime *rt = (kvrt_runtime *)crt;
+    pthread_mutex_lock(&rt->lock);
+    json_t *steps = kvrt_json_trace_steps(&rt->trace);
+    pthread_mutex_unlock(&rt->lock);
+    return kvrt_json_dump(steps, "the runtime's trace", out);
 }
 
 int kvrt_runtime_trace_step(const kvrt_runtime *crt, size_t i, struct kvrt_trace_step *out)

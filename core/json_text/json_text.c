@@ -1,5 +1,6 @@
-/* Any bytes as a JSON string, and adding values that may have failed to
- * build (json_text.h). */
+/* Any bytes as a JSON string, a size as a JSON integer, and adding values
+ * that may have failed to build (json_text.h). */
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -21,6 +22,26 @@ json_t *kvrt_json_strn(const char *text, size_t len)
     json_t *s = json_stringn(fixed, need);
     free(fixed);
     return s;
+}
+
+#if JSON_INTEGER_IS_LONG_LONG
+#define JSON_INT_MAX LLONG_MAX
+#else
+#define JSON_INT_MAX LONG_MAX
+#endif
+
+json_t *kvrt_json_u64(uint64_t value, const char *what)
+{
+    /* jansson integers are signed 64-bit; a larger size must not wrap into a
+     * negative number that a consumer would trust. */
+    if (value > (uint64_t)JSON_INT_MAX) {
+        kvrt_error_report(KVRT_ERR_OVERFLOW,
+                          "%s %llu exceeds the largest JSON integer %lld; use smaller numbers or the "
+                          "human-readable output",
+                          what, (unsigned long long)value, (long long)JSON_INT_MAX);
+        return NULL;
+    }
+    return json_integer((json_int_t)value);
 }
 
 json_t *kvrt_json_str(const char *text)

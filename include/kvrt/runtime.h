@@ -183,6 +183,15 @@ KVRT_API size_t kvrt_runtime_num_trace_steps(const kvrt_runtime *rt);
 KVRT_API int kvrt_runtime_trace_step(const kvrt_runtime *rt, size_t i, struct kvrt_trace_step *out);
 
 /**
+ * Every step of the runtime's trace as one JSON array, oldest first, each
+ * step as kvrt_resolver_json writes its "steps" ({"step": the kind's name,
+ * "text", and "layout" and "backend" where set}): what `kvrt explain
+ * --json` prints as "steps" and Runtime.trace_steps returns.  *out is the
+ * caller's: kvrt_free it.
+ */
+KVRT_API int kvrt_runtime_trace_json(const kvrt_runtime *rt, char **out);
+
+/**
  * Bind a backend for `layout_name` (as the user spelled it).
  * backend NULL: KVRT_BACKEND, else the first backend in priority order
  * (kvrt_runtime_backend_priority) that admits the layout, has a device and binds; each one passed over (an

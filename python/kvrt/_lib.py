@@ -246,6 +246,7 @@ _SIGNATURES = {
     "kvrt_runtime_choose_backend": ([vp, C.c_char_p, P(C.c_char_p), P(i32)], i32),
     "kvrt_runtime_num_trace_steps": ([vp], sz),
     "kvrt_runtime_trace_step": ([vp, sz, P(TraceStep)], i32),
+    "kvrt_runtime_trace_json": ([vp, P(vp)], i32),
     "kvrt_backend_name": ([vp], C.c_char_p),
     "kvrt_backend_layout": ([vp], i32),
     "kvrt_buffer_create": ([vp, u64, P(vp)], i32),

@@ -54,23 +54,6 @@ def layouts():
     return json_answer(lib.kvrt_layouts_json)
 
 
-def trace_steps(count, get, handle):
-    """The steps of a trace (kvrt/trace.h) as dicts, as ``kvrt resolve
-    --json`` prints them: {"step": the kind's name, "text"}, plus "layout"
-    and "backend" when the step is about one."""
-    out = []
-    for i in range(count(handle)):
-        st = _lib.TraceStep()
-        check(get(handle, i, C.byref(st)))
-        d = {"step": text(lib.kvrt_trace_kind_name(st.kind)) or "unknown", "text": text(st.text)}
-        if st.layout != _lib.TRACE_NO_LAYOUT:
-            d["layout"] = layout_name(st.layout)
-        if st.backend:
-            d["backend"] = text(st.backend)
-        out.append(d)
-    return out
-
-
 def resolve(declare=None, prefer=None, mixed_shapes=False):
     """Choose one layout for backend declarations: ``kvrt resolve --json``.
 

@@ -8,7 +8,7 @@ from . import _lib, info
 from ._closeable import Closeable
 from ._dlpack import Borrowed, capsule
 from ._errors import InvalidArgumentError, StateError
-from ._lib import lib, check, text
+from ._lib import lib, check, json_answer, text
 from ._model import Model
 
 _PARTS = {"all": 0, "k": 1, "v": 2}
@@ -432,7 +432,7 @@ class Runtime(Closeable):
         """The runtime's resolution and selection trace as steps (dicts with
         "step", "text", and "layout"/"backend" when set), oldest first."""
         self._check_open()
-        return info.trace_steps(lib.kvrt_runtime_num_trace_steps, lib.kvrt_runtime_trace_step, self._h)
+        return json_answer(lib.kvrt_runtime_trace_json, self._h)
 
     def default_backend(self):
         """The backend binding picks without a layout constraint."""

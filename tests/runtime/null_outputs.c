@@ -13,6 +13,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <kvrt/dlpack.h>
 #include <kvrt/kvrt.h>
 
 #include "tap.h"
@@ -283,6 +284,7 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     struct kvrt_trace_step step;
     INVALID(kvrt_runtime_trace_step, "NULL, 0, step", NULL, 0, &step);
     INVALID(kvrt_runtime_trace_step, "rt, 0, NULL", rt, 0, NULL);
+    INVALID(kvrt_runtime_trace_json, "rt, NULL", rt, NULL);
     INVALID(kvrt_runtime_bind, "rt, \"fault\", \"LBHNC\", NULL", rt, "fault", "LBHNC", NULL);
     INVALID(kvrt_runtime_bind_layout, "rt, \"fault\", LBHNC, NULL", rt, "fault", KVRT_LAYOUT_LBHNC, NULL);
 
@@ -335,16 +337,21 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     INVALID(kvrt_cache_wrap, "b, p, m, NULL", b, p, &m, NULL);
     INVALID(kvrt_cache_wrap, "b, p, NULL, out", b, p, NULL, &(kvrt_cache *){NULL});
     RETURNS(kvrt_cache_is_wrapped, "NULL", !kvrt_cache_is_wrapped(NULL));
+
+    DLManagedTensor *t = NULL;
+    INVALID(kvrt_cache_export_layer, "NULL, 0, ALL, out", NULL, 0, KVRT_VIEW_ALL, &t);
+    INVALID(kvrt_cache_export_layers, "NULL, ALL, out", NULL, KVRT_VIEW_ALL, &t);
+    INVALID(kvrt_cache_from_dlpack, "b, p, NULL, out", b, p, NULL, &(kvrt_cache *){NULL});
+    RETURNS(kvrt_dlpack_live_tensors, "", kvrt_dlpack_live_tensors() == 0);
+    VOID_CALL(kvrt_dlpack_capsule_destructor, "NULL", NULL);
     kvrt_runtime_close(rt);
 }
 
 /* Every KVRT_API function named in the public headers was called above. */
-static void check_coverage(const char *include_dir)
+static void check_coverage(const char *include_dir, char **headers, size_t num_headers)
 {
-    static const char *const headers[] = {"common.h",  "dtype.h", "geometry.h", "layout.h", "placement.h", "resolve.h",
-                                          "runtime.h", "spec.h",  "transfer.h", "device.h", "wrap.h",      "model.h"};
     size_t seen = 0, missing = 0;
-    for (size_t h = 0; h < sizeof(headers) / sizeof(headers[0]); h++) {
+    for (size_t h = 0; h < num_headers; h++) {
         char path[1024];
         snprintf(path, sizeof(path), "%s/kvrt/%s", include_dir, headers[h]);
         FILE *f = fopen(path, "r");
@@ -383,8 +390,9 @@ static void check_coverage(const char *include_dir)
 int main(int argc, char **argv)
 {
     const char *plugin = getenv("KVRT_TEST_FAULT_PLUGIN");
-    if (argc < 2 || !plugin)
-        tap_skip_all("needs the include folder as argument and KVRT_TEST_FAULT_PLUGIN; run through meson test");
+    if (argc < 3 || !plugin)
+        tap_skip_all("needs the include folder and the public headers as arguments, and KVRT_TEST_FAULT_PLUGIN; "
+                     "run through meson test");
     tap_plan_dynamic();
     pure_functions();
     model_functions();
@@ -393,6 +401,6 @@ int main(int argc, char **argv)
     resolver_functions();
     runtime_functions(plugin, p);
     kvrt_placement_destroy(p);
-    check_coverage(argv[1]);
+    check_coverage(argv[1], argv + 2, (size_t)argc - 2);
     return tap_done();
 }

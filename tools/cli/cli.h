@@ -185,13 +185,14 @@ double cli_now(void);
 
 /* ---- JSON output --------------------------------------------------------- */
 
-/* A JSON integer for a 64-bit size; NULL (error printed) when it exceeds the
- * largest JSON integer jansson can hold. */
+/* libkvrt's kvrt_json_u64 (json_text.h), with its refusal printed as the
+ * tool's error line when the size exceeds the largest JSON integer. */
 json_t *cli_json_u64(uint64_t value, const char *what);
 
-/* A JSON string for any bytes, and adding a value that may have failed to
- * build, are libkvrt's kvrt_json_str / kvrt_json_strn and kvrt_json_put
- * (json_text.h, linked from its own archive). */
+/* A JSON string for any bytes, a size, and adding a value that may have
+ * failed to build, are libkvrt's kvrt_json_str / kvrt_json_strn,
+ * kvrt_json_u64 and kvrt_json_put (json_text.h, linked from its own
+ * archive). */
 
 /* Print JSON a libkvrt function wrote (`status` its result, `text` its
  * output, freed here) as it is, or report the failure; the exit status. */
@@ -199,10 +200,5 @@ int cli_print_json_text(int status, char *text);
 
 /* Print `root` (stealing the reference) on stdout with a trailing newline. */
 int cli_json_print(json_t *root);
-
-/* One trace step as {"step": its kind's name, "text", and "layout" and
- * "backend" when the step is about one}. */
-struct kvrt_trace_step;
-json_t *cli_json_trace_step(const struct kvrt_trace_step *st);
 
 #endif

@@ -334,7 +334,7 @@ static void print_human(const struct explain *e)
 
 static int print_json(const struct explain *e)
 {
-    json_t *root = json_object(), *backends = json_array(), *steps = json_array(), *layouts = json_array();
+    json_t *root = json_object(), *backends = json_array(), *layouts = json_array(), *steps = NULL;
     for (size_t b = 0; b < e->num_backends; b++) {
         size_t i;
         struct kvrt_plugin_info in;
@@ -351,13 +351,17 @@ static int print_json(const struct explain *e)
         kvrt_json_put(o, "reason", kvrt_json_str(in.reason));
         json_array_append_new(backends, o);
     }
-    size_t num_steps = kvrt_runtime_num_trace_steps(e->rt);
-    for (size_t i = 0; i < num_steps; i++) {
-        struct kvrt_trace_step st;
-        if (kvrt_runtime_trace_step(e->rt, i, &st) != KVRT_OK)
-            continue;
-        json_array_append_new(steps, cli_json_trace_step(&st));
+    /* The steps as libkvrt writes them for every trace. */
+    char *text = NULL;
+    int rc = kvrt_runtime_trace_json(e->rt, &text);
+    if (rc != KVRT_OK) {
+        json_decref(root);
+        json_decref(backends);
+        json_decref(layouts);
+        return cli_fail_status(rc);
     }
+    steps = json_loads(text, 0, NULL);
+    kvrt_free(text);
     for (int l = 0; l < KVRT_NUM_LAYOUTS; l++) {
         struct verdict v;
         judge(e, (enum kvrt_layout)l, &v);
