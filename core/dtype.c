@@ -9,7 +9,6 @@
 #include <kvrt/dtype.h>
 
 #include "error.h"
-#include "layout_internal.h"
 
 struct dtype_entry {
     const char *name;
@@ -94,7 +93,7 @@ int kvrt_dtype_parse(const char *name, enum kvrt_dtype *out)
      * control bytes (a newline or a terminal escape would otherwise end up
      * raw in the message) and bounds the length, as for layout names. */
     char quoted[128];
-    kvrt_layout_quote(name, quoted, sizeof(quoted));
+    kvrt_quote(quoted, sizeof(quoted), name);
     return kvrt_fail(KVRT_ERR_INVALID, "unknown dtype \"%s\"; valid names (exact, case-sensitive) are %s", quoted,
                      kvrt_dtype_valid_names());
 }

@@ -1,4 +1,5 @@
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -21,10 +22,12 @@ void kvrt_clear_error(void)
     error_text[0] = '\0';
 }
 
-size_t kvrt_escape_controls(char *dst, size_t size, const char *src)
+/* The one escape rule of every message: a byte below 0x20 or 0x7f becomes
+ * \n, \t, \r or \xNN; with `quoted`, '"' and '\' are escaped too, so a
+ * value between quotes reads back exactly.  An escape that does not fit is
+ * left out whole. */
+static size_t escape(char *dst, size_t size, const char *src, bool quoted)
 {
-    /* Messages are one line of text whatever a caller, a file or a plugin
-     * put in them: a byte below 0x20 or 0x7f becomes a visible escape. */
     static const char hex[] = "0123456789abcdef";
     size_t n = 0;
     if (!dst || size == 0)
@@ -32,7 +35,11 @@ size_t kvrt_escape_controls(char *dst, size_t size, const char *src)
     for (const unsigned char *p = (const unsigned char *)(src ? src : ""); *p; p++) {
         char esc[5];
         size_t len;
-        if (*p >= 0x20 && *p != 0x7f) {
+        if (quoted && (*p == '"' || *p == '\\')) {
+            esc[0] = '\\';
+            esc[1] = (char)*p;
+            len = 2;
+        } else if (*p >= 0x20 && *p != 0x7f) {
             esc[0] = (char)*p;
             len = 1;
         } else if (*p == '\n' || *p == '\t' || *p == '\r') {
@@ -53,6 +60,18 @@ size_t kvrt_escape_controls(char *dst, size_t size, const char *src)
     }
     dst[n] = '\0';
     return n;
+}
+
+size_t kvrt_escape_controls(char *dst, size_t size, const char *src)
+{
+    /* Messages are one line of text whatever a caller, a file or a plugin
+     * put in them. */
+    return escape(dst, size, src, false);
+}
+
+size_t kvrt_quote(char *dst, size_t size, const char *src)
+{
+    return escape(dst, size, src, true);
 }
 
 /* Every message goes through here: formatted, then escaped, so it is one

@@ -13,6 +13,12 @@
  * text may quote plugins, files and the environment). */
 void kvrt_vformat_line(char *out, size_t size, const char *fmt, va_list ap) KVRT_PRINTF(3, 0);
 
+/* A value to quote in a message ("...%s..."): kvrt_escape_controls's rule,
+ * and '"' and '\' escaped too, so the value reads back exactly and the
+ * message stays one line.  Long values are cut to fit `size`.  Returns the
+ * length written. */
+size_t kvrt_quote(char *dst, size_t size, const char *src);
+
 /* Set this thread's message. */
 void kvrt_error_set(const char *fmt, ...) KVRT_PRINTF(1, 2);
 

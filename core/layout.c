@@ -117,22 +117,6 @@ static const char *layout_alias_meanings(void)
     return alias_meanings;
 }
 
-void kvrt_layout_quote(const char *value, char *buf, size_t size)
-{
-    size_t n = 0;
-    if (size == 0)
-        return;
-    /* Control bytes are escaped so that the message stays on one line and
-     * the user can see exactly which invisible character they typed. */
-    for (const unsigned char *p = (const unsigned char *)value; *p && n + 5 < size; p++) {
-        if (*p < 0x20 || *p == 0x7f || *p == '"' || *p == '\\')
-            n += (size_t)snprintf(buf + n, size - n, (*p == '"' || *p == '\\') ? "\\%c" : "\\x%02x", *p);
-        else
-            buf[n++] = (char)*p;
-    }
-    buf[n] = '\0';
-}
-
 int kvrt_layout_parse(const char *name, enum kvrt_layout *out)
 {
     if (!out)
@@ -152,7 +136,7 @@ int kvrt_layout_parse(const char *name, enum kvrt_layout *out)
         }
     }
     char quoted[256];
-    kvrt_layout_quote(name, quoted, sizeof(quoted));
+    kvrt_quote(quoted, sizeof(quoted), name);
     return kvrt_fail(KVRT_ERR_INVALID, "unknown layout \"%s\"; valid names (exact, case-sensitive) are %s (%s)", quoted,
                      kvrt_layout_valid_names(), layout_alias_meanings());
 }

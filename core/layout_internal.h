@@ -6,11 +6,6 @@
 
 #include <kvrt/layout.h>
 
-/* Copy a user-supplied value for quoting in a message: control bytes, quotes
- * and backslashes are escaped so the message stays one readable line.  Long
- * values are truncated to fit `size`. */
-void kvrt_layout_quote(const char *value, char *buf, size_t size);
-
 /* "LBHNC, LBNHC, ...": the six layouts in table (enum) order. */
 const char *kvrt_layout_table_text(void);
 

@@ -102,7 +102,7 @@ static const char *join_layouts(const enum kvrt_layout *l, size_t n, char *buf, 
 static const char *spelled(const char *as_typed, enum kvrt_layout l, char *buf, size_t size)
 {
     char quoted[128];
-    kvrt_layout_quote(as_typed, quoted, sizeof(quoted));
+    kvrt_quote(quoted, sizeof(quoted), as_typed);
     if (strcmp(as_typed, kvrt_layout_name(l)) == 0)
         snprintf(buf, size, "%s", quoted);
     else
@@ -153,7 +153,7 @@ static void describe_declarations(const kvrt_resolver *r, char *buf, size_t size
     for (size_t i = 0; i < r->num_decls && used < size; i++) {
         const struct declaration *d = &r->decls[i];
         char name[128], list[128];
-        kvrt_layout_quote(d->backend, name, sizeof(name));
+        kvrt_quote(name, sizeof(name), d->backend);
         if (d->any)
             used +=
                 (size_t)snprintf(buf + used, size - used, "%sbackend \"%s\" accepts any layout", i ? "; " : "", name);
@@ -208,7 +208,7 @@ static int add_declaration(kvrt_resolver *r, const char *backend, struct declara
     for (size_t i = 0; i < r->num_decls; i++) {
         if (strcmp(r->decls[i].backend, backend) == 0) {
             char name[128];
-            kvrt_layout_quote(backend, name, sizeof(name));
+            kvrt_quote(name, sizeof(name), backend);
             return kvrt_fail(KVRT_ERR_INVALID,
                              "backend \"%s\" is already declared; each backend declares its "
                              "layouts once",
@@ -237,7 +237,7 @@ int kvrt_resolver_declare(kvrt_resolver *r, const char *backend, const enum kvrt
     if (!r)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_declare: resolver is NULL");
     char name[128];
-    kvrt_layout_quote(backend ? backend : "", name, sizeof(name));
+    kvrt_quote(name, sizeof(name), backend ? backend : "");
     if (num_layouts == 0 || !layouts)
         return kvrt_fail(KVRT_ERR_INVALID,
                          "backend \"%s\" declares no layouts; declare at least one, or use "
@@ -351,7 +351,7 @@ static void trace_declarations(kvrt_resolver *r)
     for (size_t i = 0; i < r->num_decls; i++) {
         const struct declaration *d = &r->decls[i];
         char name[128], list[128];
-        kvrt_layout_quote(d->backend, name, sizeof(name));
+        kvrt_quote(name, sizeof(name), d->backend);
         if (d->any)
             step(r, KVRT_TRACE_DECLARATION, NO_LAYOUT, d->backend,
                  "backend \"%s\" accepts any layout (it adds no constraint)", name);
@@ -496,7 +496,7 @@ static void explain_exclusion(const kvrt_resolver *r, enum kvrt_layout l, char *
         if (declaration_has(d, l))
             continue;
         char name[128], list[128];
-        kvrt_layout_quote(d->backend, name, sizeof(name));
+        kvrt_quote(name, sizeof(name), d->backend);
         used += (size_t)snprintf(buf + used, size - used, "%sbackend \"%s\" does not support it (it declares %s)",
                                  used ? "; " : "", name, join_layouts(d->list, d->count, list, sizeof(list)));
     }
@@ -521,7 +521,7 @@ static int apply_env_and_preference(kvrt_resolver *r, const struct ranking *c, e
         step(r, KVRT_TRACE_ENV, NO_LAYOUT, NULL, "%s is not set, so there is no hard constraint", KVRT_LAYOUT_ENV);
     } else {
         char quoted[128];
-        kvrt_layout_quote(r->env, quoted, sizeof(quoted));
+        kvrt_quote(quoted, sizeof(quoted), r->env);
         int rc = kvrt_layout_parse(r->env, &env_layout);
         char why[1024];
         snprintf(why, sizeof(why), "%s", rc == KVRT_OK ? "" : kvrt_error_message());
@@ -547,7 +547,7 @@ static int apply_env_and_preference(kvrt_resolver *r, const struct ranking *c, e
     if (!r->pref) {
         step(r, KVRT_TRACE_PREFERENCE, NO_LAYOUT, NULL, "no soft preference was given");
     } else {
-        kvrt_layout_quote(r->pref_who, who, sizeof(who));
+        kvrt_quote(who, sizeof(who), r->pref_who);
         spelled(r->pref, r->pref_layout, buf, sizeof(buf));
         if (!ranking_has(c, r->pref_layout)) {
             /* A soft preference (e.g. a transfer connector) must never break a

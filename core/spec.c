@@ -14,7 +14,6 @@
 #include "error.h"
 #include "intmath.h"
 #include "kernel_split.h"
-#include "layout_internal.h"
 #include "reserved.h"
 
 static const char *const kind_names[] = {
@@ -93,7 +92,7 @@ int kvrt_spec_kind_parse(const char *name, enum kvrt_spec_kind *out)
     }
     char quoted[128] = "NULL";
     if (name)
-        kvrt_layout_quote(name, quoted, sizeof(quoted));
+        kvrt_quote(quoted, sizeof(quoted), name);
     return kvrt_fail(KVRT_ERR_INVALID, "%s%s%s is not a spec kind; valid kinds (exact, case-sensitive) are %s",
                      name ? "\"" : "", quoted, name ? "\"" : "", kvrt_spec_kind_valid_names());
 }
