@@ -68,8 +68,9 @@ void cli_print_wrapped(FILE *out, int indent, int width, const char *text);
 /* The top-level help (also the man page's synopsis and exit statuses). */
 void cli_main_help(FILE *out);
 
-/* `kvrt --man`: the manual page kvrt(1) in roff, built from the help texts. */
-int cli_print_man(FILE *out);
+/* `kvrt --man-source`: the source of the manual page kvrt(1), in the
+ * Markdown scripts/man.py turns into roff, built from the help texts. */
+int cli_print_man_source(FILE *out);
 
 /* Print "kvrt: error: <message>" as one line on stderr; return `code`. */
 int cli_error(int code, const char *fmt, ...) KVRT_PRINTF(2, 3);
