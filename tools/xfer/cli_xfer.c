@@ -148,6 +148,20 @@ int xfer_side_staging(const struct xfer_side *s, uint64_t *chunks, uint64_t *chu
     return CLI_EXIT_OK;
 }
 
+json_t *xfer_side_staging_json(const struct xfer_side *s)
+{
+    uint64_t chunks = 0, chunk_bytes = 0;
+    if (xfer_side_staging(s, &chunks, &chunk_bytes) != CLI_EXIT_OK)
+        return NULL;
+    json_t *o = json_object();
+    if (!kvrt_json_put(o, "chunks", cli_json_u64(chunks, "staging chunks")) ||
+        !kvrt_json_put(o, "chunk_bytes", cli_json_u64(chunk_bytes, "chunk_bytes"))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
 void xfer_side_print_staging(const struct xfer_side *s)
 {
     uint64_t chunks = 0, chunk_bytes = 0;

@@ -83,6 +83,8 @@ void xfer_side_free(struct xfer_side *s);
  * print writes it as one "staging" line. */
 int xfer_side_staging(const struct xfer_side *s, uint64_t *chunks, uint64_t *chunk_bytes);
 void xfer_side_print_staging(const struct xfer_side *s);
+/* {"chunks", "chunk_bytes"}; NULL (error printed) when it cannot be built. */
+json_t *xfer_side_staging_json(const struct xfer_side *s);
 
 /* Compare every block with what it should hold (tests/lib/xfer_pattern.h):
  * mismatching bytes (0 = ok), the first one's place in *where; UINT64_MAX
