@@ -165,38 +165,38 @@ static int assign_sets(struct flat_layer *flat, size_t n, uint64_t kernel_block_
 static int check_mixed_shapes(enum kvrt_layout layout, const struct flat_layer *flat, size_t n, size_t num_groups)
 {
     struct kvrt_shapes shapes = {0};
-    const char *needs;
     for (size_t i = 0; i < n; i++)
         kvrt_shapes_add(&shapes, &flat[i].info);
-    if (kvrt_shapes_place(&shapes, num_groups, layout, &needs))
+    const enum kvrt_shape_need need = kvrt_shapes_need(&shapes, num_groups);
+    if (kvrt_shape_need_admits(need, layout))
         return KVRT_OK;
+    char fits[64];
     const struct flat_layer *a = &flat[0];
     const struct flat_layer *b = &flat[shapes.other_page != SIZE_MAX ? shapes.other_page : shapes.other];
     return kvrt_fail(KVRT_ERR_REFUSED,
                      "layout %s cannot place layers of different shapes (\"%.128s\": %llu head slots x %llu "
                      "states, page %llu bytes; \"%.128s\": %llu x %llu, page %llu bytes) in %zu group%s: they "
-                     "need %s; use BLHNC (or BLNHC)",
+                     "need %s; use one of %s",
                      kvrt_layout_name(layout), a->name, ULL(a->info.head_slots), ULL(a->info.states_per_block),
                      ULL(a->info.page_size), b->name, ULL(b->info.head_slots), ULL(b->info.states_per_block),
-                     ULL(b->info.page_size), num_groups, num_groups == 1 ? "" : "s", needs);
+                     ULL(b->info.page_size), num_groups, num_groups == 1 ? "" : "s", kvrt_shape_need_placement(need),
+                     kvrt_shape_need_layouts(need, fits, sizeof(fits)));
 }
 
-int kvrt_groups_shape_need(const struct kvrt_group *groups, size_t num_groups, enum kvrt_shape_need *need)
+int kvrt_groups_shapes(const struct kvrt_group *groups, size_t num_groups, struct kvrt_shapes *shapes)
 {
     size_t n = 0;
     int rc = check_groups(groups, num_groups, &n);
-    struct kvrt_shapes shapes = {0};
+    *shapes = (struct kvrt_shapes){0};
     for (size_t g = 0; g < num_groups && rc == KVRT_OK; g++) {
         for (size_t i = 0; i < groups[g].num_layers && rc == KVRT_OK; i++) {
             struct kvrt_spec_info info;
             rc = kvrt_spec_derive(&groups[g].layers[i].spec, 0, &info);
             if (rc != KVRT_OK)
                 return kvrt_fail_context(rc, "layer \"%.128s\" (group %zu)", groups[g].layers[i].name, g);
-            kvrt_shapes_add(&shapes, &info);
+            kvrt_shapes_add(shapes, &info);
         }
     }
-    if (rc == KVRT_OK)
-        *need = kvrt_shapes_need(&shapes, num_groups);
     return rc;
 }
 
@@ -204,10 +204,10 @@ int kvrt_placement_mixed_shapes(const struct kvrt_group *groups, size_t num_grou
 {
     if (!mixed)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_placement_mixed_shapes: mixed is NULL");
-    enum kvrt_shape_need need;
-    int rc = kvrt_groups_shape_need(groups, num_groups, &need);
+    struct kvrt_shapes shapes;
+    int rc = kvrt_groups_shapes(groups, num_groups, &shapes);
     if (rc == KVRT_OK)
-        *mixed = need != KVRT_SHAPES_ANY;
+        *mixed = kvrt_shapes_mixed(&shapes);
     return rc;
 }
 

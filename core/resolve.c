@@ -45,6 +45,7 @@ struct kvrt_resolver {
     struct declaration *decls;
     size_t num_decls, cap_decls;
     enum kvrt_shape_need shapes; /* what the layers' shapes demand (shapes.h) */
+    bool mixed;                  /* whether they mix shapes at all */
 
     char *env;            /* as spelled; NULL = unset */
     bool env_from_caller; /* set by kvrt_resolver_set_env, not the process env */
@@ -288,7 +289,10 @@ int kvrt_resolver_set_mixed_shapes(kvrt_resolver *r, bool mixed)
 {
     if (!r)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_set_mixed_shapes: resolver is NULL");
+    /* Without the layers, the need of pages that differ in one group: the
+     * answer for any mix in one group, and a superset of the others'. */
     r->shapes = mixed ? KVRT_SHAPES_BLOCK_COMPACT : KVRT_SHAPES_ANY;
+    r->mixed = mixed;
     return KVRT_OK;
 }
 
@@ -296,7 +300,13 @@ int kvrt_resolver_set_groups(kvrt_resolver *r, const struct kvrt_group *groups, 
 {
     if (!r)
         return kvrt_fail(KVRT_ERR_INVALID, "kvrt_resolver_set_groups: resolver is NULL");
-    return kvrt_groups_shape_need(groups, num_groups, &r->shapes);
+    struct kvrt_shapes shapes;
+    int rc = kvrt_groups_shapes(groups, num_groups, &shapes);
+    if (rc != KVRT_OK)
+        return rc;
+    r->shapes = kvrt_shapes_need(&shapes, num_groups);
+    r->mixed = kvrt_shapes_mixed(&shapes);
+    return KVRT_OK;
 }
 
 int kvrt_resolver_set_env(kvrt_resolver *r, const char *value)
@@ -451,10 +461,11 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
 /* Step 3. */
 static int narrow_for_mixed_shapes(kvrt_resolver *r, struct ranking *c)
 {
-    char kept_s[128], dropped_s[128];
+    char kept_s[128], dropped_s[128], holds[128];
     if (r->shapes == KVRT_SHAPES_ANY) {
-        step(r, KVRT_TRACE_SHAPES, NO_LAYOUT, NULL,
-             "every spec has the same head, state and page shape, so no layout is ruled out by shape");
+        step(r, KVRT_TRACE_SHAPES, NO_LAYOUT, NULL, "%s, so no layout is ruled out by shape",
+             r->mixed ? "the layers mix head slots or states, but in one group of one page size"
+                      : "every spec has the same head, state and page shape");
         return KVRT_OK;
     }
     struct ranking kept = {.count = 0}, dropped = {.count = 0};
@@ -462,26 +473,23 @@ static int narrow_for_mixed_shapes(kvrt_resolver *r, struct ranking *c)
         struct ranking *to = kvrt_shape_need_admits(r->shapes, c->at[i]) ? &kept : &dropped;
         to->at[to->count++] = c->at[i];
     }
-    /* What the layers mix, and which layouts can hold it. */
-    const bool outer = r->shapes == KVRT_SHAPES_BLOCK_OUTERMOST;
-    const char *mix =
-        outer ? "the groups overlay with different page sizes" : "the specs mix head, state or page shapes";
-    const char *holds =
-        outer ? "B then L outermost: BLHNC or BLNHC" : "L and B outermost: LBHNC, LBNHC, BLHNC or BLNHC";
-    const char *why = outer ? "one span per block in every group" : "each page one contiguous run";
-    const char *need = kvrt_shape_need_name(r->shapes);
+    /* What the layers mix, and which layouts can hold it: the rule's own
+     * words (shapes.c). */
+    const char *mix = kvrt_shape_need_mix(r->shapes), *need = kvrt_shape_need_name(r->shapes);
+    const char *order = kvrt_shape_need_order(r->shapes);
+    kvrt_shape_need_layouts(r->shapes, holds, sizeof(holds));
     join_layouts(dropped.at, dropped.count, dropped_s, sizeof(dropped_s));
     if (kept.count == 0) {
         join_layouts(c->at, c->count, kept_s, sizeof(kept_s));
         c->count = 0;
         return refuse(r, KVRT_ERR_REFUSED, NO_LAYOUT,
-                      "%s, which only a %s layout (%s) can hold, but none of the candidates (%s) is %s; have "
+                      "%s, which only a %s layout (%s: %s) can hold, but none of the candidates (%s) is %s; have "
                       "a backend declare such a layout, or give every layer the same shape",
-                      mix, need, holds, kept_s, need);
+                      mix, need, order, holds, kept_s, need);
     }
     step(r, KVRT_TRACE_NARROWING, NO_LAYOUT, NULL, "%s, so only %s layouts (%s, %s) remain: %s; ruled out: %s", mix,
-         need, outer ? "B then L outermost" : "L and B outermost", why,
-         join_layouts(kept.at, kept.count, kept_s, sizeof(kept_s)), dropped.count ? dropped_s : "none");
+         need, order, kvrt_shape_need_why(r->shapes), join_layouts(kept.at, kept.count, kept_s, sizeof(kept_s)),
+         dropped.count ? dropped_s : "none");
     *c = kept;
     return KVRT_OK;
 }
@@ -502,8 +510,7 @@ static void explain_exclusion(const kvrt_resolver *r, enum kvrt_layout l, char *
     }
     if (used == 0 && !kvrt_shape_need_admits(r->shapes, l))
         snprintf(buf, size, "it is not %s, and %s, which only such a layout can hold", kvrt_shape_need_name(r->shapes),
-                 r->shapes == KVRT_SHAPES_BLOCK_OUTERMOST ? "the groups overlay with different page sizes"
-                                                          : "the specs mix head, state or page shapes");
+                 kvrt_shape_need_mix(r->shapes));
     else if (used == 0)
         snprintf(buf, size, "it is not among the candidates");
 }

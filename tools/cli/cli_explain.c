@@ -46,7 +46,7 @@ static void explain_help(FILE *out)
             "    otherwise intersected and ranked by votes (how many backends name a\n"
             "    layout first);\n"
             "  - the narrowing for a model whose layers mix head, state or page shapes\n"
-            "    (only layouts where every page is one contiguous run remain);\n"
+            "    (only the layouts placement accepts for them remain);\n"
             "  - the environment variable %s (a hard constraint);\n"
             "  - the soft preference (--prefer; only a wish);\n"
             "  - every refusal, and the final choice;\n"
@@ -111,9 +111,9 @@ static const struct {
      {KVRT_TRACE_DEFAULT, KVRT_TRACE_FAST_PATH, KVRT_TRACE_INTERSECTION, KVRT_TRACE_VOTES, KVRT_TRACE_RANKING},
      5},
     {"3. The model's shapes",
-     "If the layers differ in head slots, states per block or page size, each page must be\n"
-     "   one contiguous run of bytes (L and B outermost), and with page sizes that differ\n"
-     "   across groups each block one span (B outermost); other layouts are ruled out.",
+     "If the layers differ in page size, each page must be one contiguous run of bytes\n"
+     "   (L and B outermost), and across groups each block one span (B outermost); overlaid\n"
+     "   groups of other head slots or states need either; other layouts are ruled out.",
      {KVRT_TRACE_SHAPES, KVRT_TRACE_NARROWING, KVRT_TRACE_CANDIDATES},
      3},
     {"4. Your environment",
