@@ -15,6 +15,10 @@
 #include <kvrt/trace.h>
 #include <kvrt/resolve.h>
 #include <kvrt/runtime.h>
+#include <kvrt/backend.h>
+#include <kvrt/buffer.h>
+#include <kvrt/cache.h>
+#include <kvrt/ops.h>
 #include <kvrt/wrap.h>
 #include <kvrt/model.h>
 
