@@ -38,6 +38,23 @@ static const struct {
     {"HNC", KVRT_LAYOUT_LBHNC},
 };
 
+/* The order kvrt picks from when no backend constrains it: the layouts vLLM
+ * users run most come first (docs/design.md §7, step 1).  A fact about the
+ * layouts, so it lives with them; resolution ranks by it. */
+static const enum kvrt_layout default_preference[KVRT_NUM_LAYOUTS] = {
+    KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
+};
+
+const enum kvrt_layout *kvrt_layout_default_preference(void)
+{
+    return default_preference;
+}
+
+enum kvrt_layout kvrt_layout_default(void)
+{
+    return default_preference[0];
+}
+
 bool kvrt_layout_valid(int layout)
 {
     return layout >= 0 && layout < KVRT_NUM_LAYOUTS;

@@ -17,17 +17,6 @@
 #include "shapes.h"
 #include "trace.h"
 
-/* The order kvrt picks from when no backend constrains it: the layouts vLLM
- * users run most come first (docs/design.md §7, step 1). */
-static const enum kvrt_layout default_preference[KVRT_NUM_LAYOUTS] = {
-    KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_BLNHC, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BHLNC, KVRT_LAYOUT_LHBNC,
-};
-
-enum kvrt_layout kvrt_layout_default(void)
-{
-    return default_preference[0];
-}
-
 struct declaration {
     char *backend;
     bool any;
@@ -391,7 +380,7 @@ static int rank_candidates(kvrt_resolver *r, struct ranking *out)
     }
 
     if (!first) {
-        memcpy(out->at, default_preference, sizeof(default_preference));
+        memcpy(out->at, kvrt_layout_default_preference(), KVRT_NUM_LAYOUTS * sizeof(out->at[0]));
         out->count = KVRT_NUM_LAYOUTS;
         step(r, KVRT_TRACE_DEFAULT, NO_LAYOUT, NULL,
              "no backend declares a list of layouts, so kvrt's default preference applies: %s",
