@@ -1,5 +1,5 @@
 #!/bin/sh
-# The core is layered one way (core/runtime_internal.h says how): the
+# The core is layered one way (core/runtime/runtime_internal.h says how): the
 # loader, then the plugins, then buffers and caches, then the runtime.  A
 # file may include the internal header of its own layer and of those below
 # it, never one above, and with -Werror=implicit-function-declaration that
@@ -8,7 +8,7 @@
 #
 #   layers.sh SOURCE_ROOT
 set -u
-core=${1:?usage: layers.sh SOURCE_ROOT}/core
+core=${1:?usage: layers.sh SOURCE_ROOT}/core/runtime
 
 # file:layer, layers numbered from the bottom.
 files="loader.c:1 loader.h:1
@@ -34,10 +34,10 @@ for entry in $files; do
         fi
     done
     if [ -f "$core/$file" ] && [ -z "$bad" ]; then
-        echo "ok $n - core/$file (layer $layer) includes no header of a layer above it"
+        echo "ok $n - core/runtime/$file (layer $layer) includes no header of a layer above it"
     else
-        echo "not ok $n - core/$file (layer $layer) includes$bad"
-        [ -f "$core/$file" ] || echo "# core/$file does not exist"
+        echo "not ok $n - core/runtime/$file (layer $layer) includes$bad"
+        [ -f "$core/$file" ] || echo "# core/runtime/$file does not exist"
         fail=1
     fi
 done

@@ -2,7 +2,7 @@
 """Every path and section the tree cites must exist in the tree.
 
 Scans the source and documentation files of the repository for
-  - repository paths (`docs/runtime.md`, `core/spec.c`, `tests/lib/tap.h`, ...),
+  - repository paths (`docs/runtime.md`, `core/values/spec.c`, `tests/lib/tap.h`, ...),
   - relative Markdown links (`[x](../docs/cli.md)`),
   - section references (`docs/design.md §7`, `design.md §3`),
 and fails (TAP) on any that does not resolve.  Citations of a document that

@@ -112,7 +112,7 @@ struct walk_input {
     uint64_t padded_page;
 };
 
-/* The unsplit walk that the kernel-split rule judges (core/kernel_split.c). */
+/* The unsplit walk that the kernel-split rule judges (core/values/kernel_split.c). */
 static int check_split(const struct walk_input *in, const struct kvrt_spec_info *info,
                        const struct kvrt_spec_info *whole)
 {
