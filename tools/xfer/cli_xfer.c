@@ -1,5 +1,5 @@
 /* kvrt xfer: the two sides' shared options and set-up; the pattern and its
- * check are tests/lib/xfer_pattern.c, which the C tests share. */
+ * check are tools/xfer/xfer_pattern.c, which the C tests share. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -86,7 +86,7 @@ void xfer_side_print_staging(const struct xfer_side *s);
 /* {"chunks", "chunk_bytes"}; NULL (error printed) when it cannot be built. */
 json_t *xfer_side_staging_json(const struct xfer_side *s);
 
-/* Compare every block with what it should hold (tests/lib/xfer_pattern.h):
+/* Compare every block with what it should hold (tools/xfer/xfer_pattern.h):
  * mismatching bytes (0 = ok), the first one's place in *where; UINT64_MAX
  * on a backend error. */
 uint64_t xfer_side_verify(struct xfer_side *s, char *where, size_t size);

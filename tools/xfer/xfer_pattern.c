@@ -197,7 +197,8 @@ static void put_ids(char **p, const int64_t *ids, uint64_t n)
 
 char *xpat_record_text(const struct xpat_record *r)
 {
-    size_t cap = 256 + 2 * 22 * (size_t)r->num_blocks;
+    /* The header, and two lists of ids of at most 22 bytes each with the comma. */
+    size_t cap = 256 + (size_t)r->num_blocks * 44;
     char *t = malloc(cap), *p = t;
     if (!t)
         return NULL;
