@@ -11,7 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli_main.h"
 #include "cli_run.h"
 #include "tap.h"
 

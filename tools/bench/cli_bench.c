@@ -7,6 +7,7 @@
 
 #include <kvrt/runtime.h>
 
+#include "commands.h"
 #include "bench.h"
 
 #define MAX_BACKENDS 8

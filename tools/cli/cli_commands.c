@@ -6,7 +6,7 @@
 
 #include <kvrt/settings.h>
 
-#include "cli.h"
+#include "cli_main.h"
 
 const struct cli_command *const cli_commands[] = {
     &cli_layouts_command, &cli_plan_command,  &cli_resolve_command, &cli_plugins_command, &cli_explain_command,

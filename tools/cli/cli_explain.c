@@ -12,6 +12,7 @@
 #include <kvrt/resolve.h>
 #include <kvrt/runtime.h>
 
+#include "commands.h"
 #include "cli_model.h"
 
 #define MAX_BACKENDS 8

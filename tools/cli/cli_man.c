@@ -10,7 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "cli.h"
+#include "cli_main.h"
 
 /* What `help` writes to a FILE, as a string (caller frees). */
 static char *capture(void (*help)(FILE *))

@@ -7,6 +7,7 @@
 #include <kvrt/plugin.h>
 #include <kvrt/runtime.h>
 
+#include "commands.h"
 #include "cli.h"
 
 static const struct cli_option plugins_options[] = {

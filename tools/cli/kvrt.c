@@ -10,7 +10,7 @@
 
 #include <kvrt/common.h>
 
-#include "cli.h"
+#include "cli_main.h"
 
 static const struct cli_command *find_command(const char *name)
 {

@@ -1,5 +1,6 @@
 /*
- * The kvrt command-line tool: what every subcommand shares.
+ * The kvrt command-line tool: what every subcommand shares (the commands
+ * themselves are declared in commands.h).
  *
  * Exit status (documented in `kvrt --help`):
  *   0 success, 1 internal error or a result that did not verify, 2 invalid
@@ -42,20 +43,6 @@ struct cli_command {
     const struct cli_command *const *subcommands;
 };
 
-extern const struct cli_command cli_layouts_command;
-extern const struct cli_command cli_plan_command;
-extern const struct cli_command cli_resolve_command;
-extern const struct cli_command cli_plugins_command;
-extern const struct cli_command cli_explain_command;
-extern const struct cli_command cli_run_command;
-extern const struct cli_command cli_bench_command;
-extern const struct cli_command cli_draw_command;
-extern const struct cli_command cli_xfer_command;
-
-/* Every subcommand, in the order `kvrt --help` lists them. */
-extern const struct cli_command *const cli_commands[];
-extern const size_t cli_num_commands;
-
 /* A number macro as text, for help strings built at compile time. */
 #define CLI_TEXT_(x) #x
 #define CLI_TEXT(x) CLI_TEXT_(x)
@@ -64,13 +51,6 @@ extern const size_t cli_num_commands;
  * broken at spaces (a longer word gets its own line): for lists the
  * library renders, whose length help texts cannot know. */
 void cli_print_wrapped(FILE *out, int indent, int width, const char *text);
-
-/* The top-level help (also the man page's synopsis and exit statuses). */
-void cli_main_help(FILE *out);
-
-/* `kvrt --man-source`: the source of the manual page kvrt(1), in the
- * Markdown scripts/man.py turns into roff, built from the help texts. */
-int cli_print_man_source(FILE *out);
 
 /* Print "kvrt: error: <message>" as one line on stderr; return `code`. */
 int cli_error(int code, const char *fmt, ...) KVRT_PRINTF(2, 3);

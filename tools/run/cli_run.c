@@ -8,6 +8,7 @@
 #include <kvrt/placement.h>
 #include <kvrt/runtime.h>
 
+#include "commands.h"
 #include "cli_model.h"
 #include "run.h"
 

@@ -7,6 +7,7 @@
 #include <kvrt/layout.h>
 #include <kvrt/placement.h>
 
+#include "commands.h"
 #include "cli_xfer.h"
 
 const struct cli_option xfer_common_options[] = {
