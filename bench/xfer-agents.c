@@ -122,7 +122,7 @@ static void open_side(struct side *s, const struct opts *o, enum kvrt_layout lay
     ao.chunk_bytes = o->chunk;
     ao.staging_bytes = o->staging;
     if (kvrt_runtime_open(NULL, &s->rt) != KVRT_OK ||
-        kvrt_runtime_bind(s->rt, "cpu", kvrt_layout_name(layout), &s->be) != KVRT_OK ||
+        kvrt_runtime_bind_layout(s->rt, "cpu", layout, &s->be) != KVRT_OK ||
         kvrt_placement_create(layout, &g, 1, blocks, 0, &s->p) != KVRT_OK ||
         kvrt_cache_create(s->be, s->p, &s->c) != KVRT_OK || xpat_init(&s->x, s->be, s->c, seed, 0) != KVRT_OK ||
         kvrt_xfer_agent_create(s->be, s->c, &ao, &s->a) != KVRT_OK)

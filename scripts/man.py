@@ -4,10 +4,12 @@
   man.py help NAME SECTION SUMMARY VERSION -- PROGRAM [ARGS...]
       a page whose DESCRIPTION is PROGRAM's help output, verbatim
   man.py markdown NAME SECTION SUMMARY VERSION FILE
-      a page converted from a Markdown guide (headings, paragraphs, lists,
-      tables and code blocks; inline code in bold)
+  man.py markdown NAME SECTION SUMMARY VERSION -- PROGRAM [ARGS...]
+      a page converted from a Markdown guide, or from the Markdown a
+      program prints (headings, paragraphs, lists, tables and code blocks;
+      inline code in bold): kvrt(1) is `kvrt --man-source` converted
 
-The page goes to stdout.  kvrt(1) itself is written by `kvrt --man`.
+The page goes to stdout.  This is the tree's one roff writer.
 """
 import re
 import subprocess
@@ -105,18 +107,27 @@ def from_markdown(text):
     return ''.join(out)
 
 
+def program_output(argv):
+    return subprocess.run(argv, check=True, stdout=subprocess.PIPE).stdout.decode()
+
+
 def main(argv):
-    if len(argv) < 6 or argv[1] not in ('help', 'markdown'):
+    if len(argv) < 7 or argv[1] not in ('help', 'markdown'):
         sys.stderr.write(__doc__)
         return 2
     mode, name, section, summary, version = argv[1:6]
     page = header(name, section, summary, version)
+    from_program = argv[6] == '--'
+    if from_program and len(argv) < 8:
+        sys.stderr.write('man.py: -- needs PROGRAM [ARGS...]\n')
+        return 2
     if mode == 'help':
-        if len(argv) < 8 or argv[6] != '--':
+        if not from_program:
             sys.stderr.write('man.py: help needs -- PROGRAM [ARGS...]\n')
             return 2
-        text = subprocess.run(argv[7:], check=True, stdout=subprocess.PIPE).stdout.decode()
-        page += '.SH DESCRIPTION\n' + verbatim(text)
+        page += '.SH DESCRIPTION\n' + verbatim(program_output(argv[7:]))
+    elif from_program:
+        page += from_markdown(program_output(argv[7:]))
     else:
         with open(argv[6], encoding='utf-8') as f:
             page += from_markdown(f.read())

@@ -4,6 +4,7 @@
 
 #include <kvrt/version.h>
 #include <kvrt/common.h>
+#include <kvrt/settings.h>
 #include <kvrt/device.h>
 #include <kvrt/layout.h>
 #include <kvrt/dtype.h>
@@ -14,6 +15,10 @@
 #include <kvrt/trace.h>
 #include <kvrt/resolve.h>
 #include <kvrt/runtime.h>
+#include <kvrt/backend.h>
+#include <kvrt/buffer.h>
+#include <kvrt/cache.h>
+#include <kvrt/ops.h>
 #include <kvrt/wrap.h>
 #include <kvrt/model.h>
 #include <kvrt/parallel.h>

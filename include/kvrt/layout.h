@@ -11,6 +11,7 @@
 
 #include <stdbool.h>
 #include <kvrt/common.h>
+#include <kvrt/settings.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -36,9 +37,6 @@ enum kvrt_layout {
     KVRT_LAYOUT_BHLNC = 5,
 };
 #define KVRT_NUM_LAYOUTS 6
-
-/* The environment variable that constrains the layout. */
-#define KVRT_LAYOUT_ENV "VLLM_KV_CACHE_LAYOUT"
 
 /** true when layout is one of the six values. */
 KVRT_API bool kvrt_layout_valid(int layout);
@@ -96,6 +94,17 @@ KVRT_API enum kvrt_layout kvrt_layout_default(void);
  * kvrt_layout_default().  *from_env (may be NULL) says which.
  */
 KVRT_API int kvrt_layout_from_env_or_default(enum kvrt_layout *out, bool *from_env);
+
+/**
+ * The layout a caller uses, with where it came from: `name` when not NULL
+ * (a name or alias as the user spelled it; source ARGUMENT), else
+ * VLLM_KV_CACHE_LAYOUT when set (ENVIRONMENT), else kvrt_layout_default()
+ * (DEFAULT).  Whichever gives the layout must parse.  *source may be NULL;
+ * kvrt_setting_origin words it for output.
+ * @return KVRT_OK; KVRT_ERR_INVALID quoting the name, or naming the
+ *   variable and quoting its value, with the valid names.
+ */
+KVRT_API int kvrt_layout_choose(const char *name, enum kvrt_layout *out, enum kvrt_setting_source *source);
 
 #ifdef __cplusplus
 }

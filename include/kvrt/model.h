@@ -202,11 +202,24 @@ KVRT_API const char *kvrt_kv_cache_dtype_name(enum kvrt_kv_cache_dtype d);
 /** Parse a --kv-cache-dtype value (vLLM's names and kvrt's short ones);
  *  KVRT_ERR_INVALID with the valid names otherwise. */
 KVRT_API int kvrt_kv_cache_dtype_parse(const char *text, enum kvrt_kv_cache_dtype *out);
+/** Every --kv-cache-dtype value in enum order, each with vLLM's spelling
+ *  when it has another ("auto, bf16 (bfloat16), ..."), for messages and
+ *  help; rendered from the table the parser reads. */
+KVRT_API const char *kvrt_kv_cache_dtype_valid_names(void);
 /** "FLASH_ATTN", ...; "default" for KVRT_ATTENTION_DEFAULT; NULL out of range. */
 KVRT_API const char *kvrt_attention_backend_name(enum kvrt_attention_backend b);
 /** Parse an --attention-backend name; KVRT_ERR_INVALID with the valid names
  *  otherwise. */
 KVRT_API int kvrt_attention_backend_parse(const char *text, enum kvrt_attention_backend *out);
+/**
+ * The --attention-backend values as one line of text for help and messages,
+ * rendered from the table that sizes them: the backends a Hopper GPU runs
+ * for a model without MLA, for MLA and for DeepSeek-V3.2's sparse MLA, in
+ * vLLM's order, each MLA backend with the block size vLLM takes for its
+ * default of 16 and vLLM's default marked; then those refused (Blackwell
+ * only).
+ */
+KVRT_API const char *kvrt_attention_backend_choices(void);
 
 /* A model's plan (kvrt plan --model --json): where the request comes from. */
 struct kvrt_model_plan_request {

@@ -19,6 +19,7 @@
 #define KVRT_PARALLEL_H
 
 #include <kvrt/common.h>
+#include <kvrt/settings.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -27,9 +28,6 @@ extern "C" {
 /* The largest tensor-parallel size kvrt maps.  Far above any real group,
  * and it bounds the work of a map to a few thousand steps per rank. */
 #define KVRT_TP_MAX_SIZE 65536u
-
-/* The variable vLLM reads for an uneven pipeline split (kvrt_pp_layers). */
-#define KVRT_PP_PARTITION_ENV "VLLM_PP_LAYER_PARTITION"
 
 /*
  * The KV heads one rank holds.  vLLM's rule (QKVParallelLinear): with

@@ -35,10 +35,10 @@ typedef struct kvrt_placement kvrt_placement;
  * of them differ in head slots, states per block or page size, which a
  * different element type, block size, head count or size, tokens per state
  * or padding each bring about.  Resolution told so keeps only block-compact
- * layouts (kvrt_runtime_resolve, kvrt_resolver_set_mixed_shapes; given the
- * groups themselves, kvrt_runtime_resolve_groups and
- * kvrt_resolver_set_groups also keep to what placement accepts).  This is
- * the one definition; pass its answer rather than deciding again.
+ * layouts (kvrt_runtime_resolve, kvrt_resolver_set_mixed_shapes); given the
+ * groups themselves (kvrt_runtime_resolve_groups, kvrt_resolver_set_groups)
+ * it keeps exactly the layouts placement accepts for them.  This is the one
+ * definition; pass its answer rather than deciding again.
  * @return KVRT_OK; KVRT_ERR_INVALID for no groups, an empty group, a layer
  *   without a name, or a spec kvrt_spec_derive refuses (prefixed with the
  *   layer's name).
@@ -52,7 +52,7 @@ KVRT_API int kvrt_placement_mixed_shapes(const struct kvrt_group *groups, size_t
  *   block-compact layout, and in more than one group a block-outermost one
  *   too; groups of one page size but other head slots or states need a
  *   block-compact or a block-outermost one (the message names the layout,
- *   two layers' shapes, and suggests BLHNC);
+ *   two layers' shapes, and the layouts that fit);
  *   KVRT_ERR_INVALID for no groups, an empty group, a missing or duplicated
  *   layer name, and a set whose offset or block stride is not a multiple of
  *   its element size (pages of other layers, e.g. an odd-sized state page,

@@ -6,8 +6,10 @@
  * 2. Identical declarations keep their order; otherwise the intersection,
  *    ranked by how many backends declare each layout first, ties in table
  *    order.  An empty intersection is an error listing every declaration.
- * 3. Mixed shapes keep only block-compact candidates (and, for groups
- *    whose page sizes differ, only block-outermost ones among them).
+ * 3. Mixed shapes keep only the layouts placement accepts for them: pages
+ *    of different sizes block-compact ones (block-outermost too across
+ *    groups), overlaid groups of other head slots or states block-compact
+ *    or block-outermost ones.
  * 4. VLLM_KV_CACHE_LAYOUT is a hard constraint; a soft preference only warns.
  * 5. The result is recorded once; a later different result is an error.
  * Every step is kept in a trace: as steps with a kind (kvrt/trace.h) and,
@@ -37,17 +39,20 @@ KVRT_API int kvrt_resolver_declare(kvrt_resolver *r, const char *backend, const 
 /** Declare a backend that takes any layout. */
 KVRT_API int kvrt_resolver_declare_any(kvrt_resolver *r, const char *backend);
 
-/** The specs mix (H, N, page) shapes: keep only block-compact layouts.
- *  With the layers at hand, prefer kvrt_resolver_set_groups. */
+/** The specs mix (H, N, page) shapes: keep only block-compact layouts,
+ *  which hold any mix in one group.  With the layers at hand, prefer
+ *  kvrt_resolver_set_groups, which keeps exactly what placement accepts. */
 KVRT_API int kvrt_resolver_set_mixed_shapes(kvrt_resolver *r, bool mixed);
 
 /**
  * The layers the cache will hold (read now, not kept): resolution then
- * keeps exactly the layouts kvrt_placement_create can place them in: all
- * when they share one shape, block-compact ones when they mix shapes
- * (kvrt_placement_mixed_shapes), and of those only the block-outermost
- * ones when page sizes differ across several groups.  Replaces what
- * kvrt_resolver_set_mixed_shapes said.
+ * keeps exactly the layouts kvrt_placement_create can place them in, by
+ * the one rule both apply (docs/design.md §5): all when they share one
+ * shape or mix head slots or states within one group of one page size;
+ * block-compact ones when page sizes differ, and of those only the
+ * block-outermost ones across several groups; block-compact or
+ * block-outermost ones for overlaid groups of one page size but other head
+ * slots or states.  Replaces what kvrt_resolver_set_mixed_shapes said.
  * @return KVRT_OK; the errors of kvrt_placement_mixed_shapes.
  */
 KVRT_API int kvrt_resolver_set_groups(kvrt_resolver *r, const struct kvrt_group *groups, size_t num_groups);

@@ -20,11 +20,16 @@ UNSET = (1 << 64) - 1  # KVRT_UNSET
 NUM_AXES = 5
 NUM_LAYOUTS = 6
 TRACE_NO_LAYOUT = -1
+NUM_SETTINGS = 6
+SETTING_LAYOUT = 0  # enum kvrt_setting
+SOURCE_ARGUMENT = 2  # enum kvrt_setting_source
 API_MAJOR = 1  # libkvrt's soname is libkvrt.so.<API major>
 # The C macros mirrored above, by their C names (held to C by
 # tests/python/test_structs.py).
 C_CONSTANTS = {"KVRT_UNSET": UNSET, "KVRT_NUM_AXES": NUM_AXES, "KVRT_NUM_LAYOUTS": NUM_LAYOUTS,
-               "KVRT_TRACE_NO_LAYOUT": TRACE_NO_LAYOUT, "KVRT_API_VERSION_MAJOR": API_MAJOR}
+               "KVRT_TRACE_NO_LAYOUT": TRACE_NO_LAYOUT, "KVRT_API_VERSION_MAJOR": API_MAJOR,
+               "KVRT_NUM_SETTINGS": NUM_SETTINGS, "KVRT_SETTING_LAYOUT": SETTING_LAYOUT,
+               "KVRT_SOURCE_ARGUMENT": SOURCE_ARGUMENT}
 SONAME = "libkvrt.so.%d" % API_MAJOR
 
 vp, u64, u32, i32, sz = C.c_void_p, C.c_uint64, C.c_uint32, C.c_int, C.c_size_t
@@ -197,6 +202,12 @@ _SIGNATURES = {
     "kvrt_layout_from_env": ([P(C.c_bool), P(i32)], i32),
     "kvrt_layout_default": ([], i32),
     "kvrt_layout_from_env_or_default": ([P(i32), P(C.c_bool)], i32),
+    "kvrt_layout_choose": ([C.c_char_p, P(i32), P(i32)], i32),
+    "kvrt_setting_variable": ([i32], C.c_char_p),
+    "kvrt_setting_summary": ([i32], C.c_char_p),
+    "kvrt_setting_source_name": ([i32], C.c_char_p),
+    "kvrt_setting_get": ([i32, C.c_char_p, P(C.c_char_p), P(i32)], i32),
+    "kvrt_setting_origin": ([i32, i32, C.c_char_p], C.c_char_p),
     "kvrt_dtype_size": ([i32], sz),
     "kvrt_dtype_name": ([i32], C.c_char_p),
     "kvrt_dtype_parse": ([C.c_char_p, P(i32)], i32),
@@ -243,8 +254,11 @@ _SIGNATURES = {
     "kvrt_runtime_resolve": ([vp, P(C.c_char_p), sz, C.c_bool, C.c_char_p, P(i32)], i32),
     "kvrt_runtime_resolve_groups": ([vp, P(C.c_char_p), sz, P(Group), sz, C.c_char_p, P(i32)], i32),
     "kvrt_runtime_bind": ([vp, C.c_char_p, C.c_char_p, P(vp)], i32),
+    "kvrt_runtime_bind_layout": ([vp, C.c_char_p, i32, P(vp)], i32),
+    "kvrt_runtime_choose_backend": ([vp, C.c_char_p, P(C.c_char_p), P(i32)], i32),
     "kvrt_runtime_num_trace_steps": ([vp], sz),
     "kvrt_runtime_trace_step": ([vp, sz, P(TraceStep)], i32),
+    "kvrt_runtime_trace_json": ([vp, P(vp)], i32),
     "kvrt_backend_name": ([vp], C.c_char_p),
     "kvrt_backend_layout": ([vp], i32),
     "kvrt_buffer_create": ([vp, u64, P(vp)], i32),

@@ -7,7 +7,6 @@ import ctypes as C
 from . import _lib
 from ._lib import lib, check, json_answer, text
 
-LAYOUT_ENV = "VLLM_KV_CACHE_LAYOUT"
 
 
 def layout_value(name):
@@ -55,23 +54,6 @@ def layouts():
     return json_answer(lib.kvrt_layouts_json)
 
 
-def trace_steps(count, get, handle):
-    """The steps of a trace (kvrt/trace.h) as dicts, as ``kvrt resolve
-    --json`` prints them: {"step": the kind's name, "text"}, plus "layout"
-    and "backend" when the step is about one."""
-    out = []
-    for i in range(count(handle)):
-        st = _lib.TraceStep()
-        check(get(handle, i, C.byref(st)))
-        d = {"step": text(lib.kvrt_trace_kind_name(st.kind)) or "unknown", "text": text(st.text)}
-        if st.layout != _lib.TRACE_NO_LAYOUT:
-            d["layout"] = layout_name(st.layout)
-        if st.backend:
-            d["backend"] = text(st.backend)
-        out.append(d)
-    return out
-
-
 def resolve(declare=None, prefer=None, mixed_shapes=False):
     """Choose one layout for backend declarations: ``kvrt resolve --json``.
 
@@ -91,7 +73,7 @@ def resolve(declare=None, prefer=None, mixed_shapes=False):
             arr = (C.c_int * max(1, len(lst)))(*[layout_value(x) for x in lst])
             check(lib.kvrt_resolver_declare(r, backend.encode(), arr, len(lst)))
         if prefer is not None:
-            check(lib.kvrt_resolver_set_preference(r, prefer.encode(), b"the command line (--prefer)"))
+            check(lib.kvrt_resolver_set_preference(r, prefer.encode(), b"kvrt.resolve(prefer=)"))
         if mixed_shapes:
             check(lib.kvrt_resolver_set_mixed_shapes(r, True))
         chosen = C.c_int()
@@ -134,12 +116,34 @@ def make_spec(kind=None, dtype=None, block_size=None, kv_heads=None, head_size=N
     return s
 
 
-def _layout_or_env(layout):
-    if layout is not None:
-        return layout_value(layout), "--layout"
-    out, from_env = C.c_int(), C.c_bool()
-    check(lib.kvrt_layout_from_env_or_default(C.byref(out), C.byref(from_env)))
-    return out.value, LAYOUT_ENV if from_env.value else "default"
+def settings():
+    """Each environment variable libkvrt reads, with the value it has now and
+    where that came from, as libkvrt answers (kvrt_setting_get): {variable:
+    {"value": as spelled or None, "source": "environment" or "default",
+    "summary": what it decides}}."""
+    out = {}
+    for s in range(_lib.NUM_SETTINGS):
+        value, source = C.c_char_p(), C.c_int()
+        check(lib.kvrt_setting_get(s, None, C.byref(value), C.byref(source)))
+        out[text(lib.kvrt_setting_variable(s))] = {
+            "value": None if value.value is None else value.value.decode(errors="replace"),
+            "source": text(lib.kvrt_setting_source_name(source.value)),
+            "summary": text(lib.kvrt_setting_summary(s)),
+        }
+    return out
+
+
+def _layout_choice(layout):
+    """(enum kvrt_layout, where it came from): `layout` (a name, an alias or
+    a value), else VLLM_KV_CACHE_LAYOUT, else kvrt's default, as libkvrt's
+    kvrt_layout_choose answers; the source as kvrt_setting_origin words it,
+    "layout" naming this keyword."""
+    out, source = C.c_int(), C.c_int(_lib.SOURCE_ARGUMENT)
+    if isinstance(layout, int):
+        out.value = layout  # a value already: whatever takes it checks it
+    else:
+        check(lib.kvrt_layout_choose(None if layout is None else layout.encode(), C.byref(out), C.byref(source)))
+    return out.value, text(lib.kvrt_setting_origin(_lib.SETTING_LAYOUT, source.value, b"layout"))
 
 
 def _group(spec, layers):
@@ -178,7 +182,7 @@ def plan(layers=1, blocks=None, memory=None, layout=None, kernel_block_size=0, m
         raise _lib.error_for(-1, "plan: give blocks (the number of blocks) or memory (a budget in bytes), "
                                  "exactly one of them")
     s = make_spec(**spec)
-    lv, source = _layout_or_env(layout)
+    lv, source = _layout_choice(layout)
     if memory is not None:
         g, keep = _group(s, layers)
         n = C.c_uint64()
@@ -200,6 +204,6 @@ def _plan_model(model, blocks, memory, layout, kernel_block_size, kv_cache_dtype
                                  % sorted(spec)[0])
     if blocks is not None and memory is not None:
         raise _lib.error_for(-1, "plan: give blocks or memory, not both")
-    lv, source = _layout_or_env(layout)
+    lv, source = _layout_choice(layout)
     with Model(model, kv_cache_dtype, block_size, attention_backend) as m:
         return m.plan(lv, source, blocks, memory, kernel_block_size, max_model_len, max_num_batched_tokens)

@@ -8,7 +8,7 @@ from . import _lib, info
 from ._closeable import Closeable
 from ._dlpack import Borrowed, capsule
 from ._errors import InvalidArgumentError, StateError
-from ._lib import lib, check, text
+from ._lib import lib, check, json_answer, text
 from ._model import Model
 
 _PARTS = {"all": 0, "k": 1, "v": 2}
@@ -432,7 +432,7 @@ class Runtime(Closeable):
         """The runtime's resolution and selection trace as steps (dicts with
         "step", "text", and "layout"/"backend" when set), oldest first."""
         self._check_open()
-        return info.trace_steps(lib.kvrt_runtime_num_trace_steps, lib.kvrt_runtime_trace_step, self._h)
+        return json_answer(lib.kvrt_runtime_trace_json, self._h)
 
     def default_backend(self):
         """The backend binding picks without a layout constraint."""
@@ -443,7 +443,7 @@ class Runtime(Closeable):
 
     def _bind(self, backend, layout):
         b = C.c_void_p()
-        check(lib.kvrt_runtime_bind(self._h, backend.encode() if backend else None, layout.encode(), C.byref(b)))
+        check(lib.kvrt_runtime_bind_layout(self._h, backend.encode() if backend else None, layout, C.byref(b)))
         return b
 
     def _binding(self, cg, layout, backend):
@@ -451,15 +451,17 @@ class Runtime(Closeable):
         `layout` as given, else resolved for `backend` and the groups, whose
         shapes libkvrt judges (None: the backend binding would choose; bound
         without a name then, so a backend whose bind fails is passed over)."""
-        named = backend
         if layout is None:
-            backend = backend or self.default_backend()
+            name = C.c_char_p()
+            check(lib.kvrt_runtime_choose_backend(self._h, backend.encode() if backend else None, C.byref(name),
+                                                  None))
             out = C.c_int()
-            names = (C.c_char_p * 1)(backend.encode())
+            names = (C.c_char_p * 1)(name.value)
             check(lib.kvrt_runtime_resolve_groups(self._h, names, 1, cg.groups, len(cg.groups), None, C.byref(out)))
-            layout = info.layout_name(out.value)
-        lv = info.layout_value(layout)
-        return lv, self._bind(named, layout)
+            lv = out.value
+        else:
+            lv = info.layout_value(layout)
+        return lv, self._bind(backend, lv)
 
     def _placement(self, cg, lv, blocks, budget, kernel_block_size):
         """A placement handle (the caller destroys it) and the number of blocks."""

@@ -76,6 +76,17 @@ int main(void)
     OFF(kvrt_plugin_import, bytes, 24);
     SIZE(kvrt_plugin_import, 32);
     VAL(KVRT_PLUGIN_DESCRIPTOR_MIN_SIZE, 168);
+
+    VAL(KVRT_SETTING_LAYOUT, 0);
+    VAL(KVRT_SETTING_BACKEND, 1);
+    VAL(KVRT_SETTING_PLUGIN_PATH, 2);
+    VAL(KVRT_SETTING_ALLOW_INSECURE_PLUGINS, 3);
+    VAL(KVRT_SETTING_DEBUG, 4);
+    VAL(KVRT_SETTING_PP_PARTITION, 5);
+    VAL(KVRT_NUM_SETTINGS, 6);
+    VAL(KVRT_SOURCE_DEFAULT, 0);
+    VAL(KVRT_SOURCE_ENVIRONMENT, 1);
+    VAL(KVRT_SOURCE_ARGUMENT, 2);
     OFF(kvrt_plugin_device_info, size, 0);
     OFF(kvrt_plugin_device_info, type, 4);
     OFF(kvrt_plugin_device_info, memory, 8);

@@ -185,7 +185,7 @@ static void check_fallback(void)
     json_decref(r);
 
     cli_ok_case(ARGS("run", SMALL), ENV(path_env),
-                MENTIONS("backend   cpu (first available)", "passed over \"failbind\": failed to bind layout",
+                MENTIONS("backend   cpu (default: first available)", "passed over \"failbind\": failed to bind layout",
                          "TEST_BIND_FAILED", "verified  yes"));
 
     struct spawn_result res = cli_run(ARGS("run", SMALL), ENV(path_env, "KVRT_DEBUG=1"));

@@ -1,4 +1,4 @@
-/* The integer helpers of core/intmath.h, which the core (spec equality) and
+/* The integer helpers of core/values/intmath.h, which the core (spec equality) and
  * the tool (a model's query heads) share. */
 #include <stdint.h>
 

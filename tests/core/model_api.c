@@ -8,6 +8,7 @@
  *
  *   test-model-api EXAMPLES_DIR
  */
+#include <ctype.h>
 #include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -128,6 +129,42 @@ static void check_misuse(const char *dir)
     kvrt_model_destroy(NULL);
 }
 
+/* Whether `name` stands in `list` as a whole word. */
+static bool has_word(const char *list, const char *name)
+{
+    size_t n = strlen(name);
+    for (const char *p = strstr(list, name); p; p = strstr(p + 1, name))
+        if ((p == list || (!isalnum((unsigned char)p[-1]) && p[-1] != '_')) && !isalnum((unsigned char)p[n]) &&
+            p[n] != '_')
+            return true;
+    return false;
+}
+
+/* The lists help and messages print are rendered from the parsers' tables:
+ * every value is in them, and every word of them that names a value parses. */
+static void check_rendered_lists(void)
+{
+    const char *caches = kvrt_kv_cache_dtype_valid_names();
+    bool all = true;
+    for (int i = 0; i < KVRT_NUM_KV_CACHE_DTYPES; i++)
+        all = all && has_word(caches, kvrt_kv_cache_dtype_name((enum kvrt_kv_cache_dtype)i));
+    enum kvrt_kv_cache_dtype d;
+    tap_ok(all && kvrt_kv_cache_dtype_parse("half", &d) == KVRT_OK && has_word(caches, "half") &&
+               kvrt_kv_cache_dtype_parse("int4", &d) == KVRT_ERR_INVALID && strstr(kvrt_error_message(), caches),
+           "kvrt_kv_cache_dtype_valid_names lists every type and spelling, and the refusal quotes it (%s)", caches);
+    const char *choices = kvrt_attention_backend_choices();
+    all = true;
+    for (int i = 1; i < KVRT_NUM_ATTENTION_BACKENDS; i++)
+        if (!has_word(choices, kvrt_attention_backend_name((enum kvrt_attention_backend)i))) {
+            tap_diag("  %s is missing", kvrt_attention_backend_name((enum kvrt_attention_backend)i));
+            all = false;
+        }
+    tap_ok(all && strncmp(choices, "default", 7) != 0 && strstr(choices, "FLASH_ATTN (default)") &&
+               strstr(choices, "FLASH_ATTN_MLA (default, 16)") && strstr(choices, "FLASHMLA (64)") &&
+               strstr(choices, "refused (Blackwell only): CUTLASS_MLA, FLASHINFER_MLA"),
+           "kvrt_attention_backend_choices names every backend, the defaults and MLA block sizes (%s)", choices);
+}
+
 static void check_spec_and_capacity(const char *dir)
 {
     struct kvrt_spec s = fixture_attention(KVRT_DTYPE_BF16, 16, 8, 128);
@@ -191,5 +228,6 @@ int main(int argc, char **argv)
         closedir(d);
     check_misuse(argv[1]);
     check_spec_and_capacity(argv[1]);
+    check_rendered_lists();
     return tap_done();
 }

@@ -131,7 +131,7 @@ static void check_refusals(void)
         {8, 2, 0, "0,8", KVRT_ERR_INVALID, {"entry 1 is 0", "at least one layer", NULL}},
         {8, 2, 0, "99999999999999999999,1", KVRT_ERR_OVERFLOW, {"entry 1 \"99999999999999999999\"", "64 bits", NULL}},
         {8, 2, 0, "18446744073709551615,1", KVRT_ERR_OVERFLOW, {"adds up to more than 64 bits", NULL}},
-        {8, 2, 0, "4\n,4", KVRT_ERR_INVALID, {"\\x0a", NULL}},
+        {8, 2, 0, "4\n,4", KVRT_ERR_INVALID, {"\"4\\n\"", NULL}},
         {3, 4, 0, NULL, KVRT_ERR_INVALID, {"3 layers", "size 4", "at most 3", NULL}},
         {3, 4, 0, "1,1,1,0", KVRT_ERR_INVALID, {"3 layers", "at most 3", NULL}},
         {0, 1, 0, NULL, KVRT_ERR_INVALID, {"0 layers", NULL}},

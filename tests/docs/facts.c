@@ -2,8 +2,9 @@
  * Facts the docs restate that libkvrt renders: each doc that names the
  * backend priority order gives it as kvrt_runtime_backend_priority() does,
  * a default written as "NAME (value)" has libkvrt's value, and every
- * "libkvrt.so.N" in the docs names the soname of this API major.  Line
- * breaks and Markdown emphasis are ignored.
+ * "libkvrt.so.N" in the docs names the soname of this API major, and the
+ * docs that list the environment libkvrt reads name every variable of its
+ * settings table.  Line breaks and Markdown emphasis are ignored.
  *
  *   test-docs-facts SOURCE_ROOT
  */
@@ -134,6 +135,27 @@ static void check_soname(const char *root)
     tap_ok(found > 0 && right == found, "the docs name the soname as %s (%zu of %zu)", want, right, found);
 }
 
+/* Every variable of libkvrt's settings table (kvrt_setting_variable) is
+ * named in the doc. */
+static void check_settings(const char *root, const char *doc)
+{
+    char path[1024];
+    snprintf(path, sizeof(path), "%s/%s", root, doc);
+    char *text = read_normalized(path);
+    if (!tap_ok(text != NULL, "%s is readable", doc))
+        return;
+    size_t missing = 0;
+    for (int s = 0; s < KVRT_NUM_SETTINGS; s++) {
+        const char *v = kvrt_setting_variable((enum kvrt_setting)s);
+        if (!strstr(text, v)) {
+            tap_diag("  %s does not name %s", doc, v);
+            missing++;
+        }
+    }
+    tap_ok(missing == 0, "%s names all %d variables of libkvrt's settings table", doc, KVRT_NUM_SETTINGS);
+    free(text);
+}
+
 int main(int argc, char **argv)
 {
     if (argc != 2) {
@@ -152,5 +174,7 @@ int main(int argc, char **argv)
     snprintf(tp_max, sizeof(tp_max), "%u", KVRT_TP_MAX_SIZE);
     check_value(argv[1], "docs/parallel.md", "KVRT_TP_MAX_SIZE", tp_max);
     check_soname(argv[1]);
+    check_settings(argv[1], "README.md");
+    check_settings(argv[1], "docs/runtime.md");
     return tap_done();
 }

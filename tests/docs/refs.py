@@ -2,7 +2,9 @@
 """Every path and section the tree cites must exist in the tree.
 
 Scans the source and documentation files of the repository for
-  - repository paths (`docs/runtime.md`, `core/spec.c`, `tests/lib/tap.h`, ...),
+  - repository paths (`docs/runtime.md`, `core/values/spec.c`, `tests/lib/tap.h`, ...),
+  - repository folders (`tools/common/`, and in backticks also without the
+    trailing slash or the extension: `tests/lib`, `tools/kvrt-like/name`),
   - relative Markdown links (`[x](../docs/cli.md)`),
   - section references (`docs/design.md §7`, `design.md §3`),
 and fails (TAP) on any that does not resolve.  Citations of a document that
@@ -37,6 +39,11 @@ OTHER_REPOS = {
 
 PATH_RE = re.compile(r'(?<![\w/.<>$*-])((?:%s)/[\w./+-]*?\.(?:%s))(?![\w/*<-])'
                      % ('|'.join(TOP_DIRS), '|'.join(EXTS)))
+# A folder: a top-level folder and sub-folders, ending in "/".
+FOLDER_RE = re.compile(r'(?<![\w/.<>$*@-])((?:%s)/(?:[\w+-]+/)*)(?![\w*<-])' % '|'.join(TOP_DIRS))
+# Anything under a top-level folder written as code, with or without an
+# extension or a trailing slash.
+TICK_RE = re.compile(r'`((?:%s)(?:/[\w.+-]+)+/?)`' % '|'.join(TOP_DIRS))
 LINK_RE = re.compile(r'\]\(([^)#\s]+)(?:#[^)]*)?\)')
 SECTION_RE = re.compile(r'([\w./-]*\.md)\s+§\s*(\d+)')
 FOREIGN_RE = re.compile(r'\bDESIGN(?:\.md\b|\s*§)')
@@ -97,14 +104,19 @@ def check(root):
             continue
         for lineno, line in enumerate(lines, 1):
             where = '%s:%d' % (rel, lineno)
-            for m in ([] if rel in OTHER_REPOS else PATH_RE.finditer(line)):
-                cited = m.group(1).rstrip('.')
-                if cited in GENERATED:
-                    cited = GENERATED[cited]
-                # meson.build files name their sources relative to themselves.
-                if not (os.path.exists(os.path.join(root, cited))
-                        or os.path.exists(os.path.join(root, citing_dir, cited))):
-                    problems.append('%s: cites %s, which does not exist' % (where, m.group(1)))
+            cited_here = set()
+            for regex in ([] if rel in OTHER_REPOS else (PATH_RE, FOLDER_RE, TICK_RE)):
+                for m in regex.finditer(line):
+                    cited = m.group(1).rstrip('.') if regex is PATH_RE else m.group(1)
+                    if cited in cited_here:
+                        continue
+                    cited_here.add(cited)
+                    if cited in GENERATED:
+                        cited = GENERATED[cited]
+                    # meson.build files name their sources relative to themselves.
+                    if not (os.path.exists(os.path.join(root, cited))
+                            or os.path.exists(os.path.join(root, citing_dir, cited))):
+                        problems.append('%s: cites %s, which does not exist' % (where, m.group(1)))
             if rel.endswith('.md'):
                 for m in LINK_RE.finditer(line):
                     target = m.group(1)
@@ -133,7 +145,7 @@ def self_test():
     """The checker must catch what it exists to catch (and accept what is valid)."""
     with tempfile.TemporaryDirectory() as tmp:
         os.makedirs(os.path.join(tmp, 'docs'))
-        os.makedirs(os.path.join(tmp, 'core'))
+        os.makedirs(os.path.join(tmp, 'core', 'room'))
         with open(os.path.join(tmp, 'docs', 'design.md'), 'w') as f:
             f.write('# d\n\n## 1. One\n\n## 2. Two\n')
         with open(os.path.join(tmp, 'core', 'a.c'), 'w') as f:
@@ -145,10 +157,15 @@ def self_test():
                     '/* core/gone.c and build-x/core/ok.c and <prefix>/docs/no.md */\n')
         with open(os.path.join(tmp, 'docs', 'b.md'), 'w') as f:
             f.write('[ok](design.md) [bad](../core/missing.c) [web](https://x.org/a.md) design.md §1\n')
+            # Folders: core/room/ and `core/room` exist, the others do not.
+            f.write('core/room/ and `core/room` are here\n'
+                    'tools/gone/ is not\n'
+                    'nor is `core/room/gone`\n')
         got = sorted(p.split(': ', 1)[0] + ' ' + p.split(': ', 1)[1].split(' ')[0]
                      for p in check(tmp))
         want = sorted(['core/a.c:1 cites', 'core/a.c:2 cites', 'core/a.c:3 cites',
-                       'core/a.c:4 cites', 'core/a.c:5 cites', 'docs/b.md:1 links'])
+                       'core/a.c:4 cites', 'core/a.c:5 cites', 'docs/b.md:1 links',
+                       'docs/b.md:3 cites', 'docs/b.md:4 cites'])
         return got == want, got, want
 
 
@@ -159,7 +176,8 @@ def main():
     root = sys.argv[1]
     print('1..3')
     ok, got, want = self_test()
-    print('%s 1 - the checker flags missing paths, links and sections in a sample tree' % ('ok' if ok else 'not ok'))
+    print('%s 1 - the checker flags missing paths, folders, links and sections in a sample tree'
+          % ('ok' if ok else 'not ok'))
     if not ok:
         print('# flagged: %s' % got)
         print('# wanted:  %s' % want)
@@ -169,7 +187,7 @@ def main():
     if not design_ok:
         print('# sections found: %s' % sorted(have or []))
     problems = check(root)
-    print('%s 3 - every cited path and section exists in the tree' % ('not ok' if problems else 'ok'))
+    print('%s 3 - every cited path, folder and section exists in the tree' % ('not ok' if problems else 'ok'))
     for p in problems:
         print('# ' + p)
     return 0

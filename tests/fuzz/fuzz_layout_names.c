@@ -38,7 +38,8 @@ static const struct {
     {"bfloat16", KVRT_DTYPE_BF16},
 };
 
-/* The expected escaped form of the first `max` bytes of s. */
+/* The expected escaped form of the first `max` bytes of s, as kvrt/common.h
+ * documents it (\n, \t, \r or \xNN), with quotes and backslashes escaped. */
 static void escape(const char *s, size_t max, char *out, size_t size)
 {
     size_t n = 0;
@@ -46,6 +47,8 @@ static void escape(const char *s, size_t max, char *out, size_t size)
         const unsigned char c = (unsigned char)s[i];
         if (c == '"' || c == '\\')
             n += (size_t)snprintf(out + n, size - n, "\\%c", c);
+        else if (c == '\n' || c == '\t' || c == '\r')
+            n += (size_t)snprintf(out + n, size - n, "\\%c", c == '\n' ? 'n' : c == '\t' ? 't' : 'r');
         else if (c < 0x20 || c == 0x7f)
             n += (size_t)snprintf(out + n, size - n, "\\x%02x", c);
         else

@@ -7,7 +7,7 @@
 # add inputs to its copy without touching the source tree; REGRESSIONS is
 # read as a second, read-only corpus.  KVRT_FUZZ_SECONDS overrides the run
 # time (15 s).  A crash is reported with the path of the saved input, which
-# belongs in tests/fuzz/regressions/TARGET/ once the bug is fixed.
+# belongs in tests/fuzz/regressions/<target>/ once the bug is fixed.
 set -u
 
 fuzzer=$1 target=$2 corpus=$3 regressions=$4 work=$5 dict=${6:-}

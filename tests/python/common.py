@@ -24,6 +24,24 @@ def cli(*args, env=None):
     return json.loads(out.stdout)
 
 
+# How each front end names the argument it passed: the answers are libkvrt's,
+# the words for where a value came from are the caller's own.
+AS_PYTHON = {"--layout": "layout", "the command line (--prefer)": "kvrt.resolve(prefer=)"}
+
+
+def as_python(answer):
+    """A tool's JSON answer as the Python call that asks the same gets it: the
+    tool's name for an argument replaced by the keyword's."""
+    if isinstance(answer, dict):
+        return {k: as_python(v) for k, v in answer.items()}
+    if isinstance(answer, list):
+        return [as_python(v) for v in answer]
+    if isinstance(answer, str):
+        for tool, python in AS_PYTHON.items():
+            answer = answer.replace(tool, python)
+    return answer
+
+
 def model(layers=4, kv_heads=2, head_size=8, dtype="bf16", block_size=4, **kw):
     m = {"layers": layers, "kv_heads": kv_heads, "head_size": head_size, "dtype": dtype, "block_size": block_size}
     m.update(kw)

@@ -6,7 +6,7 @@ import os
 import torch
 
 import kvrt
-from common import LAYOUTS, Skip, cli, model, raises
+from common import LAYOUTS, Skip, as_python, cli, model, raises
 
 
 def test_layouts_are_libkvrts():
@@ -37,7 +37,7 @@ def test_plan_keywords_match_flags():
          ["--layers", "4", "--memory", str(1 << 20), "--block-size", "16", "--kv-heads", "4", "--head-size", "64"]),
     ]
     for kw, args in cases:
-        assert kvrt.plan(**kw) == cli("plan", "--json", *args), args
+        assert kvrt.plan(**kw) == as_python(cli("plan", "--json", *args)), args
 
 
 def test_resolve_keywords_match_flags():
@@ -45,8 +45,8 @@ def test_resolve_keywords_match_flags():
     VLLM_KV_CACHE_LAYOUT"""
     assert kvrt.resolve() == cli("resolve", "--json")
     got = kvrt.resolve(declare={"cuda": ["LBNHC", "LBHNC"], "cpu": "any"}, prefer="HND")
-    assert got == cli("resolve", "--json", "--declare", "cuda=LBNHC,LBHNC", "--declare", "cpu=any",
-                      "--prefer", "HND")
+    assert got == as_python(cli("resolve", "--json", "--declare", "cuda=LBNHC,LBHNC", "--declare", "cpu=any",
+                                "--prefer", "HND"))
     old = os.environ.get("VLLM_KV_CACHE_LAYOUT")
     os.environ["VLLM_KV_CACHE_LAYOUT"] = "HND"
     try:
@@ -56,6 +56,29 @@ def test_resolve_keywords_match_flags():
     finally:
         if old is None:
             del os.environ["VLLM_KV_CACHE_LAYOUT"]
+        else:
+            os.environ["VLLM_KV_CACHE_LAYOUT"] = old
+
+
+def test_settings_are_libkvrts():
+    """kvrt.settings() is libkvrt's answer: every variable it reads, its value and where that came from; and
+    kvrt.plan says where its layout came from in the same words"""
+    old = os.environ.get("VLLM_KV_CACHE_LAYOUT")
+    os.environ["VLLM_KV_CACHE_LAYOUT"] = "HND"
+    try:
+        got = kvrt.settings()
+        layout = got["VLLM_KV_CACHE_LAYOUT"]
+        assert layout["value"] == "HND" and layout["source"] == "environment" and layout["summary"], got
+        assert list(got) == [kvrt._clib.kvrt_setting_variable(s).decode() for s in range(kvrt._lib.NUM_SETTINGS)], got
+        spec = dict(layers=1, blocks=1, block_size=16, kv_heads=1, head_size=8)
+        assert kvrt.plan(**spec)["layout_source"] == "VLLM_KV_CACHE_LAYOUT"
+        assert kvrt.plan(layout="BLHNC", **spec)["layout_source"] == "layout"
+        del os.environ["VLLM_KV_CACHE_LAYOUT"]
+        assert kvrt.settings()["VLLM_KV_CACHE_LAYOUT"]["source"] == "default"
+        assert kvrt.plan(**spec)["layout_source"] == "default"
+    finally:
+        if old is None:
+            os.environ.pop("VLLM_KV_CACHE_LAYOUT", None)
         else:
             os.environ["VLLM_KV_CACHE_LAYOUT"] = old
 

@@ -7,7 +7,7 @@ import subprocess
 import torch
 
 import kvrt
-from common import cli, raises
+from common import as_python, cli, raises
 
 MODELS = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "models")
 REFUSED = {"minimax-m1.json": "attn_type_list[0]"}
@@ -33,7 +33,7 @@ def test_plan_model_equal_cli():
             continue
         assert kvrt.plan(model=path) == cli("plan", "--json", "--model", path), name
         assert kvrt.plan(model=path, blocks=3, layout="BLHNC") == \
-            cli("plan", "--json", "--model", path, "--blocks", "3", "--layout", "BLHNC"), name
+            as_python(cli("plan", "--json", "--model", path, "--blocks", "3", "--layout", "BLHNC")), name
         assert kvrt.plan(model=path, memory=24 * GIB) == \
             cli("plan", "--json", "--model", path, "--memory", "24GiB"), name
         checked += 1
@@ -60,7 +60,7 @@ def test_plan_model_options_equal_cli():
     ]
     for name, kw, args in cases:
         path = os.path.join(MODELS, name)
-        assert kvrt.plan(model=path, **kw) == cli("plan", "--json", "--model", path, *args), (name, args)
+        assert kvrt.plan(model=path, **kw) == as_python(cli("plan", "--json", "--model", path, *args)), (name, args)
     # The published Kimi-Linear config, as vLLM sizes it on Hopper.
     kimi = kvrt.plan(model=os.path.join(MODELS, "kimi-linear-48b-a3b-instruct.json"), memory=24 * GIB)
     assert kimi["bytes_per_block"] == 15224832 and kimi["num_blocks"] == 1692

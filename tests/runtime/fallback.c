@@ -197,6 +197,54 @@ static void test_all_fail(void)
     kvrt_runtime_close(rt);
 }
 
+/* kvrt_runtime_choose_backend says where the name came from, and
+ * kvrt_runtime_bind_layout binds a parsed layout as kvrt_runtime_bind
+ * binds its name. */
+static void test_choice_and_enum_bind(void)
+{
+    kvrt_runtime *rt = open_with(plugin("failbind"), plugin("subset"));
+    const char *name = NULL;
+    enum kvrt_setting_source source = KVRT_SOURCE_ENVIRONMENT;
+    tap_ok(rt && kvrt_runtime_choose_backend(rt, NULL, &name, &source) == KVRT_OK && strcmp(name, "subset") == 0 &&
+               source == KVRT_SOURCE_DEFAULT,
+           "nothing named: the default choice (subset), source default");
+    setenv(KVRT_BACKEND_ENV, "failbind", 1);
+    tap_ok(kvrt_runtime_choose_backend(rt, NULL, &name, &source) == KVRT_OK && strcmp(name, "failbind") == 0 &&
+               source == KVRT_SOURCE_ENVIRONMENT,
+           "KVRT_BACKEND=failbind: failbind, source environment");
+    tap_ok(kvrt_runtime_choose_backend(rt, "subset", &name, &source) == KVRT_OK && strcmp(name, "subset") == 0 &&
+               source == KVRT_SOURCE_ARGUMENT,
+           "a name given wins over KVRT_BACKEND, source argument");
+    setenv(KVRT_BACKEND_ENV, "nosuch", 1);
+    int rc = kvrt_runtime_choose_backend(rt, NULL, &name, &source);
+    tap_ok(rc == KVRT_ERR_NODEV && strstr(kvrt_error_message(), "KVRT_BACKEND=nosuch") &&
+               strstr(kvrt_error_message(), "subset"),
+           "KVRT_BACKEND naming no plugin: KVRT_ERR_NODEV naming the variable and the plugins found");
+    setenv(KVRT_BACKEND_ENV, "", 1);
+    rc = kvrt_runtime_choose_backend(rt, NULL, &name, &source);
+    tap_ok(rc == KVRT_ERR_INVALID && strstr(kvrt_error_message(), "KVRT_BACKEND is set but empty"),
+           "KVRT_BACKEND set but empty: KVRT_ERR_INVALID");
+    unsetenv(KVRT_BACKEND_ENV);
+    rc = kvrt_runtime_choose_backend(rt, "nosuch", &name, NULL);
+    tap_ok(rc == KVRT_ERR_NODEV && strstr(kvrt_error_message(), "\"nosuch\"") &&
+               !strstr(kvrt_error_message(), "KVRT_BACKEND="),
+           "a name given that no plugin has: KVRT_ERR_NODEV naming it, not the variable");
+
+    kvrt_backend *b = NULL;
+    tap_ok(kvrt_runtime_bind_layout(rt, "subset", KVRT_LAYOUT_LBNHC, &b) == KVRT_OK &&
+               kvrt_backend_layout(b) == KVRT_LAYOUT_LBNHC && strcmp(kvrt_backend_name(b), "subset") == 0,
+           "bind_layout binds the value");
+    rc = kvrt_runtime_bind_layout(rt, "subset", KVRT_LAYOUT_BLHNC, &b);
+    tap_ok(rc == KVRT_ERR_REFUSED && b == NULL && strstr(kvrt_error_message(), "layout \"BLHNC\" is not supported") &&
+               strstr(kvrt_error_message(), "LBHNC, LBNHC"),
+           "an undeclared layout: refused by its canonical name, listing the declaration");
+    rc = kvrt_runtime_bind_layout(rt, "subset", (enum kvrt_layout)9, &b);
+    tap_ok(rc == KVRT_ERR_INVALID && strstr(kvrt_error_message(), "layout value 9") &&
+               strstr(kvrt_error_message(), "0 (LBHNC)"),
+           "a value outside the enum: KVRT_ERR_INVALID naming it and the valid values");
+    kvrt_runtime_close(rt);
+}
+
 int main(void)
 {
     fixture_test_plugins(&dir, &cpu_path);
@@ -209,6 +257,7 @@ int main(void)
     test_spare_binding();
     test_named_fails_hard();
     test_all_fail();
+    test_choice_and_enum_bind();
     unlink(marker);
     return tap_done();
 }

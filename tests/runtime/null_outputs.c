@@ -13,7 +13,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <kvrt/dlpack.h>
 #include <kvrt/kvrt.h>
+#include <kvrt/parallel.h>
 
 #include "tap.h"
 
@@ -101,6 +103,21 @@ static void model_functions(void)
     INPUT(kvrt_attention_backend_parse, "NULL, out", NULL, &(enum kvrt_attention_backend){0});
 }
 
+/* kvrt/parallel.h. */
+static void parallel_functions(void)
+{
+    INVALID(kvrt_tp_heads, "8, 2, 0, NULL", 8, 2, 0, NULL);
+    RETURNS(kvrt_tp_direction_name, "99", kvrt_tp_direction_name((enum kvrt_tp_direction)99) == NULL);
+    INVALID(kvrt_tp_direction_parse, "\"pull\", NULL", "pull", NULL);
+    INPUT(kvrt_tp_direction_parse, "NULL, out", NULL, &(enum kvrt_tp_direction){0});
+    RETURNS(kvrt_tp_direction_valid_names, "", kvrt_tp_direction_valid_names() != NULL);
+    INVALID(kvrt_tp_map, "..., NULL count", 8, 2, 0, 2, 0, KVRT_TP_PULL, NULL, 0, NULL);
+    INVALID(kvrt_pp_partition_env, "NULL, NULL", NULL, NULL);
+    uint64_t v = 0;
+    INVALID(kvrt_pp_layers, "8, 2, 0, NULL, count", 8, 2, 0, NULL, &v);
+    INVALID(kvrt_pp_layers_partition, "8, 2, 0, NULL, NULL, count", 8, 2, 0, NULL, NULL, &v);
+}
+
 static void pure_functions(void)
 {
     RETURNS(kvrt_error_message, "", kvrt_error_message() != NULL);
@@ -143,6 +160,8 @@ static void pure_functions(void)
     INVALID(kvrt_geometry_layer_view, "geom, 0, 0, NULL", &g, 0, 0, NULL);
     INVALID(kvrt_geometry_layer_view, "NULL, 0, 0, out", NULL, 0, 0, &(struct kvrt_view){0});
 
+    RETURNS(kvrt_kv_cache_dtype_valid_names, "", kvrt_kv_cache_dtype_valid_names() != NULL);
+    RETURNS(kvrt_attention_backend_choices, "", kvrt_attention_backend_choices() != NULL);
     RETURNS(kvrt_layout_valid, "-1", !kvrt_layout_valid(-1));
     RETURNS(kvrt_layout_name, "-1", kvrt_layout_name((enum kvrt_layout) - 1) == NULL);
     INVALID(kvrt_layout_parse, "\"NHD\", NULL", "NHD", NULL);
@@ -159,6 +178,15 @@ static void pure_functions(void)
     INVALID(kvrt_layout_from_env_or_default, "NULL, NULL", NULL, NULL);
     INVALID(kvrt_layout_from_env, "NULL, out", NULL, &(enum kvrt_layout){0});
     INVALID(kvrt_layout_from_env, "is_set, NULL", &(bool){false}, NULL);
+    INVALID(kvrt_layout_choose, "NULL, NULL, source", NULL, NULL, &(enum kvrt_setting_source){KVRT_SOURCE_DEFAULT});
+
+    RETURNS(kvrt_setting_variable, "-1", kvrt_setting_variable((enum kvrt_setting) - 1) == NULL);
+    RETURNS(kvrt_setting_summary, "-1", kvrt_setting_summary((enum kvrt_setting) - 1) == NULL);
+    RETURNS(kvrt_setting_source_name, "-1", kvrt_setting_source_name((enum kvrt_setting_source) - 1) == NULL);
+    RETURNS(kvrt_setting_get, "LAYOUT, NULL, NULL, NULL (may be NULL)",
+            kvrt_setting_get(KVRT_SETTING_LAYOUT, NULL, NULL, NULL) == KVRT_OK);
+    RETURNS(kvrt_setting_origin, "-1, DEFAULT, NULL",
+            kvrt_setting_origin((enum kvrt_setting) - 1, KVRT_SOURCE_DEFAULT, NULL) == NULL);
 
     INVALID(kvrt_spec_derive, "spec, 0, NULL", &s, 0, NULL);
     INVALID(kvrt_spec_derive, "NULL, 0, out", NULL, 0, &(struct kvrt_spec_info){0});
@@ -262,6 +290,7 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     RETURNS(kvrt_runtime_num_skipped, "NULL", kvrt_runtime_num_skipped(NULL) == 0);
     INVALID(kvrt_runtime_skipped, "NULL, 0, NULL, NULL", NULL, 0, NULL, NULL);
     INVALID(kvrt_runtime_default_backend, "rt, NULL", rt, NULL);
+    INVALID(kvrt_runtime_choose_backend, "rt, NULL, NULL, NULL", rt, NULL, NULL, NULL);
     RETURNS(kvrt_runtime_backend_priority, "", strstr(kvrt_runtime_backend_priority(), "cpu") != NULL);
     const char *one[1] = {"fault"};
     INVALID(kvrt_runtime_resolve, "rt, ..., NULL", rt, one, 1, false, NULL, NULL);
@@ -271,7 +300,9 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     struct kvrt_trace_step step;
     INVALID(kvrt_runtime_trace_step, "NULL, 0, step", NULL, 0, &step);
     INVALID(kvrt_runtime_trace_step, "rt, 0, NULL", rt, 0, NULL);
+    INVALID(kvrt_runtime_trace_json, "rt, NULL", rt, NULL);
     INVALID(kvrt_runtime_bind, "rt, \"fault\", \"LBHNC\", NULL", rt, "fault", "LBHNC", NULL);
+    INVALID(kvrt_runtime_bind_layout, "rt, \"fault\", LBHNC, NULL", rt, "fault", KVRT_LAYOUT_LBHNC, NULL);
 
     RETURNS(kvrt_backend_name, "NULL", kvrt_backend_name(NULL) == NULL);
     RETURNS(kvrt_backend_layout, "NULL", kvrt_layout_valid((int)kvrt_backend_layout(NULL)));
@@ -322,16 +353,21 @@ static void runtime_functions(const char *plugin, const kvrt_placement *p)
     INVALID(kvrt_cache_wrap, "b, p, m, NULL", b, p, &m, NULL);
     INVALID(kvrt_cache_wrap, "b, p, NULL, out", b, p, NULL, &(kvrt_cache *){NULL});
     RETURNS(kvrt_cache_is_wrapped, "NULL", !kvrt_cache_is_wrapped(NULL));
+
+    DLManagedTensor *t = NULL;
+    INVALID(kvrt_cache_export_layer, "NULL, 0, ALL, out", NULL, 0, KVRT_VIEW_ALL, &t);
+    INVALID(kvrt_cache_export_layers, "NULL, ALL, out", NULL, KVRT_VIEW_ALL, &t);
+    INVALID(kvrt_cache_from_dlpack, "b, p, NULL, out", b, p, NULL, &(kvrt_cache *){NULL});
+    RETURNS(kvrt_dlpack_live_tensors, "", kvrt_dlpack_live_tensors() == 0);
+    VOID_CALL(kvrt_dlpack_capsule_destructor, "NULL", NULL);
     kvrt_runtime_close(rt);
 }
 
 /* Every KVRT_API function named in the public headers was called above. */
-static void check_coverage(const char *include_dir)
+static void check_coverage(const char *include_dir, char **headers, size_t num_headers)
 {
-    static const char *const headers[] = {"common.h",  "dtype.h", "geometry.h", "layout.h", "placement.h", "resolve.h",
-                                          "runtime.h", "spec.h",  "transfer.h", "device.h", "wrap.h",      "model.h"};
     size_t seen = 0, missing = 0;
-    for (size_t h = 0; h < sizeof(headers) / sizeof(headers[0]); h++) {
+    for (size_t h = 0; h < num_headers; h++) {
         char path[1024];
         snprintf(path, sizeof(path), "%s/kvrt/%s", include_dir, headers[h]);
         FILE *f = fopen(path, "r");
@@ -370,16 +406,18 @@ static void check_coverage(const char *include_dir)
 int main(int argc, char **argv)
 {
     const char *plugin = getenv("KVRT_TEST_FAULT_PLUGIN");
-    if (argc < 2 || !plugin)
-        tap_skip_all("needs the include folder as argument and KVRT_TEST_FAULT_PLUGIN; run through meson test");
+    if (argc < 3 || !plugin)
+        tap_skip_all("needs the include folder and the public headers as arguments, and KVRT_TEST_FAULT_PLUGIN; "
+                     "run through meson test");
     tap_plan_dynamic();
     pure_functions();
     model_functions();
+    parallel_functions();
     kvrt_placement *p = placement();
     placement_functions(p);
     resolver_functions();
     runtime_functions(plugin, p);
     kvrt_placement_destroy(p);
-    check_coverage(argv[1]);
+    check_coverage(argv[1], argv + 2, (size_t)argc - 2);
     return tap_done();
 }

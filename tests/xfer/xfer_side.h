@@ -1,6 +1,6 @@
 /*
  * The two processes of a libkvrt-xfer test: a side (a CPU cache filled
- * with the pattern of tests/lib/xfer_pattern.h, and its agent) in this
+ * with the pattern of tools/xfer/xfer_pattern.h, and its agent) in this
  * process, and child processes that each hold one side, serve it and
  * answer commands on a pipe.
  *

@@ -7,6 +7,7 @@
 
 #include <kvrt/runtime.h>
 
+#include "commands.h"
 #include "bench.h"
 
 #define MAX_BACKENDS 8
@@ -381,7 +382,7 @@ static int bench_run(int argc, char **argv)
     for (size_t b = 0; code == CLI_EXIT_OK && b < r.num_backends; b++) {
         for (size_t l = 0; code == CLI_EXIT_OK && l < num_layouts[b]; l++) {
             kvrt_backend *be;
-            if ((rc = kvrt_runtime_bind(rt, r.backends[b], kvrt_layout_name(layouts[b][l]), &be)) != KVRT_OK) {
+            if ((rc = kvrt_runtime_bind_layout(rt, r.backends[b], layouts[b][l], &be)) != KVRT_OK) {
                 code = cli_fail_status(rc);
                 break;
             }

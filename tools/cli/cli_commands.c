@@ -4,10 +4,9 @@
  */
 #include <stdio.h>
 
-#include <kvrt/layout.h>
-#include <kvrt/runtime.h>
+#include <kvrt/settings.h>
 
-#include "cli.h"
+#include "cli_main.h"
 
 const struct cli_command *const cli_commands[] = {
     &cli_layouts_command, &cli_plan_command,  &cli_resolve_command, &cli_plugins_command, &cli_explain_command,
@@ -27,24 +26,21 @@ void cli_main_help(FILE *out)
                  "Commands:\n");
     for (size_t i = 0; i < cli_num_commands; i++)
         fprintf(out, "  %-10s %s\n", cli_commands[i]->name, cli_commands[i]->summary);
-    fprintf(out,
-            "\n"
-            "Run 'kvrt <command> --help' for its options and an example.\n"
-            "\n"
-            "Environment:\n"
-            "  %s  a hard layout constraint (a layout name or alias);\n"
-            "      honoured by plan, resolve, explain, run and bench (without --layout)\n"
-            "      and reported by plugins.  Set but empty or misspelled is an error.\n"
-            "  %s  the backend to use when --backend is not given\n"
-            "  %s  colon-separated plugin folders or files searched\n"
-            "      before the installed plugins (ignored by setuid programs)\n"
-            "\n"
-            "Exit status:\n"
-            "  0  success\n"
-            "  1  internal error, or a result that did not verify (run)\n"
-            "  2  invalid input: a bad name, number or model file, or bad usage\n"
-            "  3  the layout is refused or no layout satisfies the constraints\n"
-            "  4  no backend or no device is available\n"
-            "Errors are printed on stderr as one line starting \"kvrt: error: \".\n",
-            KVRT_LAYOUT_ENV, KVRT_BACKEND_ENV, KVRT_PLUGIN_PATH_ENV);
+    fputs("\n"
+          "Run 'kvrt <command> --help' for its options and an example.\n"
+          "\n"
+          "Environment (read by libkvrt; a command's --layout or --backend comes first):\n",
+          out);
+    for (int s = 0; s < KVRT_NUM_SETTINGS; s++) {
+        fprintf(out, "  %s\n", kvrt_setting_variable((enum kvrt_setting)s));
+        cli_print_wrapped(out, 6, 78, kvrt_setting_summary((enum kvrt_setting)s));
+    }
+    fprintf(out, "\n"
+                 "Exit status:\n"
+                 "  0  success\n"
+                 "  1  internal error, or a result that did not verify (run)\n"
+                 "  2  invalid input: a bad name, number or model file, or bad usage\n"
+                 "  3  the layout is refused or no layout satisfies the constraints\n"
+                 "  4  no backend or no device is available\n"
+                 "Errors are printed on stderr as one line starting \"kvrt: error: \".\n");
 }

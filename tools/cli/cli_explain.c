@@ -12,6 +12,7 @@
 #include <kvrt/resolve.h>
 #include <kvrt/runtime.h>
 
+#include "commands.h"
 #include "cli_model.h"
 
 #define MAX_BACKENDS 8
@@ -46,7 +47,7 @@ static void explain_help(FILE *out)
             "    otherwise intersected and ranked by votes (how many backends name a\n"
             "    layout first);\n"
             "  - the narrowing for a model whose layers mix head, state or page shapes\n"
-            "    (only layouts where every page is one contiguous run remain);\n"
+            "    (only the layouts placement accepts for them remain);\n"
             "  - the environment variable %s (a hard constraint);\n"
             "  - the soft preference (--prefer; only a wish);\n"
             "  - every refusal, and the final choice;\n"
@@ -78,7 +79,8 @@ struct explain {
     bool json;
     const char *backends[MAX_BACKENDS];
     size_t num_backends;
-    const char *backend_source;
+    const char *backend_source; /* kvrt_setting_origin's word */
+    bool backend_default;       /* chosen by priority, not named */
     const char *prefer;
     struct cli_model_flags flags;
     const struct kvrt_model_info *model;
@@ -110,9 +112,9 @@ static const struct {
      {KVRT_TRACE_DEFAULT, KVRT_TRACE_FAST_PATH, KVRT_TRACE_INTERSECTION, KVRT_TRACE_VOTES, KVRT_TRACE_RANKING},
      5},
     {"3. The model's shapes",
-     "If the layers differ in head slots, states per block or page size, each page must be\n"
-     "   one contiguous run of bytes (L and B outermost), and with page sizes that differ\n"
-     "   across groups each block one span (B outermost); other layouts are ruled out.",
+     "If the layers differ in page size, each page must be one contiguous run of bytes\n"
+     "   (L and B outermost), and across groups each block one span (B outermost); overlaid\n"
+     "   groups of other head slots or states need either; other layouts are ruled out.",
      {KVRT_TRACE_SHAPES, KVRT_TRACE_NARROWING, KVRT_TRACE_CANDIDATES},
      3},
     {"4. Your environment",
@@ -257,7 +259,11 @@ static int judge_shapes(struct explain *e, const struct kvrt_group *groups)
 static void print_human(const struct explain *e)
 {
     printf("Why this layout?\n\n");
-    printf("Backends that would touch the cache (%s):\n", e->backend_source);
+    if (e->backend_default)
+        printf("Backends that would touch the cache (%s: the first available in priority order %s):\n",
+               e->backend_source, kvrt_runtime_backend_priority());
+    else
+        printf("Backends that would touch the cache (from %s):\n", e->backend_source);
     for (size_t b = 0; b < e->num_backends; b++) {
         size_t i;
         struct kvrt_plugin_info in;
@@ -329,7 +335,7 @@ static void print_human(const struct explain *e)
 
 static int print_json(const struct explain *e)
 {
-    json_t *root = json_object(), *backends = json_array(), *steps = json_array(), *layouts = json_array();
+    json_t *root = json_object(), *backends = json_array(), *layouts = json_array(), *steps = NULL;
     for (size_t b = 0; b < e->num_backends; b++) {
         size_t i;
         struct kvrt_plugin_info in;
@@ -346,13 +352,17 @@ static int print_json(const struct explain *e)
         kvrt_json_put(o, "reason", kvrt_json_str(in.reason));
         json_array_append_new(backends, o);
     }
-    size_t num_steps = kvrt_runtime_num_trace_steps(e->rt);
-    for (size_t i = 0; i < num_steps; i++) {
-        struct kvrt_trace_step st;
-        if (kvrt_runtime_trace_step(e->rt, i, &st) != KVRT_OK)
-            continue;
-        json_array_append_new(steps, cli_json_trace_step(&st));
+    /* The steps as libkvrt writes them for every trace. */
+    char *text = NULL;
+    int rc = kvrt_runtime_trace_json(e->rt, &text);
+    if (rc != KVRT_OK) {
+        json_decref(root);
+        json_decref(backends);
+        json_decref(layouts);
+        return cli_fail_status(rc);
     }
+    steps = json_loads(text, 0, NULL);
+    kvrt_free(text);
     for (int l = 0; l < KVRT_NUM_LAYOUTS; l++) {
         struct verdict v;
         judge(e, (enum kvrt_layout)l, &v);
@@ -366,7 +376,8 @@ static int print_json(const struct explain *e)
         kvrt_json_put(o, "reason", kvrt_json_str(v.why));
         json_array_append_new(layouts, o);
     }
-    const char *env = getenv(KVRT_LAYOUT_ENV);
+    const char *env = NULL;
+    kvrt_setting_get(KVRT_SETTING_LAYOUT, NULL, &env, NULL);
     bool ok = kvrt_json_put(root, "backends", backends) &&
               kvrt_json_put(root, "backend_source", kvrt_json_str(e->backend_source)) &&
               kvrt_json_put(root, "model", e->model ? cli_model_json(&e->flags) : json_null()) &&
@@ -400,20 +411,16 @@ static int explain_run(int argc, char **argv)
     int rc = KVRT_OK;
     if (code == CLI_EXIT_OK && (rc = kvrt_runtime_open(NULL, &e.rt)) != KVRT_OK)
         code = cli_fail_status(rc);
-    char given[256];
+    enum kvrt_setting_source source = KVRT_SOURCE_ARGUMENT;
     if (code == CLI_EXIT_OK && e.num_backends == 0) {
         const char *name = NULL;
-        if ((rc = kvrt_runtime_default_backend(e.rt, &name)) != KVRT_OK)
+        if ((rc = kvrt_runtime_choose_backend(e.rt, NULL, &name, &source)) != KVRT_OK)
             code = cli_fail_status(rc);
         else
             e.backends[e.num_backends++] = name;
-        const char *env = getenv(KVRT_BACKEND_ENV);
-        snprintf(given, sizeof(given), "the first available in priority order %s", kvrt_runtime_backend_priority());
-        e.backend_source = env && *env ? "named by " KVRT_BACKEND_ENV : given;
-    } else {
-        snprintf(given, sizeof(given), "given with %s", cli_option_name(explain_tables, OPT_BACKEND));
-        e.backend_source = given;
     }
+    e.backend_source = kvrt_setting_origin(KVRT_SETTING_BACKEND, source, cli_option_name(explain_tables, OPT_BACKEND));
+    e.backend_default = source == KVRT_SOURCE_DEFAULT;
     for (size_t b = 0; code == CLI_EXIT_OK && b < e.num_backends; b++) {
         size_t i;
         if ((rc = kvrt_runtime_find_plugin(e.rt, e.backends[b], &i)) != KVRT_OK)

@@ -5,6 +5,7 @@
 
 #include <kvrt/layout.h>
 
+#include "commands.h"
 #include "cli.h"
 
 enum layouts_opt { OPT_JSON };

@@ -1,36 +1,16 @@
 /*
  * The manual page kvrt(1), made from the very help texts the commands print,
- * so the two can never disagree.  The build runs `kvrt --man` to write it.
+ * so the two can never disagree.  The tool writes the page's source as
+ * Markdown (`kvrt --man-source`): every help text verbatim in a code block,
+ * one section per command.  The build turns it into roff with
+ * scripts/man.py, the one roff writer of the tree, as it does for the other
+ * pages.
  */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <kvrt/common.h>
-
-#include "cli.h"
-
-/* Help text, verbatim, as roff: no-fill mode, with roff's special characters
- * escaped so a line starting with "." or "'" is never read as a request. */
-static void put_verbatim(FILE *out, const char *text)
-{
-    bool line_start = true;
-    fputs(".nf\n", out);
-    for (const char *p = text; *p; p++) {
-        if (line_start && (*p == '.' || *p == '\''))
-            fputs("\\&", out);
-        if (*p == '\\')
-            fputs("\\e", out);
-        else if (*p == '-')
-            fputs("\\-", out);
-        else
-            fputc(*p, out);
-        line_start = *p == '\n';
-    }
-    if (!line_start)
-        fputc('\n', out);
-    fputs(".fi\n", out);
-}
+#include "cli_main.h"
 
 /* What `help` writes to a FILE, as a string (caller frees). */
 static char *capture(void (*help)(FILE *))
@@ -48,31 +28,42 @@ static char *capture(void (*help)(FILE *))
     return buf;
 }
 
-int cli_print_man(FILE *out)
+/* A help text as a fenced code block: shown exactly as printed. */
+static void put_verbatim(FILE *out, const char *text)
+{
+    size_t len = strlen(text);
+    fprintf(out, "```\n%s%s```\n\n", text, len && text[len - 1] == '\n' ? "" : "\n");
+}
+
+int cli_print_man_source(FILE *out)
 {
     char *main_text = capture(cli_main_help);
     if (!main_text)
-        return cli_error(CLI_EXIT_INTERNAL, "--man: out of memory");
-    fprintf(out, ".TH KVRT 1 \"\" \"kvrt %s\" \"User Commands\"\n", kvrt_version());
-    fputs(".SH NAME\nkvrt \\- plan, explain, draw, run and measure paged KV\\-cache layouts\n", out);
-    fputs(".SH SYNOPSIS\n.B kvrt\n.I command\n[\\fIoptions\\fR]\n.br\n"
-          ".B kvrt\n\\-\\-version | \\-\\-help | help \\fIcommand\\fR\n",
+        return cli_error(CLI_EXIT_INTERNAL, "--man-source: out of memory");
+    /* SYNOPSIS comes before the title, whose heading man.py makes the
+     * DESCRIPTION. */
+    fputs("## SYNOPSIS\n\n"
+          "```\n"
+          "kvrt command [options]\n"
+          "kvrt --version | --help | help command\n"
+          "```\n\n"
+          "# kvrt\n\n",
           out);
-    fputs(".SH DESCRIPTION\n", out);
     put_verbatim(out, main_text);
     free(main_text);
-    fputs(".SH COMMANDS\n", out);
+    fputs("## COMMANDS\n\n", out);
     for (size_t i = 0; i < cli_num_commands; i++) {
         char *text = capture(cli_commands[i]->help);
         if (!text)
-            return cli_error(CLI_EXIT_INTERNAL, "--man: out of memory");
-        fprintf(out, ".SS %s\n", cli_commands[i]->name);
+            return cli_error(CLI_EXIT_INTERNAL, "--man-source: out of memory");
+        fprintf(out, "### %s\n\n", cli_commands[i]->name);
         put_verbatim(out, text);
         free(text);
     }
-    fputs(".SH FILES\n.TP\n.I examples/models/\nexample Hugging Face configs and a kvrt model file "
-          "(see docs/model\\-format.md)\n",
+    fputs("## FILES\n\n"
+          "`examples/models/`: example Hugging Face configs and a kvrt model file (see docs/model-format.md)\n\n"
+          "## SEE ALSO\n\n"
+          "The kvrt README and docs/ folder; vLLM's VLLM_KV_CACHE_LAYOUT.\n",
           out);
-    fputs(".SH SEE ALSO\nThe kvrt README and docs/ folder; vLLM's VLLM_KV_CACHE_LAYOUT.\n", out);
-    return fflush(out) == 0 ? CLI_EXIT_OK : cli_error(CLI_EXIT_INTERNAL, "--man: cannot write");
+    return fflush(out) == 0 ? CLI_EXIT_OK : cli_error(CLI_EXIT_INTERNAL, "--man-source: cannot write");
 }

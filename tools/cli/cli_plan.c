@@ -10,6 +10,7 @@
 #include <kvrt/placement.h>
 #include <kvrt/spec.h>
 
+#include "commands.h"
 #include "cli.h"
 #include "cli_model.h"
 #include "cli_plan.h"

@@ -7,6 +7,7 @@
 #include <kvrt/plugin.h>
 #include <kvrt/runtime.h>
 
+#include "commands.h"
 #include "cli.h"
 
 static const struct cli_option plugins_options[] = {
@@ -87,7 +88,7 @@ static void read_env(struct env_layout *e)
 {
     bool set = false;
     memset(e, 0, sizeof(*e));
-    e->value = getenv(KVRT_LAYOUT_ENV);
+    kvrt_setting_get(KVRT_SETTING_LAYOUT, NULL, &e->value, NULL);
     if (kvrt_layout_from_env(&set, &e->layout) == KVRT_OK) {
         e->valid = true;
     } else {

@@ -6,6 +6,7 @@
 
 #include <kvrt/resolve.h>
 
+#include "commands.h"
 #include "cli.h"
 
 /* "A, B, ..." of `n` layouts. */

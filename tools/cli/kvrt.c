@@ -3,14 +3,14 @@
  *
  * Each subcommand lives in its own file and is listed once in cli_commands
  * (cli_commands.c); the help texts are also the source of the man page
- * (--man).
+ * (--man-source).
  */
 #include <stdio.h>
 #include <string.h>
 
 #include <kvrt/common.h>
 
-#include "cli.h"
+#include "cli_main.h"
 
 static const struct cli_command *find_command(const char *name)
 {
@@ -43,9 +43,9 @@ static int dispatch(int argc, char **argv)
         printf("kvrt %s\n", kvrt_version());
         return CLI_EXIT_OK;
     }
-    /* Hidden: the build writes the man page with it. */
-    if (strcmp(first, "--man") == 0)
-        return cli_print_man(stdout);
+    /* Hidden: the build writes the man page from it. */
+    if (strcmp(first, "--man-source") == 0)
+        return cli_print_man_source(stdout);
     if (strcmp(first, "help") == 0) {
         if (argc == 2) {
             cli_main_help(stdout);

@@ -7,6 +7,7 @@
 
 #include <kvrt/placement.h>
 
+#include "commands.h"
 #include "cli_model.h"
 #include "draw.h"
 

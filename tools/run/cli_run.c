@@ -8,6 +8,7 @@
 #include <kvrt/placement.h>
 #include <kvrt/runtime.h>
 
+#include "commands.h"
 #include "cli_model.h"
 #include "run.h"
 
@@ -107,7 +108,8 @@ static void run_help(FILE *out)
 
 struct run_request {
     bool json, decode;
-    const char *backend, *layout;
+    const char *backend, *layout; /* as spelled */
+    enum kvrt_layout layout_value;
     const char *backend_option, *layout_option, *q_heads_option; /* as the table spells them */
     uint64_t seqs, context, q_heads, seed;
     struct cli_model_flags flags;
@@ -126,6 +128,10 @@ static int apply(void *request, const struct cli_option *opt, const char *v)
         r->backend_option = opt->name;
         break;
     case OPT_LAYOUT:
+        /* Parsed here, where the name comes in; the refusal of a layout the
+         * backend does not declare quotes the spelling with the option. */
+        if (kvrt_layout_parse(v, &r->layout_value) != KVRT_OK)
+            return cli_error(CLI_EXIT_USAGE, "%s: %s", opt->name, kvrt_error_message());
         r->layout = v;
         r->layout_option = opt->name;
         break;
@@ -162,7 +168,8 @@ struct run_state {
     uint64_t q_heads; /* --q-heads, else the model's (flags: 4 per KV head) */
     struct cli_model_flags *flags;
     struct run_batch batch;
-    const char *backend_name, *backend_source;
+    const char *backend_name, *backend_source; /* kvrt_setting_origin's word */
+    bool backend_default;                      /* chosen by priority, not named */
     enum kvrt_layout layout;
     const char *layout_source;
     char layout_reason[512];
@@ -203,9 +210,7 @@ static int choose_layout(struct run_request *r, struct run_state *s)
 {
     const char *names[1] = {s->backend_name};
     if (r->layout) {
-        /* The user's spelling goes to bind, which refuses it by that name. */
-        if (kvrt_layout_parse(r->layout, &s->layout) != KVRT_OK)
-            return cli_error(CLI_EXIT_USAGE, "%s: %s", r->layout_option, kvrt_error_message());
+        s->layout = r->layout_value;
         s->layout_source = r->layout_option;
         snprintf(s->layout_reason, sizeof(s->layout_reason), "given with %s %s", r->layout_option, r->layout);
         return CLI_EXIT_OK;
@@ -265,23 +270,16 @@ static int set_up(struct run_request *r, struct run_state *s)
     int rc = kvrt_runtime_open(NULL, &s->rt);
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
-    size_t index;
-    if (r->backend) {
-        if ((rc = kvrt_runtime_find_plugin(s->rt, r->backend, &index)) != KVRT_OK)
-            return cli_fail_status(rc);
-        s->backend_name = r->backend;
-        s->backend_source = r->backend_option;
-    } else {
-        if ((rc = kvrt_runtime_default_backend(s->rt, &s->backend_name)) != KVRT_OK)
-            return cli_fail_status(rc);
-        const char *env = getenv(KVRT_BACKEND_ENV);
-        s->backend_source = env && *env ? KVRT_BACKEND_ENV : "first available";
-    }
+    enum kvrt_setting_source source;
+    if ((rc = kvrt_runtime_choose_backend(s->rt, r->backend, &s->backend_name, &source)) != KVRT_OK)
+        return cli_fail_status(rc);
+    s->backend_source = kvrt_setting_origin(KVRT_SETTING_BACKEND, source, r->backend_option);
+    s->backend_default = source == KVRT_SOURCE_DEFAULT;
     if ((code = choose_layout(r, s)) != CLI_EXIT_OK)
         return code;
     /* Unnamed, the library binds: a backend whose bind fails is passed over
      * for the next, as when the default was chosen. */
-    rc = kvrt_runtime_bind(s->rt, r->backend, r->layout ? r->layout : kvrt_layout_name(s->layout), &s->backend);
+    rc = kvrt_runtime_bind_layout(s->rt, r->backend, s->layout, &s->backend);
     if (rc == KVRT_ERR_REFUSED && r->layout)
         return cli_error(cli_exit_for_status(rc), "%s %s: %s (see 'kvrt plugins')", r->layout_option, r->layout,
                          kvrt_error_message());
@@ -393,7 +391,7 @@ static void print_human(const struct run_request *r, const struct run_state *s, 
                         bool verified)
 {
     char a[32], b[64], spec[256];
-    printf("backend   %s (%s)\n", s->backend_name, s->backend_source);
+    printf("backend   %s (%s%s)\n", s->backend_name, s->backend_source, s->backend_default ? ": first available" : "");
     cli_print_selection(s->rt, "          ");
     printf("layout    %s (%s)\n", kvrt_layout_name(s->layout), s->layout_reason);
     printf("model     %s: %" PRIu64 " layer%s in %zu group%s\n", s->model->source, s->model->num_layers,

@@ -40,33 +40,13 @@ static uint64_t cell_offset(const struct kvrt_view *v, int64_t b, uint64_t h, ui
     return v->offset_bytes + (uint64_t)b * v->strides_bytes[0] + h * v->strides_bytes[1] + n * v->strides_bytes[2];
 }
 
-/* The staging offset of each global layer, in placement order. */
-static int staging_offsets(const kvrt_placement *p, uint64_t *offsets, uint64_t n, uint64_t *per_block)
-{
-    uint64_t at = 0, layer = 0;
-    for (size_t s = 0; s < kvrt_placement_num_sets(p); s++) {
-        struct kvrt_placement_set set;
-        int rc = kvrt_placement_get_set(p, s, &set);
-        if (rc != KVRT_OK)
-            return rc;
-        for (size_t l = 0; l < set.num_layers && layer < n; l++, layer++) {
-            offsets[layer] = at;
-            at += set.geometry.info.unpadded_page_size;
-        }
-    }
-    *per_block = at;
-    return KVRT_OK;
-}
-
 static int collect(struct run_ctx *ctx, struct pass *ps)
 {
     const struct kvrt_model_info *m = ctx->model;
     const kvrt_placement *p = kvrt_cache_placement(ctx->cache);
-    const uint64_t total_layers = kvrt_cache_num_layers(ctx->cache);
-    uint64_t *offsets = calloc(total_layers, sizeof(*offsets));
-    if (!offsets)
-        return KVRT_ERR_NOMEM;
-    int rc = staging_offsets(p, offsets, total_layers, &ps->per_block);
+    /* Where each layer's page goes in a block's staging is libkvrt's rule
+     * (kvrt_placement_staging_layer), the one gather and scatter follow. */
+    int rc = kvrt_placement_staging_bytes(p, &ps->per_block);
     for (size_t g = 0; g < m->num_groups; g++) {
         if (run_token_layer(&m->groups[g].layers[0].spec))
             continue;
@@ -99,13 +79,10 @@ static int collect(struct run_ctx *ctx, struct pass *ps)
                 rc = kvrt_placement_layer_view(p, set, index, &pl->view);
             if (rc == KVRT_OK)
                 rc = kvrt_cache_layer_index(ctx->cache, grp->layers[i].name, &global);
-            if (rc == KVRT_OK) {
-                pl->staging_offset = offsets[global];
-                pl->page = pl->view.shape_bytes[1] * pl->view.shape_bytes[2] * pl->view.shape_bytes[3];
-            }
+            if (rc == KVRT_OK)
+                rc = kvrt_placement_staging_layer(p, global, &pl->staging_offset, &pl->page);
         }
     }
-    free(offsets);
     return rc;
 }
 

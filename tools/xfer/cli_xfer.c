@@ -1,5 +1,5 @@
 /* kvrt xfer: the two sides' shared options and set-up; the pattern and its
- * check are tests/lib/xfer_pattern.c, which the C tests share. */
+ * check are tools/xfer/xfer_pattern.c, which the C tests share. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -7,6 +7,7 @@
 #include <kvrt/layout.h>
 #include <kvrt/placement.h>
 
+#include "commands.h"
 #include "cli_xfer.h"
 
 const struct cli_option xfer_common_options[] = {
@@ -25,11 +26,11 @@ const struct cli_option xfer_common_options[] = {
      "longest wait in seconds (connect, accept; a transfer\n"
      "without progress; default 30)"},
     {"--chunk-bytes", "SIZE", XO_CHUNK, false,
-     "staging chunk of converting transfers (default 2 MiB,\n"
-     "at least one block's staging bytes)"},
+     "staging chunk of converting transfers (at least one\n"
+     "block's staging bytes; default: libkvrt-xfer's)"},
     {"--staging-bytes", "SIZE", XO_STAGING, false,
      "registered staging pool: half to send, half to receive\n"
-     "(default eight chunks)"},
+     "(default: libkvrt-xfer's)"},
     {"--json", NULL, XO_JSON, false, "print one JSON object"},
     CLI_OPTIONS_END,
 };
@@ -37,7 +38,10 @@ const struct cli_option xfer_common_options[] = {
 void xfer_print_common_options(FILE *out)
 {
     cli_print_options(out, xfer_common_options, 20);
-    fprintf(out, "  (kvrt's default layout: %s)\n", kvrt_layout_name(kvrt_layout_default()));
+    fprintf(out,
+            "  (kvrt's default layout: %s; the staging chunk and pool the agent took\n"
+            "  are printed, from kvrt_xfer_agent_stats)\n",
+            kvrt_layout_name(kvrt_layout_default()));
 }
 
 static bool parse_seconds(const char *option, const char *text, double *out)
@@ -65,7 +69,7 @@ bool xfer_side_option(struct xfer_side *s, const struct cli_option *opt, const c
         s->layout_option = opt->name;
         return true;
     case XO_SEED: *ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &s->seed); return true;
-    case XO_HEAD_OFFSET: *ok = cli_parse_u64(opt->name, v, 0, 1u << 20, &s->head_offset); return true;
+    case XO_HEAD_OFFSET: *ok = cli_parse_u64(opt->name, v, 0, XFER_MAX_HEAD_OFFSET, &s->head_offset); return true;
     case XO_TIMEOUT: *ok = parse_seconds(opt->name, v, &s->timeout); return true;
     case XO_STAGING: *ok = cli_parse_size(opt->name, v, &s->staging_bytes); return true;
     case XO_CHUNK: *ok = cli_parse_size(opt->name, v, &s->chunk_bytes); return true;
@@ -83,20 +87,14 @@ int xfer_side_set_up(struct xfer_side *s)
     int rc = kvrt_runtime_open(NULL, &s->rt);
     if (rc != KVRT_OK)
         return cli_fail_status(rc);
-    const char *backend = s->backend_name;
-    size_t index;
-    if (backend && (rc = kvrt_runtime_find_plugin(s->rt, backend, &index)) != KVRT_OK)
-        return cli_fail_status(rc);
-    if (!backend && (rc = kvrt_runtime_default_backend(s->rt, &backend)) != KVRT_OK)
+    const char *backend = NULL;
+    if ((rc = kvrt_runtime_choose_backend(s->rt, s->backend_name, &backend, NULL)) != KVRT_OK)
         return cli_fail_status(rc);
     s->backend_name = backend;
-    const char *source;
-    enum kvrt_layout given = KVRT_LAYOUT_LBNHC;
-    if (s->layout_name && (rc = kvrt_layout_parse(s->layout_name, &given)) != KVRT_OK)
-        return cli_fail_status(rc);
-    if ((code = cli_layout_or_env(s->layout_name ? s->layout_option : NULL, given, &s->layout, &source)) != CLI_EXIT_OK)
-        return code;
-    if ((rc = kvrt_runtime_bind(s->rt, backend, kvrt_layout_name(s->layout), &s->backend)) != KVRT_OK)
+    if ((rc = kvrt_layout_choose(s->layout_name, &s->layout, NULL)) != KVRT_OK)
+        return s->layout_name ? cli_error(CLI_EXIT_USAGE, "%s: %s", s->layout_option, kvrt_error_message())
+                              : cli_fail_status(rc);
+    if ((rc = kvrt_runtime_bind_layout(s->rt, backend, s->layout, &s->backend)) != KVRT_OK)
         return cli_fail_status(rc);
     if ((code = cli_model_num_blocks(&s->flags, s->model, s->layout, 64, &s->num_blocks)) != CLI_EXIT_OK)
         return code;
@@ -136,6 +134,44 @@ void xfer_side_free(struct xfer_side *s)
     if (s->rt)
         kvrt_runtime_close(s->rt);
     cli_model_flags_free(&s->flags);
+}
+
+int xfer_side_staging(const struct xfer_side *s, uint64_t *chunks, uint64_t *chunk_bytes)
+{
+    struct kvrt_xfer_stats st;
+    memset(&st, 0, sizeof(st));
+    st.size = sizeof(st);
+    int rc = kvrt_xfer_agent_stats(s->agent, &st);
+    if (rc != KVRT_OK)
+        return cli_fail_status(rc);
+    *chunks = st.staging_chunks;
+    *chunk_bytes = st.chunk_bytes;
+    return CLI_EXIT_OK;
+}
+
+json_t *xfer_side_staging_json(const struct xfer_side *s)
+{
+    uint64_t chunks = 0, chunk_bytes = 0;
+    if (xfer_side_staging(s, &chunks, &chunk_bytes) != CLI_EXIT_OK)
+        return NULL;
+    json_t *o = json_object();
+    if (!kvrt_json_put(o, "chunks", cli_json_u64(chunks, "staging chunks")) ||
+        !kvrt_json_put(o, "chunk_bytes", cli_json_u64(chunk_bytes, "chunk_bytes"))) {
+        json_decref(o);
+        return NULL;
+    }
+    return o;
+}
+
+void xfer_side_print_staging(const struct xfer_side *s)
+{
+    uint64_t chunks = 0, chunk_bytes = 0;
+    char size[32];
+    if (xfer_side_staging(s, &chunks, &chunk_bytes) != CLI_EXIT_OK)
+        return;
+    cli_format_bytes(chunk_bytes, size, sizeof(size));
+    printf("staging    %llu chunks of %s (%llu bytes)\n", (unsigned long long)chunks, size,
+           (unsigned long long)chunk_bytes);
 }
 
 uint64_t xfer_side_verify(struct xfer_side *s, char *where, size_t size)

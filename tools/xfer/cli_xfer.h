@@ -15,6 +15,9 @@
 #include "cli_model.h"
 #include "xfer_pattern.h"
 
+/* The largest global head index --head-offset and --peer-head-offset take. */
+#define XFER_MAX_HEAD_OFFSET (1u << 20)
+
 /* Option ids shared by both subcommands (below CLI_MODEL_OPT_FIRST). */
 enum xfer_opt {
     XO_JSON,
@@ -75,7 +78,15 @@ bool xfer_side_option(struct xfer_side *s, const struct cli_option *opt, const c
 int xfer_side_set_up(struct xfer_side *s);
 void xfer_side_free(struct xfer_side *s);
 
-/* Compare every block with what it should hold (tests/lib/xfer_pattern.h):
+/* The staging pool the agent took (its chunks and their size), as
+ * libkvrt-xfer answers (kvrt_xfer_agent_stats); a CLI exit status.  The
+ * print writes it as one "staging" line. */
+int xfer_side_staging(const struct xfer_side *s, uint64_t *chunks, uint64_t *chunk_bytes);
+void xfer_side_print_staging(const struct xfer_side *s);
+/* {"chunks", "chunk_bytes"}; NULL (error printed) when it cannot be built. */
+json_t *xfer_side_staging_json(const struct xfer_side *s);
+
+/* Compare every block with what it should hold (tools/xfer/xfer_pattern.h):
  * mismatching bytes (0 = ok), the first one's place in *where; UINT64_MAX
  * on a backend error. */
 uint64_t xfer_side_verify(struct xfer_side *s, char *where, size_t size);

@@ -1,6 +1,7 @@
 /* kvrt xfer in a build without UCX: the command exists and says why it cannot run. */
 #include <stdio.h>
 
+#include "commands.h"
 #include "cli.h"
 
 static void xfer_help(FILE *out)

@@ -142,7 +142,7 @@ static int apply(void *request, const struct cli_option *opt, const char *v)
     case XO_REPEAT: ok = cli_parse_u64(opt->name, v, 1, 1000000, &d->repeat); break;
     case XO_INFLIGHT: ok = cli_parse_u64(opt->name, v, 1, 256, &d->inflight); break;
     case XO_PEER_SEED: ok = cli_parse_u64(opt->name, v, 0, UINT64_MAX, &d->peer_seed); break;
-    case XO_PEER_HEAD_OFFSET: ok = cli_parse_u64(opt->name, v, 0, 1u << 20, &d->peer_head_offset); break;
+    case XO_PEER_HEAD_OFFSET: ok = cli_parse_u64(opt->name, v, 0, XFER_MAX_HEAD_OFFSET, &d->peer_head_offset); break;
     }
     return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }
@@ -165,25 +165,31 @@ static int print_report(const struct send *d, const struct kvrt_xfer_plan *plan,
     uint64_t bytes = plan->bytes * d->repeat;
     double gbps = seconds > 0 ? (double)bytes / seconds / 1e9 : 0;
     if (s->json) {
-        json_t *o = json_object();
-        json_object_set_new(o, "command", kvrt_json_str("xfer send"));
-        json_object_set_new(o, "connect", json_sprintf("%s:%u", d->addr, d->port));
-        json_object_set_new(o, "backend", kvrt_json_str(s->backend_name));
-        json_object_set_new(o, "layout", kvrt_json_str(kvrt_layout_name(s->layout)));
-        json_object_set_new(o, "direction", kvrt_json_str(d->pull ? "pull" : "push"));
-        json_object_set_new(o, "method", kvrt_json_str(method_name(plan->method)));
-        json_object_set_new(o, "why", kvrt_json_str(plan->why));
-        json_object_set_new(o, "blocks", json_integer((json_int_t)d->num_ids));
-        json_object_set_new(o, "regions", json_integer((json_int_t)plan->regions));
-        json_object_set_new(o, "messages", json_integer((json_int_t)plan->messages));
-        json_object_set_new(o, "chunks", json_integer((json_int_t)plan->chunks));
-        json_object_set_new(o, "transfers", json_integer((json_int_t)d->repeat));
-        json_object_set_new(o, "bytes", json_integer((json_int_t)bytes));
+        char connect[320];
+        snprintf(connect, sizeof(connect), "%s:%u", d->addr, d->port);
         const uint64_t wire_bytes = (uint64_t)plan->wire_bytes * (uint64_t)d->repeat;
-        json_object_set_new(o, "wire_bytes", json_integer((json_int_t)wire_bytes));
-        json_object_set_new(o, "seconds", json_real(seconds));
-        json_object_set_new(o, "gbps", json_real(gbps));
-        json_object_set_new(o, "verified", d->pull ? json_boolean(bad == 0) : json_null());
+        json_t *o = json_object();
+        bool ok = kvrt_json_put(o, "command", kvrt_json_str("xfer send")) &&
+                  kvrt_json_put(o, "connect", kvrt_json_str(connect)) &&
+                  kvrt_json_put(o, "backend", kvrt_json_str(s->backend_name)) &&
+                  kvrt_json_put(o, "layout", kvrt_json_str(kvrt_layout_name(s->layout))) &&
+                  kvrt_json_put(o, "direction", kvrt_json_str(d->pull ? "pull" : "push")) &&
+                  kvrt_json_put(o, "method", kvrt_json_str(method_name(plan->method))) &&
+                  kvrt_json_put(o, "why", kvrt_json_str(plan->why)) &&
+                  kvrt_json_put(o, "blocks", cli_json_u64(d->num_ids, "blocks")) &&
+                  kvrt_json_put(o, "regions", cli_json_u64(plan->regions, "regions")) &&
+                  kvrt_json_put(o, "messages", cli_json_u64(plan->messages, "messages")) &&
+                  kvrt_json_put(o, "chunks", cli_json_u64(plan->chunks, "chunks")) &&
+                  kvrt_json_put(o, "staging", xfer_side_staging_json(s)) &&
+                  kvrt_json_put(o, "transfers", cli_json_u64(d->repeat, "transfers")) &&
+                  kvrt_json_put(o, "bytes", cli_json_u64(bytes, "bytes")) &&
+                  kvrt_json_put(o, "wire_bytes", cli_json_u64(wire_bytes, "wire_bytes")) &&
+                  kvrt_json_put(o, "seconds", json_real(seconds)) && kvrt_json_put(o, "gbps", json_real(gbps)) &&
+                  kvrt_json_put(o, "verified", d->pull ? json_boolean(bad == 0) : json_null());
+        if (!ok) {
+            json_decref(o);
+            return cli_error(CLI_EXIT_INTERNAL, "xfer send: could not build the JSON output");
+        }
         return cli_json_print(o) == 0 && (!d->pull || bad == 0)
                    ? CLI_EXIT_OK
                    : cli_error(CLI_EXIT_INTERNAL, "xfer send: the pulled blocks differ (first: %s)", where);
@@ -191,6 +197,7 @@ static int print_report(const struct send *d, const struct kvrt_xfer_plan *plan,
     char human[32];
     cli_format_bytes(bytes, human, sizeof(human));
     printf("plan       %s: %s\n", method_name(plan->method), plan->why);
+    xfer_side_print_staging(s);
     printf("regions    %llu planned, %llu data messages per transfer%s", (unsigned long long)plan->regions,
            (unsigned long long)plan->messages, plan->method == KVRT_XFER_STAGING ? "" : "\n");
     if (plan->method == KVRT_XFER_STAGING)

@@ -173,19 +173,27 @@ static int report(struct serve *v, uint64_t bad, const char *where)
     struct xfer_side *s = &v->side;
     bool verified = bad == 0;
     if (s->json) {
+        char listen[320];
+        snprintf(listen, sizeof(listen), "%s:%u", v->addr, v->port);
         json_t *o = json_object();
-        json_object_set_new(o, "command", kvrt_json_str("xfer serve"));
-        json_object_set_new(o, "listen", json_sprintf("%s:%u", v->addr, v->port));
-        json_object_set_new(o, "backend", kvrt_json_str(s->backend_name));
-        json_object_set_new(o, "layout", kvrt_json_str(kvrt_layout_name(s->layout)));
-        json_object_set_new(o, "blocks", json_integer((json_int_t)s->num_blocks));
-        json_object_set_new(o, "sessions", json_integer((json_int_t)v->done_sessions));
-        json_object_set_new(o, "transfers", json_integer((json_int_t)v->transfers));
-        json_object_set_new(o, "refused", json_integer((json_int_t)v->refused));
-        json_object_set_new(o, "verified", json_boolean(verified));
-        json_object_set_new(o, "mismatched_bytes", bad == UINT64_MAX ? json_null() : json_integer((json_int_t)bad));
-        json_object_set_new(o, "first_mismatch", kvrt_json_str(where));
-        json_object_set_new(o, "error", v->error_code ? kvrt_json_str(v->error) : json_null());
+        bool ok = kvrt_json_put(o, "command", kvrt_json_str("xfer serve")) &&
+                  kvrt_json_put(o, "listen", kvrt_json_str(listen)) &&
+                  kvrt_json_put(o, "backend", kvrt_json_str(s->backend_name)) &&
+                  kvrt_json_put(o, "layout", kvrt_json_str(kvrt_layout_name(s->layout))) &&
+                  kvrt_json_put(o, "blocks", cli_json_u64(s->num_blocks, "blocks")) &&
+                  kvrt_json_put(o, "staging", xfer_side_staging_json(s)) &&
+                  kvrt_json_put(o, "sessions", cli_json_u64(v->done_sessions, "sessions")) &&
+                  kvrt_json_put(o, "transfers", cli_json_u64(v->transfers, "transfers")) &&
+                  kvrt_json_put(o, "refused", cli_json_u64(v->refused, "refused")) &&
+                  kvrt_json_put(o, "verified", json_boolean(verified)) &&
+                  kvrt_json_put(o, "mismatched_bytes",
+                                bad == UINT64_MAX ? json_null() : cli_json_u64(bad, "mismatched_bytes")) &&
+                  kvrt_json_put(o, "first_mismatch", kvrt_json_str(where)) &&
+                  kvrt_json_put(o, "error", v->error_code ? kvrt_json_str(v->error) : json_null());
+        if (!ok) {
+            json_decref(o);
+            return cli_error(CLI_EXIT_INTERNAL, "xfer serve: could not build the JSON output");
+        }
         cli_json_print(o);
     } else {
         printf("verified   %s (%llu blocks, %llu transfers in %llu sessions)%s%s\n", verified ? "yes" : "NO",
@@ -249,6 +257,7 @@ int cli_xfer_serve(int argc, char **argv)
     if (!v.side.json) {
         printf("listening  %s:%u (%s, %s, %llu blocks)\n", v.addr, v.port, v.side.backend_name,
                kvrt_layout_name(v.side.layout), (unsigned long long)v.side.num_blocks);
+        xfer_side_print_staging(&v.side);
         fflush(stdout);
     }
     for (uint64_t i = 0; i < v.sessions && v.error_code == CLI_EXIT_OK; i++)

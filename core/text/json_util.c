@@ -1,0 +1,49 @@
+/* The helpers the library's JSON answers are built with (json_util.h). */
+#include <stdlib.h>
+#include <string.h>
+
+#include <kvrt/common.h>
+
+#include "error.h"
+#include "json_util.h"
+
+json_t *kvrt_json_u64_array(const uint64_t *values, size_t n, const char *what)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        if (!kvrt_json_append(a, kvrt_json_u64(values[i], what))) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+json_t *kvrt_json_int_array(const int *values, size_t n)
+{
+    json_t *a = json_array();
+    for (size_t i = 0; a && i < n; i++) {
+        if (!kvrt_json_append(a, json_integer(values[i]))) {
+            json_decref(a);
+            return NULL;
+        }
+    }
+    return a;
+}
+
+int kvrt_json_dump(json_t *root, const char *what, char **out)
+{
+    if (!root) {
+        /* Only a number past JSON's integers sets a message; anything else
+         * is memory running out. */
+        return kvrt_error_message()[0] ? KVRT_ERR_OVERFLOW
+                                       : kvrt_fail(KVRT_ERR_NOMEM, "out of memory building %s", what);
+    }
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!text)
+        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory writing %s", what);
+    kvrt_clear_error();
+    *out = text;
+    return KVRT_OK;
+}
