@@ -221,14 +221,19 @@ static int set_handlers(xt *t)
 /* UCX 1.13 gives endpoints with peer error handling zero-copy shared memory
  * (cma) only when the cma memory domain claims memory invalidation, which
  * it reads from the environment alone (a ucp_config_modify of it is
- * ignored).  Set once, before the first context, only where the user has
- * not chosen. */
+ * ignored).  Its tcp put-zcopy protocol asserts
+ * (UCT_TCP_EP_FLAG_PUT_TX_WAITING_ACK) in a survivor's peers when senders
+ * die mid-transfer, and moving rendezvous data without it measured the
+ * same (docs/xfer.md, "Faults").  Both are set once, before the first
+ * context, only where the user has not chosen. */
 static pthread_once_t env_once = PTHREAD_ONCE_INIT;
 
 static void set_ucx_defaults(void)
 {
     if (!getenv("UCX_CMA_MEMORY_INVALIDATE"))
         setenv("UCX_CMA_MEMORY_INVALIDATE", "y", 0);
+    if (!getenv("UCX_TCP_PUT_ENABLE"))
+        setenv("UCX_TCP_PUT_ENABLE", "n", 0);
 }
 
 int xt_create(const struct xt_callbacks *callbacks, unsigned num_ids, xt **out)

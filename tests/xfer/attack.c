@@ -938,6 +938,8 @@ int main(int argc, char **argv)
      * or UCX 1.13 aborts in its wire-up (docs/xfer.md, "Faults"). */
     if (!getenv("UCX_CMA_MEMORY_INVALIDATE"))
         setenv("UCX_CMA_MEMORY_INVALIDATE", "y", 0);
+    if (!getenv("UCX_TCP_PUT_ENABLE"))
+        setenv("UCX_TCP_PUT_ENABLE", "n", 0);
     char key_path[] = "/tmp/kvrt-attack-key-XXXXXX";
     if (keyed) {
         int fd = mkstemp(key_path);
