@@ -1,0 +1,783 @@
+/* The disk tier: an LMDB environment in the store's directory.  Entries
+ * are written in batches, one transaction each, so a process killed at any
+ * moment leaves every entry either committed whole or absent; every entry
+ * is checked again when read.  Several processes share a directory (LMDB's
+ * lock file serialises writers; readers never wait).  Least-recently-used
+ * order is kept in the database itself, so every process evicts in one
+ * order (docs/store.md "The store directory").
+ *
+ * LMDB allows one environment per directory per process: stores of one
+ * process that open the same directory share it, counted. */
+#include <dirent.h>
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <lmdb.h>
+
+#include "store_internal.h"
+
+struct disk_env {
+    MDB_env *env;
+    MDB_dbi meta, entries, lru, ticks;
+    dev_t dev;
+    ino_t ino;
+    int refs;
+    struct disk_env *next;
+    /* Held shared by every transaction of this process, exclusively to
+     * adopt a map another process grew (LMDB wants no transaction then). */
+    pthread_rwlock_t txns;
+};
+
+static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
+static struct disk_env *registry;
+
+#define LRU_KEY_BYTES (8 + STORE_DBKEY_BYTES)
+
+static uint64_t rd64(const void *p)
+{
+    const uint8_t *b = p;
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--)
+        v = (v << 8) | b[i];
+    return v;
+}
+
+static void le64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (8 * i));
+}
+
+static void be64(uint8_t *p, uint64_t v)
+{
+    for (int i = 0; i < 8; i++)
+        p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+static int lmdb_fail(const char *path, const char *what, int rc)
+{
+    return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": %s: %s", path, what, mdb_strerror(rc));
+}
+
+/* Room for the map: the capacity, LMDB's own pages and the free pages a
+ * batch needs before old ones are reused. */
+static size_t map_size_for(uint64_t capacity)
+{
+    uint64_t m = capacity + capacity / 4 + (64ull << 20);
+    return (size_t)((m + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1));
+}
+
+/* ---- transactions --------------------------------------------------------- */
+
+static int txn_begin(struct disk_env *e, unsigned flags, MDB_txn **txn)
+{
+    for (int tries = 0;; tries++) {
+        pthread_rwlock_rdlock(&e->txns);
+        int rc = mdb_txn_begin(e->env, NULL, flags, txn);
+        if (rc == MDB_SUCCESS)
+            return rc;
+        pthread_rwlock_unlock(&e->txns);
+        if (rc != MDB_MAP_RESIZED || tries == 3)
+            return rc;
+        /* another process grew the map: adopt its size */
+        pthread_rwlock_wrlock(&e->txns);
+        mdb_env_set_mapsize(e->env, 0);
+        pthread_rwlock_unlock(&e->txns);
+    }
+}
+
+static void txn_abort(struct disk_env *e, MDB_txn *txn)
+{
+    mdb_txn_abort(txn);
+    pthread_rwlock_unlock(&e->txns);
+}
+
+static int txn_commit(struct disk_env *e, MDB_txn *txn)
+{
+    int rc = mdb_txn_commit(txn);
+    pthread_rwlock_unlock(&e->txns);
+    return rc;
+}
+
+static uint64_t meta_u64(MDB_txn *txn, struct disk_env *e, const char *name, uint64_t fallback)
+{
+    MDB_val k = {strlen(name), (void *)name}, v;
+    if (mdb_get(txn, e->meta, &k, &v) != MDB_SUCCESS || v.mv_size < 8)
+        return fallback;
+    return rd64(v.mv_data);
+}
+
+static int meta_put_u64(MDB_txn *txn, struct disk_env *e, const char *name, uint64_t value)
+{
+    uint8_t b[8];
+    le64(b, value);
+    MDB_val k = {strlen(name), (void *)name}, v = {8, b};
+    return mdb_put(txn, e->meta, &k, &v, 0);
+}
+
+/* ---- opening ----------------------------------------------------------------- */
+
+static bool only_lmdb_files(const char *path)
+{
+    DIR *dir = opendir(path);
+    if (!dir)
+        return false;
+    bool only = true;
+    for (struct dirent *de; only && (de = readdir(dir));)
+        only = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 || strcmp(de->d_name, "lock.mdb") == 0;
+    closedir(dir);
+    return only;
+}
+
+static int check_dir(const char *path, bool inspect, bool *exists)
+{
+    struct stat st;
+    char data[4200];
+    if (snprintf(data, sizeof(data), "%s/data.mdb", path) >= (int)sizeof(data))
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the path \"%.64s...\" is longer than 4096 bytes", path);
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        if (e != ENOENT)
+            return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: cannot read the store folder \"%s\": %s", path,
+                              strerror(e));
+        if (inspect)
+            return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: there is no store at \"%s\" (no such folder)", path);
+        if (mkdir(path, 0777) != 0) {
+            e = errno;
+            return STORE_FAIL(KVRT_ERR_INVALID,
+                              "kvrt_store_open: cannot create the store folder \"%s\": %s; give a path whose parent "
+                              "folder exists and is writable",
+                              path, strerror(e));
+        }
+    } else if (!S_ISDIR(st.st_mode)) {
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: \"%s\" is not a folder; give a folder for the store",
+                          path);
+    }
+    if (stat(data, &st) != 0) {
+        *exists = false;
+        if (inspect)
+            return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is not a kvrt store: it holds no data.mdb", path);
+        if (!only_lmdb_files(path))
+            return STORE_FAIL(KVRT_ERR_INVALID,
+                              "kvrt_store_open: \"%s\" holds other files and no store (no data.mdb); give an empty "
+                              "or new folder",
+                              path);
+    } else {
+        *exists = true;
+        /* LMDB would take a file too short for its two meta pages for a new
+         * database and start afresh */
+        if (!S_ISREG(st.st_mode) || st.st_size < 2 * 4096)
+            return STORE_FAIL(KVRT_ERR_INVALID,
+                              "kvrt-store: \"%s\" is truncated or damaged: %lld bytes, less than LMDB's two meta "
+                              "pages (8192 bytes); restore it or remove the folder",
+                              data, (long long)st.st_size);
+    }
+    if (!inspect && access(path, W_OK) != 0) {
+        int e = errno;
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store folder \"%s\" is not writable: %s", path,
+                          strerror(e));
+    }
+    return KVRT_OK;
+}
+
+/* The data file must hold every page the database says it uses: a
+ * truncated file would fault when read. */
+static int check_size(struct disk_env *e, const char *path)
+{
+    MDB_envinfo info;
+    MDB_stat st;
+    struct stat fst;
+    char data[4200];
+    snprintf(data, sizeof(data), "%s/data.mdb", path);
+    if (mdb_env_info(e->env, &info) != MDB_SUCCESS || mdb_env_stat(e->env, &st) != MDB_SUCCESS || stat(data, &fst) != 0)
+        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: cannot read the size of \"%s\"", data);
+    uint64_t need = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
+    if ((uint64_t)fst.st_size < need)
+        return STORE_FAIL(KVRT_ERR_INVALID,
+                          "kvrt-store: \"%s\" is truncated: %lld bytes, but its database uses %llu; restore it or "
+                          "remove the folder",
+                          data, (long long)fst.st_size, ULL(need));
+    return KVRT_OK;
+}
+
+static void env_free(struct disk_env *e)
+{
+    if (e->env)
+        mdb_env_close(e->env);
+    pthread_rwlock_destroy(&e->txns);
+    free(e);
+}
+
+static int env_create(const char *path, uint64_t capacity, struct disk_env **out)
+{
+    struct disk_env *e = calloc(1, sizeof(*e));
+    if (!e)
+        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+    pthread_rwlock_init(&e->txns, NULL);
+    int rc = mdb_env_create(&e->env);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_set_maxdbs(e->env, 8);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_set_maxreaders(e->env, 1024);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_set_mapsize(e->env, map_size_for(capacity));
+    if (rc == MDB_SUCCESS)
+        rc = mdb_env_open(e->env, path, MDB_NOTLS | MDB_NOMEMINIT, 0644);
+    if (rc != MDB_SUCCESS) {
+        env_free(e);
+        return STORE_FAIL(rc == EACCES || rc == EROFS ? KVRT_ERR_INVALID : KVRT_ERR_DEVICE,
+                          "kvrt-store: cannot open the database in \"%s\": %s", path, mdb_strerror(rc));
+    }
+    int dead = 0;
+    mdb_reader_check(e->env, &dead);
+    if ((rc = check_size(e, path)) != KVRT_OK) {
+        env_free(e);
+        return rc;
+    }
+    *out = e;
+    return KVRT_OK;
+}
+
+static int open_dbis(struct disk_env *e, MDB_txn *txn, unsigned flags)
+{
+    int rc = mdb_dbi_open(txn, "meta", flags, &e->meta);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_dbi_open(txn, "entries", flags, &e->entries);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_dbi_open(txn, "lru", flags, &e->lru);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_dbi_open(txn, "ticks", flags, &e->ticks);
+    return rc;
+}
+
+/* Inspecting: read the record, build the model it describes. */
+static int read_record(struct disk_tier *d, struct store_model *m)
+{
+    struct disk_env *e = d->env;
+    MDB_txn *txn;
+    int rc = txn_begin(e, MDB_RDONLY, &txn);
+    if (rc != MDB_SUCCESS)
+        return lmdb_fail(d->path, "cannot begin a read", rc);
+    rc = open_dbis(e, txn, 0);
+    if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
+        txn_abort(e, txn);
+        return STORE_FAIL(KVRT_ERR_INVALID,
+                          "kvrt-store: \"%s\" is an LMDB database but not a kvrt store (no store record)", d->path);
+    }
+    if (rc != MDB_SUCCESS) {
+        txn_abort(e, txn);
+        return lmdb_fail(d->path, "cannot open its tables", rc);
+    }
+    MDB_val k = {5, "store"}, v;
+    rc = mdb_get(txn, e->meta, &k, &v);
+    if (rc != MDB_SUCCESS) {
+        txn_abort(e, txn);
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is not a kvrt store (no store record)", d->path);
+    }
+    rc = store_record_model(v.mv_data, v.mv_size, d->path, m);
+    txn_abort(e, txn);
+    return rc;
+}
+
+/* Opening for a model: create the record, or check it; set the capacity. */
+static int write_record(struct disk_tier *d, const struct store_model *m, uint64_t capacity)
+{
+    struct disk_env *e = d->env;
+    MDB_txn *txn;
+    int rc = txn_begin(e, 0, &txn);
+    if (rc != MDB_SUCCESS)
+        return lmdb_fail(d->path, "cannot begin a write", rc);
+    rc = open_dbis(e, txn, MDB_CREATE);
+    if (rc != MDB_SUCCESS) {
+        txn_abort(e, txn);
+        if (rc == MDB_INCOMPATIBLE)
+            return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: \"%s\" is an LMDB database but not a kvrt store",
+                              d->path);
+        return lmdb_fail(d->path, "cannot open its tables", rc);
+    }
+    MDB_val k = {5, "store"}, v;
+    rc = mdb_get(txn, e->meta, &k, &v);
+    if (rc == MDB_SUCCESS) {
+        if ((rc = store_record_compare(v.mv_data, v.mv_size, m, d->path)) != KVRT_OK) {
+            txn_abort(e, txn);
+            return rc;
+        }
+    } else {
+        char *text = store_record_text(m);
+        if (!text) {
+            txn_abort(e, txn);
+            return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for the store record");
+        }
+        v.mv_size = strlen(text);
+        v.mv_data = text;
+        rc = mdb_put(txn, e->meta, &k, &v, 0);
+        free(text);
+        if (rc == MDB_SUCCESS)
+            rc = meta_put_u64(txn, e, "clock", 0);
+        if (rc != MDB_SUCCESS) {
+            txn_abort(e, txn);
+            return lmdb_fail(d->path, "cannot write the store record", rc);
+        }
+    }
+    uint64_t have = meta_u64(txn, e, "capacity", 0);
+    uint64_t want = capacity ? capacity : (have ? have : KVRT_STORE_DEFAULT_DISK_BYTES);
+    if (want < d->value_bytes) {
+        txn_abort(e, txn);
+        return STORE_FAIL(KVRT_ERR_INVALID,
+                          "kvrt_store_open: disk_bytes %llu cannot hold one entry of this model (%llu bytes); give "
+                          "at least that",
+                          ULL(want), ULL(d->value_bytes));
+    }
+    if (want != have && (rc = meta_put_u64(txn, e, "capacity", want)) != MDB_SUCCESS) {
+        txn_abort(e, txn);
+        return lmdb_fail(d->path, "cannot record the capacity", rc);
+    }
+    rc = txn_commit(e, txn);
+    if (rc != MDB_SUCCESS)
+        return lmdb_fail(d->path, "cannot commit the store record", rc);
+    /* a larger capacity than the map was opened for: grow the map */
+    MDB_envinfo info;
+    if (mdb_env_info(e->env, &info) == MDB_SUCCESS && info.me_mapsize < map_size_for(want)) {
+        pthread_rwlock_wrlock(&e->txns);
+        rc = mdb_env_set_mapsize(e->env, map_size_for(want));
+        pthread_rwlock_unlock(&e->txns);
+        if (rc != MDB_SUCCESS)
+            return lmdb_fail(d->path, "cannot grow the map", rc);
+    }
+    return KVRT_OK;
+}
+
+int disk_open(struct disk_tier *d, const char *path, struct store_model *m, bool inspect, uint64_t capacity)
+{
+    memset(d, 0, sizeof(*d));
+    if (!path || !path[0])
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store path is empty; give a folder");
+    bool exists = false;
+    int rc = check_dir(path, inspect, &exists);
+    if (rc != KVRT_OK)
+        return rc;
+    struct stat st;
+    if (stat(path, &st) != 0)
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: cannot read the store folder \"%s\"", path);
+    d->path = strdup(path);
+    if (!d->path)
+        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+    pthread_mutex_lock(&registry_lock);
+    struct disk_env *e = registry;
+    while (e && !(e->dev == st.st_dev && e->ino == st.st_ino))
+        e = e->next;
+    bool fresh = !e;
+    if (fresh) {
+        rc = env_create(path, capacity ? capacity : KVRT_STORE_DEFAULT_DISK_BYTES, &e);
+        if (rc == KVRT_OK) {
+            e->dev = st.st_dev;
+            e->ino = st.st_ino;
+        }
+    }
+    if (rc == KVRT_OK) {
+        d->env = e;
+        if (inspect) {
+            rc = read_record(d, m);
+            d->value_bytes = STORE_HEADER_BYTES + m->payload_bytes;
+        } else {
+            d->value_bytes = STORE_HEADER_BYTES + m->payload_bytes;
+            rc = write_record(d, m, capacity);
+        }
+    }
+    if (rc == KVRT_OK) {
+        e->refs++;
+        if (fresh) {
+            e->next = registry;
+            registry = e;
+        }
+    } else if (fresh && e) {
+        env_free(e);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    if (rc != KVRT_OK) {
+        free(d->path);
+        memset(d, 0, sizeof(*d));
+    }
+    return rc;
+}
+
+void disk_close(struct disk_tier *d)
+{
+    if (!d->env)
+        return;
+    pthread_mutex_lock(&registry_lock);
+    struct disk_env *e = d->env;
+    if (--e->refs == 0) {
+        for (struct disk_env **p = &registry; *p; p = &(*p)->next)
+            if (*p == e) {
+                *p = e->next;
+                break;
+            }
+        env_free(e);
+    }
+    pthread_mutex_unlock(&registry_lock);
+    free(d->path);
+    memset(d, 0, sizeof(*d));
+}
+
+/* ---- reading ---------------------------------------------------------------- */
+
+struct disk_read {
+    struct disk_tier *d;
+    MDB_txn *txn;
+    MDB_cursor *cur;
+};
+
+int disk_read_begin(struct disk_tier *d, struct disk_read **out)
+{
+    struct disk_read *r = calloc(1, sizeof(*r));
+    if (!r)
+        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+    r->d = d;
+    int rc = txn_begin(d->env, MDB_RDONLY, &r->txn);
+    if (rc == MDB_SUCCESS && (rc = mdb_cursor_open(r->txn, d->env->entries, &r->cur)) != MDB_SUCCESS)
+        txn_abort(d->env, r->txn);
+    if (rc != MDB_SUCCESS) {
+        free(r);
+        return lmdb_fail(d->path, "cannot begin a read", rc);
+    }
+    *out = r;
+    return KVRT_OK;
+}
+
+void disk_read_end(struct disk_read *r)
+{
+    if (!r)
+        return;
+    mdb_cursor_close(r->cur);
+    txn_abort(r->d->env, r->txn);
+    free(r);
+}
+
+int disk_read_get(struct disk_read *r, const struct store_id *id, const uint8_t **buf, uint64_t *len)
+{
+    uint8_t key[STORE_DBKEY_BYTES];
+    store_dbkey(id, key);
+    MDB_val k = {sizeof(key), key}, v;
+    *buf = NULL;
+    *len = 0;
+    int rc = mdb_get(r->txn, r->d->env->entries, &k, &v);
+    if (rc == MDB_NOTFOUND)
+        return KVRT_OK;
+    if (rc != MDB_SUCCESS)
+        return lmdb_fail(r->d->path, "cannot read an entry", rc);
+    *buf = v.mv_data;
+    *len = v.mv_size;
+    return KVRT_OK;
+}
+
+int disk_read_has(struct disk_read *r, const uint8_t key[KVRT_STORE_KEY_BYTES], uint32_t head, uint32_t n, bool *has)
+{
+    struct store_id id;
+    memcpy(id.key, key, KVRT_STORE_KEY_BYTES);
+    id.head = head;
+    uint8_t k0[STORE_DBKEY_BYTES];
+    store_dbkey(&id, k0);
+    MDB_val k = {sizeof(k0), k0}, v;
+    for (uint32_t i = 0; i < n; i++)
+        has[i] = false;
+    int rc = mdb_cursor_get(r->cur, &k, &v, MDB_SET_RANGE);
+    while (rc == MDB_SUCCESS) {
+        if (k.mv_size != STORE_DBKEY_BYTES || memcmp(k.mv_data, key, KVRT_STORE_KEY_BYTES) != 0)
+            break;
+        store_id_from_dbkey(k.mv_data, &id);
+        if (id.head < head || id.head >= head + n)
+            break;
+        has[id.head - head] = true;
+        rc = mdb_cursor_get(r->cur, &k, &v, MDB_NEXT);
+    }
+    if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
+        return lmdb_fail(r->d->path, "cannot look entries up", rc);
+    return KVRT_OK;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+static void lru_key(uint8_t out[LRU_KEY_BYTES], uint64_t tick, const uint8_t dbkey[STORE_DBKEY_BYTES])
+{
+    be64(out, tick);
+    memcpy(out + 8, dbkey, STORE_DBKEY_BYTES);
+}
+
+/* Delete an entry and its recency records. */
+static int delete_entry(MDB_txn *txn, struct disk_env *e, const uint8_t dbkey[STORE_DBKEY_BYTES])
+{
+    MDB_val k = {STORE_DBKEY_BYTES, (void *)dbkey}, v;
+    int rc = mdb_get(txn, e->ticks, &k, &v);
+    if (rc == MDB_SUCCESS && v.mv_size == 8) {
+        uint8_t lk[LRU_KEY_BYTES];
+        lru_key(lk, rd64(v.mv_data), dbkey);
+        MDB_val l = {sizeof(lk), lk};
+        rc = mdb_del(txn, e->lru, &l, NULL);
+        if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
+            return rc;
+    }
+    rc = mdb_del(txn, e->ticks, &k, NULL);
+    if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
+        return rc;
+    rc = mdb_del(txn, e->entries, &k, NULL);
+    return rc == MDB_NOTFOUND ? MDB_SUCCESS : rc;
+}
+
+/* Evict the least recently used entry; *none when there is nothing. */
+static int evict_one(MDB_txn *txn, struct disk_env *e, bool *none)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, e->lru, &c);
+    if (rc != MDB_SUCCESS)
+        return rc;
+    MDB_val k, v;
+    rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+    uint8_t dbkey[STORE_DBKEY_BYTES];
+    bool have = rc == MDB_SUCCESS && k.mv_size == LRU_KEY_BYTES;
+    if (have)
+        memcpy(dbkey, (uint8_t *)k.mv_data + 8, STORE_DBKEY_BYTES);
+    else if (rc == MDB_SUCCESS)
+        rc = mdb_cursor_del(c, 0); /* a record of no use: drop it */
+    mdb_cursor_close(c);
+    *none = !have;
+    if (rc == MDB_NOTFOUND) {
+        /* entries without recency records (none are written so): take the
+         * first in key order */
+        MDB_cursor *ec;
+        if ((rc = mdb_cursor_open(txn, e->entries, &ec)) != MDB_SUCCESS)
+            return rc;
+        rc = mdb_cursor_get(ec, &k, &v, MDB_FIRST);
+        if (rc == MDB_SUCCESS)
+            rc = mdb_cursor_del(ec, 0);
+        mdb_cursor_close(ec);
+        *none = rc != MDB_SUCCESS;
+        return rc == MDB_NOTFOUND ? MDB_SUCCESS : rc;
+    }
+    if (rc != MDB_SUCCESS || !have)
+        return rc;
+    return delete_entry(txn, e, dbkey);
+}
+
+static int set_tick(MDB_txn *txn, struct disk_env *e, const uint8_t dbkey[STORE_DBKEY_BYTES], uint64_t tick,
+                    bool must_exist)
+{
+    MDB_val k = {STORE_DBKEY_BYTES, (void *)dbkey}, v;
+    int rc = mdb_get(txn, e->ticks, &k, &v);
+    if (rc == MDB_SUCCESS && v.mv_size == 8) {
+        uint64_t old = rd64(v.mv_data);
+        if (old == tick)
+            return MDB_SUCCESS;
+        uint8_t lk[LRU_KEY_BYTES];
+        lru_key(lk, old, dbkey);
+        MDB_val l = {sizeof(lk), lk};
+        rc = mdb_del(txn, e->lru, &l, NULL);
+        if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
+            return rc;
+    } else if (rc != MDB_NOTFOUND && rc != MDB_SUCCESS) {
+        return rc;
+    } else if (must_exist) {
+        /* touched, but gone meanwhile */
+        MDB_val ev;
+        if (mdb_get(txn, e->entries, &k, &ev) != MDB_SUCCESS)
+            return MDB_SUCCESS;
+    }
+    uint8_t lk[LRU_KEY_BYTES], t[8];
+    lru_key(lk, tick, dbkey);
+    le64(t, tick);
+    MDB_val l = {sizeof(lk), lk}, empty = {0, NULL}, tv = {8, t};
+    rc = mdb_put(txn, e->lru, &l, &empty, 0);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_put(txn, e->ticks, &k, &tv, 0);
+    return rc;
+}
+
+static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
+{
+    struct disk_env *e = d->env;
+    uint64_t clock = meta_u64(txn, e, "clock", 0) + 1;
+    uint64_t capacity = meta_u64(txn, e, "capacity", KVRT_STORE_DEFAULT_DISK_BYTES);
+    uint64_t limit = capacity / d->value_bytes;
+    MDB_stat st;
+    int rc = mdb_stat(txn, e->entries, &st);
+    if (rc != MDB_SUCCESS)
+        return rc;
+    uint64_t count = st.ms_entries;
+    uint8_t dbkey[STORE_DBKEY_BYTES];
+    for (uint64_t i = 0; i < b->num_drops; i++) {
+        store_dbkey(&b->drops[i], dbkey);
+        if ((rc = delete_entry(txn, e, dbkey)) != MDB_SUCCESS)
+            return rc;
+    }
+    for (uint64_t i = 0; i < b->num_puts; i++) {
+        struct mem_entry *me = b->puts[i];
+        store_dbkey(&me->id, dbkey);
+        MDB_val k = {sizeof(dbkey), dbkey}, v;
+        if (mdb_get(txn, e->entries, &k, &v) == MDB_SUCCESS) {
+            b->present++;
+            if ((rc = set_tick(txn, e, dbkey, clock, false)) != MDB_SUCCESS)
+                return rc;
+            continue;
+        }
+        while (count >= limit && count > 0) {
+            bool none = false;
+            if ((rc = evict_one(txn, e, &none)) != MDB_SUCCESS)
+                return rc;
+            if (none)
+                break;
+            count--;
+            b->evicted++;
+        }
+        v.mv_size = d->value_bytes;
+        v.mv_data = NULL;
+        if ((rc = mdb_put(txn, e->entries, &k, &v, MDB_RESERVE | MDB_NOOVERWRITE)) != MDB_SUCCESS)
+            return rc;
+        memcpy(v.mv_data, me->buf, d->value_bytes);
+        if ((rc = set_tick(txn, e, dbkey, clock, false)) != MDB_SUCCESS)
+            return rc;
+        count++;
+        b->written++;
+    }
+    for (uint64_t i = 0; i < b->num_touches; i++) {
+        store_dbkey(&b->touches[i], dbkey);
+        if ((rc = set_tick(txn, e, dbkey, clock, true)) != MDB_SUCCESS)
+            return rc;
+    }
+    static const char *const names[] = {"hits", "misses", "writes", "evictions"};
+    uint64_t add[] = {b->add_hits, b->add_misses, b->written, b->evicted};
+    for (int i = 0; i < 4; i++)
+        if (add[i] && (rc = meta_put_u64(txn, e, names[i], meta_u64(txn, e, names[i], 0) + add[i])) != MDB_SUCCESS)
+            return rc;
+    return meta_put_u64(txn, e, "clock", clock);
+}
+
+int disk_write(struct disk_tier *d, struct disk_batch *b)
+{
+    MDB_txn *txn;
+    b->written = b->present = b->evicted = 0;
+    int rc = txn_begin(d->env, 0, &txn);
+    if (rc != MDB_SUCCESS)
+        return lmdb_fail(d->path, "cannot begin a write", rc);
+    rc = write_batch(d, txn, b);
+    if (rc != MDB_SUCCESS) {
+        txn_abort(d->env, txn);
+        b->written = b->present = b->evicted = 0;
+        return lmdb_fail(d->path, "cannot write", rc);
+    }
+    rc = txn_commit(d->env, txn);
+    if (rc != MDB_SUCCESS) {
+        b->written = b->present = b->evicted = 0;
+        return lmdb_fail(d->path, "cannot commit", rc);
+    }
+    return KVRT_OK;
+}
+
+/* ---- inspecting ---------------------------------------------------------------- */
+
+int disk_counts(struct disk_tier *d, struct disk_counts *out)
+{
+    memset(out, 0, sizeof(*out));
+    struct disk_env *e = d->env;
+    MDB_txn *txn;
+    int rc = txn_begin(e, MDB_RDONLY, &txn);
+    if (rc != MDB_SUCCESS)
+        return lmdb_fail(d->path, "cannot begin a read", rc);
+    MDB_stat st;
+    rc = mdb_stat(txn, e->entries, &st);
+    if (rc == MDB_SUCCESS) {
+        out->entries = st.ms_entries;
+        out->bytes = st.ms_entries * d->value_bytes;
+        out->capacity = meta_u64(txn, e, "capacity", 0);
+        out->clock = meta_u64(txn, e, "clock", 0);
+        out->hits = meta_u64(txn, e, "hits", 0);
+        out->misses = meta_u64(txn, e, "misses", 0);
+        out->writes = meta_u64(txn, e, "writes", 0);
+        out->evictions = meta_u64(txn, e, "evictions", 0);
+    }
+    txn_abort(e, txn);
+    char data[4200];
+    struct stat fst;
+    snprintf(data, sizeof(data), "%s/data.mdb", d->path);
+    if (stat(data, &fst) == 0)
+        out->file_bytes = (uint64_t)fst.st_size;
+    return rc == MDB_SUCCESS ? KVRT_OK : lmdb_fail(d->path, "cannot count the entries", rc);
+}
+
+int disk_list(struct disk_tier *d,
+              int (*each)(void *user, const struct kvrt_store_entry_info *e, const uint8_t *buf, uint64_t len),
+              void *user)
+{
+    struct disk_env *e = d->env;
+    MDB_txn *txn;
+    MDB_cursor *c;
+    int rc = txn_begin(e, MDB_RDONLY, &txn);
+    if (rc != MDB_SUCCESS)
+        return lmdb_fail(d->path, "cannot begin a read", rc);
+    if ((rc = mdb_cursor_open(txn, e->entries, &c)) != MDB_SUCCESS) {
+        txn_abort(e, txn);
+        return lmdb_fail(d->path, "cannot list the entries", rc);
+    }
+    MDB_val k, v;
+    int stop = 0;
+    for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == MDB_SUCCESS && !stop;
+         rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
+        struct kvrt_store_entry_info info;
+        memset(&info, 0, sizeof(info));
+        info.size = sizeof(info);
+        struct store_id id = {{0}, 0};
+        if (k.mv_size == STORE_DBKEY_BYTES)
+            store_id_from_dbkey(k.mv_data, &id);
+        memcpy(info.key, id.key, KVRT_STORE_KEY_BYTES);
+        info.head = id.head;
+        info.bytes = v.mv_size;
+        MDB_val tv;
+        if (mdb_get(txn, e->ticks, &k, &tv) == MDB_SUCCESS && tv.mv_size == 8)
+            info.last_used = rd64(tv.mv_data);
+        stop = each(user, &info, k.mv_size == STORE_DBKEY_BYTES ? v.mv_data : NULL,
+                    k.mv_size == STORE_DBKEY_BYTES ? v.mv_size : 0);
+    }
+    mdb_cursor_close(c);
+    txn_abort(e, txn);
+    if (stop)
+        return stop;
+    return rc == MDB_NOTFOUND || rc == MDB_SUCCESS ? KVRT_OK : lmdb_fail(d->path, "cannot list the entries", rc);
+}
+
+int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted)
+{
+    struct disk_env *e = d->env;
+    MDB_txn *txn;
+    *evicted = 0;
+    int rc = txn_begin(e, 0, &txn);
+    if (rc != MDB_SUCCESS)
+        return lmdb_fail(d->path, "cannot begin a write", rc);
+    uint64_t target = target_bytes ? target_bytes : meta_u64(txn, e, "capacity", KVRT_STORE_DEFAULT_DISK_BYTES);
+    MDB_stat st;
+    rc = mdb_stat(txn, e->entries, &st);
+    uint64_t count = rc == MDB_SUCCESS ? st.ms_entries : 0;
+    while (rc == MDB_SUCCESS && count * d->value_bytes > target) {
+        bool none = false;
+        rc = evict_one(txn, e, &none);
+        if (none)
+            break;
+        count--;
+        (*evicted)++;
+    }
+    if (rc == MDB_SUCCESS && *evicted)
+        rc = meta_put_u64(txn, e, "evictions", meta_u64(txn, e, "evictions", 0) + *evicted);
+    if (rc != MDB_SUCCESS) {
+        txn_abort(e, txn);
+        *evicted = 0;
+        return lmdb_fail(d->path, "cannot evict", rc);
+    }
+    rc = txn_commit(e, txn);
+    if (rc != MDB_SUCCESS) {
+        *evicted = 0;
+        return lmdb_fail(d->path, "cannot commit", rc);
+    }
+    return KVRT_OK;
+}
