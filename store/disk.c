@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 
 #include <lmdb.h>
@@ -56,6 +57,19 @@ static void be64(uint8_t *p, uint64_t v)
 {
     for (int i = 0; i < 8; i++)
         p[i] = (uint8_t)(v >> (56 - 8 * i));
+}
+
+/* A failed write: LMDB reports a short write (a full disk, a file size
+ * limit) as EIO, so say how much room the file system has left. */
+static int write_fail(const char *path, const char *what, int rc)
+{
+    struct statvfs fs;
+    if (statvfs(path, &fs) != 0)
+        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": %s: %s", path, what, mdb_strerror(rc));
+    return STORE_FAIL(KVRT_ERR_DEVICE,
+                      "kvrt-store: disk tier \"%s\": %s: %s (its file system has %llu bytes free; a full disk or "
+                      "a file size limit fails so)",
+                      path, what, mdb_strerror(rc), ULL((uint64_t)fs.f_bavail * fs.f_frsize));
 }
 
 static int lmdb_fail(const char *path, const char *what, int rc)
@@ -142,8 +156,10 @@ static int check_dir(const char *path, bool inspect, bool *exists)
     if (stat(path, &st) != 0) {
         int e = errno;
         if (e != ENOENT)
-            return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: cannot read the store folder \"%s\": %s", path,
-                              strerror(e));
+            return STORE_FAIL(KVRT_ERR_INVALID,
+                              "kvrt_store_open: cannot use the store folder \"%s\": %s; give a folder, or a path "
+                              "whose parent folder exists and is writable",
+                              path, strerror(e));
         if (inspect)
             return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: there is no store at \"%s\" (no such folder)", path);
         if (mkdir(path, 0777) != 0) {
@@ -184,26 +200,6 @@ static int check_dir(const char *path, bool inspect, bool *exists)
     return KVRT_OK;
 }
 
-/* The data file must hold every page the database says it uses: a
- * truncated file would fault when read. */
-static int check_size(struct disk_env *e, const char *path)
-{
-    MDB_envinfo info;
-    MDB_stat st;
-    struct stat fst;
-    char data[4200];
-    snprintf(data, sizeof(data), "%s/data.mdb", path);
-    if (mdb_env_info(e->env, &info) != MDB_SUCCESS || mdb_env_stat(e->env, &st) != MDB_SUCCESS || stat(data, &fst) != 0)
-        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: cannot read the size of \"%s\"", data);
-    uint64_t need = ((uint64_t)info.me_last_pgno + 1) * st.ms_psize;
-    if ((uint64_t)fst.st_size < need)
-        return STORE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt-store: \"%s\" is truncated: %lld bytes, but its database uses %llu; restore it or "
-                          "remove the folder",
-                          data, (long long)fst.st_size, ULL(need));
-    return KVRT_OK;
-}
-
 static void env_free(struct disk_env *e)
 {
     if (e->env)
@@ -234,7 +230,16 @@ static int env_create(const char *path, uint64_t capacity, struct disk_env **out
     }
     int dead = 0;
     mdb_reader_check(e->env, &dead);
-    if ((rc = check_size(e, path)) != KVRT_OK) {
+    /* the snapshot a read transaction holds is checked: no writer of
+     * another process reuses its pages meanwhile */
+    MDB_txn *txn;
+    if ((rc = txn_begin(e, MDB_RDONLY, &txn)) != MDB_SUCCESS) {
+        env_free(e);
+        return lmdb_fail(path, "cannot begin a read", rc);
+    }
+    rc = disk_check_file(path, (uint64_t)mdb_txn_id(txn));
+    txn_abort(e, txn);
+    if (rc != KVRT_OK) {
         env_free(e);
         return rc;
     }
@@ -279,7 +284,10 @@ static int read_record(struct disk_tier *d, struct store_model *m)
         return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is not a kvrt store (no store record)", d->path);
     }
     rc = store_record_model(v.mv_data, v.mv_size, d->path, m);
-    txn_abort(e, txn);
+    /* committed, not aborted: the tables opened here stay open */
+    int crc = txn_commit(e, txn);
+    if (rc == KVRT_OK && crc != MDB_SUCCESS)
+        return lmdb_fail(d->path, "cannot open its tables", crc);
     return rc;
 }
 
@@ -666,12 +674,12 @@ int disk_write(struct disk_tier *d, struct disk_batch *b)
     if (rc != MDB_SUCCESS) {
         txn_abort(d->env, txn);
         b->written = b->present = b->evicted = 0;
-        return lmdb_fail(d->path, "cannot write", rc);
+        return write_fail(d->path, "cannot write", rc);
     }
     rc = txn_commit(d->env, txn);
     if (rc != MDB_SUCCESS) {
         b->written = b->present = b->evicted = 0;
-        return lmdb_fail(d->path, "cannot commit", rc);
+        return write_fail(d->path, "cannot commit", rc);
     }
     return KVRT_OK;
 }

@@ -20,6 +20,7 @@ static json_t *model_json(const struct store_model *m)
     free(text);
     if (o) {
         json_object_del(o, "format");
+        json_object_del(o, "format_version");
         json_object_set_new(o, "num_layers", u64(m->num_layers));
         json_object_set_new(o, "entry_bytes_stored", u64(STORE_HEADER_BYTES + m->payload_bytes));
     }

@@ -200,6 +200,8 @@ struct disk_tier {
  * (a new one: the default). */
 int disk_open(struct disk_tier *d, const char *path, struct store_model *m, bool inspect, uint64_t capacity);
 void disk_close(struct disk_tier *d);
+/* The structure of path/data.mdb at transaction txnid (disk_check.c). */
+int disk_check_file(const char *path, uint64_t txnid);
 
 /* A read transaction over the disk tier (from any thread). */
 struct disk_read;

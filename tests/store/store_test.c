@@ -145,6 +145,8 @@ static bool io(const struct st_cache *c, const int64_t *table, uint64_t first, u
                uint64_t *bad, char *where, size_t size)
 {
     const struct st_model *m = c->model;
+    if (n == 0)
+        return true;
     uint64_t es = kvrt_dtype_size(m->dtype);
     uint64_t kb = n * c->heads * m->head_size * es, vb = n * c->heads * m->head_size_v * es;
     uint8_t *k = malloc(kb + 1), *v = malloc(vb + 1), *gk = malloc(kb + 1), *gv = malloc(vb + 1);
