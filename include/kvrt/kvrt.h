@@ -16,5 +16,6 @@
 #include <kvrt/runtime.h>
 #include <kvrt/wrap.h>
 #include <kvrt/model.h>
+#include <kvrt/parallel.h>
 
 #endif

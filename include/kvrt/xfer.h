@@ -43,6 +43,7 @@
 #include <stdbool.h>
 #include <kvrt/common.h>
 #include <kvrt/layout.h>
+#include <kvrt/parallel.h>
 #include <kvrt/runtime.h>
 
 #ifdef __cplusplus
@@ -360,6 +361,36 @@ KVRT_API int kvrt_xfer_arm(kvrt_xfer_agent *a);
  * NULL when that peer has been closed since).  None: KVRT_OK, *msg NULL.
  */
 KVRT_API int kvrt_xfer_notification(kvrt_xfer_agent *a, kvrt_xfer_peer **from, char **msg, size_t *len);
+
+/*
+ * Tensor and pipeline parallelism: which heads and layers a rank's
+ * transfers cover.  libkvrt's rules (<kvrt/parallel.h>, docs/parallel.md),
+ * here so that a transfer engine finds them beside the requests they fill.
+ */
+
+/**
+ * kvrt_tp_map: the runs {remote_rank, local_head_start, remote_head_start,
+ * num_heads} that move exactly this rank's KV heads between a local
+ * tensor-parallel group of local_tp and a remote one of remote_tp, each the
+ * head range of one request to that remote rank.  direction is the
+ * requests': KVRT_XFER_PULL, where each head this rank holds is read from;
+ * KVRT_XFER_PUSH, what this rank sends (KVRT_TP_PULL and KVRT_TP_PUSH
+ * have the same values).  spread (a
+ * sequence id, say) picks among a replicated head's sources; both sides
+ * must use the same.  Heads that cannot be split or replicated that way,
+ * a rank out of range and a too-small array are refused by name.
+ */
+KVRT_API int kvrt_xfer_tp_map(uint64_t kv_heads, uint64_t local_tp, uint64_t local_rank, uint64_t remote_tp,
+                              uint64_t spread, enum kvrt_xfer_direction direction, struct kvrt_tp_entry *entries,
+                              size_t capacity, size_t *count);
+
+/**
+ * kvrt_pp_layers: the layers [*start, *start + *count) pipeline stage rank
+ * of pp_size holds, vLLM's split of num_layers (VLLM_PP_LAYER_PARTITION
+ * when set): the layer range of that stage's requests.
+ */
+KVRT_API int kvrt_xfer_pp_layers(uint64_t num_layers, uint64_t pp_size, uint64_t rank, uint64_t *start,
+                                 uint64_t *count);
 
 #ifdef __cplusplus
 }

@@ -16,6 +16,7 @@ from ._errors import (Error, InvalidArgumentError, SizeOverflowError, OutOfMemor
                       NoDeviceError, StateError, DeviceError, UnsupportedError, PluginError, InternalError)
 from ._lib import lib as _clib, path as library_path
 from .info import layouts, plan, resolve
+from .parallel import pp_layers, pp_partition, tp_heads, tp_map
 from .runtime import Runtime, Cache, TensorView
 
 __version__ = _clib.kvrt_version().decode()
@@ -28,4 +29,5 @@ def live_tensors():
 
 __all__ = ["Error", "InvalidArgumentError", "SizeOverflowError", "OutOfMemoryError", "RefusedError",
            "NoDeviceError", "StateError", "DeviceError", "UnsupportedError", "PluginError", "InternalError",
-           "layouts", "plan", "resolve", "Runtime", "Cache", "TensorView", "live_tensors", "library_path"]
+           "layouts", "plan", "resolve", "Runtime", "Cache", "TensorView", "live_tensors", "library_path",
+           "tp_heads", "tp_map", "pp_layers", "pp_partition"]

@@ -141,6 +141,18 @@ class DecodeParams(C.Structure):
                 ("seq_lens", vp), ("scale", C.c_float), ("reserved", C.c_uint8 * 32)]
 
 
+class TpHeads(C.Structure):
+    _c_name = "kvrt_tp_heads"
+    _fields_ = [("head_start", u64), ("num_heads", u64), ("replicas", u64), ("replica", u64),
+                ("reserved", C.c_uint8 * 32)]
+
+
+class TpEntry(C.Structure):
+    _c_name = "kvrt_tp_entry"
+    _fields_ = [("remote_rank", u64), ("local_head_start", u64), ("remote_head_start", u64), ("num_heads", u64),
+                ("reserved", C.c_uint8 * 32)]
+
+
 # DLPack 0.6 (dlpack/dlpack.h)
 class DLDevice(C.Structure):
     _c_name = "DLDevice"
@@ -268,6 +280,14 @@ _SIGNATURES = {
     "kvrt_attention_backend_parse": ([C.c_char_p, P(i32)], i32),
     "kvrt_model_plan_request_default": ([P(ModelPlanRequest)], None),
     "kvrt_model_plan_json": ([vp, P(ModelPlanRequest), P(vp)], i32),
+    "kvrt_tp_heads": ([u64, u64, u64, P(TpHeads)], i32),
+    "kvrt_tp_direction_name": ([i32], C.c_char_p),
+    "kvrt_tp_direction_parse": ([C.c_char_p, P(i32)], i32),
+    "kvrt_tp_direction_valid_names": ([], C.c_char_p),
+    "kvrt_tp_map": ([u64, u64, u64, u64, u64, i32, P(TpEntry), sz, P(sz)], i32),
+    "kvrt_pp_partition_env": ([P(C.c_char_p), P(C.c_char_p)], i32),
+    "kvrt_pp_layers": ([u64, u64, u64, P(u64), P(u64)], i32),
+    "kvrt_pp_layers_partition": ([u64, u64, u64, C.c_char_p, P(u64), P(u64)], i32),
 }
 
 

@@ -20,6 +20,7 @@ import os
 import weakref
 
 from . import _lib
+from . import parallel as _parallel
 from ._closeable import Closeable
 from ._errors import InvalidArgumentError, StateError
 from ._lib import check, text
@@ -103,6 +104,8 @@ _SIGNATURES = {
     "kvrt_xfer_method_name": ([i32], C.c_char_p),
     "kvrt_xfer_method_parse": ([C.c_char_p, P(i32)], i32),
     "kvrt_xfer_method_valid_names": ([], C.c_char_p),
+    "kvrt_xfer_tp_map": ([u64, u64, u64, u64, u64, i32, P(_lib.TpEntry), sz, P(sz)], i32),
+    "kvrt_xfer_pp_layers": ([u64, u64, u64, P(u64), P(u64)], i32),
 }
 
 
@@ -129,6 +132,22 @@ xlib, library_path = _lib.load(_candidates(), _SIGNATURES,
 def method_names():
     """The transfer methods libkvrt-xfer knows, as it spells them."""
     return text(xlib.kvrt_xfer_method_valid_names()).split(", ")
+
+
+def tp_map(kv_heads, local_tp, local_rank, remote_tp, spread=0, direction="pull"):
+    """kvrt.tp_map through libkvrt-xfer's kvrt_xfer_tp_map: a list of
+    (remote_rank, local_head_start, remote_head_start, num_heads), each the
+    head range of one request to that remote rank (``heads=(local_head_start,
+    remote_head_start, num_heads)``); direction "pull" or "push" as the
+    requests go.  docs/parallel.md has the rule."""
+    return _parallel.map_with(xlib.kvrt_xfer_tp_map, kv_heads, local_tp, local_rank, remote_tp, spread, direction)
+
+
+def pp_layers(num_layers, pp_size, rank, partition=None):
+    """kvrt.pp_layers through libkvrt-xfer's kvrt_xfer_pp_layers: (start,
+    count), the layer range (``layers=``) of that stage's requests.  A
+    partition string is libkvrt's kvrt_pp_layers_partition."""
+    return _parallel.layers_with(xlib.kvrt_xfer_pp_layers, num_layers, pp_size, rank, partition)
 
 
 def _method(name):

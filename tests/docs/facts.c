@@ -148,6 +148,9 @@ int main(int argc, char **argv)
     snprintf(block_size, sizeof(block_size), "%d", KVRT_DEFAULT_BLOCK_SIZE);
     check_value(argv[1], "docs/python.md", "KVRT_DEFAULT_BLOCK_SIZE", block_size);
     check_value(argv[1], "docs/python.md", "kvrt_layout_default()", kvrt_layout_name(kvrt_layout_default()));
+    char tp_max[32];
+    snprintf(tp_max, sizeof(tp_max), "%u", KVRT_TP_MAX_SIZE);
+    check_value(argv[1], "docs/parallel.md", "KVRT_TP_MAX_SIZE", tp_max);
     check_soname(argv[1]);
     return tap_done();
 }
