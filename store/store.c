@@ -7,6 +7,8 @@
 #include <string.h>
 #include <time.h>
 
+#include <kvrt/parallel.h>
+
 #include "store_internal.h"
 
 double store_now(void)
@@ -50,6 +52,22 @@ void kvrt_store_span_default(struct kvrt_store_span *span)
     memset(span, 0, sizeof(*span));
     span->size = sizeof(*span);
     span->count = KVRT_UNSET;
+}
+
+int kvrt_store_span_tp(const kvrt_store *s, struct kvrt_store_span *span, uint64_t tp_size, uint64_t rank)
+{
+    if (!s || !span)
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_span_tp: the store and the span are required");
+    if (s->inspect)
+        return STORE_FAIL(KVRT_ERR_STATE, "kvrt_store_span_tp: the store was opened to inspect its directory (no model)");
+    struct kvrt_tp_heads h;
+    int rc = kvrt_tp_heads(s->model.num_heads, tp_size, rank, &h);
+    if (rc != KVRT_OK)
+        return rc;
+    span->head_start = h.head_start;
+    span->num_heads = h.num_heads;
+    span->replica = h.replica;
+    return KVRT_OK;
 }
 
 static int check_options(const struct kvrt_store_options *o)

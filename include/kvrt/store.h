@@ -194,6 +194,15 @@ struct kvrt_store_span {
 KVRT_API void kvrt_store_span_default(struct kvrt_store_span *span);
 
 /**
+ * The heads of rank `rank` of a tensor-parallel group of `tp_size`, by
+ * libkvrt's rule (kvrt_tp_heads of the model's KV heads, <kvrt/parallel.h>):
+ * sets the span's head_start, num_heads and replica.
+ * @return KVRT_OK; the refusals of kvrt_tp_heads (a size that neither
+ *   divides the heads nor is a multiple of them, a rank out of range).
+ */
+KVRT_API int kvrt_store_span_tp(const kvrt_store *s, struct kvrt_store_span *span, uint64_t tp_size, uint64_t rank);
+
+/**
  * Store the whole chunks of the span's range, every head the cache holds.
  * Chunks already stored are not written again.  The entries go to the
  * memory tier and, in the background, to the disk and shared tiers

@@ -128,7 +128,7 @@ static bool copy_file(const char *from, const char *to)
 /* Damage a copy: flip bytes, or cut the file. */
 static bool damage(const char *src, const char *dst, char *what, size_t size)
 {
-    char a[4200], b[4200];
+    char a[4300], b[4300];
     mkdir(dst, 0755);
     snprintf(a, sizeof(a), "%s/data.mdb", src);
     snprintf(b, sizeof(b), "%s/data.mdb", dst);
@@ -183,13 +183,13 @@ int main(int argc, char **argv)
     tap_diag("random seed %llu", (unsigned long long)rng_state);
     int crashed = 0, wrong = 0, refused = 0;
     for (int i = 0; i < rounds; i++) {
-        char copy[4200], what[512] = "";
+        char copy[4096], what[512] = "";
         snprintf(copy, sizeof(copy), "%s/%d", work, i);
         if (!damage(dir, copy, what, sizeof(what))) {
             tap_ok(false, "damage copy %d", i);
             continue;
         }
-        char err[4200];
+        char err[4300];
         snprintf(err, sizeof(err), "%s/err", copy);
         pid_t pid = fork();
         if (pid == 0) {
