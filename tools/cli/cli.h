@@ -51,6 +51,12 @@ extern const struct cli_command cli_run_command;
 extern const struct cli_command cli_bench_command;
 extern const struct cli_command cli_draw_command;
 extern const struct cli_command cli_xfer_command;
+extern const struct cli_command cli_store_command;
+/* Its subcommands (tools/store), for their own help. */
+extern const struct cli_command cli_store_stat_command;
+extern const struct cli_command cli_store_ls_command;
+extern const struct cli_command cli_store_verify_command;
+extern const struct cli_command cli_store_gc_command;
 
 /* Every subcommand, in the order `kvrt --help` lists them. */
 extern const struct cli_command *const cli_commands[];
