@@ -1,20 +1,28 @@
-/* The disk tier: an LMDB environment in the store's directory.  Entries
- * are written in batches, one transaction each, so a process killed at any
- * moment leaves every entry either committed whole or absent; every entry
- * is checked again when read.  Several processes share a directory (LMDB's
- * lock file serialises writers; readers never wait).  Least-recently-used
- * order is kept in the database itself, so every process evicts in one
- * order (docs/store.md "The store directory").
+/* The disk tier: an LMDB environment in the store's directory holds the
+ * index (which slot of the slot file holds which entry, the free slots,
+ * the recency order, the counters); the entries' bytes live in fixed-size
+ * slots of slots.dat, written with O_DIRECT straight from the entries'
+ * buffers where the file system takes it.  A batch allocates its slots,
+ * writes and syncs them, then commits the index in one transaction, so a
+ * process killed at any moment leaves every entry either indexed and
+ * complete or absent (the slots it wrote were free, and stay so).  Every
+ * entry is checked again when read, and a slot that was reused while an
+ * older reader read it fails the checks and is a miss.  Several processes
+ * share a directory (LMDB's lock file serialises writers; readers never
+ * wait).  Least-recently-used order is kept in the database, so every
+ * process evicts in one order (docs/store.md "The store directory").
  *
  * LMDB allows one environment per directory per process: stores of one
  * process that open the same directory share it, counted. */
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/statvfs.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <lmdb.h>
@@ -23,7 +31,11 @@
 
 struct disk_env {
     MDB_env *env;
-    MDB_dbi meta, entries, lru, ticks;
+    MDB_dbi meta, entries, lru, ticks, free_slots;
+    /* slots.dat: read (buffered) and written (O_DIRECT, or -1: buffered) */
+    int slots_fd, direct_fd;
+    bool slots_writable;
+    uint64_t slot_bytes;
     dev_t dev;
     ino_t ino;
     int refs;
@@ -77,11 +89,12 @@ static int lmdb_fail(const char *path, const char *what, int rc)
     return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": %s: %s", path, what, mdb_strerror(rc));
 }
 
-/* Room for the map: the capacity, LMDB's own pages and the free pages a
- * batch needs before old ones are reused. */
+/* Room for the map, which holds the index only (the entries' bytes are in
+ * the slot file): a few hundred bytes an entry at most, and the free pages
+ * a batch needs before old ones are reused. */
 static size_t map_size_for(uint64_t capacity)
 {
-    uint64_t m = capacity + capacity / 4 + (64ull << 20);
+    uint64_t m = capacity / 256 + (256ull << 20);
     return (size_t)((m + (1u << 20) - 1) & ~(uint64_t)((1u << 20) - 1));
 }
 
@@ -142,7 +155,8 @@ static bool only_lmdb_files(const char *path)
         return false;
     bool only = true;
     for (struct dirent *de; only && (de = readdir(dir));)
-        only = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 || strcmp(de->d_name, "lock.mdb") == 0;
+        only = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 || strcmp(de->d_name, "lock.mdb") == 0 ||
+               strcmp(de->d_name, "slots.dat") == 0;
     closedir(dir);
     return only;
 }
@@ -162,7 +176,8 @@ static int check_dir(const char *path, bool inspect, bool *exists)
                               path, strerror(e));
         if (inspect)
             return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: there is no store at \"%s\" (no such folder)", path);
-        if (mkdir(path, 0777) != 0) {
+        /* another rank may make it at the same moment */
+        if (mkdir(path, 0777) != 0 && errno != EEXIST) {
             e = errno;
             return STORE_FAIL(KVRT_ERR_INVALID,
                               "kvrt_store_open: cannot create the store folder \"%s\": %s; give a path whose parent "
@@ -184,9 +199,15 @@ static int check_dir(const char *path, bool inspect, bool *exists)
                               path);
     } else {
         *exists = true;
-        /* LMDB would take a file too short for its two meta pages for a new
-         * database and start afresh */
-        if (!S_ISREG(st.st_mode) || st.st_size < 2 * 4096)
+        /* LMDB takes an empty file for a new database and starts afresh
+         * (so does another process creating the store right now, which
+         * writes both meta pages in one call); an empty one beside entries
+         * was cut, and so was one shorter than the two meta pages */
+        char slots[4200];
+        struct stat sst;
+        snprintf(slots, sizeof(slots), "%s/slots.dat", path);
+        bool has_entries = stat(slots, &sst) == 0 && sst.st_size > 0;
+        if (!S_ISREG(st.st_mode) || (st.st_size == 0 && has_entries) || (st.st_size > 0 && st.st_size < 2 * 4096))
             return STORE_FAIL(KVRT_ERR_INVALID,
                               "kvrt-store: \"%s\" is truncated or damaged: %lld bytes, less than LMDB's two meta "
                               "pages (8192 bytes); restore it or remove the folder",
@@ -202,6 +223,10 @@ static int check_dir(const char *path, bool inspect, bool *exists)
 
 static void env_free(struct disk_env *e)
 {
+    if (e->slots_fd >= 0)
+        close(e->slots_fd);
+    if (e->direct_fd >= 0)
+        close(e->direct_fd);
     if (e->env)
         mdb_env_close(e->env);
     pthread_rwlock_destroy(&e->txns);
@@ -214,6 +239,7 @@ static int env_create(const char *path, uint64_t capacity, struct disk_env **out
     if (!e)
         return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     pthread_rwlock_init(&e->txns, NULL);
+    e->slots_fd = e->direct_fd = -1;
     int rc = mdb_env_create(&e->env);
     if (rc == MDB_SUCCESS)
         rc = mdb_env_set_maxdbs(e->env, 8);
@@ -256,6 +282,8 @@ static int open_dbis(struct disk_env *e, MDB_txn *txn, unsigned flags)
         rc = mdb_dbi_open(txn, "lru", flags, &e->lru);
     if (rc == MDB_SUCCESS)
         rc = mdb_dbi_open(txn, "ticks", flags, &e->ticks);
+    if (rc == MDB_SUCCESS)
+        rc = mdb_dbi_open(txn, "free", flags, &e->free_slots);
     return rc;
 }
 
@@ -333,12 +361,12 @@ static int write_record(struct disk_tier *d, const struct store_model *m, uint64
     }
     uint64_t have = meta_u64(txn, e, "capacity", 0);
     uint64_t want = capacity ? capacity : (have ? have : KVRT_STORE_DEFAULT_DISK_BYTES);
-    if (want < d->value_bytes) {
+    if (want < d->slot_bytes) {
         txn_abort(e, txn);
         return STORE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt_store_open: disk_bytes %llu cannot hold one entry of this model (%llu bytes); give "
-                          "at least that",
-                          ULL(want), ULL(d->value_bytes));
+                          "kvrt_store_open: disk_bytes %llu cannot hold one entry of this model (%llu bytes on disk); "
+                          "give at least that",
+                          ULL(want), ULL(d->slot_bytes));
     }
     if (want != have && (rc = meta_put_u64(txn, e, "capacity", want)) != MDB_SUCCESS) {
         txn_abort(e, txn);
@@ -356,6 +384,31 @@ static int write_record(struct disk_tier *d, const struct store_model *m, uint64
         if (rc != MDB_SUCCESS)
             return lmdb_fail(d->path, "cannot grow the map", rc);
     }
+    return KVRT_OK;
+}
+
+/* slots.dat, for reading and, unless inspecting, for O_DIRECT writes
+ * (buffered where the file system refuses them). */
+static int open_slots(struct disk_env *e, const char *path, bool inspect, uint64_t slot_bytes)
+{
+    char file[4200];
+    snprintf(file, sizeof(file), "%s/slots.dat", path);
+    if (e->slots_fd >= 0)
+        close(e->slots_fd);
+    if (e->direct_fd >= 0)
+        close(e->direct_fd);
+    e->direct_fd = -1;
+    e->slots_writable = !inspect;
+    e->slots_fd = open(file, (inspect ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
+    if (e->slots_fd < 0 && inspect && errno == ENOENT)
+        e->slots_fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* an index without entries yet */
+    if (e->slots_fd < 0) {
+        int err = errno;
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: cannot open \"%s\": %s", file, strerror(err));
+    }
+    if (!inspect)
+        e->direct_fd = open(file, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    e->slot_bytes = slot_bytes;
     return KVRT_OK;
 }
 
@@ -390,12 +443,16 @@ int disk_open(struct disk_tier *d, const char *path, struct store_model *m, bool
         d->env = e;
         if (inspect) {
             rc = read_record(d, m);
-            d->value_bytes = STORE_HEADER_BYTES + m->payload_bytes;
         } else {
             d->value_bytes = STORE_HEADER_BYTES + m->payload_bytes;
+            d->slot_bytes = store_slot_bytes(m->payload_bytes);
             rc = write_record(d, m, capacity);
         }
+        d->value_bytes = STORE_HEADER_BYTES + m->payload_bytes;
+        d->slot_bytes = store_slot_bytes(m->payload_bytes);
     }
+    if (rc == KVRT_OK && (e->slots_fd < 0 || (!inspect && !e->slots_writable)))
+        rc = open_slots(e, path, inspect, d->slot_bytes);
     if (rc == KVRT_OK) {
         e->refs++;
         if (fresh) {
@@ -466,21 +523,80 @@ void disk_read_end(struct disk_read *r)
     free(r);
 }
 
-int disk_read_get(struct disk_read *r, const struct store_id *id, const uint8_t **buf, uint64_t *len)
+/* The slot an index value names. */
+static bool slot_of(const MDB_val *v, uint64_t *slot)
+{
+    if (v->mv_size != 8)
+        return false;
+    *slot = rd64(v->mv_data);
+    return true;
+}
+
+static uint64_t read_slot(struct disk_env *e, uint64_t slot, uint8_t *buf, uint64_t bytes)
+{
+    uint64_t got = 0;
+    while (got < bytes) {
+        ssize_t n = pread(e->slots_fd, buf + got, bytes - got, (off_t)(slot * e->slot_bytes + got));
+        if (n <= 0)
+            break;
+        got += (uint64_t)n;
+    }
+    return got;
+}
+
+int disk_read_get(struct disk_read *r, const struct store_id *id, uint8_t *buf, bool *found, uint64_t *slot,
+                  uint64_t *len)
 {
     uint8_t key[STORE_DBKEY_BYTES];
     store_dbkey(id, key);
     MDB_val k = {sizeof(key), key}, v;
-    *buf = NULL;
+    *found = false;
     *len = 0;
     int rc = mdb_get(r->txn, r->d->env->entries, &k, &v);
     if (rc == MDB_NOTFOUND)
         return KVRT_OK;
     if (rc != MDB_SUCCESS)
-        return lmdb_fail(r->d->path, "cannot read an entry", rc);
-    *buf = v.mv_data;
-    *len = v.mv_size;
+        return lmdb_fail(r->d->path, "cannot read the index", rc);
+    *found = true;
+    if (!slot_of(&v, slot))
+        return KVRT_OK; /* a damaged index record: 0 bytes, which the checks refuse */
+    *len = read_slot(r->d->env, *slot, buf, r->d->value_bytes);
     return KVRT_OK;
+}
+
+void disk_read_prefetch(struct disk_read *r, const struct store_id *ids, uint64_t n)
+{
+    struct disk_env *e = r->d->env;
+    uint64_t lo = UINT64_MAX, hi = 0;
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t key[STORE_DBKEY_BYTES];
+        store_dbkey(&ids[i], key);
+        MDB_val k = {sizeof(key), key}, v;
+        uint64_t slot;
+        if (mdb_get(r->txn, e->entries, &k, &v) != MDB_SUCCESS || !slot_of(&v, &slot))
+            continue;
+        lo = slot < lo ? slot : lo;
+        hi = slot > hi ? slot : hi;
+    }
+    /* one range when they are neighbours (as a put lays them out); a few
+     * slots of others in between cost little */
+    if (lo <= hi && hi - lo < 4 * n)
+        posix_fadvise(e->slots_fd, (off_t)(lo * e->slot_bytes), (off_t)((hi - lo + 1) * e->slot_bytes),
+                      POSIX_FADV_WILLNEED);
+}
+
+bool disk_still_at(struct disk_tier *d, const struct store_id *id, uint64_t slot)
+{
+    struct disk_read *r;
+    if (disk_read_begin(d, &r) != KVRT_OK)
+        return false;
+    uint8_t key[STORE_DBKEY_BYTES];
+    store_dbkey(id, key);
+    MDB_val k = {sizeof(key), key}, v;
+    uint64_t now_at = 0;
+    bool same = mdb_get(r->txn, d->env->entries, &k, &v) == MDB_SUCCESS && slot_of(&v, &now_at) && now_at == slot;
+    disk_read_end(r);
+    return same;
 }
 
 int disk_read_has(struct disk_read *r, const uint8_t key[KVRT_STORE_KEY_BYTES], uint32_t head, uint32_t n, bool *has)
@@ -516,7 +632,40 @@ static void lru_key(uint8_t out[LRU_KEY_BYTES], uint64_t tick, const uint8_t dbk
     memcpy(out + 8, dbkey, STORE_DBKEY_BYTES);
 }
 
-/* Delete an entry and its recency records. */
+/* A slot back to the free ones; reused slots are taken lowest first. */
+static int free_slot(MDB_txn *txn, struct disk_env *e, uint64_t slot)
+{
+    uint8_t b[8];
+    be64(b, slot);
+    MDB_val k = {8, b}, empty = {0, NULL};
+    return mdb_put(txn, e->free_slots, &k, &empty, 0);
+}
+
+/* A slot for a new entry: a free one, else one past the end of the file. */
+static int alloc_slot(MDB_txn *txn, struct disk_env *e, uint64_t *slot)
+{
+    MDB_cursor *c;
+    int rc = mdb_cursor_open(txn, e->free_slots, &c);
+    if (rc != MDB_SUCCESS)
+        return rc;
+    MDB_val k, v;
+    rc = mdb_cursor_get(c, &k, &v, MDB_FIRST);
+    if (rc == MDB_SUCCESS && k.mv_size == 8) {
+        *slot = 0;
+        for (int i = 0; i < 8; i++)
+            *slot = (*slot << 8) | ((const uint8_t *)k.mv_data)[i];
+        rc = mdb_cursor_del(c, 0);
+        mdb_cursor_close(c);
+        return rc;
+    }
+    mdb_cursor_close(c);
+    if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
+        return rc;
+    *slot = meta_u64(txn, e, "slots", 0);
+    return meta_put_u64(txn, e, "slots", *slot + 1);
+}
+
+/* Delete an entry and its recency records; its slot is free again. */
 static int delete_entry(MDB_txn *txn, struct disk_env *e, const uint8_t dbkey[STORE_DBKEY_BYTES])
 {
     MDB_val k = {STORE_DBKEY_BYTES, (void *)dbkey}, v;
@@ -531,6 +680,9 @@ static int delete_entry(MDB_txn *txn, struct disk_env *e, const uint8_t dbkey[ST
     }
     rc = mdb_del(txn, e->ticks, &k, NULL);
     if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
+        return rc;
+    uint64_t slot;
+    if (mdb_get(txn, e->entries, &k, &v) == MDB_SUCCESS && slot_of(&v, &slot) && (rc = free_slot(txn, e, slot)) != 0)
         return rc;
     rc = mdb_del(txn, e->entries, &k, NULL);
     return rc == MDB_NOTFOUND ? MDB_SUCCESS : rc;
@@ -560,10 +712,15 @@ static int evict_one(MDB_txn *txn, struct disk_env *e, bool *none)
         if ((rc = mdb_cursor_open(txn, e->entries, &ec)) != MDB_SUCCESS)
             return rc;
         rc = mdb_cursor_get(ec, &k, &v, MDB_FIRST);
-        if (rc == MDB_SUCCESS)
+        bool one = rc == MDB_SUCCESS && k.mv_size == STORE_DBKEY_BYTES;
+        if (one)
+            memcpy(dbkey, k.mv_data, STORE_DBKEY_BYTES);
+        else if (rc == MDB_SUCCESS)
             rc = mdb_cursor_del(ec, 0);
         mdb_cursor_close(ec);
         *none = rc != MDB_SUCCESS;
+        if (one)
+            return delete_entry(txn, e, dbkey);
         return rc == MDB_NOTFOUND ? MDB_SUCCESS : rc;
     }
     if (rc != MDB_SUCCESS || !have)
@@ -604,63 +761,152 @@ static int set_tick(MDB_txn *txn, struct disk_env *e, const uint8_t dbkey[STORE_
     return rc;
 }
 
+static int write_all(int fd, const uint8_t *buf, uint64_t bytes, uint64_t offset)
+{
+    uint64_t done = 0;
+    while (done < bytes) {
+        ssize_t n = pwrite(fd, buf + done, bytes - done, (off_t)(offset + done));
+        if (n < 0 && errno == EINTR)
+            continue;
+        if (n <= 0)
+            return n < 0 ? errno : EIO;
+        done += (uint64_t)n;
+    }
+    return 0;
+}
+
+/* Slots [first, first + n) from n buffers in one call where it can. */
+static int write_run(int fd, struct mem_entry *const *puts, uint64_t n, uint64_t slot_bytes, uint64_t first)
+{
+    struct iovec iov[64];
+    uint64_t done = 0;
+    while (done < n) {
+        int m = (int)(n - done < 64 ? n - done : 64);
+        for (int i = 0; i < m; i++)
+            iov[i] = (struct iovec){puts[done + (uint64_t)i]->buf, slot_bytes};
+        ssize_t w = pwritev(fd, iov, m, (off_t)((first + done) * slot_bytes));
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w < 0)
+            return errno;
+        if ((uint64_t)w != (uint64_t)m * slot_bytes) {
+            /* a short write (a full disk): the rest one by one, which says why */
+            uint64_t whole = (uint64_t)w / slot_bytes;
+            for (uint64_t i = whole; i < (uint64_t)m; i++) {
+                int rc = write_all(fd, puts[done + i]->buf, slot_bytes, (first + done + i) * slot_bytes);
+                if (rc != 0)
+                    return rc;
+            }
+        }
+        done += (uint64_t)m;
+    }
+    return 0;
+}
+
+/* The entries' bytes into their slots, synced: O_DIRECT from the entries'
+ * own buffers where the file system takes it, else through the page cache;
+ * runs of neighbouring slots (a growing file) in one call each. */
+static int write_slots(struct disk_tier *d, struct mem_entry *const *puts, const uint64_t *slots, uint64_t n)
+{
+    struct disk_env *e = d->env;
+    if (n == 0)
+        return 0;
+    for (uint64_t i = 0; i < n;) {
+        uint64_t run = 1;
+        while (i + run < n && slots[i + run] == slots[i] + run)
+            run++;
+        int rc = -1;
+        if (e->direct_fd >= 0)
+            rc = write_run(e->direct_fd, puts + i, run, d->slot_bytes, slots[i]);
+        if (rc == EINVAL || rc == -1) /* no O_DIRECT here: buffered */
+            rc = write_run(e->slots_fd, puts + i, run, d->slot_bytes, slots[i]);
+        if (rc != 0)
+            return rc;
+        i += run;
+    }
+    /* the bytes are on disk before the index that names them */
+    return fdatasync(e->slots_fd) == 0 ? 0 : errno;
+}
+
 static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
 {
     struct disk_env *e = d->env;
     uint64_t clock = meta_u64(txn, e, "clock", 0) + 1;
     uint64_t capacity = meta_u64(txn, e, "capacity", KVRT_STORE_DEFAULT_DISK_BYTES);
-    uint64_t limit = capacity / d->value_bytes;
+    uint64_t limit = capacity / d->slot_bytes;
     MDB_stat st;
     int rc = mdb_stat(txn, e->entries, &st);
     if (rc != MDB_SUCCESS)
         return rc;
     uint64_t count = st.ms_entries;
     uint8_t dbkey[STORE_DBKEY_BYTES];
-    for (uint64_t i = 0; i < b->num_drops; i++) {
-        store_dbkey(&b->drops[i], dbkey);
-        if ((rc = delete_entry(txn, e, dbkey)) != MDB_SUCCESS)
-            return rc;
+    struct mem_entry **fresh = malloc((b->num_puts ? b->num_puts : 1) * sizeof(*fresh));
+    uint64_t *slots = malloc((b->num_puts ? b->num_puts : 1) * sizeof(*slots));
+    if (!fresh || !slots) {
+        free(fresh);
+        free(slots);
+        return ENOMEM;
     }
-    for (uint64_t i = 0; i < b->num_puts; i++) {
+    /* Slots first, from what was free when this transaction began: a slot
+     * freed below (an eviction, a drop) still holds a committed entry until
+     * the commit, and must not be written before it. */
+    uint64_t n = 0;
+    for (uint64_t i = 0; i < b->num_puts && rc == MDB_SUCCESS; i++) {
         struct mem_entry *me = b->puts[i];
         store_dbkey(&me->id, dbkey);
         MDB_val k = {sizeof(dbkey), dbkey}, v;
-        if (mdb_get(txn, e->entries, &k, &v) == MDB_SUCCESS) {
+        bool twice = false;
+        for (uint64_t j = 0; j < n && !twice; j++)
+            twice = fresh[j]->id.head == me->id.head && memcmp(fresh[j]->id.key, me->id.key, KVRT_STORE_KEY_BYTES) == 0;
+        if (twice || mdb_get(txn, e->entries, &k, &v) == MDB_SUCCESS) {
             b->present++;
-            if ((rc = set_tick(txn, e, dbkey, clock, false)) != MDB_SUCCESS)
-                return rc;
+            rc = set_tick(txn, e, dbkey, clock, false);
             continue;
         }
-        while (count >= limit && count > 0) {
-            bool none = false;
-            if ((rc = evict_one(txn, e, &none)) != MDB_SUCCESS)
-                return rc;
-            if (none)
-                break;
-            count--;
-            b->evicted++;
-        }
-        v.mv_size = d->value_bytes;
-        v.mv_data = NULL;
-        if ((rc = mdb_put(txn, e->entries, &k, &v, MDB_RESERVE | MDB_NOOVERWRITE)) != MDB_SUCCESS)
-            return rc;
-        memcpy(v.mv_data, me->buf, d->value_bytes);
-        if ((rc = set_tick(txn, e, dbkey, clock, false)) != MDB_SUCCESS)
-            return rc;
-        count++;
-        b->written++;
+        fresh[n] = me;
+        rc = alloc_slot(txn, e, &slots[n]);
+        n++;
     }
-    for (uint64_t i = 0; i < b->num_touches; i++) {
+    for (uint64_t i = 0; i < b->num_drops && rc == MDB_SUCCESS; i++) {
+        store_dbkey(&b->drops[i], dbkey);
+        rc = delete_entry(txn, e, dbkey);
+    }
+    if (rc == MDB_SUCCESS)
+        rc = mdb_stat(txn, e->entries, &st);
+    count = st.ms_entries;
+    /* room for the new ones, least recently used out first */
+    while (rc == MDB_SUCCESS && count + n > limit && count > 0) {
+        bool none = false;
+        if ((rc = evict_one(txn, e, &none)) != MDB_SUCCESS || none)
+            break;
+        count--;
+        b->evicted++;
+    }
+    for (uint64_t i = 0; i < n && rc == MDB_SUCCESS; i++) {
+        uint8_t sb[8];
+        le64(sb, slots[i]);
+        store_dbkey(&fresh[i]->id, dbkey);
+        MDB_val k = {sizeof(dbkey), dbkey}, v = {8, sb};
+        if ((rc = mdb_put(txn, e->entries, &k, &v, MDB_NOOVERWRITE)) == MDB_SUCCESS)
+            rc = set_tick(txn, e, dbkey, clock, false);
+    }
+    for (uint64_t i = 0; i < b->num_touches && rc == MDB_SUCCESS; i++) {
         store_dbkey(&b->touches[i], dbkey);
-        if ((rc = set_tick(txn, e, dbkey, clock, true)) != MDB_SUCCESS)
-            return rc;
+        rc = set_tick(txn, e, dbkey, clock, true);
     }
+    b->written = n;
     static const char *const names[] = {"hits", "misses", "writes", "evictions"};
     uint64_t add[] = {b->add_hits, b->add_misses, b->written, b->evicted};
-    for (int i = 0; i < 4; i++)
-        if (add[i] && (rc = meta_put_u64(txn, e, names[i], meta_u64(txn, e, names[i], 0) + add[i])) != MDB_SUCCESS)
-            return rc;
-    return meta_put_u64(txn, e, "clock", clock);
+    for (int i = 0; i < 4 && rc == MDB_SUCCESS; i++)
+        if (add[i])
+            rc = meta_put_u64(txn, e, names[i], meta_u64(txn, e, names[i], 0) + add[i]);
+    if (rc == MDB_SUCCESS)
+        rc = meta_put_u64(txn, e, "clock", clock);
+    if (rc == MDB_SUCCESS)
+        rc = write_slots(d, fresh, slots, n);
+    free(fresh);
+    free(slots);
+    return rc;
 }
 
 int disk_write(struct disk_tier *d, struct disk_batch *b)
@@ -698,7 +944,7 @@ int disk_counts(struct disk_tier *d, struct disk_counts *out)
     rc = mdb_stat(txn, e->entries, &st);
     if (rc == MDB_SUCCESS) {
         out->entries = st.ms_entries;
-        out->bytes = st.ms_entries * d->value_bytes;
+        out->bytes = st.ms_entries * d->slot_bytes;
         out->capacity = meta_u64(txn, e, "capacity", 0);
         out->clock = meta_u64(txn, e, "clock", 0);
         out->hits = meta_u64(txn, e, "hits", 0);
@@ -707,11 +953,14 @@ int disk_counts(struct disk_tier *d, struct disk_counts *out)
         out->evictions = meta_u64(txn, e, "evictions", 0);
     }
     txn_abort(e, txn);
-    char data[4200];
-    struct stat fst;
-    snprintf(data, sizeof(data), "%s/data.mdb", d->path);
-    if (stat(data, &fst) == 0)
-        out->file_bytes = (uint64_t)fst.st_size;
+    static const char *const files[] = {"data.mdb", "slots.dat"};
+    for (int i = 0; i < 2; i++) {
+        char data[4200];
+        struct stat fst;
+        snprintf(data, sizeof(data), "%s/%s", d->path, files[i]);
+        if (stat(data, &fst) == 0)
+            out->file_bytes += (uint64_t)fst.st_size;
+    }
     return rc == MDB_SUCCESS ? KVRT_OK : lmdb_fail(d->path, "cannot count the entries", rc);
 }
 
@@ -731,6 +980,12 @@ int disk_list(struct disk_tier *d,
     }
     MDB_val k, v;
     int stop = 0;
+    uint8_t *buf = malloc(d->slot_bytes);
+    if (!buf) {
+        mdb_cursor_close(c);
+        txn_abort(e, txn);
+        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+    }
     for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == MDB_SUCCESS && !stop;
          rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
         struct kvrt_store_entry_info info;
@@ -741,13 +996,17 @@ int disk_list(struct disk_tier *d,
             store_id_from_dbkey(k.mv_data, &id);
         memcpy(info.key, id.key, KVRT_STORE_KEY_BYTES);
         info.head = id.head;
-        info.bytes = v.mv_size;
         MDB_val tv;
         if (mdb_get(txn, e->ticks, &k, &tv) == MDB_SUCCESS && tv.mv_size == 8)
             info.last_used = rd64(tv.mv_data);
-        stop = each(user, &info, k.mv_size == STORE_DBKEY_BYTES ? v.mv_data : NULL,
-                    k.mv_size == STORE_DBKEY_BYTES ? v.mv_size : 0);
+        uint64_t slot, len = 0;
+        bool ok = k.mv_size == STORE_DBKEY_BYTES && slot_of(&v, &slot);
+        if (ok)
+            len = read_slot(e, slot, buf, d->value_bytes);
+        info.bytes = len;
+        stop = each(user, &info, ok ? buf : NULL, len);
     }
+    free(buf);
     mdb_cursor_close(c);
     txn_abort(e, txn);
     if (stop)
@@ -767,7 +1026,7 @@ int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted)
     MDB_stat st;
     rc = mdb_stat(txn, e->entries, &st);
     uint64_t count = rc == MDB_SUCCESS ? st.ms_entries : 0;
-    while (rc == MDB_SUCCESS && count * d->value_bytes > target) {
+    while (rc == MDB_SUCCESS && count * d->slot_bytes > target) {
         bool none = false;
         rc = evict_one(txn, e, &none);
         if (none)

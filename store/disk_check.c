@@ -35,6 +35,7 @@
 #define P_INVALID UINT64_MAX
 #define MAX_DEPTH 32u /* LMDB's cursor stack */
 #define DB_BYTES 48u  /* MDB_db */
+#define MDB_INTEGERKEY_FLAG 0x08u
 
 struct check {
     int fd;
@@ -77,6 +78,10 @@ static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_dep
 /* A tree described by an MDB_db record. */
 static bool check_db(struct check *c, const uint8_t *db, uint64_t at, bool free_table, uint64_t *entries)
 {
+    /* the flags change how LMDB reads the tree: the free-page table is
+     * integer-keyed, every other table of a store has none */
+    if (rd16(db + 4) != (free_table ? MDB_INTEGERKEY_FLAG : 0))
+        return fail(c, at, "describes a table with flags no store table has");
     unsigned depth = rd16(db + 6);
     uint64_t root = rd64(db + 40), count = rd64(db + 32);
     if (root == P_INVALID)
@@ -278,11 +283,26 @@ int disk_check_file(const char *path, uint64_t txnid)
     uint8_t meta[2][PAGE_HEADER + 160];
     const uint8_t *m = NULL;
     for (int i = 0; i < 2; i++) {
-        if (pread(c.fd, meta[i], sizeof(meta[i]), (off_t)(i * c.psize)) != (ssize_t)sizeof(meta[i]))
-            continue;
+        /* both must be sound: LMDB reads both, and takes the page size from
+         * the newer, which need not be the one it reads the tree from */
         const uint8_t *mm = meta[i] + PAGE_HEADER;
-        if (rd32(mm) == LMDB_MAGIC && rd32(mm + 4) == LMDB_DATA_VERSION && rd64(mm + 128) == txnid)
+        if (pread(c.fd, meta[i], sizeof(meta[i]), (off_t)(i * c.psize)) != (ssize_t)sizeof(meta[i]) ||
+            rd32(mm) != LMDB_MAGIC || rd32(mm + 4) != LMDB_DATA_VERSION || !(rd16(meta[i] + 10) & P_META) ||
+            rd32(mm + 24) != c.psize || rd64(meta[i]) != (uint64_t)i) {
+            close(c.fd);
+            return STORE_FAIL(KVRT_ERR_INVALID,
+                              "kvrt-store: \"%s\" is damaged: meta page %d is not LMDB's (format %u, page size %llu); "
+                              "restore it or remove the folder",
+                              file, i, LMDB_DATA_VERSION, ULL(c.psize));
+        }
+        if (rd64(mm + 128) == txnid)
             m = mm;
+    }
+    /* LMDB takes the page size from the meta page it uses */
+    if (m && rd32(m + 24) != c.psize) {
+        close(c.fd);
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: its meta pages disagree on the page size",
+                          file);
     }
     if (!m) {
         close(c.fd);

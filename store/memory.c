@@ -29,8 +29,13 @@ int mem_tier_init(struct mem_tier *t, uint64_t capacity, uint64_t entry_bytes)
     t->entry_bytes = entry_bytes;
     t->num_buckets = 64;
     t->buckets = calloc(t->num_buckets, sizeof(*t->buckets));
-    /* enough spare buffers for a burst of puts that each evict one */
-    t->max_free = 64;
+    /* as many spare buffers as the tier holds entries: a put that evicts
+     * reuses the evicted entry's pages instead of faulting fresh ones in,
+     * and the tier and its spares together stay within the capacity (a
+     * buffer is either an entry's or spare) */
+    t->max_free = entry_bytes ? capacity / entry_bytes : 0;
+    if (t->max_free < 64)
+        t->max_free = 64;
     t->free_bufs = calloc(t->max_free, sizeof(*t->free_bufs));
     if (!t->buckets || !t->free_bufs) {
         mem_tier_free(t);
@@ -108,8 +113,17 @@ struct mem_entry *mem_entry_new(struct mem_tier *t, const struct store_id *id)
     if (t->num_free > 0)
         e->buf = t->free_bufs[--t->num_free];
     pthread_mutex_unlock(&t->lock);
-    if (!e->buf)
-        e->buf = malloc(STORE_HEADER_BYTES + t->entry_bytes);
+    if (!e->buf) {
+        /* aligned and padded as a slot of the disk tier, which is written
+         * straight from it */
+        uint64_t bytes = store_slot_bytes(t->entry_bytes);
+        void *p = NULL;
+        if (posix_memalign(&p, STORE_SLOT_ALIGN, bytes) != 0)
+            p = NULL;
+        e->buf = p;
+        if (e->buf)
+            memset(e->buf + STORE_HEADER_BYTES + t->entry_bytes, 0, bytes - STORE_HEADER_BYTES - t->entry_bytes);
+    }
     if (!e->buf) {
         free(e);
         return NULL;

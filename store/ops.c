@@ -288,6 +288,7 @@ static int run_put(struct store_op *op, uint64_t *tokens)
 struct found {
     const uint8_t *payload;
     struct mem_entry *pinned; /* memory hit */
+    struct mem_entry *read;   /* disk hit: read into this entry's buffer */
     void *reply;              /* shared hit */
     int tier;                 /* 0 memory, 1 disk, 2 shared */
 };
@@ -296,6 +297,7 @@ static void release_found(kvrt_store *s, struct found *f)
 {
     if (f->pinned)
         mem_tier_unpin(&s->mem, f->pinned);
+    mem_entry_unref(&s->mem, f->read);
     shared_reply_free(f->reply);
     memset(f, 0, sizeof(*f));
 }
@@ -315,7 +317,8 @@ static void bad_entry(kvrt_store *s, const struct store_id *id, const char *tier
         shared_drop(&s->shared, id);
 }
 
-static bool find_entry(struct store_op *op, struct disk_read *r, const struct store_id *id, struct found *f)
+/* An entry from memory or the disk. */
+static bool find_local(struct store_op *op, struct disk_read *r, const struct store_id *id, struct found *f)
 {
     kvrt_store *s = op->store;
     memset(f, 0, sizeof(*f));
@@ -324,32 +327,65 @@ static bool find_entry(struct store_op *op, struct disk_read *r, const struct st
         f->tier = 0;
         return true;
     }
-    const uint8_t *buf;
     uint64_t len;
-    if (r && disk_read_get(r, id, &buf, &len) == KVRT_OK && buf) {
-        const char *why = store_entry_check(&s->model, id, buf, len);
-        if (!why) {
-            f->payload = buf + STORE_HEADER_BYTES;
-            f->tier = 1;
-            return true;
-        }
-        bad_entry(s, id, "disk", why);
-    }
-    if (s->has_shared) {
-        shared_get(&s->shared, id, &f->reply, &buf, &len);
-        if (buf) {
-            const char *why = store_entry_check(&s->model, id, buf, len);
+    if (r) {
+        /* read into an entry's buffer: a hit is then promoted as it is */
+        struct mem_entry *e = mem_entry_new(&s->mem, id);
+        bool found = false;
+        uint64_t slot = 0;
+        if (e && disk_read_get(r, id, e->buf, &found, &slot, &len) == KVRT_OK && found) {
+            const char *why = store_entry_check(&s->model, id, e->buf, len);
             if (!why) {
-                f->payload = buf + STORE_HEADER_BYTES;
-                f->tier = 2;
+                f->payload = e->buf + STORE_HEADER_BYTES;
+                f->read = e;
+                f->tier = 1;
                 return true;
             }
-            bad_entry(s, id, "shared", why);
-            shared_reply_free(f->reply);
-            f->reply = NULL;
+            /* a slot reused by a writer since this read began is no damage */
+            if (disk_still_at(&s->disk, id, slot))
+                bad_entry(s, id, "disk", why);
         }
+        mem_entry_unref(&s->mem, e);
     }
     return false;
+}
+
+/* The chunk's entries, every head: memory and disk first, then what they
+ * missed from the shared tier in one pipeline.  How many were found. */
+static uint64_t find_chunk(struct store_op *op, struct disk_read *r, uint64_t c, struct found *f, struct store_id *ids,
+                           void **replies, const uint8_t **bufs, uint64_t *lens)
+{
+    kvrt_store *s = op->store;
+    uint64_t H = op->num_heads, got = 0, missing = 0;
+    for (uint64_t h = 0; h < H; h++) {
+        struct store_id id;
+        id_of(op, c, h, &id);
+        if (find_local(op, r, &id, &f[h]))
+            got++;
+        else
+            ids[missing++] = id;
+    }
+    if (!missing || !s->has_shared)
+        return got;
+    shared_get_many(&s->shared, ids, missing, replies, bufs, lens);
+    for (uint64_t h = 0, i = 0; h < H; h++) {
+        if (f[h].payload)
+            continue;
+        if (bufs[i]) {
+            const char *why = store_entry_check(&s->model, &ids[i], bufs[i], lens[i]);
+            if (!why) {
+                f[h].payload = bufs[i] + STORE_HEADER_BYTES;
+                f[h].reply = replies[i];
+                f[h].tier = 2;
+                got++;
+            } else {
+                bad_entry(s, &ids[i], "shared", why);
+                shared_reply_free(replies[i]);
+            }
+        }
+        i++;
+    }
+    return got;
 }
 
 static int run_get(struct store_op *op, uint64_t *tokens)
@@ -377,13 +413,21 @@ static int run_get(struct store_op *op, uint64_t *tokens)
         return rc;
     }
     uint64_t loaded = 0, hits[3] = {0, 0, 0}, misses = 0, num_promoted = 0;
+    struct store_id *next = r ? malloc(H * sizeof(*next)) : NULL;
+    struct store_id *ids = malloc(H * sizeof(*ids));
+    void **replies = malloc(H * sizeof(*replies));
+    const uint8_t **bufs = malloc(H * sizeof(*bufs));
+    uint64_t *lens = malloc(H * sizeof(*lens));
+    if (!ids || !replies || !bufs || !lens)
+        op->num_chunks = 0; /* nothing loaded; reported below */
     for (uint64_t c = 0; c < op->num_chunks; c++) {
         uint64_t got = 0;
-        for (uint64_t h = 0; h < H; h++) {
-            struct store_id id;
-            id_of(op, c, h, &id);
-            got += find_entry(op, r, &id, &f[h]);
-        }
+        /* the disk starts on the next chunk while this one is copied */
+        for (uint64_t h = 0; next && c + 1 < op->num_chunks && h < H; h++)
+            id_of(op, c + 1, h, &next[h]);
+        if (next && c + 1 < op->num_chunks)
+            disk_read_prefetch(r, next, H);
+        got = find_chunk(op, r, c, f, ids, replies, bufs, lens);
         if (got < H) {
             misses += H - got;
             for (uint64_t h = 0; h < H; h++)
@@ -397,7 +441,13 @@ static int run_get(struct store_op *op, uint64_t *tokens)
             hits[f[h].tier]++;
             if (f[h].tier == 1)
                 writer_touch(s, &id);
-            if (f[h].tier > 0 && (s->has_mem || (f[h].tier == 2 && s->has_disk))) {
+            if (f[h].tier == 1 && s->has_mem) {
+                /* promoted as read: the buffer becomes the memory tier's */
+                struct mem_entry *e = f[h].read;
+                f[h].read = NULL;
+                if (!mem_tier_insert(&s->mem, e))
+                    mem_entry_unref(&s->mem, e);
+            } else if (f[h].tier == 2 && (s->has_mem || s->has_disk)) {
                 /* promote to the tiers above */
                 struct mem_entry *e = mem_entry_new(&s->mem, &id);
                 if (e) {
@@ -414,6 +464,12 @@ static int run_get(struct store_op *op, uint64_t *tokens)
         }
         loaded += T;
     }
+    bool oom = !ids || !replies || !bufs || !lens;
+    free(next);
+    free(ids);
+    free(replies);
+    free((void *)bufs);
+    free(lens);
     disk_read_end(r);
     for (uint64_t i = 0; i < num_promoted; i++)
         writer_enqueue(s, promoted[i], WRITE_DISK);
@@ -428,6 +484,8 @@ static int run_get(struct store_op *op, uint64_t *tokens)
     s->counts.misses += misses;
     pthread_mutex_unlock(&s->count_lock);
     writer_count(s, hits[0] + hits[1] + hits[2], misses);
+    if (rc == KVRT_OK && oom)
+        rc = STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_get: out of memory");
     *tokens = rc == KVRT_OK ? loaded : 0;
     return rc;
 }

@@ -7,10 +7,12 @@
  * read timeouts bound every call, the first failure is warned about in one
  * line, and no call tries again before a pause has passed (each call would
  * otherwise wait out the timeout). */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
+#include <sys/uio.h>
 
 #include <hiredis/hiredis.h>
 
@@ -20,8 +22,9 @@
 #define KEY_BYTES (sizeof(KEY_PREFIX) - 1 + STORE_DBKEY_BYTES)
 /* Pause after a failure before the next attempt, in seconds. */
 #define RETRY_S 5.0
-/* Commands per pipeline round. */
+/* Commands per pipeline round; iovecs per writev. */
 #define PIPELINE 64
+#define IOV_BATCH 192
 
 struct shared_conn {
     redisContext *c;
@@ -211,6 +214,45 @@ void shared_get(struct shared_tier *t, const struct store_id *id, void **reply, 
     pthread_mutex_unlock(&t->fg_lock);
 }
 
+void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, void **replies,
+                     const uint8_t **bufs, uint64_t *lens)
+{
+    for (uint64_t i = 0; i < n; i++) {
+        replies[i] = NULL;
+        bufs[i] = NULL;
+        lens[i] = 0;
+    }
+    pthread_mutex_lock(&t->fg_lock);
+    bool ok = ensure(t, t->fg);
+    char key[KEY_BYTES];
+    size_t klens[] = {3, sizeof(key)};
+    for (uint64_t i = 0; i < n && ok; i++) {
+        redis_key(&ids[i], key);
+        const char *argv[] = {"GET", key};
+        ok = redisAppendCommandArgv(t->fg->c, 2, argv, klens) == REDIS_OK;
+    }
+    for (uint64_t i = 0; i < n && ok; i++) {
+        redisReply *r = NULL;
+        ok = redisGetReply(t->fg->c, (void **)&r) == REDIS_OK && r;
+        if (ok && r->type == REDIS_REPLY_STRING) {
+            replies[i] = r;
+            bufs[i] = (const uint8_t *)r->str;
+            lens[i] = r->len;
+        } else if (r) {
+            freeReplyObject(r);
+        }
+    }
+    if (!ok && t->fg->c) {
+        for (uint64_t i = 0; i < n; i++) {
+            shared_reply_free(replies[i]);
+            replies[i] = NULL;
+            bufs[i] = NULL;
+        }
+        failed(t, t->fg, t->fg->c ? t->fg->c->errstr : NULL);
+    }
+    pthread_mutex_unlock(&t->fg_lock);
+}
+
 void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, bool *has)
 {
     for (uint64_t i = 0; i < n; i++)
@@ -245,33 +287,66 @@ void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, b
     pthread_mutex_unlock(&t->fg_lock);
 }
 
+/* Write all of iov[0..n), through short writes. */
+static bool write_iov(int fd, struct iovec *iov, int n)
+{
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n > IOV_BATCH ? IOV_BATCH : n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
+            return false;
+        while (n > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
+        }
+    }
+    return true;
+}
+
 uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uint64_t n, uint64_t value_bytes)
 {
+    /* The SETs are written as the protocol spells them, each value straight
+     * from its entry's buffer (hiredis would copy every value into one
+     * command buffer first); hiredis reads the replies. */
     uint64_t done = 0;
+    char heads[PIPELINE][96];
+    static const char crlf[] = "\r\n";
+    struct iovec iov[3 * PIPELINE];
     for (uint64_t at = 0; at < n;) {
         if (!ensure(t, t->bg))
             break;
         uint64_t m = n - at < PIPELINE ? n - at : PIPELINE;
-        bool ok = true;
-        for (uint64_t i = 0; i < m && ok; i++) {
+        int k = 0;
+        for (uint64_t i = 0; i < m; i++) {
             char key[KEY_BYTES];
             redis_key(&entries[at + i]->id, key);
-            const char *argv[] = {"SET", key, (const char *)entries[at + i]->buf};
-            size_t lens[] = {3, sizeof(key), value_bytes};
-            ok = redisAppendCommandArgv(t->bg->c, 3, argv, lens) == REDIS_OK;
+            int len = snprintf(heads[i], sizeof(heads[i]), "*3\r\n$3\r\nSET\r\n$%zu\r\n", sizeof(key));
+            memcpy(heads[i] + len, key, sizeof(key));
+            len += (int)sizeof(key);
+            len += snprintf(heads[i] + len, sizeof(heads[i]) - (size_t)len, "\r\n$%llu\r\n", ULL(value_bytes));
+            iov[k++] = (struct iovec){heads[i], (size_t)len};
+            iov[k++] = (struct iovec){entries[at + i]->buf, value_bytes};
+            iov[k++] = (struct iovec){(void *)crlf, 2};
         }
+        bool ok = write_iov(t->bg->c->fd, iov, k);
         for (uint64_t i = 0; i < m && ok; i++) {
             redisReply *r = NULL;
             ok = redisGetReply(t->bg->c, (void **)&r) == REDIS_OK && r;
             if (ok && r->type == REDIS_REPLY_STATUS)
                 done++;
-            else if (ok && r->type == REDIS_REPLY_ERROR)
+            else if (ok && r->type == REDIS_REPLY_ERROR && i == 0)
                 store_warn(t->store, "shared tier %s refused an entry: %s", t->url, r->str);
             if (r)
                 freeReplyObject(r);
         }
         if (!ok) {
-            failed(t, t->bg, t->bg->c ? t->bg->c->errstr : NULL);
+            failed(t, t->bg, t->bg->c && t->bg->c->errstr[0] ? t->bg->c->errstr : "could not send");
             break;
         }
         at += m;

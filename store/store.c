@@ -59,7 +59,8 @@ int kvrt_store_span_tp(const kvrt_store *s, struct kvrt_store_span *span, uint64
     if (!s || !span)
         return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_span_tp: the store and the span are required");
     if (s->inspect)
-        return STORE_FAIL(KVRT_ERR_STATE, "kvrt_store_span_tp: the store was opened to inspect its directory (no model)");
+        return STORE_FAIL(KVRT_ERR_STATE,
+                          "kvrt_store_span_tp: the store was opened to inspect its directory (no model)");
     struct kvrt_tp_heads h;
     int rc = kvrt_tp_heads(s->model.num_heads, tp_size, rank, &h);
     if (rc != KVRT_OK)

@@ -78,6 +78,15 @@ void store_id_from_dbkey(const uint8_t in[STORE_DBKEY_BYTES], struct store_id *i
 #define STORE_HEADER_BYTES 128u
 #define STORE_CHECKSUM_OFFSET 112u
 
+/* The bytes one entry takes in a buffer or a slot of the disk tier's slot
+ * file: header and payload, rounded up to 4 KiB so that a slot can be
+ * written with O_DIRECT straight from the buffer. */
+#define STORE_SLOT_ALIGN 4096u
+static inline uint64_t store_slot_bytes(uint64_t payload_bytes)
+{
+    return (STORE_HEADER_BYTES + payload_bytes + STORE_SLOT_ALIGN - 1) / STORE_SLOT_ALIGN * STORE_SLOT_ALIGN;
+}
+
 /* Fill the header in front of the payload (buf: header + payload). */
 void store_entry_seal(const struct store_model *m, const struct store_id *id, uint8_t *buf);
 
@@ -193,6 +202,7 @@ struct disk_tier {
     struct disk_env *env;
     char *path;
     uint64_t value_bytes; /* header + payload of every entry */
+    uint64_t slot_bytes;  /* what one takes in the slot file */
 };
 
 /* Open or create the directory for model m; with inspect, open an existing
@@ -207,9 +217,18 @@ int disk_check_file(const char *path, uint64_t txnid);
 struct disk_read;
 int disk_read_begin(struct disk_tier *d, struct disk_read **out);
 void disk_read_end(struct disk_read *r);
-/* The entry's bytes (valid until disk_read_end); KVRT_OK with *buf NULL
- * when absent. */
-int disk_read_get(struct disk_read *r, const struct store_id *id, const uint8_t **buf, uint64_t *len);
+/* The entry's bytes read into buf (store_slot_bytes of them; *found false
+ * when the index has no such entry); *slot gets where it was read from,
+ * *len how many bytes the slot file gave (less than the entry when the
+ * file is cut short). */
+int disk_read_get(struct disk_read *r, const struct store_id *id, uint8_t *buf, bool *found, uint64_t *slot,
+                  uint64_t *len);
+/* Ask the kernel to start reading these entries' slots (a get's next
+ * chunk while it copies this one). */
+void disk_read_prefetch(struct disk_read *r, const struct store_id *ids, uint64_t n);
+/* Whether id is still stored in `slot` (a fresh snapshot): an entry that
+ * fails its checks may only have been read while its slot was reused. */
+bool disk_still_at(struct disk_tier *d, const struct store_id *id, uint64_t slot);
 /* Which of heads [head, head + n) of key are present (has[i]). */
 int disk_read_has(struct disk_read *r, const uint8_t key[KVRT_STORE_KEY_BYTES], uint32_t head, uint32_t n, bool *has);
 
@@ -270,6 +289,9 @@ void shared_free(struct shared_tier *t);
  * shared_reply_free. */
 void shared_get(struct shared_tier *t, const struct store_id *id, void **reply, const uint8_t **buf, uint64_t *len);
 void shared_reply_free(void *reply);
+/* GETs of ids[0..n) in one pipeline: bufs[i] NULL where absent. */
+void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, void **replies,
+                     const uint8_t **bufs, uint64_t *lens);
 /* EXISTS of ids[0..n): has[i]; false everywhere when unreachable. */
 void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, bool *has);
 /* SET of sealed entries (the writer thread); returns how many went in. */

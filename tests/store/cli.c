@@ -67,7 +67,7 @@ static bool make(const char *dir, int seqs)
 static bool damage(const char *dir)
 {
     char path[4200];
-    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    snprintf(path, sizeof(path), "%s/slots.dat", dir);
     FILE *f = fopen(path, "r+b");
     if (!f)
         return false;
@@ -142,8 +142,9 @@ int main(int argc, char **argv)
     tap_ok(r.status == 0 && strstr(r.out, "11 entries verified: 0 bad"), "and the store verifies again");
     spawn_result_free(&r);
 
-    r = run("store", "gc", dir, "--target", "9KiB");
-    tap_ok(r.status == 0 && strstr(r.out, "evicted 9 entries; 2 left"), "gc --target 9KiB keeps 2 entries: %s", r.out);
+    r = run("store", "gc", dir, "--target", "16KiB");
+    tap_ok(r.status == 0 && strstr(r.out, "evicted 9 entries; 2 left"),
+           "gc --target 16KiB keeps 2 entries (8 KiB slots): %s", r.out);
     spawn_result_free(&r);
     r = run("store", "gc", dir, "--json", NULL);
     j = json_of(&r);

@@ -62,7 +62,7 @@ static void options(void)
     o.memory_bytes = 0;
     o.path = st_tempdir("errors");
     o.disk_bytes = 1000;
-    REFUSED(kvrt_store_open(&o, &s), KVRT_ERR_INVALID, "disk_bytes 1000", "(4224 bytes)", NULL,
+    REFUSED(kvrt_store_open(&o, &s), KVRT_ERR_INVALID, "disk_bytes 1000", "(8192 bytes on disk)", NULL,
             "a disk smaller than one entry");
     st_rmdir(o.path);
     free((char *)o.path);

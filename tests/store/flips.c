@@ -1,7 +1,8 @@
 /*
  * A damaged data file, fuzzed: a store folder is copied and N copies get
- * random bytes of data.mdb changed (anywhere: LMDB's meta and tree pages,
- * entry headers, payloads) or the file cut at a random length.  Each copy
+ * random bytes of the index (data.mdb: LMDB's meta and tree pages) or of
+ * the slot file (slots.dat: entry headers, payloads) changed, or one of
+ * them cut at a random length.  Each copy
  * is then opened, looked up, loaded from and verified in a child process,
  * which must end normally: the open refuses the folder with a message, or
  * works and every token a get loads is exact.  Never a crash, never a wrong
@@ -125,32 +126,40 @@ static bool copy_file(const char *from, const char *to)
     return ok;
 }
 
-/* Damage a copy: flip bytes, or cut the file. */
+/* Damage a copy: flip bytes of the index (data.mdb) or of the slot file
+ * (slots.dat), or cut one of them. */
 static bool damage(const char *src, const char *dst, char *what, size_t size)
 {
-    char a[4300], b[4300];
+    static const char *const files[] = {"data.mdb", "slots.dat"};
     mkdir(dst, 0755);
-    snprintf(a, sizeof(a), "%s/data.mdb", src);
-    snprintf(b, sizeof(b), "%s/data.mdb", dst);
-    if (!copy_file(a, b))
-        return false;
+    for (int i = 0; i < 2; i++) {
+        char a[4300], b[4300];
+        snprintf(a, sizeof(a), "%s/%s", src, files[i]);
+        snprintf(b, sizeof(b), "%s/%s", dst, files[i]);
+        if (!copy_file(a, b))
+            return false;
+    }
+    const char *name = files[rng() % 2];
+    char b[4300];
+    snprintf(b, sizeof(b), "%s/%s", dst, name);
     struct stat st;
     if (stat(b, &st) != 0)
         return false;
     uint64_t size_bytes = (uint64_t)st.st_size;
     if (rng() % 8 == 0) {
         uint64_t cut = rng() % size_bytes;
-        snprintf(what, size, "cut to %llu of %llu bytes", (unsigned long long)cut, (unsigned long long)size_bytes);
+        snprintf(what, size, "%s cut to %llu of %llu bytes", name, (unsigned long long)cut,
+                 (unsigned long long)size_bytes);
         return truncate(b, (off_t)cut) == 0;
     }
     int fd = open(b, O_RDWR);
     if (fd < 0)
         return false;
     int flips = 1 + (int)(rng() % 8);
-    size_t used = (size_t)snprintf(what, size, "%d bytes changed at", flips);
+    size_t used = (size_t)snprintf(what, size, "%s: %d bytes changed at", name, flips);
     for (int i = 0; i < flips; i++) {
-        /* half of them in the first pages, where LMDB keeps its meta and
-         * tree pages */
+        /* in the index, half of them in the first pages, where LMDB keeps
+         * its meta and tree pages */
         uint64_t at = rng() % 2 ? rng() % (size_bytes < 32768 ? size_bytes : 32768) : rng() % size_bytes;
         unsigned char c = 0;
         if (pread(fd, &c, 1, (off_t)at) != 1)

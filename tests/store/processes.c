@@ -129,11 +129,15 @@ static int putter(const char *dir, uint64_t base)
     /* no memory tier: every entry goes through the queue to disk */
     kvrt_store *s = st_open(&model, "crash", T, 0, dir, 0, NULL);
     struct seq q;
-    if (!s || !seq_cache(&q, KVRT_LAYOUT_LBHNC, 16))
+    if (!s || !seq_cache(&q, KVRT_LAYOUT_LBHNC, 16)) {
+        fprintf(stderr, "putter: %s\n", kvrt_error_message());
         return 3;
+    }
     for (uint64_t k = base;; k++) {
-        if (!seq_put(s, &q, k) || kvrt_store_flush(s) != KVRT_OK)
+        if (!seq_put(s, &q, k) || kvrt_store_flush(s) != KVRT_OK) {
+            fprintf(stderr, "putter: sequence %llu: %s\n", (unsigned long long)k, kvrt_error_message());
             return 4;
+        }
         printf("stored %llu\n", (unsigned long long)k);
         fflush(stdout);
     }
@@ -293,6 +297,8 @@ static void crash(const char *dir, int rounds)
                ms, (unsigned long long)reported, (unsigned long long)r.entries);
         if (lost || wrong)
             tap_diag("lost %llu, wrong %llu", (unsigned long long)lost, (unsigned long long)wrong);
+        if (!WIFSIGNALED(st))
+            tap_diag("the putter ended by itself (status %d) before it was killed", st);
         kvrt_store_close(s);
         if (ok)
             st_cache_free(&q.c);
