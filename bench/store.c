@@ -181,7 +181,7 @@ static int memory(int rounds)
         seq_make(&q, layouts[li], tokens);
         kvrt_store *s = open_store(NULL, 4 * bytes, NULL);
         double put[32], get[32], roof[32];
-        int n = rounds > 32 ? 32 : rounds;
+        int n = rounds > 32 ? 32 : rounds < 1 ? 1 : rounds;
         /* warm: fill the tier to its capacity, so puts evict and reuse */
         for (int w = 0; w < 5; w++) {
             seq_tokens(&q, 1000 + (uint64_t)w);
@@ -206,12 +206,12 @@ static int memory(int rounds)
     return 0;
 }
 
-/* Drop the data file's pages from the page cache (they are clean once
+/* Drop the slot file's pages from the page cache (they are clean once
  * flushed): the next read comes from the disk. */
 static void cold(const char *dir)
 {
     char path[4200];
-    snprintf(path, sizeof(path), "%s/data.mdb", dir);
+    snprintf(path, sizeof(path), "%s/slots.dat", dir);
     int fd = open(path, O_RDONLY);
     if (fd < 0 || fdatasync(fd) != 0 || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0)
         fprintf(stderr, "bench-store: could not drop %s from the page cache\n", path);

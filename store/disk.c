@@ -49,6 +49,8 @@ static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct disk_env *registry;
 
 #define LRU_KEY_BYTES (8 + STORE_DBKEY_BYTES)
+/* LMDB's two meta pages, the least a data file holds */
+#define LMDB_METAS_BYTES 8192u
 
 static uint64_t rd64(const void *p)
 {
@@ -207,7 +209,8 @@ static int check_dir(const char *path, bool inspect, bool *exists)
         struct stat sst;
         snprintf(slots, sizeof(slots), "%s/slots.dat", path);
         bool has_entries = stat(slots, &sst) == 0 && sst.st_size > 0;
-        if (!S_ISREG(st.st_mode) || (st.st_size == 0 && has_entries) || (st.st_size > 0 && st.st_size < 2 * 4096))
+        if (!S_ISREG(st.st_mode) || (st.st_size == 0 && has_entries) ||
+            (st.st_size > 0 && st.st_size < (off_t)LMDB_METAS_BYTES))
             return STORE_FAIL(KVRT_ERR_INVALID,
                               "kvrt-store: \"%s\" is truncated or damaged: %lld bytes, less than LMDB's two meta "
                               "pages (8192 bytes); restore it or remove the folder",
@@ -838,8 +841,10 @@ static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
     int rc = mdb_stat(txn, e->entries, &st);
     if (rc != MDB_SUCCESS)
         return rc;
-    uint64_t count = st.ms_entries;
+    uint64_t count;
     uint8_t dbkey[STORE_DBKEY_BYTES];
+    /* an array of pointers to entries: sizeof(*fresh) is a pointer's size */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
     struct mem_entry **fresh = malloc((b->num_puts ? b->num_puts : 1) * sizeof(*fresh));
     uint64_t *slots = malloc((b->num_puts ? b->num_puts : 1) * sizeof(*slots));
     if (!fresh || !slots) {

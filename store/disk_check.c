@@ -135,13 +135,13 @@ static int cmp_span(const void *a, const void *b)
  * number of bytes; it moves bytes between them trusting that (deleting a
  * node shifts the ones below it), so nodes that overlap or leave the page
  * would make it write outside the page. */
-static bool check_tiling(struct check *c, uint64_t pg, const uint8_t *p, unsigned keys, unsigned upper, bool leaf)
+static bool check_tiling(struct check *c, uint64_t pg, const uint8_t *p, size_t keys, unsigned upper, bool leaf)
 {
     uint32_t *spans = malloc(2 * keys * sizeof(*spans));
     if (!spans)
         return fail(c, pg, "cannot be checked (out of memory)");
     bool ok = true;
-    for (unsigned i = 0; ok && i < keys; i++) {
+    for (size_t i = 0; ok && i < keys; i++) {
         unsigned off = rd16(p + PAGE_HEADER + 2 * i);
         if (off < upper || off + NODE_HEADER > c->psize) {
             ok = fail(c, pg, "has a node outside the page");
@@ -160,7 +160,7 @@ static bool check_tiling(struct check *c, uint64_t pg, const uint8_t *p, unsigne
     if (ok) {
         qsort(spans, keys, 2 * sizeof(*spans), cmp_span);
         uint64_t at = upper;
-        for (unsigned i = 0; ok && i < keys; i++) {
+        for (size_t i = 0; ok && i < keys; i++) {
             if (spans[2 * i] != at)
                 ok = fail(c, pg, "has nodes that overlap or leave gaps");
             at = spans[2 * i] + (uint64_t)spans[2 * i + 1];
@@ -196,12 +196,12 @@ static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_dep
         ok = fail(c, pg, "is at another depth than its tree says");
     else if (lower < PAGE_HEADER || lower > upper || upper > c->psize || (lower - PAGE_HEADER) % 2)
         ok = fail(c, pg, "has its free space out of bounds");
-    unsigned keys = ok ? (lower - PAGE_HEADER) / 2 : 0;
+    size_t keys = ok ? (lower - PAGE_HEADER) / 2 : 0;
     if (ok && keys == 0)
         ok = fail(c, pg, "holds no nodes");
     if (ok)
         ok = check_tiling(c, pg, p, keys, upper, leaf);
-    for (unsigned i = 0; ok && i < keys; i++) {
+    for (size_t i = 0; ok && i < keys; i++) {
         unsigned off = rd16(p + PAGE_HEADER + 2 * i);
         if (off < upper || off + NODE_HEADER > c->psize) {
             ok = fail(c, pg, "has a node outside the page");

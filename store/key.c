@@ -128,9 +128,11 @@ void kvrt_store_hex(const uint8_t key[KVRT_STORE_KEY_BYTES], char buf[2 * KVRT_S
     static const char digits[] = "0123456789abcdef";
     if (!buf)
         return;
-    for (int i = 0; i < KVRT_STORE_KEY_BYTES; i++) {
-        buf[2 * i] = key ? digits[key[i] >> 4] : '0';
-        buf[2 * i + 1] = key ? digits[key[i] & 15] : '0';
+    const size_t n = KVRT_STORE_KEY_BYTES;
+    for (size_t i = 0; i < n; i++) {
+        unsigned v = key ? key[i] : 0u;
+        buf[2 * i] = digits[v >> 4];
+        buf[2 * i + 1] = digits[v & 15u];
     }
-    buf[2 * KVRT_STORE_KEY_BYTES] = '\0';
+    buf[2 * n] = '\0';
 }

@@ -28,6 +28,8 @@ int mem_tier_init(struct mem_tier *t, uint64_t capacity, uint64_t entry_bytes)
     t->capacity = capacity;
     t->entry_bytes = entry_bytes;
     t->num_buckets = 64;
+    /* an array of pointers to entries: sizeof(*t->buckets) is a pointer's size */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
     t->buckets = calloc(t->num_buckets, sizeof(*t->buckets));
     /* as many spare buffers as the tier holds entries: a put that evicts
      * reuses the evicted entry's pages instead of faulting fresh ones in,
@@ -70,7 +72,7 @@ static void push_lru(struct mem_tier *t, struct mem_entry *e)
 
 static void release_buf(struct mem_tier *t, uint8_t *buf)
 {
-    if (buf && t->num_free < t->max_free)
+    if (buf && t->free_bufs && t->num_free < t->max_free)
         t->free_bufs[t->num_free++] = buf;
     else
         free(buf);
@@ -163,6 +165,8 @@ static void unindex(struct mem_tier *t, struct mem_entry *e)
 static void grow(struct mem_tier *t)
 {
     uint64_t n = t->num_buckets * 2;
+    /* pointers to entries, as t->buckets */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
     struct mem_entry **b = calloc(n, sizeof(*b));
     if (!b)
         return; /* longer chains, still correct */

@@ -93,7 +93,7 @@ int store_model_build(const struct kvrt_group *groups, size_t num_groups, const 
                 break;
             }
             for (size_t l = 0; l < out->num_layers && rc == KVRT_OK; l++)
-                if (strcmp(out->layers[l].name, e->name) == 0)
+                if (out->layers[l].name && strcmp(out->layers[l].name, e->name) == 0)
                     rc = STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the model names layer \"%s\" twice", e->name);
             if (rc != KVRT_OK)
                 break;

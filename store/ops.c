@@ -262,6 +262,8 @@ static int run_put(struct store_op *op, uint64_t *tokens)
                 break;
             }
             canon_pack(&io, m, (op->first_chunk + c) * T, h, e->buf + STORE_HEADER_BYTES);
+            if (where)
+                store_entry_seal(m, &id, e->buf);
             copied++;
             if (where)
                 e->refs++; /* the queue's */
@@ -396,6 +398,8 @@ static int run_get(struct store_op *op, uint64_t *tokens)
     struct found *f = calloc(H ? H : 1, sizeof(*f));
     /* entries from the shared tier, to queue for the disk once the read
      * transaction is over */
+    /* pointers to entries: sizeof(*promoted) is a pointer's size */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
     struct mem_entry **promoted = calloc(op->num_chunks * H > 0 ? op->num_chunks * H : 1, sizeof(*promoted));
     if (!f || !promoted) {
         free(f);
@@ -413,11 +417,12 @@ static int run_get(struct store_op *op, uint64_t *tokens)
         return rc;
     }
     uint64_t loaded = 0, hits[3] = {0, 0, 0}, misses = 0, num_promoted = 0;
-    struct store_id *next = r ? malloc(H * sizeof(*next)) : NULL;
-    struct store_id *ids = malloc(H * sizeof(*ids));
-    void **replies = malloc(H * sizeof(*replies));
-    const uint8_t **bufs = malloc(H * sizeof(*bufs));
-    uint64_t *lens = malloc(H * sizeof(*lens));
+    size_t hh = H ? H : 1;
+    struct store_id *next = r ? malloc(hh * sizeof(*next)) : NULL;
+    struct store_id *ids = malloc(hh * sizeof(*ids));
+    void **replies = malloc(hh * sizeof(*replies));
+    const uint8_t **bufs = malloc(hh * sizeof(*bufs));
+    uint64_t *lens = malloc(hh * sizeof(*lens));
     if (!ids || !replies || !bufs || !lens)
         op->num_chunks = 0; /* nothing loaded; reported below */
     for (uint64_t c = 0; c < op->num_chunks; c++) {
@@ -453,6 +458,7 @@ static int run_get(struct store_op *op, uint64_t *tokens)
                 if (e) {
                     memcpy(e->buf + STORE_HEADER_BYTES, f[h].payload, m->payload_bytes);
                     if (f[h].tier == 2 && s->has_disk) {
+                        store_entry_seal(m, &id, e->buf);
                         e->refs++;
                         promoted[num_promoted++] = e;
                     }

@@ -191,8 +191,8 @@ int store_record_model(const char *text, size_t len, const char *path, struct st
         entries[l].name = str_of(e, "name");
         const char *kind = str_of(e, "kind"), *dtype = str_of(e, "dtype");
         uint64_t hs = 0, hv = 0;
-        enum kvrt_spec_kind k;
-        enum kvrt_dtype d;
+        enum kvrt_spec_kind k = KVRT_SPEC_ATTENTION;
+        enum kvrt_dtype d = KVRT_DTYPE_FP16;
         if (!entries[l].name || !kind || !dtype || kvrt_spec_kind_parse(kind, &k) != KVRT_OK ||
             kvrt_dtype_parse(dtype, &d) != KVRT_OK || !int_of(e, "head_size", &hs) || !int_of(e, "head_size_v", &hv))
             rc = damaged(path, "a layer without a valid name, kind, dtype or head sizes");

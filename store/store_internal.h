@@ -332,8 +332,8 @@ struct writer {
 
 int writer_start(kvrt_store *s, uint64_t max_bytes);
 void writer_stop(kvrt_store *s);
-/* Queue an entry (takes a reference) for the tiers in `where`; waits while
- * the queue is full. */
+/* Queue a sealed entry (takes a reference) for the tiers in `where`; waits
+ * while the queue is full. */
 void writer_enqueue(kvrt_store *s, struct mem_entry *e, unsigned where);
 /* Record a read (the disk's recency order), a bad entry to delete, and
  * hits and misses for the directory's counters. */

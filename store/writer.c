@@ -1,6 +1,7 @@
 /* The queue to the lower tiers: a put leaves its entries in memory and
- * here; one thread seals them (header, checksum) and writes them to the
- * disk tier in batches, one transaction each, then to the shared tier.
+ * here, sealed (header, checksum: computed while the bytes it just copied
+ * are still in the CPU's caches); one thread writes them to the disk tier
+ * in batches, one transaction each, then to the shared tier.
  * The queue is bounded in bytes: a put waits while it is full.  Reads
  * (recency), bad entries to delete and hit counts ride along with the
  * next batch, or go on their own within a second. */
@@ -14,7 +15,7 @@
 
 /* Most entries and bytes of one disk transaction. */
 #define BATCH_ENTRIES 256u
-#define BATCH_BYTES (64ull << 20)
+#define BATCH_BYTES (256ull << 20)
 /* Reads kept before they are written on their own. */
 #define TOUCH_BATCH 4096u
 
@@ -64,8 +65,6 @@ static void take(struct writer *w, struct batch *bt, struct disk_batch *b)
 static void write_out(kvrt_store *s, struct batch *bt, struct disk_batch *b, uint64_t *failed, char *why, size_t size)
 {
     *failed = 0;
-    for (uint64_t i = 0; i < bt->n; i++)
-        store_entry_seal(&s->model, &bt->all[i]->id, bt->all[i]->buf);
     if (s->has_disk && (bt->nd || b->num_touches || b->num_drops || b->add_hits || b->add_misses)) {
         b->puts = bt->disk;
         b->num_puts = bt->nd;

@@ -238,7 +238,7 @@ static void damage(const char *dir)
 {
     struct seq q;
     bool ok = seq_make(&q, KVRT_LAYOUT_LBHNC, 16, 3 * T, 1, true);
-    long at[16];
+    long at[16] = {0};
     size_t n = find_entries(dir, at, 16);
     /* the payload of one entry, then the fingerprint in another's header */
     ok = ok && n == 3 * model.heads && flip(dir, at[1] + 128 + 77) && flip(dir, at[4] + 20);
@@ -473,8 +473,10 @@ int main(void)
         tap_skip_all("no runtime: %s", kvrt_error_message());
     st_model_init(&model, KVRT_SPEC_ATTENTION, KVRT_DTYPE_BF16, 2, 2, 16, 16);
     char *dir = st_tempdir("disk");
-    if (!dir)
+    if (!dir) {
         tap_skip_all("no temporary folder");
+        return 0;
+    }
     persist(dir);
     refusals(dir);
     truncated(dir);

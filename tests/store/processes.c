@@ -109,7 +109,7 @@ static int writer(const char *dir, int id, int writers)
                    (double)time(NULL) < end)
                 usleep(20000);
             if (got != SEQ_CHUNKS * T || !exact) {
-                fprintf(stderr, "writer %d: sequence %llu: %llu tokens, %s\n", id, (unsigned long long)(other * 10 + k),
+                fprintf(stderr, "writer %d: sequence %llu: %llu tokens, %s\n", id, (unsigned long long)other * 10 + k,
                         (unsigned long long)got, exact ? "exact" : "wrong");
                 return 6;
             }

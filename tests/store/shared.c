@@ -263,22 +263,34 @@ static void unreachable(void)
 /* ---- across two namespaces ----------------------------------------------- */
 
 static char ns_a[64], ns_b[64];
-static bool ns_made;
+/* The command that removes them, made before any signal can come. */
+static char ns_del[256];
+static volatile sig_atomic_t ns_made;
 
 static void ns_cleanup(void)
 {
     if (!ns_made)
         return;
-    char cmd[256];
-    snprintf(cmd, sizeof(cmd), "ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns_a, ns_b);
-    if (system(cmd) != 0)
+    if (system(ns_del) != 0)
         tap_diag("removing the namespaces failed");
     ns_made = false;
 }
 
+/* A signal: the namespaces go all the same, with what is safe there (fork,
+ * exec, wait). */
 static void on_signal(int sig)
 {
-    ns_cleanup();
+    if (ns_made) {
+        pid_t pid = fork();
+        if (pid == 0) {
+            char *argv[] = {"/bin/sh", "-c", ns_del, NULL};
+            execv(argv[0], argv);
+            _exit(127);
+        }
+        if (pid > 0)
+            waitpid(pid, NULL, 0);
+        ns_made = false;
+    }
     signal(sig, SIG_DFL);
     raise(sig);
 }
@@ -303,7 +315,8 @@ static int client(const char *self, const char *what, const char *url, char *out
     size_t n = p ? fread(out, 1, size - 1, p) : 0;
     out[n] = '\0';
     int st = p ? pclose(p) : -1;
-    for (char *line = strtok(out, "\n"); line; line = strtok(NULL, "\n"))
+    char *save = NULL;
+    for (char *line = strtok_r(out, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
         tap_diag("  %s: %s", what, line);
     return WIFEXITED(st) ? WEXITSTATUS(st) : 128;
 }
@@ -322,6 +335,7 @@ static void netns(const char *self)
     int id = (int)(getpid() % 250);
     snprintf(ns_a, sizeof(ns_a), "kvrt-store-a-%d", (int)getpid());
     snprintf(ns_b, sizeof(ns_b), "kvrt-store-b-%d", (int)getpid());
+    snprintf(ns_del, sizeof(ns_del), "ip netns del %s 2>/dev/null; ip netns del %s 2>/dev/null", ns_a, ns_b);
     atexit(ns_cleanup);
     signal(SIGINT, on_signal);
     signal(SIGTERM, on_signal);

@@ -46,6 +46,9 @@ static int apply(void *request, const struct cli_option *opt, const char *value)
 static int parse(const char *command, int argc, char **argv, const struct cli_option *const *tables,
                  struct store_args *a, const char **dir, bool *help)
 {
+    *help = false;
+    *dir = NULL;
+    *a = (struct store_args){false, false, 0};
     char **rest = calloc((size_t)argc + 1, sizeof(*rest));
     if (!rest)
         return cli_error(CLI_EXIT_INTERNAL, "%s: out of memory", command);
@@ -97,7 +100,8 @@ static uint64_t num(json_t *o, const char *path)
     char buf[128];
     snprintf(buf, sizeof(buf), "%s", path);
     json_t *v = o;
-    for (char *k = strtok(buf, "."); k && v; k = strtok(NULL, "."))
+    char *save = NULL;
+    for (char *k = strtok_r(buf, ".", &save); k && v; k = strtok_r(NULL, ".", &save))
         v = json_object_get(v, k);
     return json_is_integer(v) ? (uint64_t)json_integer_value(v) : 0;
 }
