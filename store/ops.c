@@ -369,7 +369,7 @@ static uint64_t find_chunk(struct store_op *op, struct disk_read *r, uint64_t c,
     }
     if (!missing || !s->has_shared)
         return got;
-    shared_get_many(&s->shared, ids, missing, replies, bufs, lens);
+    shared_get_many(&s->shared, ids, missing, STORE_HEADER_BYTES + s->model.payload_bytes, replies, bufs, lens);
     for (uint64_t h = 0, i = 0; h < H; h++) {
         if (f[h].payload)
             continue;

@@ -25,6 +25,8 @@
 /* Commands per pipeline round; iovecs per writev. */
 #define PIPELINE 64
 #define IOV_BATCH 192
+/* Largest value whose GETs are pipelined. */
+#define PIPELINE_GET_BYTES (64u << 10)
 
 struct shared_conn {
     redisContext *c;
@@ -214,8 +216,27 @@ void shared_get(struct shared_tier *t, const struct store_id *id, void **reply, 
     pthread_mutex_unlock(&t->fg_lock);
 }
 
-void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, void **replies,
-                     const uint8_t **bufs, uint64_t *lens)
+/* Replies [at, at + m) of a pipeline of GETs. */
+static bool read_values(struct shared_tier *t, uint64_t at, uint64_t m, void **replies, const uint8_t **bufs,
+                        uint64_t *lens)
+{
+    for (uint64_t i = at; i < at + m; i++) {
+        redisReply *r = NULL;
+        if (redisGetReply(t->fg->c, (void **)&r) != REDIS_OK || !r)
+            return false;
+        if (r->type == REDIS_REPLY_STRING) {
+            replies[i] = r;
+            bufs[i] = (const uint8_t *)r->str;
+            lens[i] = r->len;
+        } else {
+            freeReplyObject(r);
+        }
+    }
+    return true;
+}
+
+void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
+                     void **replies, const uint8_t **bufs, uint64_t *lens)
 {
     for (uint64_t i = 0; i < n; i++) {
         replies[i] = NULL;
@@ -226,21 +247,17 @@ void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t
     bool ok = ensure(t, t->fg);
     char key[KEY_BYTES];
     size_t klens[] = {3, sizeof(key)};
-    for (uint64_t i = 0; i < n && ok; i++) {
-        redis_key(&ids[i], key);
-        const char *argv[] = {"GET", key};
-        ok = redisAppendCommandArgv(t->fg->c, 2, argv, klens) == REDIS_OK;
-    }
-    for (uint64_t i = 0; i < n && ok; i++) {
-        redisReply *r = NULL;
-        ok = redisGetReply(t->fg->c, (void **)&r) == REDIS_OK && r;
-        if (ok && r->type == REDIS_REPLY_STRING) {
-            replies[i] = r;
-            bufs[i] = (const uint8_t *)r->str;
-            lens[i] = r->len;
-        } else if (r) {
-            freeReplyObject(r);
+    /* hiredis keeps pipelined replies in one buffer and moves its rest
+     * after each: several large values at once are slower than one by one */
+    uint64_t window = value_bytes > PIPELINE_GET_BYTES ? 1 : (n ? n : 1);
+    for (uint64_t at = 0; at < n && ok; at += window) {
+        uint64_t m = n - at < window ? n - at : window;
+        for (uint64_t i = at; i < at + m && ok; i++) {
+            redis_key(&ids[i], key);
+            const char *argv[] = {"GET", key};
+            ok = redisAppendCommandArgv(t->fg->c, 2, argv, klens) == REDIS_OK;
         }
+        ok = ok && read_values(t, at, m, replies, bufs, lens);
     }
     if (!ok && t->fg->c) {
         for (uint64_t i = 0; i < n; i++) {

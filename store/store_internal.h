@@ -290,8 +290,8 @@ void shared_free(struct shared_tier *t);
 void shared_get(struct shared_tier *t, const struct store_id *id, void **reply, const uint8_t **buf, uint64_t *len);
 void shared_reply_free(void *reply);
 /* GETs of ids[0..n) in one pipeline: bufs[i] NULL where absent. */
-void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, void **replies,
-                     const uint8_t **bufs, uint64_t *lens);
+void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
+                     void **replies, const uint8_t **bufs, uint64_t *lens);
 /* EXISTS of ids[0..n): has[i]; false everywhere when unreachable. */
 void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, bool *has);
 /* SET of sealed entries (the writer thread); returns how many went in. */
