@@ -184,6 +184,64 @@ static void parallel(void)
     kvrt_store_close(s);
 }
 
+/* A cache without a host address (OpenCL, on PoCL here): the store reads
+ * and writes it through host copies of its blocks' regions. */
+static void opencl(void)
+{
+    struct st_model m;
+    st_model_init(&m, KVRT_SPEC_ATTENTION, KVRT_DTYPE_FP32, 2, 2, 16, 16);
+    size_t index;
+    struct kvrt_plugin_info info;
+    if (kvrt_runtime_find_plugin(rt, "opencl", &index) != KVRT_OK ||
+        kvrt_runtime_plugin_info(rt, index, &info) != KVRT_OK || !info.available) {
+        tap_skip("no OpenCL device here (%s)", kvrt_error_message()[0] ? kvrt_error_message() : info.reason);
+        tap_skip("no OpenCL device here");
+        return;
+    }
+    const uint64_t n = 3 * T + 5, blocks = (n + 15) / 16;
+    struct st_cache cpu, ocl, back;
+    int64_t tc[16], to[16], tb[16];
+    int32_t tok[3 * T + 5];
+    st_tokens(tok, n, 6);
+    kvrt_store *s = st_open(&m, "ocl", T, 16 << 20, NULL, 0, NULL);
+    bool ok = s && st_cache_make(&cpu, rt, "cpu", &m, KVRT_LAYOUT_LBHNC, 16, 0, blocks + 2, 0, 2) &&
+              st_cache_make(&ocl, rt, "opencl", &m, KVRT_LAYOUT_LBNHC, 8, 0, 2 * blocks + 4, 0, 2) &&
+              st_cache_make(&back, rt, "cpu", &m, KVRT_LAYOUT_BLHNC, 32, 0, blocks + 2, 0, 2);
+    if (!ok) {
+        tap_skip("the OpenCL backend did not bind or allocate here");
+        tap_skip("the OpenCL backend did not bind or allocate here");
+        kvrt_store_close(s);
+        return;
+    }
+    st_table(&cpu, tc, blocks, 1);
+    st_table(&ocl, to, 2 * blocks, 2);
+    st_table(&back, tb, (n + 31) / 32, 3);
+    ok = st_fill(&cpu, tc, 0, n, 4) && st_fill(&ocl, to, 0, n, 9);
+    uint64_t got = 0;
+    struct kvrt_store_span sp = st_span(&cpu, tc, blocks, tok, n, 0, KVRT_UNSET);
+    ok = ok && kvrt_store_put(s, &sp, &got) == KVRT_OK && got == 3 * T;
+    sp = st_span(&ocl, to, 2 * blocks, tok, n, 0, KVRT_UNSET);
+    ok = ok && kvrt_store_get(s, &sp, &got) == KVRT_OK && got == 3 * T;
+    char where[128] = "";
+    uint64_t bad = ok ? st_check(&ocl, to, 0, 3 * T, 4, where, sizeof(where)) : 1;
+    uint64_t kept = ok ? st_check(&ocl, to, 3 * T, n - 3 * T, 9, where, sizeof(where)) : 1;
+    tap_ok(ok && bad == 0 && kept == 0,
+           "cpu LBHNC bs 16 -> OpenCL LBNHC bs 8: loaded through host copies, exact, the slots past it kept");
+    /* and back out of the OpenCL cache into another cpu cache */
+    kvrt_store *s2 = st_open(&m, "ocl", T, 16 << 20, NULL, 0, NULL);
+    sp = st_span(&ocl, to, 2 * blocks, tok, n, 0, KVRT_UNSET);
+    ok = ok && s2 && kvrt_store_put(s2, &sp, &got) == KVRT_OK && got == 3 * T;
+    sp = st_span(&back, tb, (n + 31) / 32, tok, n, 0, KVRT_UNSET);
+    ok = ok && kvrt_store_get(s2, &sp, &got) == KVRT_OK && got == 3 * T &&
+         st_check(&back, tb, 0, 3 * T, 4, where, sizeof(where)) == 0;
+    tap_ok(ok, "OpenCL -> cpu BLHNC bs 32: put from the OpenCL cache, exact");
+    kvrt_store_close(s);
+    kvrt_store_close(s2);
+    st_cache_free(&cpu);
+    st_cache_free(&ocl);
+    st_cache_free(&back);
+}
+
 static void async(void)
 {
     struct st_model m;
@@ -261,6 +319,7 @@ int main(void)
     layouts();
     shapes();
     parallel();
+    opencl();
     async();
     lru();
     kvrt_runtime_close(rt);
