@@ -251,7 +251,7 @@ static int env_create(const char *path, uint64_t capacity, struct disk_env **out
     if (rc == MDB_SUCCESS)
         rc = mdb_env_set_mapsize(e->env, map_size_for(capacity));
     if (rc == MDB_SUCCESS)
-        rc = mdb_env_open(e->env, path, MDB_NOTLS | MDB_NOMEMINIT, 0644);
+        rc = mdb_env_open(e->env, path, MDB_NOTLS, 0644);
     if (rc != MDB_SUCCESS) {
         env_free(e);
         return STORE_FAIL(rc == EACCES || rc == EROFS ? KVRT_ERR_INVALID : KVRT_ERR_DEVICE,
