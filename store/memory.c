@@ -89,13 +89,12 @@ static void unref_locked(struct mem_tier *t, struct mem_entry *e)
 
 void mem_tier_free(struct mem_tier *t)
 {
-    if (t->buckets) {
-        for (struct mem_entry *e = t->lru_head, *n; e; e = n) {
-            n = e->next;
+    for (uint64_t i = 0; t->buckets && i < t->num_buckets; i++)
+        for (struct mem_entry *e = t->buckets[i], *n; e; e = n) {
+            n = e->hnext;
             e->indexed = false;
             unref_locked(t, e);
         }
-    }
     for (uint64_t i = 0; t->free_bufs && i < t->num_free; i++)
         free(t->free_bufs[i]);
     free(t->free_bufs);
@@ -150,16 +149,25 @@ static struct mem_entry **slot_of(struct mem_tier *t, const struct store_id *id)
     return p;
 }
 
+static void leave_lru(struct mem_tier *t, struct mem_entry *e)
+{
+    if (!e->in_lru)
+        return;
+    unlink_lru(t, e);
+    e->in_lru = false;
+    t->bytes -= t->entry_bytes;
+    t->entries--;
+}
+
 static void unindex(struct mem_tier *t, struct mem_entry *e)
 {
     struct mem_entry **p = slot_of(t, &e->id);
     if (*p == e)
         *p = e->hnext;
     e->hnext = NULL;
-    unlink_lru(t, e);
+    leave_lru(t, e);
     e->indexed = false;
-    t->bytes -= t->entry_bytes;
-    t->entries--;
+    t->indexed--;
 }
 
 static void grow(struct mem_tier *t)
@@ -182,41 +190,60 @@ static void grow(struct mem_tier *t)
     t->num_buckets = n;
 }
 
-bool mem_tier_insert(struct mem_tier *t, struct mem_entry *e)
+bool mem_tier_insert(struct mem_tier *t, struct mem_entry *e, bool cache)
 {
-    if (t->entry_bytes > t->capacity)
-        return false;
     pthread_mutex_lock(&t->lock);
     if (*slot_of(t, &e->id)) {
         pthread_mutex_unlock(&t->lock);
         return false;
     }
-    /* evict from the cold end, passing over entries being read */
+    /* evict from the cold end, passing over entries being read; one still
+     * queued leaves the tier but stays findable until it is written */
     struct mem_entry *v = t->lru_tail;
-    while (t->bytes + t->entry_bytes > t->capacity && v) {
+    while (cache && t->entry_bytes <= t->capacity && t->bytes + t->entry_bytes > t->capacity && v) {
         struct mem_entry *prev = v->prev;
         if (v->readers == 0) {
-            unindex(t, v);
             t->evicted++;
-            unref_locked(t, v);
+            if (v->queued) {
+                leave_lru(t, v);
+            } else {
+                unindex(t, v);
+                unref_locked(t, v);
+            }
         }
         v = prev;
     }
-    if (t->bytes + t->entry_bytes > t->capacity) {
+    bool fits = cache && t->entry_bytes <= t->capacity && t->bytes + t->entry_bytes <= t->capacity;
+    if (!fits && !e->queued) {
         pthread_mutex_unlock(&t->lock);
         return false;
     }
-    if (t->entries + 1 > t->num_buckets)
+    if (t->indexed + 1 > t->num_buckets)
         grow(t);
     struct mem_entry **p = slot_of(t, &e->id);
     e->hnext = NULL;
     *p = e;
-    push_lru(t, e);
     e->indexed = true;
-    t->bytes += t->entry_bytes;
-    t->entries++;
+    t->indexed++;
+    if (fits) {
+        push_lru(t, e);
+        e->in_lru = true;
+        t->bytes += t->entry_bytes;
+        t->entries++;
+    }
     pthread_mutex_unlock(&t->lock);
     return true;
+}
+
+void mem_tier_written(struct mem_tier *t, struct mem_entry *e)
+{
+    pthread_mutex_lock(&t->lock);
+    e->queued = false;
+    if (e->indexed && !e->in_lru) {
+        unindex(t, e);
+        unref_locked(t, e); /* the index's */
+    }
+    pthread_mutex_unlock(&t->lock);
 }
 
 struct mem_entry *mem_tier_pin(struct mem_tier *t, const struct store_id *id)
@@ -226,8 +253,10 @@ struct mem_entry *mem_tier_pin(struct mem_tier *t, const struct store_id *id)
     if (e) {
         e->refs++;
         e->readers++;
-        unlink_lru(t, e);
-        push_lru(t, e);
+        if (e->in_lru) {
+            unlink_lru(t, e);
+            push_lru(t, e);
+        }
     }
     pthread_mutex_unlock(&t->lock);
     return e;

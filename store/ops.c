@@ -196,7 +196,7 @@ static int find_present(struct store_op *op, bool *present)
         for (uint64_t h = 0; h < H; h++) {
             struct store_id id;
             id_of(op, c, h, &id);
-            present[c * H + h] = s->has_mem && mem_tier_has(&s->mem, &id);
+            present[c * H + h] = mem_tier_has(&s->mem, &id);
             all = all && present[c * H + h];
         }
         if (!all && r) {
@@ -265,9 +265,11 @@ static int run_put(struct store_op *op, uint64_t *tokens)
             if (where)
                 store_entry_seal(m, &id, e->buf);
             copied++;
-            if (where)
+            if (where) {
                 e->refs++; /* the queue's */
-            bool kept = s->has_mem && mem_tier_insert(&s->mem, e);
+                e->queued = true;
+            }
+            bool kept = mem_tier_insert(&s->mem, e, s->has_mem);
             if (!kept)
                 mem_entry_unref(&s->mem, e); /* the index did not take it */
             if (where)
@@ -324,7 +326,8 @@ static bool find_local(struct store_op *op, struct disk_read *r, const struct st
 {
     kvrt_store *s = op->store;
     memset(f, 0, sizeof(*f));
-    if (s->has_mem && (f->pinned = mem_tier_pin(&s->mem, id))) {
+    /* memory, or on its way to the lower tiers */
+    if ((f->pinned = mem_tier_pin(&s->mem, id))) {
         f->payload = f->pinned->buf + STORE_HEADER_BYTES;
         f->tier = 0;
         return true;
@@ -450,7 +453,7 @@ static int run_get(struct store_op *op, uint64_t *tokens)
                 /* promoted as read: the buffer becomes the memory tier's */
                 struct mem_entry *e = f[h].read;
                 f[h].read = NULL;
-                if (!mem_tier_insert(&s->mem, e))
+                if (!mem_tier_insert(&s->mem, e, true))
                     mem_entry_unref(&s->mem, e);
             } else if (f[h].tier == 2 && (s->has_mem || s->has_disk)) {
                 /* promote to the tiers above */
@@ -460,9 +463,10 @@ static int run_get(struct store_op *op, uint64_t *tokens)
                     if (f[h].tier == 2 && s->has_disk) {
                         store_entry_seal(m, &id, e->buf);
                         e->refs++;
+                        e->queued = true;
                         promoted[num_promoted++] = e;
                     }
-                    if (!(s->has_mem && mem_tier_insert(&s->mem, e)))
+                    if (!mem_tier_insert(&s->mem, e, s->has_mem))
                         mem_entry_unref(&s->mem, e);
                 }
             }

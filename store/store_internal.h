@@ -161,7 +161,9 @@ struct mem_entry {
     uint8_t *buf;     /* STORE_HEADER_BYTES + payload */
     uint32_t refs;    /* the index holds one, each reader and queued job one */
     uint32_t readers; /* gets using it: never evicted while > 0 */
-    bool indexed;
+    bool indexed;     /* findable by id */
+    bool in_lru;      /* cached: counted in the tier's bytes, evictable */
+    bool queued;      /* on its way to the lower tiers: findable until written */
     struct mem_entry *hnext;
     struct mem_entry *prev, *next; /* LRU: head most recent */
 };
@@ -169,7 +171,8 @@ struct mem_entry {
 struct mem_tier {
     pthread_mutex_t lock;
     uint64_t capacity, bytes, entry_bytes;
-    uint64_t entries, evicted;
+    uint64_t entries, evicted; /* cached entries */
+    uint64_t indexed;          /* findable ones: cached and queued */
     struct mem_entry **buckets;
     uint64_t num_buckets;
     struct mem_entry *lru_head, *lru_tail;
@@ -184,11 +187,17 @@ void mem_tier_free(struct mem_tier *t);
 struct mem_entry *mem_entry_new(struct mem_tier *t, const struct store_id *id);
 /* Drop a reference; the last frees (or pools) the buffer. */
 void mem_entry_unref(struct mem_tier *t, struct mem_entry *e);
-/* Index a new entry (the index takes the caller's reference), evicting
- * least-recently-used entries nobody reads; false when it does not fit
- * (then the caller keeps its reference).  An entry already indexed under
- * the id is kept instead: false too. */
-bool mem_tier_insert(struct mem_tier *t, struct mem_entry *e);
+/* Index a new entry (the index takes the caller's reference).  cache:
+ * keep it in the tier, evicting least-recently-used entries nobody reads
+ * (an evicted entry still queued stays findable until it is written).  An
+ * entry that does not fit, or with cache false, is indexed only while it
+ * is queued.  false when it was not indexed (the caller keeps its
+ * reference): it fits nowhere and is not queued, or one is indexed under
+ * the id already. */
+bool mem_tier_insert(struct mem_tier *t, struct mem_entry *e, bool cache);
+/* A queued entry was written (or failed): findable no longer unless
+ * cached. */
+void mem_tier_written(struct mem_tier *t, struct mem_entry *e);
 /* The entry under id, pinned for reading (refs and readers + 1), or NULL. */
 struct mem_entry *mem_tier_pin(struct mem_tier *t, const struct store_id *id);
 void mem_tier_unpin(struct mem_tier *t, struct mem_entry *e);

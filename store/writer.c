@@ -87,8 +87,10 @@ static void write_out(kvrt_store *s, struct batch *bt, struct disk_batch *b, uin
     pthread_mutex_unlock(&s->count_lock);
     free((void *)b->touches);
     free((void *)b->drops);
-    for (uint64_t i = 0; i < bt->n; i++)
+    for (uint64_t i = 0; i < bt->n; i++) {
+        mem_tier_written(&s->mem, bt->all[i]);
         mem_entry_unref(&s->mem, bt->all[i]);
+    }
 }
 
 static void *writer_main(void *arg)

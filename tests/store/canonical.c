@@ -5,6 +5,7 @@
  * else of the destination changes.  Keys depend on the model and on every
  * earlier token, never on the cache.
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -281,6 +282,83 @@ static void async(void)
     st_cache_free(&b);
 }
 
+/* Threads on one store: each puts its own sequences and loads them back
+ * while the others do, with a memory tier too small for all (evictions,
+ * reads from the disk tier, promotions) and the writer thread busy. */
+struct worker_arg {
+    kvrt_store *s;
+    const struct st_model *m;
+    int id;
+    int bad;
+};
+
+static void *worker(void *p)
+{
+    struct worker_arg *w = p;
+    const uint64_t n = 4 * T, blocks = n / 16;
+    struct st_cache c;
+    int64_t table[8];
+    int32_t tok[4 * T];
+    if (!st_cache_make(&c, rt, "cpu", w->m, w->id % 2 ? KVRT_LAYOUT_LBNHC : KVRT_LAYOUT_BLHNC, 16, 0, blocks, 0,
+                       w->m->heads)) {
+        w->bad++;
+        return NULL;
+    }
+    st_table(&c, table, blocks, (uint64_t)w->id);
+    for (int k = 0; k < 12; k++) {
+        uint64_t seed = (uint64_t)w->id * 100 + (uint64_t)k;
+        st_tokens(tok, n, seed);
+        struct kvrt_store_span sp = st_span(&c, table, blocks, tok, n, 0, KVRT_UNSET);
+        uint64_t got = 0;
+        if (!st_fill(&c, table, 0, n, seed) || kvrt_store_put(w->s, &sp, &got) != KVRT_OK || got != n)
+            w->bad++;
+        st_fill(&c, table, 0, n, 999);
+        if (k % 4 == 3 && kvrt_store_flush(w->s) != KVRT_OK)
+            w->bad++;
+        /* an earlier sequence of this thread: from memory, from the queue
+         * (put, evicted, not written yet) or from disk */
+        uint64_t back = (uint64_t)w->id * 100 + (uint64_t)(k >= 6 ? k - 6 : k / 2);
+        st_tokens(tok, n, back);
+        if (kvrt_store_get(w->s, &sp, &got) != KVRT_OK || got != n || st_check(&c, table, 0, n, back, NULL, 0) != 0)
+            w->bad++;
+    }
+    st_cache_free(&c);
+    return NULL;
+}
+
+static void threads(void)
+{
+    struct st_model m;
+    st_model_init(&m, KVRT_SPEC_ATTENTION, KVRT_DTYPE_BF16, 2, 2, 16, 16);
+    char *dir = st_tempdir("threads");
+    /* room for 24 of the 4 x 12 x 8 entries in memory */
+    kvrt_store *s = dir ? st_open(&m, "threads", T, 24 * 4096, dir, 0, NULL) : NULL;
+    struct worker_arg w[4];
+    pthread_t th[4];
+    int started = 0;
+    for (int i = 0; s && i < 4; i++) {
+        w[i] = (struct worker_arg){s, &m, i, 0};
+        if (pthread_create(&th[i], NULL, worker, &w[i]) == 0)
+            started++;
+    }
+    int bad = 0;
+    for (int i = 0; i < started; i++) {
+        pthread_join(th[i], NULL);
+        bad += w[i].bad;
+    }
+    struct kvrt_store_stats st = {0};
+    if (s)
+        kvrt_store_stats(s, &st);
+    tap_ok(s && started == 4 && bad == 0 && st.evicted_memory > 0 && st.hits_disk > 0,
+           "4 threads put and load on one store at once: all exact (%d failures; %llu evicted from memory, %llu "
+           "disk hits)",
+           bad, (unsigned long long)st.evicted_memory, (unsigned long long)st.hits_disk);
+    kvrt_store_close(s);
+    if (dir)
+        st_rmdir(dir);
+    free(dir);
+}
+
 static void lru(void)
 {
     struct st_model m;
@@ -321,6 +399,7 @@ int main(void)
     parallel();
     opencl();
     async();
+    threads();
     lru();
     kvrt_runtime_close(rt);
     return tap_done();
