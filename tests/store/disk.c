@@ -322,7 +322,36 @@ static void paths(const char *dir)
     st_rmdir(other);
 }
 
-/* A full disk, made with a file size limit in a child. */
+/* The child of full_disk (this program again, --full-disk PATH FD): a
+ * store with entries flushed, then a file size limit and more puts; it
+ * writes what flush said to FD. */
+static int full_disk_child(const char *path, int fd)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    struct seq q;
+    if (!seq_make(&q, KVRT_LAYOUT_LBHNC, 16, 2 * T, 1, true))
+        return 2;
+    kvrt_store *s = st_open(&model, "tiny@1", T, 0, path, 0, NULL);
+    int a = s && put(s, &q) == 2 * T && kvrt_store_flush(s) == KVRT_OK;
+    struct rlimit rl = {200 * 1024, 200 * 1024};
+    setrlimit(RLIMIT_FSIZE, &rl);
+    struct seq big;
+    if (!seq_make(&big, KVRT_LAYOUT_LBHNC, 16, 16 * T, 2, true))
+        return 2;
+    uint64_t stored = put(s, &big);
+    int rc = kvrt_store_flush(s);
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%d %d %llu %s\n", a, rc, (unsigned long long)stored, kvrt_error_message());
+    ssize_t w = write(fd, msg, strlen(msg));
+    (void)w;
+    kvrt_store_close(s);
+    return 0;
+}
+
+static const char *self;
+
+/* A full disk, made with a file size limit in a child (started with exec:
+ * a forked copy of a process with threads must not go on using them). */
 static void full_disk(const char *dir)
 {
     char path[4200];
@@ -335,25 +364,10 @@ static void full_disk(const char *dir)
     pid_t pid = fork();
     if (pid == 0) {
         close(pipefd[0]);
-        signal(SIGXFSZ, SIG_IGN);
-        struct seq q;
-        if (!seq_make(&q, KVRT_LAYOUT_LBHNC, 16, 2 * T, 1, true))
-            _exit(2);
-        kvrt_store *s = st_open(&model, "tiny@1", T, 0, path, 0, NULL);
-        int a = s && put(s, &q) == 2 * T && kvrt_store_flush(s) == KVRT_OK;
-        struct rlimit rl = {200 * 1024, 200 * 1024};
-        setrlimit(RLIMIT_FSIZE, &rl);
-        struct seq big;
-        if (!seq_make(&big, KVRT_LAYOUT_LBHNC, 16, 16 * T, 2, true))
-            _exit(2);
-        uint64_t stored = put(s, &big);
-        int rc = kvrt_store_flush(s);
-        char msg[1024];
-        snprintf(msg, sizeof(msg), "%d %d %llu %s\n", a, rc, (unsigned long long)stored, kvrt_error_message());
-        ssize_t w = write(pipefd[1], msg, strlen(msg));
-        (void)w;
-        kvrt_store_close(s);
-        _exit(0);
+        char fd[16];
+        snprintf(fd, sizeof(fd), "%d", pipefd[1]);
+        execl(self, self, "--full-disk", path, fd, (char *)NULL);
+        _exit(127);
     }
     close(pipefd[1]);
     char msg[1024] = "";
@@ -464,8 +478,19 @@ static void inspect(const char *dir)
            "inspecting a missing folder: %s", kvrt_error_message());
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
+    self = argv[0];
+    if (argc == 4 && strcmp(argv[1], "--full-disk") == 0) {
+        struct kvrt_runtime_options o;
+        kvrt_runtime_options_default(&o);
+        if (kvrt_runtime_open(&o, &rt) != KVRT_OK)
+            return 2;
+        st_model_init(&model, KVRT_SPEC_ATTENTION, KVRT_DTYPE_BF16, 2, 2, 16, 16);
+        int rc = full_disk_child(argv[2], atoi(argv[3]));
+        kvrt_runtime_close(rt);
+        return rc;
+    }
     tap_plan_dynamic();
     struct kvrt_runtime_options ro;
     kvrt_runtime_options_default(&ro);
