@@ -203,11 +203,12 @@ static void opencl(void)
     tap_skip("a ThreadSanitizer build");
     return;
 #endif
-    size_t index;
+    size_t index = 0;
     struct kvrt_plugin_info info;
+    memset(&info, 0, sizeof(info));
     if (kvrt_runtime_find_plugin(rt, "opencl", &index) != KVRT_OK ||
         kvrt_runtime_plugin_info(rt, index, &info) != KVRT_OK || !info.available) {
-        tap_skip("no OpenCL device here (%s)", kvrt_error_message()[0] ? kvrt_error_message() : info.reason);
+        tap_skip("no OpenCL device here (%s)", info.reason && info.reason[0] ? info.reason : kvrt_error_message());
         tap_skip("no OpenCL device here");
         return;
     }
