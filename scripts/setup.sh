@@ -16,6 +16,7 @@ packages=(
   clang libclang-rt-14-dev valgrind cppcheck clang-tidy clang-format
   libdlpack-dev python3-torch python3-numpy cmake
   libucx-dev ucx-utils libsodium-dev
+  liblmdb-dev lmdb-utils libhiredis-dev redis-server redis-tools libssl-dev libxxhash-dev fio
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -22,6 +22,15 @@ from .runtime import Runtime, Cache, TensorView
 __version__ = _clib.kvrt_version().decode()
 
 
+def __getattr__(name):
+    # kvrt.Store is libkvrt-store's, built only where its libraries are: it
+    # is imported when first asked for, so `import kvrt` works without it.
+    if name == "Store":
+        from .store import Store
+        return Store
+    raise AttributeError("module 'kvrt' has no attribute %r" % name)
+
+
 def live_tensors():
     """Tensors exported by libkvrt in this process whose deleter has not run."""
     return _clib.kvrt_dlpack_live_tensors()
@@ -30,4 +39,4 @@ def live_tensors():
 __all__ = ["Error", "InvalidArgumentError", "SizeOverflowError", "OutOfMemoryError", "RefusedError",
            "NoDeviceError", "StateError", "DeviceError", "UnsupportedError", "PluginError", "InternalError",
            "layouts", "plan", "resolve", "settings", "Runtime", "Cache", "TensorView", "live_tensors", "library_path",
-           "tp_heads", "tp_map", "pp_layers", "pp_partition"]
+           "tp_heads", "tp_map", "pp_layers", "pp_partition", "Store"]

@@ -25,13 +25,13 @@ may_values="text settings values"
 may_models="text settings values models"
 may_runtime="text settings values runtime"
 
-# Public header:room.  kvrt.h includes everything and xfer.h is
-# libkvrt-xfer's: no core file may include either.
+# Public header:room.  kvrt.h includes everything, xfer.h is
+# libkvrt-xfer's and store.h libkvrt-store's: no core file may include them.
 public="common.h:text version.h:text settings.h:settings
 layout.h:values dtype.h:values device.h:values spec.h:values geometry.h:values placement.h:values
 transfer.h:values trace.h:values resolve.h:values model.h:models parallel.h:values
 runtime.h:runtime backend.h:runtime buffer.h:runtime cache.h:runtime ops.h:runtime plugin.h:runtime
-dlpack.h:runtime wrap.h:runtime kvrt.h:none xfer.h:none"
+dlpack.h:runtime wrap.h:runtime kvrt.h:none xfer.h:none store.h:none"
 
 # The runtime's own layers, file:layer from the bottom, and the header of each.
 runtime_files="loader.c:1 loader.h:1

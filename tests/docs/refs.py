@@ -20,7 +20,7 @@ import sys
 import tempfile
 
 SCANNED = ('.c', '.h', '.in', '.cu', '.cpp', '.md', '.build', '.txt', '.sh', '.py')
-TOP_DIRS = ('core', 'include', 'plugins', 'tests', 'tools', 'docs', 'examples', 'bench', 'xfer',
+TOP_DIRS = ('core', 'include', 'plugins', 'tests', 'tools', 'docs', 'examples', 'bench', 'xfer', 'store',
             'python', 'cmake', 'scripts')
 EXTS = ('c', 'h', 'in', 'cu', 'cpp', 'md', 'build', 'txt', 'sh', 'py', 'json', 'supp',
         'svg', 'patch', 'dict', 'cfg')

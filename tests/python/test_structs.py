@@ -17,6 +17,11 @@ try:  # libkvrt-xfer's binding, where it was built (UCX found)
 except ImportError:
     _xfer = None
     BINDINGS = [_lib]
+try:  # libkvrt-store's, where it was built
+    from kvrt import store as _store
+    BINDINGS.append(_store)
+except ImportError:
+    _store = None
 
 
 def c_side():
@@ -55,7 +60,8 @@ def test_sizes_and_offsets_match_c():
 
 def test_soname_is_the_librarys():
     """the name each binding falls back to is the soname of the library it loaded"""
-    for mod, path in [(_lib, _lib.path)] + ([(_xfer, _xfer.library_path)] if _xfer else []):
+    for mod, path in [(_lib, _lib.path)] + ([(_xfer, _xfer.library_path)] if _xfer else []) + (
+            [(_store, _store.library_path)] if _store else []):
         loaded = os.path.basename(os.path.realpath(path))
         assert loaded == mod.SONAME or loaded.startswith(mod.SONAME + "."), (loaded, mod.SONAME)
 

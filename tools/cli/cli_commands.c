@@ -10,7 +10,7 @@
 
 const struct cli_command *const cli_commands[] = {
     &cli_layouts_command, &cli_plan_command,  &cli_resolve_command, &cli_plugins_command, &cli_explain_command,
-    &cli_run_command,     &cli_bench_command, &cli_draw_command,    &cli_xfer_command,
+    &cli_run_command,     &cli_bench_command, &cli_draw_command,    &cli_xfer_command,    &cli_store_command,
 };
 const size_t cli_num_commands = sizeof(cli_commands) / sizeof(cli_commands[0]);
 

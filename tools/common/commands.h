@@ -1,6 +1,6 @@
 /*
  * The subcommands of kvrt, one object each: every part's library defines
- * its own (tools/run, tools/bench, tools/draw, tools/xfer, and the
+ * its own (tools/run, tools/bench, tools/draw, tools/xfer, tools/store, and the
  * describing ones of tools/cli), and tools/cli lists them all
  * (tools/cli/cli_main.h).
  */
@@ -18,5 +18,11 @@ extern const struct cli_command cli_run_command;
 extern const struct cli_command cli_bench_command;
 extern const struct cli_command cli_draw_command;
 extern const struct cli_command cli_xfer_command;
+extern const struct cli_command cli_store_command;
+/* Its subcommands (tools/store), for their own help. */
+extern const struct cli_command cli_store_stat_command;
+extern const struct cli_command cli_store_ls_command;
+extern const struct cli_command cli_store_verify_command;
+extern const struct cli_command cli_store_gc_command;
 
 #endif

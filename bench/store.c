@@ -1,0 +1,358 @@
+/*
+ * bench-store: libkvrt-store's own figures, as JSON lines, for bench/store.py
+ * to set beside the rooflines it measures in the same run (fio, redis-
+ * benchmark) and beside memcpy, which this program times itself, one
+ * thread as the store copies.
+ *
+ *   bench-store memory [--rounds N]        put and get through the memory
+ *                                          tier, caches of several layouts
+ *   bench-store disk DIR [--mib N]         put + flush to disk; get with the
+ *                                          page cache cold and warm
+ *   bench-store lookup DIR                 lookup of a 128k-token prefix,
+ *                                          from memory and from disk
+ *   bench-store shared URL [--entries N]   SET and GET through the shared tier
+ *
+ * The model: 8 layers, 8 KV heads of 128, bf16 (512-byte cells), 256-token
+ * chunks: one entry (a chunk of one head) is 1 MiB, a 4096-token sequence
+ * 128 MiB.
+ */
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kvrt/kvrt.h>
+#include <kvrt/store.h>
+
+#include "roofline.h"
+
+#define CHUNK 256u
+#define LAYERS 8u
+#define HEADS 8u
+#define HEAD 128u
+#define BS 16u
+
+static kvrt_runtime *rt;
+static char names[LAYERS][16];
+static struct kvrt_layer_entry entries[LAYERS];
+static struct kvrt_group group = {entries, LAYERS};
+
+static double now(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static void die(const char *what)
+{
+    fprintf(stderr, "bench-store: %s: %s\n", what, kvrt_error_message());
+    exit(1);
+}
+
+static void model(uint64_t layers, uint64_t head)
+{
+    for (uint64_t l = 0; l < LAYERS; l++) {
+        snprintf(names[l], sizeof(names[l]), "layer.%llu", (unsigned long long)l);
+        kvrt_spec_default(&entries[l].spec);
+        entries[l].spec.dtype = KVRT_DTYPE_BF16;
+        entries[l].spec.block_size = BS;
+        entries[l].spec.num_kv_heads = HEADS;
+        entries[l].spec.head_size = head;
+        entries[l].name = names[l];
+    }
+    group.num_layers = layers;
+}
+
+static kvrt_store *open_store(const char *path, uint64_t memory, const char *shared)
+{
+    struct kvrt_store_options o;
+    kvrt_store_options_default(&o);
+    o.groups = &group;
+    o.num_groups = 1;
+    o.model_id = "bench";
+    o.chunk_tokens = CHUNK;
+    o.memory_bytes = memory;
+    o.path = path;
+    o.disk_bytes = 64ull << 30;
+    o.shared = shared;
+    kvrt_store *s;
+    if (kvrt_store_open(&o, &s) != KVRT_OK)
+        die("kvrt_store_open");
+    return s;
+}
+
+struct seq {
+    kvrt_cache *cache;
+    int64_t *table;
+    int32_t *tokens;
+    uint64_t n, blocks;
+};
+
+static void seq_make(struct seq *q, enum kvrt_layout layout, uint64_t tokens)
+{
+    kvrt_backend *b;
+    kvrt_placement *p;
+    q->n = tokens;
+    q->blocks = tokens / BS;
+    if (kvrt_runtime_bind(rt, "cpu", kvrt_layout_name(layout), &b) != KVRT_OK ||
+        kvrt_placement_create(layout, &group, 1, q->blocks, 0, &p) != KVRT_OK || kvrt_cache_create(b, p, &q->cache))
+        die("cache");
+    kvrt_placement_destroy(p);
+    q->table = malloc(q->blocks * sizeof(*q->table));
+    q->tokens = malloc(tokens * sizeof(*q->tokens));
+    for (uint64_t i = 0; i < q->blocks; i++)
+        q->table[i] = (int64_t)((i * 7919) % q->blocks); /* scattered, distinct: blocks is a power of two */
+}
+
+static void seq_tokens(struct seq *q, uint64_t seed)
+{
+    for (uint64_t i = 0; i < q->n; i++)
+        q->tokens[i] = (int32_t)((seed * 2654435761u + i * 40503u) % 32000);
+}
+
+static struct kvrt_store_span span(const struct seq *q)
+{
+    struct kvrt_store_span sp;
+    kvrt_store_span_default(&sp);
+    sp.cache = q->cache;
+    sp.block_table = q->table;
+    sp.num_blocks = q->blocks;
+    sp.tokens = q->tokens;
+    sp.num_tokens = q->n;
+    return sp;
+}
+
+static double timed_put(kvrt_store *s, const struct seq *q, bool flush)
+{
+    struct kvrt_store_span sp = span(q);
+    uint64_t stored;
+    double t0 = now();
+    if (kvrt_store_put(s, &sp, &stored) != KVRT_OK || stored != q->n || (flush && kvrt_store_flush(s) != KVRT_OK))
+        die("put");
+    return now() - t0;
+}
+
+static double timed_get(kvrt_store *s, const struct seq *q)
+{
+    struct kvrt_store_span sp = span(q);
+    uint64_t loaded;
+    double t0 = now();
+    if (kvrt_store_get(s, &sp, &loaded) != KVRT_OK || loaded != q->n)
+        die("get (not everything was found)");
+    return now() - t0;
+}
+
+static double median(double *v, int n)
+{
+    for (int i = 1; i < n; i++)
+        for (int j = i; j > 0 && v[j] < v[j - 1]; j--) {
+            double t = v[j];
+            v[j] = v[j - 1];
+            v[j - 1] = t;
+        }
+    return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* memcpy of `bytes` on one thread, best of a few passes. */
+static double memcpy_gbps(uint64_t bytes)
+{
+    struct bench_roof r;
+    if (bench_roof_init(&r, bytes, 1) != 0)
+        die("memcpy buffers");
+    double best = 0;
+    for (int i = 0; i < 3; i++) {
+        double t = bench_roof_copy_pass(&r);
+        if (bytes / t / 1e9 > best)
+            best = (double)bytes / t / 1e9;
+    }
+    bench_roof_free(&r);
+    return best;
+}
+
+static int memory(int rounds)
+{
+    const enum kvrt_layout layouts[] = {KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBNHC, KVRT_LAYOUT_BLHNC, KVRT_LAYOUT_BLNHC};
+    const uint64_t tokens = 16 * CHUNK, bytes = tokens * LAYERS * HEADS * 2 * HEAD * 2;
+    for (size_t li = 0; li < sizeof(layouts) / sizeof(layouts[0]); li++) {
+        struct seq q;
+        seq_make(&q, layouts[li], tokens);
+        kvrt_store *s = open_store(NULL, 4 * bytes, NULL);
+        double put[32], get[32], roof[32];
+        int n = rounds > 32 ? 32 : rounds < 1 ? 1 : rounds;
+        /* warm: fill the tier to its capacity, so puts evict and reuse */
+        for (int w = 0; w < 5; w++) {
+            seq_tokens(&q, 1000 + (uint64_t)w);
+            timed_put(s, &q, false);
+        }
+        for (int i = 0; i < n; i++) {
+            seq_tokens(&q, (uint64_t)i);
+            put[i] = (double)bytes / timed_put(s, &q, false) / 1e9;
+            get[i] = (double)bytes / timed_get(s, &q) / 1e9;
+            roof[i] = memcpy_gbps(bytes);
+        }
+        printf("{\"what\": \"memory\", \"layout\": \"%s\", \"bytes\": %llu, \"put_gbps\": %.3f, \"get_gbps\": %.3f, "
+               "\"memcpy_gbps\": %.3f}\n",
+               kvrt_layout_name(layouts[li]), (unsigned long long)bytes, median(put, n), median(get, n),
+               median(roof, n));
+        fflush(stdout);
+        kvrt_store_close(s);
+        kvrt_cache_destroy(q.cache);
+        free(q.table);
+        free(q.tokens);
+    }
+    return 0;
+}
+
+/* Drop the slot file's pages from the page cache (they are clean once
+ * flushed): the next read comes from the disk. */
+static void cold(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/slots.dat", dir);
+    int fd = open(path, O_RDONLY);
+    if (fd < 0 || fdatasync(fd) != 0 || posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED) != 0)
+        fprintf(stderr, "bench-store: could not drop %s from the page cache\n", path);
+    if (fd >= 0)
+        close(fd);
+}
+
+static int disk(const char *dir, uint64_t mib)
+{
+    const uint64_t tokens = 16 * CHUNK, per_seq = tokens * LAYERS * HEADS * 2 * HEAD * 2;
+    uint64_t seqs = (mib << 20) / per_seq;
+    if (seqs < 1)
+        seqs = 1;
+    struct seq q;
+    seq_make(&q, KVRT_LAYOUT_LBHNC, tokens);
+    kvrt_store *s = open_store(dir, 0, NULL);
+    double t_put = 0;
+    for (uint64_t k = 0; k < seqs; k++) {
+        seq_tokens(&q, k);
+        double t0 = now();
+        struct kvrt_store_span sp = span(&q);
+        uint64_t stored;
+        if (kvrt_store_put(s, &sp, &stored) != KVRT_OK)
+            die("put");
+        t_put += now() - t0;
+    }
+    double t0 = now();
+    if (kvrt_store_flush(s) != KVRT_OK)
+        die("flush");
+    double t_flush = now() - t0;
+    uint64_t bytes = seqs * per_seq;
+    cold(dir);
+    double t_cold = 0, t_warm = 0;
+    for (uint64_t k = 0; k < seqs; k++) {
+        seq_tokens(&q, k);
+        t_cold += timed_get(s, &q);
+    }
+    for (uint64_t k = 0; k < seqs; k++) {
+        seq_tokens(&q, k);
+        t_warm += timed_get(s, &q);
+    }
+    printf("{\"what\": \"disk\", \"bytes\": %llu, \"put_gbps\": %.3f, \"put_seconds\": %.3f, \"flush_seconds\": %.3f, "
+           "\"get_cold_gbps\": %.3f, \"get_warm_gbps\": %.3f, \"memcpy_gbps\": %.3f}\n",
+           (unsigned long long)bytes, (double)bytes / (t_put + t_flush) / 1e9, t_put, t_flush,
+           (double)bytes / t_cold / 1e9, (double)bytes / t_warm / 1e9, memcpy_gbps(per_seq));
+    kvrt_store_close(s);
+    kvrt_cache_destroy(q.cache);
+    free(q.table);
+    free(q.tokens);
+    return 0;
+}
+
+static int lookup(const char *dir)
+{
+    /* small entries (one layer of head size 16): lookup costs the same */
+    model(1, 16);
+    const uint64_t tokens = 128 * 1024;
+    struct seq q;
+    seq_make(&q, KVRT_LAYOUT_LBHNC, tokens);
+    seq_tokens(&q, 5);
+    kvrt_store *s = open_store(dir, 1ull << 30, NULL);
+    timed_put(s, &q, true);
+    for (int where = 0; where < 2; where++) {
+        if (where == 1) { /* a new store: nothing in memory, all on disk */
+            kvrt_store_close(s);
+            s = open_store(dir, 0, NULL);
+        }
+        double t[51];
+        uint64_t hit = 0;
+        for (int i = 0; i < 51; i++) {
+            double t0 = now();
+            if (kvrt_store_lookup(s, q.tokens, tokens, 0, 0, &hit) != KVRT_OK || hit != tokens)
+                die("lookup");
+            t[i] = now() - t0;
+        }
+        /* the keys alone: the SHA-256 share of it */
+        uint64_t nk = tokens / CHUNK;
+        uint8_t *keys = malloc(nk * KVRT_STORE_KEY_BYTES);
+        double k0 = now();
+        kvrt_store_keys(s, q.tokens, tokens, keys, nk, NULL);
+        double tk = now() - k0;
+        free(keys);
+        double mid = median(t, 51); /* sorts t: t[0] is then the fastest */
+        printf("{\"what\": \"lookup\", \"tier\": \"%s\", \"tokens\": %llu, \"chunks\": %llu, \"heads\": %u, "
+               "\"median_ms\": %.4f, \"min_ms\": %.4f, \"keys_ms\": %.4f}\n",
+               where ? "disk" : "memory", (unsigned long long)tokens, (unsigned long long)nk, HEADS, mid * 1e3,
+               t[0] * 1e3, tk * 1e3);
+    }
+    kvrt_store_close(s);
+    kvrt_cache_destroy(q.cache);
+    free(q.table);
+    free(q.tokens);
+    return 0;
+}
+
+static int shared(const char *url, uint64_t entries_wanted)
+{
+    /* one chunk of every head per put: entries of 1 MiB */
+    uint64_t chunks = entries_wanted / HEADS ? entries_wanted / HEADS : 1;
+    struct seq q;
+    seq_make(&q, KVRT_LAYOUT_LBHNC, chunks * CHUNK);
+    seq_tokens(&q, 9);
+    kvrt_store *s = open_store(NULL, 0, url);
+    double t_set = timed_put(s, &q, true);
+    struct kvrt_store_stats st = {0};
+    kvrt_store_stats(s, &st);
+    if (st.written_shared != chunks * HEADS)
+        die("the shared tier did not take every entry");
+    double t_get = timed_get(s, &q);
+    uint64_t n = chunks * HEADS, value = 128 + st.entry_bytes;
+    printf("{\"what\": \"shared\", \"entries\": %llu, \"value_bytes\": %llu, \"set_per_s\": %.1f, \"get_per_s\": %.1f, "
+           "\"set_gbps\": %.3f, \"get_gbps\": %.3f}\n",
+           (unsigned long long)n, (unsigned long long)value, (double)n / t_set, (double)n / t_get,
+           (double)(n * value) / t_set / 1e9, (double)(n * value) / t_get / 1e9);
+    kvrt_store_close(s);
+    kvrt_cache_destroy(q.cache);
+    free(q.table);
+    free(q.tokens);
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct kvrt_runtime_options o;
+    kvrt_runtime_options_default(&o);
+    if (kvrt_runtime_open(&o, &rt) != KVRT_OK)
+        die("kvrt_runtime_open");
+    model(LAYERS, HEAD);
+    const char *what = argc > 1 ? argv[1] : "";
+    int rc = 2;
+    if (strcmp(what, "memory") == 0)
+        rc = memory(argc > 3 && strcmp(argv[2], "--rounds") == 0 ? atoi(argv[3]) : 5);
+    else if (strcmp(what, "disk") == 0 && argc > 2)
+        rc = disk(argv[2], argc > 4 && strcmp(argv[3], "--mib") == 0 ? strtoull(argv[4], NULL, 10) : 512);
+    else if (strcmp(what, "lookup") == 0 && argc > 2)
+        rc = lookup(argv[2]);
+    else if (strcmp(what, "shared") == 0 && argc > 2)
+        rc = shared(argv[2], argc > 4 && strcmp(argv[3], "--entries") == 0 ? strtoull(argv[4], NULL, 10) : 128);
+    else
+        fprintf(stderr, "usage: bench-store memory [--rounds N] | disk DIR [--mib N] | lookup DIR | shared URL "
+                        "[--entries N]\n");
+    kvrt_runtime_close(rt);
+    return rc;
+}

@@ -1,0 +1,352 @@
+/*
+ * kvrt — a KV store that outlives the engine (libkvrt-store).
+ *
+ *   kvrt_store_open()        a store for one model: a memory tier, and a
+ *                            disk tier (LMDB) and a shared tier (Redis
+ *                            protocol) when named
+ *   kvrt_store_put()         store the whole chunks of a token range of a
+ *                            sequence, read from a cache through its block
+ *                            table
+ *   kvrt_store_lookup()      how many leading tokens of a sequence are stored
+ *                            for every head this rank needs
+ *   kvrt_store_get()         load them into a cache (any layout, block size
+ *                            or tensor-parallel slice)
+ *   kvrt_store_put_post() / kvrt_store_get_post()
+ *                            the same, asynchronous: test, wait, release
+ *   kvrt_store_flush()       wait until every entry put so far is in the
+ *                            disk and shared tiers
+ *   kvrt_store_close()
+ *
+ * Entries are chunks of a sequence: chunk_tokens tokens (the store's own
+ * size, independent of any cache's block size).  A chunk's key is SHA-256 of
+ * the model's fingerprint, the previous chunk's key and the chunk's token
+ * ids; an entry holds one chunk of one KV head (or MLA's latent) across
+ * every layer, in the canonical order docs/store.md gives byte by byte, so
+ * a rank at any tensor parallelism writes and reads the heads it holds and
+ * the keys do not depend on parallelism, layout or block size.
+ *
+ * Never wrong: every entry written to disk or to the shared tier carries a
+ * checksum of its bytes (XXH3-128) and the fingerprint it was written for;
+ * one that fails either check is dropped with one warning line, counted as
+ * a miss and never loaded into a cache.  A store directory written for
+ * another model, chunk size or format version is refused when it is opened,
+ * naming the field that differs.
+ *
+ * A separate library (link `pkg-config --libs kvrt-store`) with its own
+ * soname, libkvrt-store.so.<KVRT_STORE_API_VERSION_MAJOR>; it uses libkvrt
+ * through its public headers only.  Every function returns a kvrt status
+ * (or KVRT_STORE_PENDING where said) and sets kvrt_error_message() on
+ * failure.  docs/store.md describes the tiers, the formats and the tool.
+ *
+ * Threads: a store may be used from any number of threads; calls are
+ * serialised where they must be.  A request reads or writes its cache from
+ * the store's worker thread: until it is complete, the engine must not
+ * write the blocks of its range (a put) or read them (a get), and, for a
+ * cache without a host address (OpenCL), must not use the cache at all.
+ */
+#ifndef KVRT_STORE_H
+#define KVRT_STORE_H
+
+#include <stdbool.h>
+#include <kvrt/common.h>
+#include <kvrt/placement.h>
+#include <kvrt/runtime.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/*
+ * libkvrt-store's own API version: its soname is
+ * libkvrt-store.so.<KVRT_STORE_API_VERSION_MAJOR>; the rules are libkvrt's
+ * (docs/design.md §12).  meson.build reads both numbers from here.
+ */
+#define KVRT_STORE_API_VERSION_MAJOR 1
+#define KVRT_STORE_API_VERSION_MINOR 0
+
+/* Version of the canonical entry format and of the store directory
+ * (docs/store.md); a directory of another version is refused. */
+#define KVRT_STORE_FORMAT_VERSION 1u
+
+/* Bytes of a chunk key, of a model fingerprint (SHA-256). */
+#define KVRT_STORE_KEY_BYTES 32
+
+/* Defaults of struct kvrt_store_options (kvrt_store_options_default). */
+#define KVRT_STORE_DEFAULT_CHUNK_TOKENS 256u
+#define KVRT_STORE_DEFAULT_MEMORY_BYTES (1ull << 30)
+#define KVRT_STORE_DEFAULT_DISK_BYTES (16ull << 30)
+#define KVRT_STORE_DEFAULT_QUEUE_BYTES (256ull << 20)
+#define KVRT_STORE_DEFAULT_SHARED_TIMEOUT_S 1.0
+
+/* Returned by kvrt_store_test() and kvrt_store_wait() while a request is
+ * still under way: not an error (positive, unlike every kvrt_status error). */
+#define KVRT_STORE_PENDING 1
+
+typedef struct kvrt_store kvrt_store;
+typedef struct kvrt_store_request kvrt_store_request;
+
+struct kvrt_store_options {
+    size_t size; /* sizeof(struct kvrt_store_options) */
+    /* The model every entry is for: all its layers and all its KV heads
+     * (kvrt_model_get_info()->placement_groups, or groups of one's own).
+     * Its attention and MLA layers are stored, in this order; state layers
+     * are refused.  NULL (num_groups 0): open an existing directory as it
+     * is, to inspect it (stat, ls, verify, gc); put and get are refused. */
+    const struct kvrt_group *groups;
+    size_t num_groups;
+    /* The model's id or revision as the caller names it ("meta-llama/
+     * Llama-3.1-8B@5206a32"); part of the fingerprint.  Required with
+     * groups. */
+    const char *model_id;
+    /* Tokens per chunk.  0: the directory's (inspecting), else
+     * KVRT_STORE_DEFAULT_CHUNK_TOKENS. */
+    uint64_t chunk_tokens;
+    /* Memory tier: capacity in bytes (LRU); 0: no memory tier. */
+    uint64_t memory_bytes;
+    /* Disk tier: a directory (created when absent); NULL: none. */
+    const char *path;
+    /* Its capacity in bytes (LRU).  0: the directory's own, or
+     * KVRT_STORE_DEFAULT_DISK_BYTES for a new one; otherwise recorded as
+     * the directory's capacity. */
+    uint64_t disk_bytes;
+    /* Shared tier: "redis://HOST:PORT" (a Redis-protocol server); NULL:
+     * none.  Its capacity and eviction are the server's (maxmemory with
+     * an allkeys-lru policy). */
+    const char *shared;
+    /* Connect and read timeout of the shared tier in seconds; 0: default. */
+    double shared_timeout_s;
+    /* Bound of the queue of entries on their way to the disk and shared
+     * tiers; a put waits while it is full.  0: default. */
+    uint64_t queue_bytes;
+    /* Receives warnings (a dropped entry, an unreachable server), one line
+     * each.  NULL: "kvrt-store: warning: ..." on stderr. */
+    void (*log)(void *user, enum kvrt_log_level level, const char *message);
+    void *log_user;
+    uint8_t reserved[64]; /* zero (kvrt_store_options_default) */
+};
+
+/** Defaults: chunk_tokens 256, memory 1 GiB, no disk or shared tier,
+ *  default disk capacity, timeout and queue, stderr warnings. */
+KVRT_API void kvrt_store_options_default(struct kvrt_store_options *options);
+
+/**
+ * Open a store.  With a path, the directory is created when absent (its
+ * parents must exist); an existing one must be a store of the same format
+ * version, model fingerprint and chunk size, else it is refused naming the
+ * field and both values.  Several processes (the ranks of one engine,
+ * several engines) may open one directory at once.
+ * @return KVRT_OK; KVRT_ERR_INVALID for bad options, a foreign or damaged
+ *   directory, an unwritable path (each naming the value and what is
+ *   valid); KVRT_ERR_UNSUPPORTED for a model with state layers;
+ *   KVRT_ERR_DEVICE when the disk fails; KVRT_ERR_NOMEM.  An unreachable
+ *   shared tier is not an error: it is warned about and counts as misses.
+ */
+KVRT_API int kvrt_store_open(const struct kvrt_store_options *options, kvrt_store **out);
+
+/**
+ * Wait for every request still under way, flush the queue (as
+ * kvrt_store_flush, failures warned about), then close.  Requests not yet
+ * released stay valid until released.
+ */
+KVRT_API void kvrt_store_close(kvrt_store *s);
+
+/**
+ * Wait until every entry queued so far is written to the disk and shared
+ * tiers.  After KVRT_OK, what was put before the call survives the process
+ * (kill -9 included) in the disk tier.
+ * @return KVRT_OK; KVRT_ERR_DEVICE naming how many entries could not be
+ *   written to the disk tier since the last flush, and why (a full disk).
+ *   Writes to an unreachable shared tier are dropped with a warning, not
+ *   an error.
+ */
+KVRT_API int kvrt_store_flush(kvrt_store *s);
+
+/* A token range of one sequence in one cache. */
+struct kvrt_store_span {
+    size_t size;       /* sizeof(struct kvrt_store_span) */
+    kvrt_cache *cache; /* attention/MLA layers named as the model's */
+    /* The sequence's block table: token t sits in block
+     * block_table[t / block_size], slot t % block_size. */
+    const int64_t *block_table;
+    uint64_t num_blocks;
+    /* The sequence's token ids from its first token (keys chain from it). */
+    const int32_t *tokens;
+    uint64_t num_tokens;
+    /* The range [first, first + count): first a multiple of chunk_tokens;
+     * count KVRT_UNSET: to num_tokens.  Only whole chunks are stored or
+     * loaded. */
+    uint64_t first;
+    uint64_t count;
+    /* The model's KV heads the cache holds: [head_start, head_start +
+     * num_heads); cache head slot i is model head head_start + i.
+     * num_heads 0: all of them. */
+    uint64_t head_start;
+    uint64_t num_heads;
+    /* With replicated heads (tensor parallelism above the number of KV
+     * heads), which replica of these heads this rank is: only replica 0
+     * writes; a put of another replica stores nothing and reports the
+     * range stored once replica 0 has stored it. */
+    uint64_t replica;
+    uint8_t reserved[56]; /* zero (kvrt_store_span_default) */
+};
+
+/** Defaults: everything 0 or NULL, count KVRT_UNSET. */
+KVRT_API void kvrt_store_span_default(struct kvrt_store_span *span);
+
+/**
+ * The heads of rank `rank` of a tensor-parallel group of `tp_size`, by
+ * libkvrt's rule (kvrt_tp_heads of the model's KV heads, <kvrt/parallel.h>):
+ * sets the span's head_start, num_heads and replica.
+ * @return KVRT_OK; the refusals of kvrt_tp_heads (a size that neither
+ *   divides the heads nor is a multiple of them, a rank out of range).
+ */
+KVRT_API int kvrt_store_span_tp(const kvrt_store *s, struct kvrt_store_span *span, uint64_t tp_size, uint64_t rank);
+
+/**
+ * Store the whole chunks of the span's range, every head the cache holds.
+ * Chunks already stored are not written again.  The entries go to the
+ * memory tier and, in the background, to the disk and shared tiers
+ * (kvrt_store_flush waits for them).  *stored (may be NULL) gets the
+ * tokens of the range's whole chunks now in the store.
+ * Everything is checked before anything is stored: a token array or block
+ * table too short for the range, a first token off a chunk boundary, a
+ * block id out of the cache's range, a cache whose layers do not match the
+ * model or hold other heads (each naming the value and what is valid).
+ */
+KVRT_API int kvrt_store_put(kvrt_store *s, const struct kvrt_store_span *span, uint64_t *stored);
+
+/**
+ * Load the leading stored chunks of the span's range into the cache,
+ * looking in memory, then disk, then the shared tier, and promoting what
+ * is found to the tiers above.  It stops at the first chunk missing for
+ * any head the cache holds.  *loaded (may be NULL) gets the tokens loaded
+ * (a multiple of chunk_tokens, from first); their slots hold the stored
+ * K/V, and nothing else of the cache changed.
+ */
+KVRT_API int kvrt_store_get(kvrt_store *s, const struct kvrt_store_span *span, uint64_t *loaded);
+
+/**
+ * How many leading tokens of the sequence (a multiple of chunk_tokens) are
+ * stored, in any tier, for every one of the heads [head_start, head_start
+ * + num_heads) (num_heads 0: all).  What a get will find, unless entries
+ * are evicted in between.
+ */
+KVRT_API int kvrt_store_lookup(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, uint64_t head_start,
+                               uint64_t num_heads, uint64_t *stored);
+
+/**
+ * kvrt_store_put and kvrt_store_get, posted: every check is made and *out
+ * gets a request at once; the work runs on the store's worker thread.  A
+ * refused span gives no request.  The span's arrays are copied.
+ */
+KVRT_API int kvrt_store_put_post(kvrt_store *s, const struct kvrt_store_span *span, kvrt_store_request **out);
+KVRT_API int kvrt_store_get_post(kvrt_store *s, const struct kvrt_store_span *span, kvrt_store_request **out);
+
+/**
+ * The request's state: KVRT_OK complete (*tokens, may be NULL, gets the
+ * tokens stored or loaded); KVRT_STORE_PENDING under way; otherwise the
+ * status it failed with (its message in kvrt_error_message()).
+ */
+KVRT_API int kvrt_store_test(kvrt_store_request *r, uint64_t *tokens);
+
+/** Wait until the request ends or timeout_s passes (< 0: until it ends).
+ *  @return as kvrt_store_test(). */
+KVRT_API int kvrt_store_wait(kvrt_store_request *r, double timeout_s, uint64_t *tokens);
+
+/** Give the request back; one still under way is waited for first. */
+KVRT_API void kvrt_store_release(kvrt_store_request *r);
+
+/**
+ * The keys of the sequence's whole chunks, in order: keys gets up to
+ * max_keys of them, KVRT_STORE_KEY_BYTES each; *num_keys (may be NULL) the
+ * number of whole chunks.  docs/store.md gives the bytes they hash.
+ */
+KVRT_API int kvrt_store_keys(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, uint8_t *keys,
+                             uint64_t max_keys, uint64_t *num_keys);
+
+/* What a store holds and has done since it was opened (kvrt_store_stats). */
+struct kvrt_store_stats {
+    size_t size; /* sizeof(struct kvrt_store_stats) */
+    uint64_t chunk_tokens;
+    uint64_t num_layers;
+    uint64_t num_heads;   /* the model's KV heads */
+    uint64_t entry_bytes; /* payload of one entry (one chunk of one head) */
+    uint64_t memory_entries, memory_bytes, memory_capacity;
+    uint64_t disk_entries, disk_bytes, disk_capacity; /* the directory's, every process */
+    uint64_t queued_entries, queued_bytes;            /* on their way down */
+    uint64_t hits_memory, hits_disk, hits_shared;     /* entries found (get) */
+    uint64_t misses;                                  /* entries a get or lookup did not find */
+    uint64_t put_entries;                             /* entries a put copied out of a cache */
+    uint64_t put_present;                             /* entries a put found already stored */
+    uint64_t evicted_memory, evicted_disk;
+    uint64_t written_disk, written_shared;
+    uint64_t write_failures; /* entries a tier could not take */
+    uint64_t dropped;        /* entries that failed their checks */
+    uint32_t shared_up;      /* 1: the shared tier answered last time */
+    uint8_t reserved[60];
+};
+
+/** Fill *stats (stats->size set by the caller, or 0). */
+KVRT_API int kvrt_store_stats(kvrt_store *s, struct kvrt_store_stats *stats);
+
+/* ---- the disk tier as it is (kvrt store stat|ls|verify|gc) ---------------- */
+
+/* One entry of the disk tier. */
+struct kvrt_store_entry_info {
+    size_t size;
+    uint8_t key[KVRT_STORE_KEY_BYTES]; /* the chunk's key */
+    uint64_t head;                     /* the model's KV head */
+    uint64_t bytes;                    /* stored bytes (header and payload) */
+    uint64_t last_used;                /* the directory's clock when last written or read */
+    uint8_t reserved[32];
+};
+
+/**
+ * The store as one JSON object (what `kvrt store stat --json` prints): the
+ * format version, the model it is for (id, fingerprint, layers, heads,
+ * types), chunk tokens and entry bytes, and each tier's entries, bytes,
+ * capacity, hits and misses (the disk tier's as recorded by every process
+ * that used the directory).  *out is the caller's: kvrt_free it.
+ */
+KVRT_API int kvrt_store_describe_json(kvrt_store *s, char **out);
+
+/**
+ * Call each(user, entry) for every entry of the disk tier, in key order,
+ * until it returns non-zero (which is returned).  KVRT_ERR_STATE without a
+ * disk tier.
+ */
+KVRT_API int kvrt_store_list(kvrt_store *s, int (*each)(void *user, const struct kvrt_store_entry_info *entry),
+                             void *user);
+
+/* What kvrt_store_verify found. */
+struct kvrt_store_verify_report {
+    size_t size;
+    uint64_t entries; /* looked at */
+    uint64_t bad;     /* failed a check */
+    uint64_t dropped; /* of those, deleted (drop) */
+    uint8_t reserved[32];
+};
+
+/**
+ * Check every entry of the disk tier (header, fingerprint, key, size,
+ * checksum); each bad one is reported to bad(user, entry, why) (may be
+ * NULL) and, with drop, deleted.
+ */
+KVRT_API int kvrt_store_verify(kvrt_store *s, bool drop,
+                               void (*bad)(void *user, const struct kvrt_store_entry_info *entry, const char *why),
+                               void *user, struct kvrt_store_verify_report *report);
+
+/**
+ * Evict least-recently-used entries of the disk tier until it holds at
+ * most target_bytes (0: its capacity).  *evicted (may be NULL) gets the
+ * number of entries evicted.
+ */
+KVRT_API int kvrt_store_gc(kvrt_store *s, uint64_t target_bytes, uint64_t *evicted);
+
+/** Hex of a key or fingerprint (65 bytes with the NUL) into buf. */
+KVRT_API void kvrt_store_hex(const uint8_t key[KVRT_STORE_KEY_BYTES], char buf[2 * KVRT_STORE_KEY_BYTES + 1]);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,342 @@
+/* The structure of a data file, checked before LMDB reads it.  LMDB trusts
+ * its file: a damaged page number or node offset in a tree page sends its
+ * reads outside the map, and the process dies of SIGSEGV or SIGBUS.  So
+ * when a process first opens a directory, every tree page of the snapshot
+ * it will read is read here with pread and checked: page numbers within
+ * the file, page types, node offsets and sizes within their page, child
+ * pages at the depth their tree says, each page reached once, overflow runs
+ * within the file.  A file that fails is refused, naming the page and what
+ * is wrong; payload bytes are the checksums' business (entry.c).
+ *
+ * This reads LMDB 0.9's on-disk format (lmdb.h's MDB_DATA_VERSION 1, the
+ * page and node layouts of its mdb.c), which is stable across 0.9 releases
+ * and is checked here against the file's own magic and version. */
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "store_internal.h"
+
+#define LMDB_MAGIC 0xBEEFC0DEu
+#define LMDB_DATA_VERSION 1u
+#define PAGE_HEADER 16u /* pgno 8, pad 2, flags 2, lower 2, upper 2 */
+#define NODE_HEADER 8u  /* lo 2, hi 2, flags 2, ksize 2 */
+#define P_BRANCH 0x01u
+#define P_LEAF 0x02u
+#define P_OVERFLOW 0x04u
+#define P_META 0x08u
+#define F_BIGDATA 0x01u
+#define F_SUBDATA 0x02u
+#define F_DUPDATA 0x04u
+#define P_INVALID UINT64_MAX
+#define MAX_DEPTH 32u /* LMDB's cursor stack */
+#define DB_BYTES 48u  /* MDB_db */
+#define MDB_INTEGERKEY_FLAG 0x08u
+
+struct check {
+    int fd;
+    const char *file;
+    uint64_t psize, last_pg, file_pages;
+    uint8_t *seen; /* a bit per page */
+    uint8_t *page;
+    char why[256];
+};
+
+static uint16_t rd16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
+static uint32_t rd32(const uint8_t *p)
+{
+    return (uint32_t)rd16(p) | (uint32_t)rd16(p + 2) << 16;
+}
+
+static uint64_t rd64(const uint8_t *p)
+{
+    return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
+}
+
+static bool fail(struct check *c, uint64_t pg, const char *what)
+{
+    if (!c->why[0])
+        snprintf(c->why, sizeof(c->why), "page %llu %s", ULL(pg), what);
+    return false;
+}
+
+static bool read_page(struct check *c, uint64_t pg, uint8_t *buf)
+{
+    return pread(c->fd, buf, c->psize, (off_t)(pg * c->psize)) == (ssize_t)c->psize;
+}
+
+static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_depth, bool free_table, uint64_t *entries);
+
+/* A tree described by an MDB_db record. */
+static bool check_db(struct check *c, const uint8_t *db, uint64_t at, bool free_table, uint64_t *entries)
+{
+    /* the flags change how LMDB reads the tree: the free-page table is
+     * integer-keyed, every other table of a store has none */
+    if (rd16(db + 4) != (free_table ? MDB_INTEGERKEY_FLAG : 0))
+        return fail(c, at, "describes a table with flags no store table has");
+    unsigned depth = rd16(db + 6);
+    uint64_t root = rd64(db + 40), count = rd64(db + 32);
+    if (root == P_INVALID)
+        return depth == 0 || fail(c, at, "describes an empty tree with a depth");
+    if (depth == 0 || depth > MAX_DEPTH)
+        return fail(c, at, "describes a tree deeper than LMDB can walk");
+    uint64_t n = 0;
+    if (!walk(c, root, 1, depth, free_table, &n))
+        return false;
+    if (n != count)
+        return fail(c, at, "counts other entries than its tree holds");
+    if (entries)
+        *entries += n;
+    return true;
+}
+
+/* A record of the free-page table: a list of page numbers, its length
+ * first, each within the database and in descending order (LMDB merges
+ * them trusting both). */
+static bool check_free_list(struct check *c, uint64_t pg, const uint8_t *inline_data, uint64_t ov, uint64_t size)
+{
+    if (size < 8 || size % 8)
+        return fail(c, pg, "holds a free-page list of a size that is no list");
+    uint8_t *buf = malloc(size);
+    if (!buf)
+        return fail(c, pg, "cannot be checked (out of memory)");
+    bool ok = true;
+    if (inline_data)
+        memcpy(buf, inline_data, size);
+    else if (pread(c->fd, buf, size, (off_t)(ov * c->psize + PAGE_HEADER)) != (ssize_t)size)
+        ok = fail(c, ov, "cannot be read");
+    uint64_t n = ok ? rd64(buf) : 0;
+    if (ok && n != size / 8 - 1)
+        ok = fail(c, pg, "holds a free-page list whose length is not its size");
+    for (uint64_t i = 1; ok && i <= n; i++) {
+        uint64_t id = rd64(buf + 8 * i);
+        if (id < 2 || id > c->last_pg || (i > 1 && id >= rd64(buf + 8 * (i - 1))))
+            ok = fail(c, pg, "holds a free-page list out of range or order");
+    }
+    free(buf);
+    return ok;
+}
+
+static int cmp_span(const void *a, const void *b)
+{
+    const uint32_t *x = a, *y = b;
+    return (x[0] > y[0]) - (x[0] < y[0]);
+}
+
+/* LMDB keeps a page's nodes packed from `upper` to the end, each an even
+ * number of bytes; it moves bytes between them trusting that (deleting a
+ * node shifts the ones below it), so nodes that overlap or leave the page
+ * would make it write outside the page. */
+static bool check_tiling(struct check *c, uint64_t pg, const uint8_t *p, size_t keys, unsigned upper, bool leaf)
+{
+    uint32_t *spans = malloc(2 * keys * sizeof(*spans));
+    if (!spans)
+        return fail(c, pg, "cannot be checked (out of memory)");
+    bool ok = true;
+    for (size_t i = 0; ok && i < keys; i++) {
+        unsigned off = rd16(p + PAGE_HEADER + 2 * i);
+        if (off < upper || off + NODE_HEADER > c->psize) {
+            ok = fail(c, pg, "has a node outside the page");
+            break;
+        }
+        const uint8_t *n = p + off;
+        uint64_t size = NODE_HEADER + rd16(n + 6);
+        if (leaf)
+            size += rd16(n + 4) & F_BIGDATA ? 8 : ((uint64_t)rd16(n) | (uint64_t)rd16(n + 2) << 16);
+        size += size & 1;
+        if (off + size > c->psize)
+            ok = fail(c, pg, "has a node past the page");
+        spans[2 * i] = off;
+        spans[2 * i + 1] = (uint32_t)size;
+    }
+    if (ok) {
+        qsort(spans, keys, 2 * sizeof(*spans), cmp_span);
+        uint64_t at = upper;
+        for (size_t i = 0; ok && i < keys; i++) {
+            if (spans[2 * i] != at)
+                ok = fail(c, pg, "has nodes that overlap or leave gaps");
+            at = spans[2 * i] + (uint64_t)spans[2 * i + 1];
+        }
+        if (ok && at != c->psize)
+            ok = fail(c, pg, "has nodes that do not end at the page's end");
+    }
+    free(spans);
+    return ok;
+}
+
+static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_depth, bool free_table, uint64_t *entries)
+{
+    if (pg < 2 || pg > c->last_pg)
+        return fail(c, pg, "is outside the database's pages");
+    if (pg >= c->file_pages)
+        return fail(c, pg, "is past the end of the file (it was cut short)");
+    if (c->seen[pg / 8] & (1u << (pg % 8)))
+        return fail(c, pg, "is reached twice");
+    c->seen[pg / 8] |= (uint8_t)(1u << (pg % 8));
+    uint8_t *p = malloc(c->psize);
+    if (!p || !read_page(c, pg, p)) {
+        free(p);
+        return fail(c, pg, "cannot be read");
+    }
+    bool ok = true;
+    unsigned flags = rd16(p + 10), lower = rd16(p + 12), upper = rd16(p + 14);
+    bool leaf = (flags & (P_BRANCH | P_LEAF | P_OVERFLOW | P_META)) == P_LEAF;
+    bool branch = (flags & (P_BRANCH | P_LEAF | P_OVERFLOW | P_META)) == P_BRANCH;
+    if (rd64(p) != pg)
+        ok = fail(c, pg, "holds another page number");
+    else if (!leaf && !branch)
+        ok = fail(c, pg, "is neither a branch nor a leaf page where the tree needs one");
+    else if (leaf != (depth == want_depth))
+        ok = fail(c, pg, "is at another depth than its tree says");
+    else if (lower < PAGE_HEADER || lower > upper || upper > c->psize || (lower - PAGE_HEADER) % 2)
+        ok = fail(c, pg, "has its free space out of bounds");
+    size_t keys = ok ? (lower - PAGE_HEADER) / 2 : 0;
+    if (ok && keys == 0)
+        ok = fail(c, pg, "holds no nodes");
+    if (ok)
+        ok = check_tiling(c, pg, p, keys, upper, leaf);
+    for (size_t i = 0; ok && i < keys; i++) {
+        unsigned off = rd16(p + PAGE_HEADER + 2 * i);
+        if (off < upper || off + NODE_HEADER > c->psize) {
+            ok = fail(c, pg, "has a node outside the page");
+            break;
+        }
+        const uint8_t *n = p + off;
+        unsigned nflags = rd16(n + 4), ksize = rd16(n + 6);
+        uint64_t lohi = (uint64_t)rd16(n) | (uint64_t)rd16(n + 2) << 16;
+        if (off + NODE_HEADER + ksize > c->psize) {
+            ok = fail(c, pg, "has a key past the page");
+            break;
+        }
+        const uint8_t *data = n + NODE_HEADER + ksize;
+        uint64_t room = c->psize - (off + NODE_HEADER + ksize);
+        if (branch) {
+            uint64_t child = lohi | (uint64_t)nflags << 32;
+            ok = walk(c, child, depth + 1, want_depth, free_table, entries);
+            continue;
+        }
+        (*entries)++;
+        if (free_table && ksize != 8) {
+            ok = fail(c, pg, "holds a free-page record whose key is not a transaction id");
+        } else if (nflags & F_DUPDATA) {
+            ok = fail(c, pg, "holds duplicate-sorted data, which no store table has");
+        } else if (nflags & F_BIGDATA) {
+            uint64_t ov = room >= 8 ? rd64(data) : 0;
+            uint64_t pages = (lohi + PAGE_HEADER + c->psize - 1) / c->psize;
+            if (room < 8 || ov < 2 || ov > c->last_pg || pages > c->last_pg - ov + 1)
+                ok = fail(c, pg, "points at overflow pages outside the database");
+            else if (ov + pages > c->file_pages)
+                ok = fail(c, pg, "points at overflow pages past the end of the file (it was cut short)");
+            for (uint64_t k = 0; ok && k < pages; k++) {
+                if (c->seen[(ov + k) / 8] & (1u << ((ov + k) % 8)))
+                    ok = fail(c, ov + k, "is reached twice");
+                c->seen[(ov + k) / 8] |= (uint8_t)(1u << ((ov + k) % 8));
+            }
+            if (ok && free_table)
+                ok = check_free_list(c, pg, NULL, ov, lohi);
+        } else if (nflags & F_SUBDATA) {
+            if (lohi != DB_BYTES || room < DB_BYTES)
+                ok = fail(c, pg, "holds a table record of the wrong size");
+            else
+                ok = check_db(c, data, pg, false, NULL);
+        } else if (lohi > room) {
+            ok = fail(c, pg, "has a value past the page");
+        } else if (free_table) {
+            ok = check_free_list(c, pg, data, 0, lohi);
+        }
+    }
+    free(p);
+    return ok;
+}
+
+int disk_check_file(const char *path, uint64_t txnid)
+{
+    char file[4200];
+    snprintf(file, sizeof(file), "%s/data.mdb", path);
+    struct check c;
+    memset(&c, 0, sizeof(c));
+    c.file = file;
+    c.fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (c.fd < 0) {
+        int e = errno;
+        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: cannot read \"%s\": %s", file, strerror(e));
+    }
+    struct stat st;
+    uint8_t head[PAGE_HEADER + 160];
+    int rc = KVRT_OK;
+    if (fstat(c.fd, &st) != 0 || pread(c.fd, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
+        close(c.fd);
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: its first meta page cannot be read", file);
+    }
+    /* the page size is in the free table's record of the first meta page */
+    c.psize = rd32(head + PAGE_HEADER + 24);
+    if (c.psize < 512 || c.psize > 65536 || (c.psize & (c.psize - 1))) {
+        close(c.fd);
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: its page size %llu is not LMDB's", file,
+                          ULL(c.psize));
+    }
+    c.file_pages = (uint64_t)st.st_size / c.psize;
+    uint8_t meta[2][PAGE_HEADER + 160];
+    const uint8_t *m = NULL;
+    for (int i = 0; i < 2; i++) {
+        /* both must be sound: LMDB reads both, and takes the page size from
+         * the newer, which need not be the one it reads the tree from */
+        const uint8_t *mm = meta[i] + PAGE_HEADER;
+        if (pread(c.fd, meta[i], sizeof(meta[i]), (off_t)(i * c.psize)) != (ssize_t)sizeof(meta[i]) ||
+            rd32(mm) != LMDB_MAGIC || rd32(mm + 4) != LMDB_DATA_VERSION || !(rd16(meta[i] + 10) & P_META) ||
+            rd32(mm + 24) != c.psize || rd64(meta[i]) != (uint64_t)i) {
+            close(c.fd);
+            return STORE_FAIL(KVRT_ERR_INVALID,
+                              "kvrt-store: \"%s\" is damaged: meta page %d is not LMDB's (format %u, page size %llu); "
+                              "restore it or remove the folder",
+                              file, i, LMDB_DATA_VERSION, ULL(c.psize));
+        }
+        if (rd64(mm + 128) == txnid)
+            m = mm;
+    }
+    /* LMDB takes the page size from the meta page it uses */
+    if (m && rd32(m + 24) != c.psize) {
+        close(c.fd);
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: its meta pages disagree on the page size",
+                          file);
+    }
+    if (!m) {
+        close(c.fd);
+        return STORE_FAIL(KVRT_ERR_INVALID,
+                          "kvrt-store: \"%s\" is damaged: no meta page of LMDB format %u describes its last "
+                          "transaction (%llu)",
+                          file, LMDB_DATA_VERSION, ULL(txnid));
+    }
+    /* The file need not reach the last page the database counts: pages a
+     * transaction took and gave back before its commit are never written.
+     * Every page that is read must be in it (checked page by page). */
+    c.last_pg = rd64(m + 120);
+    if (c.last_pg > (1ull << 40)) {
+        close(c.fd);
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: its meta page counts %llu pages", file,
+                          ULL(c.last_pg));
+    }
+    c.seen = calloc(c.last_pg / 8 + 1, 1);
+    if (!c.seen) {
+        close(c.fd);
+        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory checking \"%s\"", file);
+    }
+    uint64_t entries = 0;
+    /* the free-page table, then the main table (which holds the others) */
+    if (!check_db(&c, m + 24, 0, true, NULL) || !check_db(&c, m + 24 + DB_BYTES, 0, false, &entries))
+        rc = STORE_FAIL(KVRT_ERR_INVALID,
+                        "kvrt-store: \"%s\" is damaged: %s; restore it, or remove the folder to start an empty "
+                        "store",
+                        file, c.why);
+    free(c.seen);
+    close(c.fd);
+    return rc;
+}

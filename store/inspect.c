@@ -1,0 +1,190 @@
+/* The disk tier as it is: the description `kvrt store stat` prints, the
+ * entries `ls` lists, the check `verify` makes, the trim `gc` does. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "store_internal.h"
+
+static json_t *u64(uint64_t v)
+{
+    return json_integer((json_int_t)(v > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : v));
+}
+
+static json_t *model_json(const struct store_model *m)
+{
+    char *text = store_record_text(m);
+    json_t *o = text ? json_loads(text, 0, NULL) : NULL;
+    free(text);
+    if (o) {
+        json_object_del(o, "format");
+        json_object_del(o, "format_version");
+        json_object_set_new(o, "num_layers", u64(m->num_layers));
+        json_object_set_new(o, "entry_bytes_stored", u64(STORE_HEADER_BYTES + m->payload_bytes));
+    }
+    return o;
+}
+
+int kvrt_store_describe_json(kvrt_store *s, char **out)
+{
+    if (!s || !out)
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_describe_json: the store and out are required");
+    *out = NULL;
+    struct kvrt_store_stats st = {0};
+    int rc = kvrt_store_stats(s, &st);
+    if (rc != KVRT_OK)
+        return rc;
+    json_t *o = json_object();
+    json_object_set_new(o, "format_version", json_integer(KVRT_STORE_FORMAT_VERSION));
+    json_object_set_new(o, "model", model_json(&s->model));
+    if (!s->inspect) {
+        json_object_set_new(o, "memory",
+                            json_pack("{s:o, s:o, s:o, s:o, s:o}", "entries", u64(st.memory_entries), "bytes",
+                                      u64(st.memory_bytes), "capacity", u64(st.memory_capacity), "hits",
+                                      u64(st.hits_memory), "evicted", u64(st.evicted_memory)));
+    }
+    if (s->has_disk) {
+        struct disk_counts dc;
+        if ((rc = disk_counts(&s->disk, &dc)) != KVRT_OK) {
+            json_decref(o);
+            return rc;
+        }
+        json_object_set_new(o, "disk",
+                            json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "path", s->disk.path, "entries",
+                                      u64(dc.entries), "bytes", u64(dc.bytes), "capacity", u64(dc.capacity),
+                                      "file_bytes", u64(dc.file_bytes), "hits", u64(dc.hits), "misses", u64(dc.misses),
+                                      "writes", u64(dc.writes), "evictions", u64(dc.evictions)));
+    }
+    if (s->has_shared)
+        json_object_set_new(o, "shared",
+                            json_pack("{s:s, s:b, s:o, s:o}", "url", s->shared.url, "up", st.shared_up, "hits",
+                                      u64(st.hits_shared), "written", u64(st.written_shared)));
+    if (!s->inspect)
+        json_object_set_new(o, "process",
+                            json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "hits_memory",
+                                      u64(st.hits_memory), "hits_disk", u64(st.hits_disk), "hits_shared",
+                                      u64(st.hits_shared), "misses", u64(st.misses), "put_entries", u64(st.put_entries),
+                                      "put_present", u64(st.put_present), "queued_entries", u64(st.queued_entries),
+                                      "write_failures", u64(st.write_failures), "dropped", u64(st.dropped)));
+    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(o);
+    if (!text)
+        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_describe_json: out of memory");
+    /* the caller frees with kvrt_free (free) */
+    *out = text;
+    return KVRT_OK;
+}
+
+struct list_ctx {
+    int (*each)(void *user, const struct kvrt_store_entry_info *e);
+    void *user;
+};
+
+static int list_one(void *user, const struct kvrt_store_entry_info *e, const uint8_t *buf, uint64_t len)
+{
+    (void)buf;
+    (void)len;
+    struct list_ctx *c = user;
+    return c->each(c->user, e);
+}
+
+static int need_disk(kvrt_store *s, const char *fn)
+{
+    if (!s)
+        return STORE_FAIL(KVRT_ERR_INVALID, "%s: the store is NULL", fn);
+    if (!s->has_disk)
+        return STORE_FAIL(KVRT_ERR_STATE, "%s: the store has no disk tier (open it with a path)", fn);
+    return KVRT_OK;
+}
+
+int kvrt_store_list(kvrt_store *s, int (*each)(void *user, const struct kvrt_store_entry_info *entry), void *user)
+{
+    int rc = need_disk(s, "kvrt_store_list");
+    if (rc != KVRT_OK)
+        return rc;
+    if (!each)
+        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_list: each is required");
+    struct list_ctx c = {each, user};
+    return disk_list(&s->disk, list_one, &c);
+}
+
+struct verify_ctx {
+    kvrt_store *s;
+    void (*bad)(void *user, const struct kvrt_store_entry_info *e, const char *why);
+    void *user;
+    struct kvrt_store_verify_report *r;
+    struct store_id *ids;
+    uint64_t n, cap;
+    bool oom;
+};
+
+static int verify_one(void *user, const struct kvrt_store_entry_info *e, const uint8_t *buf, uint64_t len)
+{
+    struct verify_ctx *c = user;
+    c->r->entries++;
+    struct store_id id;
+    memcpy(id.key, e->key, KVRT_STORE_KEY_BYTES);
+    id.head = (uint32_t)e->head;
+    const char *why = buf ? store_entry_check(&c->s->model, &id, buf, len) : "its key is not an entry key";
+    if (!why && e->head >= c->s->model.num_heads)
+        why = "its head is past the model's KV heads";
+    if (!why)
+        return 0;
+    c->r->bad++;
+    if (c->bad)
+        c->bad(c->user, e, why);
+    if (c->n == c->cap) {
+        uint64_t cap = c->cap ? 2 * c->cap : 64;
+        struct store_id *g = realloc(c->ids, cap * sizeof(*g));
+        if (!g) {
+            c->oom = true;
+            return 0;
+        }
+        c->ids = g;
+        c->cap = cap;
+    }
+    c->ids[c->n++] = id;
+    return 0;
+}
+
+int kvrt_store_verify(kvrt_store *s, bool drop,
+                      void (*bad)(void *user, const struct kvrt_store_entry_info *entry, const char *why), void *user,
+                      struct kvrt_store_verify_report *report)
+{
+    int rc = need_disk(s, "kvrt_store_verify");
+    if (rc != KVRT_OK)
+        return rc;
+    struct kvrt_store_verify_report local;
+    if (!report)
+        report = &local;
+    memset(report, 0, sizeof(*report));
+    report->size = sizeof(*report);
+    struct verify_ctx c = {s, bad, user, report, NULL, 0, 0, false};
+    rc = disk_list(&s->disk, verify_one, &c);
+    if (rc == KVRT_OK && drop && c.n) {
+        struct disk_batch b;
+        memset(&b, 0, sizeof(b));
+        b.drops = c.ids;
+        b.num_drops = c.n;
+        if ((rc = disk_write(&s->disk, &b)) == KVRT_OK)
+            report->dropped = c.n;
+    }
+    free(c.ids);
+    if (rc == KVRT_OK && c.oom)
+        rc = STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_verify: out of memory for the list of bad entries");
+    return rc;
+}
+
+int kvrt_store_gc(kvrt_store *s, uint64_t target_bytes, uint64_t *evicted)
+{
+    int rc = need_disk(s, "kvrt_store_gc");
+    if (rc != KVRT_OK)
+        return rc;
+    uint64_t n = 0;
+    rc = disk_gc(&s->disk, target_bytes, &n);
+    if (evicted)
+        *evicted = n;
+    return rc;
+}

@@ -1,0 +1,279 @@
+/* The memory tier: a bounded in-process pool of entries, indexed by
+ * (chunk key, head), least recently used first out.  An entry being read
+ * (pinned by a get) is never evicted; one queued for the lower tiers may
+ * leave the index, and its bytes live until the queue lets go.  Buffers of
+ * evicted entries are kept for the next entries (all entries of a store
+ * have one size), so a warm pool copies without page faults. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+static uint64_t hash_id(const struct store_id *id)
+{
+    uint64_t h;
+    memcpy(&h, id->key, sizeof(h));
+    return h ^ ((uint64_t)id->head * 0x9e3779b97f4a7c15ull);
+}
+
+static bool same(const struct store_id *a, const struct store_id *b)
+{
+    return a->head == b->head && memcmp(a->key, b->key, KVRT_STORE_KEY_BYTES) == 0;
+}
+
+int mem_tier_init(struct mem_tier *t, uint64_t capacity, uint64_t entry_bytes)
+{
+    memset(t, 0, sizeof(*t));
+    pthread_mutex_init(&t->lock, NULL);
+    t->capacity = capacity;
+    t->entry_bytes = entry_bytes;
+    t->num_buckets = 64;
+    /* an array of pointers to entries: sizeof(*t->buckets) is a pointer's size */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
+    t->buckets = calloc(t->num_buckets, sizeof(*t->buckets));
+    /* as many spare buffers as the tier holds entries: a put that evicts
+     * reuses the evicted entry's pages instead of faulting fresh ones in,
+     * and the tier and its spares together stay within the capacity (a
+     * buffer is either an entry's or spare) */
+    t->max_free = entry_bytes ? capacity / entry_bytes : 0;
+    if (t->max_free < 64)
+        t->max_free = 64;
+    t->free_bufs = calloc(t->max_free, sizeof(*t->free_bufs));
+    if (!t->buckets || !t->free_bufs) {
+        mem_tier_free(t);
+        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+    }
+    return KVRT_OK;
+}
+
+static void unlink_lru(struct mem_tier *t, struct mem_entry *e)
+{
+    if (e->prev)
+        e->prev->next = e->next;
+    else
+        t->lru_head = e->next;
+    if (e->next)
+        e->next->prev = e->prev;
+    else
+        t->lru_tail = e->prev;
+    e->prev = e->next = NULL;
+}
+
+static void push_lru(struct mem_tier *t, struct mem_entry *e)
+{
+    e->prev = NULL;
+    e->next = t->lru_head;
+    if (t->lru_head)
+        t->lru_head->prev = e;
+    t->lru_head = e;
+    if (!t->lru_tail)
+        t->lru_tail = e;
+}
+
+static void release_buf(struct mem_tier *t, uint8_t *buf)
+{
+    if (buf && t->free_bufs && t->num_free < t->max_free)
+        t->free_bufs[t->num_free++] = buf;
+    else
+        free(buf);
+}
+
+/* Drop one reference with the lock held. */
+static void unref_locked(struct mem_tier *t, struct mem_entry *e)
+{
+    if (--e->refs > 0)
+        return;
+    release_buf(t, e->buf);
+    free(e);
+}
+
+void mem_tier_free(struct mem_tier *t)
+{
+    for (uint64_t i = 0; t->buckets && i < t->num_buckets; i++)
+        for (struct mem_entry *e = t->buckets[i], *n; e; e = n) {
+            n = e->hnext;
+            e->indexed = false;
+            unref_locked(t, e);
+        }
+    for (uint64_t i = 0; t->free_bufs && i < t->num_free; i++)
+        free(t->free_bufs[i]);
+    free(t->free_bufs);
+    free(t->buckets);
+    pthread_mutex_destroy(&t->lock);
+    memset(t, 0, sizeof(*t));
+}
+
+struct mem_entry *mem_entry_new(struct mem_tier *t, const struct store_id *id)
+{
+    struct mem_entry *e = calloc(1, sizeof(*e));
+    if (!e)
+        return NULL;
+    e->id = *id;
+    e->refs = 1;
+    pthread_mutex_lock(&t->lock);
+    if (t->num_free > 0)
+        e->buf = t->free_bufs[--t->num_free];
+    pthread_mutex_unlock(&t->lock);
+    if (!e->buf) {
+        /* aligned and padded as a slot of the disk tier, which is written
+         * straight from it */
+        uint64_t bytes = store_slot_bytes(t->entry_bytes);
+        void *p = NULL;
+        if (posix_memalign(&p, STORE_SLOT_ALIGN, bytes) != 0)
+            p = NULL;
+        e->buf = p;
+        if (e->buf)
+            memset(e->buf + STORE_HEADER_BYTES + t->entry_bytes, 0, bytes - STORE_HEADER_BYTES - t->entry_bytes);
+    }
+    if (!e->buf) {
+        free(e);
+        return NULL;
+    }
+    return e;
+}
+
+void mem_entry_unref(struct mem_tier *t, struct mem_entry *e)
+{
+    if (!e)
+        return;
+    pthread_mutex_lock(&t->lock);
+    unref_locked(t, e);
+    pthread_mutex_unlock(&t->lock);
+}
+
+static struct mem_entry **slot_of(struct mem_tier *t, const struct store_id *id)
+{
+    struct mem_entry **p = &t->buckets[hash_id(id) & (t->num_buckets - 1)];
+    while (*p && !same(&(*p)->id, id))
+        p = &(*p)->hnext;
+    return p;
+}
+
+static void leave_lru(struct mem_tier *t, struct mem_entry *e)
+{
+    if (!e->in_lru)
+        return;
+    unlink_lru(t, e);
+    e->in_lru = false;
+    t->bytes -= t->entry_bytes;
+    t->entries--;
+}
+
+static void unindex(struct mem_tier *t, struct mem_entry *e)
+{
+    struct mem_entry **p = slot_of(t, &e->id);
+    if (*p == e)
+        *p = e->hnext;
+    e->hnext = NULL;
+    leave_lru(t, e);
+    e->indexed = false;
+    t->indexed--;
+}
+
+static void grow(struct mem_tier *t)
+{
+    uint64_t n = t->num_buckets * 2;
+    /* pointers to entries, as t->buckets */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
+    struct mem_entry **b = calloc(n, sizeof(*b));
+    if (!b)
+        return; /* longer chains, still correct */
+    for (uint64_t i = 0; i < t->num_buckets; i++)
+        for (struct mem_entry *e = t->buckets[i], *next; e; e = next) {
+            next = e->hnext;
+            uint64_t j = hash_id(&e->id) & (n - 1);
+            e->hnext = b[j];
+            b[j] = e;
+        }
+    free(t->buckets);
+    t->buckets = b;
+    t->num_buckets = n;
+}
+
+bool mem_tier_insert(struct mem_tier *t, struct mem_entry *e, bool cache)
+{
+    pthread_mutex_lock(&t->lock);
+    if (*slot_of(t, &e->id)) {
+        pthread_mutex_unlock(&t->lock);
+        return false;
+    }
+    /* evict from the cold end, passing over entries being read; one still
+     * queued leaves the tier but stays findable until it is written */
+    struct mem_entry *v = t->lru_tail;
+    while (cache && t->entry_bytes <= t->capacity && t->bytes + t->entry_bytes > t->capacity && v) {
+        struct mem_entry *prev = v->prev;
+        if (v->readers == 0) {
+            t->evicted++;
+            if (v->queued) {
+                leave_lru(t, v);
+            } else {
+                unindex(t, v);
+                unref_locked(t, v);
+            }
+        }
+        v = prev;
+    }
+    bool fits = cache && t->entry_bytes <= t->capacity && t->bytes + t->entry_bytes <= t->capacity;
+    if (!fits && !e->queued) {
+        pthread_mutex_unlock(&t->lock);
+        return false;
+    }
+    if (t->indexed + 1 > t->num_buckets)
+        grow(t);
+    struct mem_entry **p = slot_of(t, &e->id);
+    e->hnext = NULL;
+    *p = e;
+    e->indexed = true;
+    t->indexed++;
+    if (fits) {
+        push_lru(t, e);
+        e->in_lru = true;
+        t->bytes += t->entry_bytes;
+        t->entries++;
+    }
+    pthread_mutex_unlock(&t->lock);
+    return true;
+}
+
+void mem_tier_written(struct mem_tier *t, struct mem_entry *e)
+{
+    pthread_mutex_lock(&t->lock);
+    e->queued = false;
+    if (e->indexed && !e->in_lru) {
+        unindex(t, e);
+        unref_locked(t, e); /* the index's */
+    }
+    pthread_mutex_unlock(&t->lock);
+}
+
+struct mem_entry *mem_tier_pin(struct mem_tier *t, const struct store_id *id)
+{
+    pthread_mutex_lock(&t->lock);
+    struct mem_entry *e = *slot_of(t, id);
+    if (e) {
+        e->refs++;
+        e->readers++;
+        if (e->in_lru) {
+            unlink_lru(t, e);
+            push_lru(t, e);
+        }
+    }
+    pthread_mutex_unlock(&t->lock);
+    return e;
+}
+
+void mem_tier_unpin(struct mem_tier *t, struct mem_entry *e)
+{
+    pthread_mutex_lock(&t->lock);
+    e->readers--;
+    unref_locked(t, e);
+    pthread_mutex_unlock(&t->lock);
+}
+
+bool mem_tier_has(struct mem_tier *t, const struct store_id *id)
+{
+    pthread_mutex_lock(&t->lock);
+    bool has = *slot_of(t, id) != NULL;
+    pthread_mutex_unlock(&t->lock);
+    return has;
+}

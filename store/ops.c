@@ -1,0 +1,599 @@
+/* Put, get and lookup: spans checked completely before anything moves, then
+ * entries copied between a cache and the tiers, chunk by chunk and head by
+ * head (docs/store.md "Operations"). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "store_internal.h"
+
+static int check_reserved(const uint8_t *b, size_t n, const char *what)
+{
+    for (size_t i = 0; i < n; i++)
+        if (b[i])
+            return STORE_FAIL(KVRT_ERR_INVALID,
+                              "%s.reserved[%zu] is %u, but reserved bytes must be 0 (this libkvrt-store speaks API "
+                              "%d.%d); fill it with its _default() function or a designated initialiser",
+                              what, i, (unsigned)b[i], KVRT_STORE_API_VERSION_MAJOR, KVRT_STORE_API_VERSION_MINOR);
+    return KVRT_OK;
+}
+
+static int cmp_i64(const void *a, const void *b)
+{
+    int64_t x = *(const int64_t *)a, y = *(const int64_t *)b;
+    return (x > y) - (x < y);
+}
+
+/* The heads a span names, as [start, start + n) of the model's. */
+static int span_heads(const kvrt_store *s, const char *fn, uint64_t start, uint64_t n, uint64_t *out_n)
+{
+    uint64_t H = s->model.num_heads;
+    if (n == 0) {
+        if (start != 0)
+            return STORE_FAIL(KVRT_ERR_INVALID,
+                              "%s: head_start %llu with num_heads 0 (all heads); give both, or neither", fn,
+                              ULL(start));
+        n = H;
+    }
+    if (start >= H || n > H - start)
+        return STORE_FAIL(KVRT_ERR_INVALID,
+                          "%s: heads [%llu, %llu) are outside the model's %llu KV heads; give head_start and "
+                          "num_heads with head_start + num_heads <= %llu",
+                          fn, ULL(start), ULL(start + n), ULL(H), ULL(H));
+    *out_n = n;
+    return KVRT_OK;
+}
+
+static int check_tokens(const char *fn, const int32_t *tokens, uint64_t n)
+{
+    for (uint64_t i = 0; i < n; i++)
+        if (tokens[i] < 0)
+            return STORE_FAIL(KVRT_ERR_INVALID, "%s: tokens[%llu] is %d; token ids are >= 0", fn, ULL(i),
+                              (int)tokens[i]);
+    return KVRT_OK;
+}
+
+static int check_table(const char *fn, const struct canon_map *map, const int64_t *table, uint64_t from, uint64_t to)
+{
+    for (uint64_t i = from; i < to; i++)
+        if (table[i] < 0 || (uint64_t)table[i] >= map->num_blocks)
+            return STORE_FAIL(KVRT_ERR_INVALID, "%s: block_table[%llu] is %lld; the cache's blocks are 0 to %llu", fn,
+                              ULL(i), (long long)table[i], ULL(map->num_blocks - 1));
+    if (to - from < 2)
+        return KVRT_OK;
+    int64_t *sorted = malloc((to - from) * sizeof(*sorted));
+    if (!sorted)
+        return STORE_FAIL(KVRT_ERR_NOMEM, "%s: out of memory", fn);
+    memcpy(sorted, table + from, (to - from) * sizeof(*sorted));
+    qsort(sorted, to - from, sizeof(*sorted), cmp_i64);
+    int rc = KVRT_OK;
+    for (uint64_t i = 1; i < to - from && rc == KVRT_OK; i++)
+        if (sorted[i] == sorted[i - 1])
+            rc = STORE_FAIL(KVRT_ERR_INVALID,
+                            "%s: block_table names block %lld twice within the range; a sequence's blocks are "
+                            "distinct",
+                            fn, (long long)sorted[i]);
+    free(sorted);
+    return rc;
+}
+
+void store_op_free(struct store_op *op)
+{
+    canon_map_free(&op->map);
+    free(op->table_copy);
+    free(op->keys);
+    memset(op, 0, sizeof(*op));
+}
+
+int store_op_prepare(kvrt_store *s, const struct kvrt_store_span *span, bool is_put, bool copy, struct store_op *op)
+{
+    const char *fn = is_put ? "kvrt_store_put" : "kvrt_store_get";
+    memset(op, 0, sizeof(*op));
+    if (!s || !span)
+        return STORE_FAIL(KVRT_ERR_INVALID, "%s: the store and the span are required", fn);
+    if (s->inspect)
+        return STORE_FAIL(KVRT_ERR_STATE,
+                          "%s: the store was opened to inspect its directory (no model); open it with the model to "
+                          "put and get",
+                          fn);
+    if (span->size != sizeof(*span))
+        return STORE_FAIL(KVRT_ERR_INVALID, "%s: span size %zu; expected %zu (call kvrt_store_span_default)", fn,
+                          span->size, sizeof(*span));
+    int rc = check_reserved(span->reserved, sizeof(span->reserved), "kvrt_store_span");
+    if (rc != KVRT_OK)
+        return rc;
+    if (!span->cache)
+        return STORE_FAIL(KVRT_ERR_INVALID, "%s: the span has no cache", fn);
+    const uint64_t T = s->model.chunk_tokens;
+    uint64_t heads;
+    if ((rc = span_heads(s, fn, span->head_start, span->num_heads, &heads)) != KVRT_OK)
+        return rc;
+    if (span->num_tokens && !span->tokens)
+        return STORE_FAIL(KVRT_ERR_INVALID, "%s: num_tokens is %llu but tokens is NULL", fn, ULL(span->num_tokens));
+    if (span->first > span->num_tokens)
+        return STORE_FAIL(KVRT_ERR_INVALID, "%s: first %llu is past the %llu tokens given", fn, ULL(span->first),
+                          ULL(span->num_tokens));
+    uint64_t count = span->count == KVRT_UNSET ? span->num_tokens - span->first : span->count;
+    if (count > span->num_tokens - span->first)
+        return STORE_FAIL(KVRT_ERR_INVALID,
+                          "%s: the range [%llu, %llu) needs %llu token ids, but tokens has %llu; give every token id "
+                          "from the sequence's first up to the range's end",
+                          fn, ULL(span->first), ULL(span->first + count), ULL(span->first + count),
+                          ULL(span->num_tokens));
+    if (span->first % T)
+        return STORE_FAIL(KVRT_ERR_INVALID,
+                          "%s: first %llu is not on a chunk boundary; give a multiple of chunk_tokens (%llu)", fn,
+                          ULL(span->first), ULL(T));
+    if ((rc = canon_map_build(&s->model, span->cache, heads, &op->map)) != KVRT_OK)
+        return rc;
+    op->is_put = is_put;
+    op->store = s;
+    op->first_chunk = span->first / T;
+    op->num_chunks = count / T;
+    op->head_start = span->head_start;
+    op->num_heads = heads;
+    op->replica = span->replica;
+    uint64_t end = (op->first_chunk + op->num_chunks) * T;
+    const uint64_t bs = op->map.block_size;
+    uint64_t need = op->num_chunks ? (end + bs - 1) / bs : 0;
+    if (span->num_blocks < need || (need && !span->block_table)) {
+        rc = STORE_FAIL(KVRT_ERR_INVALID,
+                        "%s: block_table has %llu blocks, but tokens up to %llu need %llu blocks of %llu tokens; "
+                        "give the sequence's whole block table",
+                        fn, ULL(span->block_table ? span->num_blocks : 0), ULL(end), ULL(need), ULL(bs));
+        store_op_free(op);
+        return rc;
+    }
+    if ((rc = check_tokens(fn, span->tokens, end)) != KVRT_OK ||
+        (rc = check_table(fn, &op->map, span->block_table, span->first / bs, need)) != KVRT_OK) {
+        store_op_free(op);
+        return rc;
+    }
+    uint64_t all = op->first_chunk + op->num_chunks;
+    op->keys = malloc((all ? all : 1) * KVRT_STORE_KEY_BYTES);
+    if (!op->keys) {
+        store_op_free(op);
+        return STORE_FAIL(KVRT_ERR_NOMEM, "%s: out of memory for %llu keys", fn, ULL(all));
+    }
+    if ((rc = store_chunk_keys(&s->model, span->tokens, all, op->keys)) != KVRT_OK) {
+        store_op_free(op);
+        return rc;
+    }
+    /* only the range's keys are needed from here on */
+    memmove(op->keys, op->keys + op->first_chunk * KVRT_STORE_KEY_BYTES, op->num_chunks * KVRT_STORE_KEY_BYTES);
+    op->table_len = need;
+    op->table = span->block_table;
+    if (copy && need) {
+        op->table_copy = malloc(need * sizeof(*op->table_copy));
+        if (!op->table_copy) {
+            store_op_free(op);
+            return STORE_FAIL(KVRT_ERR_NOMEM, "%s: out of memory", fn);
+        }
+        memcpy(op->table_copy, span->block_table, need * sizeof(*op->table_copy));
+        op->table = op->table_copy;
+    }
+    return KVRT_OK;
+}
+
+static void id_of(const struct store_op *op, uint64_t c, uint64_t h, struct store_id *id)
+{
+    memcpy(id->key, op->keys + c * KVRT_STORE_KEY_BYTES, KVRT_STORE_KEY_BYTES);
+    id->head = (uint32_t)(op->head_start + h);
+}
+
+/* Which entries of the op are stored already (memory or disk): present[c *
+ * heads + h]. */
+static int find_present(struct store_op *op, bool *present)
+{
+    kvrt_store *s = op->store;
+    uint64_t H = op->num_heads;
+    struct disk_read *r = NULL;
+    int rc = s->has_disk ? disk_read_begin(&s->disk, &r) : KVRT_OK;
+    if (rc != KVRT_OK)
+        return rc;
+    for (uint64_t c = 0; c < op->num_chunks && rc == KVRT_OK; c++) {
+        bool all = true;
+        for (uint64_t h = 0; h < H; h++) {
+            struct store_id id;
+            id_of(op, c, h, &id);
+            present[c * H + h] = mem_tier_has(&s->mem, &id);
+            all = all && present[c * H + h];
+        }
+        if (!all && r) {
+            bool *disk = malloc(H * sizeof(*disk));
+            if (!disk) {
+                rc = STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+                break;
+            }
+            rc = disk_read_has(r, op->keys + c * KVRT_STORE_KEY_BYTES, (uint32_t)op->head_start, (uint32_t)H, disk);
+            for (uint64_t h = 0; h < H && rc == KVRT_OK; h++)
+                present[c * H + h] = present[c * H + h] || disk[h];
+            free(disk);
+        }
+    }
+    disk_read_end(r);
+    return rc;
+}
+
+static int run_put(struct store_op *op, uint64_t *tokens)
+{
+    kvrt_store *s = op->store;
+    const struct store_model *m = &s->model;
+    uint64_t H = op->num_heads, T = m->chunk_tokens;
+    bool *present = malloc((op->num_chunks * H > 0 ? op->num_chunks * H : 1) * sizeof(*present));
+    if (!present)
+        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_put: out of memory");
+    int rc = find_present(op, present);
+    uint64_t stored_chunks = 0;
+    if (rc == KVRT_OK && op->replica != 0) {
+        /* another replica holds the same heads: replica 0 writes them */
+        for (uint64_t c = 0; c < op->num_chunks; c++) {
+            bool all = true;
+            for (uint64_t h = 0; h < H; h++)
+                all = all && present[c * H + h];
+            stored_chunks += all;
+        }
+        free(present);
+        *tokens = stored_chunks * T;
+        return KVRT_OK;
+    }
+    struct canon_io io;
+    if (rc == KVRT_OK)
+        rc = canon_io_begin(&io, &op->map, op->table, op->table_len);
+    if (rc != KVRT_OK) {
+        free(present);
+        return rc;
+    }
+    unsigned where = (s->has_disk ? WRITE_DISK : 0) | (s->has_shared ? WRITE_SHARED : 0);
+    uint64_t copied = 0, found = 0;
+    for (uint64_t c = 0; c < op->num_chunks && rc == KVRT_OK; c++) {
+        bool all = true;
+        for (uint64_t h = 0; h < H && rc == KVRT_OK; h++) {
+            if (present[c * H + h]) {
+                found++;
+                continue;
+            }
+            struct store_id id;
+            id_of(op, c, h, &id);
+            struct mem_entry *e = mem_entry_new(&s->mem, &id);
+            if (!e) {
+                rc = STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_put: out of memory for an entry of %llu bytes",
+                                ULL(m->payload_bytes));
+                break;
+            }
+            canon_pack(&io, m, (op->first_chunk + c) * T, h, e->buf + STORE_HEADER_BYTES);
+            if (where)
+                store_entry_seal(m, &id, e->buf);
+            copied++;
+            if (where) {
+                e->refs++; /* the queue's */
+                e->queued = true;
+            }
+            bool kept = mem_tier_insert(&s->mem, e, s->has_mem);
+            if (!kept)
+                mem_entry_unref(&s->mem, e); /* the index did not take it */
+            if (where)
+                writer_enqueue(s, e, where);
+            all = all && (kept || where);
+        }
+        stored_chunks += all;
+    }
+    canon_io_end(&io);
+    free(present);
+    pthread_mutex_lock(&s->count_lock);
+    s->counts.put_entries += copied;
+    s->counts.put_present += found;
+    pthread_mutex_unlock(&s->count_lock);
+    *tokens = stored_chunks * T;
+    return rc;
+}
+
+/* One entry found for a get. */
+struct found {
+    const uint8_t *payload;
+    struct mem_entry *pinned; /* memory hit */
+    struct mem_entry *read;   /* disk hit: read into this entry's buffer */
+    void *reply;              /* shared hit */
+    int tier;                 /* 0 memory, 1 disk, 2 shared */
+};
+
+static void release_found(kvrt_store *s, struct found *f)
+{
+    if (f->pinned)
+        mem_tier_unpin(&s->mem, f->pinned);
+    mem_entry_unref(&s->mem, f->read);
+    shared_reply_free(f->reply);
+    memset(f, 0, sizeof(*f));
+}
+
+/* A bad entry: one line, dropped from its tier, counted, a miss. */
+static void bad_entry(kvrt_store *s, const struct store_id *id, const char *tier, const char *why)
+{
+    char hex[65];
+    kvrt_store_hex(id->key, hex);
+    store_warn(s, "dropped %s entry %.16s.../head %u: %s", tier, hex, id->head, why);
+    pthread_mutex_lock(&s->count_lock);
+    s->counts.dropped++;
+    pthread_mutex_unlock(&s->count_lock);
+    if (strcmp(tier, "disk") == 0)
+        writer_drop(s, id);
+    else if (s->has_shared)
+        shared_drop(&s->shared, id);
+}
+
+/* An entry from memory or the disk. */
+static bool find_local(struct store_op *op, struct disk_read *r, const struct store_id *id, struct found *f)
+{
+    kvrt_store *s = op->store;
+    memset(f, 0, sizeof(*f));
+    /* memory, or on its way to the lower tiers */
+    if ((f->pinned = mem_tier_pin(&s->mem, id))) {
+        f->payload = f->pinned->buf + STORE_HEADER_BYTES;
+        f->tier = 0;
+        return true;
+    }
+    uint64_t len;
+    if (r) {
+        /* read into an entry's buffer: a hit is then promoted as it is */
+        struct mem_entry *e = mem_entry_new(&s->mem, id);
+        bool found = false;
+        uint64_t slot = 0;
+        if (e && disk_read_get(r, id, e->buf, &found, &slot, &len) == KVRT_OK && found) {
+            const char *why = store_entry_check(&s->model, id, e->buf, len);
+            if (!why) {
+                f->payload = e->buf + STORE_HEADER_BYTES;
+                f->read = e;
+                f->tier = 1;
+                return true;
+            }
+            /* a slot reused by a writer since this read began is no damage */
+            if (disk_still_at(&s->disk, id, slot))
+                bad_entry(s, id, "disk", why);
+        }
+        mem_entry_unref(&s->mem, e);
+    }
+    return false;
+}
+
+/* The chunk's entries, every head: memory and disk first, then what they
+ * missed from the shared tier in one pipeline.  How many were found. */
+static uint64_t find_chunk(struct store_op *op, struct disk_read *r, uint64_t c, struct found *f, struct store_id *ids,
+                           void **replies, const uint8_t **bufs, uint64_t *lens)
+{
+    kvrt_store *s = op->store;
+    uint64_t H = op->num_heads, got = 0, missing = 0;
+    for (uint64_t h = 0; h < H; h++) {
+        struct store_id id;
+        id_of(op, c, h, &id);
+        if (find_local(op, r, &id, &f[h]))
+            got++;
+        else
+            ids[missing++] = id;
+    }
+    if (!missing || !s->has_shared)
+        return got;
+    shared_get_many(&s->shared, ids, missing, STORE_HEADER_BYTES + s->model.payload_bytes, replies, bufs, lens);
+    for (uint64_t h = 0, i = 0; h < H; h++) {
+        if (f[h].payload)
+            continue;
+        if (bufs[i]) {
+            const char *why = store_entry_check(&s->model, &ids[i], bufs[i], lens[i]);
+            if (!why) {
+                f[h].payload = bufs[i] + STORE_HEADER_BYTES;
+                f[h].reply = replies[i];
+                f[h].tier = 2;
+                got++;
+            } else {
+                bad_entry(s, &ids[i], "shared", why);
+                shared_reply_free(replies[i]);
+            }
+        }
+        i++;
+    }
+    return got;
+}
+
+static int run_get(struct store_op *op, uint64_t *tokens)
+{
+    kvrt_store *s = op->store;
+    const struct store_model *m = &s->model;
+    uint64_t H = op->num_heads, T = m->chunk_tokens;
+    struct found *f = calloc(H ? H : 1, sizeof(*f));
+    /* entries from the shared tier, to queue for the disk once the read
+     * transaction is over */
+    /* pointers to entries: sizeof(*promoted) is a pointer's size */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
+    struct mem_entry **promoted = calloc(op->num_chunks * H > 0 ? op->num_chunks * H : 1, sizeof(*promoted));
+    if (!f || !promoted) {
+        free(f);
+        free(promoted);
+        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_get: out of memory");
+    }
+    struct canon_io io;
+    int rc = canon_io_begin(&io, &op->map, op->table, op->table_len);
+    struct disk_read *r = NULL;
+    if (rc == KVRT_OK && s->has_disk && (rc = disk_read_begin(&s->disk, &r)) != KVRT_OK)
+        canon_io_end(&io);
+    if (rc != KVRT_OK) {
+        free(f);
+        free(promoted);
+        return rc;
+    }
+    uint64_t loaded = 0, hits[3] = {0, 0, 0}, misses = 0, num_promoted = 0;
+    size_t hh = H ? H : 1;
+    struct store_id *next = r ? malloc(hh * sizeof(*next)) : NULL;
+    struct store_id *ids = malloc(hh * sizeof(*ids));
+    void **replies = malloc(hh * sizeof(*replies));
+    const uint8_t **bufs = malloc(hh * sizeof(*bufs));
+    uint64_t *lens = malloc(hh * sizeof(*lens));
+    if (!ids || !replies || !bufs || !lens)
+        op->num_chunks = 0; /* nothing loaded; reported below */
+    for (uint64_t c = 0; c < op->num_chunks; c++) {
+        uint64_t got = 0;
+        /* the disk starts on the next chunk while this one is copied */
+        for (uint64_t h = 0; next && c + 1 < op->num_chunks && h < H; h++)
+            id_of(op, c + 1, h, &next[h]);
+        if (next && c + 1 < op->num_chunks)
+            disk_read_prefetch(r, next, H);
+        got = find_chunk(op, r, c, f, ids, replies, bufs, lens);
+        if (got < H) {
+            misses += H - got;
+            for (uint64_t h = 0; h < H; h++)
+                release_found(s, &f[h]);
+            break;
+        }
+        for (uint64_t h = 0; h < H; h++) {
+            struct store_id id;
+            id_of(op, c, h, &id);
+            canon_unpack(&io, m, (op->first_chunk + c) * T, h, f[h].payload);
+            hits[f[h].tier]++;
+            if (f[h].tier == 1)
+                writer_touch(s, &id);
+            if (f[h].tier == 1 && s->has_mem) {
+                /* promoted as read: the buffer becomes the memory tier's */
+                struct mem_entry *e = f[h].read;
+                f[h].read = NULL;
+                if (!mem_tier_insert(&s->mem, e, true))
+                    mem_entry_unref(&s->mem, e);
+            } else if (f[h].tier == 2 && (s->has_mem || s->has_disk)) {
+                /* promote to the tiers above */
+                struct mem_entry *e = mem_entry_new(&s->mem, &id);
+                if (e) {
+                    memcpy(e->buf + STORE_HEADER_BYTES, f[h].payload, m->payload_bytes);
+                    if (f[h].tier == 2 && s->has_disk) {
+                        store_entry_seal(m, &id, e->buf);
+                        e->refs++;
+                        e->queued = true;
+                        promoted[num_promoted++] = e;
+                    }
+                    if (!mem_tier_insert(&s->mem, e, s->has_mem))
+                        mem_entry_unref(&s->mem, e);
+                }
+            }
+            release_found(s, &f[h]);
+        }
+        loaded += T;
+    }
+    bool oom = !ids || !replies || !bufs || !lens;
+    free(next);
+    free(ids);
+    free(replies);
+    free((void *)bufs);
+    free(lens);
+    disk_read_end(r);
+    for (uint64_t i = 0; i < num_promoted; i++)
+        writer_enqueue(s, promoted[i], WRITE_DISK);
+    rc = canon_io_commit(&io);
+    canon_io_end(&io);
+    free(f);
+    free(promoted);
+    pthread_mutex_lock(&s->count_lock);
+    s->counts.hits_memory += hits[0];
+    s->counts.hits_disk += hits[1];
+    s->counts.hits_shared += hits[2];
+    s->counts.misses += misses;
+    pthread_mutex_unlock(&s->count_lock);
+    writer_count(s, hits[0] + hits[1] + hits[2], misses);
+    if (rc == KVRT_OK && oom)
+        rc = STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_get: out of memory");
+    *tokens = rc == KVRT_OK ? loaded : 0;
+    return rc;
+}
+
+int store_op_run(struct store_op *op, uint64_t *tokens)
+{
+    uint64_t t = 0;
+    int rc = op->is_put ? run_put(op, &t) : run_get(op, &t);
+    if (tokens)
+        *tokens = t;
+    return rc;
+}
+
+/* ---- lookup ------------------------------------------------------------------ */
+
+/* How many chunks to ask the shared tier about at once. */
+#define LOOKUP_WINDOW 16u
+
+int kvrt_store_lookup(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, uint64_t head_start,
+                      uint64_t num_heads, uint64_t *stored)
+{
+    const char *fn = "kvrt_store_lookup";
+    if (!s || !stored)
+        return STORE_FAIL(KVRT_ERR_INVALID, "%s: the store and stored are required", fn);
+    *stored = 0;
+    if (s->inspect)
+        return STORE_FAIL(KVRT_ERR_STATE, "%s: the store was opened to inspect its directory (no model)", fn);
+    if (num_tokens && !tokens)
+        return STORE_FAIL(KVRT_ERR_INVALID, "%s: num_tokens is %llu but tokens is NULL", fn, ULL(num_tokens));
+    uint64_t H;
+    int rc = span_heads(s, fn, head_start, num_heads, &H);
+    const uint64_t T = s->model.chunk_tokens, n = num_tokens / T;
+    if (rc == KVRT_OK)
+        rc = check_tokens(fn, tokens, n * T);
+    if (rc != KVRT_OK || n == 0)
+        return rc;
+    struct store_op op;
+    memset(&op, 0, sizeof(op));
+    op.store = s;
+    op.num_chunks = n;
+    op.head_start = head_start;
+    op.num_heads = H;
+    op.keys = malloc(n * KVRT_STORE_KEY_BYTES);
+    bool *present = malloc(n * H * sizeof(*present));
+    if (!op.keys || !present) {
+        free(op.keys);
+        free(present);
+        return STORE_FAIL(KVRT_ERR_NOMEM, "%s: out of memory for %llu chunks", fn, ULL(n));
+    }
+    if ((rc = store_chunk_keys(&s->model, tokens, n, op.keys)) == KVRT_OK)
+        rc = find_present(&op, present);
+    uint64_t c = 0;
+    while (rc == KVRT_OK && c < n) {
+        bool all = true;
+        for (uint64_t h = 0; h < H; h++)
+            all = all && present[c * H + h];
+        if (all) {
+            c++;
+            continue;
+        }
+        if (!s->has_shared)
+            break;
+        /* the rest of the window from the shared tier */
+        uint64_t w = n - c < LOOKUP_WINDOW ? n - c : LOOKUP_WINDOW, k = 0;
+        struct store_id *ids = malloc(w * H * sizeof(*ids));
+        bool *has = malloc(w * H * sizeof(*has));
+        uint64_t *where = malloc(w * H * sizeof(*where));
+        if (!ids || !has || !where) {
+            free(ids);
+            free(has);
+            free(where);
+            rc = STORE_FAIL(KVRT_ERR_NOMEM, "%s: out of memory", fn);
+            break;
+        }
+        for (uint64_t i = 0; i < w; i++)
+            for (uint64_t h = 0; h < H; h++)
+                if (!present[(c + i) * H + h]) {
+                    id_of(&op, c + i, h, &ids[k]);
+                    where[k++] = (c + i) * H + h;
+                }
+        shared_has(&s->shared, ids, k, has);
+        uint64_t got = 0;
+        for (uint64_t i = 0; i < k; i++)
+            if (has[i]) {
+                present[where[i]] = true;
+                got++;
+            }
+        free(ids);
+        free(has);
+        free(where);
+        bool first_complete = true;
+        for (uint64_t h = 0; h < H; h++)
+            first_complete = first_complete && present[c * H + h];
+        if (!first_complete || got == 0)
+            break;
+    }
+    *stored = c * T;
+    free(op.keys);
+    free(present);
+    return rc;
+}

@@ -1,0 +1,518 @@
+/*
+ * The disk tier: entries survive the process; a directory of another model,
+ * chunk size or format is refused naming the field; damaged entries are
+ * dropped with one line and never loaded; a truncated file, an unwritable
+ * path and a full disk give clear errors and change nothing; capacity and
+ * recency order; the directory inspected as it is.
+ */
+#include <fcntl.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <lmdb.h>
+
+#include "store_test.h"
+#include "tap.h"
+
+#define T 32
+
+static kvrt_runtime *rt;
+static struct st_model model;
+
+static bool contains(const char *msg, const char *a, const char *b)
+{
+    return strstr(msg, a) && (!b || strstr(msg, b));
+}
+
+/* Open with a log that keeps the warnings. */
+static kvrt_store *open_logged(const struct st_model *m, const char *id, uint64_t memory, const char *path,
+                               uint64_t disk, struct st_log *lg)
+{
+    struct kvrt_store_options o;
+    kvrt_store_options_default(&o);
+    o.groups = &m->group;
+    o.num_groups = 1;
+    o.model_id = id;
+    o.chunk_tokens = T;
+    o.memory_bytes = memory;
+    o.path = path;
+    o.disk_bytes = disk;
+    o.log = st_log_fn;
+    o.log_user = lg;
+    kvrt_store *s = NULL;
+    if (kvrt_store_open(&o, &s) != KVRT_OK)
+        tap_diag("kvrt_store_open: %s", kvrt_error_message());
+    return s;
+}
+
+/* A sequence of n tokens written with pattern `seed` into a fresh cache. */
+struct seq {
+    struct st_cache c;
+    int64_t table[64];
+    int32_t tokens[16 * T];
+    uint64_t n, blocks;
+};
+
+static bool seq_make(struct seq *q, enum kvrt_layout layout, uint64_t bs, uint64_t n, uint64_t seed, bool fill)
+{
+    q->n = n;
+    q->blocks = (n + bs - 1) / bs;
+    if (!st_cache_make(&q->c, rt, "cpu", &model, layout, bs, 0, q->blocks + 2, 0, model.heads))
+        return false;
+    st_table(&q->c, q->table, q->blocks, seed + 5);
+    st_tokens(q->tokens, n, seed);
+    return !fill || st_fill(&q->c, q->table, 0, n, seed);
+}
+
+static struct kvrt_store_span seq_span(struct seq *q, uint64_t first, uint64_t count)
+{
+    return st_span(&q->c, q->table, q->blocks, q->tokens, q->n, first, count);
+}
+
+static uint64_t put(kvrt_store *s, struct seq *q)
+{
+    struct kvrt_store_span sp = seq_span(q, 0, KVRT_UNSET);
+    uint64_t stored = 0;
+    if (kvrt_store_put(s, &sp, &stored) != KVRT_OK)
+        tap_diag("put: %s", kvrt_error_message());
+    return stored;
+}
+
+/* Get into a fresh cache of another layout; the tokens loaded, and whether
+ * they are exact and the rest untouched (zero). */
+static uint64_t get_check(kvrt_store *s, const struct seq *src, uint64_t seed, bool *exact)
+{
+    struct seq q;
+    *exact = false;
+    if (!seq_make(&q, KVRT_LAYOUT_BLNHC, 8, src->n, 0, false))
+        return 0;
+    memcpy(q.tokens, src->tokens, src->n * sizeof(int32_t));
+    struct kvrt_store_span sp = seq_span(&q, 0, KVRT_UNSET);
+    uint64_t loaded = 0;
+    if (kvrt_store_get(s, &sp, &loaded) != KVRT_OK)
+        tap_diag("get: %s", kvrt_error_message());
+    char where[128];
+    uint64_t bad = st_check(&q.c, q.table, 0, loaded, seed, where, sizeof(where));
+    if (bad)
+        tap_diag("%llu cells differ, first at %s", (unsigned long long)bad, where);
+    /* what was not loaded must still be zero: check against a zero cache */
+    struct seq z;
+    bool untouched = seq_make(&z, KVRT_LAYOUT_BLNHC, 8, src->n, 0, false);
+    (void)untouched;
+    *exact = bad == 0;
+    st_cache_free(&z.c);
+    st_cache_free(&q.c);
+    return loaded;
+}
+
+static void persist(const char *dir)
+{
+    struct seq q;
+    bool ok = seq_make(&q, KVRT_LAYOUT_LBHNC, 16, 3 * T + 5, 1, true);
+    kvrt_store *s = st_open(&model, "tiny@1", T, 16 << 20, dir, 0, NULL);
+    ok = ok && s && put(s, &q) == 3 * T && kvrt_store_flush(s) == KVRT_OK;
+    struct kvrt_store_stats st = {0};
+    ok = ok && kvrt_store_stats(s, &st) == KVRT_OK;
+    tap_ok(ok && st.disk_entries == 3 * model.heads && st.written_disk == 3 * model.heads,
+           "put and flush: %llu entries on disk", (unsigned long long)st.disk_entries);
+    kvrt_store_close(s);
+    s = st_open(&model, "tiny@1", T, 16 << 20, dir, 0, NULL);
+    uint64_t hit = 0;
+    bool exact = false;
+    ok = s && kvrt_store_lookup(s, q.tokens, q.n, 0, 0, &hit) == KVRT_OK;
+    uint64_t loaded = ok ? get_check(s, &q, 1, &exact) : 0;
+    memset(&st, 0, sizeof(st));
+    kvrt_store_stats(s, &st);
+    tap_ok(ok && hit == 3 * T && loaded == 3 * T && exact && st.hits_disk == 3 * model.heads && st.hits_memory == 0,
+           "a new store on the folder finds them (lookup %llu) and loads them from disk, exact (%llu disk hits)",
+           (unsigned long long)hit, (unsigned long long)st.hits_disk);
+    loaded = get_check(s, &q, 1, &exact);
+    memset(&st, 0, sizeof(st));
+    kvrt_store_stats(s, &st);
+    tap_ok(loaded == 3 * T && exact && st.hits_memory == 3 * model.heads,
+           "the second get hits the memory tier (promoted)");
+    kvrt_store_close(s);
+    st_cache_free(&q.c);
+}
+
+static void refusals(const char *dir)
+{
+    struct {
+        const char *id;
+        uint64_t chunk;
+        enum kvrt_dtype dtype;
+        uint64_t heads;
+        const char *a, *b;
+    } cases[] = {
+        {"tiny@2", T, KVRT_DTYPE_BF16, 2, "model_id \"tiny@1\"", "\"tiny@2\""},
+        {"tiny@1", 2 * T, KVRT_DTYPE_BF16, 2, "chunk_tokens 32", "chunk_tokens 64"},
+        {"tiny@1", T, KVRT_DTYPE_FP16, 2, "layer \"layer.0\"'s dtype \"bf16\"", "\"fp16\""},
+        {"tiny@1", T, KVRT_DTYPE_BF16, 4, "num_heads (the model's KV heads) 2", " 4 "},
+    };
+    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+        struct st_model m;
+        st_model_init(&m, KVRT_SPEC_ATTENTION, cases[i].dtype, model.layers, cases[i].heads, 16, 16);
+        kvrt_store *s = st_open(&m, cases[i].id, cases[i].chunk, 0, dir, 0, NULL);
+        const char *msg = kvrt_error_message();
+        tap_ok(!s && contains(msg, cases[i].a, cases[i].b), "another %s is refused naming the field: %s",
+               i == 0   ? "model id"
+               : i == 1 ? "chunk size"
+               : i == 2 ? "dtype"
+                        : "head count",
+               msg);
+        kvrt_store_close(s);
+    }
+    /* a record of another format version, written into the database */
+    char copy[4096];
+    snprintf(copy, sizeof(copy), "%s-v2", dir);
+    kvrt_store *s = st_open(&model, "tiny@1", T, 0, copy, 0, NULL);
+    kvrt_store_close(s);
+    MDB_env *env;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    bool ok = mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 8) == 0 && mdb_env_open(env, copy, 0, 0644) == 0 &&
+              mdb_txn_begin(env, NULL, 0, &txn) == 0 && mdb_dbi_open(txn, "meta", 0, &dbi) == 0;
+    if (ok) {
+        const char *rec = "{\"format\": \"kvrt-store\", \"format_version\": 2}";
+        MDB_val k = {5, "store"}, v = {strlen(rec), (void *)rec};
+        ok = mdb_put(txn, dbi, &k, &v, 0) == 0 && mdb_txn_commit(txn) == 0;
+    }
+    mdb_env_close(env);
+    s = st_open(&model, "tiny@1", T, 0, copy, 0, NULL);
+    tap_ok(ok && !s && contains(kvrt_error_message(), "format_version 2", "reads version 1"),
+           "a directory of format version 2 is refused: %s", kvrt_error_message());
+    kvrt_store_close(s);
+    st_rmdir(copy);
+}
+
+/* Offsets in the slot file where entries start (their magic). */
+static size_t find_entries(const char *dir, long *at, size_t max)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/slots.dat", dir);
+    FILE *f = fopen(path, "rb");
+    if (!f)
+        return 0;
+    fseek(f, 0, SEEK_END);
+    long size = ftell(f);
+    fseek(f, 0, SEEK_SET);
+    char *buf = malloc((size_t)size);
+    size_t n = 0;
+    if (buf && fread(buf, 1, (size_t)size, f) == (size_t)size)
+        for (long i = 0; i + 8 <= size && n < max; i++)
+            if (memcmp(buf + i, "KVRTSENT", 8) == 0)
+                at[n++] = i;
+    free(buf);
+    fclose(f);
+    return n;
+}
+
+static bool flip(const char *dir, long offset)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s/slots.dat", dir);
+    int fd = open(path, O_RDWR);
+    unsigned char b = 0;
+    bool ok = fd >= 0 && pread(fd, &b, 1, offset) == 1;
+    b ^= 0x10;
+    ok = ok && pwrite(fd, &b, 1, offset) == 1;
+    if (fd >= 0)
+        close(fd);
+    return ok;
+}
+
+static void count_bad(void *user, const struct kvrt_store_entry_info *e, const char *why)
+{
+    (void)e;
+    tap_diag("verify: %s", why);
+    (*(int *)user)++;
+}
+
+static void damage(const char *dir)
+{
+    struct seq q;
+    bool ok = seq_make(&q, KVRT_LAYOUT_LBHNC, 16, 3 * T, 1, true);
+    long at[16] = {0};
+    size_t n = find_entries(dir, at, 16);
+    /* the payload of one entry, then the fingerprint in another's header */
+    ok = ok && n == 3 * model.heads && flip(dir, at[1] + 128 + 77) && flip(dir, at[4] + 20);
+    struct st_log lg = {.n = 0};
+    kvrt_store *s = open_logged(&model, "tiny@1", 0, dir, 0, &lg);
+    int bad = 0;
+    struct kvrt_store_verify_report r = {0};
+    ok = ok && s && kvrt_store_verify(s, false, count_bad, &bad, &r) == KVRT_OK;
+    tap_ok(ok && r.entries == 6 && r.bad == 2 && bad == 2, "verify finds the 2 damaged entries of 6");
+    bool exact = false;
+    uint64_t loaded = ok ? get_check(s, &q, 1, &exact) : 99;
+    struct kvrt_store_stats st = {0};
+    kvrt_store_stats(s, &st);
+    tap_ok(loaded < 3 * T && exact, "a get stops before the first damaged entry (%llu tokens loaded, all exact)",
+           (unsigned long long)loaded);
+    tap_ok(lg.n >= 1 && strstr(lg.lines[0], "dropped disk entry") &&
+               (strstr(lg.lines[0], "checksum mismatch") || strstr(lg.lines[0], "fingerprint")),
+           "one warning line per dropped entry: %s", lg.n ? lg.lines[0] : "(none)");
+    tap_ok(st.dropped >= 1, "counted as dropped (%llu) and missed (%llu)", (unsigned long long)st.dropped,
+           (unsigned long long)st.misses);
+    ok = ok && kvrt_store_flush(s) == KVRT_OK;
+    memset(&r, 0, sizeof(r));
+    bad = 0;
+    ok = ok && kvrt_store_verify(s, true, count_bad, &bad, &r) == KVRT_OK && r.bad <= 1 &&
+         kvrt_store_verify(s, false, NULL, NULL, &r) == KVRT_OK;
+    tap_ok(ok && r.bad == 0 && r.entries == 4, "dropped and verify --drop: 4 good entries left, none bad");
+    /* a new put writes them again */
+    ok = ok && put(s, &q) == 3 * T && kvrt_store_flush(s) == KVRT_OK &&
+         kvrt_store_verify(s, false, NULL, NULL, &r) == KVRT_OK;
+    tap_ok(ok && r.entries == 6 && r.bad == 0, "put again: 6 good entries");
+    kvrt_store_close(s);
+    st_cache_free(&q.c);
+}
+
+static void truncated(const char *dir)
+{
+    char copy[4200], cmd[9000];
+    snprintf(copy, sizeof(copy), "%s-trunc", dir);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'", copy, dir, copy);
+    bool ok = system(cmd) == 0;
+    char data[4300];
+    snprintf(data, sizeof(data), "%s/data.mdb", copy);
+    struct stat st;
+    ok = ok && stat(data, &st) == 0 && truncate(data, st.st_size / 2) == 0;
+    kvrt_store *s = st_open(&model, "tiny@1", T, 0, copy, 0, NULL);
+    tap_ok(ok && !s && contains(kvrt_error_message(), "past the end of the file (it was cut short)", "restore it"),
+           "a data file cut to half is refused: %s", kvrt_error_message());
+    ok = ok && truncate(data, 100) == 0;
+    s = st_open(&model, "tiny@1", T, 0, copy, 0, NULL);
+    tap_ok(ok && !s && contains(kvrt_error_message(), "truncated or damaged: 100 bytes", NULL),
+           "a data file of 100 bytes is refused: %s", kvrt_error_message());
+    struct stat after;
+    tap_ok(stat(data, &after) == 0 && after.st_size == 100, "and left as it was (100 bytes)");
+    st_rmdir(copy);
+}
+
+static void paths(const char *dir)
+{
+    char file[4400], below[4500], other[4200];
+    snprintf(file, sizeof(file), "%s-file", dir);
+    snprintf(below, sizeof(below), "%s/store", file);
+    FILE *f = fopen(file, "w");
+    if (f)
+        fclose(f);
+    kvrt_store *s = st_open(&model, "tiny@1", T, 0, below, 0, NULL);
+    tap_ok(!s && contains(kvrt_error_message(), "cannot use the store folder", "Not a directory"),
+           "a path below a file is refused: %s", kvrt_error_message());
+    s = st_open(&model, "tiny@1", T, 0, file, 0, NULL);
+    tap_ok(!s && contains(kvrt_error_message(), "is not a folder", NULL), "a file as the path is refused: %s",
+           kvrt_error_message());
+    unlink(file);
+    snprintf(other, sizeof(other), "%s-other", dir);
+    mkdir(other, 0755);
+    snprintf(file, sizeof(file), "%s/notes.txt", other);
+    f = fopen(file, "w");
+    if (f)
+        fclose(f);
+    s = st_open(&model, "tiny@1", T, 0, other, 0, NULL);
+    tap_ok(!s && contains(kvrt_error_message(), "holds other files and no store", NULL),
+           "a folder of other files is refused: %s", kvrt_error_message());
+    st_rmdir(other);
+}
+
+/* The child of full_disk (this program again, --full-disk PATH FD): a
+ * store with entries flushed, then a file size limit and more puts; it
+ * writes what flush said to FD. */
+static int full_disk_child(const char *path, int fd)
+{
+    signal(SIGXFSZ, SIG_IGN);
+    struct seq q;
+    if (!seq_make(&q, KVRT_LAYOUT_LBHNC, 16, 2 * T, 1, true))
+        return 2;
+    kvrt_store *s = st_open(&model, "tiny@1", T, 0, path, 0, NULL);
+    int a = s && put(s, &q) == 2 * T && kvrt_store_flush(s) == KVRT_OK;
+    struct rlimit rl = {200 * 1024, 200 * 1024};
+    setrlimit(RLIMIT_FSIZE, &rl);
+    struct seq big;
+    if (!seq_make(&big, KVRT_LAYOUT_LBHNC, 16, 16 * T, 2, true))
+        return 2;
+    uint64_t stored = put(s, &big);
+    int rc = kvrt_store_flush(s);
+    char msg[1024];
+    snprintf(msg, sizeof(msg), "%d %d %llu %s\n", a, rc, (unsigned long long)stored, kvrt_error_message());
+    ssize_t w = write(fd, msg, strlen(msg));
+    (void)w;
+    kvrt_store_close(s);
+    return 0;
+}
+
+static const char *self;
+
+/* A full disk, made with a file size limit in a child (started with exec:
+ * a forked copy of a process with threads must not go on using them). */
+static void full_disk(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s-full", dir);
+    int pipefd[2];
+    if (pipe(pipefd) != 0) {
+        tap_skip("no pipe");
+        return;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        close(pipefd[0]);
+        char fd[16];
+        snprintf(fd, sizeof(fd), "%d", pipefd[1]);
+        execl(self, self, "--full-disk", path, fd, (char *)NULL);
+        _exit(127);
+    }
+    close(pipefd[1]);
+    char msg[1024] = "";
+    ssize_t r = read(pipefd[0], msg, sizeof(msg) - 1);
+    close(pipefd[0]);
+    int status = 0;
+    waitpid(pid, &status, 0);
+    msg[r > 0 ? r : 0] = '\0';
+    int a = 0, rc = 0;
+    sscanf(msg, "%d %d", &a, &rc);
+    tap_ok(a == 1 && rc == KVRT_ERR_DEVICE && strstr(msg, "could not be written to the disk tier") &&
+               strstr(msg, "File too large"),
+           "a put beyond the disk's room: flush fails naming the entries and why: %s", msg);
+    kvrt_store *s = st_open(&model, "tiny@1", T, 0, path, 0, NULL);
+    struct kvrt_store_verify_report vr = {0};
+    struct seq q;
+    bool ok = s && seq_make(&q, KVRT_LAYOUT_LBHNC, 16, 2 * T, 1, false) &&
+              kvrt_store_verify(s, false, NULL, NULL, &vr) == KVRT_OK;
+    bool exact = false;
+    uint64_t loaded = ok ? get_check(s, &q, 1, &exact) : 0;
+    tap_ok(ok && vr.bad == 0 && loaded == 2 * T && exact,
+           "the store reopens: what was flushed before is there and exact, no damaged entry (%llu entries)",
+           (unsigned long long)vr.entries);
+    kvrt_store_close(s);
+    if (ok)
+        st_cache_free(&q.c);
+    st_rmdir(path);
+}
+
+static void capacity(const char *dir)
+{
+    char path[4200];
+    snprintf(path, sizeof(path), "%s-cap", dir);
+    struct seq q;
+    bool ok = seq_make(&q, KVRT_LAYOUT_LBHNC, 16, 4 * T, 3, true);
+    struct st_model one;
+    st_model_init(&one, KVRT_SPEC_ATTENTION, KVRT_DTYPE_BF16, model.layers, 1, 16, 16);
+    struct st_cache c1;
+    ok = ok && st_cache_make(&c1, rt, "cpu", &one, KVRT_LAYOUT_LBHNC, 16, 0, q.blocks + 2, 0, 1);
+    int64_t table[16];
+    st_table(&c1, table, q.blocks, 4);
+    ok = ok && st_fill(&c1, table, 0, q.n, 3);
+    /* what one entry takes on disk: header and payload in a 4 KiB-rounded slot */
+    uint64_t value = (128 + T * model.layers * 2 * 16 * 2 + 4095) / 4096 * 4096;
+    /* memory 0: every get reads the disk, so reads order the disk's LRU */
+    kvrt_store *s = st_open(&one, "cap", T, 0, path, 3 * value, NULL);
+    uint64_t stored = 0, loaded = 0, hit = 0;
+    struct kvrt_store_span sp = st_span(&c1, table, q.blocks, q.tokens, q.n, 0, 3 * T);
+    ok = ok && s && kvrt_store_put(s, &sp, &stored) == KVRT_OK && kvrt_store_flush(s) == KVRT_OK;
+    /* read chunk 0 again: it becomes the newest */
+    sp = st_span(&c1, table, q.blocks, q.tokens, q.n, 0, T);
+    ok = ok && kvrt_store_get(s, &sp, &loaded) == KVRT_OK && loaded == T && kvrt_store_flush(s) == KVRT_OK;
+    sp = st_span(&c1, table, q.blocks, q.tokens, q.n, 3 * T, T);
+    ok = ok && kvrt_store_put(s, &sp, &stored) == KVRT_OK && kvrt_store_flush(s) == KVRT_OK;
+    struct kvrt_store_stats st = {0};
+    kvrt_store_stats(s, &st);
+    uint64_t h0 = 0, h01 = 0;
+    kvrt_store_lookup(s, q.tokens, T, 0, 0, &h0);
+    kvrt_store_lookup(s, q.tokens, 2 * T, 0, 0, &h01);
+    tap_ok(ok && st.disk_entries == 3 && st.evicted_disk == 1 && h0 == T && h01 == T,
+           "a disk of 3 entries: the 4th put evicts the least recently used (chunk 1, not chunk 0 read since)");
+    uint64_t evicted = 0;
+    ok = ok && kvrt_store_gc(s, value, &evicted) == KVRT_OK;
+    kvrt_store_stats(s, &st);
+    kvrt_store_lookup(s, q.tokens, T, 0, 0, &hit);
+    tap_ok(ok && evicted == 2 && st.disk_entries == 1 && hit == 0, "gc to one entry evicts 2, keeps the newest");
+    kvrt_store_close(s);
+    st_cache_free(&c1);
+    st_cache_free(&q.c);
+    st_rmdir(path);
+}
+
+static int count_entry(void *user, const struct kvrt_store_entry_info *e)
+{
+    (void)e;
+    (*(int *)user)++;
+    return 0;
+}
+
+static void inspect(const char *dir)
+{
+    struct kvrt_store_options o;
+    kvrt_store_options_default(&o);
+    o.path = dir;
+    kvrt_store *s = NULL;
+    int rc = kvrt_store_open(&o, &s);
+    char *json = NULL;
+    int n = 0;
+    bool ok = rc == KVRT_OK && kvrt_store_describe_json(s, &json) == KVRT_OK &&
+              kvrt_store_list(s, count_entry, &n) == KVRT_OK;
+    tap_ok(ok && json && strstr(json, "\"model_id\": \"tiny@1\"") && strstr(json, "\"entries\": 6") && n == 6,
+           "opened without a model: the description names the model, 6 entries listed");
+    if (json && !(n == 6 && strstr(json, "\"entries\": 6")))
+        tap_diag("%s", json);
+    kvrt_free(json);
+    struct seq q;
+    if (s && seq_make(&q, KVRT_LAYOUT_LBHNC, 16, T, 1, false)) {
+        struct kvrt_store_span sp = seq_span(&q, 0, KVRT_UNSET);
+        tap_ok(kvrt_store_put(s, &sp, NULL) == KVRT_ERR_STATE && strstr(kvrt_error_message(), "to inspect"),
+               "and puts are refused: %s", kvrt_error_message());
+        st_cache_free(&q.c);
+    } else {
+        tap_ok(false, "inspect: cache");
+    }
+    kvrt_store_close(s);
+    o.path = "/nonexistent/kvrt-store";
+    tap_ok(kvrt_store_open(&o, &s) == KVRT_ERR_INVALID && strstr(kvrt_error_message(), "no store at"),
+           "inspecting a missing folder: %s", kvrt_error_message());
+}
+
+int main(int argc, char **argv)
+{
+    self = argv[0];
+    if (argc == 4 && strcmp(argv[1], "--full-disk") == 0) {
+        struct kvrt_runtime_options o;
+        kvrt_runtime_options_default(&o);
+        if (kvrt_runtime_open(&o, &rt) != KVRT_OK)
+            return 2;
+        st_model_init(&model, KVRT_SPEC_ATTENTION, KVRT_DTYPE_BF16, 2, 2, 16, 16);
+        int rc = full_disk_child(argv[2], atoi(argv[3]));
+        kvrt_runtime_close(rt);
+        return rc;
+    }
+    tap_plan_dynamic();
+    struct kvrt_runtime_options ro;
+    kvrt_runtime_options_default(&ro);
+    if (kvrt_runtime_open(&ro, &rt) != KVRT_OK)
+        tap_skip_all("no runtime: %s", kvrt_error_message());
+    st_model_init(&model, KVRT_SPEC_ATTENTION, KVRT_DTYPE_BF16, 2, 2, 16, 16);
+    char *dir = st_tempdir("disk");
+    if (!dir) {
+        tap_skip_all("no temporary folder");
+        return 0;
+    }
+    persist(dir);
+    refusals(dir);
+    truncated(dir);
+    damage(dir);
+    inspect(dir);
+    paths(dir);
+    full_disk(dir);
+    capacity(dir);
+    if (!getenv("KVRT_TEST_KEEP"))
+        st_rmdir(dir);
+    free(dir);
+    kvrt_runtime_close(rt);
+    return tap_done();
+}
