@@ -253,6 +253,7 @@ void kvrt_xfer_agent_destroy(kvrt_xfer_agent *a)
     }
     xfer_key_free(&a->key);
     free(a->allow);
+    xfer_grants_free(&a->grants);
     kvrt_cache *cache = a->local.cache;
     xfer_unlock(a);
     pthread_mutex_destroy(&a->lock);

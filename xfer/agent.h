@@ -97,6 +97,7 @@ struct kvrt_xfer_agent {
     uint32_t flags; /* KVRT_XFER_INSECURE, KVRT_XFER_REQUIRE_GRANTS */
     struct xfer_allow *allow;
     size_t num_allow;
+    struct xfer_grants grants; /* every peer's (kvrt_xfer_agent_grant) */
     double timeout_s;
     uint64_t id;
     uint8_t nonce[XFER_NONCE_BYTES];

@@ -1,7 +1,10 @@
 /*
- * Grants: which blocks of this cache a peer may write and read.  Checked
- * against every block a peer's BEGIN names, before any byte moves, when
- * the agent requires grants.
+ * Grants: which blocks of this cache a peer may write and read, given to
+ * one peer or to every peer of the agent (those to come too: a peer may
+ * push as soon as its kvrt_xfer_connect returns, before the application
+ * has its peer from kvrt_xfer_accept).  Checked against every block a
+ * peer's BEGIN names, before any byte moves, when the agent requires
+ * grants.
  *
  * Layer 6 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
@@ -10,11 +13,16 @@
 
 #include "agent.h"
 
+static bool has(const struct xfer_grants *g, int64_t id, bool write)
+{
+    const uint8_t *bits = write ? g->write : g->read;
+    return bits && (bits[(uint64_t)id / 8] & (1u << ((uint64_t)id % 8)));
+}
+
 bool xfer_granted(void *peer, int64_t id, bool write)
 {
     const kvrt_xfer_peer *p = peer;
-    const uint8_t *bits = write ? p->grants.write : p->grants.read;
-    return bits && (bits[(uint64_t)id / 8] & (1u << ((uint64_t)id % 8)));
+    return has(&p->grants, id, write) || has(&p->agent->grants, id, write);
 }
 
 void xfer_grants_free(struct xfer_grants *g)
@@ -24,23 +32,21 @@ void xfer_grants_free(struct xfer_grants *g)
     memset(g, 0, sizeof(*g));
 }
 
-static int change(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t count, bool give, const char *fn)
+static int change(kvrt_xfer_agent *a, struct xfer_grants *g, unsigned access, const int64_t *ids, size_t count,
+                  bool give, const char *fn)
 {
-    if (!p)
-        return XFER_FAIL(KVRT_ERR_INVALID, "%s: peer is NULL", fn);
     if (access == 0 || (access & ~(unsigned)(KVRT_XFER_GRANT_READ | KVRT_XFER_GRANT_WRITE)))
         return XFER_FAIL(KVRT_ERR_INVALID,
                          "%s: access 0x%x; valid are KVRT_XFER_GRANT_READ (0x1), KVRT_XFER_GRANT_WRITE (0x2) or both",
                          fn, access);
-    kvrt_xfer_agent *a = p->agent;
     xfer_lock(a);
     uint64_t blocks = a->local.desc.num_blocks;
     int rc = KVRT_OK;
     if (!(ids == NULL && count == 0 && !give))
         rc = xfer_check_ids(ids, count, blocks, "local", "ids", false);
     size_t bytes = (size_t)(blocks / 8 + 1);
-    uint8_t **sets[2] = {(access & KVRT_XFER_GRANT_WRITE) ? &p->grants.write : NULL,
-                         (access & KVRT_XFER_GRANT_READ) ? &p->grants.read : NULL};
+    uint8_t **sets[2] = {(access & KVRT_XFER_GRANT_WRITE) ? &g->write : NULL,
+                         (access & KVRT_XFER_GRANT_READ) ? &g->read : NULL};
     for (int k = 0; k < 2 && rc == KVRT_OK; k++) {
         if (!sets[k])
             continue;
@@ -69,17 +75,42 @@ static int change(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t
     return rc;
 }
 
+static int peer_change(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t count, bool give, const char *fn)
+{
+    if (!p)
+        return XFER_FAIL(KVRT_ERR_INVALID, "%s: peer is NULL", fn);
+    return change(p->agent, &p->grants, access, ids, count, give, fn);
+}
+
+static int agent_change(kvrt_xfer_agent *a, unsigned access, const int64_t *ids, size_t count, bool give,
+                        const char *fn)
+{
+    if (!a)
+        return XFER_FAIL(KVRT_ERR_INVALID, "%s: agent is NULL", fn);
+    return change(a, &a->grants, access, ids, count, give, fn);
+}
+
 int kvrt_xfer_grant(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t count)
 {
-    return change(p, access, ids, count, true, "kvrt_xfer_grant");
+    return peer_change(p, access, ids, count, true, "kvrt_xfer_grant");
 }
 
 int kvrt_xfer_revoke(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t count)
 {
-    return change(p, access, ids, count, false, "kvrt_xfer_revoke");
+    return peer_change(p, access, ids, count, false, "kvrt_xfer_revoke");
 }
 
 int kvrt_xfer_expect(kvrt_xfer_peer *p, const int64_t *ids, size_t count)
 {
-    return change(p, KVRT_XFER_GRANT_WRITE, ids, count, true, "kvrt_xfer_expect");
+    return peer_change(p, KVRT_XFER_GRANT_WRITE, ids, count, true, "kvrt_xfer_expect");
+}
+
+int kvrt_xfer_agent_grant(kvrt_xfer_agent *a, unsigned access, const int64_t *ids, size_t count)
+{
+    return agent_change(a, access, ids, count, true, "kvrt_xfer_agent_grant");
+}
+
+int kvrt_xfer_agent_revoke(kvrt_xfer_agent *a, unsigned access, const int64_t *ids, size_t count)
+{
+    return agent_change(a, access, ids, count, false, "kvrt_xfer_agent_revoke");
 }

@@ -302,6 +302,16 @@ KVRT_API int kvrt_xfer_grant(kvrt_xfer_peer *p, unsigned access, const int64_t *
 KVRT_API int kvrt_xfer_revoke(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t count);
 /** The receiving side's name for it: peer p may push into these blocks. */
 KVRT_API int kvrt_xfer_expect(kvrt_xfer_peer *p, const int64_t *ids, size_t count);
+/**
+ * Grants to every peer of agent a, those connected and those to come (a
+ * peer is checked against its own grants and the agent's).  For blocks
+ * any peer that proved the key may use, and for peers that transfer as
+ * soon as their kvrt_xfer_connect returns, before kvrt_xfer_accept has
+ * handed them to this side.  Same values and errors as kvrt_xfer_grant.
+ */
+KVRT_API int kvrt_xfer_agent_grant(kvrt_xfer_agent *a, unsigned access, const int64_t *ids, size_t count);
+/** Take agent-wide grants back (ids NULL and count 0: every block). */
+KVRT_API int kvrt_xfer_agent_revoke(kvrt_xfer_agent *a, unsigned access, const int64_t *ids, size_t count);
 
 enum kvrt_xfer_direction {
     KVRT_XFER_PUSH = 0, /* local blocks -> remote blocks (write; the default) */

@@ -408,13 +408,38 @@ static void grants(void)
     cmd(&c, "revoke 0 w all");
     rc = transfer(&s, p, false, mine, w10, 2);
     tap_ok(rc == KVRT_ERR_REFUSED, "revoked, the push is refused again");
+    /* Agent-wide grants cover peers to come: a new peer pushes at once. */
+    cmd(&c, "agent-grant w 30,31");
+    struct side s2;
+    kvrt_xfer_peer *p2 = NULL;
+    int64_t w30[2] = {30, 31}, w32[2] = {31, 32};
+    if (open_side(&s2, key_a, 0) == KVRT_OK && kvrt_xfer_connect(s2.a, "127.0.0.1", (uint16_t)c.port, &p2) == KVRT_OK) {
+        rc = transfer(&s2, p2, false, mine, w30, 2);
+        tap_ok(rc == KVRT_OK, "an agent-wide grant lets a peer push right after its connect returns (%s)",
+               rc ? kvrt_error_message() : "ok");
+        rc = transfer(&s2, p2, false, mine, w32, 2);
+        tap_ok(rc == KVRT_ERR_REFUSED && strstr(kvrt_error_message(), "block 32"),
+               "and only into the blocks it names: %s", kvrt_error_message());
+        cmd(&c, "agent-revoke w all");
+        rc = transfer(&s2, p2, false, mine, w30, 2);
+        tap_ok(rc == KVRT_ERR_REFUSED, "revoked agent-wide, the push is refused");
+        kvrt_xfer_peer_close(p2);
+    } else {
+        tap_ok(false, "agent-wide grants: a second peer connects (%s)", kvrt_error_message());
+        tap_skip("no second peer");
+        tap_skip("no second peer");
+    }
+    side_close(&s2);
     unsigned long long bad = 1, notes = 0;
     sscanf(cmd(&c, "verify-below 128"), "verify-below %llu %llu", &bad, &notes);
-    tap_ok(bad == 0 && notes == 2,
-           "the server holds exactly its pattern and the one granted push, and heard of the granted pull (%llu "
+    tap_ok(bad == 0 && notes == 3,
+           "the server holds exactly its pattern and the two granted pushes, and heard of the granted pull (%llu "
            "notes)",
            notes);
     /* Misuse of the calls, here. */
+    rc = kvrt_xfer_agent_grant(NULL, KVRT_XFER_GRANT_READ, mine, 1);
+    tap_ok(rc == KVRT_ERR_INVALID && strstr(kvrt_error_message(), "agent is NULL"), "a NULL agent is refused: %s",
+           kvrt_error_message());
     int64_t out[1] = {99999};
     rc = kvrt_xfer_grant(p, 0, mine, 1);
     tap_ok(rc == KVRT_ERR_INVALID && strstr(kvrt_error_message(), "access 0x0"), "access 0 is refused: %s",

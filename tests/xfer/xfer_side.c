@@ -677,6 +677,22 @@ static void answer(struct child_state *cs, char *line)
         } else {
             printf("error bad grant \"%s\"\n", line);
         }
+    } else if (strncmp(line, "agent-grant ", 12) == 0 || strncmp(line, "agent-revoke ", 13) == 0) {
+        /* agent-grant|agent-revoke r|w|rw IDS|all: every peer's */
+        char what[4], ids[4096];
+        bool grant = line[6] == 'g';
+        if (sscanf(line + (grant ? 12 : 13), "%3s %4095s", what, ids) == 2) {
+            unsigned access =
+                (strchr(what, 'r') ? KVRT_XFER_GRANT_READ : 0) | (strchr(what, 'w') ? KVRT_XFER_GRANT_WRITE : 0);
+            uint64_t n = 0;
+            int64_t *v = strcmp(ids, "all") == 0 ? NULL : id_list(ids, &n);
+            int rc =
+                grant ? kvrt_xfer_agent_grant(cs->s.a, access, v, n) : kvrt_xfer_agent_revoke(cs->s.a, access, v, n);
+            printf(rc == KVRT_OK ? "granted\n" : "error %s\n", kvrt_error_message());
+            free(v);
+        } else {
+            printf("error bad grant \"%s\"\n", line);
+        }
     } else if (sscanf(line, "peerstate %d", &i) == 1 && i >= 0 && i < cs->npeers) {
         const char *why = "";
         int st = cs->peers[i] ? (int)kvrt_xfer_peer_state(cs->peers[i], &why) : -1;
