@@ -100,6 +100,8 @@ _SIGNATURES = {
     "kvrt_xfer_grant": ([vp, C.c_uint, P(C.c_int64), sz], i32),
     "kvrt_xfer_revoke": ([vp, C.c_uint, P(C.c_int64), sz], i32),
     "kvrt_xfer_expect": ([vp, P(C.c_int64), sz], i32),
+    "kvrt_xfer_agent_grant": ([vp, C.c_uint, P(C.c_int64), sz], i32),
+    "kvrt_xfer_agent_revoke": ([vp, C.c_uint, P(C.c_int64), sz], i32),
     "kvrt_xfer_request_default": ([P(XferRequest)], None),
     "kvrt_xfer_plan": ([vp, vp, P(XferRequest), P(Plan)], i32),
     "kvrt_xfer_post": ([vp, vp, P(XferRequest), P(vp)], i32),
@@ -190,6 +192,22 @@ def parse_metadata(blob):
     return d
 
 
+def _access(read, write, what):
+    access = (GRANT_READ if read else 0) | (GRANT_WRITE if write else 0)
+    if not access:
+        raise InvalidArgumentError("%s: read and write are both False; grant at least one" % what)
+    return access
+
+
+def _change_grants(fn, handle, access, ids):
+    """fn is one of libkvrt-xfer's grant calls; ids None: every block."""
+    if ids is None:
+        check(fn(handle, access, None, 0))
+        return
+    arr, n = _index_array(ids, C.c_int64, "int64", "ids")
+    check(fn(handle, access, C.cast(arr, P(C.c_int64)), n))
+
+
 class Peer:
     """A connected peer of an :class:`Agent`.  close() says goodbye to it."""
 
@@ -219,19 +237,12 @@ class Peer:
         s = xlib.kvrt_xfer_peer_state(self._h, C.byref(why))
         return ({0: "connected", 1: "closed", 2: "failed"}.get(s, "unknown"), text(why.value) or "")
 
-    def _access(self, read, write, what):
-        access = (GRANT_READ if read else 0) | (GRANT_WRITE if write else 0)
-        if not access:
-            raise InvalidArgumentError("%s: read and write are both False; grant at least one" % what)
-        return access
-
     def grant(self, ids, read=True, write=True):
         """Let this peer read (pull) and/or write (push into) these blocks of
         the agent's cache; an agent with require_grants refuses anything
         else (docs/security.md)."""
         self._check_open()
-        arr, n = _index_array(ids, C.c_int64, "int64", "ids")
-        check(xlib.kvrt_xfer_grant(self._h, self._access(read, write, "grant"), C.cast(arr, P(C.c_int64)), n))
+        _change_grants(xlib.kvrt_xfer_grant, self._h, _access(read, write, "grant"), ids)
 
     def expect(self, ids):
         """The receiving side's grant: this peer may push into these blocks."""
@@ -242,12 +253,7 @@ class Peer:
     def revoke(self, ids=None, read=True, write=True):
         """Take grants back (ids None: every block)."""
         self._check_open()
-        access = self._access(read, write, "revoke")
-        if ids is None:
-            check(xlib.kvrt_xfer_revoke(self._h, access, None, 0))
-            return
-        arr, n = _index_array(ids, C.c_int64, "int64", "ids")
-        check(xlib.kvrt_xfer_revoke(self._h, access, C.cast(arr, P(C.c_int64)), n))
+        _change_grants(xlib.kvrt_xfer_revoke, self._h, _access(read, write, "revoke"), ids)
 
     def close(self):
         a = self._agent_ref()
@@ -362,6 +368,18 @@ class Agent(Closeable):
             xlib.kvrt_xfer_agent_destroy(h)
             self._peers.clear()
             self._requests.clear()
+
+    def grant(self, ids, read=True, write=True):
+        """Grants to every peer, connected and to come: for blocks any peer
+        that proved the key may use, and for peers that transfer as soon as
+        their connect returns, before accept() hands them to this side."""
+        self._check_open()
+        _change_grants(xlib.kvrt_xfer_agent_grant, self._h, _access(read, write, "grant"), ids)
+
+    def revoke(self, ids=None, read=True, write=True):
+        """Take agent-wide grants back (ids None: every block)."""
+        self._check_open()
+        _change_grants(xlib.kvrt_xfer_agent_revoke, self._h, _access(read, write, "revoke"), ids)
 
     def _peer(self, h):
         if not h:

@@ -17,9 +17,12 @@
 
 /* Options whose value may be taken as text when parsed and checked later
  * (a file, a backend name; run and xfer look --layout up once the backend is
- * known): a wrong value may pass the parser there.  Every other option that
- * takes a value, each number among them, must refuse WRONG_VALUE at once. */
-static const char *const checked_later[] = {"--model", "--backend", "--svg", "--plot", "--port-file", "--layout", NULL};
+ * known; xfer's --allow list is libkvrt-xfer's to parse when the agent is
+ * created): a wrong value may pass the parser there.  Every other option
+ * that takes a value, each number among them, must refuse WRONG_VALUE at
+ * once. */
+static const char *const checked_later[] = {"--model",  "--backend",  "--svg",   "--plot", "--port-file",
+                                            "--layout", "--key-file", "--allow", NULL};
 #define WRONG_VALUE "x!"
 
 static bool is_checked_later(const char *name)

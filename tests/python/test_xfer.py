@@ -28,10 +28,11 @@ def _need():
 class Pair:
     """Agent `a` (sender, layout la) connected to agent `b` (receiver, lb)."""
 
-    def __init__(self, rt, la="HND", lb="BLNHC", heads_a=2, heads_b=2, blocks=8):
+    def __init__(self, rt, la="HND", lb="BLNHC", heads_a=2, heads_b=2, blocks=8, a_options=None, b_options=None):
         self.ca = rt.cache(model=model(kv_heads=heads_a, dtype="fp32"), layout=la, blocks=blocks, backend="cpu")
         self.cb = rt.cache(model=model(kv_heads=heads_b, dtype="fp32"), layout=lb, blocks=blocks, backend="cpu")
-        self.a, self.b = kx.Agent(self.ca, timeout=20), kx.Agent(self.cb, timeout=20)
+        self.a = kx.Agent(self.ca, timeout=20, **(a_options or {}))
+        self.b = kx.Agent(self.cb, timeout=20, **(b_options or {}))
         port = self.b.listen("127.0.0.1", 0)
         got = {}
         t = threading.Thread(target=lambda: got.setdefault("peer", self.b.accept(timeout=20)))
@@ -41,12 +42,18 @@ class Pair:
         self.b_peer = got["peer"]
         assert self.b_peer is not None, "accept saw no peer"
         self._stop = False
+        self.served_errors = []
         self._t = threading.Thread(target=self._serve)
         self._t.start()
 
     def _serve(self):
+        # progress reports a peer's transfer this side refused (the peer
+        # was told); an engine logs it and goes on serving, and so does this
         while not self._stop:
-            self.b.progress()
+            try:
+                self.b.progress()
+            except kvrt.Error as e:
+                self.served_errors.append(e)
             time.sleep(0.0005)
 
     def close(self):
@@ -237,3 +244,94 @@ def test_engine_owned_memory():
         raises(kvrt.StateError, b.progress)
         owned.fill_(1)  # still the engine's memory, usable after kvrt let go
         assert int(owned.sum()) == owned.numel()
+
+
+def _key_file(folder, name, mode=0o600):
+    path = os.path.join(folder, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.write(fd, os.urandom(32))
+    os.close(fd)
+    os.chmod(path, mode)
+    return path
+
+
+def _connect_refused(a, b):
+    """a connects to b's listener; both sides' errors (accept in a thread)"""
+    port = b.listen("127.0.0.1", 0)
+    got = {}
+
+    def accept():
+        try:
+            got["peer"] = b.accept(timeout=10)
+        except kvrt.Error as e:
+            got["error"] = e
+    t = threading.Thread(target=accept)
+    t.start()
+    try:
+        a.connect("127.0.0.1", port)
+        err = None
+    except kvrt.Error as e:
+        err = e
+    t.join()
+    return err, got.get("error"), got.get("peer")
+
+
+def test_keys_allow_and_grants():
+    """Agent(key_file=, insecure=, allow=, require_grants=) and the grants: peers with the key connect and move
+    only granted blocks; a wrong key, a readable key file, an address outside the allow list and a
+    non-loopback listener without a key are refused by name"""
+    _need()
+    import tempfile
+    with tempfile.TemporaryDirectory() as d, kvrt.Runtime() as rt:
+        key, other = _key_file(d, "key"), _key_file(d, "other")
+        loose = _key_file(d, "loose", 0o644)
+        opts = dict(key_file=key)
+        p = Pair(rt, la="BLHNC", lb="BLHNC", a_options=opts, b_options=dict(key_file=key, require_grants=True))
+        try:
+            _fill(p.ca, 0, 3, 7)
+            e = raises(kvrt.RefusedError, p.a.transfer, p.peer, [3], [6], layers=(0, 1))
+            assert "block 6 is not granted" in str(e), e
+            assert p.b.stats["denied"] == 1, p.b.stats
+            assert any("block 6 is not granted" in str(e) for e in p.served_errors), p.served_errors
+            p.b_peer.expect([6])
+            p.a.transfer(p.peer, [3], [6], layers=(0, 1))
+            assert float(torch.from_dlpack(p.cb.k(0))[6][0, 0, 0]) == 7.0
+            e = raises(kvrt.RefusedError, p.a.transfer, p.peer, [1], [6], pull=True, layers=(0, 1))
+            assert "reading" in str(e), e
+            p.b_peer.grant([6], write=False)
+            p.a.transfer(p.peer, [1], [6], pull=True, layers=(0, 1))
+            assert float(torch.from_dlpack(p.ca.k(0))[1][0, 0, 0]) == 7.0
+            p.b.grant([2, 4])  # every peer's, read and write
+            p.a.transfer(p.peer, [3], [4], layers=(0, 1))
+            p.b.revoke()
+            p.b_peer.revoke()
+            raises(kvrt.RefusedError, p.a.transfer, p.peer, [3], [4], layers=(0, 1))
+            raises(kvrt.RefusedError, p.a.transfer, p.peer, [3], [6], layers=(0, 1))
+            e = raises(kvrt.InvalidArgumentError, p.b_peer.grant, [99])
+            assert "99" in str(e), e
+            raises(kvrt.InvalidArgumentError, p.b.grant, [1], read=False, write=False)
+        finally:
+            p.close()
+        c1 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
+        c2 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
+        with kx.Agent(c1, key_file=other, timeout=10) as a, kx.Agent(c2, key_file=key, timeout=10) as b:
+            err, server_err, peer = _connect_refused(a, b)
+            assert isinstance(err, kvrt.RefusedError) and peer is None, (err, server_err, peer)
+        with kx.Agent(c1, timeout=10) as a, kx.Agent(c2, key_file=key, timeout=10) as b:
+            err, _, peer = _connect_refused(a, b)
+            assert isinstance(err, kvrt.RefusedError) and "key" in str(err) and peer is None, err
+        with kx.Agent(c1, timeout=10) as a, kx.Agent(c2, allow=["10.9.8.7", "10.1.0.0/16"], timeout=10) as b:
+            err, _, peer = _connect_refused(a, b)
+            # refused when the connection request arrives, before a handshake
+            assert isinstance(err, kvrt.DeviceError) and "rejected" in str(err) and peer is None, err
+        e = raises(kvrt.Error, kx.Agent, c1, key_file=loose)
+        assert loose in str(e) and "0644" in str(e), e
+        e = raises(kvrt.InvalidArgumentError, kx.Agent, c1, allow=["no-such-host"])
+        assert "no-such-host" in str(e), e
+        with kx.Agent(c1) as a:
+            e = raises(kvrt.RefusedError, a.listen, "0.0.0.0", 0)
+            assert "without a key" in str(e) and "KVRT_XFER_KEY_FILE" in str(e), e
+        with kx.Agent(c1, insecure=True) as a:
+            assert a.listen("0.0.0.0", 0) > 0
+        with kx.Agent(c1, key_file=key) as a:
+            assert a.listen("0.0.0.0", 0) > 0

@@ -31,6 +31,13 @@ const struct cli_option xfer_common_options[] = {
     {"--staging-bytes", "SIZE", XO_STAGING, false,
      "registered staging pool: half to send, half to receive\n"
      "(default: libkvrt-xfer's)"},
+    {"--key-file", "FILE", XO_KEY_FILE, false,
+     "pre-shared key both sides must prove they hold (e.g. head\n"
+     "-c 32 /dev/urandom, mode 600; default: $KVRT_XFER_KEY_FILE,\n"
+     "else none: loopback only)"},
+    {"--insecure", NULL, XO_INSECURE, false,
+     "allow an address other than loopback without a key (any\n"
+     "host that reaches it may read and write the cache)"},
     {"--json", NULL, XO_JSON, false, "print one JSON object"},
     CLI_OPTIONS_END,
 };
@@ -73,6 +80,8 @@ bool xfer_side_option(struct xfer_side *s, const struct cli_option *opt, const c
     case XO_TIMEOUT: *ok = parse_seconds(opt->name, v, &s->timeout); return true;
     case XO_STAGING: *ok = cli_parse_size(opt->name, v, &s->staging_bytes); return true;
     case XO_CHUNK: *ok = cli_parse_size(opt->name, v, &s->chunk_bytes); return true;
+    case XO_KEY_FILE: s->key_file = v; return true;
+    case XO_INSECURE: s->insecure = true; return true;
     default: return false;
     }
 }
@@ -121,8 +130,15 @@ int xfer_side_set_up(struct xfer_side *s)
     o.timeout_s = s->timeout;
     o.staging_bytes = s->staging_bytes;
     o.chunk_bytes = s->chunk_bytes;
+    o.key_file = s->key_file;
+    o.allow = s->allow;
+    o.flags = (s->insecure ? KVRT_XFER_INSECURE : 0) | (s->require_grants ? KVRT_XFER_REQUIRE_GRANTS : 0);
     if ((rc = kvrt_xfer_agent_create(s->backend, s->cache, &o, &s->agent)) != KVRT_OK)
         return cli_fail_status(rc);
+    /* Agent-wide: the peer pushes as soon as its connect returns. */
+    if (s->num_grant_ids && kvrt_xfer_agent_grant(s->agent, KVRT_XFER_GRANT_READ | KVRT_XFER_GRANT_WRITE, s->grant_ids,
+                                                  (size_t)s->num_grant_ids) != KVRT_OK)
+        return cli_error(CLI_EXIT_USAGE, "--grant: %s", kvrt_error_message());
     return CLI_EXIT_OK;
 }
 
@@ -130,6 +146,7 @@ void xfer_side_free(struct xfer_side *s)
 {
     kvrt_xfer_agent_destroy(s->agent);
     xpat_free(&s->pattern);
+    free(s->grant_ids);
     kvrt_placement_destroy(s->placement);
     if (s->rt)
         kvrt_runtime_close(s->rt);

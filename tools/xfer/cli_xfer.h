@@ -42,6 +42,10 @@ enum xfer_opt {
     XO_REPEAT,
     XO_PEER_SEED,
     XO_PEER_HEAD_OFFSET,
+    XO_KEY_FILE,
+    XO_INSECURE,
+    XO_ALLOW,
+    XO_GRANT,
 };
 
 /* The options both subcommands read, after their own and before the model's. */
@@ -58,6 +62,12 @@ struct xfer_side {
     uint64_t seed, head_offset;
     double timeout;
     uint64_t staging_bytes, chunk_bytes;
+    const char *key_file; /* NULL: KVRT_XFER_KEY_FILE, read by libkvrt-xfer */
+    bool insecure;
+    const char *allow;  /* serve: peers' addresses */
+    int64_t *grant_ids; /* serve: every peer may read and write these */
+    uint64_t num_grant_ids;
+    bool require_grants;
     struct cli_model_flags flags;
 
     const struct kvrt_model_info *model;

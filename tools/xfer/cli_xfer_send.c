@@ -30,6 +30,7 @@ void cli_xfer_send_help(FILE *out, bool common)
     fprintf(out, "kvrt xfer send --connect ADDR:PORT [--ids LIST] [--remote-ids LIST]\n"
                  "               [--layer-range A-B] [--heads LOCAL:REMOTE:COUNT] [--pull]\n"
                  "               [--method NAME] [--repeat N] [--inflight N]\n"
+                 "               [--key-file FILE] [--insecure]\n"
                  "               [--backend NAME] [--layout NAME] (--model FILE | --layers L ...)\n"
                  "               [--blocks B] [--seed N] [--peer-seed N] [--timeout S] [--json]\n"
                  "  Fill a cache with the pattern of --seed (default 1), connect (metadata is\n"

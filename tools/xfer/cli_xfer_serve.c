@@ -11,6 +11,12 @@ static const struct cli_option serve_options[] = {
     {"--listen", "ADDR:PORT", XO_LISTEN, false, "default 127.0.0.1:13337; port 0 picks a free port"},
     {"--port-file", "FILE", XO_PORT_FILE, false, "write the bound port there once listening"},
     {"--sessions", "N", XO_SESSIONS, false, "peers served one after another (default 1)"},
+    {"--allow", "LIST", XO_ALLOW, false,
+     "accept peers only from these IPv4 addresses or networks\n"
+     "(\"10.0.0.7,10.1.0.0/16\"; default: any)"},
+    {"--grant", "IDS", XO_GRANT, false,
+     "peers may write and read only these blocks (\"0-7,12\";\n"
+     "default: every block)"},
     CLI_OPTIONS_END,
 };
 
@@ -19,6 +25,7 @@ static const struct cli_option *const serve_tables[] = {serve_options, xfer_comm
 void cli_xfer_serve_help(FILE *out, bool common)
 {
     fprintf(out, "kvrt xfer serve [--listen ADDR:PORT] [--port-file FILE] [--sessions N]\n"
+                 "                [--key-file FILE] [--insecure] [--allow LIST] [--grant IDS]\n"
                  "                [--backend NAME] [--layout NAME] (--model FILE | --layers L ...)\n"
                  "                [--blocks B] [--seed N] [--head-offset H] [--timeout S] [--json]\n"
                  "  Fill a cache with the pattern of --seed (default 2), listen, and for each of\n"
@@ -32,8 +39,8 @@ void cli_xfer_serve_help(FILE *out, bool common)
         xfer_print_common_options(out);
     else
         fputs("  (and the options common to both, below)\n", out);
-    fputs("  An incompatible peer is told why and refused before any byte moves (a\n"
-          "  refused session counts as served).\n"
+    fputs("  An incompatible peer, or one that does not prove the key, is told why and\n"
+          "  refused before any byte moves (a refused session counts as served).\n"
           "  Exit status: 0 verified; 1 a mismatch, a timeout or a failed peer; 2 bad\n"
           "  input; 4 no backend.\n",
           out);
@@ -90,8 +97,9 @@ static void session(struct serve *v, uint64_t index)
         fail(v, CLI_EXIT_INTERNAL, msg);
         return;
     }
-    if (rc == KVRT_ERR_INVALID) {
-        /* An incompatible peer was told why; nothing moved.  Serve on. */
+    if (rc == KVRT_ERR_INVALID || rc == KVRT_ERR_REFUSED) {
+        /* An incompatible peer, or one without the key, was told why;
+         * nothing moved.  Serve on. */
         v->refused++;
         v->done_sessions++;
         if (!s->json) {
@@ -219,6 +227,13 @@ static int apply(void *request, const struct cli_option *opt, const char *val)
     case XO_LISTEN: ok = xfer_parse_endpoint(opt->name, val, v->addr, sizeof(v->addr), &v->port); break;
     case XO_PORT_FILE: v->port_file = val; break;
     case XO_SESSIONS: ok = cli_parse_u64(opt->name, val, 1, 1000000, &v->sessions); break;
+    case XO_ALLOW: v->side.allow = val; break;
+    case XO_GRANT:
+        free(v->side.grant_ids);
+        v->side.grant_ids = NULL;
+        ok = xfer_parse_ids(opt->name, val, &v->side.grant_ids, &v->side.num_grant_ids);
+        v->side.require_grants = true;
+        break;
     }
     return ok ? CLI_EXIT_OK : CLI_EXIT_USAGE;
 }
