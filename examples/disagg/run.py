@@ -56,7 +56,7 @@ def plan_requests(cfg, prompts, new_tokens):
     return reqs, next_p, next_d + 1
 
 
-def prefill_main(args, rank, tp, port, reqs, pblocks, result_q, pipe):
+def prefill_main(args, rank, tp, port, reqs, pblocks, result_q, pipe, assign_q):
     try:
         import torch
         import kvrt
@@ -76,7 +76,7 @@ def prefill_main(args, rank, tp, port, reqs, pblocks, result_q, pipe):
         with kvrt.Runtime() as rt:
             eng = PrefillEngine(rt, cfg, model, args.prefill_layout, pblocks, backend=args.prefill_backend,
                                 tp_rank=rank, tp_size=tp, exchange=exchange)
-            agent = kx.Agent(eng.cache)
+            agent = kx.Agent(eng.cache, key_file=args.key_file)
             peer = agent.connect("127.0.0.1", port)
             heads = eng.kv_heads
             posted, plans = [], []
@@ -84,8 +84,13 @@ def prefill_main(args, rank, tp, port, reqs, pblocks, result_q, pipe):
                 first = eng.prefill(r["prompt"], r["prefill_blocks"])
                 note = json.dumps({"id": r["id"], "rank": rank, "first": first,
                                    "prompt_len": len(r["prompt"])}).encode()
+                # The decode side chose the request's blocks and granted
+                # them to this rank before it said which they are.
+                rid, decode_blocks = assign_q.get(timeout=60)
+                if rid != r["id"] or len(decode_blocks) != len(r["prefill_blocks"]):
+                    raise RuntimeError("prefill: assignment %r for request %d" % ((rid, decode_blocks), r["id"]))
                 # Asynchronous: the next prompt runs while this one moves.
-                posted.append(agent.post(peer, r["prefill_blocks"], r["decode_blocks"][:len(r["prefill_blocks"])],
+                posted.append(agent.post(peer, r["prefill_blocks"], decode_blocks,
                                          heads=(0, rank * heads, heads), notification=note))
                 for q in posted:
                     q.test()
@@ -105,7 +110,7 @@ def prefill_main(args, rank, tp, port, reqs, pblocks, result_q, pipe):
         result_q.put(("error", "prefill rank %d" % rank, traceback.format_exc()))
 
 
-def decode_main(args, tp, reqs, dblocks, port_q, result_q):
+def decode_main(args, tp, reqs, dblocks, port_q, result_q, assign_qs):
     try:
         import torch
         import kvrt
@@ -118,7 +123,9 @@ def decode_main(args, tp, reqs, dblocks, port_q, result_q):
         model = TinyLM(cfg, args.seed)
         with kvrt.Runtime() as rt:
             eng = DecodeEngine(rt, cfg, model, args.decode_layout, dblocks, backend=args.decode_backend)
-            agent = kx.Agent(eng.cache)
+            # Only peers holding the key connect, and they write only the
+            # blocks granted to them (docs/security.md).
+            agent = kx.Agent(eng.cache, key_file=args.key_file, require_grants=True)
             port_q.put(agent.listen("127.0.0.1", 0))
             peers = []
             while len(peers) < tp:
@@ -126,6 +133,14 @@ def decode_main(args, tp, reqs, dblocks, port_q, result_q):
                 if p is None:
                     raise RuntimeError("decode: no prefill rank connected within 60 s")
                 peers.append(p)
+            # Each request's blocks, granted to the prefill ranks (each
+            # writes its heads of them) before the ranks learn their ids.
+            for r in reqs:
+                blocks = r["decode_blocks"][:len(r["prefill_blocks"])]
+                for p in peers:
+                    p.expect(blocks)
+                for q in assign_qs:
+                    q.put((r["id"], blocks))
             arrived, done, out = {}, set(), {}
             deadline = time.monotonic() + 120
             while len(done) < len(reqs):
@@ -141,13 +156,16 @@ def decode_main(args, tp, reqs, dblocks, port_q, result_q):
                     if len({n["first"] for n in notes}) != 1:
                         raise RuntimeError("decode: ranks disagree on request %d's first token" % rid)
                     r = reqs[rid]
+                    # Arrived: no peer may write this sequence's blocks again.
+                    for p in peers:
+                        p.revoke(r["decode_blocks"][:len(r["prefill_blocks"])], read=False)
                     out[rid] = eng.generate(notes[0]["first"], notes[0]["prompt_len"], r["decode_blocks"],
                                             args.new_tokens)
                     done.add(rid)
             st = agent.stats
             result_q.put(("decode", 0, {
                 "tokens": out, "generated": eng.tokens, "seconds": eng.seconds, "layout": eng.cache.layout,
-                "backend": eng.cache.backend, "bytes_received": st["bytes_received"]}))
+                "backend": eng.cache.backend, "bytes_received": st["bytes_received"], "denied": st["denied"]}))
             # Stay until the prefill ranks said goodbye.
             t0 = time.monotonic()
             while any(p.state[0] == "connected" for p in peers) and time.monotonic() - t0 < 10:
@@ -163,11 +181,13 @@ def run_mode(args, tp, prompts, refs):
     reqs, pblocks, dblocks = plan_requests(cfg, prompts, args.new_tokens)
     ctx = mp.get_context("spawn")
     port_q, result_q = ctx.Queue(), ctx.Queue()
-    dec = ctx.Process(target=decode_main, args=(args, tp, reqs, dblocks, port_q, result_q))
+    assign_qs = [ctx.Queue() for _ in range(tp)]
+    dec = ctx.Process(target=decode_main, args=(args, tp, reqs, dblocks, port_q, result_q, assign_qs))
     dec.start()
     port = port_q.get(timeout=120)
     pipes = ctx.Pipe() if tp == 2 else (None, None)
-    pre = [ctx.Process(target=prefill_main, args=(args, r, tp, port, reqs, pblocks, result_q, pipes[r]))
+    pre = [ctx.Process(target=prefill_main,
+                       args=(args, r, tp, port, reqs, pblocks, result_q, pipes[r], assign_qs[r]))
            for r in range(tp)]
     for p in pre:
         p.start()
@@ -188,7 +208,7 @@ def run_mode(args, tp, prompts, refs):
         return False
     d = results[("decode", 0)]
     pf = [results[("prefill", r)] for r in range(tp)]
-    same = all(d["tokens"][i] == refs[i] for i in range(len(prompts)))
+    same = all(d["tokens"][i] == refs[i] for i in range(len(prompts))) and d["denied"] == 0
     name = "tensor-parallel prefill (%d ranks)" % tp if tp > 1 else "prefill"
     print("== %s -> decode over %s (UCX_TLS=%s)" % (name, args.transport, os.environ.get("UCX_TLS")))
     for r, s in enumerate(pf):
@@ -197,9 +217,10 @@ def run_mode(args, tp, prompts, refs):
                   " rank %d" % r if tp > 1 else "", s["layout"], s["backend"], s["kv_heads"],
                   "" if s["kv_heads"] == 1 else "s", s["tokens"], s["tokens"] / s["seconds"], s["blocks"],
                   s["bytes"], "/".join(s["methods"]), s["transfer_seconds"] * 1e3))
-    print("decode:  layout %s, backend %s: %d tokens generated, %.0f tokens/s; received %d bytes" % (
-        d["layout"], d["backend"], d["generated"], d["generated"] / d["seconds"] if d["seconds"] else 0,
-        d["bytes_received"]))
+    print("decode:  layout %s, backend %s: %d tokens generated, %.0f tokens/s; received %d bytes, "
+          "%d pushes outside the grants" % (
+              d["layout"], d["backend"], d["generated"], d["generated"] / d["seconds"] if d["seconds"] else 0,
+              d["bytes_received"], d["denied"]))
     for i, prompt in enumerate(prompts):
         mark = "==" if d["tokens"][i] == refs[i] else "!="
         print("  prompt %d (%d tokens): %s %s reference" % (i, len(prompt), d["tokens"][i], mark))
@@ -222,10 +243,18 @@ def main():
     ap.add_argument("--decode-layout", default="BLNHC")
     ap.add_argument("--prefill-backend", default="cpu")
     ap.add_argument("--decode-backend", default="cpu")
+    ap.add_argument("--key-file", help="pre-shared key of both sides (default: a fresh one, mode 600, for this run)")
     args = ap.parse_args()
     if args.prompts < 1 or args.new_tokens < 1:
         ap.error("--prompts and --new-tokens must be at least 1")
     os.environ.update(TRANSPORTS[args.transport])
+    if args.key_file is None:
+        import tempfile
+        keys = tempfile.TemporaryDirectory(prefix="kvrt-disagg-")
+        args.key_file = os.path.join(keys.name, "key")
+        fd = os.open(args.key_file, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        os.write(fd, os.urandom(32))
+        os.close(fd)
 
     import torch
     from model import Config, TinyLM, generate_reference

@@ -1,11 +1,13 @@
 #!/usr/bin/env python3
 """Two real processes over UCX: `kvrt xfer serve` and `kvrt xfer send`.
 
-usage: xfer_cli.py KVRT GROUP TRANSPORT
-  GROUP      pairs | cases | refusals | faults | skip:REASON
+usage: xfer_cli.py KVRT GROUP TRANSPORT [key]
+  GROUP      pairs | cases | refusals | faults | trust | skip:REASON
   TRANSPORT  tcp (UCX_TLS=tcp, UCX_NET_DEVICES=lo) or sm (shared memory data
              lanes: UCX_TLS=sm,tcp -- the listener handshake needs tcp on
              loopback, the data ep to the worker address takes sysv/posix/cma)
+  key        every serve and send proves a pre-shared key (--key-file): the
+             group's cases must pass the same with one
 
 TAP on stdout.  Every process runs under a hard timeout and is reaped; the
 receiving side verifies every byte of its cache against the sender's
@@ -21,6 +23,16 @@ import time
 
 LAYOUTS = ["LBHNC", "LBNHC", "LHBNC", "BLHNC", "BLNHC", "BHLNC"]
 HARD = 60  # seconds any one process may live
+COMMON = []  # options every serve and send takes (the key mode's --key-file)
+
+
+def key_file(folder, name, mode=0o600):
+    path = os.path.join(folder, name)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode)
+    os.write(fd, os.urandom(32))
+    os.close(fd)
+    os.chmod(path, mode)
+    return path
 
 
 class Tap:
@@ -58,7 +70,7 @@ class Serve:
     def __init__(self, kvrt, args, env, tmp, json_out=True):
         self.port_file = os.path.join(tmp, "port.%d" % time.monotonic_ns())
         cmd = [kvrt, "xfer", "serve", "--listen", "127.0.0.1:0", "--port-file", self.port_file]
-        cmd += (["--json"] if json_out else []) + args
+        cmd += (["--json"] if json_out else []) + COMMON + args
         self.p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.port = None
         deadline = time.monotonic() + 20
@@ -84,7 +96,7 @@ class Serve:
 
 
 def send(kvrt, port, args, env, timeout=HARD):
-    cmd = [kvrt, "xfer", "send", "--connect", "127.0.0.1:%d" % port, "--json"] + args
+    cmd = [kvrt, "xfer", "send", "--connect", "127.0.0.1:%d" % port, "--json"] + COMMON + args
     try:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
@@ -327,7 +339,7 @@ def faults(t, kvrt, transport, tmp):
     # timeout and does not claim the remaining transfers.
     s = Serve(kvrt, ["--timeout", "20"] + big, env, tmp, json_out=False)
     p = subprocess.Popen([kvrt, "xfer", "send", "--connect", "127.0.0.1:%d" % s.port, "--timeout", "5", "--repeat",
-                          "100000", "--layout", "BHLNC"] + big, env=env, stdout=subprocess.PIPE,
+                          "100000", "--layout", "BHLNC"] + COMMON + big, env=env, stdout=subprocess.PIPE,
                          stderr=subprocess.PIPE, text=True)
     seen = wait_line(s.p.stdout, "transfer 2 complete", 30)
     s.p.send_signal(signal.SIGKILL)
@@ -346,7 +358,7 @@ def faults(t, kvrt, transport, tmp):
     # the complete transfers and verifies its whole cache.
     s = Serve(kvrt, ["--timeout", "5"] + big, env, tmp)
     p = subprocess.Popen([kvrt, "xfer", "send", "--connect", "127.0.0.1:%d" % s.port, "--repeat", "100000",
-                          "--layout", "LBNHC"] + big, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          "--layout", "LBNHC"] + COMMON + big, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                          text=True)
     seen = wait_line(p.stdout, "transfer   2 of", 30)
     p.send_signal(signal.SIGKILL)
@@ -355,6 +367,55 @@ def faults(t, kvrt, transport, tmp):
     t.ok(seen and rc == 1 and doc is not None and doc["transfers"] >= 2 and doc["verified"] is True
          and doc["error"] is not None, "sender killed: the server reports it, its complete blocks verify (%s)"
          % (doc and doc.get("error")), "exit %s\n%s\n%s" % (rc, out, err))
+
+
+def trust(t, kvrt, transport, tmp):
+    """The demo's keys, listening rules, allow list and grants."""
+    env = env_for(transport)
+    base = model(blocks=16)
+    key, other = key_file(tmp, "key"), key_file(tmp, "other")
+    loose = key_file(tmp, "loose", 0o644)
+
+    s = Serve(kvrt, ["--key-file", key, "--sessions", "3", "--grant", "0-7"] + base, env, tmp)
+    rc, doc, out, err = send(kvrt, s.port, ["--key-file", key, "--ids", "1,2", "--remote-ids", "3,7"] + base, env)
+    t.ok(rc == 0 and doc is not None and doc["transfers"] == 1, "same key, granted blocks: the push lands",
+         "exit %s\n%s\n%s" % (rc, out, err))
+    rc, doc, out, err = send(kvrt, s.port, ["--key-file", key, "--ids", "1,2", "--remote-ids", "3,9"] + base, env)
+    t.ok(rc != 0 and "block 9 is not granted" in err, "a push into a block outside --grant is refused, naming it",
+         "exit %s\n%s" % (rc, err))
+    rc, doc, out, err = send(kvrt, s.port, ["--key-file", other, "--ids", "1"] + base, env)
+    t.ok(rc != 0 and "key" in err, "a different key is refused before any byte moves", "exit %s\n%s" % (rc, err))
+    rc, doc, out, err = s.finish()
+    t.ok(rc == 0 and doc is not None and doc["verified"] is True and doc["transfers"] == 1 and doc["refused"] == 1,
+         "the server holds its pattern and the one granted push, refused the other key and served on", "exit %s\n%s\n%s" % (rc, out, err))
+
+    rc, doc, out, err = send(kvrt, 1, ["--key-file", loose] + base, env)
+    expect_refusal(t, rc, err, ["loose", "0644", "chmod 600"], "a key file others may read is refused, naming it")
+
+    def serve_once(args):
+        try:
+            r = subprocess.run([kvrt, "xfer", "serve", "--timeout", "1"] + args + base, env=env,
+                               capture_output=True, text=True, timeout=HARD)
+            return r.returncode, r.stderr
+        except subprocess.TimeoutExpired:
+            return 124, "timed out"
+    rc, err = serve_once(["--listen", "0.0.0.0:0"])
+    expect_refusal(t, rc, err, ["without a key", "KVRT_XFER_KEY_FILE"],
+                   "listening beyond loopback without a key is refused, saying how to add one")
+    rc, err = serve_once(["--listen", "0.0.0.0:0", "--insecure"])
+    t.ok(rc == 1 and "no peer connected" in err, "--insecure lets it listen (then no peer came)",
+         "exit %s\n%s" % (rc, err))
+    rc, err = serve_once(["--listen", "0.0.0.0:0", "--key-file", key])
+    t.ok(rc == 1 and "no peer connected" in err, "a key lets it listen", "exit %s\n%s" % (rc, err))
+
+    s = Serve(kvrt, ["--allow", "10.9.8.7,10.1.0.0/16", "--timeout", "3"] + base, env, tmp)
+    rc, doc, out, err = send(kvrt, s.port, ["--ids", "1", "--timeout", "3"] + base, env)
+    t.ok(rc != 0 and "rejected" in err, "a peer outside --allow is rejected at its connection request",
+         "exit %s\n%s" % (rc, err))
+    rc, doc, out, err = s.finish()
+    t.ok("not in the allow list" in err, "and the server says why", "exit %s\n%s" % (rc, err))
+    rc, err = serve_once(["--allow", "nowhere"])
+    expect_refusal(t, rc, err, ["nowhere", "IPv4"], "a bad --allow entry is refused by name")
 
 
 def wait_line(stream, text, timeout):
@@ -378,12 +439,15 @@ def wait_line(stream, text, timeout):
 
 def main():
     kvrt, group, transport = sys.argv[1], sys.argv[2], sys.argv[3] if len(sys.argv) > 3 else "tcp"
+    keyed = len(sys.argv) > 4 and sys.argv[4] == "key"
     if group.startswith("skip:"):
         print("1..0 # SKIP " + group[5:])
         return 0
     t = Tap()
     with tempfile.TemporaryDirectory(prefix="kvrt-xfer-") as tmp:
-        {"pairs": pairs, "cases": cases, "refusals": refusals, "faults": faults}[group](t, kvrt, transport, tmp)
+        if keyed:
+            COMMON.extend(["--key-file", key_file(tmp, "shared-key")])
+        {"trust": trust, "pairs": pairs, "cases": cases, "refusals": refusals, "faults": faults}[group](t, kvrt, transport, tmp)
     return t.done()
 
 
