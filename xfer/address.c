@@ -196,6 +196,10 @@ int xfer_addr_parse(const uint8_t *addr, size_t len, struct xfer_addr_shape *sha
             shape->tl[e].iface_len = (uint16_t)iface_len;
         }
     }
+    /* Devices flagged empty carry no transport: such an address names no
+     * way to reach its worker. */
+    if (shape->entries == 0)
+        return fail(&w, "an address whose devices carry no transport"), -1;
     if (w.pos != len) {
         char m[64];
         snprintf(m, sizeof(m), "%zu stray bytes after the address", len - w.pos);
