@@ -57,6 +57,7 @@ struct side {
     struct xpat x;
     kvrt_xfer_agent *a;
     kvrt_xfer_peer *peer;
+    bool keyed; /* the agent has a key (KVRT_XFER_KEY_FILE): its blob is signed */
 };
 
 static double now(void)
@@ -132,6 +133,10 @@ static void open_side(struct side *s, const struct opts *o, enum kvrt_layout lay
     size_t len;
     if (kvrt_xfer_metadata_export(s->a, &blob, &len) != KVRT_OK)
         die("kvrt_xfer_metadata_export");
+    struct kvrt_xfer_metadata_info info = {.size = sizeof(info)};
+    if (kvrt_xfer_metadata_parse(blob, len, &info) != KVRT_OK)
+        die("kvrt_xfer_metadata_parse");
+    s->keyed = info.is_signed;
     uint64_t n = len;
     xwrite(sock, &n, sizeof(n));
     xwrite(sock, blob, len);
@@ -351,8 +356,10 @@ static int sender(const struct opts *o, uint64_t blocks, int sock, pid_t child)
     uint64_t bad, notes;
     xread(sock, &bad, sizeof(bad));
     xread(sock, &notes, sizeof(notes));
-    printf("\"registered_bytes\": %llu, \"registration_ms\": %.3f, \"verified\": %s, \"mismatched_bytes\": %llu}\n",
-           (unsigned long long)st.registered_bytes, st.registration_s * 1e3, bad == 0 ? "true" : "false",
+    printf("\"keyed\": %s, \"registered_bytes\": %llu, \"registration_ms\": %.3f, \"handlers_ms\": %.3f, "
+           "\"handler_bytes\": %llu, \"verified\": %s, \"mismatched_bytes\": %llu}\n",
+           s.keyed ? "true" : "false", (unsigned long long)st.registered_bytes, st.registration_s * 1e3,
+           st.handlers_s * 1e3, (unsigned long long)st.handler_bytes, bad == 0 ? "true" : "false",
            (unsigned long long)bad);
     fflush(stdout);
     xwrite(sock, "q", 1);

@@ -287,6 +287,7 @@ int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)
     s.chunk_bytes = a->pool.chunk;
     s.registered_bytes = a->registered_bytes;
     s.registration_s = a->registration_s;
+    xt_handler_cost(a->t, &s.handlers_s, &s.handler_bytes);
     xfer_unlock(a);
     *stats = s;
     kvrt_error_report(KVRT_OK, NULL);

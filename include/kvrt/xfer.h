@@ -177,7 +177,11 @@ struct kvrt_xfer_stats {
     uint64_t violations;       /* peers failed for a message that broke the protocol */
     uint64_t strangers;        /* messages dropped: no session has their id and token */
     uint64_t denied;           /* transfers refused for blocks not granted */
-    uint8_t reserved[32];
+    /* 1.1: a refusing handler on every active-message id a peer can name
+     * (UCX 1.13 crashes on an id without one); what that cost, once. */
+    double handlers_s;      /* time their registration took */
+    uint64_t handler_bytes; /* memory they hold, kvrt's and UCX's table */
+    uint8_t reserved[16];
 };
 
 /** Fill *stats (stats->size set by the caller, or 0). */

@@ -57,7 +57,7 @@ class Stats(C.Structure):
         "peers", "handles", "outgoing", "incoming", "ucx_requests", "staging_busy", "staging_chunks",
         "chunk_bytes", "registered_bytes")] + [("registration_s", dbl)] + [(n, u64) for n in (
             "completed", "failed", "bytes_sent", "bytes_received", "notifications", "refused", "violations",
-            "strangers", "denied")] + [("reserved", C.c_uint8 * 32)]
+            "strangers", "denied")] + [("handlers_s", dbl), ("handler_bytes", u64), ("reserved", C.c_uint8 * 16)]
 
 
 class MetadataInfo(C.Structure):

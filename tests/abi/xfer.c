@@ -88,7 +88,9 @@ int main(void)
     OFF(kvrt_xfer_stats, violations, 136);
     OFF(kvrt_xfer_stats, strangers, 144);
     OFF(kvrt_xfer_stats, denied, 152);
-    OFF(kvrt_xfer_stats, reserved, 160);
+    OFF(kvrt_xfer_stats, handlers_s, 160);
+    OFF(kvrt_xfer_stats, handler_bytes, 168);
+    OFF(kvrt_xfer_stats, reserved, 176);
     SIZE(kvrt_xfer_stats, 192);
     LAST(kvrt_xfer_stats);
 
