@@ -22,6 +22,9 @@
 #define XFER_MAX_CHUNK (1ull << 34)
 #define XFER_MAX_BLOCKS (1ull << 24)
 #define XFER_MAX_REASON 1024u
+/* How long a politely closed endpoint waits for the peer to close its side
+ * (xt_ep_linger), the bound the flush it replaces had. */
+#define XFER_LINGER_S 2.0
 
 #include <string.h>
 

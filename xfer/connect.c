@@ -515,7 +515,7 @@ int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_peer **out)
         int rc = p->hs_status;
         char why[sizeof(p->hs_why)];
         snprintf(why, sizeof(why), "%s", p->hs_why);
-        /* A refusal is flushed to the peer before the connection goes; a
+        /* A refusal is read by the peer before the connection goes; a
          * peer that stalled or vanished is owed nothing. */
         xfer_peer_drop(a, p, p->told);
         xfer_unlock(a);

@@ -127,25 +127,12 @@ void xfer_peer_cleanup(kvrt_xfer_peer *p)
     p->conn_ep = NULL;
 }
 
-/* Wait (bounded) until what was sent on ep has left. */
 static void flushed(void *user, int status, size_t len, const char *why)
 {
     (void)status;
     (void)len;
     (void)why;
     *(bool *)user = true;
-}
-
-static void flush_wait(kvrt_xfer_agent *a, xt_ep *ep)
-{
-    bool done = false;
-    if (!ep || xt_flush(ep, flushed, &done) != KVRT_OK)
-        return;
-    double deadline = xfer_now() + 2.0;
-    while (!done && xfer_now() < deadline)
-        xt_progress(a->t);
-    if (!done)
-        xt_forget(a->t, &done);
 }
 
 void xfer_peer_drop(kvrt_xfer_agent *a, kvrt_xfer_peer *p, bool polite)
@@ -165,10 +152,12 @@ void xfer_peer_drop(kvrt_xfer_agent *a, kvrt_xfer_peer *p, bool polite)
             p->link.state = KVRT_XFER_PEER_CLOSED;
     }
     /* A polite close lets what was sent (a goodbye, a refusal) leave first. */
+    /* A polite close lets what was sent (a goodbye, a refusal) be read
+     * first: the endpoints linger until the peer closes its side, bounded
+     * (a flush would be the round trip, and is unsafe: xt_ep_linger). */
     if (polite) {
-        flush_wait(a, p->link.ep);
-        if (p->conn_ep != p->link.ep)
-            flush_wait(a, p->conn_ep);
+        xt_ep_linger(a->t, p->link.ep, XFER_LINGER_S);
+        xt_ep_linger(a->t, p->conn_ep, XFER_LINGER_S);
     }
     xfer_peer_cleanup(p);
     xt_forget(a->t, p);

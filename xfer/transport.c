@@ -31,6 +31,7 @@ struct xt_ep {
     xt_ep *next;
     void *close_req; /* closing: UCX's request, until it completes */
     bool closing;
+    double linger_until; /* lingering: closed then, or when the peer closes */
 };
 
 struct xt_conn {
@@ -65,6 +66,7 @@ struct xt {
     xt_ep *eps;
     struct xt_req *reqs;
     uint64_t nreqs;
+    unsigned lingering;
     double handler_s;
     uint64_t handler_bytes;
 };
@@ -148,7 +150,7 @@ static void flushed(void *request, ucs_status_t st, void *user)
 static xt_ep *find_ep(xt *t, ucp_ep_h ep)
 {
     for (xt_ep *e = t->eps; e; e = e->next)
-        if (e->ep == ep && !e->closing)
+        if (e->ep == ep && !e->closing && !e->linger_until)
             return e;
     return NULL;
 }
@@ -303,6 +305,31 @@ fail:;
     return kvrt_error_report(rc, "%s", msg);
 }
 
+static void ep_close_now(xt_ep *e)
+{
+    if (e->linger_until)
+        e->t->lingering--;
+    e->linger_until = 0;
+    e->closing = true;
+    ucp_request_param_t prm;
+    memset(&prm, 0, sizeof(prm));
+    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
+    void *req = ucp_ep_close_nbx(e->ep, &prm);
+    e->close_req = UCS_PTR_IS_PTR(req) ? req : NULL;
+}
+
+/* Lingering endpoints whose time is up close. */
+static void end_lingering(xt *t)
+{
+    if (!t->lingering)
+        return;
+    double tnow = now();
+    for (xt_ep *e = t->eps; e; e = e->next)
+        if (e->linger_until && !e->closing && tnow >= e->linger_until)
+            ep_close_now(e);
+}
+
 static bool ep_closed(xt_ep *e)
 {
     if (e->close_req && ucp_request_check_status(e->close_req) == UCS_INPROGRESS)
@@ -331,9 +358,15 @@ void xt_quiesce(xt *t)
 {
     if (!t->worker)
         return;
+    /* Lingering endpoints keep their time: what was said on them is read
+     * before the process goes. */
     for (xt_ep *e = t->eps; e; e = e->next)
-        if (!e->closing)
-            xt_ep_close(t, e);
+        if (!e->closing && !e->linger_until)
+            ep_close_now(e);
+    while (t->lingering) {
+        ucp_worker_progress(t->worker);
+        end_lingering(t);
+    }
     /* Bounded: a peer that stopped progressing completes nothing. */
     double deadline = now() + 2.0;
     while ((t->nreqs > 0 || t->eps) && now() < deadline) {
@@ -389,6 +422,7 @@ unsigned xt_progress(xt *t)
     unsigned n = 0, k;
     while ((k = ucp_worker_progress(t->worker)) != 0)
         n += k;
+    end_lingering(t);
     reap_eps(t);
     return n;
 }
@@ -520,7 +554,9 @@ static void ep_error(void *arg, ucp_ep_h ep, ucs_status_t status)
 {
     xt_ep *e = arg;
     (void)ep;
-    if (!e->closing)
+    if (e->linger_until && !e->closing)
+        ep_close_now(e); /* the peer closed: what we sent was read */
+    else if (!e->closing)
         e->t->cb.ep_error(e->t->cb.arg, e, e->user, ucs_status_string(status));
 }
 
@@ -619,16 +655,19 @@ void xt_ep_set_user(xt_ep *ep, void *user)
 
 void xt_ep_close(xt *t, xt_ep *e)
 {
-    if (!e || e->closing)
-        return;
     (void)t;
-    e->closing = true;
-    ucp_request_param_t prm;
-    memset(&prm, 0, sizeof(prm));
-    prm.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-    prm.flags = UCP_EP_CLOSE_FLAG_FORCE;
-    void *req = ucp_ep_close_nbx(e->ep, &prm);
-    e->close_req = UCS_PTR_IS_PTR(req) ? req : NULL;
+    if (!e || e->closing || e->linger_until)
+        return;
+    ep_close_now(e);
+}
+
+void xt_ep_linger(xt *t, xt_ep *e, double seconds)
+{
+    if (!e || e->closing || e->linger_until)
+        return;
+    e->user = NULL;
+    e->linger_until = now() + (seconds > 0 ? seconds : 1e-9);
+    t->lingering++;
 }
 
 /* ---- operations ---------------------------------------------------------------- */

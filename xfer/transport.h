@@ -97,6 +97,14 @@ void xt_ep_set_user(xt_ep *ep, void *user);
 /* Close by force: its requests complete with errors; the endpoint is
  * freed once UCX is done with it (the pointer is dead at once). */
 void xt_ep_close(xt *t, xt_ep *ep);
+/* Close ep once the peer has closed its side, or after `seconds`, whichever
+ * comes first; until then nothing that arrives on it reaches the callbacks
+ * and xt_ep_close leaves it alone.  A lingering close stands in for a
+ * flush before closing: UCX 1.13's tcp flush is a zero-length put whose
+ * acknowledgement, once two workers' connections to each other have been
+ * merged, can reach an endpoint that never put and abort the process in
+ * uct_tcp_ep_handle_put_ack (docs/xfer.md, "Faults"). */
+void xt_ep_linger(xt *t, xt_ep *ep, double seconds);
 
 /* Completion of a send, a receive or a flush: status KVRT_OK, or
  * KVRT_ERR_DEVICE with UCX's reason in `why`; `len` the bytes received. */
