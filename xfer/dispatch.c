@@ -65,7 +65,12 @@ static enum xt_verdict on_message(void *arg, const struct xt_msg *m)
     enum wire_result r =
         wire_decode(&a->sessions, m->id, m->hdr, m->hlen, m->data, m->len, m->rndv, &w, why, sizeof(why));
     if (r == WIRE_STRANGER) {
-        stranger(a, "a message whose sender has no session here", m->id);
+        /* Two sides that close at once each get the other's goodbye after
+         * their own: counted, not worth a warning. */
+        if (m->id == WIRE_BYE)
+            a->stats.strangers++;
+        else
+            stranger(a, "a message whose sender has no session here", m->id);
         return XT_REFUSE;
     }
     struct xfer_link *l = w.owner;
