@@ -5,11 +5,24 @@
  *
  *   bench-xfer [--size BYTES] [--src LAYOUT] [--dst LAYOUT] [--inflight N]
  *              [--repeat N] [--small N] [--window W] [--chunk BYTES] [--staging BYTES]
+ *              [--heads H] [--head-size D] [--cache-blocks N] [--pull 0|1]
+ *              [--src-heads N] [--head-start S]
  *
- * CPU caches of 32 layers x 8 KV heads x head size 128, bf16, 16-token
- * blocks (2 MiB of every layer's pages per block).  The program forks
- * before touching UCX; the parent pushes, the child receives; metadata goes
- * over a socketpair both ways (kvrt_xfer_peer_load), so no port is needed.
+ * CPU caches of 32 layers x --heads KV heads (8) x --head-size (128), bf16,
+ * 16-token blocks (with the defaults a page, one layer of one block, is
+ * 64 KiB and a block 2 MiB).  The program forks before touching UCX; the
+ * parent posts, the child serves; metadata goes over a socketpair both ways
+ * (kvrt_xfer_peer_load), so no port is needed.
+ *
+ * The patterns engines send:
+ *   --cache-blocks N  caches of N blocks, the transfer's blocks drawn at
+ *                     random (seeded, distinct) from them on each side:
+ *                     scattered ids, as an allocator hands them out
+ *   --pull 1          the parent (the destination) reads from the child
+ *   --src-heads N --head-start S
+ *                     the source holds heads [S, S + N) of the
+ *                     destination's --heads (a tensor-parallel rank's
+ *                     slice) and moves them into those heads
  *
  *   bandwidth  --size bytes of blocks per round (default 64 MiB), posted as
  *              --inflight transfers at once (default 1), --repeat rounds after
@@ -39,15 +52,27 @@
 
 #include "xfer_pattern.h"
 
-enum { LAYERS = 32, HEADS = 8, HEAD_SIZE = 128, BLOCK = 16 };
-#define BLOCK_BYTES ((uint64_t)LAYERS * HEADS * BLOCK * 2 * HEAD_SIZE * 2)
+enum { LAYERS = 32, BLOCK = 16 };
 
 struct opts {
     uint64_t size;
     enum kvrt_layout src, dst;
     int inflight, repeat, small, window;
     uint64_t chunk, staging; /* kvrt_xfer_agent_options; 0: the library's default */
+    uint64_t heads, head_size, cache_blocks, src_heads, head_start;
+    int pull;
 };
+
+/* Bytes a transfer moves per block: the source's heads, every layer, K and V. */
+static uint64_t block_bytes(const struct opts *o)
+{
+    return (uint64_t)LAYERS * o->src_heads * BLOCK * 2 * o->head_size * 2;
+}
+
+static bool sliced(const struct opts *o)
+{
+    return o->src_heads != o->heads;
+}
 
 struct side {
     kvrt_runtime *rt;
@@ -101,15 +126,17 @@ static void xread(int fd, void *p, size_t n)
     }
 }
 
-static void open_side(struct side *s, const struct opts *o, enum kvrt_layout layout, uint64_t blocks, uint64_t seed,
-                      int sock)
+/* The source has seed 1 and its slice's heads; the destination seed 2 and
+ * every head. */
+static void open_side(struct side *s, const struct opts *o, bool source, uint64_t blocks, int sock)
 {
+    enum kvrt_layout layout = source ? o->src : o->dst;
     struct kvrt_spec spec;
     kvrt_spec_default(&spec);
     spec.dtype = KVRT_DTYPE_BF16;
     spec.block_size = BLOCK;
-    spec.num_kv_heads = HEADS;
-    spec.head_size = HEAD_SIZE;
+    spec.num_kv_heads = source ? o->src_heads : o->heads;
+    spec.head_size = o->head_size;
     struct kvrt_layer_entry layers[LAYERS];
     char names[LAYERS][16];
     for (int l = 0; l < LAYERS; l++) {
@@ -125,7 +152,8 @@ static void open_side(struct side *s, const struct opts *o, enum kvrt_layout lay
     if (kvrt_runtime_open(NULL, &s->rt) != KVRT_OK ||
         kvrt_runtime_bind_layout(s->rt, "cpu", layout, &s->be) != KVRT_OK ||
         kvrt_placement_create(layout, &g, 1, blocks, 0, &s->p) != KVRT_OK ||
-        kvrt_cache_create(s->be, s->p, &s->c) != KVRT_OK || xpat_init(&s->x, s->be, s->c, seed, 0) != KVRT_OK ||
+        kvrt_cache_create(s->be, s->p, &s->c) != KVRT_OK ||
+        xpat_init(&s->x, s->be, s->c, source ? 1 : 2, source && sliced(o) ? o->head_start : 0) != KVRT_OK ||
         kvrt_xfer_agent_create(s->be, s->c, &ao, &s->a) != KVRT_OK)
         die("setting up a cache and its agent");
     /* Metadata both ways over the socket, then each side loads the other's. */
@@ -175,10 +203,11 @@ static void take_notes(struct side *s, uint64_t *notes)
     }
 }
 
-static int receiver(const struct opts *o, uint64_t blocks, int sock)
+/* The child: the destination of a push, the source of a pull. */
+static int child_side(const struct opts *o, uint64_t blocks, int sock)
 {
     struct side s;
-    open_side(&s, o, o->dst, blocks, 2, sock);
+    open_side(&s, o, o->pull != 0, blocks, sock);
     int efd;
     kvrt_xfer_event_fd(s.a, &efd);
     uint64_t notes = 0;
@@ -195,7 +224,8 @@ static int receiver(const struct opts *o, uint64_t blocks, int sock)
         take_notes(&s, &notes);
         if (c == 'v') {
             char where[256];
-            uint64_t bad = xpat_verify(&s.x, where, sizeof(where));
+            /* A pull's source is read, not written: the parent checks. */
+            uint64_t bad = o->pull ? 0 : xpat_verify(&s.x, where, sizeof(where));
             xwrite(sock, &bad, sizeof(bad));
             xwrite(sock, &notes, sizeof(notes));
         } else {
@@ -208,15 +238,40 @@ static int receiver(const struct opts *o, uint64_t blocks, int sock)
 
 /* ---- the sender -------------------------------------------------------------- */
 
-static kvrt_xfer_handle *post(struct side *s, const int64_t *src, const int64_t *dst, uint64_t n, bool record)
+static struct xpat_record record_of(const struct opts *o, const int64_t *src, const int64_t *dst, uint64_t n)
 {
-    struct xpat_record r = {(int64_t *)src, (int64_t *)dst, n, 0, 0, 0, 0, 0, 1, 0, 0, false, false};
+    struct xpat_record r = {(int64_t *)src, (int64_t *)dst, n, 0, 0, 0, 0, 0, 1, 0, 0, false, o->pull != 0};
+    if (sliced(o)) {
+        r.dst_head_start = o->head_start;
+        r.num_heads = o->src_heads;
+        r.head_offset = o->head_start;
+    }
+    return r;
+}
+
+static void request_of(const struct opts *o, const int64_t *src, const int64_t *dst, uint64_t n,
+                       struct kvrt_xfer_request *req)
+{
+    kvrt_xfer_request_default(req);
+    req->num_blocks = n;
+    req->direction = o->pull ? KVRT_XFER_PULL : KVRT_XFER_PUSH;
+    req->local_ids = o->pull ? dst : src;
+    req->remote_ids = o->pull ? src : dst;
+    if (sliced(o)) {
+        req->num_heads = o->src_heads;
+        req->local_head_start = o->pull ? o->head_start : 0;
+        req->remote_head_start = o->pull ? 0 : o->head_start;
+    }
+}
+
+/* src: the source's ids, dst: the destination's, whichever side posts. */
+static kvrt_xfer_handle *post(struct side *s, const struct opts *o, const int64_t *src, const int64_t *dst, uint64_t n,
+                              bool record)
+{
+    struct xpat_record r = record_of(o, src, dst, n);
     char *note = record ? xpat_record_text(&r) : NULL;
     struct kvrt_xfer_request req;
-    kvrt_xfer_request_default(&req);
-    req.num_blocks = n;
-    req.local_ids = src;
-    req.remote_ids = dst;
+    request_of(o, src, dst, n, &req);
     req.notification = note ? note : "t";
     req.notification_len = note ? strlen(note) : 1;
     kvrt_xfer_handle *h;
@@ -246,56 +301,84 @@ static double pct(const double *sorted, int n, double p)
 }
 
 /* One round: every block, split into `inflight` transfers posted at once. */
-static double round_trip(struct side *s, int64_t *ids, uint64_t blocks, int inflight, bool record)
+static double round_trip(struct side *s, const struct opts *o, int64_t *src, int64_t *dst, uint64_t blocks,
+                         int inflight, bool record)
 {
     kvrt_xfer_handle *h[256];
     uint64_t per = blocks / (uint64_t)inflight;
     double t0 = now();
     for (int i = 0; i < inflight; i++)
-        h[i] = post(s, ids + (uint64_t)i * per, ids + (uint64_t)i * per, per, record);
+        h[i] = post(s, o, src + (uint64_t)i * per, dst + (uint64_t)i * per, per, record);
     for (int i = 0; i < inflight; i++)
         wait_ok(h[i]);
     return now() - t0;
 }
 
-static int sender(const struct opts *o, uint64_t blocks, int sock, pid_t child)
+/* `n` distinct ids of [0, total): 0..n-1 when they are all, otherwise a
+ * seeded random draw (the order an allocator's free list gives). */
+static int64_t *draw_ids(uint64_t n, uint64_t total, uint64_t seed)
+{
+    int64_t *all = malloc(total * sizeof(*all));
+    if (!all)
+        return NULL;
+    for (uint64_t b = 0; b < total; b++)
+        all[b] = (int64_t)b;
+    uint64_t x = seed * 0x9e3779b97f4a7c15ull + 1;
+    for (uint64_t i = 0; n < total && i < n; i++) {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        uint64_t j = i + x % (total - i);
+        int64_t t = all[i];
+        all[i] = all[j];
+        all[j] = t;
+    }
+    return all;
+}
+
+/* The parent: the source of a push, the destination of a pull. */
+static int parent_side(const struct opts *o, uint64_t blocks, int sock, pid_t child)
 {
     struct side s;
-    open_side(&s, o, o->src, blocks, 1, sock);
-    int64_t *ids = malloc(blocks * sizeof(*ids));
-    for (uint64_t b = 0; b < blocks; b++)
-        ids[b] = (int64_t)b;
+    open_side(&s, o, o->pull == 0, o->cache_blocks, sock);
+    const uint64_t per_block = block_bytes(o);
+    int64_t *src = draw_ids(blocks, o->cache_blocks, 1), *dst = draw_ids(blocks, o->cache_blocks, 2);
+    if (!src || !dst)
+        die("memory for block ids");
+    int64_t *ids = src; /* small transfers: one block, the same id on both sides */
     struct kvrt_xfer_plan plan;
     {
         struct kvrt_xfer_request req;
-        kvrt_xfer_request_default(&req);
-        req.num_blocks = o->small ? 1 : blocks / (uint64_t)o->inflight;
-        req.local_ids = ids;
-        req.remote_ids = ids;
+        request_of(o, src, o->small ? src : dst, o->small ? 1 : blocks / (uint64_t)o->inflight, &req);
         if (kvrt_xfer_plan(s.a, s.peer, &req, &plan) != KVRT_OK)
             die("kvrt_xfer_plan");
     }
-    printf("{\"src\": \"%s\", \"dst\": \"%s\", \"method\": \"%s\", \"why\": \"%s\", \"messages\": %llu, "
-           "\"chunks\": %llu, ",
-           kvrt_layout_name(o->src), kvrt_layout_name(o->dst),
+    printf("{\"src\": \"%s\", \"dst\": \"%s\", \"direction\": \"%s\", \"page_bytes\": %llu, "
+           "\"cache_blocks\": %llu, \"moved_heads\": %llu, \"heads\": %llu, \"method\": \"%s\", "
+           "\"why\": \"%s\", \"messages\": %llu, \"chunks\": %llu, \"planned_regions\": %llu, ",
+           kvrt_layout_name(o->src), kvrt_layout_name(o->dst), o->pull ? "pull" : "push",
+           (unsigned long long)(per_block / LAYERS), (unsigned long long)o->cache_blocks,
+           (unsigned long long)o->src_heads, (unsigned long long)o->heads,
            plan.method == KVRT_XFER_REGIONS  ? "regions"
            : plan.method == KVRT_XFER_DIRECT ? "direct"
                                              : "staging",
-           plan.why, (unsigned long long)plan.messages, (unsigned long long)plan.chunks);
+           plan.why, (unsigned long long)plan.messages * (unsigned long long)o->inflight,
+           (unsigned long long)plan.chunks * (unsigned long long)o->inflight,
+           (unsigned long long)plan.regions * (unsigned long long)o->inflight);
     double *t = calloc((size_t)(o->small ? o->small : o->repeat) + 1, sizeof(double));
     if (!o->small) {
         /* memcpy of the same bytes after each round, in this process: the
          * ceiling at that moment of a shared machine. */
-        uint64_t bytes = blocks * BLOCK_BYTES;
+        uint64_t bytes = blocks * per_block;
         uint8_t *a = malloc(bytes), *b = malloc(bytes);
         double *m = calloc((size_t)o->repeat, sizeof(double));
         if (!a || !b || !m)
             die("memory for memcpy");
         memset(a, 1, bytes);
         memset(b, 2, bytes);
-        round_trip(&s, ids, blocks, o->inflight, false); /* warm-up */
+        round_trip(&s, o, src, dst, blocks, o->inflight, false); /* warm-up */
         for (int r = 0; r < o->repeat; r++) {
-            t[r] = round_trip(&s, ids, blocks, o->inflight, false);
+            t[r] = round_trip(&s, o, src, dst, blocks, o->inflight, false);
             double t0 = now();
             memcpy(b, a, bytes);
             m[r] = now() - t0;
@@ -309,7 +392,7 @@ static int sender(const struct opts *o, uint64_t blocks, int sock, pid_t child)
         free(a);
         free(b);
         free(m);
-        round_trip(&s, ids, blocks, o->inflight, true);
+        round_trip(&s, o, src, dst, blocks, o->inflight, true);
     } else {
         /* A window of one-block transfers, each to its own destination. */
         kvrt_xfer_handle *h[256];
@@ -324,7 +407,7 @@ static int sender(const struct opts *o, uint64_t blocks, int sock, pid_t child)
                     uint64_t b = (uint64_t)posted % blocks;
                     start[posted] = now();
                     slot[w] = posted++;
-                    h[w] = post(&s, &ids[b], &ids[b], 1, false);
+                    h[w] = post(&s, o, &ids[b], &ids[b], 1, false);
                     live++;
                 }
             for (int w = 0; w < o->window; w++) {
@@ -345,10 +428,10 @@ static int sender(const struct opts *o, uint64_t blocks, int sock, pid_t child)
         qsort(t, (size_t)o->small, sizeof(double), cmp_double);
         printf("\"mode\": \"small\", \"transfers\": %d, \"window\": %d, \"bytes_each\": %llu, \"per_second\": %.1f, "
                "\"p50_us\": %.1f, \"p99_us\": %.1f, \"gbps\": %.3f, ",
-               o->small, o->window, (unsigned long long)BLOCK_BYTES, o->small / total, pct(t, o->small, 50) * 1e6,
-               pct(t, o->small, 99) * 1e6, (double)o->small * (double)BLOCK_BYTES / total / 1e9);
+               o->small, o->window, (unsigned long long)per_block, o->small / total, pct(t, o->small, 50) * 1e6,
+               pct(t, o->small, 99) * 1e6, (double)o->small * (double)per_block / total / 1e9);
         free(start);
-        round_trip(&s, ids, blocks, 1, true);
+        round_trip(&s, o, src, dst, blocks, 1, true);
     }
     struct kvrt_xfer_stats st = {.size = sizeof(st)};
     kvrt_xfer_agent_stats(s.a, &st);
@@ -356,6 +439,13 @@ static int sender(const struct opts *o, uint64_t blocks, int sock, pid_t child)
     uint64_t bad, notes;
     xread(sock, &bad, sizeof(bad));
     xread(sock, &notes, sizeof(notes));
+    if (o->pull) {
+        /* The destination is here: the last round's record, applied here. */
+        struct xpat_record r = record_of(o, src, dst, blocks);
+        char where[256];
+        xpat_apply(&s.x, &r);
+        bad = xpat_verify(&s.x, where, sizeof(where));
+    }
     printf("\"keyed\": %s, \"registered_bytes\": %llu, \"registration_ms\": %.3f, \"handlers_ms\": %.3f, "
            "\"handler_bytes\": %llu, \"verified\": %s, \"mismatched_bytes\": %llu}\n",
            s.keyed ? "true" : "false", (unsigned long long)st.registered_bytes, st.registration_s * 1e3,
@@ -366,7 +456,8 @@ static int sender(const struct opts *o, uint64_t blocks, int sock, pid_t child)
     int status;
     waitpid(child, &status, 0);
     free(t);
-    free(ids);
+    free(src);
+    free(dst);
     close_side(&s);
     return bad == 0 ? 0 : 1;
 }
@@ -374,13 +465,14 @@ static int sender(const struct opts *o, uint64_t blocks, int sock, pid_t child)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench-xfer [--size BYTES] [--src LAYOUT] [--dst LAYOUT] [--inflight N] [--repeat N] "
-                    "[--small N] [--window W] [--chunk BYTES] [--staging BYTES]\n");
+                    "[--small N] [--window W] [--chunk BYTES] [--staging BYTES] [--heads H] [--head-size D] "
+                    "[--cache-blocks N] [--pull 0|1] [--src-heads N] [--head-start S]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    struct opts o = {64ull << 20, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBHNC, 1, 5, 0, 1, 0, 0};
+    struct opts o = {64ull << 20, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBHNC, 1, 5, 0, 1, 0, 0, 8, 128, 0, 0, 0, 0};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -402,19 +494,42 @@ int main(int argc, char **argv)
             o.chunk = strtoull(v, NULL, 0);
         else if (strcmp(argv[i], "--staging") == 0)
             o.staging = strtoull(v, NULL, 0);
+        else if (strcmp(argv[i], "--heads") == 0)
+            o.heads = strtoull(v, NULL, 0);
+        else if (strcmp(argv[i], "--head-size") == 0)
+            o.head_size = strtoull(v, NULL, 0);
+        else if (strcmp(argv[i], "--cache-blocks") == 0)
+            o.cache_blocks = strtoull(v, NULL, 0);
+        else if (strcmp(argv[i], "--pull") == 0)
+            o.pull = atoi(v);
+        else if (strcmp(argv[i], "--src-heads") == 0)
+            o.src_heads = strtoull(v, NULL, 0);
+        else if (strcmp(argv[i], "--head-start") == 0)
+            o.head_start = strtoull(v, NULL, 0);
         else
             ok = false;
         if (!ok)
             usage();
         i++;
     }
-    uint64_t blocks = o.size / BLOCK_BYTES;
-    if (blocks == 0 || o.size % BLOCK_BYTES || o.inflight < 1 || o.inflight > 256 || blocks % (uint64_t)o.inflight ||
-        o.repeat < 1 || o.small < 0 || o.window < 1 || o.window > 256) {
+    if (!o.src_heads)
+        o.src_heads = o.heads;
+    if (o.heads < 1 || o.heads > 256 || o.head_size < 1 || o.head_size > 1024 || o.src_heads > o.heads ||
+        o.head_start > o.heads - o.src_heads) {
+        fprintf(stderr, "bench-xfer: --heads 1..256, --head-size 1..1024, and the source's heads [--head-start, "
+                        "+ --src-heads) within --heads\n");
+        return 2;
+    }
+    uint64_t per_block = block_bytes(&o);
+    uint64_t blocks = o.size / per_block;
+    if (!o.cache_blocks)
+        o.cache_blocks = blocks;
+    if (blocks == 0 || o.size % per_block || o.inflight < 1 || o.inflight > 256 || blocks % (uint64_t)o.inflight ||
+        o.repeat < 1 || o.small < 0 || o.window < 1 || o.window > 256 || o.cache_blocks < blocks) {
         fprintf(stderr,
                 "bench-xfer: --size must be a multiple of %llu bytes (one block), --inflight (1..256) must divide "
-                "its blocks, --window 1..256\n",
-                (unsigned long long)BLOCK_BYTES);
+                "its blocks, --window 1..256, --cache-blocks at least the %llu blocks moved\n",
+                (unsigned long long)per_block, (unsigned long long)blocks);
         return 2;
     }
     int sv[2];
@@ -425,8 +540,8 @@ int main(int argc, char **argv)
         return 1;
     if (child == 0) {
         close(sv[0]);
-        _exit(receiver(&o, blocks, sv[1]));
+        _exit(child_side(&o, o.cache_blocks, sv[1]));
     }
     close(sv[1]);
-    return sender(&o, blocks, sv[0], child);
+    return parent_side(&o, blocks, sv[0], child);
 }
