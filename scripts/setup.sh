@@ -17,6 +17,7 @@ packages=(
   libdlpack-dev python3-torch python3-numpy cmake
   libucx-dev ucx-utils libsodium-dev
   liblmdb-dev lmdb-utils libhiredis-dev redis-server redis-tools libssl-dev libxxhash-dev fio
+  iproute2 nftables
 )
 missing=()
 for p in "${packages[@]}"; do

@@ -32,6 +32,7 @@ enum xfer_opt {
     XO_LISTEN,
     XO_PORT_FILE,
     XO_SESSIONS,
+    XO_KEEP_GOING,
     XO_CONNECT,
     XO_IDS,
     XO_REMOTE_IDS,

@@ -11,6 +11,9 @@ static const struct cli_option serve_options[] = {
     {"--listen", "ADDR:PORT", XO_LISTEN, false, "default 127.0.0.1:13337; port 0 picks a free port"},
     {"--port-file", "FILE", XO_PORT_FILE, false, "write the bound port there once listening"},
     {"--sessions", "N", XO_SESSIONS, false, "peers served one after another (default 1)"},
+    {"--keep-going", NULL, XO_KEEP_GOING, false,
+     "a failed session does not end the serve: the next peer is\n"
+     "served (the first failure is still reported and the exit status)"},
     {"--allow", "LIST", XO_ALLOW, false,
      "accept peers only from these IPv4 addresses or networks\n"
      "(\"10.0.0.7,10.1.0.0/16\"; default: any)"},
@@ -24,7 +27,7 @@ static const struct cli_option *const serve_tables[] = {serve_options, xfer_comm
 
 void cli_xfer_serve_help(FILE *out, bool common)
 {
-    fprintf(out, "kvrt xfer serve [--listen ADDR:PORT] [--port-file FILE] [--sessions N]\n"
+    fprintf(out, "kvrt xfer serve [--listen ADDR:PORT] [--port-file FILE] [--sessions N] [--keep-going]\n"
                  "                [--key-file FILE] [--insecure] [--allow LIST] [--grant IDS]\n"
                  "                [--backend NAME] [--layout NAME] (--model FILE | --layers L ...)\n"
                  "                [--blocks B] [--seed N] [--head-offset H] [--timeout S] [--json]\n"
@@ -59,6 +62,7 @@ struct serve {
     uint16_t port;
     const char *port_file;
     uint64_t sessions;
+    bool keep_going;
     uint64_t transfers, done_sessions, refused;
     double busy_seconds;
     uint64_t bytes;
@@ -227,6 +231,7 @@ static int apply(void *request, const struct cli_option *opt, const char *val)
     case XO_LISTEN: ok = xfer_parse_endpoint(opt->name, val, v->addr, sizeof(v->addr), &v->port); break;
     case XO_PORT_FILE: v->port_file = val; break;
     case XO_SESSIONS: ok = cli_parse_u64(opt->name, val, 1, 1000000, &v->sessions); break;
+    case XO_KEEP_GOING: v->keep_going = true; break;
     case XO_ALLOW: v->side.allow = val; break;
     case XO_GRANT:
         free(v->side.grant_ids);
@@ -275,7 +280,7 @@ int cli_xfer_serve(int argc, char **argv)
         xfer_side_print_staging(&v.side);
         fflush(stdout);
     }
-    for (uint64_t i = 0; i < v.sessions && v.error_code == CLI_EXIT_OK; i++)
+    for (uint64_t i = 0; i < v.sessions && (v.keep_going || v.error_code == CLI_EXIT_OK); i++)
         session(&v, i);
     char where[256];
     uint64_t bad = xfer_side_verify(&v.side, where, sizeof(where));

@@ -1,0 +1,346 @@
+#!/usr/bin/env python3
+"""Two hosts on one machine: `kvrt xfer serve` and `kvrt xfer send` in two
+network namespaces joined by a veth pair, over tcp.
+
+usage: netns_hosts.py KVRT
+
+The link gets `tc netem` delay (50 us each way) and rate (10 Gbit/s) when
+the kernel has netem, else a `tbf` rate alone; loss is netem's, else an
+nftables rule that drops 1 in 100 packets at random (numgen) on each side.
+Cases: a converting transfer and a pull across the link, byte-exact; the
+same with 1 % packet loss; the link taken down in
+the middle of a stream of transfers (both sides fail within their timeout,
+naming the peer, without a hang or an abort, and the serving agent goes on
+to serve the next peer once the link is back); a sender that stops
+progressing (SIGSTOP: the server fails its session in time).  Everything
+stays inside the namespaces this test makes, removed at the end.  Needs
+root and iproute2; skips with the reason otherwise.  TAP on stdout.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+
+HARD = 60
+KEY = []  # --key-file KEY: a listener off loopback needs one (docs/xfer.md)
+NET = "10.231.%d" % (os.getpid() % 200 + 20)
+
+
+def run(*cmd, check=True):
+    r = subprocess.run(list(cmd), capture_output=True, text=True, timeout=30)
+    if check and r.returncode != 0:
+        raise RuntimeError("%s: %s" % (" ".join(cmd), r.stderr.strip()))
+    return r
+
+
+class Hosts:
+    """Namespaces a and b, veth va (in a, NET.1) and vb (in b, NET.2)."""
+
+    def __init__(self):
+        tag = "%d" % os.getpid()
+        self.ns = {"a": "kvrt-a-" + tag, "b": "kvrt-b-" + tag}
+        self.dev = {"a": "kva" + tag[-8:], "b": "kvb" + tag[-8:]}
+        self.addr = {"a": NET + ".1", "b": NET + ".2"}
+        self.made = []
+        self.netem = False
+
+    def setup(self):
+        for side in "ab":
+            run("ip", "netns", "add", self.ns[side])
+            self.made.append(self.ns[side])
+        run("ip", "link", "add", self.dev["a"], "netns", self.ns["a"], "type", "veth", "peer", "name",
+            self.dev["b"], "netns", self.ns["b"])
+        for side in "ab":
+            self.ip(side, "addr", "add", self.addr[side] + "/24", "dev", self.dev[side])
+            self.ip(side, "link", "set", self.dev[side], "up")
+            self.ip(side, "link", "set", "lo", "up")
+        for side in "ab":
+            self.wait_carrier(side)
+        self.netem = self.shape("add", []) is None
+        self.shaped = "netem 50 us each way, 10 Gbit/s" if self.netem else None
+        if not self.netem and shutil.which("tc"):
+            ok = all(run("ip", "netns", "exec", self.ns[side], "tc", "qdisc", "add", "dev", self.dev[side], "root",
+                         "tbf", "rate", "10gbit", "burst", "1mb", "latency", "10ms", check=False).returncode == 0
+                     for side in "ab")
+            self.shaped = "tbf 10 Gbit/s (no netem in this kernel: no delay)" if ok else None
+
+    def wait_carrier(self, side):
+        """UCX takes only running interfaces: wait for the veth's carrier."""
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            r = self.ip(side, "link", "show", "dev", self.dev[side], check=False)
+            if "LOWER_UP" in r.stdout:
+                return
+            time.sleep(0.05)
+        raise RuntimeError("veth %s has no carrier after 10 s" % self.dev[side])
+
+    def dropped(self):
+        """Packets the loss rules dropped (netem: its qdisc's drop count)."""
+        total = 0
+        for side in "ab":
+            if self.netem:
+                r = run("ip", "netns", "exec", self.ns[side], "tc", "-s", "qdisc", "show", "dev", self.dev[side],
+                        check=False)
+                m = re.search(r"dropped (\d+)", r.stdout)
+            else:
+                r = run("ip", "netns", "exec", self.ns[side], "nft", "list", "table", "inet", "kvrt_loss", check=False)
+                m = re.search(r"packets (\d+)", r.stdout)
+            total += int(m.group(1)) if m else 0
+        return total
+
+    def lossy(self, on):
+        """1 % loss each way: netem's, else nftables; None, or why not."""
+        if self.netem:
+            return self.shape("change", ["loss", "1%"] if on else [])
+        if not shutil.which("nft"):
+            return "neither tc netem (kernel) nor nft (package nftables) is available"
+        for side in "ab":
+            if on:
+                rules = ("table inet kvrt_loss {\n chain out {\n  type filter hook output priority 0;\n"
+                         "  oifname \"%s\" numgen random mod 100 < 1 counter drop\n }\n}\n" % self.dev[side])
+                r = subprocess.run(["ip", "netns", "exec", self.ns[side], "nft", "-f", "-"], input=rules,
+                                   capture_output=True, text=True, timeout=30)
+            else:
+                r = run("ip", "netns", "exec", self.ns[side], "nft", "delete", "table", "inet", "kvrt_loss",
+                        check=False)
+            if r.returncode != 0:
+                return "nft: " + r.stderr.strip()
+        return None
+
+    def ip(self, side, *args, check=True):
+        return run("ip", "-n", self.ns[side], *args, check=check)
+
+    def shape(self, verb, extra):
+        """tc netem on both ends: delay and rate, plus `extra`; None, or why not."""
+        if not shutil.which("tc"):
+            return "tc (iproute2) is not installed"
+        for side in "ab":
+            r = run("ip", "netns", "exec", self.ns[side], "tc", "qdisc", verb, "dev", self.dev[side], "root", "netem",
+                    "delay", "50us", "rate", "10gbit", *extra, check=False)
+            if r.returncode != 0:
+                return "tc netem: " + r.stderr.strip()
+        return None
+
+    def link(self, side, state):
+        self.ip(side, "link", "set", self.dev[side], state)
+
+    def exec_prefix(self, side):
+        return ["ip", "netns", "exec", self.ns[side]]
+
+    def env(self, side):
+        e = dict(os.environ)
+        e.pop("VLLM_KV_CACHE_LAYOUT", None)
+        e["KVRT_BACKEND"] = "cpu"
+        e["UCX_TLS"] = "tcp"
+        e["UCX_NET_DEVICES"] = self.dev[side]
+        e.setdefault("UCX_LOG_LEVEL", "error")
+        return e
+
+    def teardown(self):
+        for ns in self.made:
+            run("ip", "netns", "del", ns, check=False)
+
+
+class Tap:
+    def __init__(self):
+        self.n = 0
+
+    def ok(self, cond, what, diag=None):
+        self.n += 1
+        print(("ok" if cond else "not ok") + " %d - %s" % (self.n, what), flush=True)
+        if not cond:
+            for line in (diag or "").splitlines()[-15:]:
+                print("#   " + line, flush=True)
+        return cond
+
+    def skip(self, what, why):
+        self.n += 1
+        print("ok %d - %s # SKIP %s" % (self.n, what, why), flush=True)
+
+
+def model(blocks=64):
+    return ["--layers", "4", "--kv-heads", "2", "--head-size", "64", "--dtype", "bf16", "--block-size", "16",
+            "--blocks", str(blocks)]
+
+
+class Serve:
+    def __init__(self, h, kvrt, tmp, args):
+        self.port_file = os.path.join(tmp, "port.%d" % time.monotonic_ns())
+        cmd = h.exec_prefix("b") + [kvrt, "xfer", "serve", "--listen", h.addr["b"] + ":0", "--port-file",
+                                    self.port_file, "--json"] + KEY + args
+        self.p = subprocess.Popen(cmd, env=h.env("b"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        self.port = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and self.p.poll() is None:
+            if os.path.exists(self.port_file):
+                with open(self.port_file) as f:
+                    self.port = int(f.read().strip())
+                break
+            time.sleep(0.02)
+
+    def finish(self, timeout=HARD):
+        try:
+            out, err = self.p.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            out, err = self.p.communicate()
+            err += "\n(killed: still running after %d s)" % timeout
+        try:
+            doc = json.loads(out) if out.strip() else None
+        except ValueError:
+            doc = None
+        return self.p.returncode, doc, out, err
+
+
+def send_cmd(h, kvrt, port, args):
+    return h.exec_prefix("a") + [kvrt, "xfer", "send", "--connect", "%s:%d" % (h.addr["b"], port), "--json"] + KEY + args
+
+
+def send(h, kvrt, port, args, timeout=HARD):
+    try:
+        r = subprocess.run(send_cmd(h, kvrt, port, args), env=h.env("a"), capture_output=True, text=True,
+                           timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return 124, None, "", "timed out after %d s" % timeout
+    try:
+        doc = json.loads(r.stdout) if r.stdout.strip() else None
+    except ValueError:
+        doc = None
+    return r.returncode, doc, r.stdout, r.stderr
+
+
+def across(t, h, kvrt, tmp, label, repeat=4):
+    """A converting push and a pull across the link, both byte-exact."""
+    s = Serve(h, kvrt, tmp, ["--layout", "LBHNC", "--sessions", "2"] + model())
+    if not t.ok(s.port is not None, "%s: serve listening in namespace b at %s" % (label, h.addr["b"]),
+                s.finish(5)[3] if s.port is None else None):
+        return
+    rc, doc, out, err = send(h, kvrt, s.port, ["--layout", "BLNHC", "--ids", "0-31", "--remote-ids", "32-63",
+                                               "--repeat", str(repeat)] + model())
+    t.ok(rc == 0 and doc and doc.get("transfers") == repeat,
+         "%s: BLNHC -> LBHNC push of 32 blocks x %d from namespace a (%s)" % (label, repeat, doc and doc.get("method")),
+         "exit %s\n%s\n%s" % (rc, out, err))
+    rc, doc, out, err = send(h, kvrt, s.port, ["--layout", "LBNHC", "--pull", "--ids", "5-20", "--remote-ids",
+                                               "0-15"] + model())
+    t.ok(rc == 0 and doc and doc.get("verified") is True, "%s: pull of 16 blocks into LBNHC, verified" % label,
+         "exit %s\n%s\n%s" % (rc, out, err))
+    rc, doc, out, err = s.finish()
+    t.ok(rc == 0 and doc and doc.get("verified") is True and doc.get("transfers") == repeat + 1,
+         "%s: the server verified every pushed byte (%d transfers)" % (label, repeat + 1), "exit %s\n%s\n%s" % (rc, out, err))
+
+
+def link_down(t, h, kvrt, tmp):
+    s = Serve(h, kvrt, tmp, ["--layout", "LBHNC", "--sessions", "2", "--keep-going", "--timeout", "4"] + model(256))
+    if not t.ok(s.port is not None, "link down: serve listening", s.finish(5)[3] if s.port is None else None):
+        return
+    p = subprocess.Popen(send_cmd(h, kvrt, s.port, ["--layout", "LBHNC", "--timeout", "4", "--repeat", "100000",
+                                                    "--inflight", "4"] + model(256)),
+                         env=h.env("a"), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    time.sleep(1.5)
+    h.link("a", "down")
+    t0 = time.monotonic()
+    try:
+        out, err = p.communicate(timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+        err += "\n(killed: still running 30 s after the link went down)"
+    took = time.monotonic() - t0
+    t.ok(p.returncode not in (0, None) and p.returncode > 0 and took < 15 and s.addr_named(err),
+         "link down: the sender fails in %.1f s (timeout 4 s), exit %s, naming the peer" % (took, p.returncode),
+         err)
+    h.link("a", "up")
+    h.wait_carrier("a")
+    h.wait_carrier("b")
+    # The server's session fails the same way (its timeout is 4 s too); it
+    # then serves the next peer.
+    time.sleep(1.0)
+    for attempt in range(int(os.environ.get("KVRT_NETNS_TRIES", "1"))):
+        rc, doc, out2, err2 = send(h, kvrt, s.port, ["--layout", "BLHNC", "--ids", "0-7", "--timeout", "10"]
+                                   + model(256))
+        if os.environ.get("KVRT_NETNS_DEBUG"):
+            print("# attempt %d at %.1f s: rc %s %s" % (attempt, time.monotonic() - t0, rc, err2.strip()[-200:]))
+        if rc == 0:
+            break
+        time.sleep(1)
+    t.ok(rc == 0 and doc and doc.get("transfers") == 1,
+         "link up again: the same server takes the next peer (--keep-going)", "exit %s\n%s\n%s" % (rc, out2, err2))
+    rc, doc, out, err = s.finish()
+    t.ok(rc > 0 and "session 1" in err and ("failed" in err or "silent" in err) and doc is not None
+         and doc.get("sessions") == 2 and doc.get("transfers", 0) >= 2,
+         "link down: the server failed session 1 with the reason (exit %s), no abort" % rc, err)
+    if os.environ.get("KVRT_NETNS_DEBUG"):
+        print("# server stderr:\n" + "\n".join("#  " + l for l in err.splitlines()))
+
+
+def stopped_peer(t, h, kvrt, tmp):
+    s = Serve(h, kvrt, tmp, ["--layout", "LBHNC", "--timeout", "3"] + model(256))
+    if not t.ok(s.port is not None, "stopped peer: serve listening", s.finish(5)[3] if s.port is None else None):
+        return
+    p = subprocess.Popen(send_cmd(h, kvrt, s.port, ["--layout", "LBHNC", "--repeat", "100000", "--inflight", "4"]
+                                  + model(256)), env=h.env("a"), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         text=True)
+    time.sleep(1.5)
+    # ip netns exec runs kvrt as its child after exec: the pid is kvrt's.
+    os.kill(p.pid, signal.SIGSTOP)
+    t0 = time.monotonic()
+    rc, doc, out, err = s.finish(30)
+    took = time.monotonic() - t0
+    os.kill(p.pid, signal.SIGKILL)
+    p.communicate()
+    t.ok(rc > 0 and took < 15 and ("silent" in err or "failed" in err),
+         "stopped peer: the server fails its session in %.1f s (timeout 3 s), exit %s" % (took, rc), err)
+
+
+def main():
+    kvrt = sys.argv[1]
+    why = None
+    if kvrt == "skip":
+        why = "kvrt was built without UCX (install libucx-dev; meson option ucx)"
+    elif os.geteuid() != 0:
+        why = "network namespaces need root"
+    elif not shutil.which("ip"):
+        why = "ip (iproute2) is not installed"
+    if why:
+        print("1..0 # SKIP " + why)
+        return 0
+    h = Hosts()
+    t = Tap()
+    try:
+        try:
+            h.setup()
+        except (RuntimeError, subprocess.TimeoutExpired) as e:
+            h.teardown()
+            print("1..0 # SKIP cannot make network namespaces here: %s" % e)
+            return 0
+        Serve.addr_named = lambda self, text: h.addr["b"] in text
+        with tempfile.TemporaryDirectory(prefix="kvrt-netns-") as tmp:
+            key = os.path.join(tmp, "key")
+            fd = os.open(key, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.write(fd, os.urandom(32))
+            os.close(fd)
+            KEY.extend(["--key-file", key])
+            across(t, h, kvrt, tmp, "veth, " + (h.shaped or "unshaped (no tc)"))
+            why = h.lossy(True)
+            if why is None:
+                across(t, h, kvrt, tmp, "1 % loss", repeat=64)
+                n = h.dropped()
+                t.ok(n > 0, "1 %% loss: the link dropped %d packets meanwhile" % n)
+                h.lossy(False)
+            else:
+                t.skip("1 % packet loss", why)
+            link_down(t, h, kvrt, tmp)
+            stopped_peer(t, h, kvrt, tmp)
+    finally:
+        h.teardown()
+    print("1..%d" % t.n, flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
