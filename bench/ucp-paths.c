@@ -6,6 +6,7 @@
  *
  *   bench-ucp-paths --path NAME [--size BYTES] [--msg BYTES] [--repeat N]
  *                   [--peer-mode] [--defer] [--register] [--wakeup]
+ *                   [--child-netns FILE --child-devices DEVICES]
  *
  * The program forks before touching UCX; the parent sends, the child
  * receives; worker addresses go over a socketpair (no port).  Paths:
@@ -26,18 +27,24 @@
  * buffers once and passes the memory handles; --wakeup asks for
  * UCP_FEATURE_WAKEUP (what an event fd needs), to see the lanes it leaves.  After the timed transfers one
  * more moves a second pattern into a zeroed destination and every byte is
- * compared.  Prints one JSON object: the path, GB/s (10^9 bytes/s) overall,
+ * compared.  --child-netns puts the receiver in another network namespace
+ * (setns on FILE, e.g. /var/run/netns/NAME) with UCX_NET_DEVICES set to
+ * DEVICES there before it touches UCX: two hosts made on one machine
+ * (bench/xfer-hosts.py), the worker addresses still crossing the
+ * socketpair.  Prints one JSON object: the path, GB/s (10^9 bytes/s) overall,
  * of the best and the median transfer, memcpy of the same bytes, verified.
  */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mount.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -52,6 +59,7 @@ struct opts {
     uint64_t size, msg;
     int repeat;
     bool peer_mode, defer, reg, wakeup;
+    const char *child_netns, *child_devices;
 };
 
 struct piece_hdr {
@@ -543,13 +551,14 @@ static int sender(struct side *s, pid_t child)
 static void usage(void)
 {
     fprintf(stderr, "usage: bench-ucp-paths --path put-malloc|put-alloc|am-rndv|am-auto [--size BYTES] "
-                    "[--msg BYTES] [--repeat N] [--peer-mode] [--defer] [--register] [--wakeup]\n");
+                    "[--msg BYTES] [--repeat N] [--peer-mode] [--defer] [--register] [--wakeup] "
+                    "[--child-netns FILE --child-devices DEVICES]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    struct opts o = {NULL, 64ull << 20, 0, 5, false, false, false, false};
+    struct opts o = {NULL, 64ull << 20, 0, 5, false, false, false, false, NULL, NULL};
     for (int i = 1; i < argc; i++) {
         if (strcmp(argv[i], "--path") == 0 && i + 1 < argc)
             o.path = argv[++i];
@@ -567,6 +576,10 @@ int main(int argc, char **argv)
             o.reg = true;
         else if (strcmp(argv[i], "--wakeup") == 0)
             o.wakeup = true;
+        else if (strcmp(argv[i], "--child-netns") == 0 && i + 1 < argc)
+            o.child_netns = argv[++i];
+        else if (strcmp(argv[i], "--child-devices") == 0 && i + 1 < argc)
+            o.child_devices = argv[++i];
         else
             usage();
     }
@@ -593,6 +606,24 @@ int main(int argc, char **argv)
     if (child == 0) {
         close(sv[0]);
         s.sock = sv[1];
+        if (o.child_netns) {
+            int fd = open(o.child_netns, O_RDONLY | O_CLOEXEC);
+            if (fd < 0 || setns(fd, CLONE_NEWNET) != 0) {
+                fprintf(stderr, "bench-ucp-paths: cannot enter the network namespace %s: %s\n", o.child_netns,
+                        strerror(errno));
+                _exit(1);
+            }
+            close(fd);
+            /* UCX finds devices in /sys/class/net: mount this namespace's
+             * sysfs, in a mount namespace of our own, as ip-netns does. */
+            if (unshare(CLONE_NEWNS) != 0 || mount("none", "/", NULL, MS_SLAVE | MS_REC, NULL) != 0 ||
+                umount2("/sys", MNT_DETACH) != 0 || mount("sysfs", "/sys", "sysfs", 0, NULL) != 0) {
+                fprintf(stderr, "bench-ucp-paths: cannot mount the namespace's /sys: %s\n", strerror(errno));
+                _exit(1);
+            }
+        }
+        if (o.child_devices)
+            setenv("UCX_NET_DEVICES", o.child_devices, 1);
         _exit(receiver(&s));
     }
     close(sv[1]);

@@ -11,6 +11,10 @@ on the veth (UCX_TLS=tcp, UCX_NET_DEVICES the veth).  Per round:
 
   ucx_perftest  server in namespace b, client in a: ucp_put_bw, ucp_am_bw
                 and tag_bw of one --size message; the best is UCX's ceiling
+  UCP path      bench-ucp-paths (bench/ucp-paths.c) with its receiver moved
+                into namespace b: kvrt's own data path in plain UCP,
+                rendezvous active messages in 2 MiB pieces with peer error
+                handling and UCX_TCP_PUT_ENABLE=n, as kvrt runs them
   kvrt          `kvrt xfer serve` in b, `kvrt xfer send` in a (a shared key:
                 a listener off loopback needs one), caches of 32 layers x
                 2 KV heads x 64, bf16, 16-token blocks (8 KiB pages):
@@ -24,6 +28,7 @@ rounds and the ratio to UCX's best.
 """
 import argparse
 import importlib.util
+import json
 import os
 import random
 import statistics
@@ -69,6 +74,21 @@ def perftest(h, test, size):
     return float(rows[-1][5]) * 2**20 / 1e9 if rows else None
 
 
+def ucp_path(h, build, size):
+    env = h.env("a")
+    env["UCX_TCP_PUT_ENABLE"] = "n"
+    r = subprocess.run(h.exec_prefix("a") + [os.path.join(build, "bench", "bench-ucp-paths"), "--path", "am-rndv",
+                                             "--peer-mode", "--msg", str(2 << 20), "--size", str(size),
+                                             "--child-netns", "/var/run/netns/" + h.ns["b"], "--child-devices",
+                                             h.dev["b"]], env=env, capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        sys.exit("bench: bench-ucp-paths across the namespaces failed: %s" % r.stderr.strip()[-300:])
+    doc = json.loads(r.stdout)
+    if not doc["verified"]:
+        sys.exit("bench: bench-ucp-paths: the receiver's buffer did not verify")
+    return doc["median_gbps"]
+
+
 def ids_text(ids):
     return ",".join(str(i) for i in ids)
 
@@ -112,11 +132,12 @@ def main():
             os.write(fd, os.urandom(32))
             os.close(fd)
             hosts.KEY.extend(["--key-file", key])
-            ucx, got = [], {p[0]: [] for p in patterns}
+            ucx, path, got = [], [], {p[0]: [] for p in patterns}
             plan = {}
             for _ in range(args.rounds):
                 best = [perftest(h, t, args.size) for t in PERFTESTS]
                 ucx.append(max([b for b in best if b is not None] or [0.0]))
+                path.append(ucp_path(h, args.build, args.size))
                 for name, n, cache, src, dst in patterns:
                     g, msgs, method = kvrt_pattern(h, kvrt, tmp, key, n, cache, src, dst)
                     got[name].append(g)
@@ -130,6 +151,9 @@ def main():
     print("| what | layouts | method | messages per transfer | GB/s | x UCX best |")
     print("|---|---|---|---:|---:|---:|")
     print("| ucx_perftest, best of %s | | | 1 | %.2f | 1.00 |" % (", ".join(PERFTESTS), u))
+    p = statistics.median(path)
+    print("| UCP path: am-rndv, peer error handling, 2 MiB pieces | | | %d | %.2f | %.2f |"
+          % (args.size // (2 << 20), p, p / u if u else 0.0))
     for name, n, cache, src, dst in patterns:
         g = statistics.median(got[name])
         print("| kvrt: %s | %s -> %s | %s | %d | %.2f | %.2f |" % (name, src, dst, plan[name][1], plan[name][0], g,
