@@ -35,7 +35,6 @@ import statistics
 import subprocess
 import sys
 import tempfile
-import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
@@ -48,30 +47,15 @@ def load(name, path):
 
 
 hosts = load("netns_hosts", os.path.join(HERE, "..", "tests", "xfer", "netns_hosts.py"))
-PERFTESTS = ["ucp_put_bw", "ucp_am_bw", "tag_bw"]
+bench_xfer = load("bench_xfer", os.path.join(HERE, "xfer.py"))
+
+
 PAGE_BLOCK = 32 * 2 * 16 * 2 * 64 * 2  # bytes of one block: 32 layers of 8 KiB pages
 
 
 def perftest(h, test, size):
-    port = 20000 + random.randrange(20000)
-    server = subprocess.Popen(h.exec_prefix("b") + ["ucx_perftest", "-p", str(port)], env=h.env("b"),
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    time.sleep(0.5)
-    try:
-        r = subprocess.run(h.exec_prefix("a") + ["ucx_perftest", h.addr["b"], "-p", str(port), "-t", test, "-s",
-                                                 str(size), "-n", "10", "-w", "2", "-f", "-v"],
-                           env=h.env("a"), capture_output=True, text=True, timeout=300)
-    except subprocess.TimeoutExpired:
-        r = None
-    try:
-        server.wait(timeout=30)
-    except subprocess.TimeoutExpired:
-        server.kill()
-        server.wait()
-    if r is None or r.returncode != 0:
-        return None
-    rows = [line.split(",") for line in r.stdout.splitlines() if line.strip()[:1].isdigit()]
-    return float(rows[-1][5]) * 2**20 / 1e9 if rows else None
+    return bench_xfer.perftest(test, size, h.env("a"), host=h.addr["b"], server_prefix=h.exec_prefix("b"),
+                               client_prefix=h.exec_prefix("a"), server_env=h.env("b"))
 
 
 def ucp_path(h, build, size):
@@ -135,7 +119,7 @@ def main():
             ucx, path, got = [], [], {p[0]: [] for p in patterns}
             plan = {}
             for _ in range(args.rounds):
-                best = [perftest(h, t, args.size) for t in PERFTESTS]
+                best = [perftest(h, t, args.size) for t in bench_xfer.PERFTESTS]
                 ucx.append(max([b for b in best if b is not None] or [0.0]))
                 path.append(ucp_path(h, args.build, args.size))
                 for name, n, cache, src, dst in patterns:
@@ -150,7 +134,7 @@ def main():
     print()
     print("| what | layouts | method | messages per transfer | GB/s | x UCX best |")
     print("|---|---|---|---:|---:|---:|")
-    print("| ucx_perftest, best of %s | | | 1 | %.2f | 1.00 |" % (", ".join(PERFTESTS), u))
+    print("| ucx_perftest, best of %s | | | 1 | %.2f | 1.00 |" % (", ".join(bench_xfer.PERFTESTS), u))
     p = statistics.median(path)
     print("| UCP path: am-rndv, peer error handling, 2 MiB pieces | | | %d | %.2f | %.2f |"
           % (args.size // (2 << 20), p, p / u if u else 0.0))

@@ -59,16 +59,19 @@ def free_port():
         return s.getsockname()[1]
 
 
-def perftest(test, size, env):
-    """One ucx_perftest run; GB/s, or None when it failed three times."""
+def perftest(test, size, env, host="127.0.0.1", server_prefix=(), client_prefix=(), server_env=None):
+    """One ucx_perftest run; GB/s, or None when it failed three times.  The
+    prefixes and server_env put the two sides elsewhere (other network
+    namespaces: bench/xfer-hosts.py)."""
     for _ in range(3):
         port = str(free_port())
-        server = subprocess.Popen(["ucx_perftest", "-p", port], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)
+        server = subprocess.Popen(list(server_prefix) + ["ucx_perftest", "-p", port], env=server_env or env,
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.3)
         try:
-            r = subprocess.run(["ucx_perftest", "127.0.0.1", "-p", port, "-t", test, "-s", str(size), "-n", "10",
-                                "-w", "2", "-f", "-v"], env=env, capture_output=True, text=True, timeout=300)
+            r = subprocess.run(list(client_prefix) + ["ucx_perftest", host, "-p", port, "-t", test, "-s", str(size),
+                                                      "-n", "10", "-w", "2", "-f", "-v"],
+                               env=env, capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
             r = None
         try:

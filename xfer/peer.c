@@ -127,7 +127,7 @@ void xfer_peer_cleanup(kvrt_xfer_peer *p)
     p->conn_ep = NULL;
 }
 
-static void flushed(void *user, int status, size_t len, const char *why)
+static void bye_sent(void *user, int status, size_t len, const char *why)
 {
     (void)status;
     (void)len;
@@ -151,7 +151,6 @@ void xfer_peer_drop(kvrt_xfer_agent *a, kvrt_xfer_peer *p, bool polite)
         if (p->link.state == KVRT_XFER_PEER_CONNECTED)
             p->link.state = KVRT_XFER_PEER_CLOSED;
     }
-    /* A polite close lets what was sent (a goodbye, a refusal) leave first. */
     /* A polite close lets what was sent (a goodbye, a refusal) be read
      * first: the endpoints linger until the peer closes its side, bounded
      * (a flush would be the round trip, and is unsafe: xt_ep_linger). */
@@ -210,7 +209,7 @@ static void say_bye(kvrt_xfer_agent *a, kvrt_xfer_peer *p, xt_ep *ep)
 {
     struct wire_hdr h = wire_hdr_make(&p->link.me, 0);
     bool done = false;
-    if (xt_send(ep, WIRE_BYE, &h, sizeof(h), NULL, 0, XT_EAGER, NULL, flushed, &done) != KVRT_OK)
+    if (xt_send(ep, WIRE_BYE, &h, sizeof(h), NULL, 0, XT_EAGER, NULL, bye_sent, &done) != KVRT_OK)
         return;
     double deadline = xfer_now() + a->timeout_s;
     while (!done && xfer_now() < deadline && p->link.state == KVRT_XFER_PEER_CONNECTED)

@@ -67,9 +67,9 @@ def env_for(transport):
 class Serve:
     """A `kvrt xfer serve` in the background on an ephemeral port."""
 
-    def __init__(self, kvrt, args, env, tmp, json_out=True):
+    def __init__(self, kvrt, args, env, tmp, json_out=True, host="127.0.0.1", prefix=()):
         self.port_file = os.path.join(tmp, "port.%d" % time.monotonic_ns())
-        cmd = [kvrt, "xfer", "serve", "--listen", "127.0.0.1:0", "--port-file", self.port_file]
+        cmd = list(prefix) + [kvrt, "xfer", "serve", "--listen", host + ":0", "--port-file", self.port_file]
         cmd += (["--json"] if json_out else []) + COMMON + args
         self.p = subprocess.Popen(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         self.port = None
@@ -95,8 +95,12 @@ class Serve:
         return self.p.returncode, doc, out, err
 
 
-def send(kvrt, port, args, env, timeout=HARD):
-    cmd = [kvrt, "xfer", "send", "--connect", "127.0.0.1:%d" % port, "--json"] + COMMON + args
+def send_cmd(kvrt, port, args, host="127.0.0.1", prefix=()):
+    return list(prefix) + [kvrt, "xfer", "send", "--connect", "%s:%d" % (host, port), "--json"] + COMMON + args
+
+
+def send(kvrt, port, args, env, timeout=HARD, host="127.0.0.1", prefix=()):
+    cmd = send_cmd(kvrt, port, args, host, prefix)
     try:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired as e:
