@@ -146,6 +146,9 @@ void xfer_side_free(struct xfer_side *s)
 {
     kvrt_xfer_agent_destroy(s->agent);
     xpat_free(&s->pattern);
+    for (size_t i = 0; i < s->num_records; i++)
+        xpat_record_free(&s->records[i]);
+    free(s->records);
     free(s->grant_ids);
     kvrt_placement_destroy(s->placement);
     if (s->rt)
@@ -193,6 +196,11 @@ void xfer_side_print_staging(const struct xfer_side *s)
 
 uint64_t xfer_side_verify(struct xfer_side *s, char *where, size_t size)
 {
+    for (size_t i = 0; i < s->num_records; i++) {
+        xpat_apply(&s->pattern, &s->records[i]);
+        xpat_record_free(&s->records[i]);
+    }
+    s->num_records = 0;
     return xpat_verify(&s->pattern, where, size);
 }
 
@@ -202,8 +210,26 @@ bool xfer_side_take_record(struct xfer_side *s, const char *text, struct xpat_re
         cli_error(CLI_EXIT_INTERNAL, "%s: a notification is not a kvrt xfer record", s->command);
         return false;
     }
-    if (!r->pull)
-        xpat_apply(&s->pattern, r);
+    if (r->pull)
+        return true;
+    if (s->num_records == s->cap_records) {
+        size_t cap = s->cap_records ? 2 * s->cap_records : 16;
+        struct xpat_record *v = realloc(s->records, cap * sizeof(*v));
+        if (!v) {
+            xpat_record_free(r);
+            cli_error(CLI_EXIT_INTERNAL, "%s: out of memory for a transfer's record", s->command);
+            return false;
+        }
+        s->records = v;
+        s->cap_records = cap;
+    }
+    struct xpat_record *keep = &s->records[s->num_records];
+    if (!xpat_record_parse(text, keep)) {
+        xpat_record_free(r);
+        cli_error(CLI_EXIT_INTERNAL, "%s: out of memory for a transfer's record", s->command);
+        return false;
+    }
+    s->num_records++;
     return true;
 }
 

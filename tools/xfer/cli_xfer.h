@@ -79,6 +79,11 @@ struct xfer_side {
     kvrt_cache *cache;
     uint64_t num_blocks;
     struct xpat pattern; /* the cache's pattern and what it should hold */
+    /* Records of completed pushes, applied to `pattern` at verification:
+     * computing what a transfer wrote costs about as much as the transfer,
+     * and a serve that did it between transfers held the next one up. */
+    struct xpat_record *records;
+    size_t num_records, cap_records;
     kvrt_xfer_agent *agent;
 };
 
@@ -103,7 +108,8 @@ json_t *xfer_side_staging_json(const struct xfer_side *s);
 uint64_t xfer_side_verify(struct xfer_side *s, char *where, size_t size);
 
 /* A notification's record, parsed (false, error printed, when it is not
- * one); applied to the expected contents unless the peer pulled. */
+ * one); unless the peer pulled, kept to be applied to the expected contents
+ * by xfer_side_verify, in the order taken.  *r is a copy the caller frees. */
 bool xfer_side_take_record(struct xfer_side *s, const char *text, struct xpat_record *r);
 
 /* "ADDR:PORT" (ADDR optional: 127.0.0.1). */
