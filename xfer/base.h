@@ -18,9 +18,11 @@
 /* The limits, each named once: a staging chunk (and so a data message) is
  * at most 16 GiB; a transfer names at most 2^24 blocks; a reason a peer
  * gives for a failure is cut at 1 KiB (KVRT_XFER_MAX_NOTIFICATION, in the
- * public header, bounds notifications). */
+ * public header, bounds notifications); a token range's order walks
+ * segments of at most 2^24 tokens (a block size). */
 #define XFER_MAX_CHUNK (1ull << 34)
 #define XFER_MAX_BLOCKS (1ull << 24)
+#define XFER_MAX_BLOCK_TOKENS (1ull << 24)
 #define XFER_MAX_REASON 1024u
 /* How long a politely closed endpoint waits for the peer to close its side
  * (xt_ep_linger), the bound the flush it replaces had. */

@@ -94,17 +94,24 @@ bool xfer_sel_full(const struct xfer_desc *d, const struct xfer_sel *s)
 
 int xfer_check_ids(const int64_t *ids, uint64_t n, uint64_t limit, const char *side, const char *name, bool unique)
 {
-    if (n && !ids)
+    return xfer_check_table(ids, 0, n, limit, side, name, unique);
+}
+
+int xfer_check_table(const int64_t *table, uint64_t from, uint64_t n, uint64_t limit, const char *side,
+                     const char *name, bool unique)
+{
+    if (n && !table)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: %s is NULL for %llu blocks", name, ULL(n));
     if (n > XFER_MAX_BLOCKS)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: %llu blocks in %s; at most %llu per transfer", ULL(n),
                          name, ULL(XFER_MAX_BLOCKS));
+    const int64_t *ids = n ? table + from : table;
     for (uint64_t i = 0; i < n; i++)
         if (ids[i] < 0 || (uint64_t)ids[i] >= limit)
             return XFER_FAIL(KVRT_ERR_INVALID,
                              "kvrt-xfer request: %s block id %lld at %s[%llu] is out of range; "
                              "the %s cache has %llu blocks (valid ids 0..%llu)",
-                             side, (long long)ids[i], name, ULL(i), side, ULL(limit), ULL(limit - 1));
+                             side, (long long)ids[i], name, ULL(from + i), side, ULL(limit), ULL(limit - 1));
     if (unique && n > 1) {
         uint8_t *seen = calloc((size_t)(limit / 8 + 1), 1);
         if (!seen)
@@ -116,7 +123,7 @@ int xfer_check_ids(const int64_t *ids, uint64_t n, uint64_t limit, const char *s
                 return XFER_FAIL(KVRT_ERR_INVALID,
                                  "kvrt-xfer request: destination block id %lld appears twice "
                                  "in %s (at %llu and before); each destination block can be written once",
-                                 (long long)ids[i], name, ULL(i));
+                                 (long long)ids[i], name, ULL(from + i));
             }
             seen[b / 8] |= (uint8_t)(1u << (b % 8));
         }
@@ -162,10 +169,6 @@ int xfer_desc_compatible(const struct xfer_desc *a, const struct xfer_desc *b)
             what = "element type";
             snprintf(here, sizeof(here), "%s", kvrt_dtype_name(x->dtype));
             snprintf(there, sizeof(there), "%s", kvrt_dtype_name(y->dtype));
-        } else if (x->block_size != y->block_size) {
-            what = "block size";
-            snprintf(here, sizeof(here), "%llu", ULL(x->block_size));
-            snprintf(there, sizeof(there), "%llu", ULL(y->block_size));
         } else if (x->kind != KVRT_SPEC_STATE && x->head_size != y->head_size) {
             what = "head size";
             snprintf(here, sizeof(here), "%llu", ULL(x->head_size));
@@ -174,10 +177,6 @@ int xfer_desc_compatible(const struct xfer_desc *a, const struct xfer_desc *b)
             what = "V head size";
             snprintf(here, sizeof(here), "%llu", ULL(head_v(x)));
             snprintf(there, sizeof(there), "%llu", ULL(head_v(y)));
-        } else if (a->layers[i].states != b->layers[i].states) {
-            what = "states per block (tokens per state)";
-            snprintf(here, sizeof(here), "%llu", ULL(a->layers[i].states));
-            snprintf(there, sizeof(there), "%llu", ULL(b->layers[i].states));
         } else if (a->layers[i].content != b->layers[i].content) {
             what = "content bytes per state";
             snprintf(here, sizeof(here), "%llu", ULL(a->layers[i].content));
@@ -199,4 +198,80 @@ bool xfer_desc_same_shape(const struct xfer_desc *a, const struct xfer_desc *b)
         if (!kvrt_spec_equal(a->layers[l].spec, b->layers[l].spec))
             return false;
     return true;
+}
+
+/* Tokens per state as a reduced fraction's two terms (state layers: one
+ * state per block). */
+static void tokens_per_state(const struct kvrt_spec *s, uint64_t *num, uint64_t *den)
+{
+    *num = s->kind == KVRT_SPEC_STATE ? s->block_size : s->tokens_per_state_num;
+    *den = s->kind == KVRT_SPEC_STATE ? 1 : s->tokens_per_state_den;
+}
+
+int xfer_sel_whole_blocks(const struct xfer_desc *a, const struct xfer_desc *b, const struct xfer_sel *sel)
+{
+    for (uint64_t l = sel->layer_start; l < sel->layer_start + sel->num_layers; l++) {
+        const struct kvrt_spec *x = a->layers[l].spec, *y = b->layers[l].spec;
+        uint64_t xn, xd, yn, yd;
+        tokens_per_state(x, &xn, &xd);
+        tokens_per_state(y, &yn, &yd);
+        if (x->kind == KVRT_SPEC_STATE && (xn != yn || xd != yd))
+            return XFER_FAIL(KVRT_ERR_INVALID,
+                             "kvrt-xfer request: layer %llu is a state layer of one state per %llu tokens here "
+                             "and per %llu on the peer; states move whole, by block id, only between the same "
+                             "tokens per state",
+                             ULL(l), ULL(xn), ULL(yn));
+        if (x->kind == KVRT_SPEC_STATE)
+            continue;
+        if (x->block_size != y->block_size)
+            return XFER_FAIL(KVRT_ERR_INVALID,
+                             "kvrt-xfer request: layer %llu has %llu-token blocks here and %llu-token blocks on the "
+                             "peer; whole blocks move only between the same block size: give each side's block "
+                             "table and a token range (token_start, num_tokens)",
+                             ULL(l), ULL(x->block_size), ULL(y->block_size));
+        if (xn != yn || xd != yd)
+            return XFER_FAIL(KVRT_ERR_INVALID,
+                             "kvrt-xfer request: layer %llu holds one state per %llu/%llu tokens here and per "
+                             "%llu/%llu on the peer; they must agree",
+                             ULL(l), ULL(xn), ULL(xd), ULL(yn), ULL(yd));
+    }
+    return KVRT_OK;
+}
+
+int xfer_sel_token_block_size(const struct xfer_desc *d, const struct xfer_sel *sel, const char *side, uint64_t *bs)
+{
+    *bs = 0;
+    for (uint64_t l = sel->layer_start; l < sel->layer_start + sel->num_layers; l++) {
+        const struct kvrt_spec *x = d->layers[l].spec;
+        if (x->kind == KVRT_SPEC_STATE)
+            return XFER_FAIL(KVRT_ERR_INVALID,
+                             "kvrt-xfer request: layer %llu %s is a state layer (one state per %llu-token block); a "
+                             "token range moves layers of one state per token: move state layers by block id, "
+                             "in a whole-block request of their layer range",
+                             ULL(l), side, ULL(x->block_size));
+        if (x->tokens_per_state_num != 1 || x->tokens_per_state_den != 1)
+            return XFER_FAIL(KVRT_ERR_INVALID,
+                             "kvrt-xfer request: layer %llu %s holds one state per %llu/%llu tokens; a token range "
+                             "moves layers of one state per token",
+                             ULL(l), side, ULL(x->tokens_per_state_num), ULL(x->tokens_per_state_den));
+        if (*bs && x->block_size != *bs)
+            return XFER_FAIL(KVRT_ERR_INVALID,
+                             "kvrt-xfer request: layers %llu and %llu %s have %llu- and %llu-token blocks; a token "
+                             "range reads one block table: transfer them in separate layer ranges",
+                             ULL(sel->layer_start), ULL(l), side, ULL(*bs), ULL(x->block_size));
+        *bs = x->block_size;
+    }
+    if (*bs == 0)
+        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: the layers %s have a block size of 0", side);
+    return KVRT_OK;
+}
+
+int xfer_tokens_blocks(uint64_t first, uint64_t count, uint64_t bs, uint64_t *from, uint64_t *n)
+{
+    if (count == 0 || bs == 0 || first > INT64_MAX || count > (uint64_t)INT64_MAX - first)
+        return XFER_FAIL(KVRT_ERR_OVERFLOW, "kvrt-xfer: tokens %llu+%llu in %llu-token blocks are out of range",
+                         ULL(first), ULL(count), ULL(bs));
+    *from = first / bs;
+    *n = (first + count - 1) / bs - *from + 1;
+    return KVRT_OK;
 }

@@ -44,6 +44,14 @@ struct xfer_sel {
     uint64_t head_start, num_heads;
 };
 
+/* A token range of one sequence (count 0: whole blocks).  The stream's
+ * order walks it in segments of `seg` tokens (the source's block size),
+ * split at multiples of seg, so both sides agree on the order whatever
+ * their own block sizes. */
+struct xfer_tokens {
+    uint64_t first, count, seg;
+};
+
 /* Describe `p`; `owns`: xfer_desc_free destroys it. */
 int xfer_desc_init(struct xfer_desc *d, kvrt_placement *p, bool owns);
 void xfer_desc_free(struct xfer_desc *d);
@@ -62,6 +70,10 @@ bool xfer_sel_full(const struct xfer_desc *d, const struct xfer_sel *s);
  * repeated; `side` ("local", "remote") and `name` go into the message.
  */
 int xfer_check_ids(const int64_t *ids, uint64_t n, uint64_t limit, const char *side, const char *name, bool unique);
+/* The same for entries [from, from + n) of a block table, named by their
+ * index in the table. */
+int xfer_check_table(const int64_t *table, uint64_t from, uint64_t n, uint64_t limit, const char *side,
+                     const char *name, bool unique);
 /* A selection inside every layer it names (KVRT_ERR_INVALID naming it). */
 int xfer_check_sel(const struct xfer_desc *d, const struct xfer_sel *s, const char *what);
 
@@ -72,6 +84,26 @@ int xfer_check_sel(const struct xfer_desc *d, const struct xfer_sel *s, const ch
  * difference with both values.
  */
 int xfer_desc_compatible(const struct xfer_desc *here, const struct xfer_desc *peer);
+/*
+ * A whole-block transfer of the layers `sel` names between `here` and the
+ * peer: every such layer holds the same tokens per block on both sides
+ * (state layers: the same tokens per state).  KVRT_ERR_INVALID naming the
+ * layer and both values.
+ */
+int xfer_sel_whole_blocks(const struct xfer_desc *here, const struct xfer_desc *peer, const struct xfer_sel *sel);
+/*
+ * A token range over the layers `sel` names: each holds one state per
+ * token, and all have one block size, which *bs gets.  KVRT_ERR_INVALID
+ * naming the layer otherwise; `side` ("here", "on the peer") goes into the
+ * message.
+ */
+int xfer_sel_token_block_size(const struct xfer_desc *d, const struct xfer_sel *sel, const char *side, uint64_t *bs);
+/*
+ * The blocks of a `bs`-token table that tokens [first, first + count)
+ * touch: indices [*from, *from + *n).  KVRT_ERR_OVERFLOW past 2^63 tokens.
+ */
+int xfer_tokens_blocks(uint64_t first, uint64_t count, uint64_t bs, uint64_t *from, uint64_t *n);
+
 /* Same layout and equal specs for every layer: byte-for-byte the same pages. */
 bool xfer_desc_same_shape(const struct xfer_desc *a, const struct xfer_desc *b);
 

@@ -79,11 +79,11 @@ int kvrt_xfer_post(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer
         /* A NULL notification is none; an empty one is delivered. */
         const void *note = req->notification ? req->notification : NULL;
         if (ps.push) {
-            rc = xfer_push_post(&a->streams, &p->link, &ps.local, ps.remote_ids, &ps.remote_sel, note,
+            rc = xfer_push_post(&a->streams, &p->link, &ps.local, ps.remote_ids, ps.remote_n, &ps.remote_sel, note,
                                 req->notification_len, xfer_handle_end, h, &h->out);
             ps.remote_ids = NULL;
         } else {
-            rc = xfer_pull_post(&a->streams, &p->link, &ps.local, ps.remote_ids, &ps.remote_sel, note,
+            rc = xfer_pull_post(&a->streams, &p->link, &ps.local, ps.remote_ids, ps.remote_n, &ps.remote_sel, note,
                                 req->notification_len, xfer_handle_end, h, &h->in);
         }
     }

@@ -96,12 +96,11 @@ struct xfer_in *xfer_in_find(struct xfer_streams *s, struct xfer_link *l, uint64
 }
 
 int xfer_pull_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span *span, const int64_t *remote_ids,
-                   const struct xfer_sel *rsel, const void *note, size_t note_len, xfer_stream_end on_end, void *owner,
-                   struct xfer_in **out)
+                   uint64_t n, const struct xfer_sel *rsel, const void *note, size_t note_len, xfer_stream_end on_end,
+                   void *owner, struct xfer_in **out)
 {
     *out = NULL;
     uint64_t xid = s->next_xid++;
-    uint64_t n = span->nblocks;
     struct wire_begin b = {wire_hdr_make(&l->me, xid),
                            WIRE_PULL,
                            0,
@@ -113,7 +112,10 @@ int xfer_pull_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span
                            rsel->num_heads,
                            span->ch.chunk,
                            span->ch.total,
-                           0};
+                           0,
+                           span->tok.first,
+                           span->tok.count,
+                           span->tok.seg};
     struct xfer_in *in = xfer_in_new(s, l, xid, true);
     uint8_t *seen = calloc(span->ch.count / 8 + 1, 1);
     uint8_t *copy = note_len ? malloc(note_len) : NULL;

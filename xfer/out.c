@@ -166,12 +166,11 @@ void xfer_out_issue(struct xfer_out *o)
         finish(o, KVRT_OK, "");
 }
 
-int xfer_push_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span *span, int64_t *remote_ids,
+int xfer_push_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span *span, int64_t *remote_ids, uint64_t n,
                    const struct xfer_sel *rsel, const void *note, size_t note_len, xfer_stream_end on_end, void *owner,
                    struct xfer_out **out)
 {
     *out = NULL;
-    uint64_t n = span->nblocks;
     size_t ids_bytes = n * sizeof(int64_t);
     uint8_t *payload = malloc(ids_bytes + note_len + 1);
     if (!payload) {
@@ -195,7 +194,10 @@ int xfer_push_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span
                            rsel->num_heads,
                            span->ch.chunk,
                            span->ch.total,
-                           note_len};
+                           note_len,
+                           span->tok.first,
+                           span->tok.count,
+                           span->tok.seg};
     /* BEGIN goes out (or waits for the wire-up) now, so that BEGINs leave
      * in the order of their stream ids, which the receiver holds us to. */
     int rc = xfer_link_send(l, WIRE_BEGIN, &b, sizeof(b), payload, ids_bytes + note_len);

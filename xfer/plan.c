@@ -24,7 +24,71 @@ int xfer_check_reserved(const uint8_t *bytes, size_t n, const char *what)
 struct checked {
     struct xfer_sel lsel, rsel;
     bool full;
+    /* A token range: each side's block size and the blocks of its table
+     * that the range touches. */
+    uint64_t lbs, rbs, lfrom, ln, rfrom, rn;
 };
+
+/* Whole blocks: ids in range on both sides, block sizes alike. */
+static int check_blocks(const struct xfer_local *local, const struct xfer_md *peer, const struct kvrt_xfer_request *r,
+                        struct checked *in)
+{
+    bool push = r->direction == KVRT_XFER_PUSH;
+    if (r->token_start)
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt-xfer request: token_start %llu without num_tokens; give num_tokens for a token range, "
+                         "or 0 for both to move whole blocks",
+                         ULL(r->token_start));
+    if (r->remote_num_blocks && r->remote_num_blocks != r->num_blocks)
+        return XFER_FAIL(
+            KVRT_ERR_INVALID,
+            "kvrt-xfer request: %zu local and %llu remote block ids; whole blocks move in pairs (tables of "
+            "different lengths need a token range: token_start, num_tokens)",
+            r->num_blocks, ULL(r->remote_num_blocks));
+    int rc = xfer_check_ids(r->local_ids, r->num_blocks, local->desc.num_blocks, "local", "local_ids", !push);
+    if (rc == KVRT_OK)
+        rc = xfer_check_ids(r->remote_ids, r->num_blocks, peer->cache.num_blocks, "remote", "remote_ids", push);
+    if (rc == KVRT_OK)
+        rc = xfer_sel_whole_blocks(&local->desc, &peer->cache, &in->lsel);
+    in->ln = in->rn = r->num_blocks;
+    return rc;
+}
+
+/* One side's table against the range: long enough, ids in range. */
+static int check_table(const struct kvrt_xfer_request *r, const int64_t *table, uint64_t len, uint64_t bs,
+                       uint64_t limit, bool dest, const char *side, const char *name, uint64_t *from, uint64_t *n)
+{
+    int rc = xfer_tokens_blocks(r->token_start, r->num_tokens, bs, from, n);
+    if (rc != KVRT_OK)
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt-xfer request: tokens %llu+%llu are out of range (the range must end below 2^63)",
+                         ULL(r->token_start), ULL(r->num_tokens));
+    if (len < *from + *n)
+        return XFER_FAIL(KVRT_ERR_INVALID,
+                         "kvrt-xfer request: tokens %llu..%llu need %llu entries of the %s block table (%llu-token "
+                         "blocks); %s has %llu",
+                         ULL(r->token_start), ULL(r->token_start + r->num_tokens - 1), ULL(*from + *n), side, ULL(bs),
+                         name, ULL(len));
+    return xfer_check_table(table, *from, *n, limit, side, name, dest);
+}
+
+/* A token range: layers of one state per token, tables long enough. */
+static int check_tokens(const struct xfer_local *local, const struct xfer_md *peer, const struct kvrt_xfer_request *r,
+                        struct checked *in)
+{
+    bool push = r->direction == KVRT_XFER_PUSH;
+    uint64_t rlen = r->remote_num_blocks ? r->remote_num_blocks : r->num_blocks;
+    int rc = xfer_sel_token_block_size(&local->desc, &in->lsel, "here", &in->lbs);
+    if (rc == KVRT_OK)
+        rc = xfer_sel_token_block_size(&peer->cache, &in->rsel, "on the peer", &in->rbs);
+    if (rc == KVRT_OK)
+        rc = check_table(r, r->local_ids, r->num_blocks, in->lbs, local->desc.num_blocks, !push, "local", "local_ids",
+                         &in->lfrom, &in->ln);
+    if (rc == KVRT_OK)
+        rc = check_table(r, r->remote_ids, rlen, in->rbs, peer->cache.num_blocks, push, "remote", "remote_ids",
+                         &in->rfrom, &in->rn);
+    return rc;
+}
 
 static int validate(const struct xfer_local *local, const struct xfer_md *peer, const struct kvrt_xfer_request *r,
                     struct checked *in)
@@ -46,10 +110,6 @@ static int validate(const struct xfer_local *local, const struct xfer_md *peer, 
     if (r->num_blocks == 0)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: num_blocks is 0; a transfer moves at least one block");
     const struct xfer_desc *L = &local->desc, *R = &peer->cache;
-    bool push = r->direction == KVRT_XFER_PUSH;
-    if ((rc = xfer_check_ids(r->local_ids, r->num_blocks, L->num_blocks, "local", "local_ids", !push)) != KVRT_OK ||
-        (rc = xfer_check_ids(r->remote_ids, r->num_blocks, R->num_blocks, "remote", "remote_ids", push)) != KVRT_OK)
-        return rc;
     uint64_t nl = r->num_layers;
     if (r->layer_start >= L->num_layers)
         return XFER_FAIL(KVRT_ERR_INVALID,
@@ -110,7 +170,7 @@ static int validate(const struct xfer_local *local, const struct xfer_md *peer, 
     if (r->notification_len > KVRT_XFER_MAX_NOTIFICATION)
         return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: a %zu-byte notification; at most %u bytes",
                          r->notification_len, (unsigned)KVRT_XFER_MAX_NOTIFICATION);
-    return KVRT_OK;
+    return r->num_tokens ? check_tokens(local, peer, r, in) : check_blocks(local, peer, r, in);
 }
 
 /* The method and the stream's order; its reason in why. */
@@ -118,10 +178,18 @@ static int choose(const struct xfer_local *local, const struct xfer_md *peer, co
                   const struct checked *c, enum kvrt_xfer_method *method, unsigned *order, char *why, size_t n)
 {
     bool both = local->addr && peer->f.addressable;
-    bool same = both && c->full && xfer_desc_same_shape(&local->desc, &peer->cache);
+    bool same = both && c->full && !r->num_tokens && xfer_desc_same_shape(&local->desc, &peer->cache);
     const char *here = kvrt_layout_name(local->desc.layout), *there = kvrt_layout_name(peer->cache.layout);
     bool push = r->direction == KVRT_XFER_PUSH;
     enum kvrt_xfer_method m = r->method;
+    if (r->num_tokens && (!both || m == KVRT_XFER_REGIONS || m == KVRT_XFER_STAGING))
+        return XFER_FAIL(KVRT_ERR_UNSUPPORTED,
+                         "kvrt-xfer request: a token range moves by method direct, between two caches in host memory "
+                         "(%s%s)",
+                         !both
+                             ? (local->addr ? "the peer's cache has no host address" : "this cache has no host address")
+                             : "method ",
+                         !both ? "" : kvrt_xfer_method_name(m));
     if (m == KVRT_XFER_REGIONS && !same)
         return XFER_FAIL(KVRT_ERR_UNSUPPORTED,
                          "kvrt-xfer request: method regions needs the same layout and "
@@ -144,8 +212,15 @@ static int choose(const struct xfer_local *local, const struct xfer_md *peer, co
         break;
     case KVRT_XFER_DIRECT:
         *order = (unsigned)(push ? local->desc.layout : peer->cache.layout);
-        snprintf(why, n, "%s -> %s in the source's order: long runs leave it, the destination scatters%s",
-                 push ? here : there, push ? there : here, forced ? " (forced)" : "");
+        if (r->num_tokens)
+            snprintf(why, n,
+                     "tokens %llu+%llu, %llu-token blocks -> %llu, %s -> %s in the source's order: long runs leave "
+                     "it, the destination scatters%s",
+                     ULL(r->token_start), ULL(r->num_tokens), ULL(push ? c->lbs : c->rbs), ULL(push ? c->rbs : c->lbs),
+                     push ? here : there, push ? there : here, forced ? " (forced)" : "");
+        else
+            snprintf(why, n, "%s -> %s in the source's order: long runs leave it, the destination scatters%s",
+                     push ? here : there, push ? there : here, forced ? " (forced)" : "");
         break;
     default:
         *order = WIRE_ORDER_STAGING;
@@ -178,10 +253,17 @@ int xfer_plan_make(const struct xfer_local *local, uint64_t local_chunk, const s
     ps->remote_sel = c.rsel;
     struct xfer_span *sp = &ps->local;
     sp->order = order;
-    sp->nblocks = r->num_blocks;
     sp->sel = c.lsel;
-    sp->ids = xfer_ids_copy(r->local_ids, r->num_blocks);
-    ps->remote_ids = xfer_ids_copy(r->remote_ids, r->num_blocks);
+    /* A token range sends only the blocks it touches, and walks segments of
+     * the source's block size. */
+    sp->nblocks = c.ln;
+    ps->remote_n = c.rn;
+    sp->ids = xfer_ids_copy(r->local_ids + (r->num_tokens ? c.lfrom : 0), c.ln);
+    ps->remote_ids = xfer_ids_copy(r->remote_ids + (r->num_tokens ? c.rfrom : 0), c.rn);
+    if (r->num_tokens) {
+        sp->bs = c.lbs;
+        sp->tok = (struct xfer_tokens){r->token_start, r->num_tokens, ps->push ? c.lbs : c.rbs};
+    }
     if (!sp->ids || !ps->remote_ids) {
         xfer_planned_free(ps);
         return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_post: out of memory for %zu block ids", r->num_blocks);
@@ -198,7 +280,9 @@ int xfer_plan_make(const struct xfer_local *local, uint64_t local_chunk, const s
         uint64_t blocks = mine < theirs ? mine : theirs;
         chunk = (blocks ? blocks : 1) * block;
     }
-    if (local->addr)
+    if (r->num_tokens)
+        rc = xfer_runs_build_tokens(&local->desc, sp->ids, sp->nblocks, sp->bs, &sp->tok, &sp->sel, order, &sp->runs);
+    else if (local->addr)
         rc = xfer_runs_build(&local->desc, sp->ids, sp->nblocks, &sp->sel, order, &sp->runs);
     if (rc == KVRT_OK)
         rc = xfer_span_chunking(sp, local, chunk);
@@ -216,7 +300,10 @@ int xfer_plan_make(const struct xfer_local *local, uint64_t local_chunk, const s
      * which its metadata lets this side count. */
     if (!ps->push && peer->f.addressable && order != WIRE_ORDER_STAGING) {
         struct xfer_runs theirs;
-        if (xfer_runs_build(&peer->cache, ps->remote_ids, r->num_blocks, &c.rsel, order, &theirs) == KVRT_OK)
+        int got = r->num_tokens ? xfer_runs_build_tokens(&peer->cache, ps->remote_ids, ps->remote_n, c.rbs, &sp->tok,
+                                                         &c.rsel, order, &theirs)
+                                : xfer_runs_build(&peer->cache, ps->remote_ids, ps->remote_n, &c.rsel, order, &theirs);
+        if (got == KVRT_OK)
             out->regions = theirs.n;
         xfer_runs_free(&theirs);
     } else if (ps->push && local->addr && order != WIRE_ORDER_STAGING) {

@@ -25,7 +25,8 @@ struct xfer_planned {
     enum kvrt_xfer_method method;
     bool push;
     struct xfer_span local; /* this side's (its chunking set) */
-    int64_t *remote_ids;    /* the peer's (copied) */
+    int64_t *remote_ids;    /* the peer's (copied; a token range's: the blocks it touches) */
+    uint64_t remote_n;
     struct xfer_sel remote_sel;
 };
 

@@ -166,33 +166,37 @@ struct emit {
     bool nomem;
 };
 
-static void add(struct emit *e, uint64_t off, uint64_t len)
+bool xfer_runs_append(struct xfer_runs *r, size_t *cap, uint64_t off, uint64_t len)
 {
-    struct xfer_runs *r = e->r;
     if (r->n && r->v[r->n - 1].off + r->v[r->n - 1].len == off) {
         r->v[r->n - 1].len += len;
         r->end[r->n - 1] += len;
         r->total += len;
-        return;
+        return true;
     }
-    if (r->n == e->cap) {
-        size_t cap = e->cap ? 2 * e->cap : 64;
-        struct xfer_run *v = realloc(r->v, cap * sizeof(*v));
+    if (r->n == *cap) {
+        size_t more = *cap ? 2 * *cap : 64;
+        struct xfer_run *v = realloc(r->v, more * sizeof(*v));
         if (v)
             r->v = v;
-        uint64_t *end = v ? realloc(r->end, cap * sizeof(*end)) : NULL;
+        uint64_t *end = v ? realloc(r->end, more * sizeof(*end)) : NULL;
         if (end)
             r->end = end;
-        if (!v || !end) {
-            e->nomem = true;
-            return;
-        }
-        e->cap = cap;
+        if (!v || !end)
+            return false;
+        *cap = more;
     }
     r->total += len;
     r->v[r->n] = (struct xfer_run){off, len};
     r->end[r->n] = r->total;
     r->n++;
+    return true;
+}
+
+static void add(struct emit *e, uint64_t off, uint64_t len)
+{
+    if (!xfer_runs_append(e->r, &e->cap, off, len))
+        e->nomem = true;
 }
 
 struct segment {

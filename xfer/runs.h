@@ -38,7 +38,20 @@ struct xfer_runs {
 /* `order`: 0..5 a layout's nesting, 6 (WIRE_ORDER_STAGING) staging order. */
 int xfer_runs_build(const struct xfer_desc *d, const int64_t *ids, uint64_t nblocks, const struct xfer_sel *sel,
                     unsigned order, struct xfer_runs *out);
+/*
+ * The runs of a token range (tok->count > 0): `ids` is this side's block
+ * table from the block holding token tok->first on (`nids` of them, as
+ * xfer_tokens_blocks counts them), `bs` its block size.  The cells are
+ * walked in `order` with the block axis over tok->seg-token segments, so
+ * both sides walk the same cells in the same order.
+ */
+int xfer_runs_build_tokens(const struct xfer_desc *d, const int64_t *ids, uint64_t nids, uint64_t bs,
+                           const struct xfer_tokens *tok, const struct xfer_sel *sel, unsigned order,
+                           struct xfer_runs *out);
 void xfer_runs_free(struct xfer_runs *r);
+/* A piece at the stream's end, merged with the last one when they touch;
+ * `cap` is the arrays' room.  false: out of memory. */
+bool xfer_runs_append(struct xfer_runs *r, size_t *cap, uint64_t off, uint64_t len);
 
 /* Stream bytes [pos, pos + len) are one piece of the cache at *off. */
 bool xfer_runs_single(const struct xfer_runs *r, uint64_t pos, uint64_t len, uint64_t *off);

@@ -152,6 +152,7 @@ static bool begin_span(struct xfer_streams *s, const struct wire_begin *b, const
     sp->order = b->order;
     sp->nblocks = b->count;
     sp->sel = (struct xfer_sel){b->layer_start, b->num_layers, b->head_start, b->num_heads};
+    sp->tok = (struct xfer_tokens){b->token_first, b->token_count, b->token_seg};
     sp->ids = xfer_ids_copy(ids_data, b->count);
     int rc = KVRT_OK;
     if (!sp->ids)
@@ -163,8 +164,21 @@ static bool begin_span(struct xfer_streams *s, const struct wire_begin *b, const
     if (rc == KVRT_OK && !loc->addr && sp->order != WIRE_ORDER_STAGING)
         rc = XFER_FAIL(KVRT_ERR_INVALID, "asked for a layout's byte order from a cache without a host address "
                                          "(it moves in staging order)");
-    if (rc == KVRT_OK && loc->addr)
+    if (rc == KVRT_OK && sp->tok.count) {
+        uint64_t from, touched;
+        rc = xfer_sel_token_block_size(&loc->desc, &sp->sel, "here", &sp->bs);
+        if (rc == KVRT_OK)
+            rc = xfer_tokens_blocks(sp->tok.first, sp->tok.count, sp->bs, &from, &touched);
+        if (rc == KVRT_OK && touched != sp->nblocks)
+            rc = XFER_FAIL(KVRT_ERR_INVALID,
+                           "named %llu blocks for tokens %llu+%llu, which touch %llu %llu-token blocks",
+                           ULL(sp->nblocks), ULL(sp->tok.first), ULL(sp->tok.count), ULL(touched), ULL(sp->bs));
+        if (rc == KVRT_OK)
+            rc = xfer_runs_build_tokens(&loc->desc, sp->ids, sp->nblocks, sp->bs, &sp->tok, &sp->sel, sp->order,
+                                        &sp->runs);
+    } else if (rc == KVRT_OK && loc->addr) {
         rc = xfer_runs_build(&loc->desc, sp->ids, sp->nblocks, &sp->sel, sp->order, &sp->runs);
+    }
     if (rc == KVRT_OK)
         rc = xfer_span_chunking(sp, loc, b->chunk_bytes);
     if (rc == KVRT_OK) {

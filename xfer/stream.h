@@ -36,8 +36,10 @@ struct xfer_span {
     struct xfer_sel sel;   /* this side's selection */
     struct xfer_runs runs; /* a host cache's pieces, in stream order */
     struct xfer_chunking ch;
-    uint64_t chunk_blocks; /* staged through the backend: whole blocks per chunk */
-    uint64_t held;         /* bytes of a peer's block ids counted on its link */
+    uint64_t chunk_blocks;  /* staged through the backend: whole blocks per chunk */
+    uint64_t held;          /* bytes of a peer's block ids counted on its link */
+    struct xfer_tokens tok; /* a token range (count 0: whole blocks)... */
+    uint64_t bs;            /* ...over `ids`, a table of bs-token blocks */
 };
 
 /* The outcome of a stream, for whoever waits on it (a handle). */
@@ -113,17 +115,18 @@ void xfer_streams_init(struct xfer_streams *s, xt *t, struct xfer_local *local, 
 void xfer_streams_free(struct xfer_streams *s);
 
 /*
- * Post a push: BEGIN (the receiver's ids, selection and the notification)
- * goes ahead of the data.  `span` (this side's) and `remote_ids` are taken
+ * Post a push: BEGIN (the receiver's ids, remote_n of them, its selection,
+ * the span's token range and the notification) goes ahead of the data.  `span` (this side's) and `remote_ids` are taken
  * over.  A stream with its handle's callback, or an error (nothing sent).
  */
 int xfer_push_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span *span, int64_t *remote_ids,
-                   const struct xfer_sel *remote_sel, const void *note, size_t note_len, xfer_stream_end on_end,
-                   void *owner, struct xfer_out **out);
-/* Post a pull: BEGIN asks the peer for its `remote_ids`. */
+                   uint64_t remote_n, const struct xfer_sel *remote_sel, const void *note, size_t note_len,
+                   xfer_stream_end on_end, void *owner, struct xfer_out **out);
+/* Post a pull: BEGIN asks the peer for its `remote_ids` (remote_n of them;
+ * a token range's come from the span's). */
 int xfer_pull_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span *span, const int64_t *remote_ids,
-                   const struct xfer_sel *remote_sel, const void *note, size_t note_len, xfer_stream_end on_end,
-                   void *owner, struct xfer_in **out);
+                   uint64_t remote_n, const struct xfer_sel *remote_sel, const void *note, size_t note_len,
+                   xfer_stream_end on_end, void *owner, struct xfer_in **out);
 /* The initiator gives it up (released): the peer is told. */
 void xfer_out_abandon(struct xfer_out *o);
 void xfer_in_abandon(struct xfer_in *in);

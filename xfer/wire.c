@@ -15,7 +15,7 @@
 _Static_assert(sizeof(struct wire_hello) == 40, "wire_hello has no padding");
 _Static_assert(sizeof(struct wire_reply) == 72, "wire_reply has no padding");
 _Static_assert(sizeof(struct wire_hdr) == 32, "wire_hdr has no padding");
-_Static_assert(sizeof(struct wire_begin) == 104, "wire_begin has no padding");
+_Static_assert(sizeof(struct wire_begin) == 128, "wire_begin has no padding");
 _Static_assert(sizeof(struct wire_data) == 48, "wire_data has no padding");
 _Static_assert(sizeof(struct wire_status) == 40, "wire_status has no padding");
 _Static_assert(sizeof(struct wire_abort) == 40, "wire_abort has no padding");
@@ -161,6 +161,16 @@ static bool check_begin(const struct wire_begin *b, size_t len, char *why, size_
                    ULL(b->note_len), len);
     if (b->h.xid == 0)
         return bad(why, n, "sent BEGIN for stream 0 (streams are numbered from 1)");
+    if (b->token_count == 0 && (b->token_first || b->token_seg))
+        return bad(why, n, "sent BEGIN for whole blocks with token %llu and %llu-token segments (both must be 0)",
+                   ULL(b->token_first), ULL(b->token_seg));
+    if (b->token_count && (b->token_first > INT64_MAX || b->token_count > (uint64_t)INT64_MAX - b->token_first ||
+                           b->token_seg == 0 || b->token_seg > XFER_MAX_BLOCK_TOKENS || b->order == WIRE_ORDER_STAGING))
+        return bad(why, n,
+                   "sent BEGIN for tokens %llu+%llu in %llu-token segments, order %u (valid: a range below 2^63, "
+                   "segments of 1..%llu tokens, a layout's order)",
+                   ULL(b->token_first), ULL(b->token_count), ULL(b->token_seg), (unsigned)b->order,
+                   ULL(XFER_MAX_BLOCK_TOKENS));
     return true;
 }
 

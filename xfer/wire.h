@@ -45,7 +45,7 @@ enum wire_id {
 const char *wire_name(unsigned id);
 
 #define WIRE_MAGIC 0x4b565848u /* "HXVK" little-endian: kvrt-xfer's handshake */
-#define WIRE_PROTOCOL 3u
+#define WIRE_PROTOCOL 4u
 enum { WIRE_KEYED = 1u }; /* the sender holds a key and proves it */
 /* Metadata in a handshake is at most this long. */
 #define WIRE_MAX_BLOB (16u << 20)
@@ -99,6 +99,10 @@ struct wire_begin {
     uint64_t chunk_bytes; /* every chunk but the last */
     uint64_t total_bytes;
     uint64_t note_len;
+    /* A token range (protocol 4; count 0: whole blocks): the ids are then
+     * the receiving side's table from the block of token_first on, and
+     * the order walks segments of token_seg tokens. */
+    uint64_t token_first, token_count, token_seg;
 };
 
 enum { WIRE_DATA_REPLY = 1u }; /* a chunk of the receiver's own pull */

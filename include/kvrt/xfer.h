@@ -62,7 +62,7 @@ extern "C" {
  * (docs/design.md §12).  meson.build reads both numbers from here.
  */
 #define KVRT_XFER_API_VERSION_MAJOR 1
-#define KVRT_XFER_API_VERSION_MINOR 1
+#define KVRT_XFER_API_VERSION_MINOR 2
 
 /* Version of the metadata blob (kvrt_xfer_metadata_export). */
 #define KVRT_XFER_METADATA_VERSION 3u
@@ -342,6 +342,21 @@ KVRT_API int kvrt_xfer_method_parse(const char *name, enum kvrt_xfer_method *out
 /** The comma-separated method names in enum order, for messages and help. */
 KVRT_API const char *kvrt_xfer_method_valid_names(void);
 
+/*
+ * Whole blocks (num_tokens 0): block local_ids[i] moves to remote_ids[i],
+ * num_blocks of each; both caches must then hold the same tokens per block
+ * in every layer moved.
+ *
+ * A token range (num_tokens > 0, API 1.2): local_ids and remote_ids are
+ * each side's block table for one sequence, its block ids in token order
+ * from token 0 (num_blocks and remote_num_blocks long; remote_num_blocks 0:
+ * num_blocks).  Token t of [token_start, token_start + num_tokens) moves
+ * from local block local_ids[t / bs_local], slot t % bs_local, to remote
+ * block remote_ids[t / bs_remote], slot t % bs_remote (the other way for a
+ * pull), whatever the two block sizes; other slots are left as they are.
+ * Every layer moved must hold one state per token (attention, MLA); state
+ * layers move by block id, as whole blocks.
+ */
 struct kvrt_xfer_request {
     size_t size; /* sizeof(struct kvrt_xfer_request) */
     enum kvrt_xfer_direction direction;
@@ -360,7 +375,11 @@ struct kvrt_xfer_request {
      * copied by kvrt_xfer_post). */
     const void *notification;
     size_t notification_len;
-    uint8_t reserved[64]; /* zero (kvrt_xfer_request_default) */
+    /* 1.2: a token range instead of whole blocks (above); 0 tokens: whole
+     * blocks. */
+    uint64_t token_start, num_tokens;
+    uint64_t remote_num_blocks; /* the remote table's length; 0: num_blocks */
+    uint8_t reserved[40];       /* zero (kvrt_xfer_request_default) */
 };
 
 KVRT_API void kvrt_xfer_request_default(struct kvrt_xfer_request *req);

@@ -33,7 +33,7 @@ int main(void)
         return tap_done();
     }
     VAL(KVRT_XFER_API_VERSION_MAJOR, 1);
-    VAL(KVRT_XFER_API_VERSION_MINOR, 1);
+    VAL(KVRT_XFER_API_VERSION_MINOR, 2);
     VAL(KVRT_XFER_METADATA_VERSION, 3);
     VAL(KVRT_XFER_MAX_NOTIFICATION, 1 << 20);
     VAL(KVRT_XFER_INSECURE, 1);
@@ -121,7 +121,11 @@ int main(void)
     OFF(kvrt_xfer_request, num_heads, 72);
     OFF(kvrt_xfer_request, notification, 80);
     OFF(kvrt_xfer_request, notification_len, 88);
-    OFF(kvrt_xfer_request, reserved, 96);
+    /* 1.2 */
+    OFF(kvrt_xfer_request, token_start, 96);
+    OFF(kvrt_xfer_request, num_tokens, 104);
+    OFF(kvrt_xfer_request, remote_num_blocks, 112);
+    OFF(kvrt_xfer_request, reserved, 120);
     SIZE(kvrt_xfer_request, 160);
     LAST(kvrt_xfer_request);
 

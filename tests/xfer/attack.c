@@ -729,6 +729,36 @@ static void second_ready(void)
     raw_session_send(&R, WIRE_READY, &h, sizeof(h), NULL, 0, false);
 }
 
+/* Token ranges (protocol 4): the receiver holds a BEGIN's range to what
+ * its own table and block size say. */
+static void tokens_whole_with_first(void)
+{
+    int64_t ids[2] = {SCRATCH, SCRATCH + 1};
+    struct wire_begin b = push_begin(1, 2);
+    b.token_first = 3;
+    send_begin(&b, ids);
+}
+
+static void tokens_no_segment(void)
+{
+    int64_t ids[2] = {SCRATCH, SCRATCH + 1};
+    struct wire_begin b = push_begin(1, 2);
+    b.order = (uint32_t)vmd.cache.layout;
+    b.token_count = 8;
+    send_begin(&b, ids);
+}
+
+static void tokens_more_blocks_than_touched(void)
+{
+    int64_t ids[2] = {SCRATCH, SCRATCH + 1};
+    struct wire_begin b = push_begin(1, 2);
+    b.order = (uint32_t)vmd.cache.layout;
+    b.token_first = 1;
+    b.token_count = 2; /* inside one block */
+    b.token_seg = vmd.cache.layers[0].spec->block_size;
+    send_begin(&b, ids);
+}
+
 static bool acked_ok(void)
 {
     for (size_t k = 0; k < R.ngot; k++)
@@ -759,6 +789,9 @@ static void breaches(void)
         {"a reserved field set", "reserved field", reserved_set},
         {"a header cut short", "36-byte header", short_header},
         {"READY twice", "READY twice", second_ready},
+        {"a whole-block BEGIN with a first token", "both must be 0", tokens_whole_with_first},
+        {"a token range without segments", "segments of 1..", tokens_no_segment},
+        {"a token range naming more blocks than it touches", "which touch 1", tokens_more_blocks_than_touched},
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         int p = session();

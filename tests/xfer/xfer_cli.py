@@ -307,7 +307,8 @@ def refusals(t, kvrt, transport, tmp):
     cases_ = [
         (model(head=32, blocks=16), ["head size", "16", "32"], "mismatched head size"),
         (model(dtype="fp32", blocks=16), ["element type", "bf16", "fp32"], "mismatched element type"),
-        (model(block=8, blocks=16), ["block size", "4", "8"], "mismatched block size"),
+        (model(block=8, blocks=16), ["8-token blocks here", "4-token blocks on the peer", "token range"],
+         "whole blocks between block sizes"),
         (model(layers=3, blocks=16), ["layers", "2", "3"], "mismatched number of layers"),
         (base + ["--ids", "3,99"], ["local block id 99", "0..15"], "local block id out of range"),
         (model(blocks=64) + ["--ids", "3,40"], ["remote block id 40", "0..15"], "remote block id out of range"),
