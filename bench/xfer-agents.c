@@ -6,7 +6,7 @@
  *   bench-xfer [--size BYTES] [--src LAYOUT] [--dst LAYOUT] [--inflight N]
  *              [--repeat N] [--small N] [--window W] [--chunk BYTES] [--staging BYTES]
  *              [--heads H] [--head-size D] [--cache-blocks N] [--pull 0|1]
- *              [--src-heads N] [--head-start S]
+ *              [--src-heads N] [--head-start S] [--block-sizes SRC:DST]
  *
  * CPU caches of 32 layers x --heads KV heads (8) x --head-size (128), bf16,
  * 16-token blocks (with the defaults a page, one layer of one block, is
@@ -23,6 +23,12 @@
  *                     the source holds heads [S, S + N) of the
  *                     destination's --heads (a tensor-parallel rank's
  *                     slice) and moves them into those heads
+ *   --block-sizes SRC:DST
+ *                     the source's and the destination's tokens per block
+ *                     (16:16); when they differ, each transfer is a token
+ *                     range of one sequence between two block tables drawn
+ *                     at random from the caches (--size bytes of the
+ *                     source's blocks, --cache-blocks of them)
  *
  *   bandwidth  --size bytes of blocks per round (default 64 MiB), posted as
  *              --inflight transfers at once (default 1), --repeat rounds after
@@ -61,13 +67,27 @@ struct opts {
     uint64_t chunk, staging; /* kvrt_xfer_agent_options; 0: the library's default */
     uint64_t heads, head_size, cache_blocks, src_heads, head_start;
     int pull;
+    uint64_t src_bs, dst_bs; /* tokens per block; different: token ranges */
 };
 
-/* Bytes a transfer moves per block: the source's heads, every layer, K and V. */
+/* Bytes a transfer moves per source block: the source's heads, every
+ * layer, K and V. */
 static uint64_t block_bytes(const struct opts *o)
 {
-    return (uint64_t)LAYERS * o->src_heads * BLOCK * 2 * o->head_size * 2;
+    return (uint64_t)LAYERS * o->src_heads * o->src_bs * 2 * o->head_size * 2;
 }
+
+static bool by_tokens(const struct opts *o)
+{
+    return o->src_bs != o->dst_bs;
+}
+
+/* One sequence's two block tables (token ranges) or the blocks' two id
+ * lists (nsrc == ndst). */
+struct seq {
+    int64_t *src, *dst;
+    uint64_t nsrc, ndst, tokens;
+};
 
 static bool sliced(const struct opts *o)
 {
@@ -126,6 +146,14 @@ static void xread(int fd, void *p, size_t n)
     }
 }
 
+/* A side's cache: --cache-blocks of the source's blocks, and as many tokens
+ * in the destination's blocks. */
+static uint64_t side_blocks(const struct opts *o, bool source)
+{
+    uint64_t tokens = o->cache_blocks * o->src_bs;
+    return source ? o->cache_blocks : (tokens + o->dst_bs - 1) / o->dst_bs;
+}
+
 /* The source has seed 1 and its slice's heads; the destination seed 2 and
  * every head. */
 static void open_side(struct side *s, const struct opts *o, bool source, uint64_t blocks, int sock)
@@ -134,7 +162,7 @@ static void open_side(struct side *s, const struct opts *o, bool source, uint64_
     struct kvrt_spec spec;
     kvrt_spec_default(&spec);
     spec.dtype = KVRT_DTYPE_BF16;
-    spec.block_size = BLOCK;
+    spec.block_size = source ? o->src_bs : o->dst_bs;
     spec.num_kv_heads = source ? o->src_heads : o->heads;
     spec.head_size = o->head_size;
     struct kvrt_layer_entry layers[LAYERS];
@@ -204,10 +232,10 @@ static void take_notes(struct side *s, uint64_t *notes)
 }
 
 /* The child: the destination of a push, the source of a pull. */
-static int child_side(const struct opts *o, uint64_t blocks, int sock)
+static int child_side(const struct opts *o, int sock)
 {
     struct side s;
-    open_side(&s, o, o->pull != 0, blocks, sock);
+    open_side(&s, o, o->pull != 0, side_blocks(o, o->pull != 0), sock);
     int efd;
     kvrt_xfer_event_fd(s.a, &efd);
     uint64_t notes = 0;
@@ -238,25 +266,56 @@ static int child_side(const struct opts *o, uint64_t blocks, int sock)
 
 /* ---- the sender -------------------------------------------------------------- */
 
-static struct xpat_record record_of(const struct opts *o, const int64_t *src, const int64_t *dst, uint64_t n)
+/* Part `part` of `parts` of a sequence: blocks [part * n / parts, +n /
+ * parts) of each list, or tokens [part * T / parts, + T / parts) of the
+ * tables. */
+struct piece {
+    const int64_t *src, *dst;
+    uint64_t nsrc, ndst, first, count;
+};
+
+static struct piece piece_of(const struct opts *o, const struct seq *q, uint64_t part, uint64_t parts)
 {
-    struct xpat_record r = {(int64_t *)src, (int64_t *)dst, n, 0, 0, 0, 0, 0, 1, 0, 0, false, o->pull != 0};
+    if (by_tokens(o))
+        return (struct piece){q->src, q->dst, q->nsrc, q->ndst, part * (q->tokens / parts), q->tokens / parts};
+    uint64_t per = q->nsrc / parts;
+    return (struct piece){q->src + part * per, q->dst + part * per, per, per, 0, 0};
+}
+
+static struct xpat_record record_of(const struct opts *o, const struct piece *pc)
+{
+    struct xpat_record r = {.src_ids = (int64_t *)pc->src,
+                            .dst_ids = (int64_t *)pc->dst,
+                            .num_blocks = pc->ndst,
+                            .seed = 1,
+                            .pull = o->pull != 0};
     if (sliced(o)) {
         r.dst_head_start = o->head_start;
         r.num_heads = o->src_heads;
         r.head_offset = o->head_start;
     }
+    if (by_tokens(o)) {
+        r.num_src_blocks = pc->nsrc;
+        r.token_first = pc->first;
+        r.token_count = pc->count;
+        r.src_bs = o->src_bs;
+        r.dst_bs = o->dst_bs;
+    }
     return r;
 }
 
-static void request_of(const struct opts *o, const int64_t *src, const int64_t *dst, uint64_t n,
-                       struct kvrt_xfer_request *req)
+static void request_of(const struct opts *o, const struct piece *pc, struct kvrt_xfer_request *req)
 {
     kvrt_xfer_request_default(req);
-    req->num_blocks = n;
+    req->num_blocks = o->pull ? pc->ndst : pc->nsrc;
     req->direction = o->pull ? KVRT_XFER_PULL : KVRT_XFER_PUSH;
-    req->local_ids = o->pull ? dst : src;
-    req->remote_ids = o->pull ? src : dst;
+    req->local_ids = o->pull ? pc->dst : pc->src;
+    req->remote_ids = o->pull ? pc->src : pc->dst;
+    if (by_tokens(o)) {
+        req->remote_num_blocks = o->pull ? pc->nsrc : pc->ndst;
+        req->token_start = pc->first;
+        req->num_tokens = pc->count;
+    }
     if (sliced(o)) {
         req->num_heads = o->src_heads;
         req->local_head_start = o->pull ? o->head_start : 0;
@@ -264,14 +323,13 @@ static void request_of(const struct opts *o, const int64_t *src, const int64_t *
     }
 }
 
-/* src: the source's ids, dst: the destination's, whichever side posts. */
-static kvrt_xfer_handle *post(struct side *s, const struct opts *o, const int64_t *src, const int64_t *dst, uint64_t n,
-                              bool record)
+/* The piece's source and destination, whichever side posts. */
+static kvrt_xfer_handle *post(struct side *s, const struct opts *o, const struct piece *pc, bool record)
 {
-    struct xpat_record r = record_of(o, src, dst, n);
+    struct xpat_record r = record_of(o, pc);
     char *note = record ? xpat_record_text(&r) : NULL;
     struct kvrt_xfer_request req;
-    request_of(o, src, dst, n, &req);
+    request_of(o, pc, &req);
     req.notification = note ? note : "t";
     req.notification_len = note ? strlen(note) : 1;
     kvrt_xfer_handle *h;
@@ -300,15 +358,16 @@ static double pct(const double *sorted, int n, double p)
     return sorted[i < 0 ? 0 : i >= n ? n - 1 : i];
 }
 
-/* One round: every block, split into `inflight` transfers posted at once. */
-static double round_trip(struct side *s, const struct opts *o, int64_t *src, int64_t *dst, uint64_t blocks,
-                         int inflight, bool record)
+/* One round: the whole sequence, split into `inflight` transfers posted at
+ * once. */
+static double round_trip(struct side *s, const struct opts *o, const struct seq *q, int inflight, bool record)
 {
     kvrt_xfer_handle *h[256];
-    uint64_t per = blocks / (uint64_t)inflight;
     double t0 = now();
-    for (int i = 0; i < inflight; i++)
-        h[i] = post(s, o, src + (uint64_t)i * per, dst + (uint64_t)i * per, per, record);
+    for (int i = 0; i < inflight; i++) {
+        struct piece pc = piece_of(o, q, (uint64_t)i, (uint64_t)inflight);
+        h[i] = post(s, o, &pc, record);
+    }
     for (int i = 0; i < inflight; i++)
         wait_ok(h[i]);
     return now() - t0;
@@ -340,25 +399,33 @@ static int64_t *draw_ids(uint64_t n, uint64_t total, uint64_t seed)
 static int parent_side(const struct opts *o, uint64_t blocks, int sock, pid_t child)
 {
     struct side s;
-    open_side(&s, o, o->pull == 0, o->cache_blocks, sock);
+    open_side(&s, o, o->pull == 0, side_blocks(o, o->pull == 0), sock);
     const uint64_t per_block = block_bytes(o);
-    int64_t *src = draw_ids(blocks, o->cache_blocks, 1), *dst = draw_ids(blocks, o->cache_blocks, 2);
-    if (!src || !dst)
+    /* Token ranges: one sequence of `blocks` source blocks' tokens between
+     * two tables; whole blocks: the blocks' ids on each side. */
+    struct seq q = {NULL, NULL, blocks, blocks, blocks * o->src_bs};
+    if (by_tokens(o))
+        q.ndst = (q.tokens + o->dst_bs - 1) / o->dst_bs;
+    q.src = draw_ids(q.nsrc, side_blocks(o, true), 1);
+    q.dst = draw_ids(q.ndst, side_blocks(o, false), 2);
+    if (!q.src || !q.dst)
         die("memory for block ids");
-    int64_t *ids = src; /* small transfers: one block, the same id on both sides */
+    int64_t *ids = q.src; /* small transfers: one block, the same id on both sides */
     struct kvrt_xfer_plan plan;
     {
         struct kvrt_xfer_request req;
-        request_of(o, src, o->small ? src : dst, o->small ? 1 : blocks / (uint64_t)o->inflight, &req);
+        struct piece pc = o->small ? (struct piece){ids, ids, 1, 1, 0, 0} : piece_of(o, &q, 0, (uint64_t)o->inflight);
+        request_of(o, &pc, &req);
         if (kvrt_xfer_plan(s.a, s.peer, &req, &plan) != KVRT_OK)
             die("kvrt_xfer_plan");
     }
-    printf("{\"src\": \"%s\", \"dst\": \"%s\", \"direction\": \"%s\", \"page_bytes\": %llu, "
+    printf("{\"src\": \"%s\", \"dst\": \"%s\", \"src_block\": %llu, \"dst_block\": %llu, "
+           "\"direction\": \"%s\", \"page_bytes\": %llu, "
            "\"cache_blocks\": %llu, \"moved_heads\": %llu, \"heads\": %llu, \"method\": \"%s\", "
            "\"why\": \"%s\", \"messages\": %llu, \"chunks\": %llu, \"planned_regions\": %llu, ",
-           kvrt_layout_name(o->src), kvrt_layout_name(o->dst), o->pull ? "pull" : "push",
-           (unsigned long long)(per_block / LAYERS), (unsigned long long)o->cache_blocks,
-           (unsigned long long)o->src_heads, (unsigned long long)o->heads,
+           kvrt_layout_name(o->src), kvrt_layout_name(o->dst), (unsigned long long)o->src_bs,
+           (unsigned long long)o->dst_bs, o->pull ? "pull" : "push", (unsigned long long)(per_block / LAYERS),
+           (unsigned long long)o->cache_blocks, (unsigned long long)o->src_heads, (unsigned long long)o->heads,
            plan.method == KVRT_XFER_REGIONS  ? "regions"
            : plan.method == KVRT_XFER_DIRECT ? "direct"
                                              : "staging",
@@ -376,9 +443,9 @@ static int parent_side(const struct opts *o, uint64_t blocks, int sock, pid_t ch
             die("memory for memcpy");
         memset(a, 1, bytes);
         memset(b, 2, bytes);
-        round_trip(&s, o, src, dst, blocks, o->inflight, false); /* warm-up */
+        round_trip(&s, o, &q, o->inflight, false); /* warm-up */
         for (int r = 0; r < o->repeat; r++) {
-            t[r] = round_trip(&s, o, src, dst, blocks, o->inflight, false);
+            t[r] = round_trip(&s, o, &q, o->inflight, false);
             double t0 = now();
             memcpy(b, a, bytes);
             m[r] = now() - t0;
@@ -392,7 +459,7 @@ static int parent_side(const struct opts *o, uint64_t blocks, int sock, pid_t ch
         free(a);
         free(b);
         free(m);
-        round_trip(&s, o, src, dst, blocks, o->inflight, true);
+        round_trip(&s, o, &q, o->inflight, true);
     } else {
         /* A window of one-block transfers, each to its own destination. */
         kvrt_xfer_handle *h[256];
@@ -407,7 +474,8 @@ static int parent_side(const struct opts *o, uint64_t blocks, int sock, pid_t ch
                     uint64_t b = (uint64_t)posted % blocks;
                     start[posted] = now();
                     slot[w] = posted++;
-                    h[w] = post(&s, o, &ids[b], &ids[b], 1, false);
+                    struct piece pc = {&ids[b], &ids[b], 1, 1, 0, 0};
+                    h[w] = post(&s, o, &pc, false);
                     live++;
                 }
             for (int w = 0; w < o->window; w++) {
@@ -431,7 +499,7 @@ static int parent_side(const struct opts *o, uint64_t blocks, int sock, pid_t ch
                o->small, o->window, (unsigned long long)per_block, o->small / total, pct(t, o->small, 50) * 1e6,
                pct(t, o->small, 99) * 1e6, (double)o->small * (double)per_block / total / 1e9);
         free(start);
-        round_trip(&s, o, src, dst, blocks, 1, true);
+        round_trip(&s, o, &q, 1, true);
     }
     struct kvrt_xfer_stats st = {.size = sizeof(st)};
     kvrt_xfer_agent_stats(s.a, &st);
@@ -441,7 +509,8 @@ static int parent_side(const struct opts *o, uint64_t blocks, int sock, pid_t ch
     xread(sock, &notes, sizeof(notes));
     if (o->pull) {
         /* The destination is here: the last round's record, applied here. */
-        struct xpat_record r = record_of(o, src, dst, blocks);
+        struct piece whole = piece_of(o, &q, 0, 1);
+        struct xpat_record r = record_of(o, &whole);
         char where[256];
         xpat_apply(&s.x, &r);
         bad = xpat_verify(&s.x, where, sizeof(where));
@@ -456,8 +525,8 @@ static int parent_side(const struct opts *o, uint64_t blocks, int sock, pid_t ch
     int status;
     waitpid(child, &status, 0);
     free(t);
-    free(src);
-    free(dst);
+    free(q.src);
+    free(q.dst);
     close_side(&s);
     return bad == 0 ? 0 : 1;
 }
@@ -466,13 +535,14 @@ static void usage(void)
 {
     fprintf(stderr, "usage: bench-xfer [--size BYTES] [--src LAYOUT] [--dst LAYOUT] [--inflight N] [--repeat N] "
                     "[--small N] [--window W] [--chunk BYTES] [--staging BYTES] [--heads H] [--head-size D] "
-                    "[--cache-blocks N] [--pull 0|1] [--src-heads N] [--head-start S]\n");
+                    "[--cache-blocks N] [--pull 0|1] [--src-heads N] [--head-start S] [--block-sizes SRC:DST]\n");
     exit(2);
 }
 
 int main(int argc, char **argv)
 {
-    struct opts o = {64ull << 20, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBHNC, 1, 5, 0, 1, 0, 0, 8, 128, 0, 0, 0, 0};
+    struct opts o = {64ull << 20, KVRT_LAYOUT_LBHNC, KVRT_LAYOUT_LBHNC, 1, 5, 0, 1, 0, 0, 8, 128, 0, 0, 0, 0, BLOCK,
+                     BLOCK};
     for (int i = 1; i < argc; i++) {
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!v)
@@ -506,6 +576,9 @@ int main(int argc, char **argv)
             o.src_heads = strtoull(v, NULL, 0);
         else if (strcmp(argv[i], "--head-start") == 0)
             o.head_start = strtoull(v, NULL, 0);
+        else if (strcmp(argv[i], "--block-sizes") == 0)
+            ok = sscanf(v, "%llu:%llu", (unsigned long long *)&o.src_bs, (unsigned long long *)&o.dst_bs) == 2 &&
+                 o.src_bs >= 1 && o.src_bs <= 4096 && o.dst_bs >= 1 && o.dst_bs <= 4096;
         else
             ok = false;
         if (!ok)
@@ -525,10 +598,12 @@ int main(int argc, char **argv)
     if (!o.cache_blocks)
         o.cache_blocks = blocks;
     if (blocks == 0 || o.size % per_block || o.inflight < 1 || o.inflight > 256 || blocks % (uint64_t)o.inflight ||
-        o.repeat < 1 || o.small < 0 || o.window < 1 || o.window > 256 || o.cache_blocks < blocks) {
+        o.repeat < 1 || o.small < 0 || o.window < 1 || o.window > 256 || o.cache_blocks < blocks ||
+        (by_tokens(&o) && o.small)) {
         fprintf(stderr,
                 "bench-xfer: --size must be a multiple of %llu bytes (one block), --inflight (1..256) must divide "
-                "its blocks, --window 1..256, --cache-blocks at least the %llu blocks moved\n",
+                "its blocks, --window 1..256, --cache-blocks at least the %llu blocks moved, and --small moves "
+                "whole blocks (one --block-sizes)\n",
                 (unsigned long long)per_block, (unsigned long long)blocks);
         return 2;
     }
@@ -540,7 +615,7 @@ int main(int argc, char **argv)
         return 1;
     if (child == 0) {
         close(sv[0]);
-        _exit(child_side(&o, o.cache_blocks, sv[1]));
+        _exit(child_side(&o, sv[1]));
     }
     close(sv[1]);
     return parent_side(&o, blocks, sv[0], child);

@@ -18,7 +18,8 @@ The patterns: whole blocks with the same ids on both sides; scattered ids
 (the transfer's blocks drawn at random from caches four times larger) with
 2, 8 and 64 KiB pages; the layout pairs LBHNC -> LBHNC, LBHNC -> LBNHC,
 LBHNC -> BLHNC and BLNHC -> LBHNC with 8 KiB pages; a tensor-parallel slice
-(2 of 8 heads); push and pull.  Prints a Markdown table: the data messages
+(2 of 8 heads); push and pull; a token range between 16- and 64-token
+blocks (HND -> NHD and back, the sequence's blocks scattered).  Prints a Markdown table: the data messages
 of one transfer (kvrt_xfer_plan), the median GB/s over the rounds (10^9 B/s)
 and its ratio to UCX's best and to memcpy.
 """
@@ -59,6 +60,13 @@ def patterns(size):
                  PAGES["64 KiB"] + ["--src-heads", "2", "--head-start", "2"]))
     for src, dst in (("LBHNC", "LBHNC"), ("LBHNC", "LBNHC")):
         rows.append(("scattered, 8 KiB pages", src, dst, "pull", scattered("8 KiB")))
+    # Engines of different block sizes: one sequence's token range between
+    # two block tables (8 KiB pages on the 16-token side).
+    for direction in ("push", "pull"):
+        rows.append(("token range, 16-token blocks -> 64", "LBHNC", "LBNHC", direction,
+                     scattered("8 KiB") + ["--block-sizes", "16:64"]))
+    rows.append(("token range, 64-token blocks -> 16", "LBNHC", "LBHNC", "push",
+                 scattered("8 KiB") + ["--block-sizes", "64:16"]))
     return rows
 
 

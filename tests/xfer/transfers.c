@@ -100,7 +100,8 @@ static void pulls(struct side *s, kvrt_xfer_peer *pa, kvrt_xfer_peer *pb, const 
             theirs[i][k] += PUSHED;
         const struct side_opts *src = i < NPOST ? oa : ob;
         h[i] = side_post(s, i < NPOST ? pa : pb, src, mine[i], theirs[i], PER, true, (uint64_t)i);
-        rec[i] = (struct xpat_record){theirs[i], mine[i], PER, 0, 0, 0, 0, 0, src->seed, 0, 0, false, true};
+        rec[i] = (struct xpat_record){
+            .src_ids = theirs[i], .dst_ids = mine[i], .num_blocks = PER, .seed = src->seed, .pull = true};
     }
     int ok = 0;
     for (int i = 0; i < 2 * NPOST; i++) {
@@ -277,7 +278,7 @@ static void loaded(struct side *s, struct child *cc, const struct side_opts *oc)
     int64_t mine[3] = {125, 126, 127}, theirs[3] = {20, 30, 40};
     kvrt_xfer_handle *pull = side_post(s, p, oc, mine, theirs, 3, true, 1);
     int a = push ? kvrt_xfer_wait(push, 30) : -1, b = pull ? kvrt_xfer_wait(pull, 30) : -1;
-    struct xpat_record rec = {theirs, mine, 3, 0, 0, 0, 0, 0, oc->seed, 0, 0, false, true};
+    struct xpat_record rec = {.src_ids = theirs, .dst_ids = mine, .num_blocks = 3, .seed = oc->seed, .pull = true};
     if (b == KVRT_OK)
         xpat_apply(&s->x, &rec);
     char where[256];

@@ -108,7 +108,8 @@ static void round_trip(struct side *s, struct peers *pe, int round, const char *
         }
         const struct side_opts *source = pull ? &pe->o[child] : &s->o;
         h[i] = side_post(s, pe->p[child], source, mine[i], theirs[i], PER, pull, (uint64_t)i);
-        rec[i] = (struct xpat_record){theirs[i], mine[i], PER, 0, 0, 0, 0, 0, source->seed, 0, 0, false, true};
+        rec[i] = (struct xpat_record){
+            .src_ids = theirs[i], .dst_ids = mine[i], .num_blocks = PER, .seed = source->seed, .pull = true};
     }
     struct kvrt_xfer_plan plan[2] = {{.size = sizeof(plan[0])}, {.size = sizeof(plan[1])}};
     kvrt_xfer_handle_plan(h[0], &plan[0]);

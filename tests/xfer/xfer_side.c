@@ -243,8 +243,13 @@ void side_agent_clean(kvrt_xfer_agent *a, const char *what)
 char *side_record(const struct side_opts *source, const int64_t *src, const int64_t *dst, uint64_t n, bool pull,
                   uint64_t index)
 {
-    struct xpat_record r = {(int64_t *)src, (int64_t *)dst,      n,     0,     0,   0, 0, 0,
-                            source->seed,   source->head_offset, index, false, pull};
+    struct xpat_record r = {.src_ids = (int64_t *)src,
+                            .dst_ids = (int64_t *)dst,
+                            .num_blocks = n,
+                            .seed = source->seed,
+                            .head_offset = source->head_offset,
+                            .index = index,
+                            .pull = pull};
     return xpat_record_text(&r);
 }
 

@@ -133,8 +133,32 @@ void xpat_free(struct xpat *x)
     memset(x, 0, sizeof(*x));
 }
 
+/* A token range: token t from the source's block src_ids[t / src_bs], state
+ * t % src_bs, to the destination's dst_ids[t / dst_bs], state t % dst_bs. */
+static void apply_tokens(struct xpat *x, const struct xpat_record *r)
+{
+    uint64_t end = r->num_layers ? r->layer_start + r->num_layers : x->num_layers;
+    for (uint64_t t = r->token_first; t < r->token_first + r->token_count; t++) {
+        if (t / r->src_bs >= r->num_src_blocks || t / r->dst_bs >= r->num_blocks)
+            return;
+        uint64_t src = (uint64_t)r->src_ids[t / r->src_bs], d = (uint64_t)r->dst_ids[t / r->dst_bs];
+        if (d >= x->num_blocks)
+            continue;
+        for (uint64_t l = r->layer_start; l < end && l < x->num_layers; l++) {
+            uint64_t nh = r->num_heads ? r->num_heads : x->layer_heads[l];
+            for (uint64_t h = 0; h < nh && r->dst_head_start + h < x->layer_heads[l]; h++)
+                cell(r->seed, l, src, r->head_offset + r->src_head_start + h, t % r->src_bs,
+                     cell_at(x, d, l, r->dst_head_start + h, t % r->dst_bs), x->layer_content[l]);
+        }
+    }
+}
+
 void xpat_apply(struct xpat *x, const struct xpat_record *r)
 {
+    if (r->token_count) {
+        apply_tokens(x, r);
+        return;
+    }
     for (uint64_t i = 0; i < r->num_blocks; i++) {
         uint64_t d = (uint64_t)r->dst_ids[i], src = (uint64_t)r->src_ids[i];
         if (d >= x->num_blocks)
@@ -198,16 +222,19 @@ static void put_ids(char **p, const int64_t *ids, uint64_t n)
 char *xpat_record_text(const struct xpat_record *r)
 {
     /* The header, and two lists of ids of at most 22 bytes each with the comma. */
-    size_t cap = 256 + (size_t)r->num_blocks * 44;
+    size_t cap = 320 + (size_t)(r->num_blocks + r->num_src_blocks) * 22;
     char *t = malloc(cap), *p = t;
     if (!t)
         return NULL;
-    p += sprintf(p, "xpat1 index=%llu last=%d pull=%d seed=%llu ho=%llu layers=%llu+%llu heads=%llu:%llu+%llu src=",
-                 (unsigned long long)r->index, r->last, r->pull, (unsigned long long)r->seed,
-                 (unsigned long long)r->head_offset, (unsigned long long)r->layer_start,
-                 (unsigned long long)r->num_layers, (unsigned long long)r->src_head_start,
-                 (unsigned long long)r->dst_head_start, (unsigned long long)r->num_heads);
-    put_ids(&p, r->src_ids, r->num_blocks);
+    p += sprintf(
+        p,
+        "xpat2 index=%llu last=%d pull=%d seed=%llu ho=%llu layers=%llu+%llu heads=%llu:%llu+%llu "
+        "tokens=%llu+%llu bs=%llu:%llu src=",
+        (unsigned long long)r->index, r->last, r->pull, (unsigned long long)r->seed, (unsigned long long)r->head_offset,
+        (unsigned long long)r->layer_start, (unsigned long long)r->num_layers, (unsigned long long)r->src_head_start,
+        (unsigned long long)r->dst_head_start, (unsigned long long)r->num_heads, (unsigned long long)r->token_first,
+        (unsigned long long)r->token_count, (unsigned long long)r->src_bs, (unsigned long long)r->dst_bs);
+    put_ids(&p, r->src_ids, r->token_count ? r->num_src_blocks : r->num_blocks);
     p += sprintf(p, " dst=");
     put_ids(&p, r->dst_ids, r->num_blocks);
     return t;
@@ -248,13 +275,20 @@ static bool get_ids(const char **p, const char *key, int64_t **out, uint64_t *n)
 bool xpat_record_parse(const char *text, struct xpat_record *r)
 {
     memset(r, 0, sizeof(*r));
-    unsigned long long v[9];
+    unsigned long long v[12];
     int last, pull, used = 0;
     if (!text ||
-        sscanf(text, "xpat1 index=%llu last=%d pull=%d seed=%llu ho=%llu layers=%llu+%llu heads=%llu:%llu+%llu %n",
-               &v[0], &last, &pull, &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &used) != 10 ||
+        sscanf(text,
+               "xpat2 index=%llu last=%d pull=%d seed=%llu ho=%llu layers=%llu+%llu heads=%llu:%llu+%llu "
+               "tokens=%llu+%llu bs=%llu:%llu %n",
+               &v[0], &last, &pull, &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9], &v[10], &v[11],
+               &used) != 14 ||
         used == 0)
         return false;
+    r->token_first = v[8];
+    r->token_count = v[9];
+    r->src_bs = v[10];
+    r->dst_bs = v[11];
     r->index = v[0];
     r->last = last != 0;
     r->pull = pull != 0;
@@ -268,8 +302,9 @@ bool xpat_record_parse(const char *text, struct xpat_record *r)
     const char *p = text + used;
     uint64_t ns = 0, nd = 0;
     bool ok = get_ids(&p, "src=", &r->src_ids, &ns) && *p == ' ' && (++p, get_ids(&p, "dst=", &r->dst_ids, &nd)) &&
-              *p == '\0' && ns == nd;
-    r->num_blocks = ns;
+              *p == '\0' && (r->token_count ? r->src_bs && r->dst_bs : ns == nd);
+    r->num_blocks = nd;
+    r->num_src_blocks = ns;
     if (!ok)
         xpat_record_free(r);
     return ok;

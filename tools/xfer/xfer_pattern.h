@@ -37,6 +37,11 @@ struct xpat_record {
     uint64_t index;
     bool last;
     bool pull; /* the peer read: nothing written at the notified side */
+    /* A token range (token_count > 0): src_ids and dst_ids are the two
+     * block tables from token 0, num_src_blocks and num_blocks long, of
+     * src_bs- and dst_bs-token blocks. */
+    uint64_t num_src_blocks;
+    uint64_t token_first, token_count, src_bs, dst_bs;
 };
 
 /* Describe the cache, fill `expected` with the pattern of `seed` (this
