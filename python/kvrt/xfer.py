@@ -73,7 +73,8 @@ class XferRequest(C.Structure):
     _fields_ = [("size", sz), ("direction", i32), ("method", i32), ("num_blocks", sz), ("local_ids", P(C.c_int64)),
                 ("remote_ids", P(C.c_int64)), ("layer_start", u64), ("num_layers", u64),
                 ("local_head_start", u64), ("remote_head_start", u64), ("num_heads", u64),
-                ("notification", vp), ("notification_len", sz), ("reserved", C.c_uint8 * 64)]
+                ("notification", vp), ("notification_len", sz), ("token_start", u64), ("num_tokens", u64),
+                ("remote_num_blocks", u64), ("reserved", C.c_uint8 * 40)]
 
 
 class Plan(C.Structure):
@@ -434,14 +435,26 @@ class Agent(Closeable):
         return self._peer(h.value)
 
     # -- transfers --
-    def _request(self, local_ids, remote_ids, pull, layers, heads, notification, method):
+    def _request(self, local_ids, remote_ids, pull, layers, heads, notification, method, tokens=None):
         loc, n = _index_array(local_ids, C.c_int64, "int64", "local_ids")
         rem, m = _index_array(remote_ids, C.c_int64, "int64", "remote_ids")
-        if n != m:
-            raise InvalidArgumentError("local_ids has %d blocks and remote_ids %d; give one remote id per "
-                                       "local id" % (n, m))
         r = XferRequest()
         xlib.kvrt_xfer_request_default(C.byref(r))
+        if tokens is None:
+            if n != m:
+                raise InvalidArgumentError("local_ids has %d blocks and remote_ids %d; give one remote id per "
+                                           "local id (or two block tables and tokens=(first, count))" % (n, m))
+        else:
+            # Block tables and a token range: libkvrt-xfer checks them.
+            try:
+                first, count = (tokens.start, len(tokens)) if isinstance(tokens, range) else tokens
+                first, count = int(first), int(count)
+            except (TypeError, ValueError):
+                raise InvalidArgumentError("tokens: (first, count) or a range of tokens; got %r" % (tokens,))
+            if first < 0 or count <= 0:
+                raise InvalidArgumentError("tokens: first %d and count %d; valid are first >= 0 and count >= 1"
+                                           % (first, count))
+            r.token_start, r.num_tokens, r.remote_num_blocks = first, count, m
         r.direction = 1 if pull else 0
         r.method = _method(method)
         r.num_blocks = n
@@ -464,10 +477,10 @@ class Agent(Closeable):
             r.notification_len = len(note)
         return r, (loc, rem, buf)
 
-    def plan(self, peer, local_ids, remote_ids, pull=False, layers=None, heads=None, method="auto"):
+    def plan(self, peer, local_ids, remote_ids, pull=False, layers=None, heads=None, method="auto", tokens=None):
         """Every check of post() and the plan it would run, moving nothing."""
         self._check_open()
-        r, keep = self._request(local_ids, remote_ids, pull, layers, heads, None, method)
+        r, keep = self._request(local_ids, remote_ids, pull, layers, heads, None, method, tokens)
         p = Plan()
         p.size = C.sizeof(p)
         check(xlib.kvrt_xfer_plan(self._h, peer._h, C.byref(r), C.byref(p)))
@@ -475,19 +488,23 @@ class Agent(Closeable):
         return _plan_dict(p)
 
     def post(self, peer, local_ids, remote_ids, pull=False, layers=None, heads=None, notification=None,
-             method="auto"):
+             method="auto", tokens=None):
         """Start moving blocks local_ids -> the peer's remote_ids (pull:
         the peer's remote_ids -> local_ids) and return a :class:`Request` at
-        once.  layers: a range, or (start, count), in placement order on
-        both sides (None: all).  heads: (local_start, remote_start, count)
-        for tensor parallelism (None: all heads, alike on both sides).
-        notification: bytes or str the peer receives once the data is
-        complete.  method: see method_names() ("auto" chooses)."""
+        once.  tokens: (first, count) or a range: local_ids and remote_ids
+        are then each side's block table for one sequence (block ids in
+        token order from token 0), and tokens [first, first + count) move
+        between them whatever the two block sizes.  layers: a range, or
+        (start, count), in placement order on both sides (None: all).
+        heads: (local_start, remote_start, count) for tensor parallelism
+        (None: all heads, alike on both sides).  notification: bytes or str
+        the peer receives once the data is complete.  method: see
+        method_names() ("auto" chooses)."""
         self._check_open()
         if not isinstance(peer, Peer) or peer._agent_ref() is not self:
             raise InvalidArgumentError("post: peer must be a Peer of this agent")
         peer._check_open()
-        r, keep = self._request(local_ids, remote_ids, pull, layers, heads, notification, method)
+        r, keep = self._request(local_ids, remote_ids, pull, layers, heads, notification, method, tokens)
         h = C.c_void_p()
         check(xlib.kvrt_xfer_post(self._h, peer._h, C.byref(r), C.byref(h)))
         del keep  # kvrt_xfer_post copied the arrays and the notification
