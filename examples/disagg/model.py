@@ -28,11 +28,11 @@ class Config:
         if q_heads % kv_heads:
             raise ValueError("q_heads (%d) must be a multiple of kv_heads (%d)" % (q_heads, kv_heads))
 
-    def kvrt_model(self, kv_heads=None):
+    def kvrt_model(self, kv_heads=None, block_size=None):
         """The kvrt cache description of this model (optionally of a slice of
-        its KV heads, for a tensor-parallel rank)."""
+        its KV heads, for a tensor-parallel rank, and another block size)."""
         return {"layers": self.layers, "kv_heads": kv_heads or self.kv_heads, "head_size": self.head_size,
-                "dtype": "fp32", "block_size": self.block_size}
+                "dtype": "fp32", "block_size": block_size or self.block_size}
 
 
 def rms_norm(x, w, eps=1e-6):

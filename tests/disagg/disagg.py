@@ -1,6 +1,7 @@
 """TAP: examples/disagg/run.py on small sizes over one UCX transport; one
-point per mode (prefill -> decode, two tensor-parallel prefill ranks ->
-decode), each passing only when the generated tokens equal the plain torch
+point per mode (prefill -> decode; two tensor-parallel prefill ranks ->
+decode; the same between 16- and 64-token blocks; one prefill rank -> four
+decode ranks over two KV heads), each passing only when the generated tokens equal the plain torch
 reference.  Skips, saying why, where the example cannot run here.
 
     disagg.py EXAMPLE_DIR TRANSPORT
@@ -27,7 +28,9 @@ except ImportError as e:
     print("1..0 # SKIP %s" % str(e).replace("\n", " "))
     sys.exit(0)
 
-modes = [("single", "prefill -> decode"), ("tp", "two tensor-parallel prefill ranks -> decode")]
+modes = [("single", "prefill -> decode"), ("tp", "two tensor-parallel prefill ranks -> decode"),
+         ("blocks", "prefill at TP 2 with 16-token HND blocks -> decode at TP 1 with 64-token NHD blocks"),
+         ("replicated", "prefill at TP 1 -> decode at TP 4 over 2 KV heads (replicated)")]
 print("1..%d" % len(modes))
 for i, (mode, what) in enumerate(modes, 1):
     cmd = [sys.executable, os.path.join(example, "run.py"), "--mode", mode, "--transport", transport,
