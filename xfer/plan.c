@@ -78,11 +78,8 @@ static int check_tokens(const struct xfer_local *local, const struct xfer_md *pe
 {
     bool push = r->direction == KVRT_XFER_PUSH;
     uint64_t rlen = r->remote_num_blocks ? r->remote_num_blocks : r->num_blocks;
-    int rc = xfer_sel_token_block_size(&local->desc, &in->lsel, "here", &in->lbs);
-    if (rc == KVRT_OK)
-        rc = xfer_sel_token_block_size(&peer->cache, &in->rsel, "on the peer", &in->rbs);
-    if (rc == KVRT_OK)
-        rc = check_table(r, r->local_ids, r->num_blocks, in->lbs, local->desc.num_blocks, !push, "local", "local_ids",
+    /* the layers' block sizes were read (validate) */
+    int rc = check_table(r, r->local_ids, r->num_blocks, in->lbs, local->desc.num_blocks, !push, "local", "local_ids",
                          &in->lfrom, &in->ln);
     if (rc == KVRT_OK)
         rc = check_table(r, r->remote_ids, rlen, in->rbs, peer->cache.num_blocks, push, "remote", "remote_ids",
@@ -126,6 +123,10 @@ static int validate(const struct xfer_local *local, const struct xfer_md *peer, 
     in->lsel = (struct xfer_sel){r->layer_start, nl, r->local_head_start, r->num_heads};
     in->rsel = (struct xfer_sel){r->layer_start, nl, r->remote_head_start, r->num_heads};
     in->full = nl == L->num_layers;
+    /* A token range names a state layer before anything about its heads. */
+    if (r->num_tokens && ((rc = xfer_sel_token_block_size(L, &in->lsel, "here", &in->lbs)) != KVRT_OK ||
+                          (rc = xfer_sel_token_block_size(R, &in->rsel, "on the peer", &in->rbs)) != KVRT_OK))
+        return rc;
     for (uint64_t l = r->layer_start; l < r->layer_start + nl; l++) {
         uint64_t lh = L->layers[l].heads, rh = R->layers[l].heads;
         if (r->num_heads == 0) {

@@ -227,3 +227,62 @@ def test_token_range_refusals():
             assert p["method"] == "direct" and p["bytes"] == 97 * LAYERS * 2 * 2 * HEAD * 2, p
         finally:
             f.close()
+
+
+def _hybrid(rt, bs, state_tokens, blocks):
+    """Two attention layers of bs-token blocks and one state layer (a Mamba
+    state of 600 bytes per state_tokens tokens), as a hybrid model places
+    them."""
+    att = [{"name": "attn.%d" % i, "kind": "attention", "kv_heads": 2, "head_size": HEAD, "dtype": "bf16",
+            "block_size": bs} for i in range(2)]
+    st = [{"name": "mamba.0", "kind": "state", "state_content_bytes": 600, "block_size": state_tokens}]
+    return rt.cache(model={"groups": [{"layers": att}, {"layers": st}]}, layout="BLHNC", blocks=blocks,
+                    backend="cpu")
+
+
+def test_state_groups_by_block_id():
+    """hybrid caches of 16- and 64-token attention blocks: attention by token range, states whole by block id"""
+    _need()
+    g = torch.Generator().manual_seed(3)
+    with kvrt.Runtime() as rt:
+        src, dst = _hybrid(rt, 16, 1888, 8), _hybrid(rt, 64, 1888, 4)
+        odd = _hybrid(rt, 64, 1024, 4)
+        for c in (src, dst, odd):
+            for l in range(3):
+                v = torch.from_dlpack(c.layer(l))
+                v.copy_(torch.randint(0, 255, v.shape, generator=g, dtype=torch.uint8).view(v.dtype)
+                        if v.dtype == torch.uint8 else torch.randn(v.shape, generator=g).to(v.dtype))
+        f = Fleet(src, [dst, odd])
+        try:
+            stab, dtab = [5, 2, 7, 0, 3], [3, 1]
+            # A token range over every layer names the state layer.
+            e = raises(kvrt.InvalidArgumentError, f.me.plan, f.peers[0], stab, dtab, tokens=(0, 70))
+            assert "layer 2 here is a state layer" in str(e) and "by block id" in str(e), e
+            # The attention layers move by token range...
+            sv = [torch.from_dlpack(src.layer(l)) for l in range(3)]
+            dv = [torch.from_dlpack(dst.layer(l)) for l in range(3)]
+            want = [v.clone() for v in dv]
+            for l in range(2):
+                for t in range(5, 70):
+                    want[l][dtab[t // 64], :, t % 64] = sv[l][stab[t // 16], :, t % 16]
+            f.me.transfer(f.peers[0], stab, dtab, tokens=(5, 65), layers=(0, 2))
+            # ...and the state layer whole, by block id, between the two
+            # block sizes: both hold one state per 1888 tokens.
+            f.me.transfer(f.peers[0], [7], [2], layers=(2, 1))
+            want[2][2] = sv[2][7]
+            # Groups overlay: block 2 now belongs to the state group, whose
+            # page holds its attention layers' bytes too.
+            for l in range(2):
+                for b in (0, 1, 3):
+                    # bitwise: the state's random bytes overlay these pages
+                    assert torch.equal(dv[l][b].view(torch.int16), want[l][b].view(torch.int16)), \
+                        "layer %d block %d" % (l, b)
+            assert torch.equal(dv[2][2], want[2][2]), "the state"
+            # States of another tokens per state are refused by name.
+            e = raises(kvrt.InvalidArgumentError, f.me.plan, f.peers[1], [7], [2], layers=(2, 1))
+            assert "state layer of one state per 1888 tokens here and per 1024 on the peer" in str(e), e
+            # Whole attention blocks between the two block sizes too.
+            e = raises(kvrt.InvalidArgumentError, f.me.plan, f.peers[0], [1], [1], layers=(0, 2))
+            assert "16-token blocks here and 64-token blocks on the peer" in str(e), e
+        finally:
+            f.close()
