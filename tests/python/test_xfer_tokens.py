@@ -286,3 +286,36 @@ def test_state_groups_by_block_id():
             assert "16-token blocks here and 64-token blocks on the peer" in str(e), e
         finally:
             f.close()
+
+
+def test_token_ranges_every_layout_pair():
+    """all 36 layout pairs, block sizes 16 -> 64, 64 -> 16 and 5 -> 7 in turn, push and pull: token-exact"""
+    _need()
+    rng = random.Random(36)
+    g = torch.Generator().manual_seed(36)
+    sizes = [(16, 64), (64, 16), (5, 7)]
+    with kvrt.Runtime() as rt:
+        for i, (slay, dlay) in enumerate((a, b) for a in LAYOUTS for b in LAYOUTS):
+            sbs, dbs = sizes[i % len(sizes)]
+            seq = 150
+            first = rng.randint(0, 40)
+            count = rng.randint(1, seq - first)
+            src = _cache(rt, 2, sbs, slay, (seq + sbs - 1) // sbs + 2)
+            dst = _cache(rt, 2, dbs, dlay, (seq + dbs - 1) // dbs + 2)
+            _randomize(src, g)
+            _randomize(dst, g)
+            stab, dtab = _table(rng, seq, sbs, src.num_blocks), _table(rng, seq, dbs, dst.num_blocks)
+            want = _expect(_views(dst), _views(src), dtab, dbs, stab, sbs, first, count, 0, 0, 2)
+            pull = i % 2 == 1
+            f = Fleet(dst, [src]) if pull else Fleet(src, [dst])
+            try:
+                if pull:
+                    f.me.transfer(f.peers[0], dtab, stab, pull=True, tokens=(first, count))
+                else:
+                    f.me.transfer(f.peers[0], stab, dtab, tokens=(first, count))
+            finally:
+                f.close()
+            _same(_views(dst), want, "%s %d -> %s %d, tokens %d+%d, %s" % (
+                slay, sbs, dlay, dbs, first, count, "pull" if pull else "push"))
+            src.close()
+            dst.close()
