@@ -16,7 +16,7 @@
 
 #include "runs.h"
 
-enum { AX_L, AX_B, AX_H, AX_N, NUM_LOOP };
+enum { AX_L = XFER_AX_L, AX_B = XFER_AX_B, AX_H = XFER_AX_H, AX_N = XFER_AX_N, NUM_LOOP = XFER_NUM_AX };
 
 struct walk {
     const struct xfer_desc *d;
@@ -28,7 +28,7 @@ struct walk {
     int depth;           /* innermost loop positions gathered into one segment */
 };
 
-static void loop_order(unsigned order, int axis[NUM_LOOP])
+void xfer_runs_axes(unsigned order, int axis[XFER_NUM_AX])
 {
     if (order > 5) {
         static const int staging[NUM_LOOP] = {AX_B, AX_L, AX_H, AX_N};
@@ -255,7 +255,7 @@ int xfer_runs_build(const struct xfer_desc *d, const int64_t *ids, uint64_t nblo
     if (nblocks == 0)
         return KVRT_OK;
     struct walk w = {d, ids, nblocks, sel, {0}, 0, 0};
-    loop_order(order, w.axis);
+    xfer_runs_axes(order, w.axis);
     for (uint64_t l = 0; l < sel->num_layers; l++)
         if (d->layers[sel->layer_start + l].states > w.max_states)
             w.max_states = d->layers[sel->layer_start + l].states;

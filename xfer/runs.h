@@ -35,6 +35,12 @@ struct xfer_runs {
     uint64_t total;
 };
 
+/* The loop axes of a stream's order, outermost first (its C innermost
+ * after them): a layout's nesting (0..5), or 6 (WIRE_ORDER_STAGING), kvrt's
+ * staging order (block, layer, head, state). */
+enum { XFER_AX_L, XFER_AX_B, XFER_AX_H, XFER_AX_N, XFER_NUM_AX };
+void xfer_runs_axes(unsigned order, int axis[XFER_NUM_AX]);
+
 /* `order`: 0..5 a layout's nesting, 6 (WIRE_ORDER_STAGING) staging order. */
 int xfer_runs_build(const struct xfer_desc *d, const int64_t *ids, uint64_t nblocks, const struct xfer_sel *sel,
                     unsigned order, struct xfer_runs *out);

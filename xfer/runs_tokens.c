@@ -15,11 +15,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <kvrt/layout.h>
-
 #include "runs.h"
 
-enum { AX_L, AX_B, AX_H, AX_N, NUM_LOOP };
+enum { AX_L = XFER_AX_L, AX_B = XFER_AX_B, AX_H = XFER_AX_H, AX_N = XFER_AX_N, NUM_LOOP = XFER_NUM_AX };
 
 struct twalk {
     const struct xfer_desc *d;
@@ -33,16 +31,6 @@ struct twalk {
     size_t cap;
     bool nomem;
 };
-
-static void order_axes(unsigned order, int axis[NUM_LOOP])
-{
-    int so[KVRT_NUM_AXES];
-    kvrt_layout_stride_order((enum kvrt_layout)order, so);
-    int k = 0;
-    for (int p = 0; p < KVRT_NUM_AXES; p++)
-        if (so[p] != KVRT_AXIS_C)
-            axis[k++] = so[p] == KVRT_AXIS_L ? AX_L : so[p] == KVRT_AXIS_B ? AX_B : so[p] == KVRT_AXIS_H ? AX_H : AX_N;
-}
 
 /* Tokens [*a, *b) of segment s (relative to the range's first segment). */
 static void segment(const struct twalk *w, uint64_t s, uint64_t *a, uint64_t *b)
@@ -154,7 +142,7 @@ int xfer_runs_build_tokens(const struct xfer_desc *d, const int64_t *ids, uint64
                          "kvrt-xfer: tokens %llu+%llu touch %llu blocks of %llu tokens; %llu were given (order %u)",
                          ULL(tok->first), ULL(tok->count), ULL(n), ULL(bs), ULL(nids), order);
     struct twalk w = {d, ids, nids, bs, from, tok, sel, seg_from, seg_n, {0}, out, 0, false};
-    order_axes(order, w.axis);
+    xfer_runs_axes(order, w.axis);
     uint64_t idx[NUM_LOOP] = {0, 0, 0, 0};
     walk(&w, 0, idx);
     if (w.nomem) {

@@ -10,23 +10,12 @@ import time
 import torch
 
 import kvrt
-from common import LAYOUTS, Skip, model, raises
+from common import LAYOUTS, model, raises
 
-try:
-    import kvrt.xfer as kx
-except ImportError as e:  # libkvrt-xfer is built only where UCX is found
-    kx = None
-    _why = str(e)
+# kvrt.xfer (None where libkvrt-xfer is not built) and the skip that says why
+from test_xfer import _need, kx
 
 LAYERS, HEAD = 3, 8
-
-
-def _need():
-    if kx is None:
-        raise Skip(_why)
-    import os
-    os.environ.setdefault("UCX_TLS", "tcp")
-    os.environ.setdefault("UCX_NET_DEVICES", "lo")
 
 
 class Fleet:
