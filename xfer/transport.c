@@ -419,9 +419,16 @@ void xt_worker_address(const xt *t, const uint8_t **addr, size_t *len)
 
 unsigned xt_progress(xt *t)
 {
+    /* UCX's events until there are none, but for a bounded time: under a
+     * steady stream there is always one more, and an engine that calls
+     * kvrt_xfer_progress between its own steps must get its core back. */
     unsigned n = 0, k;
-    while ((k = ucp_worker_progress(t->worker)) != 0)
+    double until = now() + XT_PROGRESS_BUDGET_S;
+    while ((k = ucp_worker_progress(t->worker)) != 0) {
         n += k;
+        if (now() > until)
+            break;
+    }
     end_lingering(t);
     reap_eps(t);
     return n;

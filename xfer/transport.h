@@ -66,7 +66,9 @@ void xt_destroy(xt *t);
 
 /* This worker's address (valid until xt_destroy). */
 void xt_worker_address(const xt *t, const uint8_t **addr, size_t *len);
-/* One pass over the worker; the number of events it handled. */
+/* The worker's events until none is left or XT_PROGRESS_BUDGET_S (1 ms)
+ * has passed; the number it handled. */
+#define XT_PROGRESS_BUDGET_S 1e-3
 unsigned xt_progress(xt *t);
 int xt_event_fd(const xt *t);
 /* KVRT_OK: armed, the event fd signals the next event; KVRT_XFER_PENDING:

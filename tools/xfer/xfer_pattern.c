@@ -222,7 +222,8 @@ static void put_ids(char **p, const int64_t *ids, uint64_t n)
 char *xpat_record_text(const struct xpat_record *r)
 {
     /* The header, and two lists of ids of at most 22 bytes each with the comma. */
-    size_t cap = 320 + (size_t)(r->num_blocks + r->num_src_blocks) * 22;
+    uint64_t nsrc = r->token_count ? r->num_src_blocks : r->num_blocks;
+    size_t cap = 320 + (size_t)(r->num_blocks + nsrc) * 22;
     char *t = malloc(cap), *p = t;
     if (!t)
         return NULL;
