@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "cma.h"
 
 enum { DEFAULT_CHUNK = 2 << 20, DEFAULT_CHUNKS = 8, MAX_ALLOW = 256 };
 #define DEFAULT_TIMEOUT 30.0
@@ -190,6 +191,10 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
     rc = load_key(a, o->key_file);
     if (rc == KVRT_OK)
         rc = parse_allow(a, o->allow);
+    const char *no_cma;
+    a->cma_allowed = xfer_cma_allowed(&no_cma);
+    if (!a->cma_allowed)
+        xfer_log(&a->log, KVRT_LOG_DEBUG, "peers on this host are not read in place: %s", no_cma);
     struct xt_callbacks cb;
     xfer_dispatch_callbacks(a, &cb);
     if (rc == KVRT_OK)
@@ -275,8 +280,10 @@ int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)
     xfer_lock(a);
     struct kvrt_xfer_stats s = a->stats;
     s.size = sizeof(s);
-    for (kvrt_xfer_peer *p = a->peers; p; p = p->next)
+    for (kvrt_xfer_peer *p = a->peers; p; p = p->next) {
         s.peers++;
+        s.peers_read_in_place += p->link.reads_peer && p->link.state == KVRT_XFER_PEER_CONNECTED;
+    }
     for (kvrt_xfer_handle *h = a->handles; h; h = h->next)
         s.handles++;
     xfer_streams_count(&a->streams, &s.outgoing, &s.incoming);

@@ -99,6 +99,7 @@ struct kvrt_xfer_agent {
     size_t num_allow;
     struct xfer_grants grants; /* every peer's (kvrt_xfer_agent_grant) */
     double timeout_s;
+    bool cma_allowed; /* reads peers' memory on one host (cma.h) */
     uint64_t id;
     uint8_t nonce[XFER_NONCE_BYTES];
     double registration_s;

@@ -167,18 +167,18 @@ static void mac_transcript(const struct xfer_key *k, const char *label, const st
  * never one of another. */
 void xfer_prove_server(const struct xfer_key *k, const struct xfer_transcript *t, uint8_t mac[XFER_MAC_BYTES])
 {
-    mac_transcript(k, "kvrt-xfer 3 server proof", t, mac);
+    mac_transcript(k, "kvrt-xfer 4 server proof", t, mac);
 }
 
 void xfer_prove_client(const struct xfer_key *k, const struct xfer_transcript *t, uint8_t mac[XFER_MAC_BYTES])
 {
-    mac_transcript(k, "kvrt-xfer 3 client proof", t, mac);
+    mac_transcript(k, "kvrt-xfer 4 client proof", t, mac);
 }
 
 void xfer_session_token(const struct xfer_key *k, const struct xfer_transcript *t, uint8_t token[XFER_TOKEN_BYTES])
 {
     uint8_t full[crypto_auth_hmacsha256_BYTES];
-    mac_transcript(k, "kvrt-xfer 3 session token", t, full);
+    mac_transcript(k, "kvrt-xfer 4 session token", t, full);
     memcpy(token, full, XFER_TOKEN_BYTES);
     sodium_memzero(full, sizeof(full));
 }
@@ -208,11 +208,24 @@ void xfer_pair_token(const struct xfer_key *k, uint64_t id_a, const uint8_t nonc
         ids[8 + i] = (uint8_t)(id_b >> (8 * i));
     }
     crypto_auth_hmacsha256_state st;
-    mac_start(&st, k, "kvrt-xfer 3 pair token");
+    mac_start(&st, k, "kvrt-xfer 4 pair token");
     mac_part(&st, ids, sizeof(ids));
     mac_part(&st, nonce_a, XFER_NONCE_BYTES);
     mac_part(&st, nonce_b, XFER_NONCE_BYTES);
     crypto_auth_hmacsha256_final(&st, full);
     memcpy(token, full, XFER_TOKEN_BYTES);
     sodium_memzero(full, sizeof(full));
+}
+
+void xfer_cma_cookie(const uint8_t token[XFER_TOKEN_BYTES], uint64_t agent_id, uint8_t cookie[XFER_MAC_BYTES])
+{
+    crypto_auth_hmacsha256_state st;
+    crypto_auth_hmacsha256_init(&st, token, XFER_TOKEN_BYTES);
+    static const char label[] = "kvrt-xfer 4 cma cookie";
+    crypto_auth_hmacsha256_update(&st, (const uint8_t *)label, sizeof(label));
+    uint8_t id[8];
+    for (int i = 0; i < 8; i++)
+        id[i] = (uint8_t)(agent_id >> (8 * i));
+    mac_part(&st, id, sizeof(id));
+    crypto_auth_hmacsha256_final(&st, cookie);
 }

@@ -62,6 +62,12 @@ void xfer_prove_server(const struct xfer_key *k, const struct xfer_transcript *t
 void xfer_prove_client(const struct xfer_key *k, const struct xfer_transcript *t, uint8_t mac[XFER_MAC_BYTES]);
 void xfer_session_token(const struct xfer_key *k, const struct xfer_transcript *t, uint8_t token[XFER_TOKEN_BYTES]);
 
+/* The cookie an agent keeps in its memory for a session, at an address it
+ * tells the peer (CMA): only the two sides of the session can compute it,
+ * so a process that holds it at that address is the peer (the agent id
+ * tells the two sides' cookies apart). */
+void xfer_cma_cookie(const uint8_t token[XFER_TOKEN_BYTES], uint64_t agent_id, uint8_t cookie[XFER_MAC_BYTES]);
+
 /* Metadata: the MAC of a signed blob's first `len` bytes. */
 void xfer_sign_blob(const struct xfer_key *k, const void *blob, size_t len, uint8_t mac[XFER_MAC_BYTES]);
 /* The token of two agents that loaded each other's blobs (no handshake):

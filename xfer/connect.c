@@ -318,6 +318,7 @@ void xfer_hs_on_ready(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
     (void)a;
     if (p->hs == XFER_HS_WAIT_READY)
         p->hs = XFER_HS_DONE;
+    xfer_link_cma_offer(&p->link);
 }
 
 /* ---- the client's side -------------------------------------------------------- */
@@ -454,6 +455,8 @@ void xfer_hs_check(kvrt_xfer_agent *a, double now)
             p->ready_posted = true;
             if (xt_send(p->link.ep, WIRE_READY, &h, sizeof(h), NULL, 0, XT_EAGER, NULL, ready_sent, p) != KVRT_OK)
                 hs_fail(p, KVRT_ERR_DEVICE, "kvrt_xfer_connect: %s", kvrt_error_message());
+            else
+                xfer_link_cma_offer(&p->link); /* after READY, on the same endpoint */
         }
     }
 }

@@ -45,7 +45,8 @@ struct xfer_sel {
 };
 
 /* A token range of one sequence (count 0: whole blocks).  The stream's
- * order walks it in segments of `seg` tokens (the source's block size),
+ * order walks it in segments of `seg` tokens (the block size of the side
+ * whose layout orders the stream),
  * split at multiples of seg, so both sides agree on the order whatever
  * their own block sizes. */
 struct xfer_tokens {

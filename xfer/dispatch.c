@@ -66,8 +66,9 @@ static enum xt_verdict on_message(void *arg, const struct xt_msg *m)
         wire_decode(&a->sessions, m->id, m->hdr, m->hlen, m->data, m->len, m->rndv, &w, why, sizeof(why));
     if (r == WIRE_STRANGER) {
         /* Two sides that close at once each get the other's goodbye after
-         * their own: counted, not worth a warning. */
-        if (m->id == WIRE_BYE)
+         * their own, and the answers it had on the way (CMA and CMA_OK of
+         * a short session, a RELEASE): counted, not worth a warning. */
+        if (m->id == WIRE_BYE || m->id == WIRE_CMA || m->id == WIRE_CMA_OK || m->id == WIRE_RELEASE)
             a->stats.strangers++;
         else
             stranger(a, "a message whose sender has no session here", m->id);
@@ -98,6 +99,9 @@ static enum xt_verdict on_message(void *arg, const struct xt_msg *m)
     case WIRE_END: xfer_streams_on_end(&a->streams, l, &w); break;
     case WIRE_ABORT: xfer_streams_on_abort(&a->streams, l, &w); break;
     case WIRE_NOTIFY: on_notify(a, l, &w); break;
+    case WIRE_CMA: xfer_link_on_cma(l, &w); break;
+    case WIRE_CMA_OK: xfer_link_on_cma_ok(l, &w); break;
+    case WIRE_RELEASE: xfer_streams_on_release(&a->streams, l, &w); break;
     case WIRE_BYE: l->state = KVRT_XFER_PEER_CLOSED; break;
     default: break;
     }

@@ -40,6 +40,14 @@ static int usable(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
     return xfer_link_ok(&p->link, "kvrt-xfer request");
 }
 
+/* Whether the destination reads the request's chunks in the source's
+ * memory: the peer reads this side (a push), or this side reads the peer
+ * (a pull).  Lock held. */
+static bool in_place(const kvrt_xfer_peer *p, const struct kvrt_xfer_request *req)
+{
+    return req->direction == KVRT_XFER_PUSH ? p->link.read_by_peer : p->link.reads_peer;
+}
+
 int kvrt_xfer_plan(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer_request *req,
                    struct kvrt_xfer_plan *plan)
 {
@@ -50,7 +58,7 @@ int kvrt_xfer_plan(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer
     xfer_lock(a);
     int rc = usable(a, p);
     if (rc == KVRT_OK)
-        rc = xfer_plan_make(&a->local, a->pool.chunk, &p->md, req, &ps, plan);
+        rc = xfer_plan_make(&a->local, a->pool.chunk, &p->md, in_place(p, req), req, &ps, plan);
     xfer_unlock(a);
     xfer_planned_free(&ps);
     if (rc == KVRT_OK)
@@ -71,7 +79,7 @@ int kvrt_xfer_post(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer
     memset(&ps, 0, sizeof(ps));
     int rc = usable(a, p);
     if (rc == KVRT_OK)
-        rc = xfer_plan_make(&a->local, a->pool.chunk, &p->md, req, &ps, &h->plan);
+        rc = xfer_plan_make(&a->local, a->pool.chunk, &p->md, in_place(p, req), req, &ps, &h->plan);
     if (rc == KVRT_OK) {
         h->agent = a;
         h->status = KVRT_XFER_PENDING;
@@ -83,8 +91,8 @@ int kvrt_xfer_post(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer
                                 req->notification_len, xfer_handle_end, h, &h->out);
             ps.remote_ids = NULL;
         } else {
-            rc = xfer_pull_post(&a->streams, &p->link, &ps.local, ps.remote_ids, ps.remote_n, &ps.remote_sel, note,
-                                req->notification_len, xfer_handle_end, h, &h->in);
+            rc = xfer_pull_post(&a->streams, &p->link, &ps.local, ps.remote_ids, ps.remote_n, ps.pull_refs,
+                                &ps.remote_sel, note, req->notification_len, xfer_handle_end, h, &h->in);
         }
     }
     xfer_planned_free(&ps);

@@ -8,6 +8,9 @@
  * chunk is in place; only then is a push's notification delivered and the
  * push acknowledged, so a failed transfer is never reported complete.
  *
+ * A chunk given by reference (one host, link_cma.c) is read straight from
+ * the sender's memory into this cache's runs, and RELEASEd.
+ *
  * Layer 4 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
 #include <stdarg.h>
@@ -96,14 +99,14 @@ struct xfer_in *xfer_in_find(struct xfer_streams *s, struct xfer_link *l, uint64
 }
 
 int xfer_pull_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span *span, const int64_t *remote_ids,
-                   uint64_t n, const struct xfer_sel *rsel, const void *note, size_t note_len, xfer_stream_end on_end,
-                   void *owner, struct xfer_in **out)
+                   uint64_t n, bool refs, const struct xfer_sel *rsel, const void *note, size_t note_len,
+                   xfer_stream_end on_end, void *owner, struct xfer_in **out)
 {
     *out = NULL;
     uint64_t xid = s->next_xid++;
     struct wire_begin b = {wire_hdr_make(&l->me, xid),
                            WIRE_PULL,
-                           0,
+                           refs ? WIRE_BEGIN_REFS : 0u,
                            span->order,
                            n,
                            rsel->layer_start,
@@ -244,9 +247,9 @@ static bool defer(struct xfer_in *in, void *desc, uint64_t chunk)
     return true;
 }
 
-/* The chunk of a message, checked against its stream; false: the peer
- * broke the protocol (its link fails). */
-static bool check_chunk(struct xfer_in *in, struct xfer_link *l, const struct wire_msg *m)
+/* The chunk of a message, `len` bytes, checked against its stream; false:
+ * the peer broke the protocol (its link fails). */
+static bool check_chunk(struct xfer_in *in, struct xfer_link *l, const struct wire_msg *m, uint64_t len)
 {
     char why[200];
     uint64_t k = m->u.data.chunk, count = in->span.ch.count;
@@ -255,13 +258,44 @@ static bool check_chunk(struct xfer_in *in, struct xfer_link *l, const struct wi
                  ULL(count));
     else if (in->seen[k / 8] & (1u << (k % 8)))
         snprintf(why, sizeof(why), "sent chunk %llu of stream %llu twice", ULL(k), ULL(in->xid));
-    else if (m->len != xfer_chunk_len(&in->span.ch, k))
-        snprintf(why, sizeof(why), "sent chunk %llu of stream %llu with %zu bytes; it has %llu", ULL(k), ULL(in->xid),
-                 m->len, ULL(xfer_chunk_len(&in->span.ch, k)));
+    else if (len != xfer_chunk_len(&in->span.ch, k))
+        snprintf(why, sizeof(why), "sent chunk %llu of stream %llu with %llu bytes; it has %llu", ULL(k), ULL(in->xid),
+                 ULL(len), ULL(xfer_chunk_len(&in->span.ch, k)));
     else
         return true;
     xfer_link_violation(l, why);
     return false;
+}
+
+/* Chunk k given by reference: read into this cache's runs, then released. */
+static void read_ref(struct xfer_in *in, struct xfer_link *l, uint64_t k, const struct wire_ref *ref)
+{
+    struct xfer_streams *s = in->env;
+    const struct xfer_local *loc = s->local;
+    uint64_t pos = xfer_chunk_pos(&in->span.ch, k);
+    size_t n = xfer_runs_iov(&in->span.runs, loc->addr, pos, ref->len, s->iov, s->iov_cap);
+    if (n > s->iov_cap) {
+        struct iovec *v = realloc(s->iov, n * sizeof(*v));
+        if (!v) {
+            xfer_in_fail(in, KVRT_ERR_NOMEM, true, "kvrt-xfer: out of memory for a chunk's pieces");
+            return;
+        }
+        s->iov = v;
+        s->iov_cap = n;
+        xfer_runs_iov(&in->span.runs, loc->addr, pos, ref->len, s->iov, s->iov_cap);
+    }
+    bool reused;
+    int rc = xfer_link_read(l, ref, s->iov, n, &reused);
+    if (rc != KVRT_OK) {
+        if (reused)
+            xfer_in_fail(in, KVRT_ERR_STATE, true, "kvrt-xfer: peer %s took chunk %llu back before it was read",
+                         l->name, ULL(k));
+        return; /* otherwise the link failed, and its streams with it */
+    }
+    chunk_placed(in, ref->len);
+    s->stats->bytes_read_in_place += ref->len;
+    struct wire_release r = {wire_hdr_make(&l->me, in->xid), k, in->pull ? WIRE_RELEASE_PULL : 0u, 0};
+    xfer_link_send(l, WIRE_RELEASE, &r, sizeof(r), NULL, 0);
 }
 
 enum xt_verdict xfer_streams_on_data(struct xfer_streams *s, struct xfer_link *l, const struct wire_msg *m)
@@ -284,11 +318,24 @@ enum xt_verdict xfer_streams_on_data(struct xfer_streams *s, struct xfer_link *l
     }
     if (in->finished)
         return XT_REFUSE; /* the peer was told, or told us */
-    if (!check_chunk(in, l, m))
+    struct wire_ref ref;
+    bool by_ref = (m->u.data.flags & WIRE_DATA_REF) != 0;
+    if (by_ref) {
+        memcpy(&ref, m->payload, sizeof(ref));
+        if (!l->reads_peer || !s->local->addr) {
+            xfer_link_violation(l, "gave a chunk by reference, which this side did not offer to read");
+            return XT_REFUSE;
+        }
+    }
+    if (!check_chunk(in, l, m, by_ref ? ref.len : m->len))
         return XT_REFUSE;
     uint64_t k = m->u.data.chunk;
     in->seen[k / 8] |= (uint8_t)(1u << (k % 8));
     in->last_activity = xfer_now();
+    if (by_ref) {
+        read_ref(in, l, k, &ref);
+        return XT_DONE;
+    }
     const struct xfer_local *loc = s->local;
     struct xfer_span *sp = &in->span;
     uint64_t pos = xfer_chunk_pos(&sp->ch, k), off;

@@ -13,6 +13,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include <sys/uio.h>
+
 #include "log.h"
 #include "transport.h"
 #include "wire.h"
@@ -33,6 +35,14 @@ struct xfer_link {
     uint64_t id_bytes;   /* block ids its live streams hold here */
     const struct xfer_log *log;
     uint64_t *violations; /* the agent's count */
+    /* Reading each other's memory on one host (link_cma.c, cma.h). */
+    bool cma_allowed;               /* this side reads and is read (the agent's choice) */
+    uint64_t peer_id;               /* the peer's agent id, which its cookie names */
+    uint8_t cookie[XFER_MAC_BYTES]; /* this side's, where its CMA says */
+    bool cma_offered, cma_heard, cma_answered;
+    uint32_t peer_pid;
+    bool reads_peer;   /* the peer proved its process: this side reads it */
+    bool read_by_peer; /* the peer read this side's cookie: chunks go by reference */
 };
 
 void xfer_link_init(struct xfer_link *l, xt *t, const struct xfer_log *log, uint64_t *violations);
@@ -53,5 +63,23 @@ void xfer_link_fail(struct xfer_link *l, const char *fmt, ...) KVRT_PRINTF(2, 3)
 void xfer_link_violation(struct xfer_link *l, const char *why);
 /* Close the endpoint by force and drop what waits. */
 void xfer_link_close(struct xfer_link *l);
+
+/* ---- one host (link_cma.c) ---------------------------------------------------- */
+
+/* Once the session is open: tell the peer where this side's cookie lies
+ * (when the agent reads and is read on one host). */
+void xfer_link_cma_offer(struct xfer_link *l);
+/* The peer's CMA: read its cookie in its process; answer CMA_OK. */
+void xfer_link_on_cma(struct xfer_link *l, const struct wire_msg *m);
+/* The peer's answer to this side's CMA. */
+void xfer_link_on_cma_ok(struct xfer_link *l, const struct wire_msg *m);
+/*
+ * Read a chunk the peer gave by reference into `local` (n pieces, len
+ * bytes), its seal checked before and after.  KVRT_OK; otherwise the link
+ * failed (the peer's process gone, or a reference to memory it does not
+ * have: a violation) or, *reused, the slot was reused meanwhile (its
+ * stream fails).
+ */
+int xfer_link_read(struct xfer_link *l, const struct wire_ref *ref, const struct iovec *local, size_t n, bool *reused);
 
 #endif

@@ -7,6 +7,12 @@
  * when its receiver acknowledges that every chunk is in place; a served
  * pull when every chunk's send completed (the receiver fetched it).
  *
+ * On one host, to a receiver that proved it reads this process (link_cma.c),
+ * a chunk goes by reference instead: its address (in the cache, or in a
+ * sealed send slot), which the receiver reads straight into its runs and
+ * RELEASEs.  The slot is held until then, or until the stream fails: the
+ * slot's seal then moves when it is reused, which the receiver sees.
+ *
  * Layer 4 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
 #include <stdarg.h>
@@ -35,8 +41,21 @@ void xfer_out_free(struct xfer_out *o)
 {
     if (o->link)
         o->link->id_bytes -= o->span.held;
+    for (unsigned i = 0; i < o->nrefs; i++)
+        xfer_pool_give(o->env->pool, o->refs[i].slot);
+    free(o->refs);
     xfer_span_free(&o->span);
     free(o);
+}
+
+/* Chunks given by reference that will not be released now: their slots go
+ * back (a reader still at one sees its seal move). */
+static void drop_refs(struct xfer_out *o)
+{
+    for (unsigned i = 0; i < o->nrefs; i++)
+        xfer_pool_give(o->env->pool, o->refs[i].slot);
+    o->inflight -= o->nrefs;
+    o->nrefs = 0;
 }
 
 static void finish(struct xfer_out *o, int status, const char *why)
@@ -56,6 +75,7 @@ void xfer_out_fail(struct xfer_out *o, int status, const char *fmt, ...)
     vsnprintf(why, sizeof(why), fmt, ap);
     va_end(ap);
     finish(o, status, why);
+    drop_refs(o);
     struct xfer_link *l = o->link;
     if (!l || l->state != KVRT_XFER_PEER_CONNECTED)
         return;
@@ -99,6 +119,35 @@ static void data_sent(void *user, int status, size_t len, const char *why)
     free(c);
 }
 
+/* Chunk k by reference: the receiver reads it at buf (in `slot`, or the
+ * cache when -1) and releases it. */
+static bool give_ref(struct xfer_out *o, uint64_t k, const uint8_t *buf, uint64_t len, int slot)
+{
+    struct xfer_streams *s = o->env;
+    if (!o->refs && !(o->refs = calloc(XFER_WINDOW, sizeof(*o->refs)))) {
+        xfer_pool_give(s->pool, slot);
+        xfer_out_fail(o, KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a message");
+        return false;
+    }
+    struct wire_ref ref = {(uint64_t)(uintptr_t)buf, len, 0, 0};
+    if (slot >= 0) {
+        const uint64_t *seal;
+        ref.seal = xfer_pool_seal(s->pool, slot, &seal);
+        ref.seal_addr = (uint64_t)(uintptr_t)seal;
+    }
+    uint32_t flags = WIRE_DATA_REF | (o->serving ? WIRE_DATA_REPLY : 0u);
+    struct wire_data h = {wire_hdr_make(&o->link->me, o->xid), k, flags, 0};
+    o->refs[o->nrefs++] = (struct xfer_ref_out){k, len, slot};
+    o->inflight++;
+    o->next_chunk++;
+    int rc = xfer_link_send(o->link, WIRE_DATA, &h, sizeof(h), &ref, sizeof(ref));
+    if (rc != KVRT_OK) {
+        xfer_out_fail(o, rc, "%s", kvrt_error_message());
+        return false;
+    }
+    return !o->finished;
+}
+
 /* Chunk next_chunk, if a slot is there when it needs one; false to stop
  * for this round. */
 static bool send_chunk(struct xfer_out *o)
@@ -133,6 +182,8 @@ static bool send_chunk(struct xfer_out *o)
         buf = dst;
         mem = s->pool->mem;
     }
+    if (sp->refs)
+        return give_ref(o, k, buf, len, slot);
     struct sent_ctx *c = malloc(sizeof(*c));
     if (!c) {
         xfer_pool_give(s->pool, slot);
@@ -276,4 +327,36 @@ void xfer_out_on_abort_pull(struct xfer_streams *s, struct xfer_link *l, const s
         snprintf(why, sizeof(why), "gave up stream %llu, which it never began", ULL(m->xid));
         xfer_link_violation(l, why);
     }
+}
+
+void xfer_streams_on_release(struct xfer_streams *s, struct xfer_link *l, const struct wire_msg *m)
+{
+    bool serving = (m->u.release.flags & WIRE_RELEASE_PULL) != 0;
+    uint64_t k = m->u.release.chunk;
+    char why[200];
+    struct xfer_out *o = find(s, l, m->xid, serving);
+    if (!o) {
+        /* A stream that failed here gave its chunks back; one that never
+         * was is a lie. */
+        if (serving ? m->xid > l->last_begun : m->xid >= s->next_xid) {
+            snprintf(why, sizeof(why), "released a chunk of stream %llu, which this side never %s", ULL(m->xid),
+                     serving ? "served" : "began");
+            xfer_link_violation(l, why);
+        }
+        return;
+    }
+    for (unsigned i = 0; i < o->nrefs; i++) {
+        if (o->refs[i].chunk != k)
+            continue;
+        xfer_pool_give(s->pool, o->refs[i].slot);
+        s->stats->bytes_sent += o->refs[i].len;
+        o->refs[i] = o->refs[--o->nrefs];
+        o->inflight--;
+        o->last_activity = xfer_now();
+        xfer_out_issue(o);
+        return;
+    }
+    snprintf(why, sizeof(why), "released chunk %llu of stream %llu, which it does not hold by reference", ULL(k),
+             ULL(m->xid));
+    xfer_link_violation(l, why);
 }

@@ -20,6 +20,7 @@ int xfer_peer_new(kvrt_xfer_agent *a, kvrt_xfer_peer **out)
         return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a peer");
     p->agent = a;
     xfer_link_init(&p->link, a->t, &a->log, &a->stats.violations);
+    p->link.cma_allowed = a->cma_allowed;
     snprintf(p->link.name, sizeof(p->link.name), "peer %llu", ULL(++a->peer_count));
     p->next = a->peers;
     a->peers = p;
@@ -95,6 +96,7 @@ int xfer_peer_session(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const uint8_t token
     memcpy(theirs.token, token, XFER_TOKEN_BYTES);
     p->link.me.from = a->id;
     memcpy(p->link.me.token, token, XFER_TOKEN_BYTES);
+    p->link.peer_id = p->md.f.agent_id;
     int rc = wire_session_add(&a->sessions, &theirs, &p->link, await_ready);
     if (rc == KVRT_OK)
         p->in_session = true;
@@ -191,6 +193,8 @@ int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t len, kvrt_x
         xfer_pair_token(&a->key, a->id, a->nonce, p->md.f.agent_id, p->md.f.nonce, token);
         rc = xfer_peer_session(a, p, token, false);
     }
+    if (rc == KVRT_OK)
+        xfer_link_cma_offer(&p->link);
     if (rc != KVRT_OK && p) {
         char why[2048];
         snprintf(why, sizeof(why), "%s", kvrt_error_message());

@@ -174,9 +174,11 @@ static int validate(const struct xfer_local *local, const struct xfer_md *peer, 
     return r->num_tokens ? check_tokens(local, peer, r, in) : check_blocks(local, peer, r, in);
 }
 
-/* The method and the stream's order; its reason in why. */
+/* The method and the stream's order; its reason in why.  `refs`: the
+ * receiver reads the chunks in place. */
 static int choose(const struct xfer_local *local, const struct xfer_md *peer, const struct kvrt_xfer_request *r,
-                  const struct checked *c, enum kvrt_xfer_method *method, unsigned *order, char *why, size_t n)
+                  const struct checked *c, bool refs, enum kvrt_xfer_method *method, unsigned *order, char *why,
+                  size_t n)
 {
     bool both = local->addr && peer->f.addressable;
     bool same = both && c->full && !r->num_tokens && xfer_desc_same_shape(&local->desc, &peer->cache);
@@ -212,8 +214,17 @@ static int choose(const struct xfer_local *local, const struct xfer_md *peer, co
                  forced ? " (forced)" : "");
         break;
     case KVRT_XFER_DIRECT:
-        *order = (unsigned)(push ? local->desc.layout : peer->cache.layout);
-        if (r->num_tokens)
+        /* Read in place, the receiver's pieces are the kernel's iovecs:
+         * the destination's order keeps them long, and the sender, which
+         * packs anyway, gathers the short ones.  Otherwise the source's
+         * order keeps the sender's runs long and the receiver scatters. */
+        *order = (unsigned)(push != refs ? local->desc.layout : peer->cache.layout);
+        if (refs)
+            snprintf(why, n,
+                     "%s -> %s in the destination's order, read in place by the destination (one host): the source "
+                     "packs, the destination reads its runs whole%s",
+                     push ? here : there, push ? there : here, forced ? " (forced)" : "");
+        else if (r->num_tokens)
             snprintf(why, n,
                      "tokens %llu+%llu, %llu-token blocks -> %llu, %s -> %s in the source's order: long runs leave "
                      "it, the destination scatters%s",
@@ -236,7 +247,7 @@ static int choose(const struct xfer_local *local, const struct xfer_md *peer, co
     return KVRT_OK;
 }
 
-int xfer_plan_make(const struct xfer_local *local, uint64_t local_chunk, const struct xfer_md *peer,
+int xfer_plan_make(const struct xfer_local *local, uint64_t local_chunk, const struct xfer_md *peer, bool in_place,
                    const struct kvrt_xfer_request *r, struct xfer_planned *ps, struct kvrt_xfer_plan *out)
 {
     memset(ps, 0, sizeof(*ps));
@@ -247,13 +258,19 @@ int xfer_plan_make(const struct xfer_local *local, uint64_t local_chunk, const s
     if (rc != KVRT_OK)
         return rc;
     unsigned order;
-    rc = choose(local, peer, r, &c, &ps->method, &order, out->why, sizeof(out->why));
+    bool push = r->direction == KVRT_XFER_PUSH;
+    /* By reference only into a cache with a host address: its runs are
+     * where the kernel writes. */
+    bool refs = in_place && (push ? peer->f.addressable : local->addr != NULL);
+    rc = choose(local, peer, r, &c, refs, &ps->method, &order, out->why, sizeof(out->why));
     if (rc != KVRT_OK)
         return rc;
-    ps->push = r->direction == KVRT_XFER_PUSH;
+    ps->push = push;
     ps->remote_sel = c.rsel;
+    ps->pull_refs = refs && !push;
     struct xfer_span *sp = &ps->local;
     sp->order = order;
+    sp->refs = refs && push;
     sp->sel = c.lsel;
     /* A token range sends only the blocks it touches, and walks segments of
      * the source's block size. */
@@ -262,8 +279,10 @@ int xfer_plan_make(const struct xfer_local *local, uint64_t local_chunk, const s
     sp->ids = xfer_ids_copy(r->local_ids + (r->num_tokens ? c.lfrom : 0), c.ln);
     ps->remote_ids = xfer_ids_copy(r->remote_ids + (r->num_tokens ? c.rfrom : 0), c.rn);
     if (r->num_tokens) {
+        /* Segments of the block size of the side whose order the stream
+         * takes (the source's; the destination's when it reads in place). */
         sp->bs = c.lbs;
-        sp->tok = (struct xfer_tokens){r->token_start, r->num_tokens, ps->push ? c.lbs : c.rbs};
+        sp->tok = (struct xfer_tokens){r->token_start, r->num_tokens, push != refs ? c.lbs : c.rbs};
     }
     if (!sp->ids || !ps->remote_ids) {
         xfer_planned_free(ps);

@@ -27,15 +27,18 @@ struct xfer_planned {
     struct xfer_span local; /* this side's (its chunking set) */
     int64_t *remote_ids;    /* the peer's (copied; a token range's: the blocks it touches) */
     uint64_t remote_n;
+    bool pull_refs; /* a pull whose chunks this side reads in the peer (one host) */
     struct xfer_sel remote_sel;
 };
 
 /*
  * Check `r` and plan it between this cache (`local`, whose staging slots
- * hold `local_chunk` bytes) and the peer's (`peer`).  *out gets the plan's
- * report.  On failure nothing is held.
+ * hold `local_chunk` bytes) and the peer's (`peer`).  `in_place`: the
+ * receiver reads the chunks in the sender's memory (the link says the
+ * destination side may read the source side, one host).  *out gets the
+ * plan's report.  On failure nothing is held.
  */
-int xfer_plan_make(const struct xfer_local *local, uint64_t local_chunk, const struct xfer_md *peer,
+int xfer_plan_make(const struct xfer_local *local, uint64_t local_chunk, const struct xfer_md *peer, bool in_place,
                    const struct kvrt_xfer_request *r, struct xfer_planned *ps, struct kvrt_xfer_plan *out);
 void xfer_planned_free(struct xfer_planned *ps);
 

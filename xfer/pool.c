@@ -67,7 +67,8 @@ int xfer_pool_create(struct xfer_pool *p, xt *t, const struct xfer_local *l, uin
     uint64_t size = (uint64_t)p->nslots * chunk;
     p->free_send = malloc(p->half * sizeof(unsigned));
     p->free_recv = malloc(p->half * sizeof(unsigned));
-    if (!p->free_send || !p->free_recv)
+    p->seals = calloc(p->nslots, sizeof(uint64_t));
+    if (!p->free_send || !p->free_recv || !p->seals)
         return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for the staging pool");
     for (unsigned i = 0; i < p->half; i++) {
         p->free_send[i] = p->half - 1 - i;
@@ -109,14 +110,30 @@ void xfer_pool_destroy(struct xfer_pool *p, xt *t)
     free(p->host_alloc);
     free(p->free_send);
     free(p->free_recv);
+    free(p->seals);
     memset(p, 0, sizeof(*p));
 }
 
 int xfer_pool_take(struct xfer_pool *p, bool send)
 {
-    if (send)
-        return p->nfree_send ? (int)p->free_send[--p->nfree_send] : -1;
+    if (send) {
+        if (!p->nfree_send)
+            return -1;
+        int slot = (int)p->free_send[--p->nfree_send];
+        /* Broken before a byte changes: a reader of its last contents
+         * sees the seal move. */
+        __atomic_store_n(&p->seals[slot], 0, __ATOMIC_RELEASE);
+        return slot;
+    }
     return p->nfree_recv ? (int)p->free_recv[--p->nfree_recv] : -1;
+}
+
+uint64_t xfer_pool_seal(struct xfer_pool *p, int slot, const uint64_t **where)
+{
+    uint64_t v = ++p->last_seal;
+    __atomic_store_n(&p->seals[slot], v, __ATOMIC_RELEASE);
+    *where = &p->seals[slot];
+    return v;
 }
 
 void xfer_pool_give(struct xfer_pool *p, int slot)

@@ -42,6 +42,11 @@ struct xfer_pool {
     unsigned *free_send, nfree_send;
     unsigned *free_recv, nfree_recv;
     kvrt_buffer *scratch; /* one chunk of whole blocks, on the backend */
+    /* A send slot's seal: 0 while it is taken and being packed, then a
+     * value never used before.  A peer that reads a slot by reference
+     * checks it before and after (a slot reused meanwhile shows). */
+    uint64_t *seals;
+    uint64_t last_seal;
 };
 
 /* Describe the cache and register its memory (seconds and bytes added). */
@@ -55,6 +60,8 @@ void xfer_pool_destroy(struct xfer_pool *p, xt *t);
 int xfer_pool_take(struct xfer_pool *p, bool send);
 void xfer_pool_give(struct xfer_pool *p, int slot);
 uint8_t *xfer_pool_slot(const struct xfer_pool *p, int slot);
+/* Seal a packed send slot: its new value; *where the seal's address. */
+uint64_t xfer_pool_seal(struct xfer_pool *p, int slot, const uint64_t **where);
 /* Whole blocks of a cache without a host address, their selection packed
  * in staging order, into and out of a slot. */
 int xfer_pool_pack(struct xfer_pool *p, const struct xfer_local *l, int slot, const int64_t *ids, uint64_t n,

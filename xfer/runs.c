@@ -333,6 +333,24 @@ static void copy(const struct xfer_runs *r, uint8_t *base, uint64_t pos, uint64_
     }
 }
 
+size_t xfer_runs_iov(const struct xfer_runs *r, uint8_t *base, uint64_t pos, uint64_t len, struct iovec *iov,
+                     size_t cap)
+{
+    size_t i = find(r, pos), n = 0;
+    uint64_t done = 0;
+    while (done < len && i < r->n) {
+        uint64_t start = r->end[i] - r->v[i].len;
+        uint64_t in = pos + done - start;
+        uint64_t k = r->v[i].len - in < len - done ? r->v[i].len - in : len - done;
+        if (n < cap)
+            iov[n] = (struct iovec){base + r->v[i].off + in, (size_t)k};
+        n++;
+        done += k;
+        i++;
+    }
+    return n;
+}
+
 void xfer_runs_gather(const struct xfer_runs *r, const uint8_t *base, uint64_t pos, uint64_t len, uint8_t *buf)
 {
     copy(r, (uint8_t *)base, pos, len, buf, true);

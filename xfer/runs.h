@@ -21,6 +21,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <sys/uio.h>
 
 #include "desc.h"
 
@@ -61,6 +62,11 @@ bool xfer_runs_append(struct xfer_runs *r, size_t *cap, uint64_t off, uint64_t l
 
 /* Stream bytes [pos, pos + len) are one piece of the cache at *off. */
 bool xfer_runs_single(const struct xfer_runs *r, uint64_t pos, uint64_t len, uint64_t *off);
+/* Stream bytes [pos, pos + len) as pieces of the cache at `base`, into
+ * iov (cap of them): the number of pieces, which may be more than cap
+ * (then only cap were written). */
+size_t xfer_runs_iov(const struct xfer_runs *r, uint8_t *base, uint64_t pos, uint64_t len, struct iovec *iov,
+                     size_t cap);
 /* Copy stream bytes [pos, pos + len) between the cache at `base` and a
  * contiguous buffer (gather: cache -> buf; scatter: buf -> cache). */
 void xfer_runs_gather(const struct xfer_runs *r, const uint8_t *base, uint64_t pos, uint64_t len, uint8_t *buf);

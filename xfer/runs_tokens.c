@@ -3,10 +3,10 @@
  *
  * The stream walks the cells of tokens [first, first + count) in a
  * layout's nesting of (layer, block, head, state), where "block" is a
- * segment of the source's block size (split at its multiples) and "state"
- * a token within the segment.  That order depends on neither side's ids
- * nor on the destination's block size, so each side maps it onto its own
- * cache alone: token t is slot t % bs of its table's block t / bs.  The
+ * segment of the ordering side's block size (split at its multiples) and
+ * "state" a token within the segment.  That order depends on neither
+ * side's ids nor on the other side's block size, so each side maps it onto
+ * its own cache alone: token t is slot t % bs of its table's block t / bs.  The
  * innermost axis (tokens, or heads in the NHC layouts) is taken as a whole
  * where this cache keeps it back to back, and pieces that touch merge.
  *

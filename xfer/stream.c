@@ -54,6 +54,8 @@ void xfer_streams_free(struct xfer_streams *s)
         s->outs = o->next;
         xfer_out_free(o);
     }
+    free(s->iov);
+    s->iov = NULL;
     while (s->ins) {
         struct xfer_in *in = s->ins;
         s->ins = in->next;
@@ -245,6 +247,8 @@ void xfer_streams_on_begin(struct xfer_streams *s, struct xfer_link *l, const st
         }
         o->serving = true;
         o->span = sp;
+        /* The puller reads the chunks here, if it proved it may. */
+        o->span.refs = (b->flags & WIRE_BEGIN_REFS) && l->read_by_peer;
         xfer_out_issue(o);
         return;
     }

@@ -40,6 +40,13 @@ struct xfer_span {
     uint64_t held;          /* bytes of a peer's block ids counted on its link */
     struct xfer_tokens tok; /* a token range (count 0: whole blocks)... */
     uint64_t bs;            /* ...over `ids`, a table of bs-token blocks */
+    bool refs;              /* chunks go by reference: the receiver reads them here (one host) */
+};
+
+/* A chunk given by reference, until the receiver RELEASEs it. */
+struct xfer_ref_out {
+    uint64_t chunk, len;
+    int slot; /* the send slot it lies in, or -1 (the cache itself) */
 };
 
 /* The outcome of a stream, for whoever waits on it (a handle). */
@@ -62,6 +69,8 @@ struct xfer_out {
     xfer_stream_end on_end;
     void *owner;
     double last_activity;
+    struct xfer_ref_out *refs; /* given by reference, not yet released */
+    unsigned nrefs;
 };
 
 struct xfer_in {
@@ -107,6 +116,9 @@ struct xfer_streams {
     /* The first failure of a peer's push, for kvrt_xfer_progress. */
     int served_error;
     char served_why[640];
+    /* Pieces of a chunk read by reference (scratch). */
+    struct iovec *iov;
+    size_t iov_cap;
 };
 
 void xfer_streams_init(struct xfer_streams *s, xt *t, struct xfer_local *local, struct xfer_pool *pool,
@@ -123,9 +135,10 @@ int xfer_push_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span
                    uint64_t remote_n, const struct xfer_sel *remote_sel, const void *note, size_t note_len,
                    xfer_stream_end on_end, void *owner, struct xfer_out **out);
 /* Post a pull: BEGIN asks the peer for its `remote_ids` (remote_n of them;
- * a token range's come from the span's). */
+ * a token range's come from the span's); `refs`: this side reads the
+ * chunks in the peer's memory (one host). */
 int xfer_pull_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span *span, const int64_t *remote_ids,
-                   uint64_t remote_n, const struct xfer_sel *remote_sel, const void *note, size_t note_len,
+                   uint64_t remote_n, bool refs, const struct xfer_sel *remote_sel, const void *note, size_t note_len,
                    xfer_stream_end on_end, void *owner, struct xfer_in **out);
 /* The initiator gives it up (released): the peer is told. */
 void xfer_out_abandon(struct xfer_out *o);
@@ -144,6 +157,8 @@ enum xt_verdict xfer_streams_on_data(struct xfer_streams *s, struct xfer_link *l
 void xfer_streams_on_ack(struct xfer_streams *s, struct xfer_link *l, const struct wire_msg *m);
 void xfer_streams_on_end(struct xfer_streams *s, struct xfer_link *l, const struct wire_msg *m);
 void xfer_streams_on_abort(struct xfer_streams *s, struct xfer_link *l, const struct wire_msg *m);
+/* The receiver read a chunk this side gave by reference. */
+void xfer_streams_on_release(struct xfer_streams *s, struct xfer_link *l, const struct wire_msg *m);
 
 /* ---- progress ----------------------------------------------------------------- */
 

@@ -19,11 +19,15 @@ _Static_assert(sizeof(struct wire_begin) == 128, "wire_begin has no padding");
 _Static_assert(sizeof(struct wire_data) == 48, "wire_data has no padding");
 _Static_assert(sizeof(struct wire_status) == 40, "wire_status has no padding");
 _Static_assert(sizeof(struct wire_abort) == 40, "wire_abort has no padding");
+_Static_assert(sizeof(struct wire_cma) == 64, "wire_cma has no padding");
+_Static_assert(sizeof(struct wire_release) == 48, "wire_release has no padding");
+_Static_assert(sizeof(struct wire_ref) == 32, "wire_ref has no padding");
 
 static const char *const names[WIRE_NUM_IDS] = {
-    [WIRE_HELLO] = "HELLO", [WIRE_REPLY] = "REPLY", [WIRE_PROOF] = "PROOF",   [WIRE_ACCEPT] = "ACCEPT",
-    [WIRE_READY] = "READY", [WIRE_BEGIN] = "BEGIN", [WIRE_DATA] = "DATA",     [WIRE_ACK] = "ACK",
-    [WIRE_END] = "END",     [WIRE_ABORT] = "ABORT", [WIRE_NOTIFY] = "NOTIFY", [WIRE_BYE] = "BYE",
+    [WIRE_HELLO] = "HELLO", [WIRE_REPLY] = "REPLY",   [WIRE_PROOF] = "PROOF",     [WIRE_ACCEPT] = "ACCEPT",
+    [WIRE_READY] = "READY", [WIRE_BEGIN] = "BEGIN",   [WIRE_DATA] = "DATA",       [WIRE_ACK] = "ACK",
+    [WIRE_END] = "END",     [WIRE_ABORT] = "ABORT",   [WIRE_NOTIFY] = "NOTIFY",   [WIRE_BYE] = "BYE",
+    [WIRE_CMA] = "CMA",     [WIRE_CMA_OK] = "CMA_OK", [WIRE_RELEASE] = "RELEASE",
 };
 
 const char *wire_name(unsigned id)
@@ -138,8 +142,11 @@ static bool check_begin(const struct wire_begin *b, size_t len, char *why, size_
 {
     if (b->kind != WIRE_PUSH && b->kind != WIRE_PULL)
         return bad(why, n, "sent BEGIN of kind %u (valid are 1, a push, and 2, a pull)", (unsigned)b->kind);
-    if (b->flags & ~(uint16_t)WIRE_BEGIN_NOTE || (b->kind == WIRE_PULL && b->flags))
-        return bad(why, n, "sent BEGIN with flags 0x%x (valid: 0x1, a push's notification)", (unsigned)b->flags);
+    if (b->flags & ~(uint16_t)(b->kind == WIRE_PUSH ? WIRE_BEGIN_NOTE : WIRE_BEGIN_REFS))
+        return bad(why, n,
+                   "sent BEGIN with flags 0x%x (valid: 0x1, a push's notification; 0x2, a pull read by "
+                   "reference)",
+                   (unsigned)b->flags);
     if (b->order > WIRE_ORDER_STAGING)
         return bad(why, n, "sent BEGIN with byte order %u (valid are 0..5, a layout's, and 6, staging)",
                    (unsigned)b->order);
@@ -174,12 +181,16 @@ static bool check_begin(const struct wire_begin *b, size_t len, char *why, size_
     return true;
 }
 
-static bool check_data(const struct wire_data *d, size_t len, char *why, size_t n)
+static bool check_data(const struct wire_data *d, size_t len, bool rndv, char *why, size_t n)
 {
     if (!zero(WIRE_DATA, d->reserved, why, n))
         return false;
-    if (d->flags & ~(uint32_t)WIRE_DATA_REPLY)
-        return bad(why, n, "sent DATA with flags 0x%x (valid: 0x1, a pull's reply)", (unsigned)d->flags);
+    if (d->flags & ~(uint32_t)(WIRE_DATA_REPLY | WIRE_DATA_REF))
+        return bad(why, n, "sent DATA with flags 0x%x (valid: 0x1, a pull's reply; 0x2, by reference)",
+                   (unsigned)d->flags);
+    if ((d->flags & WIRE_DATA_REF) && (rndv || len != sizeof(struct wire_ref)))
+        return bad(why, n, "sent DATA by reference with %zu bytes%s (it is one %zu-byte eager reference)", len,
+                   rndv ? " as a rendezvous" : "", sizeof(struct wire_ref));
     if (len == 0 || len > XFER_MAX_CHUNK)
         return bad(why, n, "sent DATA of %zu bytes (valid are 1..%llu)", len, ULL(XFER_MAX_CHUNK));
     if (d->h.xid == 0)
@@ -212,6 +223,33 @@ static bool check_abort(const struct wire_abort *a, size_t len, char *why, size_
     return true;
 }
 
+static bool check_cma(const struct wire_cma *c, size_t len, char *why, size_t n)
+{
+    if (!zero(WIRE_CMA, c->reserved, why, n))
+        return false;
+    if (len)
+        return bad(why, n, "sent CMA with %zu bytes of data (it has none)", len);
+    if (c->h.xid)
+        return bad(why, n, "sent CMA for stream %llu (it names none)", ULL(c->h.xid));
+    if (c->pid == 0 || c->pid > INT32_MAX || c->cookie == 0)
+        return bad(why, n, "sent CMA naming process %u and address 0x%llx (valid: a process id and an address)",
+                   (unsigned)c->pid, ULL(c->cookie));
+    return true;
+}
+
+static bool check_release(const struct wire_release *r, size_t len, char *why, size_t n)
+{
+    if (!zero(WIRE_RELEASE, r->reserved, why, n))
+        return false;
+    if (r->flags & ~(uint32_t)WIRE_RELEASE_PULL)
+        return bad(why, n, "sent RELEASE with flags 0x%x (valid: 0x1, a pull)", (unsigned)r->flags);
+    if (len)
+        return bad(why, n, "sent RELEASE with %zu bytes of data (it has none)", len);
+    if (r->h.xid == 0)
+        return bad(why, n, "sent RELEASE for stream 0 (streams are numbered from 1)");
+    return true;
+}
+
 static bool check_plain(unsigned id, const struct wire_hdr *h, size_t len, char *why, size_t n)
 {
     if (id == WIRE_NOTIFY)
@@ -225,10 +263,12 @@ static bool check_plain(unsigned id, const struct wire_hdr *h, size_t len, char 
 }
 
 static const size_t header_sizes[WIRE_NUM_IDS] = {
-    [WIRE_READY] = sizeof(struct wire_hdr),  [WIRE_BEGIN] = sizeof(struct wire_begin),
-    [WIRE_DATA] = sizeof(struct wire_data),  [WIRE_ACK] = sizeof(struct wire_status),
-    [WIRE_END] = sizeof(struct wire_status), [WIRE_ABORT] = sizeof(struct wire_abort),
-    [WIRE_NOTIFY] = sizeof(struct wire_hdr), [WIRE_BYE] = sizeof(struct wire_hdr),
+    [WIRE_READY] = sizeof(struct wire_hdr),       [WIRE_BEGIN] = sizeof(struct wire_begin),
+    [WIRE_DATA] = sizeof(struct wire_data),       [WIRE_ACK] = sizeof(struct wire_status),
+    [WIRE_END] = sizeof(struct wire_status),      [WIRE_ABORT] = sizeof(struct wire_abort),
+    [WIRE_NOTIFY] = sizeof(struct wire_hdr),      [WIRE_BYE] = sizeof(struct wire_hdr),
+    [WIRE_CMA] = sizeof(struct wire_cma),         [WIRE_CMA_OK] = sizeof(struct wire_status),
+    [WIRE_RELEASE] = sizeof(struct wire_release),
 };
 
 enum wire_result wire_decode(struct wire_sessions *s, unsigned id, const void *hdr, size_t hlen, const void *data,
@@ -273,7 +313,15 @@ enum wire_result wire_decode(struct wire_sessions *s, unsigned id, const void *h
     case WIRE_NOTIFY:
     case WIRE_BYE: ok = check_plain(id, &h, len, why, n); break;
     case WIRE_BEGIN: ok = check_begin(&out->u.begin, len, why, n); break;
-    case WIRE_DATA: ok = check_data(&out->u.data, len, why, n); break;
+    case WIRE_DATA: ok = check_data(&out->u.data, len, rndv, why, n); break;
+    case WIRE_CMA: ok = check_cma(&out->u.cma, len, why, n); break;
+    case WIRE_CMA_OK:
+        /* a status: 0, it read the cookie; a kvrt error and why, not */
+        ok = zero(id, out->u.status.reserved, why, n) && status_ok(id, out->u.status.status, why, n) &&
+             data_at_most(id, len, XFER_MAX_REASON, why, n) &&
+             (h.xid == 0 || bad(why, n, "sent CMA_OK for stream %llu (it names none)", ULL(h.xid)));
+        break;
+    case WIRE_RELEASE: ok = check_release(&out->u.release, len, why, n); break;
     case WIRE_ACK:
     case WIRE_END: ok = check_status(id, &out->u.status, len, why, n); break;
     case WIRE_ABORT: ok = check_abort(&out->u.abort, len, why, n); break;

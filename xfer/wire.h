@@ -38,7 +38,11 @@ enum wire_id {
     WIRE_ABORT = 10,
     WIRE_NOTIFY = 11,
     WIRE_BYE = 12,
-    WIRE_NUM_IDS = 13,
+    /* Reading a peer on the same host (docs/xfer.md, "One host"). */
+    WIRE_CMA = 13,     /* where this side's session cookie lies: read it */
+    WIRE_CMA_OK = 14,  /* whether this side read it: it may read yours */
+    WIRE_RELEASE = 15, /* a chunk given by reference was read */
+    WIRE_NUM_IDS = 16,
 };
 
 /* "HELLO", "DATA", ...; "an unknown message" past the table. */
@@ -85,7 +89,10 @@ enum { WIRE_PUSH = 1, WIRE_PULL = 2 };
  * kvrt_layout) or kvrt's staging order (block, layer, [H, N, C]). */
 enum { WIRE_ORDER_STAGING = 6 };
 
-enum { WIRE_BEGIN_NOTE = 1u }; /* a push with a notification (maybe empty) */
+enum {
+    WIRE_BEGIN_NOTE = 1u, /* a push with a notification (maybe empty) */
+    WIRE_BEGIN_REFS = 2u, /* a pull whose chunks its sender reads by reference */
+};
 
 struct wire_begin {
     struct wire_hdr h;
@@ -105,14 +112,47 @@ struct wire_begin {
     uint64_t token_first, token_count, token_seg;
 };
 
-enum { WIRE_DATA_REPLY = 1u }; /* a chunk of the receiver's own pull */
+enum {
+    WIRE_DATA_REPLY = 1u, /* a chunk of the receiver's own pull */
+    WIRE_DATA_REF = 2u,   /* not the bytes: where they lie in the sender (a wire_ref) */
+};
 
 struct wire_data {
     struct wire_hdr h;
     uint64_t chunk;
     uint32_t flags;
     uint32_t reserved;
-}; /* data: the chunk's bytes */
+}; /* data: the chunk's bytes, or with WIRE_DATA_REF a wire_ref */
+
+/* A chunk by reference: its bytes at `addr` in the sender's process, to be
+ * read by the receiver (which proved it can) and then RELEASEd.  A staging
+ * slot's seal (its address, 0 for none, and value) must read the same
+ * before and after: the slot was not reused meanwhile. */
+struct wire_ref {
+    uint64_t addr, len;
+    uint64_t seal_addr, seal;
+};
+
+/* CMA: the sender's process and the address of its cookie for this
+ * session (HMAC of the session token and its agent id); the host it runs
+ * on (boot and pid-namespace identity), so another host never reads. */
+struct wire_cma {
+    struct wire_hdr h;
+    uint64_t cookie;
+    uint32_t pid;
+    uint32_t reserved;
+    uint8_t host[16];
+};
+
+/* RELEASE: chunk `chunk` of the receiver's stream was read; flags
+ * WIRE_RELEASE_PULL: a pull the receiver serves, else its push. */
+enum { WIRE_RELEASE_PULL = 1u };
+struct wire_release {
+    struct wire_hdr h;
+    uint64_t chunk;
+    uint32_t flags;
+    uint32_t reserved;
+};
 
 /* ACK (the receiver of a push: all in place, or why not) and END (the
  * server of a pull: why it stopped). */
@@ -169,8 +209,10 @@ struct wire_msg {
         struct wire_hdr plain; /* READY, NOTIFY, BYE */
         struct wire_begin begin;
         struct wire_data data;
-        struct wire_status status;
+        struct wire_status status; /* ACK, END, CMA_OK */
         struct wire_abort abort;
+        struct wire_cma cma;
+        struct wire_release release;
     } u;
     const uint8_t *payload; /* eager data; a rendezvous descriptor for DATA */
     size_t len;

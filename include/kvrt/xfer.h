@@ -181,7 +181,11 @@ struct kvrt_xfer_stats {
      * (UCX 1.13 crashes on an id without one); what that cost, once. */
     double handlers_s;      /* time their registration took */
     uint64_t handler_bytes; /* memory they hold, kvrt's and UCX's table */
-    uint8_t reserved[16];
+    /* 1.2: bytes of bytes_received this agent read in its peers' memory
+     * (one host: docs/xfer.md, "One host"), and the peers it reads so. */
+    uint64_t bytes_read_in_place;
+    uint32_t peers_read_in_place;
+    uint8_t reserved[4];
 };
 
 /** Fill *stats (stats->size set by the caller, or 0). */

@@ -57,7 +57,8 @@ class Stats(C.Structure):
         "peers", "handles", "outgoing", "incoming", "ucx_requests", "staging_busy", "staging_chunks",
         "chunk_bytes", "registered_bytes")] + [("registration_s", dbl)] + [(n, u64) for n in (
             "completed", "failed", "bytes_sent", "bytes_received", "notifications", "refused", "violations",
-            "strangers", "denied")] + [("handlers_s", dbl), ("handler_bytes", u64), ("reserved", C.c_uint8 * 16)]
+            "strangers", "denied")] + [("handlers_s", dbl), ("handler_bytes", u64), ("bytes_read_in_place", u64), ("peers_read_in_place", C.c_uint32),
+      ("reserved", C.c_uint8 * 4)]
 
 
 class MetadataInfo(C.Structure):

@@ -90,7 +90,9 @@ int main(void)
     OFF(kvrt_xfer_stats, denied, 152);
     OFF(kvrt_xfer_stats, handlers_s, 160);
     OFF(kvrt_xfer_stats, handler_bytes, 168);
-    OFF(kvrt_xfer_stats, reserved, 176);
+    OFF(kvrt_xfer_stats, bytes_read_in_place, 176); /* 1.2 */
+    OFF(kvrt_xfer_stats, peers_read_in_place, 184);
+    OFF(kvrt_xfer_stats, reserved, 188);
     SIZE(kvrt_xfer_stats, 192);
     LAST(kvrt_xfer_stats);
 

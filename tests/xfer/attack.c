@@ -29,6 +29,7 @@
 #include <unistd.h>
 
 #include "address.h"
+#include "cma.h"
 #include "raw_peer.h"
 #include "tap.h"
 #include "xfer_side.h"
@@ -759,6 +760,69 @@ static void tokens_more_blocks_than_touched(void)
     send_begin(&b, ids);
 }
 
+/* One host: a peer that says where its cookie lies (CMA), and then gives
+ * chunks by reference.  The raw peer is this process. */
+static uint8_t raw_cookie[XFER_MAC_BYTES];
+
+static void send_cma(const uint8_t *cookie)
+{
+    struct wire_cma c;
+    memset(&c, 0, sizeof(c));
+    c.h = raw_hdr(&R, 0);
+    c.cookie = (uint64_t)(uintptr_t)cookie;
+    c.pid = (uint32_t)getpid();
+    xfer_cma_host(c.host);
+    raw_session_send(&R, WIRE_CMA, &c, sizeof(c), NULL, 0, false);
+}
+
+static void honest_cma(void)
+{
+    xfer_cma_cookie(R.me.token, R.me.from, raw_cookie);
+    send_cma(raw_cookie);
+}
+
+static void send_ref(uint64_t xid, uint64_t k, uint64_t addr, uint64_t len)
+{
+    struct wire_data d = {raw_hdr(&R, xid), k, WIRE_DATA_REF, 0};
+    struct wire_ref ref = {addr, len, 0, 0};
+    raw_session_send(&R, WIRE_DATA, &d, sizeof(d), &ref, sizeof(ref), false);
+}
+
+static void ref_unoffered(void)
+{
+    int64_t ids[2] = {SCRATCH, SCRATCH + 1};
+    struct wire_begin b = push_begin(1, 2);
+    send_begin(&b, ids);
+    send_ref(1, 0, (uint64_t)(uintptr_t)junk, CHUNK);
+}
+
+static void cma_not_its_cookie(void)
+{
+    static const uint8_t wrong[XFER_MAC_BYTES] = {1, 2, 3};
+    send_cma(wrong);
+}
+
+static void cma_twice(void)
+{
+    honest_cma();
+    honest_cma();
+}
+
+static void ref_to_nothing(void)
+{
+    honest_cma();
+    int64_t ids[2] = {SCRATCH, SCRATCH + 1};
+    struct wire_begin b = push_begin(1, 2);
+    send_begin(&b, ids);
+    send_ref(1, 0, 4096, CHUNK); /* the first page is never mapped */
+}
+
+static void release_never_begun(void)
+{
+    struct wire_release r = {raw_hdr(&R, 777), 0, 0, 0};
+    raw_session_send(&R, WIRE_RELEASE, &r, sizeof(r), NULL, 0, false);
+}
+
 static bool acked_ok(void)
 {
     for (size_t k = 0; k < R.ngot; k++)
@@ -771,29 +835,11 @@ static bool acked_ok(void)
     return false;
 }
 
-static void breaches(void)
+/* Each case in a session of its own: one violation, one line naming the
+ * peer, nothing acknowledged, notified or written. */
+static void run_breaches(const struct breach *cases, size_t n)
 {
-    static const struct breach cases[] = {
-        {"a chunk sent twice", "twice", dup_chunk},
-        {"a chunk index past the stream", "which has 1 chunks", chunk_out_of_range},
-        {"a chunk of the wrong length", "bytes; it has", chunk_wrong_length},
-        {"data for a stream never begun", "before its BEGIN", data_before_begin},
-        {"a BEGIN naming a block past the cache", "out of range", ids_out_of_range},
-        {"a push naming one block twice", "appears twice", ids_repeated},
-        {"a BEGIN announcing the wrong total", "announced", total_wrong},
-        {"a stream id that goes back", "only grow", xid_backwards},
-        {"a BEGIN whose count disagrees with its data", "naming 3 blocks", count_mismatch},
-        {"a BEGIN of an unknown kind", "kind 7", bad_kind},
-        {"an ACK for a stream never begun", "never began", ack_never_begun},
-        {"a notification for a stream never begun", "never began", notify_never_begun},
-        {"a reserved field set", "reserved field", reserved_set},
-        {"a header cut short", "36-byte header", short_header},
-        {"READY twice", "READY twice", second_ready},
-        {"a whole-block BEGIN with a first token", "both must be 0", tokens_whole_with_first},
-        {"a token range without segments", "segments of 1..", tokens_no_segment},
-        {"a token range naming more blocks than it touches", "which touch 1", tokens_more_blocks_than_touched},
-    };
-    for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+    for (size_t i = 0; i < n; i++) {
         int p = session();
         if (p < 0) {
             tap_ok(false, "%s: a session for it", cases[i].what);
@@ -817,8 +863,47 @@ static void breaches(void)
                line);
         end_session(p);
     }
-    tap_ok(honest_push_works(), "after %zu broken sessions the victim serves its honest peer",
-           sizeof(cases) / sizeof(cases[0]));
+}
+
+static void breaches(void)
+{
+    static const struct breach cases[] = {
+        {"a chunk sent twice", "twice", dup_chunk},
+        {"a chunk index past the stream", "which has 1 chunks", chunk_out_of_range},
+        {"a chunk of the wrong length", "bytes; it has", chunk_wrong_length},
+        {"data for a stream never begun", "before its BEGIN", data_before_begin},
+        {"a BEGIN naming a block past the cache", "out of range", ids_out_of_range},
+        {"a push naming one block twice", "appears twice", ids_repeated},
+        {"a BEGIN announcing the wrong total", "announced", total_wrong},
+        {"a stream id that goes back", "only grow", xid_backwards},
+        {"a BEGIN whose count disagrees with its data", "naming 3 blocks", count_mismatch},
+        {"a BEGIN of an unknown kind", "kind 7", bad_kind},
+        {"an ACK for a stream never begun", "never began", ack_never_begun},
+        {"a notification for a stream never begun", "never began", notify_never_begun},
+        {"a reserved field set", "reserved field", reserved_set},
+        {"a header cut short", "36-byte header", short_header},
+        {"READY twice", "READY twice", second_ready},
+        {"a whole-block BEGIN with a first token", "both must be 0", tokens_whole_with_first},
+        {"a token range without segments", "segments of 1..", tokens_no_segment},
+        {"a token range naming more blocks than it touches", "which touch 1", tokens_more_blocks_than_touched},
+        {"a chunk by reference from a peer the victim never read", "did not offer to read", ref_unoffered},
+        {"CMA twice", "sent CMA twice", cma_twice},
+        {"a RELEASE for a stream never begun", "never began", release_never_begun},
+    };
+    /* Only where the victim reads its peers' memory (cma.h). */
+    static const struct breach one_host[] = {
+        {"a CMA naming memory without the session's cookie", "does not hold its session cookie", cma_not_its_cookie},
+        {"a chunk by reference at memory the peer does not have", "cannot give", ref_to_nothing},
+    };
+    size_t n = sizeof(cases) / sizeof(cases[0]), m = sizeof(one_host) / sizeof(one_host[0]);
+    run_breaches(cases, n);
+    const char *no_cma;
+    if (xfer_cma_allowed(&no_cma))
+        run_breaches(one_host, m);
+    else
+        for (size_t i = 0; i < m; i++)
+            tap_skip("%s: the victim reads no peer's memory here (%s)", one_host[i].what, no_cma);
+    tap_ok(honest_push_works(), "after %zu broken sessions the victim serves its honest peer", n + m);
 }
 
 static void missing_chunk(void)

@@ -298,6 +298,24 @@ static bool one_line_with(const char *want)
     return m[0] && !strchr(m, '\n') && strstr(m, want);
 }
 
+/* On one host with shared memory allowed, this agent's pulls read the
+ * peers' memory in place; with UCX_TLS=tcp nothing does. */
+static void read_in_place(struct side *s)
+{
+    struct kvrt_xfer_stats st = {.size = sizeof(st)};
+    kvrt_xfer_agent_stats(s->a, &st);
+    const char *tls = getenv("UCX_TLS");
+    if (!tls || strstr(tls, "sm"))
+        tap_ok(st.bytes_read_in_place > 0 && st.peers_read_in_place == 2,
+               "one host: the pulls read the peers' memory in place (%llu of %llu bytes received, %u peers)",
+               (unsigned long long)st.bytes_read_in_place, (unsigned long long)st.bytes_received,
+               st.peers_read_in_place);
+    else
+        tap_ok(st.bytes_read_in_place == 0 && st.peers_read_in_place == 0,
+               "UCX_TLS=%s: no peer is read in place (%llu bytes, %u peers)", tls,
+               (unsigned long long)st.bytes_read_in_place, st.peers_read_in_place);
+}
+
 static void refusals(struct side *s, kvrt_xfer_peer *p)
 {
     int64_t a[2] = {0, 1}, b[2] = {5, 5}, big[1] = {128};
@@ -473,6 +491,7 @@ int main(int argc, char **argv)
     loaded(&s, &cc, &oc);
     if (pa)
         pulls(&s, pa, pb, &oa, &ob, &ca, &cb, na + NPOST, nb + NPOST);
+    read_in_place(&s);
     refusals(&s, pb);
     side_agent_clean(s.a, "after all of it");
     child_clean(&ca, "same-layout peer");
