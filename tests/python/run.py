@@ -33,8 +33,9 @@ for name in names:
     mod = importlib.import_module(name)
     for attr in sorted(vars(mod)):
         fn = getattr(mod, attr)
-        if attr.startswith("test_") and callable(fn) and (not only or any(o in attr for o in only)):
-            tests.append(("%s.%s" % (name, attr), fn))
+        full = "%s.%s" % (name, attr)
+        if attr.startswith("test_") and callable(fn) and (not only or any(o in full for o in only)):
+            tests.append((full, fn))
 
 print("# kvrt %s from %s, libkvrt %s" % (kvrt.__version__, os.path.dirname(kvrt.__file__), kvrt.library_path))
 print("1..%d" % len(tests))
