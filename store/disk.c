@@ -150,6 +150,8 @@ static int meta_put_u64(MDB_txn *txn, struct disk_env *e, const char *name, uint
 
 /* ---- opening ----------------------------------------------------------------- */
 
+/* Only the store's own files: data.mdb too, which another process
+ * creating the store may have made since this one found none. */
 static bool only_lmdb_files(const char *path)
 {
     DIR *dir = opendir(path);
@@ -158,7 +160,7 @@ static bool only_lmdb_files(const char *path)
     bool only = true;
     for (struct dirent *de; only && (de = readdir(dir));)
         only = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 || strcmp(de->d_name, "lock.mdb") == 0 ||
-               strcmp(de->d_name, "slots.dat") == 0;
+               strcmp(de->d_name, "data.mdb") == 0 || strcmp(de->d_name, "slots.dat") == 0;
     closedir(dir);
     return only;
 }
