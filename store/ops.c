@@ -215,6 +215,46 @@ static int find_present(struct store_op *op, bool *present)
     return rc;
 }
 
+/* What a put copies out of one chunk: the new entries of its missing heads,
+ * their head slots and payloads, and their checksum states. */
+struct put_scratch {
+    struct mem_entry **entries;
+    uint64_t *slots;
+    uint8_t **payloads;
+    XXH3_state_t *sums;
+};
+
+static void put_scratch_free(struct put_scratch *ps)
+{
+    // NOLINTNEXTLINE(bugprone-multi-level-implicit-pointer-conversion)
+    free(ps->entries);
+    free(ps->slots);
+    // NOLINTNEXTLINE(bugprone-multi-level-implicit-pointer-conversion)
+    free(ps->payloads);
+    free(ps->sums);
+    memset(ps, 0, sizeof(*ps));
+}
+
+static int put_scratch_init(struct put_scratch *ps, uint64_t heads, bool sums)
+{
+    size_t n = heads ? heads : 1;
+    memset(ps, 0, sizeof(*ps));
+    /* arrays of pointers: sizeof(*x) is a pointer's size */
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
+    ps->entries = calloc(n, sizeof(*ps->entries));
+    ps->slots = calloc(n, sizeof(*ps->slots));
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
+    ps->payloads = calloc(n, sizeof(*ps->payloads));
+    /* XXH3 states want 64-byte alignment; their size is a multiple of it */
+    if (sums)
+        ps->sums = aligned_alloc(64, n * sizeof(*ps->sums));
+    if (!ps->entries || !ps->slots || !ps->payloads || (sums && !ps->sums)) {
+        put_scratch_free(ps);
+        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_put: out of memory");
+    }
+    return KVRT_OK;
+}
+
 static int run_put(struct store_op *op, uint64_t *tokens)
 {
     kvrt_store *s = op->store;
@@ -246,9 +286,13 @@ static int run_put(struct store_op *op, uint64_t *tokens)
     }
     unsigned where = (s->has_disk ? WRITE_DISK : 0) | (s->has_shared ? WRITE_SHARED : 0);
     uint64_t copied = 0, found = 0;
+    struct put_scratch ps;
+    if (rc == KVRT_OK)
+        rc = put_scratch_init(&ps, H, where != 0);
     for (uint64_t c = 0; c < op->num_chunks && rc == KVRT_OK; c++) {
-        bool all = true;
-        for (uint64_t h = 0; h < H && rc == KVRT_OK; h++) {
+        /* the chunk's missing heads, copied out together */
+        uint64_t n = 0;
+        for (uint64_t h = 0; h < H; h++) {
             if (present[c * H + h]) {
                 found++;
                 continue;
@@ -261,14 +305,29 @@ static int run_put(struct store_op *op, uint64_t *tokens)
                                 ULL(m->payload_bytes));
                 break;
             }
-            canon_pack(&io, m, (op->first_chunk + c) * T, h, e->buf + STORE_HEADER_BYTES);
+            ps.entries[n] = e;
+            ps.slots[n] = h;
+            ps.payloads[n] = e->buf + STORE_HEADER_BYTES;
             if (where)
-                store_entry_seal(m, &id, e->buf);
-            copied++;
+                store_entry_seal_begin(m, &id, e->buf, &ps.sums[n]);
+            n++;
+        }
+        if (rc != KVRT_OK) {
+            for (uint64_t i = 0; i < n; i++)
+                mem_entry_unref(&s->mem, ps.entries[i]);
+            break;
+        }
+        struct canon_chunk ch = {(op->first_chunk + c) * T, ps.slots, n, ps.payloads, where ? ps.sums : NULL};
+        canon_pack(&io, m, &ch);
+        bool all = true;
+        for (uint64_t i = 0; i < n; i++) {
+            struct mem_entry *e = ps.entries[i];
             if (where) {
+                store_entry_seal_end(e->buf, &ps.sums[i]);
                 e->refs++; /* the queue's */
                 e->queued = true;
             }
+            copied++;
             bool kept = mem_tier_insert(&s->mem, e, s->has_mem);
             if (!kept)
                 mem_entry_unref(&s->mem, e); /* the index did not take it */
@@ -278,6 +337,7 @@ static int run_put(struct store_op *op, uint64_t *tokens)
         }
         stored_chunks += all;
     }
+    put_scratch_free(&ps);
     canon_io_end(&io);
     free(present);
     pthread_mutex_lock(&s->count_lock);
@@ -426,7 +486,12 @@ static int run_get(struct store_op *op, uint64_t *tokens)
     void **replies = malloc(hh * sizeof(*replies));
     const uint8_t **bufs = malloc(hh * sizeof(*bufs));
     uint64_t *lens = malloc(hh * sizeof(*lens));
-    if (!ids || !replies || !bufs || !lens)
+    uint64_t *slots = malloc(hh * sizeof(*slots));
+    // NOLINTNEXTLINE(bugprone-sizeof-expression)
+    uint8_t **payloads = malloc(hh * sizeof(*payloads));
+    for (uint64_t h = 0; slots && h < H; h++)
+        slots[h] = h;
+    if (!ids || !replies || !bufs || !lens || !slots || !payloads)
         op->num_chunks = 0; /* nothing loaded; reported below */
     for (uint64_t c = 0; c < op->num_chunks; c++) {
         uint64_t got = 0;
@@ -442,10 +507,13 @@ static int run_get(struct store_op *op, uint64_t *tokens)
                 release_found(s, &f[h]);
             break;
         }
+        for (uint64_t h = 0; h < H; h++)
+            payloads[h] = (uint8_t *)f[h].payload;
+        struct canon_chunk ch = {(op->first_chunk + c) * T, slots, H, payloads, NULL};
+        canon_unpack(&io, m, &ch);
         for (uint64_t h = 0; h < H; h++) {
             struct store_id id;
             id_of(op, c, h, &id);
-            canon_unpack(&io, m, (op->first_chunk + c) * T, h, f[h].payload);
             hits[f[h].tier]++;
             if (f[h].tier == 1)
                 writer_touch(s, &id);
@@ -474,7 +542,10 @@ static int run_get(struct store_op *op, uint64_t *tokens)
         }
         loaded += T;
     }
-    bool oom = !ids || !replies || !bufs || !lens;
+    bool oom = !ids || !replies || !bufs || !lens || !slots || !payloads;
+    free(slots);
+    // NOLINTNEXTLINE(bugprone-multi-level-implicit-pointer-conversion)
+    free(payloads);
     free(next);
     free(ids);
     free(replies);

@@ -12,6 +12,19 @@
 #include <kvrt/store.h>
 #include <kvrt/transfer.h>
 
+/* checksum states on the stack or in arrays, not from the heap per entry */
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+/* XXH3 with the widest vectors the CPU has (Debian's libxxhash picks them
+ * at run time on x86; the plain functions are built for SSE2) */
+#if defined(__x86_64__)
+#define XXH_DISPATCH_DISABLE_REPLACE
+#include <xxh_x86dispatch.h>
+#define STORE_SUM_UPDATE XXH3_128bits_update_dispatch
+#else
+#define STORE_SUM_UPDATE XXH3_128bits_update
+#endif
+
 /* Set the message and yield `status`, visibly at the call site (as the
  * core's kvrt_fail), so that analysers see a failing helper never returns
  * KVRT_OK. */
@@ -89,6 +102,11 @@ static inline uint64_t store_slot_bytes(uint64_t payload_bytes)
 
 /* Fill the header in front of the payload (buf: header + payload). */
 void store_entry_seal(const struct store_model *m, const struct store_id *id, uint8_t *buf);
+/* The same in two steps around a copy that feeds the payload to *st:
+ * begin writes the header (checksum zero) and starts *st on it, end writes
+ * the checksum. */
+void store_entry_seal_begin(const struct store_model *m, const struct store_id *id, uint8_t *buf, XXH3_state_t *st);
+void store_entry_seal_end(uint8_t *buf, XXH3_state_t *st);
 
 /* Check an entry read from a tier: size, magic, version, fingerprint, key,
  * head, sizes, reserved bytes and checksum.  NULL when good, else why (a
@@ -147,11 +165,25 @@ int canon_io_begin(struct canon_io *io, const struct canon_map *map, const int64
 int canon_io_commit(struct canon_io *io);
 void canon_io_end(struct canon_io *io);
 
-/* Copy the cells of head slot `slot`, the chunk of tokens [first, first +
- * chunk_tokens), every layer, into / out of a canonical payload. */
-void canon_pack(const struct canon_io *io, const struct store_model *m, uint64_t first, uint64_t slot, uint8_t *dst);
-void canon_unpack(const struct canon_io *io, const struct store_model *m, uint64_t first, uint64_t slot,
-                  const uint8_t *src);
+/* The copies of one chunk (tokens [first, first + chunk_tokens), every
+ * layer) between the cache's head slots slots[0..n) and n canonical
+ * payloads.  sums: NULL, or one checksum state per payload, fed the
+ * payload's bytes in order as they are copied out (a put seals an entry
+ * without reading it again). */
+struct canon_chunk {
+    uint64_t first;
+    const uint64_t *slots;
+    uint64_t n;
+    uint8_t *const *payloads;
+    XXH3_state_t *sums;
+};
+void canon_pack(const struct canon_io *io, const struct store_model *m, const struct canon_chunk *ch);
+void canon_unpack(const struct canon_io *io, const struct store_model *m, const struct canon_chunk *ch);
+
+/* Copies of large runs with non-temporal stores (copy.c); fence once
+ * before another thread reads what they stored. */
+void store_copy_stream(void *dst, const void *src, size_t n);
+void store_copy_fence(void);
 
 /* ---- memory tier (memory.c) ----------------------------------------------- */
 
