@@ -185,6 +185,26 @@ void canon_unpack(const struct canon_io *io, const struct store_model *m, const 
 void store_copy_stream(void *dst, const void *src, size_t n);
 void store_copy_fence(void);
 
+/* ---- entry buffers (buffers.c) --------------------------------------------- */
+
+/* Slot-sized buffers from slabs of huge pages, kept once released (not
+ * locked: the memory tier's lock guards its pool). */
+struct buf_pool {
+    uint64_t buf_bytes, per_slab, slab_bytes;
+    uint8_t **slabs;
+    uint64_t num_slabs;
+    uint8_t *carve; /* the next unused buffer of the newest slab */
+    uint64_t carve_left;
+    uint8_t **spare; /* room for every buffer of every slab */
+    uint64_t num_spare;
+};
+
+int buf_pool_init(struct buf_pool *p, uint64_t buf_bytes);
+void buf_pool_free(struct buf_pool *p);
+/* A buffer, 4 KiB-aligned (zero when new); NULL when out of memory. */
+uint8_t *buf_pool_get(struct buf_pool *p);
+void buf_pool_put(struct buf_pool *p, uint8_t *buf);
+
 /* ---- memory tier (memory.c) ----------------------------------------------- */
 
 /* An entry's bytes in memory: header room, then the payload. */
@@ -208,9 +228,8 @@ struct mem_tier {
     struct mem_entry **buckets;
     uint64_t num_buckets;
     struct mem_entry *lru_head, *lru_tail;
-    /* buffers of evicted entries, reused (no page faults on a warm pool) */
-    uint8_t **free_bufs;
-    uint64_t num_free, max_free;
+    /* every entry's buffer, and those of entries gone, for new ones */
+    struct buf_pool pool;
 };
 
 int mem_tier_init(struct mem_tier *t, uint64_t capacity, uint64_t entry_bytes);
