@@ -277,15 +277,30 @@ int disk_check_file(const char *path, uint64_t txnid);
 struct disk_read;
 int disk_read_begin(struct disk_tier *d, struct disk_read **out);
 void disk_read_end(struct disk_read *r);
-/* The entry's bytes read into buf (store_slot_bytes of them; *found false
- * when the index has no such entry); *slot gets where it was read from,
- * *len how many bytes the slot file gave (less than the entry when the
- * file is cut short). */
+/* Where the index keeps the entry: *found false when it has no such entry;
+ * *slot UINT64_MAX when its record is damaged (a read of it gives 0
+ * bytes, which the checks refuse). */
+int disk_read_find(struct disk_read *r, const struct store_id *id, bool *found, uint64_t *slot);
+/* The slots' bytes into bufs[0..n) (slot-sized entry buffers), with
+ * O_DIRECT where the file system takes it, runs of neighbouring slots in
+ * one request; lens[i]: the entry bytes buffer i got (fewer when the file
+ * is cut short; 0 for slot UINT64_MAX).  Safe from any thread. */
+void disk_read_slots(struct disk_tier *d, uint8_t *const *bufs, const uint64_t *slots, uint64_t n, uint64_t *lens);
+/* disk_read_find, then the entry's bytes read into buf. */
 int disk_read_get(struct disk_read *r, const struct store_id *id, uint8_t *buf, bool *found, uint64_t *slot,
                   uint64_t *len);
-/* Ask the kernel to start reading these entries' slots (a get's next
- * chunk while it copies this one). */
-void disk_read_prefetch(struct disk_read *r, const struct store_id *ids, uint64_t n);
+
+/* Reads of a get's next chunk while it copies this one (disk_ahead.c): a
+ * thread of the get's own that reads what it is posted, in order, at most
+ * two posts outstanding; without `threaded`, a post reads at once. */
+struct disk_ahead;
+int disk_ahead_begin(struct disk_tier *d, bool threaded, struct disk_ahead **out);
+/* Start disk_read_slots(bufs, slots, n, lens); returns the post's number. */
+uint64_t disk_ahead_post(struct disk_ahead *a, uint8_t *const *bufs, const uint64_t *slots, uint64_t n, uint64_t *lens);
+/* Wait until post `seq` is read. */
+void disk_ahead_wait(struct disk_ahead *a, uint64_t seq);
+/* Wait for every post, then stop the thread. */
+void disk_ahead_end(struct disk_ahead *a);
 /* Whether id is still stored in `slot` (a fresh snapshot): an entry that
  * fails its checks may only have been read while its slot was reused. */
 bool disk_still_at(struct disk_tier *d, const struct store_id *id, uint64_t slot);
@@ -345,13 +360,12 @@ struct shared_tier {
 int shared_parse_url(const char *url, char *host, size_t size, int *port);
 int shared_init(struct shared_tier *t, kvrt_store *s, const char *url, double timeout_s);
 void shared_free(struct shared_tier *t);
-/* GET: *buf NULL when absent or unreachable; free *reply with
- * shared_reply_free. */
-void shared_get(struct shared_tier *t, const struct store_id *id, void **reply, const uint8_t **buf, uint64_t *len);
-void shared_reply_free(void *reply);
-/* GETs of ids[0..n) in one pipeline: bufs[i] NULL where absent. */
+/* GETs of ids[0..n) in one pipeline, each value read into bufs[i] (entry
+ * buffers of at least value_bytes): got[i] and lens[i] (the value's own
+ * size, which may exceed value_bytes: then only value_bytes were kept);
+ * got false everywhere when unreachable or the connection fails. */
 void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
-                     void **replies, const uint8_t **bufs, uint64_t *lens);
+                     uint8_t *const *bufs, uint64_t *lens, bool *got);
 /* EXISTS of ids[0..n): has[i]; false everywhere when unreachable. */
 void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, bool *has);
 /* SET of sealed entries (the writer thread); returns how many went in. */
@@ -359,6 +373,19 @@ uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uin
 /* Delete an entry that failed its checks. */
 void shared_drop(struct shared_tier *t, const struct store_id *id);
 bool shared_is_up(struct shared_tier *t);
+
+/* Replies of a GET pipeline read off the socket (resp.c). */
+struct resp_reader {
+    int fd;
+    size_t at, end;
+    const char *why; /* what went wrong */
+    char buf[4096];  /* reply lines, and what came with them */
+};
+enum resp_value { RESP_VALUE, RESP_ABSENT, RESP_FAILED };
+void resp_reader_init(struct resp_reader *rr, int fd);
+/* The next reply: a value (its first min(size, cap) bytes into dst, *len
+ * its size), absent (nil, or an error for this key), or failed (rr->why). */
+enum resp_value resp_read_value(struct resp_reader *rr, uint8_t *dst, uint64_t cap, uint64_t *len);
 
 /* ---- the queue to the lower tiers (writer.c) ------------------------------- */
 
