@@ -1,11 +1,14 @@
-/* Reading a get's next chunk while it checks and copies this one.  A
- * get's chunks follow each other: with the slots of chunk c + 1 posted
- * before chunk c is checked and copied, the disk is never idle while the
- * CPU works, and the CPU never waits for a read it could have started.
- * (The kernel's own read-ahead did this for buffered reads; with O_DIRECT
+/* Reading a get's next chunks while it checks and copies this one.  A
+ * get's chunks follow each other: with the slots of chunks c + 1 and c + 2
+ * posted before chunk c is checked and copied, the disk is not idle while
+ * the CPU works, nor while this thread waits to be woken (on a busy
+ * two-core machine, one chunk ahead left the disk idle a fifth of a cold
+ * get), and the CPU never waits for a read it could have started.  (The
+ * kernel's own read-ahead did this for buffered reads; with O_DIRECT
  * nobody else does.)  One thread per get, for the get's life: a post is a
- * list of slots and buffers, read in order of posting, and at most two are
- * outstanding (the chunk being copied and the next). */
+ * list of slots and buffers, read in order of posting, and at most
+ * STORE_AHEAD_POSTS are outstanding (the chunk being copied and the ones
+ * after it). */
 #include <pthread.h>
 #include <stdlib.h>
 
@@ -24,8 +27,8 @@ struct disk_ahead {
     pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake, done;
-    struct ahead_post posts[2]; /* post s is posts[s % 2] */
-    uint64_t posted, finished;  /* posts [finished, posted) are outstanding */
+    struct ahead_post posts[STORE_AHEAD_POSTS]; /* post s is posts[s % STORE_AHEAD_POSTS] */
+    uint64_t posted, finished;                  /* posts [finished, posted) are outstanding */
 };
 
 static void *ahead_main(void *arg)
@@ -37,7 +40,7 @@ static void *ahead_main(void *arg)
             pthread_cond_wait(&a->wake, &a->lock);
         if (a->finished == a->posted)
             break;
-        struct ahead_post p = a->posts[a->finished % 2];
+        struct ahead_post p = a->posts[a->finished % STORE_AHEAD_POSTS];
         pthread_mutex_unlock(&a->lock);
         disk_read_slots(a->d, p.bufs, p.slots, p.n, p.lens);
         pthread_mutex_lock(&a->lock);
@@ -70,10 +73,10 @@ uint64_t disk_ahead_post(struct disk_ahead *a, uint8_t *const *bufs, const uint6
         return a->posted++;
     }
     pthread_mutex_lock(&a->lock);
-    /* a third post waits for the first (callers wait for it anyway) */
-    while (a->posted - a->finished >= 2)
+    /* one post too many waits for the first (callers wait for it anyway) */
+    while (a->posted - a->finished >= STORE_AHEAD_POSTS)
         pthread_cond_wait(&a->done, &a->lock);
-    a->posts[a->posted % 2] = (struct ahead_post){bufs, slots, lens, n};
+    a->posts[a->posted % STORE_AHEAD_POSTS] = (struct ahead_post){bufs, slots, lens, n};
     uint64_t seq = a->posted++;
     pthread_cond_signal(&a->wake);
     pthread_mutex_unlock(&a->lock);

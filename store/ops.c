@@ -402,8 +402,8 @@ struct get_scratch {
     bool *shared_got;
     uint64_t *slots; /* head slots 0..H-1 */
     uint8_t **payloads;
-    struct mem_entry **promoted; /* [chunks x H]: shared hits to queue for the disk */
-    struct ahead ahead[2];
+    struct mem_entry **promoted;           /* [chunks x H]: shared hits to queue for the disk */
+    struct ahead ahead[STORE_AHEAD_POSTS]; /* chunk c's is ahead[c % STORE_AHEAD_POSTS] */
 };
 
 static void get_scratch_free(struct get_scratch *g)
@@ -419,7 +419,7 @@ static void get_scratch_free(struct get_scratch *g)
     free(g->slots);
     free(g->payloads);
     free(g->promoted);
-    for (int i = 0; i < 2; i++) {
+    for (unsigned i = 0; i < STORE_AHEAD_POSTS; i++) {
         struct ahead *A = &g->ahead[i];
         free(A->e);
         free(A->slot);
@@ -445,7 +445,7 @@ static int get_scratch_init(struct get_scratch *g, uint64_t H, uint64_t chunks)
               (g->shared_lens = calloc(n, sizeof(*g->shared_lens))) &&
               (g->shared_got = calloc(n, sizeof(*g->shared_got))) && (g->slots = calloc(n, sizeof(*g->slots))) &&
               (g->payloads = calloc(n, sizeof(*g->payloads))) && (g->promoted = calloc(p, sizeof(*g->promoted)));
-    for (int i = 0; i < 2 && ok; i++) {
+    for (unsigned i = 0; i < STORE_AHEAD_POSTS && ok; i++) {
         struct ahead *A = &g->ahead[i];
         ok = (A->e = calloc(n, sizeof(*A->e))) && (A->slot = calloc(n, sizeof(*A->slot))) &&
              (A->len = calloc(n, sizeof(*A->len))) && (A->bufs = calloc(n, sizeof(*A->bufs))) &&
@@ -621,12 +621,15 @@ static int run_get(struct store_op *op, uint64_t *tokens)
         return rc;
     }
     uint64_t loaded = 0, hits[3] = {0, 0, 0}, misses = 0, num_promoted = 0;
-    if (r && op->num_chunks > 0)
-        post_ahead(op, r, a, 0, &g.ahead[0]);
+    /* chunks 0 .. STORE_AHEAD_POSTS - 2 now, then each turn the one that
+     * many ahead */
+    const uint64_t depth = STORE_AHEAD_POSTS - 1;
+    for (uint64_t c = 0; r && c < depth && c < op->num_chunks; c++)
+        post_ahead(op, r, a, c, &g.ahead[c % STORE_AHEAD_POSTS]);
     for (uint64_t c = 0; c < op->num_chunks; c++) {
-        struct ahead *A = r ? &g.ahead[c % 2] : NULL;
-        if (r && c + 1 < op->num_chunks)
-            post_ahead(op, r, a, c + 1, &g.ahead[(c + 1) % 2]);
+        struct ahead *A = r ? &g.ahead[c % STORE_AHEAD_POSTS] : NULL;
+        if (r && c + depth < op->num_chunks)
+            post_ahead(op, r, a, c + depth, &g.ahead[(c + depth) % STORE_AHEAD_POSTS]);
         if (A)
             wait_ahead(a, A);
         uint64_t got = find_chunk(op, r, A, c, &g);
@@ -662,7 +665,7 @@ static int run_get(struct store_op *op, uint64_t *tokens)
         }
         loaded += T;
     }
-    for (int i = 0; r && i < 2; i++)
+    for (unsigned i = 0; r && i < STORE_AHEAD_POSTS; i++)
         drop_ahead(s, a, &g.ahead[i], H);
     disk_ahead_end(a);
     disk_read_end(r);

@@ -290,9 +290,11 @@ void disk_read_slots(struct disk_tier *d, uint8_t *const *bufs, const uint64_t *
 int disk_read_get(struct disk_read *r, const struct store_id *id, uint8_t *buf, bool *found, uint64_t *slot,
                   uint64_t *len);
 
-/* Reads of a get's next chunk while it copies this one (disk_ahead.c): a
+/* Reads of a get's next chunks while it copies this one (disk_ahead.c): a
  * thread of the get's own that reads what it is posted, in order, at most
- * two posts outstanding; without `threaded`, a post reads at once. */
+ * STORE_AHEAD_POSTS posts outstanding; without `threaded`, a post reads at
+ * once. */
+#define STORE_AHEAD_POSTS 3u
 struct disk_ahead;
 int disk_ahead_begin(struct disk_tier *d, bool threaded, struct disk_ahead **out);
 /* Start disk_read_slots(bufs, slots, n, lens); returns the post's number. */
