@@ -525,12 +525,30 @@ int disk_read_begin(struct disk_tier *d, struct disk_read **out)
     return KVRT_OK;
 }
 
+int disk_read_refresh(struct disk_read *r)
+{
+    struct disk_tier *d = r->d;
+    mdb_cursor_close(r->cur);
+    txn_abort(d->env, r->txn);
+    r->cur = NULL;
+    int rc = txn_begin(d->env, MDB_RDONLY, &r->txn);
+    if (rc == MDB_SUCCESS && (rc = mdb_cursor_open(r->txn, d->env->entries, &r->cur)) != MDB_SUCCESS)
+        txn_abort(d->env, r->txn);
+    if (rc != MDB_SUCCESS) {
+        r->txn = NULL;
+        return lmdb_fail(d->path, "cannot begin a read", rc);
+    }
+    return KVRT_OK;
+}
+
 void disk_read_end(struct disk_read *r)
 {
     if (!r)
         return;
-    mdb_cursor_close(r->cur);
-    txn_abort(r->d->env, r->txn);
+    if (r->txn) {
+        mdb_cursor_close(r->cur);
+        txn_abort(r->d->env, r->txn);
+    }
     free(r);
 }
 
@@ -616,6 +634,8 @@ int disk_read_find(struct disk_read *r, const struct store_id *id, bool *found, 
     MDB_val k = {sizeof(key), key}, v;
     *found = false;
     *slot = UINT64_MAX;
+    if (!r->txn)
+        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": no read transaction", r->d->path);
     int rc = mdb_get(r->txn, r->d->env->entries, &k, &v);
     if (rc == MDB_NOTFOUND)
         return KVRT_OK;
@@ -661,6 +681,8 @@ int disk_read_has(struct disk_read *r, const uint8_t key[KVRT_STORE_KEY_BYTES], 
     MDB_val k = {sizeof(k0), k0}, v;
     for (uint32_t i = 0; i < n; i++)
         has[i] = false;
+    if (!r->cur)
+        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": no read transaction", r->d->path);
     int rc = mdb_cursor_get(r->cur, &k, &v, MDB_SET_RANGE);
     while (rc == MDB_SUCCESS) {
         if (k.mv_size != STORE_DBKEY_BYTES || memcmp(k.mv_data, key, KVRT_STORE_KEY_BYTES) != 0)

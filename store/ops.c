@@ -531,6 +531,12 @@ static bool find_local(struct store_op *op, struct disk_read *r, struct ahead *A
     uint64_t slot = e ? A->slot[h] : 0, len = e ? A->len[h] : 0;
     if (!e && (e = mem_entry_new(&s->mem, id)) && disk_read_get(r, id, e->buf, &found, &slot, &len) != KVRT_OK)
         found = false;
+    /* in neither memory nor the get's snapshot of the index: it may have
+     * been written since the snapshot was taken, and then left memory (an
+     * entry leaves memory only after its batch is committed), so a fresh
+     * snapshot has it */
+    if (e && !found && disk_read_refresh(r) == KVRT_OK && disk_read_get(r, id, e->buf, &found, &slot, &len) != KVRT_OK)
+        found = false;
     if (e && found) {
         /* read into an entry's buffer: a hit is then promoted as it is */
         const char *why = store_entry_check(&s->model, id, e->buf, len);

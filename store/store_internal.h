@@ -277,6 +277,8 @@ int disk_check_file(const char *path, uint64_t txnid);
 struct disk_read;
 int disk_read_begin(struct disk_tier *d, struct disk_read **out);
 void disk_read_end(struct disk_read *r);
+/* A fresh snapshot for the same read (what was committed since). */
+int disk_read_refresh(struct disk_read *r);
 /* Where the index keeps the entry: *found false when it has no such entry;
  * *slot UINT64_MAX when its record is damaged (a read of it gives 0
  * bytes, which the checks refuse). */
