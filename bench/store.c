@@ -359,7 +359,7 @@ static int dd(const char *dir, uint64_t mib)
         fprintf(stderr, "bench-store: dd: no buffer, or --mib %llu under 64\n", (unsigned long long)mib);
         return 1;
     }
-    uint8_t *buf = (uint8_t *)(((uintptr_t)m + huge - 1) & ~(uintptr_t)(huge - 1));
+    uint8_t *buf = m + (huge - (uintptr_t)m % huge) % huge;
     madvise(buf, big, MADV_HUGEPAGE);
     memset(buf, 0x5a, big);
     int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_DIRECT, 0644);

@@ -67,7 +67,7 @@ static bool add_slab(struct buf_pool *p)
     uint8_t *m = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
     if (m == MAP_FAILED)
         return false;
-    uint8_t *base = (uint8_t *)(((uintptr_t)m + HUGE_PAGE - 1) & ~(uintptr_t)(HUGE_PAGE - 1));
+    uint8_t *base = m + (HUGE_PAGE - (uintptr_t)m % HUGE_PAGE) % HUGE_PAGE;
     if (base > m)
         munmap(m, (size_t)(base - m));
     if (base + p->slab_bytes < m + len)

@@ -236,7 +236,8 @@ void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t
             redis_key(&ids[at + i], key);
             int len = snprintf(cmd[i], sizeof(cmd[i]), "*2\r\n$3\r\nGET\r\n$%zu\r\n", sizeof(key));
             memcpy(cmd[i] + len, key, sizeof(key));
-            memcpy(cmd[i] + len + sizeof(key), "\r\n", 2);
+            cmd[i][(size_t)len + sizeof(key)] = '\r';
+            cmd[i][(size_t)len + sizeof(key) + 1] = '\n';
             iov[i] = (struct iovec){cmd[i], (size_t)len + sizeof(key) + 2};
         }
         if (!write_iov(c->fd, iov, (int)m)) {
