@@ -248,3 +248,19 @@ bool mem_tier_has(struct mem_tier *t, const struct store_id *id)
     pthread_mutex_unlock(&t->lock);
     return has;
 }
+
+bool mem_tier_has_heads(struct mem_tier *t, const uint8_t key[KVRT_STORE_KEY_BYTES], uint32_t head, uint32_t n,
+                        bool *has)
+{
+    struct store_id id;
+    memcpy(id.key, key, KVRT_STORE_KEY_BYTES);
+    bool all = true;
+    pthread_mutex_lock(&t->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        id.head = head + i;
+        has[i] = *slot_of(t, &id) != NULL;
+        all = all && has[i];
+    }
+    pthread_mutex_unlock(&t->lock);
+    return all;
+}

@@ -182,7 +182,9 @@ static void id_of(const struct store_op *op, uint64_t c, uint64_t h, struct stor
 }
 
 /* Which entries of the op are stored already (memory or disk): present[c *
- * heads + h]. */
+ * heads + h].  A chunk's heads are asked of each tier at once (one lock of
+ * the memory tier, one cursor walk of the index): a 128k-token lookup asks
+ * about 4096 entries. */
 static int find_present(struct store_op *op, bool *present)
 {
     kvrt_store *s = op->store;
@@ -191,26 +193,19 @@ static int find_present(struct store_op *op, bool *present)
     int rc = s->has_disk ? disk_read_begin(&s->disk, &r) : KVRT_OK;
     if (rc != KVRT_OK)
         return rc;
+    bool *disk = r ? malloc((H ? H : 1) * sizeof(*disk)) : NULL;
+    if (r && !disk)
+        rc = STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     for (uint64_t c = 0; c < op->num_chunks && rc == KVRT_OK; c++) {
-        bool all = true;
-        for (uint64_t h = 0; h < H; h++) {
-            struct store_id id;
-            id_of(op, c, h, &id);
-            present[c * H + h] = mem_tier_has(&s->mem, &id);
-            all = all && present[c * H + h];
-        }
+        const uint8_t *key = op->keys + c * KVRT_STORE_KEY_BYTES;
+        bool all = mem_tier_has_heads(&s->mem, key, (uint32_t)op->head_start, (uint32_t)H, present + c * H);
         if (!all && r) {
-            bool *disk = malloc(H * sizeof(*disk));
-            if (!disk) {
-                rc = STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
-                break;
-            }
-            rc = disk_read_has(r, op->keys + c * KVRT_STORE_KEY_BYTES, (uint32_t)op->head_start, (uint32_t)H, disk);
+            rc = disk_read_has(r, key, (uint32_t)op->head_start, (uint32_t)H, disk);
             for (uint64_t h = 0; h < H && rc == KVRT_OK; h++)
                 present[c * H + h] = present[c * H + h] || disk[h];
-            free(disk);
         }
     }
+    free(disk);
     disk_read_end(r);
     return rc;
 }

@@ -253,6 +253,10 @@ void mem_tier_written(struct mem_tier *t, struct mem_entry *e);
 struct mem_entry *mem_tier_pin(struct mem_tier *t, const struct store_id *id);
 void mem_tier_unpin(struct mem_tier *t, struct mem_entry *e);
 bool mem_tier_has(struct mem_tier *t, const struct store_id *id);
+/* Which of heads [head, head + n) of a chunk are here (has[i]), under one
+ * lock; true when all are. */
+bool mem_tier_has_heads(struct mem_tier *t, const uint8_t key[KVRT_STORE_KEY_BYTES], uint32_t head, uint32_t n,
+                        bool *has);
 
 /* ---- disk tier (disk.c) --------------------------------------------------- */
 
