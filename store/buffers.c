@@ -53,6 +53,8 @@ static bool add_slab(struct buf_pool *p)
     /* room for every buffer of every slab on the spare list, so that
      * releasing one never allocates */
     uint64_t total = (p->num_slabs + 1) * p->per_slab;
+    if (p->num_slabs + 1 > UINT64_MAX / p->per_slab || total > SIZE_MAX / sizeof(uint8_t *))
+        return false;
     // NOLINTNEXTLINE(bugprone-sizeof-expression)
     uint8_t **spare = realloc(p->spare, total * sizeof(*spare));
     if (!spare)

@@ -241,7 +241,7 @@ static int put_scratch_init(struct put_scratch *ps, uint64_t heads, bool sums)
     // NOLINTNEXTLINE(bugprone-sizeof-expression)
     ps->payloads = calloc(n, sizeof(*ps->payloads));
     /* XXH3 states want 64-byte alignment; their size is a multiple of it */
-    if (sums)
+    if (sums && n <= SIZE_MAX / sizeof(*ps->sums))
         ps->sums = aligned_alloc(64, n * sizeof(*ps->sums));
     if (!ps->entries || !ps->slots || !ps->payloads || (sums && !ps->sums)) {
         put_scratch_free(ps);
@@ -281,7 +281,7 @@ static int run_put(struct store_op *op, uint64_t *tokens)
     }
     unsigned where = (s->has_disk ? WRITE_DISK : 0) | (s->has_shared ? WRITE_SHARED : 0);
     uint64_t copied = 0, found = 0;
-    struct put_scratch ps;
+    struct put_scratch ps = {NULL, NULL, NULL, NULL};
     if (rc == KVRT_OK)
         rc = put_scratch_init(&ps, H, where != 0);
     for (uint64_t c = 0; c < op->num_chunks && rc == KVRT_OK; c++) {
