@@ -5,7 +5,8 @@
 
 - memory tier: put and get of a 4096-token sequence (128 MiB: 8 layers, 8
   KV heads of 128, bf16, 256-token chunks) through caches of four layouts,
-  against memcpy of the same bytes on one thread (bench-store times both);
+  against memcpy of the same bytes on one thread, the better of buffers on
+  4 KiB pages and on huge pages (bench-store times both);
 - disk tier: put + flush of 512 MiB against the best sequential write of
   the same bytes to the same file system in that round: fio buffered with
   an fsync at the end, fio O_DIRECT with 8 requests of 1 MiB in flight, and
@@ -67,6 +68,9 @@ FIO_WRITES = {"buffered, fsync at end": ["--rw=write", "--end_fsync=1"],
 FIO_READS = {"O_DIRECT": ["--rw=read", "--direct=1"],
              "O_DIRECT, 8 in flight": ["--rw=read", "--direct=1", "--ioengine=libaio", "--iodepth=8"],
              "buffered, cold": ["--rw=read", "--invalidate=1"]}
+
+# bench-store's memcpy roofline: one thread, as the store copies
+MEMCPY = "memcpy, 1 thread, best of 4 KiB and huge pages"
 
 # bench-store dd: the store's own I/O without the store (O_DIRECT from huge
 # pages, which fio cannot take from transparent huge pages)
@@ -146,8 +150,8 @@ def main():
         mem = run_json_lines([exe, "memory", "--rounds", str(max(3, args.rounds))])
         raw["memory"] = mem
         for m in mem:
-            rows.append(("memory", "put, %s cache" % m["layout"], m["put_gbps"], "memcpy", m["memcpy_gbps"], 0.8))
-            rows.append(("memory", "get, %s cache" % m["layout"], m["get_gbps"], "memcpy", m["memcpy_gbps"], 0.8))
+            rows.append(("memory", "put, %s cache" % m["layout"], m["put_gbps"], MEMCPY, m["memcpy_gbps"], 0.8))
+            rows.append(("memory", "get, %s cache" % m["layout"], m["get_gbps"], MEMCPY, m["memcpy_gbps"], 0.8))
         # disk tier, interleaved rounds
         d = {"put": [], "wr": [], "get": [], "rd": [], "again": [], "mc": [], "fio_write": [], "fio_read": []}
         for r in range(args.rounds):
@@ -175,7 +179,7 @@ def main():
         rows.append(("disk", "get, O_DIRECT, slot file dropped from the page cache", med(d["get"]),
                      "best of fio read (%s) and %s" % ("; ".join(FIO_READS), "; ".join(DD_READ)), med(d["rd"]),
                      0.8))
-        rows.append(("disk", "get again (O_DIRECT: the page cache plays no part)", med(d["again"]), "memcpy",
+        rows.append(("disk", "get again (O_DIRECT: the page cache plays no part)", med(d["again"]), MEMCPY,
                      med(d["mc"]), None))
         # lookup
         lk = run_json_lines([exe, "lookup", os.path.join(work, "lookup")])
