@@ -12,6 +12,7 @@
 
 #include <kvrt/spec.h>
 
+#include "copy.h"
 #include "store_internal.h"
 
 void canon_map_free(struct canon_map *map)

@@ -180,11 +180,6 @@ struct canon_chunk {
 void canon_pack(const struct canon_io *io, const struct store_model *m, const struct canon_chunk *ch);
 void canon_unpack(const struct canon_io *io, const struct store_model *m, const struct canon_chunk *ch);
 
-/* Copies of large runs with non-temporal stores (copy.c); fence once
- * before another thread reads what they stored. */
-void store_copy_stream(void *dst, const void *src, size_t n);
-void store_copy_fence(void);
-
 /* ---- entry buffers (buffers.c) --------------------------------------------- */
 
 /* Slot-sized buffers from slabs of huge pages, kept once released (not
