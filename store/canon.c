@@ -5,12 +5,14 @@
  * block * r + slot / k, state slot % k.  Cells of one head that follow each
  * other in a kernel block are one run when the layout keeps tokens
  * innermost (state stride == C), so HND-like layouts copy block-long runs
- * and NHD-like ones cell by cell; either way each byte is copied once. */
+ * and NHD-like ones cell by cell; either way each byte is copied once, and
+ * all the heads of a chunk are copied together (walk). */
 #include <stdlib.h>
 #include <string.h>
 
 #include <kvrt/spec.h>
 
+#include "copy.h"
 #include "store_internal.h"
 
 void canon_map_free(struct canon_map *map)
@@ -198,53 +200,69 @@ static uint8_t *resolve(const struct canon_io *io, uint64_t off)
     return io->copy + io->at[lo] + (off - io->regions[lo].offset);
 }
 
-static inline void copy_run(bool to_payload, uint8_t *cell, uint8_t *pay, uint64_t n)
-{
-    if (to_payload)
-        memcpy(pay, cell, n);
-    else
-        memcpy(cell, pay, n);
-}
-
-/* Each run of the chunk's cells of head slot `slot`, layer by layer, in
- * payload order, copied one way or the other. */
-static void walk(const struct canon_io *io, const struct store_model *m, uint64_t first, uint64_t slot,
-                 uint8_t *payload, bool to_payload)
+/* Each run of the chunk's cells, layer by layer, every head of the chunk
+ * together: the cache is read in the order it is laid out (a kernel
+ * block's cells of all the heads one after the other, whether heads or
+ * tokens are innermost) while each head's payload is written in payload
+ * order, one stream per head.  Going head by head instead reads each
+ * block once per head, 0.5-8 KiB at a time, and runs at a fraction of the
+ * speed (docs/store.md "Speed"). */
+static void walk(const struct canon_io *io, const struct store_model *m, const struct canon_chunk *ch, bool to_payload)
 {
     const struct canon_map *mp = io->map;
     const uint64_t bs = mp->block_size, k = mp->kernel_size, r = mp->kernel_blocks;
-    const uint64_t end = first + m->chunk_tokens;
+    const uint64_t end = ch->first + m->chunk_tokens;
     for (size_t l = 0; l < mp->num_layers; l++) {
         const struct canon_layer *L = &mp->layers[l];
-        const uint64_t c = L->content;
-        uint8_t *pay = payload + m->layers[l].entry_offset;
-        for (uint64_t t = first; t < end;) {
+        const uint64_t c = L->content, at = m->layers[l].entry_offset;
+        for (uint64_t t = ch->first, done = 0; t < end;) {
             uint64_t pos = t % bs, n = pos % k;
             uint64_t kb = (uint64_t)io->table[t / bs] * r + pos / k;
             uint64_t run = k - n;
             if (run > end - t)
                 run = end - t;
-            uint8_t *cell =
-                resolve(io, L->offset + kb * L->kblock_stride + slot * L->head_stride + n * L->state_stride);
+            uint64_t base = L->offset + kb * L->kblock_stride + n * L->state_stride;
             if (L->state_stride == c) {
-                copy_run(to_payload, cell, pay, run * c);
+                /* a head's tokens are neighbours: one run per head */
+                for (uint64_t j = 0; j < ch->n; j++) {
+                    uint8_t *cell = resolve(io, base + ch->slots[j] * L->head_stride);
+                    uint8_t *pay = ch->payloads[j] + at + done * c;
+                    if (!to_payload) {
+                        store_copy_stream(cell, pay, run * c);
+                        continue;
+                    }
+                    if (ch->sums)
+                        STORE_SUM_UPDATE(&ch->sums[j], cell, run * c);
+                    store_copy_stream(pay, cell, run * c);
+                }
             } else {
+                /* heads innermost: token by token, each head's cell */
                 for (uint64_t i = 0; i < run; i++)
-                    copy_run(to_payload, cell + i * L->state_stride, pay + i * c, c);
+                    for (uint64_t j = 0; j < ch->n; j++) {
+                        uint8_t *cell = resolve(io, base + i * L->state_stride + ch->slots[j] * L->head_stride);
+                        uint8_t *pay = ch->payloads[j] + at + (done + i) * c;
+                        if (!to_payload) {
+                            store_copy_stream(cell, pay, c);
+                            continue;
+                        }
+                        if (ch->sums)
+                            STORE_SUM_UPDATE(&ch->sums[j], cell, c);
+                        store_copy_stream(pay, cell, c);
+                    }
             }
-            pay += run * c;
+            done += run;
             t += run;
         }
     }
+    store_copy_fence();
 }
 
-void canon_pack(const struct canon_io *io, const struct store_model *m, uint64_t first, uint64_t slot, uint8_t *dst)
+void canon_pack(const struct canon_io *io, const struct store_model *m, const struct canon_chunk *ch)
 {
-    walk(io, m, first, slot, dst, true);
+    walk(io, m, ch, true);
 }
 
-void canon_unpack(const struct canon_io *io, const struct store_model *m, uint64_t first, uint64_t slot,
-                  const uint8_t *src)
+void canon_unpack(const struct canon_io *io, const struct store_model *m, const struct canon_chunk *ch)
 {
-    walk(io, m, first, slot, (uint8_t *)src, false);
+    walk(io, m, ch, false);
 }

@@ -32,8 +32,9 @@
 struct disk_env {
     MDB_env *env;
     MDB_dbi meta, entries, lru, ticks, free_slots;
-    /* slots.dat: read (buffered) and written (O_DIRECT, or -1: buffered) */
-    int slots_fd, direct_fd;
+    /* slots.dat: buffered, and with O_DIRECT for writing and for reading
+     * (-1 where the file system refuses it: buffered then) */
+    int slots_fd, direct_fd, read_direct_fd;
     bool slots_writable;
     uint64_t slot_bytes;
     dev_t dev;
@@ -150,6 +151,8 @@ static int meta_put_u64(MDB_txn *txn, struct disk_env *e, const char *name, uint
 
 /* ---- opening ----------------------------------------------------------------- */
 
+/* Only the store's own files: data.mdb too, which another process
+ * creating the store may have made since this one found none. */
 static bool only_lmdb_files(const char *path)
 {
     DIR *dir = opendir(path);
@@ -158,7 +161,7 @@ static bool only_lmdb_files(const char *path)
     bool only = true;
     for (struct dirent *de; only && (de = readdir(dir));)
         only = strcmp(de->d_name, ".") == 0 || strcmp(de->d_name, "..") == 0 || strcmp(de->d_name, "lock.mdb") == 0 ||
-               strcmp(de->d_name, "slots.dat") == 0;
+               strcmp(de->d_name, "data.mdb") == 0 || strcmp(de->d_name, "slots.dat") == 0;
     closedir(dir);
     return only;
 }
@@ -230,6 +233,8 @@ static void env_free(struct disk_env *e)
         close(e->slots_fd);
     if (e->direct_fd >= 0)
         close(e->direct_fd);
+    if (e->read_direct_fd >= 0)
+        close(e->read_direct_fd);
     if (e->env)
         mdb_env_close(e->env);
     pthread_rwlock_destroy(&e->txns);
@@ -242,7 +247,7 @@ static int env_create(const char *path, uint64_t capacity, struct disk_env **out
     if (!e)
         return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     pthread_rwlock_init(&e->txns, NULL);
-    e->slots_fd = e->direct_fd = -1;
+    e->slots_fd = e->direct_fd = e->read_direct_fd = -1;
     int rc = mdb_env_create(&e->env);
     if (rc == MDB_SUCCESS)
         rc = mdb_env_set_maxdbs(e->env, 8);
@@ -400,7 +405,9 @@ static int open_slots(struct disk_env *e, const char *path, bool inspect, uint64
         close(e->slots_fd);
     if (e->direct_fd >= 0)
         close(e->direct_fd);
-    e->direct_fd = -1;
+    if (e->read_direct_fd >= 0)
+        close(e->read_direct_fd);
+    e->direct_fd = e->read_direct_fd = -1;
     e->slots_writable = !inspect;
     e->slots_fd = open(file, (inspect ? O_RDONLY : O_RDWR | O_CREAT) | O_CLOEXEC, 0644);
     if (e->slots_fd < 0 && inspect && errno == ENOENT)
@@ -411,6 +418,7 @@ static int open_slots(struct disk_env *e, const char *path, bool inspect, uint64
     }
     if (!inspect)
         e->direct_fd = open(file, O_WRONLY | O_DIRECT | O_CLOEXEC);
+    e->read_direct_fd = open(file, O_RDONLY | O_DIRECT | O_CLOEXEC);
     e->slot_bytes = slot_bytes;
     return KVRT_OK;
 }
@@ -517,12 +525,30 @@ int disk_read_begin(struct disk_tier *d, struct disk_read **out)
     return KVRT_OK;
 }
 
+int disk_read_refresh(struct disk_read *r)
+{
+    struct disk_tier *d = r->d;
+    mdb_cursor_close(r->cur);
+    txn_abort(d->env, r->txn);
+    r->cur = NULL;
+    int rc = txn_begin(d->env, MDB_RDONLY, &r->txn);
+    if (rc == MDB_SUCCESS && (rc = mdb_cursor_open(r->txn, d->env->entries, &r->cur)) != MDB_SUCCESS)
+        txn_abort(d->env, r->txn);
+    if (rc != MDB_SUCCESS) {
+        r->txn = NULL;
+        return lmdb_fail(d->path, "cannot begin a read", rc);
+    }
+    return KVRT_OK;
+}
+
 void disk_read_end(struct disk_read *r)
 {
     if (!r)
         return;
-    mdb_cursor_close(r->cur);
-    txn_abort(r->d->env, r->txn);
+    if (r->txn) {
+        mdb_cursor_close(r->cur);
+        txn_abort(r->d->env, r->txn);
+    }
     free(r);
 }
 
@@ -547,14 +573,69 @@ static uint64_t read_slot(struct disk_env *e, uint64_t slot, uint8_t *buf, uint6
     return got;
 }
 
-int disk_read_get(struct disk_read *r, const struct store_id *id, uint8_t *buf, bool *found, uint64_t *slot,
-                  uint64_t *len)
+/* Slots [slot, slot + n) into bufs[0..n) (slot-sized, 4 KiB-aligned), 64
+ * at a time in one request: with O_DIRECT straight into the buffers, no
+ * copy out of the page cache (buffered where the file system refuses it).
+ * lens[i]: the entry bytes buffer i got (fewer where the file is cut). */
+static void read_run(struct disk_tier *d, uint8_t *const *bufs, uint64_t slot, uint64_t n, uint64_t *lens)
+{
+    struct disk_env *e = d->env;
+    struct iovec iov[64];
+    for (uint64_t done = 0; done < n;) {
+        int m = (int)(n - done < 64 ? n - done : 64);
+        for (int i = 0; i < m; i++)
+            iov[i] = (struct iovec){bufs[done + (uint64_t)i], e->slot_bytes};
+        off_t at = (off_t)((slot + done) * e->slot_bytes);
+        ssize_t got = -1;
+        if (e->read_direct_fd >= 0)
+            do
+                got = preadv(e->read_direct_fd, iov, m, at);
+            while (got < 0 && errno == EINTR);
+        if (got < 0)
+            do
+                got = preadv(e->slots_fd, iov, m, at);
+            while (got < 0 && errno == EINTR);
+        uint64_t g = got > 0 ? (uint64_t)got : 0;
+        for (int i = 0; i < m; i++) {
+            uint64_t from = (uint64_t)i * e->slot_bytes, *len = &lens[done + (uint64_t)i];
+            *len = g > from ? g - from : 0;
+            if (*len > d->value_bytes)
+                *len = d->value_bytes;
+            /* a read cut short before the end of the file: the rest on its own */
+            if (*len < d->value_bytes)
+                *len = read_slot(e, slot + done + (uint64_t)i, bufs[done + (uint64_t)i], d->value_bytes);
+        }
+        done += (uint64_t)m;
+    }
+}
+
+void disk_read_slots(struct disk_tier *d, uint8_t *const *bufs, const uint64_t *slots, uint64_t n, uint64_t *lens)
+{
+    /* a slot whose bytes end past the largest file offset is a damaged
+     * record: nothing read, which the checks refuse */
+    const uint64_t last = (uint64_t)INT64_MAX / d->env->slot_bytes - 1;
+    for (uint64_t i = 0; i < n;) {
+        if (slots[i] > last) {
+            lens[i++] = 0;
+            continue;
+        }
+        uint64_t run = 1;
+        while (i + run < n && slots[i] + run <= last && slots[i + run] == slots[i] + run)
+            run++;
+        read_run(d, bufs + i, slots[i], run, lens + i);
+        i += run;
+    }
+}
+
+int disk_read_find(struct disk_read *r, const struct store_id *id, bool *found, uint64_t *slot)
 {
     uint8_t key[STORE_DBKEY_BYTES];
     store_dbkey(id, key);
     MDB_val k = {sizeof(key), key}, v;
     *found = false;
-    *len = 0;
+    *slot = UINT64_MAX;
+    if (!r->txn)
+        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": no read transaction", r->d->path);
     int rc = mdb_get(r->txn, r->d->env->entries, &k, &v);
     if (rc == MDB_NOTFOUND)
         return KVRT_OK;
@@ -562,30 +643,18 @@ int disk_read_get(struct disk_read *r, const struct store_id *id, uint8_t *buf, 
         return lmdb_fail(r->d->path, "cannot read the index", rc);
     *found = true;
     if (!slot_of(&v, slot))
-        return KVRT_OK; /* a damaged index record: 0 bytes, which the checks refuse */
-    *len = read_slot(r->d->env, *slot, buf, r->d->value_bytes);
+        *slot = UINT64_MAX; /* a damaged index record: read as 0 bytes, which the checks refuse */
     return KVRT_OK;
 }
 
-void disk_read_prefetch(struct disk_read *r, const struct store_id *ids, uint64_t n)
+int disk_read_get(struct disk_read *r, const struct store_id *id, uint8_t *buf, bool *found, uint64_t *slot,
+                  uint64_t *len)
 {
-    struct disk_env *e = r->d->env;
-    uint64_t lo = UINT64_MAX, hi = 0;
-    for (uint64_t i = 0; i < n; i++) {
-        uint8_t key[STORE_DBKEY_BYTES];
-        store_dbkey(&ids[i], key);
-        MDB_val k = {sizeof(key), key}, v;
-        uint64_t slot;
-        if (mdb_get(r->txn, e->entries, &k, &v) != MDB_SUCCESS || !slot_of(&v, &slot))
-            continue;
-        lo = slot < lo ? slot : lo;
-        hi = slot > hi ? slot : hi;
-    }
-    /* one range when they are neighbours (as a put lays them out); a few
-     * slots of others in between cost little */
-    if (lo <= hi && hi - lo < 4 * n)
-        posix_fadvise(e->slots_fd, (off_t)(lo * e->slot_bytes), (off_t)((hi - lo + 1) * e->slot_bytes),
-                      POSIX_FADV_WILLNEED);
+    *len = 0;
+    int rc = disk_read_find(r, id, found, slot);
+    if (rc == KVRT_OK && *found)
+        disk_read_slots(r->d, &buf, slot, 1, len);
+    return rc;
 }
 
 bool disk_still_at(struct disk_tier *d, const struct store_id *id, uint64_t slot)
@@ -612,6 +681,8 @@ int disk_read_has(struct disk_read *r, const uint8_t key[KVRT_STORE_KEY_BYTES], 
     MDB_val k = {sizeof(k0), k0}, v;
     for (uint32_t i = 0; i < n; i++)
         has[i] = false;
+    if (!r->cur)
+        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": no read transaction", r->d->path);
     int rc = mdb_cursor_get(r->cur, &k, &v, MDB_SET_RANGE);
     while (rc == MDB_SUCCESS) {
         if (k.mv_size != STORE_DBKEY_BYTES || memcmp(k.mv_data, key, KVRT_STORE_KEY_BYTES) != 0)

@@ -5,10 +5,6 @@
 #include <stdio.h>
 #include <string.h>
 
-/* the state on the stack rather than from the heap, per entry */
-#define XXH_STATIC_LINKING_ONLY
-#include <xxhash.h>
-
 #include "store_internal.h"
 
 static const uint8_t entry_magic[8] = {'K', 'V', 'R', 'T', 'S', 'E', 'N', 'T'};
@@ -39,12 +35,12 @@ static XXH128_hash_t checksum(const uint8_t *buf, uint64_t payload_bytes)
 {
     XXH3_state_t st;
     XXH3_128bits_reset(&st);
-    XXH3_128bits_update(&st, buf, STORE_CHECKSUM_OFFSET);
-    XXH3_128bits_update(&st, buf + STORE_HEADER_BYTES, payload_bytes);
+    STORE_SUM_UPDATE(&st, buf, STORE_CHECKSUM_OFFSET);
+    STORE_SUM_UPDATE(&st, buf + STORE_HEADER_BYTES, payload_bytes);
     return XXH3_128bits_digest(&st);
 }
 
-void store_entry_seal(const struct store_model *m, const struct store_id *id, uint8_t *buf)
+static void header(const struct store_model *m, const struct store_id *id, uint8_t *buf)
 {
     memset(buf, 0, STORE_HEADER_BYTES);
     memcpy(buf, entry_magic, sizeof(entry_magic));
@@ -55,9 +51,30 @@ void store_entry_seal(const struct store_model *m, const struct store_id *id, ui
     le32(buf + 80, id->head);
     le64(buf + 88, m->chunk_tokens);
     le64(buf + 96, m->payload_bytes);
-    XXH128_hash_t h = checksum(buf, m->payload_bytes);
+}
+
+static void put_checksum(uint8_t *buf, XXH128_hash_t h)
+{
     le64(buf + STORE_CHECKSUM_OFFSET, h.low64);
     le64(buf + STORE_CHECKSUM_OFFSET + 8, h.high64);
+}
+
+void store_entry_seal(const struct store_model *m, const struct store_id *id, uint8_t *buf)
+{
+    header(m, id, buf);
+    put_checksum(buf, checksum(buf, m->payload_bytes));
+}
+
+void store_entry_seal_begin(const struct store_model *m, const struct store_id *id, uint8_t *buf, XXH3_state_t *st)
+{
+    header(m, id, buf);
+    XXH3_128bits_reset(st);
+    STORE_SUM_UPDATE(st, buf, STORE_CHECKSUM_OFFSET);
+}
+
+void store_entry_seal_end(uint8_t *buf, XXH3_state_t *st)
+{
+    put_checksum(buf, XXH3_128bits_digest(st));
 }
 
 static _Thread_local char why[256];

@@ -2,8 +2,8 @@
  * (chunk key, head), least recently used first out.  An entry being read
  * (pinned by a get) is never evicted; one queued for the lower tiers may
  * leave the index, and its bytes live until the queue lets go.  Buffers of
- * evicted entries are kept for the next entries (all entries of a store
- * have one size), so a warm pool copies without page faults. */
+ * entries gone are kept for the next entries (all entries of a store have
+ * one size; buffers.c), so a warm pool copies without page faults. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -31,17 +31,10 @@ int mem_tier_init(struct mem_tier *t, uint64_t capacity, uint64_t entry_bytes)
     /* an array of pointers to entries: sizeof(*t->buckets) is a pointer's size */
     // NOLINTNEXTLINE(bugprone-sizeof-expression)
     t->buckets = calloc(t->num_buckets, sizeof(*t->buckets));
-    /* as many spare buffers as the tier holds entries: a put that evicts
-     * reuses the evicted entry's pages instead of faulting fresh ones in,
-     * and the tier and its spares together stay within the capacity (a
-     * buffer is either an entry's or spare) */
-    t->max_free = entry_bytes ? capacity / entry_bytes : 0;
-    if (t->max_free < 64)
-        t->max_free = 64;
-    t->free_bufs = calloc(t->max_free, sizeof(*t->free_bufs));
-    if (!t->buckets || !t->free_bufs) {
+    int rc = buf_pool_init(&t->pool, store_slot_bytes(entry_bytes));
+    if (rc != KVRT_OK || !t->buckets) {
         mem_tier_free(t);
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return rc != KVRT_OK ? rc : STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     }
     return KVRT_OK;
 }
@@ -70,20 +63,12 @@ static void push_lru(struct mem_tier *t, struct mem_entry *e)
         t->lru_tail = e;
 }
 
-static void release_buf(struct mem_tier *t, uint8_t *buf)
-{
-    if (buf && t->free_bufs && t->num_free < t->max_free)
-        t->free_bufs[t->num_free++] = buf;
-    else
-        free(buf);
-}
-
 /* Drop one reference with the lock held. */
 static void unref_locked(struct mem_tier *t, struct mem_entry *e)
 {
     if (--e->refs > 0)
         return;
-    release_buf(t, e->buf);
+    buf_pool_put(&t->pool, e->buf);
     free(e);
 }
 
@@ -95,9 +80,7 @@ void mem_tier_free(struct mem_tier *t)
             e->indexed = false;
             unref_locked(t, e);
         }
-    for (uint64_t i = 0; t->free_bufs && i < t->num_free; i++)
-        free(t->free_bufs[i]);
-    free(t->free_bufs);
+    buf_pool_free(&t->pool);
     free(t->buckets);
     pthread_mutex_destroy(&t->lock);
     memset(t, 0, sizeof(*t));
@@ -111,20 +94,8 @@ struct mem_entry *mem_entry_new(struct mem_tier *t, const struct store_id *id)
     e->id = *id;
     e->refs = 1;
     pthread_mutex_lock(&t->lock);
-    if (t->num_free > 0)
-        e->buf = t->free_bufs[--t->num_free];
+    e->buf = buf_pool_get(&t->pool);
     pthread_mutex_unlock(&t->lock);
-    if (!e->buf) {
-        /* aligned and padded as a slot of the disk tier, which is written
-         * straight from it */
-        uint64_t bytes = store_slot_bytes(t->entry_bytes);
-        void *p = NULL;
-        if (posix_memalign(&p, STORE_SLOT_ALIGN, bytes) != 0)
-            p = NULL;
-        e->buf = p;
-        if (e->buf)
-            memset(e->buf + STORE_HEADER_BYTES + t->entry_bytes, 0, bytes - STORE_HEADER_BYTES - t->entry_bytes);
-    }
     if (!e->buf) {
         free(e);
         return NULL;
@@ -276,4 +247,20 @@ bool mem_tier_has(struct mem_tier *t, const struct store_id *id)
     bool has = *slot_of(t, id) != NULL;
     pthread_mutex_unlock(&t->lock);
     return has;
+}
+
+bool mem_tier_has_heads(struct mem_tier *t, const uint8_t key[KVRT_STORE_KEY_BYTES], uint32_t head, uint32_t n,
+                        bool *has)
+{
+    struct store_id id;
+    memcpy(id.key, key, KVRT_STORE_KEY_BYTES);
+    bool all = true;
+    pthread_mutex_lock(&t->lock);
+    for (uint32_t i = 0; i < n; i++) {
+        id.head = head + i;
+        has[i] = *slot_of(t, &id) != NULL;
+        all = all && has[i];
+    }
+    pthread_mutex_unlock(&t->lock);
+    return all;
 }

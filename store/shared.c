@@ -25,8 +25,6 @@
 /* Commands per pipeline round; iovecs per writev. */
 #define PIPELINE 64
 #define IOV_BATCH 192
-/* Largest value whose GETs are pipelined. */
-#define PIPELINE_GET_BYTES (64u << 10)
 
 struct shared_conn {
     redisContext *c;
@@ -181,91 +179,84 @@ static void redis_key(const struct store_id *id, char out[KEY_BYTES])
     store_dbkey(id, (uint8_t *)out + sizeof(KEY_PREFIX) - 1);
 }
 
-void shared_reply_free(void *reply)
+/* Write all of iov[0..n), through short writes. */
+static bool write_iov(int fd, struct iovec *iov, int n)
 {
-    if (reply)
-        freeReplyObject(reply);
-}
-
-void shared_get(struct shared_tier *t, const struct store_id *id, void **reply, const uint8_t **buf, uint64_t *len)
-{
-    *reply = NULL;
-    *buf = NULL;
-    *len = 0;
-    char key[KEY_BYTES];
-    redis_key(id, key);
-    const char *argv[] = {"GET", key};
-    size_t lens[] = {3, sizeof(key)};
-    pthread_mutex_lock(&t->fg_lock);
-    if (!ensure(t, t->fg)) {
-        pthread_mutex_unlock(&t->fg_lock);
-        return;
-    }
-    redisReply *r = redisCommandArgv(t->fg->c, 2, argv, lens);
-    if (!r) {
-        failed(t, t->fg, t->fg->c ? t->fg->c->errstr : NULL);
-    } else if (r->type == REDIS_REPLY_STRING) {
-        *reply = r;
-        *buf = (const uint8_t *)r->str;
-        *len = r->len;
-    } else {
-        if (r->type == REDIS_REPLY_ERROR)
-            failed(t, t->fg, r->str);
-        freeReplyObject(r);
-    }
-    pthread_mutex_unlock(&t->fg_lock);
-}
-
-/* Replies [at, at + m) of a pipeline of GETs. */
-static bool read_values(struct shared_tier *t, uint64_t at, uint64_t m, void **replies, const uint8_t **bufs,
-                        uint64_t *lens)
-{
-    for (uint64_t i = at; i < at + m; i++) {
-        redisReply *r = NULL;
-        if (redisGetReply(t->fg->c, (void **)&r) != REDIS_OK || !r)
+    while (n > 0) {
+        ssize_t w = writev(fd, iov, n > IOV_BATCH ? IOV_BATCH : n);
+        if (w < 0 && errno == EINTR)
+            continue;
+        if (w <= 0)
             return false;
-        if (r->type == REDIS_REPLY_STRING) {
-            replies[i] = r;
-            bufs[i] = (const uint8_t *)r->str;
-            lens[i] = r->len;
-        } else {
-            freeReplyObject(r);
+        while (n > 0 && (size_t)w >= iov->iov_len) {
+            w -= (ssize_t)iov->iov_len;
+            iov++;
+            n--;
+        }
+        if (n > 0) {
+            iov->iov_base = (char *)iov->iov_base + w;
+            iov->iov_len -= (size_t)w;
         }
     }
     return true;
 }
 
 void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
-                     void **replies, const uint8_t **bufs, uint64_t *lens)
+                     uint8_t *const *bufs, uint64_t *lens, bool *got)
 {
     for (uint64_t i = 0; i < n; i++) {
-        replies[i] = NULL;
-        bufs[i] = NULL;
+        got[i] = false;
         lens[i] = 0;
     }
     pthread_mutex_lock(&t->fg_lock);
     bool ok = ensure(t, t->fg);
-    char key[KEY_BYTES];
-    size_t klens[] = {3, sizeof(key)};
-    /* hiredis keeps pipelined replies in one buffer and moves its rest
-     * after each: several large values at once are slower than one by one */
-    uint64_t window = value_bytes > PIPELINE_GET_BYTES ? 1 : (n ? n : 1);
-    for (uint64_t at = 0; at < n && ok; at += window) {
-        uint64_t m = n - at < window ? n - at : window;
-        for (uint64_t i = at; i < at + m && ok; i++) {
-            redis_key(&ids[i], key);
-            const char *argv[] = {"GET", key};
-            ok = redisAppendCommandArgv(t->fg->c, 2, argv, klens) == REDIS_OK;
-        }
-        ok = ok && read_values(t, at, m, replies, bufs, lens);
+    const char *why = NULL;
+    /* the replies are read off the socket here, not by hiredis: nothing
+     * of an earlier reply may wait in its buffer */
+    redisContext *c = ok ? t->fg->c : NULL;
+    if (ok && (c->reader->len > c->reader->pos || (c->obuf && c->obuf[0]))) {
+        ok = false;
+        why = "a reply was left unread";
     }
-    if (!ok && t->fg->c) {
-        for (uint64_t i = 0; i < n; i++) {
-            shared_reply_free(replies[i]);
-            replies[i] = NULL;
-            bufs[i] = NULL;
+    struct resp_reader *rr = ok ? malloc(sizeof(*rr)) : NULL;
+    if (ok && !rr) {
+        ok = false;
+        why = "out of memory";
+    }
+    if (rr)
+        resp_reader_init(rr, c->fd);
+    /* every GET of a window is sent before the first reply is read: the
+     * server sends the next value while this one is received */
+    char cmd[PIPELINE][64 + KEY_BYTES];
+    struct iovec iov[PIPELINE];
+    for (uint64_t at = 0; at < n && ok; at += PIPELINE) {
+        uint64_t m = n - at < PIPELINE ? n - at : PIPELINE;
+        for (uint64_t i = 0; i < m; i++) {
+            char key[KEY_BYTES];
+            redis_key(&ids[at + i], key);
+            int len = snprintf(cmd[i], sizeof(cmd[i]), "*2\r\n$3\r\nGET\r\n$%zu\r\n", sizeof(key));
+            memcpy(cmd[i] + len, key, sizeof(key));
+            cmd[i][(size_t)len + sizeof(key)] = '\r';
+            cmd[i][(size_t)len + sizeof(key) + 1] = '\n';
+            iov[i] = (struct iovec){cmd[i], (size_t)len + sizeof(key) + 2};
         }
-        failed(t, t->fg, t->fg->c ? t->fg->c->errstr : NULL);
+        if (!write_iov(c->fd, iov, (int)m)) {
+            ok = false;
+            why = "could not send";
+            break;
+        }
+        for (uint64_t i = at; i < at + m && ok; i++) {
+            enum resp_value v = resp_read_value(rr, bufs[i], value_bytes, &lens[i]);
+            got[i] = v == RESP_VALUE;
+            ok = v != RESP_FAILED;
+            why = rr->why;
+        }
+    }
+    free(rr);
+    if (!ok && c) {
+        for (uint64_t i = 0; i < n; i++)
+            got[i] = false;
+        failed(t, t->fg, why);
     }
     pthread_mutex_unlock(&t->fg_lock);
 }
@@ -302,28 +293,6 @@ void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, b
         at += m;
     }
     pthread_mutex_unlock(&t->fg_lock);
-}
-
-/* Write all of iov[0..n), through short writes. */
-static bool write_iov(int fd, struct iovec *iov, int n)
-{
-    while (n > 0) {
-        ssize_t w = writev(fd, iov, n > IOV_BATCH ? IOV_BATCH : n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        while (n > 0 && (size_t)w >= iov->iov_len) {
-            w -= (ssize_t)iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (char *)iov->iov_base + w;
-            iov->iov_len -= (size_t)w;
-        }
-    }
-    return true;
 }
 
 uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uint64_t n, uint64_t value_bytes)

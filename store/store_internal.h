@@ -12,6 +12,19 @@
 #include <kvrt/store.h>
 #include <kvrt/transfer.h>
 
+/* checksum states on the stack or in arrays, not from the heap per entry */
+#define XXH_STATIC_LINKING_ONLY
+#include <xxhash.h>
+/* XXH3 with the widest vectors the CPU has (Debian's libxxhash picks them
+ * at run time on x86; the plain functions are built for SSE2) */
+#if defined(__x86_64__)
+#define XXH_DISPATCH_DISABLE_REPLACE
+#include <xxh_x86dispatch.h>
+#define STORE_SUM_UPDATE XXH3_128bits_update_dispatch
+#else
+#define STORE_SUM_UPDATE XXH3_128bits_update
+#endif
+
 /* Set the message and yield `status`, visibly at the call site (as the
  * core's kvrt_fail), so that analysers see a failing helper never returns
  * KVRT_OK. */
@@ -89,6 +102,11 @@ static inline uint64_t store_slot_bytes(uint64_t payload_bytes)
 
 /* Fill the header in front of the payload (buf: header + payload). */
 void store_entry_seal(const struct store_model *m, const struct store_id *id, uint8_t *buf);
+/* The same in two steps around a copy that feeds the payload to *st:
+ * begin writes the header (checksum zero) and starts *st on it, end writes
+ * the checksum. */
+void store_entry_seal_begin(const struct store_model *m, const struct store_id *id, uint8_t *buf, XXH3_state_t *st);
+void store_entry_seal_end(uint8_t *buf, XXH3_state_t *st);
 
 /* Check an entry read from a tier: size, magic, version, fingerprint, key,
  * head, sizes, reserved bytes and checksum.  NULL when good, else why (a
@@ -147,11 +165,40 @@ int canon_io_begin(struct canon_io *io, const struct canon_map *map, const int64
 int canon_io_commit(struct canon_io *io);
 void canon_io_end(struct canon_io *io);
 
-/* Copy the cells of head slot `slot`, the chunk of tokens [first, first +
- * chunk_tokens), every layer, into / out of a canonical payload. */
-void canon_pack(const struct canon_io *io, const struct store_model *m, uint64_t first, uint64_t slot, uint8_t *dst);
-void canon_unpack(const struct canon_io *io, const struct store_model *m, uint64_t first, uint64_t slot,
-                  const uint8_t *src);
+/* The copies of one chunk (tokens [first, first + chunk_tokens), every
+ * layer) between the cache's head slots slots[0..n) and n canonical
+ * payloads.  sums: NULL, or one checksum state per payload, fed the
+ * payload's bytes in order as they are copied out (a put seals an entry
+ * without reading it again). */
+struct canon_chunk {
+    uint64_t first;
+    const uint64_t *slots;
+    uint64_t n;
+    uint8_t *const *payloads;
+    XXH3_state_t *sums;
+};
+void canon_pack(const struct canon_io *io, const struct store_model *m, const struct canon_chunk *ch);
+void canon_unpack(const struct canon_io *io, const struct store_model *m, const struct canon_chunk *ch);
+
+/* ---- entry buffers (buffers.c) --------------------------------------------- */
+
+/* Slot-sized buffers from slabs of huge pages, kept once released (not
+ * locked: the memory tier's lock guards its pool). */
+struct buf_pool {
+    uint64_t buf_bytes, per_slab, slab_bytes;
+    uint8_t **slabs;
+    uint64_t num_slabs;
+    uint8_t *carve; /* the next unused buffer of the newest slab */
+    uint64_t carve_left;
+    uint8_t **spare; /* room for every buffer of every slab */
+    uint64_t num_spare;
+};
+
+int buf_pool_init(struct buf_pool *p, uint64_t buf_bytes);
+void buf_pool_free(struct buf_pool *p);
+/* A buffer, 4 KiB-aligned (zero when new); NULL when out of memory. */
+uint8_t *buf_pool_get(struct buf_pool *p);
+void buf_pool_put(struct buf_pool *p, uint8_t *buf);
 
 /* ---- memory tier (memory.c) ----------------------------------------------- */
 
@@ -176,9 +223,8 @@ struct mem_tier {
     struct mem_entry **buckets;
     uint64_t num_buckets;
     struct mem_entry *lru_head, *lru_tail;
-    /* buffers of evicted entries, reused (no page faults on a warm pool) */
-    uint8_t **free_bufs;
-    uint64_t num_free, max_free;
+    /* every entry's buffer, and those of entries gone, for new ones */
+    struct buf_pool pool;
 };
 
 int mem_tier_init(struct mem_tier *t, uint64_t capacity, uint64_t entry_bytes);
@@ -202,6 +248,10 @@ void mem_tier_written(struct mem_tier *t, struct mem_entry *e);
 struct mem_entry *mem_tier_pin(struct mem_tier *t, const struct store_id *id);
 void mem_tier_unpin(struct mem_tier *t, struct mem_entry *e);
 bool mem_tier_has(struct mem_tier *t, const struct store_id *id);
+/* Which of heads [head, head + n) of a chunk are here (has[i]), under one
+ * lock; true when all are. */
+bool mem_tier_has_heads(struct mem_tier *t, const uint8_t key[KVRT_STORE_KEY_BYTES], uint32_t head, uint32_t n,
+                        bool *has);
 
 /* ---- disk tier (disk.c) --------------------------------------------------- */
 
@@ -226,15 +276,34 @@ int disk_check_file(const char *path, uint64_t txnid);
 struct disk_read;
 int disk_read_begin(struct disk_tier *d, struct disk_read **out);
 void disk_read_end(struct disk_read *r);
-/* The entry's bytes read into buf (store_slot_bytes of them; *found false
- * when the index has no such entry); *slot gets where it was read from,
- * *len how many bytes the slot file gave (less than the entry when the
- * file is cut short). */
+/* A fresh snapshot for the same read (what was committed since). */
+int disk_read_refresh(struct disk_read *r);
+/* Where the index keeps the entry: *found false when it has no such entry;
+ * *slot UINT64_MAX when its record is damaged (a read of it gives 0
+ * bytes, which the checks refuse). */
+int disk_read_find(struct disk_read *r, const struct store_id *id, bool *found, uint64_t *slot);
+/* The slots' bytes into bufs[0..n) (slot-sized entry buffers), with
+ * O_DIRECT where the file system takes it, runs of neighbouring slots in
+ * one request; lens[i]: the entry bytes buffer i got (fewer when the file
+ * is cut short; 0 for slot UINT64_MAX).  Safe from any thread. */
+void disk_read_slots(struct disk_tier *d, uint8_t *const *bufs, const uint64_t *slots, uint64_t n, uint64_t *lens);
+/* disk_read_find, then the entry's bytes read into buf. */
 int disk_read_get(struct disk_read *r, const struct store_id *id, uint8_t *buf, bool *found, uint64_t *slot,
                   uint64_t *len);
-/* Ask the kernel to start reading these entries' slots (a get's next
- * chunk while it copies this one). */
-void disk_read_prefetch(struct disk_read *r, const struct store_id *ids, uint64_t n);
+
+/* Reads of a get's next chunks while it copies this one (disk_ahead.c): a
+ * thread of the get's own that reads what it is posted, in order, at most
+ * STORE_AHEAD_POSTS posts outstanding; without `threaded`, a post reads at
+ * once. */
+#define STORE_AHEAD_POSTS 3u
+struct disk_ahead;
+int disk_ahead_begin(struct disk_tier *d, bool threaded, struct disk_ahead **out);
+/* Start disk_read_slots(bufs, slots, n, lens); returns the post's number. */
+uint64_t disk_ahead_post(struct disk_ahead *a, uint8_t *const *bufs, const uint64_t *slots, uint64_t n, uint64_t *lens);
+/* Wait until post `seq` is read. */
+void disk_ahead_wait(struct disk_ahead *a, uint64_t seq);
+/* Wait for every post, then stop the thread. */
+void disk_ahead_end(struct disk_ahead *a);
 /* Whether id is still stored in `slot` (a fresh snapshot): an entry that
  * fails its checks may only have been read while its slot was reused. */
 bool disk_still_at(struct disk_tier *d, const struct store_id *id, uint64_t slot);
@@ -294,13 +363,12 @@ struct shared_tier {
 int shared_parse_url(const char *url, char *host, size_t size, int *port);
 int shared_init(struct shared_tier *t, kvrt_store *s, const char *url, double timeout_s);
 void shared_free(struct shared_tier *t);
-/* GET: *buf NULL when absent or unreachable; free *reply with
- * shared_reply_free. */
-void shared_get(struct shared_tier *t, const struct store_id *id, void **reply, const uint8_t **buf, uint64_t *len);
-void shared_reply_free(void *reply);
-/* GETs of ids[0..n) in one pipeline: bufs[i] NULL where absent. */
+/* GETs of ids[0..n) in one pipeline, each value read into bufs[i] (entry
+ * buffers of at least value_bytes): got[i] and lens[i] (the value's own
+ * size, which may exceed value_bytes: then only value_bytes were kept);
+ * got false everywhere when unreachable or the connection fails. */
 void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
-                     void **replies, const uint8_t **bufs, uint64_t *lens);
+                     uint8_t *const *bufs, uint64_t *lens, bool *got);
 /* EXISTS of ids[0..n): has[i]; false everywhere when unreachable. */
 void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, bool *has);
 /* SET of sealed entries (the writer thread); returns how many went in. */
@@ -308,6 +376,19 @@ uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uin
 /* Delete an entry that failed its checks. */
 void shared_drop(struct shared_tier *t, const struct store_id *id);
 bool shared_is_up(struct shared_tier *t);
+
+/* Replies of a GET pipeline read off the socket (resp.c). */
+struct resp_reader {
+    int fd;
+    size_t at, end;
+    const char *why; /* what went wrong */
+    char buf[4096];  /* reply lines, and what came with them */
+};
+enum resp_value { RESP_VALUE, RESP_ABSENT, RESP_FAILED };
+void resp_reader_init(struct resp_reader *rr, int fd);
+/* The next reply: a value (its first min(size, cap) bytes into dst, *len
+ * its size), absent (nil, or an error for this key), or failed (rr->why). */
+enum resp_value resp_read_value(struct resp_reader *rr, uint8_t *dst, uint64_t cap, uint64_t *len);
 
 /* ---- the queue to the lower tiers (writer.c) ------------------------------- */
 

@@ -332,8 +332,14 @@ static void *worker(void *p)
          * (put, evicted, not written yet) or from disk */
         uint64_t back = (uint64_t)w->id * 100 + (uint64_t)(k >= 6 ? k - 6 : k / 2);
         st_tokens(tok, n, back);
-        if (kvrt_store_get(w->s, &sp, &got) != KVRT_OK || got != n || st_check(&c, table, 0, n, back, NULL, 0) != 0)
+        int grc = kvrt_store_get(w->s, &sp, &got);
+        uint64_t wrong = grc == KVRT_OK ? st_check(&c, table, 0, got, back, NULL, 0) : 0;
+        if (grc != KVRT_OK || got != n || wrong != 0) {
+            tap_diag("thread %d, sequence %llu: get %d, %llu of %llu tokens loaded, %llu cells wrong", w->id,
+                     (unsigned long long)back, grc, (unsigned long long)got, (unsigned long long)n,
+                     (unsigned long long)wrong);
             w->bad++;
+        }
     }
     st_cache_free(&c);
     return NULL;

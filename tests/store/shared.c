@@ -12,11 +12,14 @@
  *   test-store-shared loopback | netns
  *   test-store-shared --client put|get|down URL   (inside a namespace)
  */
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -153,6 +156,114 @@ static bool key_exists(int port, const char *key, size_t klen)
     return has;
 }
 
+/* ---- a server that dies in the middle of a pipeline ------------------- */
+
+/* The commands a store sends, by their fixed lengths (a 41-byte key). */
+#define EXISTS_BYTES 64u /* *2 $6 EXISTS $41 key */
+#define GET_BYTES 61u    /* *2 $3 GET $41 key */
+
+/* The child's loop: answer EXISTS with 0; of the first two GETs, answer
+ * the first with `value` whole and the second with half of it, then die. */
+static void die_midway(int lfd, const char *value, size_t vlen)
+{
+    int c = accept(lfd, NULL, NULL);
+    char buf[8192];
+    size_t have = 0;
+    int gets = 0;
+    while (c >= 0 && gets < 2) {
+        ssize_t n = read(c, buf + have, sizeof(buf) - have);
+        if (n <= 0)
+            break;
+        have += (size_t)n;
+        size_t at = 0;
+        while (gets < 2) {
+            if (have - at >= EXISTS_BYTES && memcmp(buf + at + 8, "EXISTS", 6) == 0) {
+                if (write(c, ":0\r\n", 4) != 4)
+                    _exit(1);
+                at += EXISTS_BYTES;
+            } else if (have - at >= GET_BYTES && memcmp(buf + at + 8, "GET", 3) == 0) {
+                char head[32];
+                int hl = snprintf(head, sizeof(head), "$%zu\r\n", vlen);
+                size_t body = gets == 0 ? vlen : vlen / 2;
+                if (write(c, head, (size_t)hl) != hl || write(c, value, body) != (ssize_t)body ||
+                    (gets == 0 && write(c, "\r\n", 2) != 2))
+                    _exit(1);
+                gets++;
+                at += GET_BYTES;
+            } else {
+                break;
+            }
+        }
+        memmove(buf, buf + at, have - at);
+        have -= at;
+    }
+    _exit(0);
+}
+
+/* One entry's bytes from the real server: chunk 0, head 0. */
+static char *first_value(kvrt_store *s, int port, size_t *vlen)
+{
+    int32_t tok[N];
+    st_tokens(tok, N, 42);
+    uint8_t keys[4 * KVRT_STORE_KEY_BYTES];
+    char key[5 + KVRT_STORE_KEY_BYTES + 4] = "kvrt:";
+    if (kvrt_store_keys(s, tok, N, keys, 4, NULL) != KVRT_OK)
+        return NULL;
+    memcpy(key + 5, keys, KVRT_STORE_KEY_BYTES);
+    memset(key + 5 + KVRT_STORE_KEY_BYTES, 0, 4); /* head 0, big-endian */
+    redisContext *c = redisConnect("127.0.0.1", port);
+    redisReply *r = c && !c->err ? redisCommand(c, "GET %b", key, sizeof(key)) : NULL;
+    char *v = NULL;
+    if (r && r->type == REDIS_REPLY_STRING && (v = malloc(r->len))) {
+        memcpy(v, r->str, r->len);
+        *vlen = r->len;
+    }
+    freeReplyObject(r);
+    if (c)
+        redisFree(c);
+    return v;
+}
+
+/* The store's GETs of a chunk go out as one pipeline, and each value is
+ * read off the socket straight into an entry's buffer: a server that
+ * sends one whole value, half of the next and dies leaves a miss (nothing
+ * of either copied into the cache), one warning, and no hang. */
+static void midway(kvrt_store *with_entries, int port)
+{
+    size_t vlen = 0;
+    char *value = first_value(with_entries, port, &vlen);
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
+    socklen_t al = sizeof(a);
+    bool ok = value && lfd >= 0 && bind(lfd, (struct sockaddr *)&a, sizeof(a)) == 0 && listen(lfd, 4) == 0 &&
+              getsockname(lfd, (struct sockaddr *)&a, &al) == 0;
+    pid_t pid = ok ? fork() : -1;
+    if (pid == 0)
+        die_midway(lfd, value, vlen);
+    if (lfd >= 0)
+        close(lfd);
+    char url[64];
+    snprintf(url, sizeof(url), "redis://127.0.0.1:%d", ntohs(a.sin_port));
+    struct st_log lg = {.n = 0};
+    double t0 = now();
+    kvrt_store *s = pid > 0 ? open_store(NULL, url, 16 << 20, 1.0, &lg) : NULL;
+    bool exact = false;
+    uint64_t loaded = s ? get_all(s, &exact) : N;
+    double took = now() - t0;
+    struct kvrt_store_stats st = s ? stats(s) : (struct kvrt_store_stats){0};
+    tap_ok(s && loaded == 0 && exact && st.dropped == 0 && st.hits_shared == 0 && lg.n == 1 &&
+               strstr(lg.lines[0], "is unreachable (the server closed the connection)") && took < 3,
+           "a server that dies in the middle of a pipeline of GETs (one value sent whole, half of the next): a miss "
+           "in %.2f s, nothing loaded, one warning: %s",
+           took, lg.n ? lg.lines[0] : "none");
+    kvrt_store_close(s);
+    if (pid > 0) {
+        kill(pid, SIGKILL);
+        waitpid(pid, NULL, 0);
+    }
+    free(value);
+}
+
 static void loopback(void)
 {
     char why[512];
@@ -194,6 +305,8 @@ static void loopback(void)
     kvrt_store *c = open_store(NULL, srv.url, 16 << 20, 1.0, NULL);
     loaded = c ? get_all(c, &exact) : 0;
     tap_ok(loaded == N && exact, "engine C (memory only) loads them from the server");
+    if (c)
+        midway(c, srv.port);
     kvrt_store_close(c);
 
     /* a damaged entry on the server: dropped with one line, deleted there */
