@@ -33,7 +33,11 @@
  *   bandwidth  --size bytes of blocks per round (default 64 MiB), posted as
  *              --inflight transfers at once (default 1), --repeat rounds after
  *              a warm-up; GB/s (10^9 bytes/s) of the median and best round,
- *              and of memcpy of the same bytes after each round
+ *              and of memcpy of the same bytes after each round, both as one
+ *              contiguous copy and as the transfer's pages (one layer of one
+ *              block) copied one by one between two buffers of the caches'
+ *              size, at the transfer's block ids: what this machine's
+ *              memory gives a copy of those scattered pages in one process
  *   small      with --small N: N transfers of one block each (one 16-token
  *              block of one sequence, all 32 layers), --window of them in
  *              flight; transfers per second and latency percentiles (post to
@@ -373,6 +377,21 @@ static double round_trip(struct side *s, const struct opts *o, const struct seq 
     return now() - t0;
 }
 
+/* The transfer's pages copied one by one, from the source's block ids to
+ * the destination's (the source's reversed for a token range), in two
+ * buffers laid out as LBHNC caches of --cache-blocks: seconds. */
+static double page_copy(const struct opts *o, const struct seq *q, uint64_t page, uint8_t *src, uint8_t *dst)
+{
+    uint64_t cb = o->cache_blocks;
+    double t0 = now();
+    for (uint64_t l = 0; l < LAYERS; l++)
+        for (uint64_t i = 0; i < q->nsrc; i++) {
+            uint64_t d = q->nsrc == q->ndst ? (uint64_t)q->dst[i] : (uint64_t)q->src[q->nsrc - 1 - i];
+            memcpy(dst + (l * cb + d) * page, src + (l * cb + (uint64_t)q->src[i]) * page, page);
+        }
+    return now() - t0;
+}
+
 /* `n` distinct ids of [0, total): 0..n-1 when they are all, otherwise a
  * seeded random draw (the order an allocator's free list gives). */
 static int64_t *draw_ids(uint64_t n, uint64_t total, uint64_t seed)
@@ -436,29 +455,37 @@ static int parent_side(const struct opts *o, uint64_t blocks, int sock, pid_t ch
     if (!o->small) {
         /* memcpy of the same bytes after each round, in this process: the
          * ceiling at that moment of a shared machine. */
-        uint64_t bytes = blocks * per_block;
-        uint8_t *a = malloc(bytes), *b = malloc(bytes);
-        double *m = calloc((size_t)o->repeat, sizeof(double));
-        if (!a || !b || !m)
+        uint64_t bytes = blocks * per_block, page = per_block / LAYERS, cache = o->cache_blocks * per_block;
+        uint8_t *a = malloc(bytes), *b = malloc(bytes), *pa = malloc(cache), *pb = malloc(cache);
+        double *m = calloc((size_t)o->repeat, sizeof(double)), *pm = calloc((size_t)o->repeat, sizeof(double));
+        if (!a || !b || !m || !pa || !pb || !pm)
             die("memory for memcpy");
         memset(a, 1, bytes);
         memset(b, 2, bytes);
+        memset(pa, 3, cache);
+        memset(pb, 4, cache);
         round_trip(&s, o, &q, o->inflight, false); /* warm-up */
         for (int r = 0; r < o->repeat; r++) {
             t[r] = round_trip(&s, o, &q, o->inflight, false);
             double t0 = now();
             memcpy(b, a, bytes);
             m[r] = now() - t0;
+            pm[r] = page_copy(o, &q, page, pa, pb);
         }
         qsort(t, (size_t)o->repeat, sizeof(double), cmp_double);
         qsort(m, (size_t)o->repeat, sizeof(double), cmp_double);
+        qsort(pm, (size_t)o->repeat, sizeof(double), cmp_double);
         printf("\"mode\": \"bandwidth\", \"bytes\": %llu, \"inflight\": %d, \"rounds\": %d, \"gbps\": %.3f, "
-               "\"best_gbps\": %.3f, \"memcpy_gbps\": %.3f, ",
+               "\"best_gbps\": %.3f, \"memcpy_gbps\": %.3f, \"page_copy_gbps\": %.3f, ",
                (unsigned long long)bytes, o->inflight, o->repeat, (double)bytes / t[o->repeat / 2] / 1e9,
-               (double)bytes / t[0] / 1e9, (double)bytes / m[o->repeat / 2] / 1e9);
+               (double)bytes / t[0] / 1e9, (double)bytes / m[o->repeat / 2] / 1e9,
+               (double)bytes / pm[o->repeat / 2] / 1e9);
         free(a);
         free(b);
         free(m);
+        free(pa);
+        free(pb);
+        free(pm);
         round_trip(&s, o, &q, o->inflight, true);
     } else {
         /* A window of one-block transfers, each to its own destination. */

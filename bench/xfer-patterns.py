@@ -21,7 +21,9 @@ LBHNC -> BLHNC and BLNHC -> LBHNC with 8 KiB pages; a tensor-parallel slice
 (2 of 8 heads); push and pull; a token range between 16- and 64-token
 blocks (HND -> NHD and back, the sequence's blocks scattered).  Prints a Markdown table: the data messages
 of one transfer (kvrt_xfer_plan), the median GB/s over the rounds (10^9 B/s)
-and its ratio to UCX's best and to memcpy.
+and its ratio to UCX's best, to memcpy of the same bytes in one piece, and
+to the same pages copied one by one in one process ("page copy": what this
+machine's memory gives the pattern's scattered pages, before any transfer).
 """
 import argparse
 import importlib.util
@@ -94,22 +96,25 @@ def main():
             for i, (_, src, dst, direction, extra) in enumerate(rows):
                 doc = bench_xfer.kvrt_run(exe, ["--size", str(args.size), "--repeat", "3", "--src", src, "--dst", dst,
                                                 "--pull", "1" if direction == "pull" else "0"] + extra, env)
-                got[(t, i)].append((doc["gbps"], doc["memcpy_gbps"]))
+                got[(t, i)].append((doc["gbps"], doc["memcpy_gbps"], doc["page_copy_gbps"]))
                 docs[(t, i)] = doc
     print("Load average (1 min) %s at the start, %s at the end; %d CPUs; %d rounds, %d MiB per transfer."
           % (start_load, bench_xfer.load(), os.cpu_count(), args.rounds, args.size >> 20))
     print()
-    print("| transport | pattern | layouts | direction | method | messages | GB/s | x UCX best | x memcpy |")
-    print("|---|---|---|---|---|---:|---:|---:|---:|")
+    print("| transport | pattern | layouts | direction | method | messages | GB/s | x UCX best | x memcpy "
+          "| page copy GB/s | x page copy |")
+    print("|---|---|---|---|---|---:|---:|---:|---:|---:|---:|")
     for t in transports:
         u = statistics.median(ucx[t])
-        print("| %s | ucx_perftest, best of %s | | | | 1 | %.2f | 1.00 | |" % (t, ", ".join(bench_xfer.PERFTESTS), u))
+        print("| %s | ucx_perftest, best of %s | | | | 1 | %.2f | 1.00 | | | |" % (t, ", ".join(bench_xfer.PERFTESTS), u))
         for i, (name, src, dst, direction, _) in enumerate(rows):
             g = statistics.median(x[0] for x in got[(t, i)])
             m = statistics.median(x[0] / x[1] for x in got[(t, i)])
+            pc = statistics.median(x[2] for x in got[(t, i)])
+            pr = statistics.median(x[0] / x[2] for x in got[(t, i)])
             d = docs[(t, i)]
-            print("| %s | %s | %s -> %s | %s | %s | %d | %.2f | %.2f | %.2f |"
-                  % (t, name, src, dst, direction, d["method"], d["messages"], g, g / u if u else 0.0, m))
+            print("| %s | %s | %s -> %s | %s | %s | %d | %.2f | %.2f | %.2f | %.2f | %.2f |"
+                  % (t, name, src, dst, direction, d["method"], d["messages"], g, g / u if u else 0.0, m, pc, pr))
 
 
 if __name__ == "__main__":
