@@ -49,7 +49,7 @@ struct disk_env {
 static pthread_mutex_t registry_lock = PTHREAD_MUTEX_INITIALIZER;
 static struct disk_env *registry;
 
-#define LRU_KEY_BYTES (8 + STORE_DBKEY_BYTES)
+#define LRU_KEY_BYTES DISK_LRU_KEY_BYTES
 /* LMDB's two meta pages, the least a data file holds */
 #define LMDB_METAS_BYTES 8192u
 
@@ -281,17 +281,23 @@ static int env_create(const char *path, uint64_t capacity, struct disk_env **out
     return KVRT_OK;
 }
 
+/* meta: names to counters and the store record; entries: entry to slot;
+ * lru: (tick, entry), oldest first; ticks: entry to its tick; free: slots
+ * given back.  In this order in struct disk_env's handles below. */
+const struct disk_table disk_tables[DISK_TABLES] = {
+    {"meta", 0, DISK_ANY},
+    {"entries", STORE_DBKEY_BYTES, 8},
+    {"lru", DISK_LRU_KEY_BYTES, 0},
+    {"ticks", STORE_DBKEY_BYTES, 8},
+    {"free", 8, 0},
+};
+
 static int open_dbis(struct disk_env *e, MDB_txn *txn, unsigned flags)
 {
-    int rc = mdb_dbi_open(txn, "meta", flags, &e->meta);
-    if (rc == MDB_SUCCESS)
-        rc = mdb_dbi_open(txn, "entries", flags, &e->entries);
-    if (rc == MDB_SUCCESS)
-        rc = mdb_dbi_open(txn, "lru", flags, &e->lru);
-    if (rc == MDB_SUCCESS)
-        rc = mdb_dbi_open(txn, "ticks", flags, &e->ticks);
-    if (rc == MDB_SUCCESS)
-        rc = mdb_dbi_open(txn, "free", flags, &e->free_slots);
+    MDB_dbi *dbi[DISK_TABLES] = {&e->meta, &e->entries, &e->lru, &e->ticks, &e->free_slots};
+    int rc = MDB_SUCCESS;
+    for (int i = 0; i < DISK_TABLES && rc == MDB_SUCCESS; i++)
+        rc = mdb_dbi_open(txn, disk_tables[i].name, flags, dbi[i]);
     return rc;
 }
 

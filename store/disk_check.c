@@ -5,8 +5,10 @@
  * it will read is read here with pread and checked: page numbers within
  * the file, page types, node offsets and sizes within their page, child
  * pages at the depth their tree says, each page reached once, overflow runs
- * within the file.  A file that fails is refused, naming the page and what
- * is wrong; payload bytes are the checksums' business (entry.c).
+ * within the file, and each table's keys in order and of the sizes its
+ * records have (disk_tables): LMDB's writes move and split nodes trusting
+ * both.  A file that fails is refused, naming the page and what is wrong;
+ * payload bytes are the checksums' business (entry.c).
  *
  * This reads LMDB 0.9's on-disk format (lmdb.h's MDB_DATA_VERSION 1, the
  * page and node layouts of its mdb.c), which is stable across 0.9 releases
@@ -36,6 +38,18 @@
 #define MAX_DEPTH 32u /* LMDB's cursor stack */
 #define DB_BYTES 48u  /* MDB_db */
 #define MDB_INTEGERKEY_FLAG 0x08u
+#define MAX_KEY 511u /* LMDB's MDB_MAXKEYSIZE, as Debian builds it */
+
+/* What a tree's leaves must hold, and the last key seen (leaves are
+ * walked left to right, so each key must be above the one before). */
+struct tree {
+    bool free_table;                /* LMDB's free-page table: integer keys */
+    bool main_table;                /* the table of tables */
+    const struct disk_table *shape; /* a store table; NULL for the two above */
+    uint8_t last[MAX_KEY];
+    unsigned last_len;
+    bool have_last;
+};
 
 struct check {
     int fd;
@@ -73,10 +87,32 @@ static bool read_page(struct check *c, uint64_t pg, uint8_t *buf)
     return pread(c->fd, buf, c->psize, (off_t)(pg * c->psize)) == (ssize_t)c->psize;
 }
 
-static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_depth, bool free_table, uint64_t *entries);
+static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_depth, struct tree *t, uint64_t *entries);
 
-/* A tree described by an MDB_db record. */
-static bool check_db(struct check *c, const uint8_t *db, uint64_t at, bool free_table, uint64_t *entries)
+/* LMDB's order: integer keys by value, others bytewise, a prefix first. */
+static int key_cmp(const struct tree *t, const uint8_t *a, unsigned alen, const uint8_t *b, unsigned blen)
+{
+    if (t->free_table) {
+        uint64_t x = rd64(a), y = rd64(b);
+        return (x > y) - (x < y);
+    }
+    unsigned n = alen < blen ? alen : blen;
+    int r = n ? memcmp(a, b, n) : 0;
+    return r ? r : (alen > blen) - (alen < blen);
+}
+
+static const struct disk_table *table_named(const uint8_t *name, unsigned len)
+{
+    for (int i = 0; i < DISK_TABLES; i++)
+        if (strlen(disk_tables[i].name) == len && memcmp(disk_tables[i].name, name, len) == 0)
+            return &disk_tables[i];
+    return NULL;
+}
+
+/* A tree described by an MDB_db record: the free-page table, the table of
+ * tables (shape NULL), or a store table. */
+static bool check_db(struct check *c, const uint8_t *db, uint64_t at, bool free_table, const struct disk_table *shape,
+                     uint64_t *entries)
 {
     /* the flags change how LMDB reads the tree: the free-page table is
      * integer-keyed, every other table of a store has none */
@@ -89,7 +125,15 @@ static bool check_db(struct check *c, const uint8_t *db, uint64_t at, bool free_
     if (depth == 0 || depth > MAX_DEPTH)
         return fail(c, at, "describes a tree deeper than LMDB can walk");
     uint64_t n = 0;
-    if (!walk(c, root, 1, depth, free_table, &n))
+    struct tree *t = calloc(1, sizeof(*t));
+    if (!t)
+        return fail(c, at, "cannot be checked (out of memory)");
+    t->free_table = free_table;
+    t->main_table = !free_table && !shape;
+    t->shape = shape;
+    bool ok = walk(c, root, 1, depth, t, &n);
+    free(t);
+    if (!ok)
         return false;
     if (n != count)
         return fail(c, at, "counts other entries than its tree holds");
@@ -172,8 +216,9 @@ static bool check_tiling(struct check *c, uint64_t pg, const uint8_t *p, size_t 
     return ok;
 }
 
-static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_depth, bool free_table, uint64_t *entries)
+static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_depth, struct tree *t, uint64_t *entries)
 {
+    bool free_table = t->free_table;
     if (pg < 2 || pg > c->last_pg)
         return fail(c, pg, "is outside the database's pages");
     if (pg >= c->file_pages)
@@ -218,14 +263,39 @@ static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_dep
         }
         const uint8_t *data = n + NODE_HEADER + ksize;
         uint64_t room = c->psize - (off + NODE_HEADER + ksize);
+        if (ksize > MAX_KEY) {
+            ok = fail(c, pg, "has a key longer than LMDB's limit");
+            break;
+        }
         if (branch) {
             uint64_t child = lohi | (uint64_t)nflags << 32;
-            ok = walk(c, child, depth + 1, want_depth, free_table, entries);
+            ok = walk(c, child, depth + 1, want_depth, t, entries);
             continue;
         }
         (*entries)++;
-        if (free_table && ksize != 8) {
-            ok = fail(c, pg, "holds a free-page record whose key is not a transaction id");
+        const uint8_t *key = n + NODE_HEADER;
+        if ((free_table && ksize != 8) || (!free_table && ksize == 0)) {
+            ok = fail(c, pg,
+                      free_table ? "holds a free-page record whose key is not a transaction id"
+                                 : "holds an empty key, which no store table has");
+            break;
+        }
+        if (t->have_last && key_cmp(t, t->last, t->last_len, key, ksize) >= 0) {
+            ok = fail(c, pg, "holds keys out of order");
+            break;
+        }
+        memcpy(t->last, key, ksize);
+        t->last_len = ksize;
+        t->have_last = true;
+        const struct disk_table *sub = t->main_table ? table_named(key, ksize) : NULL;
+        if (t->main_table && (!sub || nflags != F_SUBDATA)) {
+            ok = fail(c, pg, "holds a record no store table has");
+        } else if (!t->main_table && (nflags & F_SUBDATA)) {
+            ok = fail(c, pg, "holds a table inside a table");
+        } else if (t->shape &&
+                   ((t->shape->key_bytes && ksize != t->shape->key_bytes) ||
+                    (t->shape->value_bytes != DISK_ANY && (lohi != t->shape->value_bytes || (nflags & F_BIGDATA))))) {
+            ok = fail(c, pg, "holds a record of another size than its table's");
         } else if (nflags & F_DUPDATA) {
             ok = fail(c, pg, "holds duplicate-sorted data, which no store table has");
         } else if (nflags & F_BIGDATA) {
@@ -246,7 +316,7 @@ static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_dep
             if (lohi != DB_BYTES || room < DB_BYTES)
                 ok = fail(c, pg, "holds a table record of the wrong size");
             else
-                ok = check_db(c, data, pg, false, NULL);
+                ok = check_db(c, data, pg, false, sub, NULL);
         } else if (lohi > room) {
             ok = fail(c, pg, "has a value past the page");
         } else if (free_table) {
@@ -331,7 +401,7 @@ int disk_check_file(const char *path, uint64_t txnid)
     }
     uint64_t entries = 0;
     /* the free-page table, then the main table (which holds the others) */
-    if (!check_db(&c, m + 24, 0, true, NULL) || !check_db(&c, m + 24 + DB_BYTES, 0, false, &entries))
+    if (!check_db(&c, m + 24, 0, true, NULL, NULL) || !check_db(&c, m + 24 + DB_BYTES, 0, false, NULL, &entries))
         rc = STORE_FAIL(KVRT_ERR_INVALID,
                         "kvrt-store: \"%s\" is damaged: %s; restore it, or remove the folder to start an empty "
                         "store",

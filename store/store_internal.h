@@ -272,6 +272,18 @@ void disk_close(struct disk_tier *d);
 /* The structure of path/data.mdb at transaction txnid (disk_check.c). */
 int disk_check_file(const char *path, uint64_t txnid);
 
+/* The tables of the disk tier's index and the sizes of their keys and
+ * values, which disk_check_file holds a file to: a key of 0 bytes means
+ * any size LMDB takes, DISK_ANY a value of any size. */
+#define DISK_ANY UINT32_MAX
+#define DISK_TABLES 5
+#define DISK_LRU_KEY_BYTES (8 + STORE_DBKEY_BYTES)
+struct disk_table {
+    const char *name;
+    uint32_t key_bytes, value_bytes;
+};
+extern const struct disk_table disk_tables[DISK_TABLES];
+
 /* A read transaction over the disk tier (from any thread). */
 struct disk_read;
 int disk_read_begin(struct disk_tier *d, struct disk_read **out);
