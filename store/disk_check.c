@@ -55,7 +55,8 @@ struct check {
     int fd;
     const char *file;
     uint64_t psize, last_pg, file_pages;
-    uint8_t *seen; /* a bit per page */
+    uint8_t *seen;  /* a bit per page: in a tree */
+    uint8_t *freed; /* a bit per page: on a free-page list */
     uint8_t *page;
     char why[256];
 };
@@ -164,6 +165,10 @@ static bool check_free_list(struct check *c, uint64_t pg, const uint8_t *inline_
         uint64_t id = rd64(buf + 8 * i);
         if (id < 2 || id > c->last_pg || (i > 1 && id >= rd64(buf + 8 * (i - 1))))
             ok = fail(c, pg, "holds a free-page list out of range or order");
+        else if (c->freed[id / 8] & (1u << (id % 8)))
+            ok = fail(c, pg, "lists a page that another free-page list lists too");
+        else
+            c->freed[id / 8] |= (uint8_t)(1u << (id % 8));
     }
     free(buf);
     return ok;
@@ -395,18 +400,32 @@ int disk_check_file(const char *path, uint64_t txnid)
                           ULL(c.last_pg));
     }
     c.seen = calloc(c.last_pg / 8 + 1, 1);
-    if (!c.seen) {
+    c.freed = calloc(c.last_pg / 8 + 1, 1);
+    if (!c.seen || !c.freed) {
+        free(c.seen);
+        free(c.freed);
         close(c.fd);
         return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory checking \"%s\"", file);
     }
     uint64_t entries = 0;
     /* the free-page table, then the main table (which holds the others) */
-    if (!check_db(&c, m + 24, 0, true, NULL, NULL) || !check_db(&c, m + 24 + DB_BYTES, 0, false, NULL, &entries))
+    bool ok = check_db(&c, m + 24, 0, true, NULL, NULL) && check_db(&c, m + 24 + DB_BYTES, 0, false, NULL, &entries);
+    /* a page listed free and still in a tree would be handed out by the
+     * next write while the tree uses it (LMDB asserts, or overwrites it) */
+    for (uint64_t i = 0; ok && i <= c.last_pg / 8; i++)
+        if (c.seen[i] & c.freed[i]) {
+            unsigned bit = 0;
+            while (!((c.seen[i] & c.freed[i]) & (1u << bit)))
+                bit++;
+            ok = fail(&c, 8 * i + bit, "is listed free and is in use");
+        }
+    if (!ok)
         rc = STORE_FAIL(KVRT_ERR_INVALID,
                         "kvrt-store: \"%s\" is damaged: %s; restore it, or remove the folder to start an empty "
                         "store",
                         file, c.why);
     free(c.seen);
+    free(c.freed);
     close(c.fd);
     return rc;
 }

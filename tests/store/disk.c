@@ -420,6 +420,78 @@ static void disordered(const char *dir)
     st_rmdir(copy);
 }
 
+static uint64_t le_at(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A free-page list of LMDB's free table that names a page a tree still
+ * uses: the next write would be handed that page while the tree holds it.
+ * Read here from LMDB 0.9's format on its own (the newer meta page, the
+ * free table's root leaf, its first record), the record's first (largest)
+ * page replaced by a larger page that no list names. */
+static void freed_in_use(const char *dir)
+{
+    char copy[4200], cmd[9000], data[4300];
+    snprintf(copy, sizeof(copy), "%s-freed", dir);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'", copy, dir, copy);
+    snprintf(data, sizeof(data), "%s/data.mdb", copy);
+    bool ok = system(cmd) == 0;
+    static uint8_t f[1 << 22];
+    FILE *fp = fopen(data, "r+b");
+    size_t size = ok && fp ? fread(f, 1, sizeof(f), fp) : 0;
+    uint64_t psize = size > 64 ? le_at(f + 16 + 24 + 0, 4) : 0; /* the free table's md_pad holds the page size */
+    ok = ok && psize >= 512 && size >= 2 * psize;
+    const uint8_t *m0 = f + 16, *m1 = ok ? f + psize + 16 : f + 16;
+    const uint8_t *m = le_at(m1 + 128, 8) > le_at(m0 + 128, 8) ? m1 : m0;
+    uint64_t last = le_at(m + 120, 8), depth = le_at(m + 24 + 6, 2), root = le_at(m + 24 + 40, 8);
+    /* the free table: one leaf page, its first record a list held in it */
+    uint8_t *leaf = ok && depth == 1 && (root + 1) * psize <= size ? f + root * psize : NULL;
+    uint8_t *node = leaf && le_at(leaf + 12, 2) > 16 ? leaf + le_at(leaf + 16, 2) : NULL;
+    bool inline_list = node && !(le_at(node + 4, 2) & 1) && le_at(node + 6, 2) == 8;
+    uint8_t *list = inline_list ? node + 8 + 8 : NULL;
+    uint64_t first = list ? le_at(list + 8, 8) : 0, pick = 0;
+    /* every page a list names */
+    static uint8_t named[1 << 16];
+    memset(named, 0, sizeof(named));
+    for (uint64_t k = 0; leaf && k < (le_at(leaf + 12, 2) - 16) / 2 && last < sizeof(named); k++) {
+        uint8_t *nd = leaf + le_at(leaf + 16 + 2 * k, 2);
+        if (le_at(nd + 4, 2) & 1)
+            continue;
+        uint8_t *l = nd + 8 + le_at(nd + 6, 2);
+        for (uint64_t j = 1; j <= le_at(l, 8) && le_at(l + 8 * j, 8) < sizeof(named); j++)
+            named[le_at(l + 8 * j, 8)] = 1;
+    }
+    for (uint64_t pg = last; list && pg > first && last < sizeof(named); pg--)
+        if (!named[pg]) {
+            pick = pg;
+            break;
+        }
+    if (pick) {
+        for (int i = 0; i < 8; i++)
+            list[8 + i] = (uint8_t)(pick >> (8 * i));
+        ok = fseek(fp, (long)(list + 8 - f), SEEK_SET) == 0 && fwrite(list + 8, 1, 8, fp) == 8;
+    }
+    if (fp)
+        ok = fclose(fp) == 0 && ok;
+    if (!pick) {
+        tap_skip("no free-page list to damage in this store (free table depth %llu)", (unsigned long long)depth);
+        st_rmdir(copy);
+        return;
+    }
+    kvrt_store *s = st_open(&model, "tiny@1", T, 0, copy, 0, NULL);
+    char want[64];
+    snprintf(want, sizeof(want), "page %llu is listed free and is in use", (unsigned long long)pick);
+    tap_ok(ok && !s && contains(kvrt_error_message(), want, "restore it"),
+           "a free-page list that names a page in use (%llu) is refused: %s", (unsigned long long)pick,
+           kvrt_error_message());
+    kvrt_store_close(s);
+    st_rmdir(copy);
+}
+
 static void paths(const char *dir)
 {
     char file[4400], below[4500], other[4200];
@@ -631,6 +703,7 @@ int main(int argc, char **argv)
     refusals(dir);
     truncated(dir);
     disordered(dir);
+    freed_in_use(dir);
     damage(dir);
     damage_ahead(dir);
     inspect(dir);
