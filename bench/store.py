@@ -8,7 +8,8 @@
   against memcpy of the same bytes on one thread, the better of buffers on
   4 KiB pages and on huge pages (bench-store times both);
 - disk tier: put + flush of 512 MiB against the best sequential write of
-  the same bytes to the same file system in that round: fio buffered with
+  the same bytes to a new file of the same file system in that round (a
+  fresh store's slot file grows too): fio buffered with
   an fsync at the end, fio O_DIRECT with 8 requests of 1 MiB in flight, and
   bench-store dd (O_DIRECT from huge pages, 64 MiB writes, fdatasync: the
   store's own I/O without the store); get (O_DIRECT reads, and the slot
@@ -63,8 +64,16 @@ def run_json_lines(cmd):
 # The rooflines of the disk tier: each round runs every one of these and
 # takes the best, so the store is held to what the file system does best
 # with the same bytes (which of them wins moves with the device and load).
+# Each write goes to a new file, as a put into a fresh store grows its slot
+# file: rewriting blocks a file already has skips the file system's
+# allocation and ran up to 1.5x faster here (0.58-0.63 against 0.34-0.42
+# GB/s with 8 in flight).  That figure is printed on its own row: it is
+# what rewriting the slots of a full store would be held to, not a put
+# into a fresh one.
 FIO_WRITES = {"buffered, fsync at end": ["--rw=write", "--end_fsync=1"],
               "O_DIRECT, 8 in flight": ["--rw=write", "--direct=1", "--ioengine=libaio", "--iodepth=8"]}
+FIO_REWRITE = ("fio O_DIRECT, 8 in flight, over a file already written",
+               ["--rw=write", "--direct=1", "--ioengine=libaio", "--iodepth=8"])
 FIO_READS = {"O_DIRECT": ["--rw=read", "--direct=1"],
              "O_DIRECT, 8 in flight": ["--rw=read", "--direct=1", "--ioengine=libaio", "--iodepth=8"],
              "buffered, cold": ["--rw=read", "--invalidate=1"]}
@@ -87,6 +96,13 @@ def fio(args_list, directory, mib):
         raise SystemExit("bench/store.py: fio failed: %s" % out.stderr.strip())
     job = json.loads(out.stdout[out.stdout.index("{"):])["jobs"][0]
     return job
+
+
+def fio_remove(directory):
+    try:
+        os.unlink(os.path.join(directory, "fio.dat"))
+    except FileNotFoundError:
+        pass
 
 
 def start_redis(directory):
@@ -164,7 +180,11 @@ def main():
         for r in range(args.rounds):
             raw_dd = run_json_lines([exe, "dd", work, "--mib", str(args.mib)])[0]
             d.setdefault("dd", []).append(raw_dd)
-            w = {k: fio(a, work, args.mib)["write"]["bw_bytes"] / 1e9 for k, a in FIO_WRITES.items()}
+            w = {}
+            for k, a in FIO_WRITES.items():
+                fio_remove(work)
+                w[k] = fio(a, work, args.mib)["write"]["bw_bytes"] / 1e9
+            d.setdefault("rewrite", []).append(fio(FIO_REWRITE[1], work, args.mib)["write"]["bw_bytes"] / 1e9)
             w[DD_WRITE] = raw_dd["write_gbps"]
             d["fio_write"].append(w)
             d["wr"].append(max(w.values()))
@@ -184,6 +204,8 @@ def main():
         rows.append(("disk", "put + flush, %d MiB" % args.mib, med(d["put"]),
                      "best of fio write (%s) and %s" % ("; ".join(FIO_WRITES), DD_WRITE), med(d["wr"]), 0.8,
                      paired(d["put"], d["wr"])))
+        rows.append(("disk", "put + flush, %d MiB (the same)" % args.mib, med(d["put"]), FIO_REWRITE[0],
+                     med(d["rewrite"]), None, paired(d["put"], d["rewrite"])))
         rows.append(("disk", "get, O_DIRECT, slot file dropped from the page cache", med(d["get"]),
                      "best of fio read (%s) and %s" % ("; ".join(FIO_READS), "; ".join(DD_READ)), med(d["rd"]),
                      0.8, paired(d["get"], d["rd"])))
