@@ -255,6 +255,18 @@ static int env_create(const char *path, uint64_t capacity, struct disk_env **out
         rc = mdb_env_set_maxreaders(e->env, 1024);
     if (rc == MDB_SUCCESS)
         rc = mdb_env_set_mapsize(e->env, map_size_for(capacity));
+    /* an existing file's meta pages before LMDB maps it by them (an empty
+     * one is a store another process is making: LMDB starts it afresh) */
+    char data[4200];
+    struct stat st;
+    snprintf(data, sizeof(data), "%s/data.mdb", path);
+    if (rc == MDB_SUCCESS && stat(data, &st) == 0 && st.st_size > 0) {
+        int crc = disk_check_metas(path);
+        if (crc != KVRT_OK) {
+            env_free(e);
+            return crc;
+        }
+    }
     if (rc == MDB_SUCCESS)
         rc = mdb_env_open(e->env, path, MDB_NOTLS, 0644);
     if (rc != MDB_SUCCESS) {

@@ -332,57 +332,82 @@ static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_dep
     return ok;
 }
 
-int disk_check_file(const char *path, uint64_t txnid)
+#define META_BYTES (PAGE_HEADER + 160u)
+
+/* Both meta pages, as LMDB's open reads them: it takes the page size from
+ * the newer and maps the file with it before any transaction, so a damaged
+ * one must be refused before LMDB sees the file.  Opens c->fd; closes it
+ * again on a refusal. */
+static int open_metas(struct check *c, const char *path, char *file, size_t size, uint8_t meta[2][META_BYTES])
 {
-    char file[4200];
-    snprintf(file, sizeof(file), "%s/data.mdb", path);
-    struct check c;
-    memset(&c, 0, sizeof(c));
-    c.file = file;
-    c.fd = open(file, O_RDONLY | O_CLOEXEC);
-    if (c.fd < 0) {
+    snprintf(file, size, "%s/data.mdb", path);
+    memset(c, 0, sizeof(*c));
+    c->file = file;
+    c->fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (c->fd < 0) {
         int e = errno;
         return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: cannot read \"%s\": %s", file, strerror(e));
     }
     struct stat st;
-    uint8_t head[PAGE_HEADER + 160];
-    int rc = KVRT_OK;
-    if (fstat(c.fd, &st) != 0 || pread(c.fd, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
-        close(c.fd);
+    uint8_t head[META_BYTES];
+    if (fstat(c->fd, &st) != 0 || pread(c->fd, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
+        close(c->fd);
         return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: its first meta page cannot be read", file);
     }
     /* the page size is in the free table's record of the first meta page */
-    c.psize = rd32(head + PAGE_HEADER + 24);
-    if (c.psize < 512 || c.psize > 65536 || (c.psize & (c.psize - 1))) {
-        close(c.fd);
+    c->psize = rd32(head + PAGE_HEADER + 24);
+    if (c->psize < 512 || c->psize > 65536 || (c->psize & (c->psize - 1))) {
+        close(c->fd);
         return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: its page size %llu is not LMDB's", file,
-                          ULL(c.psize));
+                          ULL(c->psize));
     }
-    c.file_pages = (uint64_t)st.st_size / c.psize;
-    uint8_t meta[2][PAGE_HEADER + 160];
-    const uint8_t *m = NULL;
+    c->file_pages = (uint64_t)st.st_size / c->psize;
     for (int i = 0; i < 2; i++) {
         /* both must be sound: LMDB reads both, and takes the page size from
          * the newer, which need not be the one it reads the tree from */
         const uint8_t *mm = meta[i] + PAGE_HEADER;
-        if (pread(c.fd, meta[i], sizeof(meta[i]), (off_t)(i * c.psize)) != (ssize_t)sizeof(meta[i]) ||
-            rd32(mm) != LMDB_MAGIC || rd32(mm + 4) != LMDB_DATA_VERSION || !(rd16(meta[i] + 10) & P_META) ||
-            rd32(mm + 24) != c.psize || rd64(meta[i]) != (uint64_t)i) {
-            close(c.fd);
+        if (pread(c->fd, meta[i], META_BYTES, (off_t)(i * c->psize)) != (ssize_t)META_BYTES || rd32(mm) != LMDB_MAGIC ||
+            rd32(mm + 4) != LMDB_DATA_VERSION || !(rd16(meta[i] + 10) & P_META) || rd32(mm + 24) != c->psize ||
+            rd64(meta[i]) != (uint64_t)i) {
+            close(c->fd);
             return STORE_FAIL(KVRT_ERR_INVALID,
                               "kvrt-store: \"%s\" is damaged: meta page %d is not LMDB's (format %u, page size %llu); "
                               "restore it or remove the folder",
-                              file, i, LMDB_DATA_VERSION, ULL(c.psize));
+                              file, i, LMDB_DATA_VERSION, ULL(c->psize));
         }
-        if (rd64(mm + 128) == txnid)
-            m = mm;
+        /* the page count sizes LMDB's map */
+        if (rd64(mm + 120) > (1ull << 40)) {
+            close(c->fd);
+            return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: meta page %d counts %llu pages", file,
+                              i, ULL(rd64(mm + 120)));
+        }
     }
-    /* LMDB takes the page size from the meta page it uses */
-    if (m && rd32(m + 24) != c.psize) {
+    return KVRT_OK;
+}
+
+int disk_check_metas(const char *path)
+{
+    char file[4200];
+    struct check c;
+    uint8_t meta[2][META_BYTES];
+    int rc = open_metas(&c, path, file, sizeof(file), meta);
+    if (rc == KVRT_OK)
         close(c.fd);
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: its meta pages disagree on the page size",
-                          file);
-    }
+    return rc;
+}
+
+int disk_check_file(const char *path, uint64_t txnid)
+{
+    char file[4200];
+    struct check c;
+    uint8_t meta[2][META_BYTES];
+    int rc = open_metas(&c, path, file, sizeof(file), meta);
+    if (rc != KVRT_OK)
+        return rc;
+    const uint8_t *m = NULL;
+    for (int i = 0; i < 2; i++)
+        if (rd64(meta[i] + PAGE_HEADER + 128) == txnid)
+            m = meta[i] + PAGE_HEADER;
     if (!m) {
         close(c.fd);
         return STORE_FAIL(KVRT_ERR_INVALID,
@@ -394,11 +419,6 @@ int disk_check_file(const char *path, uint64_t txnid)
      * transaction took and gave back before its commit are never written.
      * Every page that is read must be in it (checked page by page). */
     c.last_pg = rd64(m + 120);
-    if (c.last_pg > (1ull << 40)) {
-        close(c.fd);
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: its meta page counts %llu pages", file,
-                          ULL(c.last_pg));
-    }
     c.seen = calloc(c.last_pg / 8 + 1, 1);
     c.freed = calloc(c.last_pg / 8 + 1, 1);
     if (!c.seen || !c.freed) {

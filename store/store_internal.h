@@ -271,6 +271,9 @@ int disk_open(struct disk_tier *d, const char *path, struct store_model *m, bool
 void disk_close(struct disk_tier *d);
 /* The structure of path/data.mdb at transaction txnid (disk_check.c). */
 int disk_check_file(const char *path, uint64_t txnid);
+/* Its two meta pages alone, before LMDB opens the file (LMDB maps it with
+ * the page size they give). */
+int disk_check_metas(const char *path);
 
 /* The tables of the disk tier's index and the sizes of their keys and
  * values, which disk_check_file holds a file to: a key of 0 bytes means

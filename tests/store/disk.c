@@ -492,6 +492,35 @@ static void freed_in_use(const char *dir)
     st_rmdir(copy);
 }
 
+/* LMDB maps the file with the page size of its newer meta page before any
+ * transaction: a damaged one must be refused before LMDB opens the file
+ * (a page size of 4096 + 89 * 65536 made LMDB's open die of SIGBUS). */
+static void meta_page_size(const char *dir)
+{
+    char copy[4200], cmd[9000], data[4300];
+    snprintf(copy, sizeof(copy), "%s-meta", dir);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'", copy, dir, copy);
+    snprintf(data, sizeof(data), "%s/data.mdb", copy);
+    bool ok = system(cmd) == 0;
+    uint8_t m[2][176];
+    FILE *f = fopen(data, "r+b");
+    ok = ok && f && fread(m[0], 1, sizeof(m[0]), f) == sizeof(m[0]);
+    uint64_t psize = le_at(m[0] + 16 + 24, 4);
+    ok = ok && psize >= 512 && fseek(f, (long)psize, SEEK_SET) == 0 && fread(m[1], 1, sizeof(m[1]), f) == sizeof(m[1]);
+    /* the newer of the two: the one LMDB takes its page size from */
+    int newer = ok && le_at(m[1] + 16 + 128, 8) > le_at(m[0] + 16 + 128, 8) ? 1 : 0;
+    uint8_t b = 89;
+    ok = ok && fseek(f, (long)(newer * psize + 16 + 24 + 2), SEEK_SET) == 0 && fwrite(&b, 1, 1, f) == 1;
+    if (f)
+        ok = fclose(f) == 0 && ok;
+    kvrt_store *s = st_open(&model, "tiny@1", T, 0, copy, 0, NULL);
+    tap_ok(ok && !s && contains(kvrt_error_message(), "is damaged", "restore it"),
+           "meta page %d (the newer) with a page size of %llu is refused before LMDB maps the file: %s", newer,
+           (unsigned long long)(psize + (89ull << 16)), kvrt_error_message());
+    kvrt_store_close(s);
+    st_rmdir(copy);
+}
+
 static void paths(const char *dir)
 {
     char file[4400], below[4500], other[4200];
@@ -704,6 +733,7 @@ int main(int argc, char **argv)
     truncated(dir);
     disordered(dir);
     freed_in_use(dir);
+    meta_page_size(dir);
     damage(dir);
     damage_ahead(dir);
     inspect(dir);
