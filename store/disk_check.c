@@ -352,14 +352,18 @@ static int open_metas(struct check *c, const char *path, char *file, size_t size
     uint8_t head[META_BYTES];
     if (fstat(c->fd, &st) != 0 || pread(c->fd, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
         close(c->fd);
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: its first meta page cannot be read", file);
+        return STORE_FAIL(
+            KVRT_ERR_INVALID,
+            "kvrt-store: \"%s\" is damaged: its first meta page cannot be read; restore it or remove the folder", file);
     }
     /* the page size is in the free table's record of the first meta page */
     c->psize = rd32(head + PAGE_HEADER + 24);
     if (c->psize < 512 || c->psize > 65536 || (c->psize & (c->psize - 1))) {
         close(c->fd);
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: its page size %llu is not LMDB's", file,
-                          ULL(c->psize));
+        return STORE_FAIL(
+            KVRT_ERR_INVALID,
+            "kvrt-store: \"%s\" is damaged: its page size %llu is not LMDB's; restore it or remove the folder", file,
+            ULL(c->psize));
     }
     c->file_pages = (uint64_t)st.st_size / c->psize;
     for (int i = 0; i < 2; i++) {
@@ -375,11 +379,25 @@ static int open_metas(struct check *c, const char *path, char *file, size_t size
                               "restore it or remove the folder",
                               file, i, LMDB_DATA_VERSION, ULL(c->psize));
         }
+        /* LMDB reads a transaction's tree from meta page txnid & 1 (a
+         * commit writes the page its new id selects), so a meta page whose
+         * id says the other page would send LMDB to trees never checked;
+         * a new file has id 0 in both */
+        uint64_t id = rd64(mm + 128);
+        if (id != 0 && (id & 1) != (uint64_t)i) {
+            close(c->fd);
+            return STORE_FAIL(KVRT_ERR_INVALID,
+                              "kvrt-store: \"%s\" is damaged: meta page %d holds transaction %llu, which belongs on "
+                              "meta page %d; restore it or remove the folder",
+                              file, i, ULL(id), (int)(id & 1));
+        }
         /* the page count sizes LMDB's map */
         if (rd64(mm + 120) > (1ull << 40)) {
             close(c->fd);
-            return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is damaged: meta page %d counts %llu pages", file,
-                              i, ULL(rd64(mm + 120)));
+            return STORE_FAIL(
+                KVRT_ERR_INVALID,
+                "kvrt-store: \"%s\" is damaged: meta page %d counts %llu pages; restore it or remove the folder", file,
+                i, ULL(rd64(mm + 120)));
         }
     }
     return KVRT_OK;
@@ -404,10 +422,10 @@ int disk_check_file(const char *path, uint64_t txnid)
     int rc = open_metas(&c, path, file, sizeof(file), meta);
     if (rc != KVRT_OK)
         return rc;
-    const uint8_t *m = NULL;
-    for (int i = 0; i < 2; i++)
-        if (rd64(meta[i] + PAGE_HEADER + 128) == txnid)
-            m = meta[i] + PAGE_HEADER;
+    /* the meta page LMDB reads transaction txnid's trees from */
+    const uint8_t *m = meta[txnid & 1] + PAGE_HEADER;
+    if (rd64(m + 128) != txnid)
+        m = NULL;
     if (!m) {
         close(c.fd);
         return STORE_FAIL(KVRT_ERR_INVALID,
