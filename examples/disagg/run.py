@@ -88,14 +88,25 @@ def mesh(ctx, n):
 
 
 def all_gather(rank, ends):
-    """The attention outputs of every rank's query heads, in rank order."""
+    """The attention outputs of every rank's query heads, in rank order.
+
+    Tensors go as plain bytes: torch's pickling would pass shared memory
+    through a socket the sending process serves, which is gone when that
+    rank finishes first.  Pairs exchange in order (the lower rank sends
+    first), so no two ranks wait on each other's full pipe."""
     def exchange(out):
         import torch
-        for c in ends.values():
-            c.send(out)
+        out = out.detach().contiguous()
+        payload = (tuple(out.shape), out.view(torch.uint8).numpy().tobytes())
         parts = {rank: out}
-        for other, c in ends.items():
-            parts[other] = c.recv()
+        for other in sorted(ends):
+            c = ends[other]
+            if rank < other:
+                c.send(payload)
+            shape, data = c.recv()
+            if rank > other:
+                c.send(payload)
+            parts[other] = torch.frombuffer(bytearray(data), dtype=out.dtype).reshape(shape)
         return torch.cat([parts[r] for r in sorted(parts)], dim=1)
     return exchange
 
