@@ -139,13 +139,17 @@ static void check_misuse(struct conf_plugin *p, kvrt_backend *b, const kvrt_plac
     /* What only the backend's device API can tell. */
     uint64_t bytes = m->bytes, page = (uint64_t)sysconf(_SC_PAGESIZE);
     if (m->kind == KVRT_MEMORY_HOST) {
-        /* A range that was mapped and is no longer. */
-        uint64_t span = (bytes + page - 1) / page * page;
-        void *gone = mmap(NULL, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+        /* A range that was mapped and is no longer: the bottom of a 64 MiB
+         * hole.  The kernel places new mappings at the top of the highest
+         * gap that fits, so a hole just the range's size was sometimes
+         * taken again (by ASan's allocator, by another thread) before the
+         * wrap looked at it. */
+        uint64_t span = (bytes + page - 1) / page * page, hole = span + (64u << 20);
+        void *gone = mmap(NULL, hole, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
         if (gone == MAP_FAILED) {
             tap_skip("%s: unmapped memory: mmap failed", name);
         } else {
-            munmap(gone, span);
+            munmap(gone, hole);
             conf_memory_describe(m, &km);
             km.address = gone;
             expect_refused(b, pl, &km, m, KVRT_ERR_INVALID, "not mapped", "a range not mapped in the process");
