@@ -339,14 +339,40 @@ static void damage_ahead(const char *parent)
     st_cache_free(&q.c);
 }
 
+/* A copy of the store at dir, "<dir>-<suffix>", to damage; its data file's
+ * path in data. */
+static bool copy_store(const char *dir, const char *suffix, char *copy, size_t copy_size, char *data, size_t data_size)
+{
+    char cmd[9000];
+    snprintf(copy, copy_size, "%s-%s", dir, suffix);
+    snprintf(data, data_size, "%s/data.mdb", copy);
+    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'", copy, dir, copy);
+    return system(cmd) == 0;
+}
+
+static uint64_t le_at(const uint8_t *p, int bytes)
+{
+    uint64_t v = 0;
+    for (int i = bytes - 1; i >= 0; i--)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* The first bytes of both meta pages of an open data file (LMDB 0.9's
+ * format, read on its own): *psize from the first, and which is newer. */
+static bool read_metas(FILE *f, uint8_t m[2][176], uint64_t *psize, int *newer)
+{
+    bool ok = f && fread(m[0], 1, 176, f) == 176;
+    *psize = ok ? le_at(m[0] + 16 + 24, 4) : 0;
+    ok = ok && *psize >= 512 && fseek(f, (long)*psize, SEEK_SET) == 0 && fread(m[1], 1, 176, f) == 176;
+    *newer = ok && le_at(m[1] + 16 + 128, 8) > le_at(m[0] + 16 + 128, 8) ? 1 : 0;
+    return ok;
+}
+
 static void truncated(const char *dir)
 {
-    char copy[4200], cmd[9000];
-    snprintf(copy, sizeof(copy), "%s-trunc", dir);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'", copy, dir, copy);
-    bool ok = system(cmd) == 0;
-    char data[4300];
-    snprintf(data, sizeof(data), "%s/data.mdb", copy);
+    char copy[4200], data[4300];
+    bool ok = copy_store(dir, "trunc", copy, sizeof(copy), data, sizeof(data));
     struct stat st;
     ok = ok && stat(data, &st) == 0 && truncate(data, st.st_size / 2) == 0;
     kvrt_store *s = st_open(&model, "tiny@1", T, 0, copy, 0, NULL);
@@ -385,10 +411,8 @@ static int keep_last(void *user, const struct kvrt_store_entry_info *e)
  * not handed to LMDB. */
 static void disordered(const char *dir)
 {
-    char copy[4200], cmd[9000];
-    snprintf(copy, sizeof(copy), "%s-order", dir);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'", copy, dir, copy);
-    bool ok = system(cmd) == 0;
+    char copy[4200], data[4300];
+    bool ok = copy_store(dir, "order", copy, sizeof(copy), data, sizeof(data));
     struct kvrt_store_options o;
     kvrt_store_options_default(&o);
     o.path = copy;
@@ -396,8 +420,6 @@ static void disordered(const char *dir)
     struct last_key l = {.any = false};
     ok = ok && kvrt_store_open(&o, &s) == KVRT_OK && kvrt_store_list(s, keep_last, &l) == KVRT_OK && l.any;
     kvrt_store_close(s);
-    char data[4300];
-    snprintf(data, sizeof(data), "%s/data.mdb", copy);
     FILE *f = fopen(data, "r+b");
     long at = -1;
     if (ok && f) {
@@ -420,14 +442,6 @@ static void disordered(const char *dir)
     st_rmdir(copy);
 }
 
-static uint64_t le_at(const uint8_t *p, int bytes)
-{
-    uint64_t v = 0;
-    for (int i = bytes - 1; i >= 0; i--)
-        v = v << 8 | p[i];
-    return v;
-}
-
 /* A free-page list of LMDB's free table that names a page a tree still
  * uses: the next write would be handed that page while the tree holds it.
  * Read here from LMDB 0.9's format on its own (the newer meta page, the
@@ -435,11 +449,8 @@ static uint64_t le_at(const uint8_t *p, int bytes)
  * page replaced by a larger page that no list names. */
 static void freed_in_use(const char *dir)
 {
-    char copy[4200], cmd[9000], data[4300];
-    snprintf(copy, sizeof(copy), "%s-freed", dir);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'", copy, dir, copy);
-    snprintf(data, sizeof(data), "%s/data.mdb", copy);
-    bool ok = system(cmd) == 0;
+    char copy[4200], data[4300];
+    bool ok = copy_store(dir, "freed", copy, sizeof(copy), data, sizeof(data));
     static uint8_t f[1 << 22];
     FILE *fp = fopen(data, "r+b");
     size_t size = ok && fp ? fread(f, 1, sizeof(f), fp) : 0;
@@ -497,18 +508,13 @@ static void freed_in_use(const char *dir)
  * (a page size of 4096 + 89 * 65536 made LMDB's open die of SIGBUS). */
 static void meta_page_size(const char *dir)
 {
-    char copy[4200], cmd[9000], data[4300];
-    snprintf(copy, sizeof(copy), "%s-meta", dir);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'", copy, dir, copy);
-    snprintf(data, sizeof(data), "%s/data.mdb", copy);
-    bool ok = system(cmd) == 0;
+    char copy[4200], data[4300];
+    bool ok = copy_store(dir, "meta", copy, sizeof(copy), data, sizeof(data));
     uint8_t m[2][176];
+    uint64_t psize = 0;
+    int newer = 0; /* the one LMDB takes its page size from */
     FILE *f = fopen(data, "r+b");
-    ok = ok && f && fread(m[0], 1, sizeof(m[0]), f) == sizeof(m[0]);
-    uint64_t psize = le_at(m[0] + 16 + 24, 4);
-    ok = ok && psize >= 512 && fseek(f, (long)psize, SEEK_SET) == 0 && fread(m[1], 1, sizeof(m[1]), f) == sizeof(m[1]);
-    /* the newer of the two: the one LMDB takes its page size from */
-    int newer = ok && le_at(m[1] + 16 + 128, 8) > le_at(m[0] + 16 + 128, 8) ? 1 : 0;
+    ok = ok && read_metas(f, m, &psize, &newer);
     uint8_t b = 89;
     ok = ok && fseek(f, (long)(newer * psize + 16 + 24 + 2), SEEK_SET) == 0 && fwrite(&b, 1, 1, f) == 1;
     if (f)
@@ -527,17 +533,14 @@ static void meta_page_size(const char *dir)
  * check walked these (a read then met a page past the file's end: SIGBUS). */
 static void meta_parity(const char *dir)
 {
-    char copy[4200], cmd[9000], data[4300];
-    snprintf(copy, sizeof(copy), "%s-parity", dir);
-    snprintf(cmd, sizeof(cmd), "rm -rf '%s' && cp -r '%s' '%s'", copy, dir, copy);
-    snprintf(data, sizeof(data), "%s/data.mdb", copy);
-    bool ok = system(cmd) == 0;
+    char copy[4200], data[4300];
+    bool ok = copy_store(dir, "parity", copy, sizeof(copy), data, sizeof(data));
     uint8_t m[2][176];
+    uint64_t psize = 0;
+    int newer = 0;
     FILE *f = fopen(data, "r+b");
-    ok = ok && f && fread(m[0], 1, sizeof(m[0]), f) == sizeof(m[0]);
-    uint64_t psize = le_at(m[0] + 16 + 24, 4);
-    ok = ok && psize >= 512 && fseek(f, (long)psize, SEEK_SET) == 0 && fread(m[1], 1, sizeof(m[1]), f) == sizeof(m[1]);
-    int newer = ok && le_at(m[1] + 16 + 128, 8) > le_at(m[0] + 16 + 128, 8) ? 1 : 0, older = 1 - newer;
+    ok = ok && read_metas(f, m, &psize, &newer);
+    int older = 1 - newer;
     uint64_t id = le_at(m[newer] + 16 + 128, 8) + 2;
     uint8_t b[8];
     for (int i = 0; i < 8; i++)
