@@ -210,17 +210,25 @@ static bool check_status(unsigned id, const struct wire_status *st, size_t len, 
     return true;
 }
 
+/* ABORT and RELEASE: one flag (a pull, 0x1), no data, a numbered stream. */
+static bool check_pull_flagged(unsigned id, uint32_t reserved, uint32_t flags, uint64_t xid, size_t len, char *why,
+                               size_t n)
+{
+    if (!zero(id, reserved, why, n))
+        return false;
+    if (flags & ~(uint32_t)1u)
+        return bad(why, n, "sent %s with flags 0x%x (valid: 0x1, a pull)", wire_name(id), (unsigned)flags);
+    if (len)
+        return bad(why, n, "sent %s with %zu bytes of data (it has none)", wire_name(id), len);
+    if (xid == 0)
+        return bad(why, n, "sent %s for stream 0 (streams are numbered from 1)", wire_name(id));
+    return true;
+}
+
 static bool check_abort(const struct wire_abort *a, size_t len, char *why, size_t n)
 {
-    if (!zero(WIRE_ABORT, a->reserved, why, n))
-        return false;
-    if (a->flags & ~(uint32_t)WIRE_ABORT_PULL)
-        return bad(why, n, "sent ABORT with flags 0x%x (valid: 0x1, a pull)", (unsigned)a->flags);
-    if (len)
-        return bad(why, n, "sent ABORT with %zu bytes of data (it has none)", len);
-    if (a->h.xid == 0)
-        return bad(why, n, "sent ABORT for stream 0 (streams are numbered from 1)");
-    return true;
+    _Static_assert(WIRE_ABORT_PULL == 1u, "ABORT's one flag");
+    return check_pull_flagged(WIRE_ABORT, a->reserved, a->flags, a->h.xid, len, why, n);
 }
 
 static bool check_cma(const struct wire_cma *c, size_t len, char *why, size_t n)
@@ -239,15 +247,8 @@ static bool check_cma(const struct wire_cma *c, size_t len, char *why, size_t n)
 
 static bool check_release(const struct wire_release *r, size_t len, char *why, size_t n)
 {
-    if (!zero(WIRE_RELEASE, r->reserved, why, n))
-        return false;
-    if (r->flags & ~(uint32_t)WIRE_RELEASE_PULL)
-        return bad(why, n, "sent RELEASE with flags 0x%x (valid: 0x1, a pull)", (unsigned)r->flags);
-    if (len)
-        return bad(why, n, "sent RELEASE with %zu bytes of data (it has none)", len);
-    if (r->h.xid == 0)
-        return bad(why, n, "sent RELEASE for stream 0 (streams are numbered from 1)");
-    return true;
+    _Static_assert(WIRE_RELEASE_PULL == 1u, "RELEASE's one flag");
+    return check_pull_flagged(WIRE_RELEASE, r->reserved, r->flags, r->h.xid, len, why, n);
 }
 
 static bool check_plain(unsigned id, const struct wire_hdr *h, size_t len, char *why, size_t n)
