@@ -9,22 +9,13 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "agent.h"
 #include "cma.h"
 
 enum { DEFAULT_CHUNK = 2 << 20, DEFAULT_CHUNKS = 8, MAX_ALLOW = 256 };
 #define DEFAULT_TIMEOUT 30.0
 #define KNOWN_FLAGS (KVRT_XFER_INSECURE | KVRT_XFER_REQUIRE_GRANTS)
-
-void xfer_lock(kvrt_xfer_agent *a)
-{
-    pthread_mutex_lock(&a->lock);
-}
-
-void xfer_unlock(kvrt_xfer_agent *a)
-{
-    pthread_mutex_unlock(&a->lock);
-}
 
 void kvrt_xfer_agent_options_default(struct kvrt_xfer_agent_options *o)
 {
@@ -37,7 +28,7 @@ void kvrt_xfer_agent_options_default(struct kvrt_xfer_agent_options *o)
 static int check_options(const struct kvrt_xfer_agent_options *o)
 {
     if (o->size != sizeof(*o))
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt_xfer_agent_create: options size %zu; expected %zu (call "
                          "kvrt_xfer_agent_options_default)",
                          o->size, sizeof(*o));
@@ -45,20 +36,20 @@ static int check_options(const struct kvrt_xfer_agent_options *o)
     if (rc != KVRT_OK)
         return rc;
     if (o->reserved32 != 0)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_options.reserved32 is %u, but reserved bytes must be 0",
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_options.reserved32 is %u, but reserved bytes must be 0",
                          (unsigned)o->reserved32);
     if (o->flags & ~(uint32_t)KNOWN_FLAGS)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt_xfer_agent_create: flags 0x%x; valid are KVRT_XFER_INSECURE (0x1) and "
                          "KVRT_XFER_REQUIRE_GRANTS (0x2)",
                          (unsigned)o->flags);
     if (!(o->timeout_s >= 0) || o->timeout_s > 1e6)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt_xfer_agent_create: timeout_s %g; valid are 0 (default %g) "
                          "to 1e6 seconds",
                          o->timeout_s, DEFAULT_TIMEOUT);
     if (o->chunk_bytes > XFER_MAX_CHUNK)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt_xfer_agent_create: chunk_bytes %llu; valid are 0 (default %d MiB) up to %llu GiB",
                          ULL(o->chunk_bytes), DEFAULT_CHUNK >> 20, ULL(XFER_MAX_CHUNK >> 30));
     return KVRT_OK;
@@ -71,13 +62,13 @@ static int parse_allow(kvrt_xfer_agent *a, const char *list)
         return KVRT_OK;
     a->allow = calloc(MAX_ALLOW, sizeof(*a->allow));
     if (!a->allow)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: out of memory");
     for (const char *p = list; *p;) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
         char item[64], host[64];
         if (n == 0 || n >= sizeof(item))
-            return XFER_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                              "kvrt_xfer_agent_create: allow list \"%.200s\" has an empty or overlong entry; entries "
                              "are IPv4 addresses or networks (10.0.0.7, 10.1.0.0/16) separated by commas",
                              list);
@@ -90,7 +81,7 @@ static int parse_allow(kvrt_xfer_agent *a, const char *list)
         if (slash) {
             unsigned long b = strtoul(slash + 1, &rest, 10);
             if (!slash[1] || *rest || b > 32)
-                return XFER_FAIL(KVRT_ERR_INVALID,
+                return BASE_FAIL(KVRT_ERR_INVALID,
                                  "kvrt_xfer_agent_create: allow entry \"%s\" has prefix length \"%s\"; valid are "
                                  "0..32",
                                  item, slash + 1);
@@ -98,12 +89,12 @@ static int parse_allow(kvrt_xfer_agent *a, const char *list)
         }
         struct in_addr in;
         if (inet_pton(AF_INET, host, &in) != 1)
-            return XFER_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                              "kvrt_xfer_agent_create: allow entry \"%s\" is not an IPv4 address or network (e.g. "
                              "10.0.0.7 or 10.1.0.0/16)",
                              item);
         if (a->num_allow == MAX_ALLOW)
-            return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_create: more than %d allow entries", MAX_ALLOW);
+            return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_create: more than %d allow entries", MAX_ALLOW);
         uint32_t mask = bits ? ~(uint32_t)0 << (32 - bits) : 0;
         a->allow[a->num_allow++] = (struct xfer_allow){ntohl(in.s_addr) & mask, mask};
         p += n;
@@ -126,30 +117,11 @@ static int load_key(kvrt_xfer_agent *a, const char *option)
     return xfer_key_load(path, source, &a->key);
 }
 
-int xfer_agent_blob(kvrt_xfer_agent *a, uint8_t **blob, size_t *len)
-{
-    struct xfer_md_fields f;
-    memset(&f, 0, sizeof(f));
-    f.addressable = a->local.addr != NULL;
-    f.agent_id = a->id;
-    f.chunk_bytes = a->pool.chunk;
-    memcpy(f.nonce, a->nonce, sizeof(f.nonce));
-    size_t alen;
-    xt_worker_address(a->t, &f.worker_addr, &alen);
-    f.worker_addr_len = (uint32_t)alen;
-    bool sign = xfer_key_set(&a->key);
-    size_t at = 0;
-    int rc = xfer_md_write(&a->local.desc, &f, sign, blob, len, &at);
-    if (rc == KVRT_OK && sign)
-        xfer_sign_blob(&a->key, *blob, at, *blob + at);
-    return rc;
-}
-
 int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt_xfer_agent_options *o,
                            kvrt_xfer_agent **out)
 {
     if (!b || !cache || !out)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_create: NULL argument");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_create: NULL argument");
     *out = NULL;
     struct kvrt_xfer_agent_options def;
     kvrt_xfer_agent_options_default(&def);
@@ -162,10 +134,10 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
         return rc;
     kvrt_xfer_agent *a = calloc(1, sizeof(*a));
     if (!a)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: out of memory");
     if (pthread_mutex_init(&a->lock, NULL) != 0) {
         free(a);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: cannot create its lock");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_agent_create: cannot create its lock");
     }
     /* Held until the agent's end: the cache's memory is registered with
      * UCX and peers read and write it, so neither kvrt_cache_destroy nor
@@ -181,9 +153,9 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
     a->local.cache = cache;
     a->timeout_s = o->timeout_s > 0 ? o->timeout_s : DEFAULT_TIMEOUT;
     a->flags = o->flags;
-    a->log = (struct xfer_log){o->log, o->log_user};
+    a->log = (struct base_log){o->log, o->log_user};
     a->notes_tail = &a->notes;
-    a->last_progress = xfer_now();
+    a->last_progress = base_now();
     do {
         xfer_random(&a->id, sizeof(a->id));
     } while (a->id == 0);
@@ -194,7 +166,7 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
     const char *no_cma;
     a->cma_allowed = xfer_cma_allowed(&no_cma);
     if (!a->cma_allowed)
-        xfer_log(&a->log, KVRT_LOG_DEBUG, "peers on this host are not read in place: %s", no_cma);
+        base_log(&a->log, "kvrt-xfer", KVRT_LOG_DEBUG, "peers on this host are not read in place: %s", no_cma);
     struct xt_callbacks cb;
     xfer_dispatch_callbacks(a, &cb);
     if (rc == KVRT_OK)
@@ -207,7 +179,7 @@ int kvrt_xfer_agent_create(kvrt_backend *b, kvrt_cache *cache, const struct kvrt
             chunk = a->local.desc.staging_per_block;
         uint64_t total = o->staging_bytes;
         if (total == 0 && __builtin_mul_overflow(chunk, (uint64_t)DEFAULT_CHUNKS, &total))
-            rc = XFER_FAIL(KVRT_ERR_OVERFLOW, "kvrt_xfer_agent_create: %llu-byte chunks overflow", ULL(chunk));
+            rc = BASE_FAIL(KVRT_ERR_OVERFLOW, "kvrt_xfer_agent_create: %llu-byte chunks overflow", ULL(chunk));
         if (rc == KVRT_OK)
             rc = xfer_pool_create(&a->pool, a->t, &a->local, chunk, total, &a->registration_s, &a->registered_bytes);
     }
@@ -229,7 +201,7 @@ void kvrt_xfer_agent_destroy(kvrt_xfer_agent *a)
 {
     if (!a)
         return;
-    xfer_lock(a);
+    base_lock(&a->lock);
     for (kvrt_xfer_handle *h = a->handles; h; h = h->next) {
         xfer_handle_end(h, KVRT_ERR_STATE, "kvrt-xfer: the agent was destroyed before the transfer completed");
         h->agent = NULL;
@@ -260,7 +232,7 @@ void kvrt_xfer_agent_destroy(kvrt_xfer_agent *a)
     free(a->allow);
     xfer_grants_free(&a->grants);
     kvrt_cache *cache = a->local.cache;
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     pthread_mutex_destroy(&a->lock);
     free(a);
     /* Last, once UCX has unmapped the cache and the agent's buffers are
@@ -273,11 +245,11 @@ void kvrt_xfer_agent_destroy(kvrt_xfer_agent *a)
 int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)
 {
     if (!a || !stats)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: NULL argument");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: NULL argument");
     if (stats->size != 0 && stats->size != sizeof(*stats))
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: stats size %zu; expected %zu or 0", stats->size,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: stats size %zu; expected %zu or 0", stats->size,
                          sizeof(*stats));
-    xfer_lock(a);
+    base_lock(&a->lock);
     struct kvrt_xfer_stats s = a->stats;
     s.size = sizeof(s);
     for (kvrt_xfer_peer *p = a->peers; p; p = p->next) {
@@ -295,7 +267,7 @@ int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)
     s.registered_bytes = a->registered_bytes;
     s.registration_s = a->registration_s;
     xt_handler_cost(a->t, &s.handlers_s, &s.handler_bytes);
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     *stats = s;
     kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
@@ -304,11 +276,11 @@ int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)
 int kvrt_xfer_metadata_export(kvrt_xfer_agent *a, void **blob, size_t *len)
 {
     if (!a || !blob || !len)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_metadata_export: NULL argument");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_metadata_export: NULL argument");
     uint8_t *b;
-    xfer_lock(a);
+    base_lock(&a->lock);
     int rc = xfer_agent_blob(a, &b, len);
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     if (rc == KVRT_OK)
         *blob = b;
     return rc;

@@ -13,7 +13,8 @@
 
 #include "address.h"
 #include "auth.h"
-#include "log.h"
+#include "base/lock.h"
+#include "base/log.h"
 #include "metadata.h"
 #include "plan.h"
 #include "stream.h"
@@ -92,7 +93,7 @@ struct kvrt_xfer_agent {
     struct xfer_pool pool;
     struct xfer_streams streams;
     struct wire_sessions sessions;
-    struct xfer_log log;
+    struct base_log log;
     struct xfer_key key;
     uint32_t flags; /* KVRT_XFER_INSECURE, KVRT_XFER_REQUIRE_GRANTS */
     struct xfer_allow *allow;
@@ -120,12 +121,6 @@ struct xfer_allow {
     uint32_t addr, mask; /* host order */
 };
 
-/* agent.c */
-void xfer_lock(kvrt_xfer_agent *a);
-void xfer_unlock(kvrt_xfer_agent *a);
-/* This agent's metadata (signed with its key, when it has one). */
-int xfer_agent_blob(kvrt_xfer_agent *a, uint8_t **blob, size_t *len);
-
 /* peer.c */
 int xfer_peer_new(kvrt_xfer_agent *a, kvrt_xfer_peer **out);
 /* Parse and check the peer's metadata (p->blob; kept: md points into it). */
@@ -137,7 +132,11 @@ void xfer_peer_cleanup(kvrt_xfer_peer *p);
 void xfer_peer_drop(kvrt_xfer_agent *a, kvrt_xfer_peer *p, bool polite);
 kvrt_xfer_peer *xfer_peer_of_conn(kvrt_xfer_agent *a, const xt_ep *ep);
 
-/* connect.c: the handshake's messages and deadlines. */
+/* handshake.c: the handshake's messages and deadlines, and what it sends. */
+/* This agent's metadata (signed with its key, when it has one). */
+int xfer_agent_blob(kvrt_xfer_agent *a, uint8_t **blob, size_t *len);
+/* The peer's handshake failed (the first reason is kept). */
+void xfer_hs_fail(kvrt_xfer_peer *p, int status, const char *fmt, ...) KVRT_PRINTF(3, 4);
 void xfer_hs_on_message(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg *m);
 void xfer_hs_on_conn(kvrt_xfer_agent *a, xt_conn *c);
 void xfer_hs_on_ready(kvrt_xfer_agent *a, kvrt_xfer_peer *p);

@@ -30,7 +30,7 @@ int xfer_auth_init(void)
 {
     pthread_once(&sodium_once, start_sodium);
     if (sodium_status < 0)
-        return XFER_FAIL(KVRT_ERR_INTERNAL, "kvrt-xfer: libsodium could not start (sodium_init failed)");
+        return BASE_FAIL(KVRT_ERR_INTERNAL, "kvrt-xfer: libsodium could not start (sodium_init failed)");
     return KVRT_OK;
 }
 
@@ -51,22 +51,22 @@ int xfer_key_load(const char *path, const char *source, struct xfer_key *key)
     if (rc != KVRT_OK)
         return rc;
     if (!path || !*path)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: %s names no file", source);
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: %s names no file", source);
     if (strlen(path) >= sizeof(key->path))
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: key file path from %s is %zu bytes long; at most %zu", source,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: key file path from %s is %zu bytes long; at most %zu", source,
                          strlen(path), sizeof(key->path) - 1);
     snprintf(key->path, sizeof(key->path), "%s", path);
     /* O_NOFOLLOW is not used: a key in a symlinked secrets folder is
      * normal; what is checked is the file the link names. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: cannot open the key file \"%s\" (from %s): %s", path, source,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: cannot open the key file \"%s\" (from %s): %s", path, source,
                          strerror(errno));
     struct stat st;
     if (fstat(fd, &st) != 0) {
         int e = errno;
         close(fd);
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: cannot stat the key file \"%s\": %s", path, strerror(e));
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: cannot stat the key file \"%s\": %s", path, strerror(e));
     }
     const char *bad = NULL;
     char why[160];
@@ -87,13 +87,13 @@ int xfer_key_load(const char *path, const char *source, struct xfer_key *key)
     }
     if (bad) {
         close(fd);
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: refusing the key file \"%s\" (from %s): it %s", path, source,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: refusing the key file \"%s\" (from %s): it %s", path, source,
                          bad);
     }
     uint8_t *buf = sodium_malloc(XFER_KEY_MAX + 2);
     if (!buf) {
         close(fd);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a key");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a key");
     }
     size_t n = 0;
     for (;;) {
@@ -111,7 +111,7 @@ int xfer_key_load(const char *path, const char *source, struct xfer_key *key)
         n--;
     if (n < XFER_KEY_MIN || n > XFER_KEY_MAX) {
         sodium_free(buf);
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-xfer: the key file \"%s\" (from %s) holds a %zu-byte key; a key is %d to %d bytes "
                          "(e.g. head -c 32 /dev/urandom > FILE; chmod 600 FILE)",
                          path, source, n, XFER_KEY_MIN, XFER_KEY_MAX);

@@ -13,7 +13,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base.h"
+#include "limits.h"
 #include "metadata.h"
 
 enum { XFER_TOKEN_BYTES = 16, XFER_KEY_MIN = 16, XFER_KEY_MAX = 4096 };

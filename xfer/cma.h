@@ -20,7 +20,7 @@
 #include <stdint.h>
 #include <sys/uio.h>
 
-#include "base.h"
+#include "limits.h"
 
 enum { XFER_HOST_BYTES = 16 };
 

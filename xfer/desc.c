@@ -33,7 +33,7 @@ int xfer_desc_init(struct xfer_desc *d, kvrt_placement *p, bool owns)
         return rc;
     d->layers = calloc(total ? total : 1, sizeof(*d->layers));
     if (!d->layers)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for %llu layers", ULL(total));
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for %llu layers", ULL(total));
     uint64_t n = 0;
     for (size_t s = 0; s < nsets; s++) {
         kvrt_placement_get_set(p, s, &set);
@@ -101,26 +101,26 @@ int xfer_check_table(const int64_t *table, uint64_t from, uint64_t n, uint64_t l
                      const char *name, bool unique)
 {
     if (n && !table)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: %s is NULL for %llu blocks", name, ULL(n));
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: %s is NULL for %llu blocks", name, ULL(n));
     if (n > XFER_MAX_BLOCKS)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: %llu blocks in %s; at most %llu per transfer", ULL(n),
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: %llu blocks in %s; at most %llu per transfer", ULL(n),
                          name, ULL(XFER_MAX_BLOCKS));
     const int64_t *ids = n ? table + from : table;
     for (uint64_t i = 0; i < n; i++)
         if (ids[i] < 0 || (uint64_t)ids[i] >= limit)
-            return XFER_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                              "kvrt-xfer request: %s block id %lld at %s[%llu] is out of range; "
                              "the %s cache has %llu blocks (valid ids 0..%llu)",
                              side, (long long)ids[i], name, ULL(from + i), side, ULL(limit), ULL(limit - 1));
     if (unique && n > 1) {
         uint8_t *seen = calloc((size_t)(limit / 8 + 1), 1);
         if (!seen)
-            return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer request: out of memory");
+            return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer request: out of memory");
         for (uint64_t i = 0; i < n; i++) {
             uint64_t b = (uint64_t)ids[i];
             if (seen[b / 8] & (1u << (b % 8))) {
                 free(seen);
-                return XFER_FAIL(KVRT_ERR_INVALID,
+                return BASE_FAIL(KVRT_ERR_INVALID,
                                  "kvrt-xfer request: destination block id %lld appears twice "
                                  "in %s (at %llu and before); each destination block can be written once",
                                  (long long)ids[i], name, ULL(from + i));
@@ -135,12 +135,12 @@ int xfer_check_table(const int64_t *table, uint64_t from, uint64_t n, uint64_t l
 int xfer_check_sel(const struct xfer_desc *d, const struct xfer_sel *s, const char *what)
 {
     if (s->layer_start >= d->num_layers || s->num_layers == 0 || s->num_layers > d->num_layers - s->layer_start)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: %s names layers %llu+%llu of %llu", what, ULL(s->layer_start),
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: %s names layers %llu+%llu of %llu", what, ULL(s->layer_start),
                          ULL(s->num_layers), ULL(d->num_layers));
     for (uint64_t l = s->layer_start; l < s->layer_start + s->num_layers; l++)
         if (s->num_heads == 0 || s->head_start >= d->layers[l].heads ||
             s->num_heads > d->layers[l].heads - s->head_start)
-            return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: %s names heads %llu+%llu of layer %llu, which has %llu",
+            return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: %s names heads %llu+%llu of layer %llu, which has %llu",
                              what, ULL(s->head_start), ULL(s->num_heads), ULL(l), ULL(d->layers[l].heads));
     return KVRT_OK;
 }
@@ -153,7 +153,7 @@ static uint64_t head_v(const struct kvrt_spec *s)
 int xfer_desc_compatible(const struct xfer_desc *a, const struct xfer_desc *b)
 {
     if (a->num_layers != b->num_layers)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "incompatible peer: the model has %llu layers here and %llu on the "
                          "peer",
                          ULL(a->num_layers), ULL(b->num_layers));
@@ -183,7 +183,7 @@ int xfer_desc_compatible(const struct xfer_desc *a, const struct xfer_desc *b)
             snprintf(there, sizeof(there), "%llu", ULL(b->layers[i].content));
         }
         if (what)
-            return XFER_FAIL(KVRT_ERR_INVALID, "incompatible peer: layer %llu %s is %s here and %s on the peer", ULL(i),
+            return BASE_FAIL(KVRT_ERR_INVALID, "incompatible peer: layer %llu %s is %s here and %s on the peer", ULL(i),
                              what, here, there);
     }
     return KVRT_OK;
@@ -216,7 +216,7 @@ int xfer_sel_whole_blocks(const struct xfer_desc *a, const struct xfer_desc *b, 
         tokens_per_state(x, &xn, &xd);
         tokens_per_state(y, &yn, &yd);
         if (x->kind == KVRT_SPEC_STATE && (xn != yn || xd != yd))
-            return XFER_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                              "kvrt-xfer request: layer %llu is a state layer of one state per %llu tokens here "
                              "and per %llu on the peer; states move whole, by block id, only between the same "
                              "tokens per state",
@@ -224,13 +224,13 @@ int xfer_sel_whole_blocks(const struct xfer_desc *a, const struct xfer_desc *b, 
         if (x->kind == KVRT_SPEC_STATE)
             continue;
         if (x->block_size != y->block_size)
-            return XFER_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                              "kvrt-xfer request: layer %llu has %llu-token blocks here and %llu-token blocks on the "
                              "peer; whole blocks move only between the same block size: give each side's block "
                              "table and a token range (token_start, num_tokens)",
                              ULL(l), ULL(x->block_size), ULL(y->block_size));
         if (xn != yn || xd != yd)
-            return XFER_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                              "kvrt-xfer request: layer %llu holds one state per %llu/%llu tokens here and per "
                              "%llu/%llu on the peer; they must agree",
                              ULL(l), ULL(xn), ULL(xd), ULL(yn), ULL(yd));
@@ -244,32 +244,32 @@ int xfer_sel_token_block_size(const struct xfer_desc *d, const struct xfer_sel *
     for (uint64_t l = sel->layer_start; l < sel->layer_start + sel->num_layers; l++) {
         const struct kvrt_spec *x = d->layers[l].spec;
         if (x->kind == KVRT_SPEC_STATE)
-            return XFER_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                              "kvrt-xfer request: layer %llu %s is a state layer (one state per %llu-token block); a "
                              "token range moves layers of one state per token: move state layers by block id, "
                              "in a whole-block request of their layer range",
                              ULL(l), side, ULL(x->block_size));
         if (x->tokens_per_state_num != 1 || x->tokens_per_state_den != 1)
-            return XFER_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                              "kvrt-xfer request: layer %llu %s holds one state per %llu/%llu tokens; a token range "
                              "moves layers of one state per token",
                              ULL(l), side, ULL(x->tokens_per_state_num), ULL(x->tokens_per_state_den));
         if (*bs && x->block_size != *bs)
-            return XFER_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                              "kvrt-xfer request: layers %llu and %llu %s have %llu- and %llu-token blocks; a token "
                              "range reads one block table: transfer them in separate layer ranges",
                              ULL(sel->layer_start), ULL(l), side, ULL(*bs), ULL(x->block_size));
         *bs = x->block_size;
     }
     if (*bs == 0)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: the layers %s have a block size of 0", side);
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: the layers %s have a block size of 0", side);
     return KVRT_OK;
 }
 
 int xfer_tokens_blocks(uint64_t first, uint64_t count, uint64_t bs, uint64_t *from, uint64_t *n)
 {
     if (count == 0 || bs == 0 || first > INT64_MAX || count > (uint64_t)INT64_MAX - first)
-        return XFER_FAIL(KVRT_ERR_OVERFLOW, "kvrt-xfer: tokens %llu+%llu in %llu-token blocks are out of range",
+        return BASE_FAIL(KVRT_ERR_OVERFLOW, "kvrt-xfer: tokens %llu+%llu in %llu-token blocks are out of range",
                          ULL(first), ULL(count), ULL(bs));
     *from = first / bs;
     *n = (first + count - 1) / bs - *from + 1;

@@ -14,7 +14,7 @@
 
 #include <kvrt/placement.h>
 
-#include "base.h"
+#include "limits.h"
 
 /* One layer, in placement order. */
 struct xfer_layer {

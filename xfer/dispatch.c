@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "agent.h"
 
 static kvrt_xfer_peer *peer_of_link(struct xfer_link *l)
@@ -24,11 +25,11 @@ static kvrt_xfer_peer *peer_of_link(struct xfer_link *l)
 static void stranger(kvrt_xfer_agent *a, const char *what, unsigned id)
 {
     a->stats.strangers++;
-    double now = xfer_now();
+    double now = base_now();
     if (now - a->last_stranger_log < 1.0)
         return;
     a->last_stranger_log = now;
-    xfer_log(&a->log, KVRT_LOG_WARNING, "dropped %s (message id %u; %llu dropped so far)", what, id,
+    base_log(&a->log, "kvrt-xfer", KVRT_LOG_WARNING, "dropped %s (message id %u; %llu dropped so far)", what, id,
              ULL(a->stats.strangers));
 }
 
@@ -90,7 +91,7 @@ static enum xt_verdict on_message(void *arg, const struct xt_msg *m)
                               &denied);
         if (denied) {
             a->stats.denied++;
-            xfer_log(&a->log, KVRT_LOG_WARNING, "refused a %s by peer %s: not granted",
+            base_log(&a->log, "kvrt-xfer", KVRT_LOG_WARNING, "refused a %s by peer %s: not granted",
                      w.u.begin.kind == WIRE_PUSH ? "push" : "pull", l->name);
         }
         break;

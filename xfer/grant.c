@@ -36,10 +36,10 @@ static int change(kvrt_xfer_agent *a, struct xfer_grants *g, unsigned access, co
                   bool give, const char *fn)
 {
     if (access == 0 || (access & ~(unsigned)(KVRT_XFER_GRANT_READ | KVRT_XFER_GRANT_WRITE)))
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "%s: access 0x%x; valid are KVRT_XFER_GRANT_READ (0x1), KVRT_XFER_GRANT_WRITE (0x2) or both",
                          fn, access);
-    xfer_lock(a);
+    base_lock(&a->lock);
     uint64_t blocks = a->local.desc.num_blocks;
     int rc = KVRT_OK;
     if (!(ids == NULL && count == 0 && !give))
@@ -51,7 +51,7 @@ static int change(kvrt_xfer_agent *a, struct xfer_grants *g, unsigned access, co
         if (!sets[k])
             continue;
         if (!*sets[k] && give && !(*sets[k] = calloc(bytes, 1)))
-            rc = XFER_FAIL(KVRT_ERR_NOMEM, "%s: out of memory", fn);
+            rc = BASE_FAIL(KVRT_ERR_NOMEM, "%s: out of memory", fn);
         if (rc != KVRT_OK || !*sets[k])
             continue;
         uint8_t *b = *sets[k];
@@ -67,7 +67,7 @@ static int change(kvrt_xfer_agent *a, struct xfer_grants *g, unsigned access, co
                 b[id / 8] &= (uint8_t) ~(1u << (id % 8));
         }
     }
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     if (rc == KVRT_OK)
         kvrt_error_report(KVRT_OK, NULL);
     else
@@ -78,7 +78,7 @@ static int change(kvrt_xfer_agent *a, struct xfer_grants *g, unsigned access, co
 static int peer_change(kvrt_xfer_peer *p, unsigned access, const int64_t *ids, size_t count, bool give, const char *fn)
 {
     if (!p)
-        return XFER_FAIL(KVRT_ERR_INVALID, "%s: peer is NULL", fn);
+        return BASE_FAIL(KVRT_ERR_INVALID, "%s: peer is NULL", fn);
     return change(p->agent, &p->grants, access, ids, count, give, fn);
 }
 
@@ -86,7 +86,7 @@ static int agent_change(kvrt_xfer_agent *a, unsigned access, const int64_t *ids,
                         const char *fn)
 {
     if (!a)
-        return XFER_FAIL(KVRT_ERR_INVALID, "%s: agent is NULL", fn);
+        return BASE_FAIL(KVRT_ERR_INVALID, "%s: agent is NULL", fn);
     return change(a, &a->grants, access, ids, count, give, fn);
 }
 

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "agent.h"
 
 void xfer_handle_end(void *handle, int status, const char *why)
@@ -21,7 +22,7 @@ void xfer_handle_end(void *handle, int status, const char *why)
         return;
     h->status = status;
     snprintf(h->why, sizeof(h->why), "%s", why ? why : "");
-    h->plan.seconds = xfer_now() - h->t_post;
+    h->plan.seconds = base_now() - h->t_post;
 }
 
 void kvrt_xfer_request_default(struct kvrt_xfer_request *req)
@@ -36,7 +37,7 @@ void kvrt_xfer_request_default(struct kvrt_xfer_request *req)
 static int usable(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
 {
     if (p->agent != a || !p->loaded || p->hs != XFER_HS_NONE)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: the peer does not belong to this agent");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: the peer does not belong to this agent");
     return xfer_link_ok(&p->link, "kvrt-xfer request");
 }
 
@@ -52,14 +53,14 @@ int kvrt_xfer_plan(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer
                    struct kvrt_xfer_plan *plan)
 {
     if (!a || !p || !req || !plan)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_plan: NULL argument");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_plan: NULL argument");
     struct xfer_planned ps;
     memset(&ps, 0, sizeof(ps));
-    xfer_lock(a);
+    base_lock(&a->lock);
     int rc = usable(a, p);
     if (rc == KVRT_OK)
         rc = xfer_plan_make(&a->local, a->pool.chunk, &p->md, in_place(p, req), req, &ps, plan);
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     xfer_planned_free(&ps);
     if (rc == KVRT_OK)
         kvrt_error_report(KVRT_OK, NULL);
@@ -69,12 +70,12 @@ int kvrt_xfer_plan(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer
 int kvrt_xfer_post(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer_request *req, kvrt_xfer_handle **out)
 {
     if (!a || !p || !req || !out)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_post: NULL argument");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_post: NULL argument");
     *out = NULL;
     kvrt_xfer_handle *h = calloc(1, sizeof(*h));
     if (!h)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_post: out of memory");
-    xfer_lock(a);
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_post: out of memory");
+    base_lock(&a->lock);
     struct xfer_planned ps;
     memset(&ps, 0, sizeof(ps));
     int rc = usable(a, p);
@@ -83,7 +84,7 @@ int kvrt_xfer_post(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer
     if (rc == KVRT_OK) {
         h->agent = a;
         h->status = KVRT_XFER_PENDING;
-        h->t_post = xfer_now();
+        h->t_post = base_now();
         /* A NULL notification is none; an empty one is delivered. */
         const void *note = req->notification ? req->notification : NULL;
         if (ps.push) {
@@ -97,13 +98,13 @@ int kvrt_xfer_post(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct kvrt_xfer
     }
     xfer_planned_free(&ps);
     if (rc != KVRT_OK) {
-        xfer_unlock(a);
+        base_unlock(&a->lock);
         free(h);
         return rc;
     }
     h->next = a->handles;
     a->handles = h;
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     *out = h;
     kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
@@ -122,54 +123,54 @@ static int state(kvrt_xfer_handle *h)
 int kvrt_xfer_test(kvrt_xfer_handle *h)
 {
     if (!h)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_test: handle is NULL");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_test: handle is NULL");
     kvrt_xfer_agent *a = h->agent;
     if (!a)
         return state(h);
-    xfer_lock(a);
+    base_lock(&a->lock);
     if (h->status == KVRT_XFER_PENDING)
         xfer_progress_round(a);
     int rc = state(h);
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     return rc;
 }
 
 int kvrt_xfer_wait(kvrt_xfer_handle *h, double timeout_s)
 {
     if (!h)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_wait: handle is NULL");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_wait: handle is NULL");
     if (timeout_s != timeout_s)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_wait: timeout is not a number");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_wait: timeout is not a number");
     kvrt_xfer_agent *a = h->agent;
     if (!a)
         return state(h);
     /* A negative timeout waits for the end, which the transfer's own
      * inactivity timeout bounds. */
-    double deadline = timeout_s < 0 ? 1e300 : xfer_now() + timeout_s;
-    xfer_lock(a);
+    double deadline = timeout_s < 0 ? 1e300 : base_now() + timeout_s;
+    base_lock(&a->lock);
     for (;;) {
         xfer_progress_round(a);
-        if (h->status != KVRT_XFER_PENDING || xfer_now() >= deadline)
+        if (h->status != KVRT_XFER_PENDING || base_now() >= deadline)
             break;
-        xfer_unlock(a);
+        base_unlock(&a->lock);
         xfer_idle(a, deadline);
-        xfer_lock(a);
+        base_lock(&a->lock);
     }
     int rc = state(h);
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     return rc;
 }
 
 int kvrt_xfer_handle_plan(kvrt_xfer_handle *h, struct kvrt_xfer_plan *plan)
 {
     if (!h || !plan)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_handle_plan: NULL argument");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_handle_plan: NULL argument");
     kvrt_xfer_agent *a = h->agent;
     if (a)
-        xfer_lock(a);
+        base_lock(&a->lock);
     *plan = h->plan;
     if (a)
-        xfer_unlock(a);
+        base_unlock(&a->lock);
     kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
 }
@@ -180,7 +181,7 @@ void kvrt_xfer_release(kvrt_xfer_handle *h)
         return;
     kvrt_xfer_agent *a = h->agent;
     if (a) {
-        xfer_lock(a);
+        base_lock(&a->lock);
         if (h->out)
             xfer_out_abandon(h->out);
         if (h->in)
@@ -190,7 +191,7 @@ void kvrt_xfer_release(kvrt_xfer_handle *h)
                 *hp = h->next;
                 break;
             }
-        xfer_unlock(a);
+        base_unlock(&a->lock);
     }
     free(h);
 }

@@ -18,6 +18,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "stream_parts.h"
 
 struct xfer_in *xfer_in_new(struct xfer_streams *s, struct xfer_link *l, uint64_t xid, bool pull)
@@ -30,7 +31,7 @@ struct xfer_in *xfer_in_new(struct xfer_streams *s, struct xfer_link *l, uint64_
     in->xid = xid;
     in->pull = pull;
     in->status = KVRT_XFER_PENDING;
-    in->last_activity = xfer_now();
+    in->last_activity = base_now();
     in->next = s->ins;
     s->ins = in;
     return in;
@@ -128,7 +129,7 @@ int xfer_pull_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span
         free(seen);
         free(copy);
         xfer_span_free(span);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_post: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_post: out of memory");
     }
     if (note_len)
         memcpy(copy, note, note_len);
@@ -161,7 +162,7 @@ static void chunk_placed(struct xfer_in *in, uint64_t len)
 {
     in->chunks_done++;
     in->env->stats->bytes_received += len;
-    in->last_activity = xfer_now();
+    in->last_activity = base_now();
 }
 
 static void queue_ready(struct xfer_streams *s, struct xfer_in *in, uint64_t chunk, int slot, uint8_t *heap)
@@ -193,7 +194,7 @@ static void received(void *user, int status, size_t len, const char *why)
     } else if (c->slot >= 0) {
         /* Still in flight until it is scattered. */
         queue_ready(s, in, c->chunk, c->slot, NULL);
-        in->last_activity = xfer_now();
+        in->last_activity = base_now();
     } else {
         in->inflight--;
         chunk_placed(in, xfer_chunk_len(&in->span.ch, c->chunk));
@@ -331,7 +332,7 @@ enum xt_verdict xfer_streams_on_data(struct xfer_streams *s, struct xfer_link *l
         return XT_REFUSE;
     uint64_t k = m->u.data.chunk;
     in->seen[k / 8] |= (uint8_t)(1u << (k % 8));
-    in->last_activity = xfer_now();
+    in->last_activity = base_now();
     if (by_ref) {
         read_ref(in, l, k, &ref);
         return XT_DONE;

@@ -18,7 +18,7 @@ struct xfer_link_msg {
     uint8_t data[];
 };
 
-void xfer_link_init(struct xfer_link *l, xt *t, const struct xfer_log *log, uint64_t *violations)
+void xfer_link_init(struct xfer_link *l, xt *t, const struct base_log *log, uint64_t *violations)
 {
     memset(l, 0, sizeof(*l));
     l->t = t;
@@ -44,16 +44,16 @@ void xfer_link_violation(struct xfer_link *l, const char *why)
     if (l->state != KVRT_XFER_PEER_CONNECTED)
         return;
     (*l->violations)++;
-    xfer_log(l->log, KVRT_LOG_WARNING, "peer %s %s; its session is closed", l->name, why);
+    base_log(l->log, "kvrt-xfer", KVRT_LOG_WARNING, "peer %s %s; its session is closed", l->name, why);
     xfer_link_fail(l, "the peer %s", why);
 }
 
 int xfer_link_ok(const struct xfer_link *l, const char *what)
 {
     if (l->state == KVRT_XFER_PEER_FAILED)
-        return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s: peer %s failed: %s", what, l->name, l->why);
+        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s: peer %s failed: %s", what, l->name, l->why);
     if (l->state == KVRT_XFER_PEER_CLOSED)
-        return XFER_FAIL(KVRT_ERR_STATE, "kvrt-xfer: %s: peer %s has closed the connection", what, l->name);
+        return BASE_FAIL(KVRT_ERR_STATE, "kvrt-xfer: %s: peer %s has closed the connection", what, l->name);
     return KVRT_OK;
 }
 
@@ -105,14 +105,14 @@ int xfer_link_send(struct xfer_link *l, unsigned id, const void *hdr, size_t hle
     if (rc != KVRT_OK)
         return rc;
     if (!l->ep)
-        return XFER_FAIL(KVRT_ERR_STATE, "kvrt-xfer: peer %s has no data endpoint", l->name);
+        return BASE_FAIL(KVRT_ERR_STATE, "kvrt-xfer: peer %s has no data endpoint", l->name);
     if (l->wired)
         return xt_send(l->ep, id, hdr, hlen, data, len, XT_EAGER | XT_COPY, NULL, NULL, NULL);
     if (hlen > sizeof(((struct xfer_link_msg *)0)->hdr))
-        return XFER_FAIL(KVRT_ERR_INTERNAL, "kvrt-xfer: a %zu-byte message header", hlen);
+        return BASE_FAIL(KVRT_ERR_INTERNAL, "kvrt-xfer: a %zu-byte message header", hlen);
     struct xfer_link_msg *q = calloc(1, sizeof(*q) + len);
     if (!q)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a message");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a message");
     q->id = id;
     q->hlen = hlen;
     q->len = len;
@@ -137,4 +137,9 @@ void xfer_link_close(struct xfer_link *l)
         free(q);
     }
     l->queue_tail = &l->queue;
+}
+
+const char *xfer_link_name(const struct xfer_link *l)
+{
+    return l ? l->name : "(closed)";
 }

@@ -15,7 +15,7 @@
 
 #include <sys/uio.h>
 
-#include "log.h"
+#include "base/log.h"
 #include "transport.h"
 #include "wire.h"
 
@@ -33,7 +33,7 @@ struct xfer_link {
     struct xfer_link_msg *queue, **queue_tail;
     uint64_t last_begun; /* the highest stream id the peer began here */
     uint64_t id_bytes;   /* block ids its live streams hold here */
-    const struct xfer_log *log;
+    const struct base_log *log;
     uint64_t *violations; /* the agent's count */
     /* Reading each other's memory on one host (link_cma.c, cma.h). */
     bool cma_allowed;               /* this side reads and is read (the agent's choice) */
@@ -45,7 +45,9 @@ struct xfer_link {
     bool read_by_peer; /* the peer read this side's cookie: chunks go by reference */
 };
 
-void xfer_link_init(struct xfer_link *l, xt *t, const struct xfer_log *log, uint64_t *violations);
+/* The peer's name for messages ("(closed)" without a link). */
+const char *xfer_link_name(const struct xfer_link *l);
+void xfer_link_init(struct xfer_link *l, xt *t, const struct base_log *log, uint64_t *violations);
 /* Open the data endpoint to the peer's worker address and start its
  * wire-up; `user` goes with the endpoint's errors. */
 int xfer_link_open(struct xfer_link *l, const uint8_t *addr, size_t len, void *user);

@@ -93,7 +93,7 @@ void xfer_link_on_cma_ok(struct xfer_link *l, const struct wire_msg *m)
     l->read_by_peer = m->u.status.status == KVRT_OK;
     if (!l->read_by_peer) {
         int n = m->len > XFER_MAX_REASON ? (int)XFER_MAX_REASON : (int)m->len;
-        xfer_log(l->log, KVRT_LOG_DEBUG, "peer %s does not read this process: %.*s", l->name, n,
+        base_log(l->log, "kvrt-xfer", KVRT_LOG_DEBUG, "peer %s does not read this process: %.*s", l->name, n,
                  (const char *)m->payload);
     }
 }

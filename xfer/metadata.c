@@ -122,7 +122,7 @@ int xfer_md_write(const struct xfer_desc *cache, const struct xfer_md_fields *f,
     }
     if (w.failed) {
         free(w.buf);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_metadata_export: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_metadata_export: out of memory");
     }
     *blob = w.buf;
     *len = w.len;
@@ -189,7 +189,7 @@ static const uint8_t *get_blob(struct reader *r, uint32_t *n, const char *field)
 }
 
 #define TRUNC(r)                                                                                                       \
-    XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: truncated at byte %zu of %zu (field %s)", (r)->pos, (r)->len,     \
+    BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: truncated at byte %zu of %zu (field %s)", (r)->pos, (r)->len,     \
               (r)->failed_field)
 
 struct set_rec {
@@ -209,13 +209,13 @@ static int rebuild(enum kvrt_layout layout, uint64_t num_blocks, uint64_t kernel
     char(*names)[32] = calloc(total, sizeof(*names));
     int rc = KVRT_OK;
     if (!entries || !groups || !names) {
-        rc = XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer metadata: out of memory for %llu layers", ULL(total));
+        rc = BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer metadata: out of memory for %llu layers", ULL(total));
         goto done;
     }
     uint64_t k = 0;
     for (uint32_t s = 0; s < nsets; s++) {
         if (sets[s].group >= ngroups || (s > 0 && sets[s].group < sets[s - 1].group)) {
-            rc = XFER_FAIL(KVRT_ERR_INVALID,
+            rc = BASE_FAIL(KVRT_ERR_INVALID,
                            "kvrt-xfer metadata: set %u names group %u; groups must be "
                            "0..%u in nondecreasing order",
                            s, sets[s].group, ngroups - 1);
@@ -234,7 +234,7 @@ static int rebuild(enum kvrt_layout layout, uint64_t num_blocks, uint64_t kernel
     if (rc != KVRT_OK) {
         char why[1024];
         snprintf(why, sizeof(why), "%s", kvrt_error_message());
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: the described cache is not valid: %s", why);
+        rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: the described cache is not valid: %s", why);
     }
 done:
     free(entries);
@@ -246,10 +246,10 @@ done:
 static int check_placement(const kvrt_placement *p, const struct set_rec *sets, uint32_t nsets, uint64_t bytes)
 {
     if (kvrt_placement_num_sets(p) != nsets)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: %u sets described, kvrt places %zu", nsets,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: %u sets described, kvrt places %zu", nsets,
                          kvrt_placement_num_sets(p));
     if (kvrt_placement_size(p) != bytes)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-xfer metadata: cache size %llu bytes in the blob, kvrt "
                          "computes %llu for its layout and specs",
                          ULL(bytes), ULL(kvrt_placement_size(p)));
@@ -258,7 +258,7 @@ static int check_placement(const kvrt_placement *p, const struct set_rec *sets, 
         kvrt_placement_get_set(p, s, &set);
         if (set.layer_stride != sets[s].layer_stride || set.block_stride != sets[s].block_stride ||
             set.offset != sets[s].offset || set.num_layers != sets[s].num_layers)
-            return XFER_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                              "kvrt-xfer metadata: set %u (layer stride %llu, block stride "
                              "%llu, offset %llu) disagrees with kvrt's geometry (%llu, %llu, %llu)",
                              s, ULL(sets[s].layer_stride), ULL(sets[s].block_stride), ULL(sets[s].offset),
@@ -273,17 +273,17 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
     const uint8_t *m;
     memset(md, 0, sizeof(*md));
     if (!blob)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: blob is NULL");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: blob is NULL");
     if (!get_bytes(&r, sizeof(magic), &m, "magic"))
         return TRUNC(&r);
     if (memcmp(m, magic, sizeof(magic)) != 0)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: bad magic (not a kvrt-xfer metadata blob; "
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: bad magic (not a kvrt-xfer metadata blob; "
                                            "it starts with \"KVRTXFER\")");
     uint32_t version = get_u32(&r, "version");
     if (r.failed_field)
         return TRUNC(&r);
     if (version != KVRT_XFER_METADATA_VERSION)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: format version %u; this kvrt reads version %u", version,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: format version %u; this kvrt reads version %u", version,
                          KVRT_XFER_METADATA_VERSION);
     uint32_t layout = get_u32(&r, "layout");
     uint64_t num_blocks = get_u64(&r, "num_blocks");
@@ -294,17 +294,17 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
     if (r.failed_field)
         return TRUNC(&r);
     if (!kvrt_layout_valid((int)layout))
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: layout %u is not one of the six (0..5)", layout);
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: layout %u is not one of the six (0..5)", layout);
     if (nsets == 0 || nsets > MAX_SETS || ngroups == 0 || ngroups > nsets)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-xfer metadata: %u sets in %u groups; valid are 1..%d sets "
                          "and 1..(sets) groups",
                          nsets, ngroups, MAX_SETS);
     if (num_blocks == 0)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: 0 blocks; a cache has at least one");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: 0 blocks; a cache has at least one");
     struct set_rec *sets = calloc(nsets, sizeof(*sets));
     if (!sets)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer metadata: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer metadata: out of memory");
     uint64_t total_layers = 0;
     int rc = KVRT_OK;
     for (uint32_t s = 0; s < nsets && rc == KVRT_OK; s++) {
@@ -328,7 +328,7 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
         if (r.failed_field)
             rc = TRUNC(&r);
         else if (x->num_layers == 0 || x->num_layers > MAX_LAYERS || (total_layers += x->num_layers) > MAX_LAYERS)
-            rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: set %u has %u layers; valid are 1..%d in all", s,
+            rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: set %u has %u layers; valid are 1..%d in all", s,
                            x->num_layers, MAX_LAYERS);
     }
     uint32_t addressable = get_u32(&r, "addressable");
@@ -345,16 +345,16 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
     if (rc == KVRT_OK && r.failed_field)
         rc = TRUNC(&r);
     if (rc == KVRT_OK && r.pos != len)
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: %zu stray bytes after the end (%zu of %zu used)",
+        rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: %zu stray bytes after the end (%zu of %zu used)",
                        len - r.pos, r.pos, len);
     if (rc == KVRT_OK && addressable > 1)
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: addressable flag %u; valid are 0 and 1", addressable);
+        rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: addressable flag %u; valid are 0 and 1", addressable);
     if (rc == KVRT_OK && is_signed > 1)
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: signed flag %u; valid are 0 and 1", is_signed);
+        rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: signed flag %u; valid are 0 and 1", is_signed);
     if (rc == KVRT_OK && md->f.agent_id == 0)
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: agent id 0; an agent's id is never 0");
+        rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: agent id 0; an agent's id is never 0");
     if (rc == KVRT_OK && md->f.worker_addr_len == 0)
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: the worker address is empty");
+        rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer metadata: the worker address is empty");
     md->f.addressable = addressable == 1;
     md->is_signed = is_signed == 1;
     kvrt_placement *p = NULL;
@@ -369,7 +369,7 @@ int xfer_md_parse(const uint8_t *blob, size_t len, struct xfer_md *md)
     }
     rc = xfer_desc_init(&md->cache, p, true);
     if (rc == KVRT_OK && (md->f.chunk_bytes < md->cache.staging_per_block || md->f.chunk_bytes > XFER_MAX_CHUNK))
-        rc = XFER_FAIL(KVRT_ERR_INVALID,
+        rc = BASE_FAIL(KVRT_ERR_INVALID,
                        "kvrt-xfer metadata: staging chunks of %llu bytes; valid are one block's staging bytes "
                        "(%llu) up to %llu",
                        ULL(md->f.chunk_bytes), ULL(md->cache.staging_per_block), ULL(XFER_MAX_CHUNK));
@@ -387,7 +387,7 @@ int kvrt_xfer_metadata_parse(const void *blob, size_t len, struct kvrt_xfer_meta
 {
     struct xfer_md md;
     if (info && info->size != 0 && info->size != sizeof(*info))
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_metadata_parse: info size %zu; expected %zu or 0", info->size,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_metadata_parse: info size %zu; expected %zu or 0", info->size,
                          sizeof(*info));
     int rc = xfer_md_parse(blob, len, &md);
     if (rc != KVRT_OK)

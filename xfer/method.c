@@ -51,7 +51,7 @@ const char *xfer_method_values(void)
 int kvrt_xfer_method_parse(const char *name, enum kvrt_xfer_method *out)
 {
     if (!out)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_method_parse: out is NULL");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_method_parse: out is NULL");
     for (size_t i = 0; name && i < NUM_METHODS; i++) {
         if (strcmp(name, method_names[i]) == 0) {
             *out = (enum kvrt_xfer_method)i;
@@ -61,6 +61,6 @@ int kvrt_xfer_method_parse(const char *name, enum kvrt_xfer_method *out)
     char quoted[128] = "NULL";
     if (name)
         kvrt_escape_controls(quoted, sizeof(quoted), name);
-    return XFER_FAIL(KVRT_ERR_INVALID, "%s%s%s is not a transfer method; valid methods (exact, case-sensitive) are %s",
+    return BASE_FAIL(KVRT_ERR_INVALID, "%s%s%s is not a transfer method; valid methods (exact, case-sensitive) are %s",
                      name ? "\"" : "", quoted, name ? "\"" : "", kvrt_xfer_method_valid_names());
 }

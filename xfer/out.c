@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "stream_parts.h"
 
 struct xfer_out *xfer_out_new(struct xfer_streams *s, struct xfer_link *l, uint64_t xid)
@@ -31,7 +32,7 @@ struct xfer_out *xfer_out_new(struct xfer_streams *s, struct xfer_link *l, uint6
     o->link = l;
     o->xid = xid;
     o->status = KVRT_XFER_PENDING;
-    o->last_activity = xfer_now();
+    o->last_activity = base_now();
     o->next = s->outs;
     s->outs = o;
     return o;
@@ -110,7 +111,7 @@ static void data_sent(void *user, int status, size_t len, const char *why)
     xfer_pool_give(s->pool, c->slot);
     if (status == KVRT_OK) {
         s->stats->bytes_sent += c->bytes;
-        o->last_activity = xfer_now();
+        o->last_activity = base_now();
     } else if (!o->finished) {
         /* Refused by the receiver (its reason follows in an ACK or END), or
          * the peer is gone. */
@@ -227,7 +228,7 @@ int xfer_push_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span
     if (!payload) {
         free(remote_ids);
         xfer_span_free(span);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_post: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_post: out of memory");
     }
     memcpy(payload, remote_ids, ids_bytes);
     if (note_len)
@@ -260,7 +261,7 @@ int xfer_push_post(struct xfer_streams *s, struct xfer_link *l, struct xfer_span
     struct xfer_out *o = xfer_out_new(s, l, xid);
     if (!o) {
         xfer_span_free(span);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_post: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_post: out of memory");
     }
     o->span = *span;
     memset(span, 0, sizeof(*span));
@@ -294,7 +295,7 @@ void xfer_streams_on_ack(struct xfer_streams *s, struct xfer_link *l, const stru
         }
         return;
     }
-    o->last_activity = xfer_now();
+    o->last_activity = base_now();
     int status = m->u.status.status;
     if (status != KVRT_OK) {
         /* The receiver failed; the ABORT this sends lets it forget the
@@ -352,7 +353,7 @@ void xfer_streams_on_release(struct xfer_streams *s, struct xfer_link *l, const 
         s->stats->bytes_sent += o->refs[i].len;
         o->refs[i] = o->refs[--o->nrefs];
         o->inflight--;
-        o->last_activity = xfer_now();
+        o->last_activity = base_now();
         xfer_out_issue(o);
         return;
     }

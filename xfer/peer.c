@@ -11,13 +11,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "agent.h"
 
 int xfer_peer_new(kvrt_xfer_agent *a, kvrt_xfer_peer **out)
 {
     kvrt_xfer_peer *p = calloc(1, sizeof(*p));
     if (!p)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a peer");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a peer");
     p->agent = a;
     xfer_link_init(&p->link, a->t, &a->log, &a->stats.violations);
     p->link.cma_allowed = a->cma_allowed;
@@ -41,19 +42,19 @@ static int check_signature(kvrt_xfer_agent *a, const struct xfer_md *md, const u
 {
     bool keyed = xfer_key_set(&a->key);
     if (keyed && !md->is_signed)
-        return XFER_FAIL(KVRT_ERR_REFUSED,
+        return BASE_FAIL(KVRT_ERR_REFUSED,
                          "kvrt-xfer: the peer's metadata is not signed; this agent holds a key (%s) and takes "
                          "metadata only from agents that hold it too",
                          a->key.path);
     if (!keyed && md->is_signed)
-        return XFER_FAIL(KVRT_ERR_REFUSED,
+        return BASE_FAIL(KVRT_ERR_REFUSED,
                          "kvrt-xfer: the peer's metadata is signed with a key and this agent has none; give it the "
                          "same key file (key_file in kvrt_xfer_agent_options, or KVRT_XFER_KEY_FILE)");
     if (keyed) {
         uint8_t mac[XFER_MAC_BYTES];
         xfer_sign_blob(&a->key, blob, md->signed_len, mac);
         if (!xfer_same(mac, md->mac, sizeof(mac)))
-            return XFER_FAIL(KVRT_ERR_REFUSED,
+            return BASE_FAIL(KVRT_ERR_REFUSED,
                              "kvrt-xfer: the peer's metadata is not signed with this agent's key (%s): another key, "
                              "or the blob was altered",
                              a->key.path);
@@ -71,11 +72,11 @@ int xfer_peer_take_blob(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
     if (rc == KVRT_OK)
         rc = xfer_desc_compatible(&a->local.desc, &md.cache);
     if (rc == KVRT_OK && md.f.agent_id == a->id)
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: the peer's metadata is this agent's own");
+        rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: the peer's metadata is this agent's own");
     if (rc == KVRT_OK) {
         for (kvrt_xfer_peer *q = a->peers; q; q = q->next)
             if (q != p && q->loaded && q->md.f.agent_id == md.f.agent_id && q->link.state == KVRT_XFER_PEER_CONNECTED) {
-                rc = XFER_FAIL(KVRT_ERR_STATE,
+                rc = BASE_FAIL(KVRT_ERR_STATE,
                                "kvrt-xfer: that agent is already %s here; one peer per remote agent (close it first)",
                                q->link.name);
                 break;
@@ -174,13 +175,13 @@ void xfer_peer_drop(kvrt_xfer_agent *a, kvrt_xfer_peer *p, bool polite)
 int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t len, kvrt_xfer_peer **out)
 {
     if (!a || !blob || !out)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_peer_load: NULL argument");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_peer_load: NULL argument");
     *out = NULL;
-    xfer_lock(a);
+    base_lock(&a->lock);
     kvrt_xfer_peer *p = NULL;
     int rc = xfer_peer_new(a, &p);
     if (rc == KVRT_OK && !(p->blob = malloc(len ? len : 1)))
-        rc = XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_peer_load: out of memory");
+        rc = BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_peer_load: out of memory");
     if (rc == KVRT_OK) {
         memcpy(p->blob, blob, len);
         p->blob_len = len;
@@ -201,7 +202,7 @@ int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t len, kvrt_x
         xfer_peer_drop(a, p, false);
         kvrt_error_report(rc, "kvrt_xfer_peer_load: %s", why);
     }
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     if (rc != KVRT_OK)
         return rc;
     *out = p;
@@ -215,8 +216,8 @@ static void say_bye(kvrt_xfer_agent *a, kvrt_xfer_peer *p, xt_ep *ep)
     bool done = false;
     if (xt_send(ep, WIRE_BYE, &h, sizeof(h), NULL, 0, XT_EAGER, NULL, bye_sent, &done) != KVRT_OK)
         return;
-    double deadline = xfer_now() + a->timeout_s;
-    while (!done && xfer_now() < deadline && p->link.state == KVRT_XFER_PEER_CONNECTED)
+    double deadline = base_now() + a->timeout_s;
+    while (!done && base_now() < deadline && p->link.state == KVRT_XFER_PEER_CONNECTED)
         xt_progress(a->t);
     if (!done)
         xt_forget(a->t, &done);
@@ -227,7 +228,7 @@ void kvrt_xfer_peer_close(kvrt_xfer_peer *p)
     if (!p)
         return;
     kvrt_xfer_agent *a = p->agent;
-    xfer_lock(a);
+    base_lock(&a->lock);
     bool polite = p->link.state == KVRT_XFER_PEER_CONNECTED;
     /* Its transfers end first, as closed here, whatever the goodbye then
      * makes the peer do to them. */
@@ -245,7 +246,7 @@ void kvrt_xfer_peer_close(kvrt_xfer_peer *p)
             say_bye(a, p, p->link.ep);
     }
     xfer_peer_drop(a, p, polite);
-    xfer_unlock(a);
+    base_unlock(&a->lock);
 }
 
 enum kvrt_xfer_peer_state kvrt_xfer_peer_state(const kvrt_xfer_peer *p, const char **why)
@@ -255,11 +256,11 @@ enum kvrt_xfer_peer_state kvrt_xfer_peer_state(const kvrt_xfer_peer *p, const ch
             *why = "";
         return KVRT_XFER_PEER_FAILED;
     }
-    xfer_lock(p->agent);
+    base_lock(&p->agent->lock);
     enum kvrt_xfer_peer_state st = p->link.state;
     if (why)
         *why = st == KVRT_XFER_PEER_FAILED ? p->link.why : "";
-    xfer_unlock(p->agent);
+    base_unlock(&p->agent->lock);
     return st;
 }
 

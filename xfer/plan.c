@@ -14,7 +14,7 @@ int xfer_check_reserved(const uint8_t *bytes, size_t n, const char *what)
 {
     for (size_t i = 0; i < n; i++)
         if (bytes[i] != 0)
-            return XFER_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                              "%s.reserved[%zu] is %u, but reserved bytes must be 0 (this libkvrt-xfer speaks API "
                              "%d.%d); fill the struct with its _default() function or a designated initialiser",
                              what, i, (unsigned)bytes[i], KVRT_XFER_API_VERSION_MAJOR, KVRT_XFER_API_VERSION_MINOR);
@@ -35,12 +35,12 @@ static int check_blocks(const struct xfer_local *local, const struct xfer_md *pe
 {
     bool push = r->direction == KVRT_XFER_PUSH;
     if (r->token_start)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-xfer request: token_start %llu without num_tokens; give num_tokens for a token range, "
                          "or 0 for both to move whole blocks",
                          ULL(r->token_start));
     if (r->remote_num_blocks && r->remote_num_blocks != r->num_blocks)
-        return XFER_FAIL(
+        return BASE_FAIL(
             KVRT_ERR_INVALID,
             "kvrt-xfer request: %zu local and %llu remote block ids; whole blocks move in pairs (tables of "
             "different lengths need a token range: token_start, num_tokens)",
@@ -60,11 +60,11 @@ static int check_table(const struct kvrt_xfer_request *r, const int64_t *table, 
 {
     int rc = xfer_tokens_blocks(r->token_start, r->num_tokens, bs, from, n);
     if (rc != KVRT_OK)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-xfer request: tokens %llu+%llu are out of range (the range must end below 2^63)",
                          ULL(r->token_start), ULL(r->num_tokens));
     if (len < *from + *n)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-xfer request: tokens %llu..%llu need %llu entries of the %s block table (%llu-token "
                          "blocks); %s has %llu",
                          ULL(r->token_start), ULL(r->token_start + r->num_tokens - 1), ULL(*from + *n), side, ULL(bs),
@@ -91,7 +91,7 @@ static int validate(const struct xfer_local *local, const struct xfer_md *peer, 
                     struct checked *in)
 {
     if (r->size != sizeof(*r))
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-xfer request: request size %zu; expected %zu (call "
                          "kvrt_xfer_request_default)",
                          r->size, sizeof(*r));
@@ -99,24 +99,24 @@ static int validate(const struct xfer_local *local, const struct xfer_md *peer, 
     if (rc != KVRT_OK)
         return rc;
     if (r->direction != KVRT_XFER_PUSH && r->direction != KVRT_XFER_PULL)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: direction %d; valid are 0 (push) and 1 (pull)",
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: direction %d; valid are 0 (push) and 1 (pull)",
                          (int)r->direction);
     if (!kvrt_xfer_method_name(r->method))
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: method %d; valid are %s", (int)r->method,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: method %d; valid are %s", (int)r->method,
                          xfer_method_values());
     if (r->num_blocks == 0)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: num_blocks is 0; a transfer moves at least one block");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: num_blocks is 0; a transfer moves at least one block");
     const struct xfer_desc *L = &local->desc, *R = &peer->cache;
     uint64_t nl = r->num_layers;
     if (r->layer_start >= L->num_layers)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-xfer request: layer_start %llu is out of range; the model has "
                          "%llu layers",
                          ULL(r->layer_start), ULL(L->num_layers));
     if (nl == 0)
         nl = L->num_layers - r->layer_start;
     if (nl > L->num_layers - r->layer_start)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-xfer request: layers %llu..%llu are out of range; the model has "
                          "%llu layers",
                          ULL(r->layer_start), ULL(r->layer_start + nl - 1), ULL(L->num_layers));
@@ -131,12 +131,12 @@ static int validate(const struct xfer_local *local, const struct xfer_md *peer, 
         uint64_t lh = L->layers[l].heads, rh = R->layers[l].heads;
         if (r->num_heads == 0) {
             if (r->local_head_start || r->remote_head_start)
-                return XFER_FAIL(KVRT_ERR_INVALID,
+                return BASE_FAIL(KVRT_ERR_INVALID,
                                  "kvrt-xfer request: head starts %llu/%llu given without "
                                  "num_heads",
                                  ULL(r->local_head_start), ULL(r->remote_head_start));
             if (lh != rh)
-                return XFER_FAIL(KVRT_ERR_INVALID,
+                return BASE_FAIL(KVRT_ERR_INVALID,
                                  "incompatible peer: layer %llu has %llu KV heads here and %llu on "
                                  "the peer; pass a head range (num_heads) to move a slice",
                                  ULL(l), ULL(lh), ULL(rh));
@@ -144,19 +144,19 @@ static int validate(const struct xfer_local *local, const struct xfer_md *peer, 
             /* Layers may differ in heads only in a uniform way: one count
              * per request. */
             if (l > r->layer_start && lh != L->layers[r->layer_start].heads)
-                return XFER_FAIL(KVRT_ERR_UNSUPPORTED,
+                return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
                                  "kvrt-xfer request: layers %llu and %llu differ in heads "
                                  "(%llu, %llu); transfer them in separate layer ranges",
                                  ULL(r->layer_start), ULL(l), ULL(L->layers[r->layer_start].heads), ULL(lh));
         } else {
             if (r->local_head_start + r->num_heads > lh || r->local_head_start + r->num_heads < r->num_heads)
-                return XFER_FAIL(KVRT_ERR_INVALID,
+                return BASE_FAIL(KVRT_ERR_INVALID,
                                  "kvrt-xfer request: local heads %llu..%llu are out of range; "
                                  "layer %llu has %llu here",
                                  ULL(r->local_head_start), ULL(r->local_head_start + r->num_heads - 1), ULL(l),
                                  ULL(lh));
             if (r->remote_head_start + r->num_heads > rh || r->remote_head_start + r->num_heads < r->num_heads)
-                return XFER_FAIL(KVRT_ERR_INVALID,
+                return BASE_FAIL(KVRT_ERR_INVALID,
                                  "kvrt-xfer request: remote heads %llu..%llu are out of range; "
                                  "layer %llu has %llu on the peer",
                                  ULL(r->remote_head_start), ULL(r->remote_head_start + r->num_heads - 1), ULL(l),
@@ -166,10 +166,10 @@ static int validate(const struct xfer_local *local, const struct xfer_md *peer, 
         }
     }
     if (r->notification_len && !r->notification)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: notification is NULL with length %zu",
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: notification is NULL with length %zu",
                          r->notification_len);
     if (r->notification_len > KVRT_XFER_MAX_NOTIFICATION)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: a %zu-byte notification; at most %u bytes",
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer request: a %zu-byte notification; at most %u bytes",
                          r->notification_len, (unsigned)KVRT_XFER_MAX_NOTIFICATION);
     return r->num_tokens ? check_tokens(local, peer, r, in) : check_blocks(local, peer, r, in);
 }
@@ -186,7 +186,7 @@ static int choose(const struct xfer_local *local, const struct xfer_md *peer, co
     bool push = r->direction == KVRT_XFER_PUSH;
     enum kvrt_xfer_method m = r->method;
     if (r->num_tokens && (!both || m == KVRT_XFER_REGIONS || m == KVRT_XFER_STAGING))
-        return XFER_FAIL(KVRT_ERR_UNSUPPORTED,
+        return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
                          "kvrt-xfer request: a token range moves by method direct, between two caches in host memory "
                          "(%s%s)",
                          !both
@@ -194,13 +194,13 @@ static int choose(const struct xfer_local *local, const struct xfer_md *peer, co
                              : "method ",
                          !both ? "" : kvrt_xfer_method_name(m));
     if (m == KVRT_XFER_REGIONS && !same)
-        return XFER_FAIL(KVRT_ERR_UNSUPPORTED,
+        return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
                          "kvrt-xfer request: method regions needs the same layout and "
                          "specs on both sides, whole pages and host caches (here %s, the peer %s%s%s)",
                          here, there, c->full ? "" : ", a layer or head selection",
                          both ? "" : ", a cache without a host address");
     if (m == KVRT_XFER_DIRECT && !both)
-        return XFER_FAIL(KVRT_ERR_UNSUPPORTED,
+        return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
                          "kvrt-xfer request: method direct needs both caches in registered host memory (%s side has "
                          "none); use staging",
                          local->addr ? "the peer's" : "this");
@@ -286,7 +286,7 @@ int xfer_plan_make(const struct xfer_local *local, uint64_t local_chunk, const s
     }
     if (!sp->ids || !ps->remote_ids) {
         xfer_planned_free(ps);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_post: out of memory for %zu block ids", r->num_blocks);
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_xfer_post: out of memory for %zu block ids", r->num_blocks);
     }
     /* Both sides' slots must hold a packed chunk; a side without a host
      * address packs whole blocks. */

@@ -8,16 +8,9 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "base/clock.h"
 #include "pool.h"
-
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
 
 int xfer_local_init(struct xfer_local *l, xt *t, kvrt_backend *b, kvrt_cache *c, double *seconds, uint64_t *bytes)
 {
@@ -34,11 +27,11 @@ int xfer_local_init(struct xfer_local *l, xt *t, kvrt_backend *b, kvrt_cache *c,
         kvrt_error_report(KVRT_OK, NULL);
         return KVRT_OK; /* staged through host memory instead */
     }
-    double t0 = now();
+    double t0 = base_now();
     rc = xt_mem_map(t, addr, l->desc.bytes, &l->mem);
     if (rc != KVRT_OK)
         return rc;
-    *seconds += now() - t0;
+    *seconds += base_now() - t0;
     *bytes += l->desc.bytes;
     l->addr = addr;
     return KVRT_OK;
@@ -57,7 +50,7 @@ int xfer_pool_create(struct xfer_pool *p, xt *t, const struct xfer_local *l, uin
     memset(p, 0, sizeof(*p));
     uint64_t n = total / chunk;
     if (n < 4 || n > 4096)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt_xfer_agent_create: staging_bytes %llu holds %llu chunks of %llu bytes; valid are 4 "
                          "(two to send, two to receive) to 4096 chunks",
                          ULL(total), ULL(n), ULL(chunk));
@@ -69,7 +62,7 @@ int xfer_pool_create(struct xfer_pool *p, xt *t, const struct xfer_local *l, uin
     p->free_recv = malloc(p->half * sizeof(unsigned));
     p->seals = calloc(p->nslots, sizeof(uint64_t));
     if (!p->free_send || !p->free_recv || !p->seals)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for the staging pool");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for the staging pool");
     for (unsigned i = 0; i < p->half; i++) {
         p->free_send[i] = p->half - 1 - i;
         p->free_recv[i] = p->nslots - 1 - i;
@@ -89,15 +82,15 @@ int xfer_pool_create(struct xfer_pool *p, xt *t, const struct xfer_local *l, uin
         kvrt_buffer_destroy(p->buf);
         p->buf = NULL;
         if (posix_memalign(&p->host_alloc, 4096, size) != 0)
-            return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a %llu-byte staging pool", ULL(size));
+            return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a %llu-byte staging pool", ULL(size));
         p->host = p->host_alloc;
     }
     kvrt_error_report(KVRT_OK, NULL);
-    double t0 = now();
+    double t0 = base_now();
     rc = xt_mem_map(t, p->host, size, &p->mem);
     if (rc != KVRT_OK)
         return rc;
-    *seconds += now() - t0;
+    *seconds += base_now() - t0;
     *bytes += size;
     return KVRT_OK;
 }

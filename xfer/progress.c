@@ -12,6 +12,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/clock.h"
 #include "agent.h"
 
 /* Notifications waiting to be taken, at most: a peer that fills the queue
@@ -21,7 +22,7 @@
 void xfer_progress_round(kvrt_xfer_agent *a)
 {
     xt_progress(a->t);
-    double now = xfer_now();
+    double now = base_now();
     xfer_hs_check(a, now);
     xfer_streams_progress(&a->streams);
     /* A transfer that makes no progress for the agent's timeout fails,
@@ -40,21 +41,21 @@ void xfer_idle(kvrt_xfer_agent *a, double deadline)
     /* Spin briefly (yielding the core: the peer may be on it), then sleep
      * on the event fd for at most 2 ms so that deadlines are seen. */
     static const double spin = 50e-6, nap = 2e-3;
-    double now = xfer_now(), until = now + spin;
-    while ((now = xfer_now()) < until && now < deadline) {
+    double now = base_now(), until = now + spin;
+    while ((now = base_now()) < until && now < deadline) {
         sched_yield();
-        xfer_lock(a);
+        base_lock(&a->lock);
         unsigned n = xt_progress(a->t);
         bool work = xfer_streams_busy(&a->streams);
-        xfer_unlock(a);
+        base_unlock(&a->lock);
         if (n || work)
             return;
     }
     if (now >= deadline)
         return;
-    xfer_lock(a);
+    base_lock(&a->lock);
     int st = xfer_streams_busy(&a->streams) ? KVRT_XFER_PENDING : xt_arm(a->t);
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     if (st != KVRT_OK)
         return;
     double left = deadline - now;
@@ -65,14 +66,14 @@ void xfer_idle(kvrt_xfer_agent *a, double deadline)
 int kvrt_xfer_progress(kvrt_xfer_agent *a)
 {
     if (!a)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_progress: agent is NULL");
-    xfer_lock(a);
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_progress: agent is NULL");
+    base_lock(&a->lock);
     xfer_progress_round(a);
     int rc = a->streams.served_error;
     char why[sizeof(a->streams.served_why)];
     snprintf(why, sizeof(why), "%s", a->streams.served_why);
     a->streams.served_error = KVRT_OK;
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     if (rc != KVRT_OK)
         return kvrt_error_report(rc, "%s", why);
     kvrt_error_report(KVRT_OK, NULL);
@@ -82,7 +83,7 @@ int kvrt_xfer_progress(kvrt_xfer_agent *a)
 int kvrt_xfer_event_fd(kvrt_xfer_agent *a, int *fd)
 {
     if (!a || !fd)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_event_fd: NULL argument");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_event_fd: NULL argument");
     *fd = xt_event_fd(a->t);
     return KVRT_OK;
 }
@@ -90,11 +91,11 @@ int kvrt_xfer_event_fd(kvrt_xfer_agent *a, int *fd)
 int kvrt_xfer_arm(kvrt_xfer_agent *a)
 {
     if (!a)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_arm: agent is NULL");
-    xfer_lock(a);
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_arm: agent is NULL");
+    base_lock(&a->lock);
     xfer_progress_round(a);
     int st = xfer_streams_busy(&a->streams) ? KVRT_XFER_PENDING : xt_arm(a->t);
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     return st;
 }
 
@@ -103,17 +104,17 @@ int xfer_note_push(void *agent, struct xfer_link *from, uint8_t *data, size_t le
     kvrt_xfer_agent *a = agent;
     if (a->notes_queued >= MAX_NOTES) {
         free(data);
-        return XFER_FAIL(KVRT_ERR_REFUSED,
+        return BASE_FAIL(KVRT_ERR_REFUSED,
                          "kvrt-xfer: %u notifications wait to be taken (kvrt_xfer_notification); the transfer "
                          "from %s is refused",
                          MAX_NOTES, from ? from->name : "a peer");
     }
     if (!data && !(data = calloc(1, 1)))
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a notification");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a notification");
     struct xfer_note *n = calloc(1, sizeof(*n));
     if (!n) {
         free(data);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a notification");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a notification");
     }
     kvrt_xfer_peer *p = NULL;
     for (kvrt_xfer_peer *q = a->peers; q && from; q = q->next)
@@ -131,12 +132,12 @@ int xfer_note_push(void *agent, struct xfer_link *from, uint8_t *data, size_t le
 int kvrt_xfer_notification(kvrt_xfer_agent *a, kvrt_xfer_peer **from, char **msg, size_t *len)
 {
     if (!a || !msg || !len)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_notification: NULL argument");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_notification: NULL argument");
     *msg = NULL;
     *len = 0;
     if (from)
         *from = NULL;
-    xfer_lock(a);
+    base_lock(&a->lock);
     struct xfer_note *n = a->notes;
     if (n) {
         a->notes = n->next;
@@ -144,7 +145,7 @@ int kvrt_xfer_notification(kvrt_xfer_agent *a, kvrt_xfer_peer **from, char **msg
             a->notes_tail = &a->notes;
         a->notes_queued--;
     }
-    xfer_unlock(a);
+    base_unlock(&a->lock);
     if (n) {
         *msg = (char *)n->data;
         *len = n->len;

@@ -264,7 +264,7 @@ int xfer_runs_build(const struct xfer_desc *d, const int64_t *ids, uint64_t nblo
      * outside it): computed once per layer. */
     uint64_t *layer_bytes = calloc(sel->num_layers ? sel->num_layers : 1, sizeof(*layer_bytes));
     if (!layer_bytes)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a plan");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a plan");
     if (w.depth > 0) {
         bool layer_inside = false;
         for (int p = NUM_LOOP - w.depth; p < NUM_LOOP; p++)
@@ -280,7 +280,7 @@ int xfer_runs_build(const struct xfer_desc *d, const int64_t *ids, uint64_t nblo
     free(layer_bytes);
     if (e.nomem) {
         xfer_runs_free(out);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a plan's runs");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a plan's runs");
     }
     return KVRT_OK;
 }
@@ -364,7 +364,7 @@ void xfer_runs_scatter(const struct xfer_runs *r, uint8_t *base, uint64_t pos, u
 int xfer_chunking_init(struct xfer_chunking *c, uint64_t total, uint64_t chunk)
 {
     if (total == 0 || chunk == 0)
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: a stream of %llu bytes in %llu-byte chunks", ULL(total),
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: a stream of %llu bytes in %llu-byte chunks", ULL(total),
                          ULL(chunk));
     c->total = total;
     c->chunk = chunk;

@@ -138,7 +138,7 @@ int xfer_runs_build_tokens(const struct xfer_desc *d, const int64_t *ids, uint64
     if (rc != KVRT_OK)
         return rc;
     if (n != nids || order > 5)
-        return XFER_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-xfer: tokens %llu+%llu touch %llu blocks of %llu tokens; %llu were given (order %u)",
                          ULL(tok->first), ULL(tok->count), ULL(n), ULL(bs), ULL(nids), order);
     struct twalk w = {d, ids, nids, bs, from, tok, sel, seg_from, seg_n, {0}, out, 0, false};
@@ -147,7 +147,7 @@ int xfer_runs_build_tokens(const struct xfer_desc *d, const int64_t *ids, uint64
     walk(&w, 0, idx);
     if (w.nomem) {
         xfer_runs_free(out);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a token range's runs");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a token range's runs");
     }
     return KVRT_OK;
 }

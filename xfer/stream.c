@@ -7,21 +7,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "stream_parts.h"
-
-double xfer_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-const char *xfer_link_name(const struct xfer_link *l)
-{
-    return l ? l->name : "(closed)";
-}
 
 void xfer_streams_init(struct xfer_streams *s, xt *t, struct xfer_local *local, struct xfer_pool *pool,
                        struct kvrt_xfer_stats *stats)
@@ -61,53 +48,6 @@ void xfer_streams_free(struct xfer_streams *s)
         s->ins = in->next;
         xfer_in_free(in);
     }
-}
-
-void xfer_span_free(struct xfer_span *sp)
-{
-    free(sp->ids);
-    xfer_runs_free(&sp->runs);
-    memset(sp, 0, sizeof(*sp));
-}
-
-int64_t *xfer_ids_copy(const void *src, uint64_t n)
-{
-    int64_t *ids = malloc(n ? n * sizeof(int64_t) : 1);
-    if (ids && n)
-        memcpy(ids, src, n * sizeof(int64_t));
-    return ids;
-}
-
-void xfer_stream_done(struct xfer_streams *s, xfer_stream_end *on_end, void *owner, int status, const char *why)
-{
-    if (status == KVRT_OK)
-        s->stats->completed++;
-    else
-        s->stats->failed++;
-    xfer_stream_end fn = *on_end;
-    *on_end = NULL;
-    if (fn)
-        fn(owner, status, why);
-}
-
-int xfer_span_chunking(struct xfer_span *sp, const struct xfer_local *local, uint64_t chunk_bytes)
-{
-    uint64_t total;
-    if (local->addr) {
-        total = sp->runs.total;
-    } else {
-        uint64_t block = xfer_sel_block_bytes(&local->desc, &sp->sel);
-        if (block == 0 || __builtin_mul_overflow(block, sp->nblocks, &total))
-            return XFER_FAIL(KVRT_ERR_OVERFLOW, "kvrt-xfer: %llu blocks of %llu bytes overflow", ULL(sp->nblocks),
-                             ULL(block));
-        if (chunk_bytes % block != 0)
-            return XFER_FAIL(KVRT_ERR_INVALID,
-                             "kvrt-xfer: chunks of %llu bytes are not whole blocks of %llu bytes (this cache moves "
-                             "whole blocks through its backend)",
-                             ULL(chunk_bytes), ULL(block));
-        sp->chunk_blocks = chunk_bytes / block;
-    }
-    return xfer_chunking_init(&sp->ch, total, chunk_bytes);
 }
 
 /* ---- BEGIN ------------------------------------------------------------------ */
@@ -158,13 +98,13 @@ static bool begin_span(struct xfer_streams *s, const struct wire_begin *b, const
     sp->ids = xfer_ids_copy(ids_data, b->count);
     int rc = KVRT_OK;
     if (!sp->ids)
-        rc = XFER_FAIL(KVRT_ERR_NOMEM, "out of memory for %llu block ids", ULL(b->count));
+        rc = BASE_FAIL(KVRT_ERR_NOMEM, "out of memory for %llu block ids", ULL(b->count));
     if (rc == KVRT_OK)
         rc = xfer_check_ids(sp->ids, sp->nblocks, loc->desc.num_blocks, "local", push ? "its BEGIN" : "its pull", push);
     if (rc == KVRT_OK)
         rc = xfer_check_sel(&loc->desc, &sp->sel, push ? "its BEGIN" : "its pull");
     if (rc == KVRT_OK && !loc->addr && sp->order != WIRE_ORDER_STAGING)
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "asked for a layout's byte order from a cache without a host address "
+        rc = BASE_FAIL(KVRT_ERR_INVALID, "asked for a layout's byte order from a cache without a host address "
                                          "(it moves in staging order)");
     if (rc == KVRT_OK && sp->tok.count) {
         uint64_t from, touched;
@@ -172,7 +112,7 @@ static bool begin_span(struct xfer_streams *s, const struct wire_begin *b, const
         if (rc == KVRT_OK)
             rc = xfer_tokens_blocks(sp->tok.first, sp->tok.count, sp->bs, &from, &touched);
         if (rc == KVRT_OK && touched != sp->nblocks)
-            rc = XFER_FAIL(KVRT_ERR_INVALID,
+            rc = BASE_FAIL(KVRT_ERR_INVALID,
                            "named %llu blocks for tokens %llu+%llu, which touch %llu %llu-token blocks",
                            ULL(sp->nblocks), ULL(sp->tok.first), ULL(sp->tok.count), ULL(touched), ULL(sp->bs));
         if (rc == KVRT_OK)
@@ -186,11 +126,11 @@ static bool begin_span(struct xfer_streams *s, const struct wire_begin *b, const
     if (rc == KVRT_OK) {
         uint64_t whole = loc->addr ? b->chunk_bytes : sp->chunk_blocks * loc->desc.staging_per_block;
         if (whole > s->pool->chunk)
-            rc = XFER_FAIL(KVRT_ERR_INVALID, "asked for chunks of %llu bytes; this side's staging slots hold %llu",
+            rc = BASE_FAIL(KVRT_ERR_INVALID, "asked for chunks of %llu bytes; this side's staging slots hold %llu",
                            ULL(whole), ULL(s->pool->chunk));
     }
     if (rc == KVRT_OK && sp->ch.total != b->total_bytes)
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "announced %llu bytes for a transfer of %llu bytes here", ULL(b->total_bytes),
+        rc = BASE_FAIL(KVRT_ERR_INVALID, "announced %llu bytes for a transfer of %llu bytes here", ULL(b->total_bytes),
                        ULL(sp->ch.total));
     if (rc == KVRT_OK)
         return true;

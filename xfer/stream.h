@@ -185,6 +185,5 @@ int64_t *xfer_ids_copy(const void *src, uint64_t n);
 /* At the agent's end, after the transport quiesced: chunks that waited
  * for a slot go back to UCX. */
 void xfer_streams_release_waiting(struct xfer_streams *s);
-double xfer_now(void);
 
 #endif

@@ -54,8 +54,7 @@ void xfer_in_scatter_ready(struct xfer_streams *s);
 void xfer_in_start_deferred(struct xfer_streams *s);
 void xfer_in_finish(struct xfer_streams *s);
 
-/* stream.c */
+/* span.c */
 void xfer_stream_done(struct xfer_streams *s, xfer_stream_end *on_end, void *owner, int status, const char *why);
-const char *xfer_link_name(const struct xfer_link *l);
 
 #endif

@@ -11,10 +11,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <ucp/api/ucp.h>
 
+#include "base/clock.h"
 #include "address.h"
 #include "transport.h"
 
@@ -71,16 +71,9 @@ struct xt {
     uint64_t handler_bytes;
 };
 
-static double now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
 static int ucx_fail(ucs_status_t st, const char *what)
 {
-    return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s failed: %s", what, ucs_status_string(st));
+    return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s failed: %s", what, ucs_status_string(st));
 }
 
 /* ---- requests ------------------------------------------------------------------ */
@@ -202,17 +195,17 @@ static int set_handler(xt *t, unsigned id, ucp_am_recv_callback_t cb, void *arg)
  * argument so that a stray one can be named. */
 static int set_handlers(xt *t)
 {
-    double t0 = now();
+    double t0 = base_now();
     t->ids = calloc(NUM_AM_IDS, sizeof(*t->ids));
     if (!t->ids)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for the message handlers");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for the message handlers");
     int rc = KVRT_OK;
     for (unsigned id = NUM_AM_IDS; id-- > 0 && rc == KVRT_OK;) {
         t->ids[id] = (struct id_arg){t, id};
         bool known = id > 0 && id < t->num_ids;
         rc = set_handler(t, id, known ? on_message : on_stray, &t->ids[id]);
     }
-    t->handler_s = now() - t0;
+    t->handler_s = base_now() - t0;
     /* Ours, and UCX 1.13's table entry: a callback, its argument, flags. */
     t->handler_bytes = (uint64_t)NUM_AM_IDS * (sizeof(struct id_arg) + 2 * sizeof(void *) + sizeof(uint64_t));
     return rc;
@@ -243,7 +236,7 @@ int xt_create(const struct xt_callbacks *callbacks, unsigned num_ids, xt **out)
     *out = NULL;
     xt *t = calloc(1, sizeof(*t));
     if (!t)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory");
     t->cb = *callbacks;
     t->num_ids = num_ids;
     t->efd = -1;
@@ -284,7 +277,7 @@ int xt_create(const struct xt_callbacks *callbacks, unsigned num_ids, xt **out)
     }
     char why[256];
     if (xfer_addr_parse((const uint8_t *)t->addr, t->addr_len, &t->shape, why, sizeof(why)) != 0) {
-        rc = XFER_FAIL(KVRT_ERR_UNSUPPORTED,
+        rc = BASE_FAIL(KVRT_ERR_UNSUPPORTED,
                        "kvrt-xfer: this UCX packs worker addresses kvrt-xfer cannot check (%s); it knows UCX 1.13's "
                        "formats without UCX_UNIFIED_MODE",
                        why);
@@ -324,7 +317,7 @@ static void end_lingering(xt *t)
 {
     if (!t->lingering)
         return;
-    double tnow = now();
+    double tnow = base_now();
     for (xt_ep *e = t->eps; e; e = e->next)
         if (e->linger_until && !e->closing && tnow >= e->linger_until)
             ep_close_now(e);
@@ -368,8 +361,8 @@ void xt_quiesce(xt *t)
         end_lingering(t);
     }
     /* Bounded: a peer that stopped progressing completes nothing. */
-    double deadline = now() + 2.0;
-    while ((t->nreqs > 0 || t->eps) && now() < deadline) {
+    double deadline = base_now() + 2.0;
+    while ((t->nreqs > 0 || t->eps) && base_now() < deadline) {
         ucp_worker_progress(t->worker);
         reap_eps(t);
     }
@@ -423,10 +416,10 @@ unsigned xt_progress(xt *t)
      * steady stream there is always one more, and an engine that calls
      * kvrt_xfer_progress between its own steps must get its core back. */
     unsigned n = 0, k;
-    double until = now() + XT_PROGRESS_BUDGET_S;
+    double until = base_now() + XT_PROGRESS_BUDGET_S;
     while ((k = ucp_worker_progress(t->worker)) != 0) {
         n += k;
-        if (now() > until)
+        if (base_now() > until)
             break;
     }
     end_lingering(t);
@@ -469,7 +462,7 @@ int xt_mem_map(xt *t, void *addr, size_t len, xt_mem **out)
 {
     xt_mem *m = calloc(1, sizeof(*m));
     if (!m)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory");
     ucp_mem_map_params_t mp;
     memset(&mp, 0, sizeof(mp));
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
@@ -520,7 +513,7 @@ int xt_listen(xt *t, const struct sockaddr_in *sa, uint16_t *bound_port)
         t->listener = NULL;
         char host[INET_ADDRSTRLEN] = "?";
         inet_ntop(AF_INET, &sa->sin_addr, host, sizeof(host));
-        return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_listen: cannot listen on %s:%u: %s", host, ntohs(sa->sin_port),
+        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_listen: cannot listen on %s:%u: %s", host, ntohs(sa->sin_port),
                          ucs_status_string(st));
     }
     if (bound_port) {
@@ -586,7 +579,7 @@ static int ep_finish(xt *t, xt_ep *e, ucs_status_t st, const char *what, xt_ep *
 {
     if (st != UCS_OK) {
         free(e);
-        return XFER_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s: %s", what, ucs_status_string(st));
+        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-xfer: %s: %s", what, ucs_status_string(st));
     }
     e->next = t->eps;
     t->eps = e;
@@ -600,7 +593,7 @@ int xt_ep_accept(xt *t, xt_conn *c, void *user, xt_ep **out)
     xt_ep *e = ep_new(t, user, &ep);
     if (!e) {
         xt_conn_reject(t, c);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for an endpoint");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for an endpoint");
     }
     ep.field_mask |= UCP_EP_PARAM_FIELD_CONN_REQUEST;
     ep.conn_request = c->req;
@@ -614,7 +607,7 @@ int xt_ep_connect(xt *t, const struct sockaddr_in *sa, void *user, xt_ep **out)
     ucp_ep_params_t ep;
     xt_ep *e = ep_new(t, user, &ep);
     if (!e)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for an endpoint");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for an endpoint");
     ep.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
     ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
     ep.sockaddr.addr = (const struct sockaddr *)sa;
@@ -629,17 +622,17 @@ int xt_ep_to_address(xt *t, const uint8_t *addr, size_t len, void *user, xt_ep *
     if (len == 0 || len > (1u << 20) || xfer_addr_check(&t->shape, addr, len, why, sizeof(why)) != 0) {
         if (len == 0 || len > (1u << 20))
             snprintf(why, sizeof(why), "%zu bytes long", len);
-        return XFER_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: the peer's worker address is malformed: %s", why);
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: the peer's worker address is malformed: %s", why);
     }
     uint8_t *copy = calloc(1, len + XFER_ADDR_PAD);
     if (!copy)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for an address");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for an address");
     memcpy(copy, addr, len);
     ucp_ep_params_t ep;
     xt_ep *e = ep_new(t, user, &ep);
     if (!e) {
         free(copy);
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for an endpoint");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for an endpoint");
     }
     ep.field_mask |= UCP_EP_PARAM_FIELD_REMOTE_ADDRESS;
     ep.address = (const ucp_address_t *)copy;
@@ -647,7 +640,7 @@ int xt_ep_to_address(xt *t, const uint8_t *addr, size_t len, void *user, xt_ep *
     free(copy);
     if (st != UCS_OK) {
         free(e);
-        return XFER_FAIL(KVRT_ERR_DEVICE,
+        return BASE_FAIL(KVRT_ERR_DEVICE,
                          "kvrt-xfer: cannot reach the peer at its worker address: %s (peer error handling over "
                          "shared memory needs tcp too: UCX_TLS=sm,tcp)",
                          ucs_status_string(st));
@@ -673,7 +666,7 @@ void xt_ep_linger(xt *t, xt_ep *e, double seconds)
     if (!e || e->closing || e->linger_until)
         return;
     e->user = NULL;
-    e->linger_until = now() + (seconds > 0 ? seconds : 1e-9);
+    e->linger_until = base_now() + (seconds > 0 ? seconds : 1e-9);
     t->lingering++;
 }
 
@@ -695,18 +688,18 @@ int xt_send(xt_ep *ep, unsigned id, const void *hdr, size_t hlen, const void *da
 {
     xt *t = ep->t;
     if (ep->closing)
-        return XFER_FAIL(KVRT_ERR_STATE, "kvrt-xfer: sending on a closed endpoint");
+        return BASE_FAIL(KVRT_ERR_STATE, "kvrt-xfer: sending on a closed endpoint");
     if (hlen > MAX_HEADER)
-        return XFER_FAIL(KVRT_ERR_INTERNAL, "kvrt-xfer: a %zu-byte message header (at most %d)", hlen, MAX_HEADER);
+        return BASE_FAIL(KVRT_ERR_INTERNAL, "kvrt-xfer: a %zu-byte message header (at most %d)", hlen, MAX_HEADER);
     struct xt_req *r = req_new(t, done, user);
     if (!r)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a message");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a message");
     if (hlen)
         memcpy(r->hdr, hdr, hlen);
     if ((flags & XT_COPY) && len) {
         if (!(r->copy = malloc(len))) {
             req_free(r);
-            return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a %zu-byte message", len);
+            return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a %zu-byte message", len);
         }
         memcpy(r->copy, data, len);
         data = r->copy;
@@ -731,7 +724,7 @@ int xt_flush(xt_ep *ep, xt_done done, void *user)
 {
     struct xt_req *r = req_new(ep->t, done, user);
     if (!r)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory");
     ucp_request_param_t prm;
     op_params(&prm, r, NULL);
     prm.cb.send = flushed;
@@ -749,7 +742,7 @@ int xt_recv(xt *t, void *desc, void *dst, size_t len, xt_mem *mem, xt_done done,
 {
     struct xt_req *r = req_new(t, done, user);
     if (!r)
-        return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a receive");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a receive");
     ucp_request_param_t prm;
     op_params(&prm, r, mem);
     prm.cb.recv_am = received;

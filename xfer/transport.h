@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "base.h"
+#include "limits.h"
 
 typedef struct xt xt;
 typedef struct xt_ep xt_ep;

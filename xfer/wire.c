@@ -58,7 +58,7 @@ int wire_session_add(struct wire_sessions *s, const struct wire_ident *peer, voi
         size_t cap = s->cap ? 2 * s->cap : 8;
         struct wire_session *v = realloc(s->v, cap * sizeof(*v));
         if (!v)
-            return XFER_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a session");
+            return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a session");
         s->v = v;
         s->cap = cap;
     }

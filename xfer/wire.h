@@ -21,7 +21,7 @@
 #include <stdint.h>
 
 #include "auth.h"
-#include "base.h"
+#include "limits.h"
 
 enum wire_id {
     /* The handshake, on the connection endpoint. */

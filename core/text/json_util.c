@@ -30,20 +30,3 @@ json_t *kvrt_json_int_array(const int *values, size_t n)
     }
     return a;
 }
-
-int kvrt_json_dump(json_t *root, const char *what, char **out)
-{
-    if (!root) {
-        /* Only a number past JSON's integers sets a message; anything else
-         * is memory running out. */
-        return kvrt_error_message()[0] ? KVRT_ERR_OVERFLOW
-                                       : kvrt_fail(KVRT_ERR_NOMEM, "out of memory building %s", what);
-    }
-    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(root);
-    if (!text)
-        return kvrt_fail(KVRT_ERR_NOMEM, "out of memory writing %s", what);
-    kvrt_clear_error();
-    *out = text;
-    return KVRT_OK;
-}

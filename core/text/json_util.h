@@ -20,12 +20,7 @@ json_t *kvrt_json_u64_array(const uint64_t *values, size_t n, const char *what);
 json_t *kvrt_json_int_array(const int *values, size_t n);
 
 /* Text as a JSON string (names and paths hold any bytes), a size as a JSON
- * integer, kvrt_json_put and kvrt_json_append: json_text.h. */
+ * integer, kvrt_json_put, kvrt_json_append and kvrt_json_dump: json_text.h. */
 
-/* The text of `root` (released) for the caller to kvrt_free, indented by
- * two and in insertion order, as the tool prints JSON.  A NULL root is the
- * failure of building it: KVRT_ERR_OVERFLOW when a number set the message,
- * else KVRT_ERR_NOMEM naming `what`. */
-int kvrt_json_dump(json_t *root, const char *what, char **out);
 
 #endif

@@ -66,3 +66,20 @@ bool kvrt_json_append(json_t *array, json_t *value)
     }
     return json_array_append_new(array, value) == 0;
 }
+
+int kvrt_json_dump(json_t *root, const char *what, char **out)
+{
+    if (!root) {
+        /* Only a number past JSON's integers sets a message; anything else
+         * is memory running out. */
+        return kvrt_error_message()[0] ? KVRT_ERR_OVERFLOW
+                                       : kvrt_error_report(KVRT_ERR_NOMEM, "out of memory building %s", what);
+    }
+    char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+    json_decref(root);
+    if (!text)
+        return kvrt_error_report(KVRT_ERR_NOMEM, "out of memory writing %s", what);
+    kvrt_error_report(KVRT_OK, NULL);
+    *out = text;
+    return KVRT_OK;
+}

@@ -1,10 +1,11 @@
 /*
- * What libkvrt's JSON answers and the tool's are both built with, as its
- * own static archive so both link the one definition (it needs only
+ * What libkvrt's JSON answers, the tool's and libkvrt-store's (through
+ * base/) are all built with, as its own static archive so all link the one
+ * definition (it needs only
  * jansson and the public kvrt_utf8_repair and kvrt_error_report): text as
  * a JSON string, whose invalid UTF-8 bytes become U+FFFD (jansson refuses
- * them, which would lose the whole output), a size as a JSON integer, and
- * adding a value that may have failed to build.
+ * them, which would lose the whole output), a size as a JSON integer,
+ * adding a value that may have failed to build, and the finished text.
  */
 #ifndef KVRT_CORE_JSON_TEXT_H
 #define KVRT_CORE_JSON_TEXT_H
@@ -28,5 +29,11 @@ json_t *kvrt_json_u64(uint64_t value, const char *what);
  * could be built (and release it when it could not be added). */
 bool kvrt_json_put(json_t *obj, const char *key, json_t *value);
 bool kvrt_json_append(json_t *array, json_t *value);
+
+/* The text of `root` (released) for the caller to kvrt_free, indented by
+ * two and in insertion order, as the tool prints JSON.  A NULL root is the
+ * failure of building it: KVRT_ERR_OVERFLOW when a number set the message,
+ * else KVRT_ERR_NOMEM naming `what`. */
+int kvrt_json_dump(json_t *root, const char *what, char **out);
 
 #endif

@@ -12,7 +12,7 @@
 
 #include <kvrt/xfer.h>
 
-#define XFER_FAIL(status, ...) (kvrt_error_report(KVRT_OK, __VA_ARGS__), (status))
+#define BASE_FAIL(status, ...) (kvrt_error_report(KVRT_OK, __VA_ARGS__), (status))
 #define ULL(x) ((unsigned long long)(x))
 
 /* The limits, each named once: a staging chunk (and so a data message) is
