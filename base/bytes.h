@@ -11,6 +11,11 @@
 
 #include <stdint.h>
 
+static inline uint16_t base_get_le16(const uint8_t *p)
+{
+    return (uint16_t)(p[0] | p[1] << 8);
+}
+
 static inline void base_put_le32(uint8_t *p, uint32_t v)
 {
     for (int i = 0; i < 4; i++)

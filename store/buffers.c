@@ -13,12 +13,15 @@
  * on first touch, which cost a disk put a fifth of its time when the
  * queue's buffers went back to the system after each batch.  The pool
  * therefore never shrinks while the store is open: it holds at most what
- * the memory tier, the queue and the gets in flight held at once. */
+ * the memory tier, the queue and the gets in flight held at once.
+ *
+ * Layer 2 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 
-#include "store_internal.h"
+#include "buffers.h"
 
 #define HUGE_PAGE (2ull << 20)
 /* What one slab holds, at least one buffer. */
@@ -30,7 +33,7 @@ int buf_pool_init(struct buf_pool *p, uint64_t buf_bytes)
     p->buf_bytes = buf_bytes;
     p->per_slab = buf_bytes < SLAB_TARGET ? SLAB_TARGET / buf_bytes : 1;
     if (buf_bytes > UINT64_MAX / p->per_slab - HUGE_PAGE)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: entries of %llu bytes are too large to allocate",
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: entries of %llu bytes are too large to allocate",
                           ULL(buf_bytes));
     p->slab_bytes = (p->per_slab * buf_bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
     return KVRT_OK;

@@ -6,14 +6,17 @@
  * other in a kernel block are one run when the layout keeps tokens
  * innermost (state stride == C), so HND-like layouts copy block-long runs
  * and NHD-like ones cell by cell; either way each byte is copied once, and
- * all the heads of a chunk are copied together (walk). */
+ * all the heads of a chunk are copied together (walk).
+ *
+ * Layer 2 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <stdlib.h>
 #include <string.h>
 
 #include <kvrt/spec.h>
 
+#include "canon.h"
 #include "copy.h"
-#include "store_internal.h"
 
 void canon_map_free(struct canon_map *map)
 {
@@ -24,7 +27,7 @@ void canon_map_free(struct canon_map *map)
 static int layer_mismatch(const struct store_layer *L, const char *what, unsigned long long cache_value,
                           unsigned long long model_value)
 {
-    return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache's layer \"%s\" has %s %llu, the model's %llu", L->name,
+    return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache's layer \"%s\" has %s %llu, the model's %llu", L->name,
                       what, cache_value, model_value);
 }
 
@@ -35,7 +38,7 @@ static int map_layer(const struct store_model *m, size_t l, const kvrt_placement
     size_t set;
     uint64_t index;
     if (kvrt_placement_find_layer(p, L->name, &set, &index) != KVRT_OK)
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt-store: the cache has no layer \"%s\" of the model; a cache must hold every layer "
                           "of the model (entries keep a head's layers together), named as in the model",
                           L->name);
@@ -48,10 +51,10 @@ static int map_layer(const struct store_model *m, size_t l, const kvrt_placement
         return rc;
     const struct kvrt_spec_info *in = &ps.geometry.info;
     if (ps.spec->kind != L->kind)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache's layer \"%s\" is of kind %s, the model's %s",
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache's layer \"%s\" is of kind %s, the model's %s",
                           L->name, kvrt_spec_kind_name(ps.spec->kind), kvrt_spec_kind_name(L->kind));
     if (ps.spec->dtype != L->dtype)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache's layer \"%s\" holds %s, the model's %s", L->name,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache's layer \"%s\" holds %s, the model's %s", L->name,
                           kvrt_dtype_name(ps.spec->dtype), kvrt_dtype_name(L->dtype));
     if (in->head_size != L->head_size)
         return layer_mismatch(L, "head size", in->head_size, L->head_size);
@@ -60,12 +63,12 @@ static int map_layer(const struct store_model *m, size_t l, const kvrt_placement
     if (in->content_bytes != L->content)
         return layer_mismatch(L, "cell bytes", in->content_bytes, L->content);
     if (ps.spec->tokens_per_state_num != ps.spec->tokens_per_state_den)
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt-store: the cache's layer \"%s\" stores one state per %llu/%llu tokens; the store "
                           "needs one per token",
                           L->name, ULL(ps.spec->tokens_per_state_num), ULL(ps.spec->tokens_per_state_den));
     if (in->head_slots != heads || ps.spec->num_kv_heads != heads)
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt-store: the cache's layer \"%s\" holds %llu KV heads (%llu head slots), but the span "
                           "names %llu heads; give heads=(start, count) of the model's heads this cache holds",
                           L->name, ULL(ps.spec->num_kv_heads), ULL(in->head_slots), ULL(heads));
@@ -74,7 +77,7 @@ static int map_layer(const struct store_model *m, size_t l, const kvrt_placement
         out->kernel_size = in->kernel_block_size;
         out->kernel_blocks = in->kernel_blocks_per_block;
     } else if (ps.spec->block_size != out->block_size || in->kernel_block_size != out->kernel_size) {
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt-store: the cache's layer \"%s\" has blocks of %llu tokens (kernel blocks %llu), "
                           "layer \"%s\" %llu (%llu); one block table needs one block size",
                           L->name, ULL(ps.spec->block_size), ULL(in->kernel_block_size), m->layers[0].name,
@@ -94,10 +97,10 @@ int canon_map_build(const struct store_model *m, kvrt_cache *cache, uint64_t hea
     memset(out, 0, sizeof(*out));
     const kvrt_placement *p = kvrt_cache_placement(cache);
     if (!p)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache has no placement (NULL or destroyed cache)");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache has no placement (NULL or destroyed cache)");
     out->layers = calloc(m->num_layers, sizeof(*out->layers));
     if (!out->layers)
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     out->cache = cache;
     out->placement = p;
     out->num_layers = m->num_layers;
@@ -131,7 +134,7 @@ int canon_io_begin(struct canon_io *io, const struct canon_map *map, const int64
     io->staged = true;
     uint64_t *ids = malloc((table_len ? table_len : 1) * sizeof(*ids));
     if (!ids)
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     for (uint64_t i = 0; i < table_len; i++)
         ids[i] = (uint64_t)table[i];
     int rc = kvrt_transfer_regions(map->placement, ids, table_len, &io->regions, &io->num_regions);
@@ -147,7 +150,7 @@ int canon_io_begin(struct canon_io *io, const struct canon_map *map, const int64
     io->copy = io->at ? malloc(total ? total : 1) : NULL;
     if (!io->copy) {
         canon_io_end(io);
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for a %llu-byte host copy of the blocks",
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for a %llu-byte host copy of the blocks",
                           ULL(total));
     }
     kvrt_buffer *buf = kvrt_cache_buffer(map->cache);

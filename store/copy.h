@@ -9,7 +9,10 @@
  * 0.5-8 KiB runs a cache is made of.  Inline, because an NHD-like layout
  * copies a 512-byte cell at a time and a call costs a fifth of that.  The
  * caller fences once (store_copy_fence) before another thread may read
- * what was stored. */
+ * what was stored.
+ *
+ * Layer 2 of libkvrt-store (docs/store.md, "Layers").
+ */
 #ifndef KVRT_STORE_COPY_H
 #define KVRT_STORE_COPY_H
 

@@ -13,7 +13,10 @@
  * process evicts in one order (docs/store.md "The store directory").
  *
  * LMDB allows one environment per directory per process: stores of one
- * process that open the same directory share it, counted. */
+ * process that open the same directory share it, counted.
+ *
+ * Layer 3 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +30,9 @@
 
 #include <lmdb.h>
 
-#include "store_internal.h"
+#include "base/bytes.h"
+#include "disk.h"
+#include "record.h"
 
 struct disk_env {
     MDB_env *env;
@@ -53,35 +58,14 @@ static struct disk_env *registry;
 /* LMDB's two meta pages, the least a data file holds */
 #define LMDB_METAS_BYTES 8192u
 
-static uint64_t rd64(const void *p)
-{
-    const uint8_t *b = p;
-    uint64_t v = 0;
-    for (int i = 7; i >= 0; i--)
-        v = (v << 8) | b[i];
-    return v;
-}
-
-static void le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void be64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (56 - 8 * i));
-}
-
 /* A failed write: LMDB reports a short write (a full disk, a file size
  * limit) as EIO, so say how much room the file system has left. */
 static int write_fail(const char *path, const char *what, int rc)
 {
     struct statvfs fs;
     if (statvfs(path, &fs) != 0)
-        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": %s: %s", path, what, mdb_strerror(rc));
-    return STORE_FAIL(KVRT_ERR_DEVICE,
+        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": %s: %s", path, what, mdb_strerror(rc));
+    return BASE_FAIL(KVRT_ERR_DEVICE,
                       "kvrt-store: disk tier \"%s\": %s: %s (its file system has %llu bytes free; a full disk or "
                       "a file size limit fails so)",
                       path, what, mdb_strerror(rc), ULL((uint64_t)fs.f_bavail * fs.f_frsize));
@@ -89,7 +73,7 @@ static int write_fail(const char *path, const char *what, int rc)
 
 static int lmdb_fail(const char *path, const char *what, int rc)
 {
-    return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": %s: %s", path, what, mdb_strerror(rc));
+    return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": %s: %s", path, what, mdb_strerror(rc));
 }
 
 /* Room for the map, which holds the index only (the entries' bytes are in
@@ -138,13 +122,13 @@ static uint64_t meta_u64(MDB_txn *txn, struct disk_env *e, const char *name, uin
     MDB_val k = {strlen(name), (void *)name}, v;
     if (mdb_get(txn, e->meta, &k, &v) != MDB_SUCCESS || v.mv_size < 8)
         return fallback;
-    return rd64(v.mv_data);
+    return base_get_le64(v.mv_data);
 }
 
 static int meta_put_u64(MDB_txn *txn, struct disk_env *e, const char *name, uint64_t value)
 {
     uint8_t b[8];
-    le64(b, value);
+    base_put_le64(b, value);
     MDB_val k = {strlen(name), (void *)name}, v = {8, b};
     return mdb_put(txn, e->meta, &k, &v, 0);
 }
@@ -171,34 +155,34 @@ static int check_dir(const char *path, bool inspect, bool *exists)
     struct stat st;
     char data[4200];
     if (snprintf(data, sizeof(data), "%s/data.mdb", path) >= (int)sizeof(data))
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the path \"%.64s...\" is longer than 4096 bytes", path);
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the path \"%.64s...\" is longer than 4096 bytes", path);
     if (stat(path, &st) != 0) {
         int e = errno;
         if (e != ENOENT)
-            return STORE_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                               "kvrt_store_open: cannot use the store folder \"%s\": %s; give a folder, or a path "
                               "whose parent folder exists and is writable",
                               path, strerror(e));
         if (inspect)
-            return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: there is no store at \"%s\" (no such folder)", path);
+            return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: there is no store at \"%s\" (no such folder)", path);
         /* another rank may make it at the same moment */
         if (mkdir(path, 0777) != 0 && errno != EEXIST) {
             e = errno;
-            return STORE_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                               "kvrt_store_open: cannot create the store folder \"%s\": %s; give a path whose parent "
                               "folder exists and is writable",
                               path, strerror(e));
         }
     } else if (!S_ISDIR(st.st_mode)) {
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: \"%s\" is not a folder; give a folder for the store",
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: \"%s\" is not a folder; give a folder for the store",
                           path);
     }
     if (stat(data, &st) != 0) {
         *exists = false;
         if (inspect)
-            return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is not a kvrt store: it holds no data.mdb", path);
+            return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is not a kvrt store: it holds no data.mdb", path);
         if (!only_lmdb_files(path))
-            return STORE_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                               "kvrt_store_open: \"%s\" holds other files and no store (no data.mdb); give an empty "
                               "or new folder",
                               path);
@@ -214,14 +198,14 @@ static int check_dir(const char *path, bool inspect, bool *exists)
         bool has_entries = stat(slots, &sst) == 0 && sst.st_size > 0;
         if (!S_ISREG(st.st_mode) || (st.st_size == 0 && has_entries) ||
             (st.st_size > 0 && st.st_size < (off_t)LMDB_METAS_BYTES))
-            return STORE_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                               "kvrt-store: \"%s\" is truncated or damaged: %lld bytes, less than LMDB's two meta "
                               "pages (8192 bytes); restore it or remove the folder",
                               data, (long long)st.st_size);
     }
     if (!inspect && access(path, W_OK) != 0) {
         int e = errno;
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store folder \"%s\" is not writable: %s", path,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store folder \"%s\" is not writable: %s", path,
                           strerror(e));
     }
     return KVRT_OK;
@@ -245,7 +229,7 @@ static int env_create(const char *path, uint64_t capacity, struct disk_env **out
 {
     struct disk_env *e = calloc(1, sizeof(*e));
     if (!e)
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     pthread_rwlock_init(&e->txns, NULL);
     e->slots_fd = e->direct_fd = e->read_direct_fd = -1;
     int rc = mdb_env_create(&e->env);
@@ -271,7 +255,7 @@ static int env_create(const char *path, uint64_t capacity, struct disk_env **out
         rc = mdb_env_open(e->env, path, MDB_NOTLS, 0644);
     if (rc != MDB_SUCCESS) {
         env_free(e);
-        return STORE_FAIL(rc == EACCES || rc == EROFS ? KVRT_ERR_INVALID : KVRT_ERR_DEVICE,
+        return BASE_FAIL(rc == EACCES || rc == EROFS ? KVRT_ERR_INVALID : KVRT_ERR_DEVICE,
                           "kvrt-store: cannot open the database in \"%s\": %s", path, mdb_strerror(rc));
     }
     int dead = 0;
@@ -293,17 +277,6 @@ static int env_create(const char *path, uint64_t capacity, struct disk_env **out
     return KVRT_OK;
 }
 
-/* meta: names to counters and the store record; entries: entry to slot;
- * lru: (tick, entry), oldest first; ticks: entry to its tick; free: slots
- * given back.  In this order in struct disk_env's handles below. */
-const struct disk_table disk_tables[DISK_TABLES] = {
-    {"meta", 0, DISK_ANY},
-    {"entries", STORE_DBKEY_BYTES, 8},
-    {"lru", DISK_LRU_KEY_BYTES, 0},
-    {"ticks", STORE_DBKEY_BYTES, 8},
-    {"free", 8, 0},
-};
-
 static int open_dbis(struct disk_env *e, MDB_txn *txn, unsigned flags)
 {
     MDB_dbi *dbi[DISK_TABLES] = {&e->meta, &e->entries, &e->lru, &e->ticks, &e->free_slots};
@@ -324,7 +297,7 @@ static int read_record(struct disk_tier *d, struct store_model *m)
     rc = open_dbis(e, txn, 0);
     if (rc == MDB_NOTFOUND || rc == MDB_INCOMPATIBLE) {
         txn_abort(e, txn);
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt-store: \"%s\" is an LMDB database but not a kvrt store (no store record)", d->path);
     }
     if (rc != MDB_SUCCESS) {
@@ -335,7 +308,7 @@ static int read_record(struct disk_tier *d, struct store_model *m)
     rc = mdb_get(txn, e->meta, &k, &v);
     if (rc != MDB_SUCCESS) {
         txn_abort(e, txn);
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is not a kvrt store (no store record)", d->path);
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: \"%s\" is not a kvrt store (no store record)", d->path);
     }
     rc = store_record_model(v.mv_data, v.mv_size, d->path, m);
     /* committed, not aborted: the tables opened here stay open */
@@ -357,7 +330,7 @@ static int write_record(struct disk_tier *d, const struct store_model *m, uint64
     if (rc != MDB_SUCCESS) {
         txn_abort(e, txn);
         if (rc == MDB_INCOMPATIBLE)
-            return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: \"%s\" is an LMDB database but not a kvrt store",
+            return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: \"%s\" is an LMDB database but not a kvrt store",
                               d->path);
         return lmdb_fail(d->path, "cannot open its tables", rc);
     }
@@ -372,7 +345,7 @@ static int write_record(struct disk_tier *d, const struct store_model *m, uint64
         char *text = store_record_text(m);
         if (!text) {
             txn_abort(e, txn);
-            return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for the store record");
+            return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for the store record");
         }
         v.mv_size = strlen(text);
         v.mv_data = text;
@@ -389,7 +362,7 @@ static int write_record(struct disk_tier *d, const struct store_model *m, uint64
     uint64_t want = capacity ? capacity : (have ? have : KVRT_STORE_DEFAULT_DISK_BYTES);
     if (want < d->slot_bytes) {
         txn_abort(e, txn);
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt_store_open: disk_bytes %llu cannot hold one entry of this model (%llu bytes on disk); "
                           "give at least that",
                           ULL(want), ULL(d->slot_bytes));
@@ -432,7 +405,7 @@ static int open_slots(struct disk_env *e, const char *path, bool inspect, uint64
         e->slots_fd = open("/dev/null", O_RDONLY | O_CLOEXEC); /* an index without entries yet */
     if (e->slots_fd < 0) {
         int err = errno;
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt-store: cannot open \"%s\": %s", file, strerror(err));
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: cannot open \"%s\": %s", file, strerror(err));
     }
     if (!inspect)
         e->direct_fd = open(file, O_WRONLY | O_DIRECT | O_CLOEXEC);
@@ -445,17 +418,17 @@ int disk_open(struct disk_tier *d, const char *path, struct store_model *m, bool
 {
     memset(d, 0, sizeof(*d));
     if (!path || !path[0])
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store path is empty; give a folder");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store path is empty; give a folder");
     bool exists = false;
     int rc = check_dir(path, inspect, &exists);
     if (rc != KVRT_OK)
         return rc;
     struct stat st;
     if (stat(path, &st) != 0)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: cannot read the store folder \"%s\"", path);
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: cannot read the store folder \"%s\"", path);
     d->path = strdup(path);
     if (!d->path)
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     pthread_mutex_lock(&registry_lock);
     struct disk_env *e = registry;
     while (e && !(e->dev == st.st_dev && e->ino == st.st_ino))
@@ -530,7 +503,7 @@ int disk_read_begin(struct disk_tier *d, struct disk_read **out)
 {
     struct disk_read *r = calloc(1, sizeof(*r));
     if (!r)
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     r->d = d;
     int rc = txn_begin(d->env, MDB_RDONLY, &r->txn);
     if (rc == MDB_SUCCESS && (rc = mdb_cursor_open(r->txn, d->env->entries, &r->cur)) != MDB_SUCCESS)
@@ -575,7 +548,7 @@ static bool slot_of(const MDB_val *v, uint64_t *slot)
 {
     if (v->mv_size != 8)
         return false;
-    *slot = rd64(v->mv_data);
+    *slot = base_get_le64(v->mv_data);
     return true;
 }
 
@@ -653,7 +626,7 @@ int disk_read_find(struct disk_read *r, const struct store_id *id, bool *found, 
     *found = false;
     *slot = UINT64_MAX;
     if (!r->txn)
-        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": no read transaction", r->d->path);
+        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": no read transaction", r->d->path);
     int rc = mdb_get(r->txn, r->d->env->entries, &k, &v);
     if (rc == MDB_NOTFOUND)
         return KVRT_OK;
@@ -700,7 +673,7 @@ int disk_read_has(struct disk_read *r, const uint8_t key[KVRT_STORE_KEY_BYTES], 
     for (uint32_t i = 0; i < n; i++)
         has[i] = false;
     if (!r->cur)
-        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": no read transaction", r->d->path);
+        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": no read transaction", r->d->path);
     int rc = mdb_cursor_get(r->cur, &k, &v, MDB_SET_RANGE);
     while (rc == MDB_SUCCESS) {
         if (k.mv_size != STORE_DBKEY_BYTES || memcmp(k.mv_data, key, KVRT_STORE_KEY_BYTES) != 0)
@@ -720,7 +693,7 @@ int disk_read_has(struct disk_read *r, const uint8_t key[KVRT_STORE_KEY_BYTES], 
 
 static void lru_key(uint8_t out[LRU_KEY_BYTES], uint64_t tick, const uint8_t dbkey[STORE_DBKEY_BYTES])
 {
-    be64(out, tick);
+    base_put_be64(out, tick);
     memcpy(out + 8, dbkey, STORE_DBKEY_BYTES);
 }
 
@@ -728,7 +701,7 @@ static void lru_key(uint8_t out[LRU_KEY_BYTES], uint64_t tick, const uint8_t dbk
 static int free_slot(MDB_txn *txn, struct disk_env *e, uint64_t slot)
 {
     uint8_t b[8];
-    be64(b, slot);
+    base_put_be64(b, slot);
     MDB_val k = {8, b}, empty = {0, NULL};
     return mdb_put(txn, e->free_slots, &k, &empty, 0);
 }
@@ -764,7 +737,7 @@ static int delete_entry(MDB_txn *txn, struct disk_env *e, const uint8_t dbkey[ST
     int rc = mdb_get(txn, e->ticks, &k, &v);
     if (rc == MDB_SUCCESS && v.mv_size == 8) {
         uint8_t lk[LRU_KEY_BYTES];
-        lru_key(lk, rd64(v.mv_data), dbkey);
+        lru_key(lk, base_get_le64(v.mv_data), dbkey);
         MDB_val l = {sizeof(lk), lk};
         rc = mdb_del(txn, e->lru, &l, NULL);
         if (rc != MDB_SUCCESS && rc != MDB_NOTFOUND)
@@ -826,7 +799,7 @@ static int set_tick(MDB_txn *txn, struct disk_env *e, const uint8_t dbkey[STORE_
     MDB_val k = {STORE_DBKEY_BYTES, (void *)dbkey}, v;
     int rc = mdb_get(txn, e->ticks, &k, &v);
     if (rc == MDB_SUCCESS && v.mv_size == 8) {
-        uint64_t old = rd64(v.mv_data);
+        uint64_t old = base_get_le64(v.mv_data);
         if (old == tick)
             return MDB_SUCCESS;
         uint8_t lk[LRU_KEY_BYTES];
@@ -845,7 +818,7 @@ static int set_tick(MDB_txn *txn, struct disk_env *e, const uint8_t dbkey[STORE_
     }
     uint8_t lk[LRU_KEY_BYTES], t[8];
     lru_key(lk, tick, dbkey);
-    le64(t, tick);
+    base_put_le64(t, tick);
     MDB_val l = {sizeof(lk), lk}, empty = {0, NULL}, tv = {8, t};
     rc = mdb_put(txn, e->lru, &l, &empty, 0);
     if (rc == MDB_SUCCESS)
@@ -978,7 +951,7 @@ static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
     }
     for (uint64_t i = 0; i < n && rc == MDB_SUCCESS; i++) {
         uint8_t sb[8];
-        le64(sb, slots[i]);
+        base_put_le64(sb, slots[i]);
         store_dbkey(&fresh[i]->id, dbkey);
         MDB_val k = {sizeof(dbkey), dbkey}, v = {8, sb};
         if ((rc = mdb_put(txn, e->entries, &k, &v, MDB_NOOVERWRITE)) == MDB_SUCCESS)
@@ -1078,7 +1051,7 @@ int disk_list(struct disk_tier *d,
     if (!buf) {
         mdb_cursor_close(c);
         txn_abort(e, txn);
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     }
     for (rc = mdb_cursor_get(c, &k, &v, MDB_FIRST); rc == MDB_SUCCESS && !stop;
          rc = mdb_cursor_get(c, &k, &v, MDB_NEXT)) {
@@ -1092,7 +1065,7 @@ int disk_list(struct disk_tier *d,
         info.head = id.head;
         MDB_val tv;
         if (mdb_get(txn, e->ticks, &k, &tv) == MDB_SUCCESS && tv.mv_size == 8)
-            info.last_used = rd64(tv.mv_data);
+            info.last_used = base_get_le64(tv.mv_data);
         uint64_t slot, len = 0;
         bool ok = k.mv_size == STORE_DBKEY_BYTES && slot_of(&v, &slot);
         if (ok)

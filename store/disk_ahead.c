@@ -8,11 +8,14 @@
  * nobody else does.)  One thread per get, for the get's life: a post is a
  * list of slots and buffers, read in order of posting, and at most
  * STORE_AHEAD_POSTS are outstanding (the chunk being copied and the ones
- * after it). */
+ * after it).
+ *
+ * Layer 3 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <pthread.h>
 #include <stdlib.h>
 
-#include "store_internal.h"
+#include "disk.h"
 
 struct ahead_post {
     uint8_t *const *bufs;
@@ -55,7 +58,7 @@ int disk_ahead_begin(struct disk_tier *d, bool threaded, struct disk_ahead **out
 {
     struct disk_ahead *a = calloc(1, sizeof(*a));
     if (!a)
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     a->d = d;
     pthread_mutex_init(&a->lock, NULL);
     pthread_cond_init(&a->wake, NULL);

@@ -12,7 +12,10 @@
  *
  * This reads LMDB 0.9's on-disk format (lmdb.h's MDB_DATA_VERSION 1, the
  * page and node layouts of its mdb.c), which is stable across 0.9 releases
- * and is checked here against the file's own magic and version. */
+ * and is checked here against the file's own magic and version.
+ *
+ * Layer 3 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -21,7 +24,8 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "store_internal.h"
+#include "base/bytes.h"
+#include "disk.h"
 
 #define LMDB_MAGIC 0xBEEFC0DEu
 #define LMDB_DATA_VERSION 1u
@@ -61,21 +65,6 @@ struct check {
     char why[256];
 };
 
-static uint16_t rd16(const uint8_t *p)
-{
-    return (uint16_t)(p[0] | p[1] << 8);
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)rd16(p) | (uint32_t)rd16(p + 2) << 16;
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-    return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
-}
-
 static bool fail(struct check *c, uint64_t pg, const char *what)
 {
     if (!c->why[0])
@@ -94,7 +83,7 @@ static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_dep
 static int key_cmp(const struct tree *t, const uint8_t *a, unsigned alen, const uint8_t *b, unsigned blen)
 {
     if (t->free_table) {
-        uint64_t x = rd64(a), y = rd64(b);
+        uint64_t x = base_get_le64(a), y = base_get_le64(b);
         return (x > y) - (x < y);
     }
     unsigned n = alen < blen ? alen : blen;
@@ -117,10 +106,10 @@ static bool check_db(struct check *c, const uint8_t *db, uint64_t at, bool free_
 {
     /* the flags change how LMDB reads the tree: the free-page table is
      * integer-keyed, every other table of a store has none */
-    if (rd16(db + 4) != (free_table ? MDB_INTEGERKEY_FLAG : 0))
+    if (base_get_le16(db + 4) != (free_table ? MDB_INTEGERKEY_FLAG : 0))
         return fail(c, at, "describes a table with flags no store table has");
-    unsigned depth = rd16(db + 6);
-    uint64_t root = rd64(db + 40), count = rd64(db + 32);
+    unsigned depth = base_get_le16(db + 6);
+    uint64_t root = base_get_le64(db + 40), count = base_get_le64(db + 32);
     if (root == P_INVALID)
         return depth == 0 || fail(c, at, "describes an empty tree with a depth");
     if (depth == 0 || depth > MAX_DEPTH)
@@ -158,12 +147,12 @@ static bool check_free_list(struct check *c, uint64_t pg, const uint8_t *inline_
         memcpy(buf, inline_data, size);
     else if (pread(c->fd, buf, size, (off_t)(ov * c->psize + PAGE_HEADER)) != (ssize_t)size)
         ok = fail(c, ov, "cannot be read");
-    uint64_t n = ok ? rd64(buf) : 0;
+    uint64_t n = ok ? base_get_le64(buf) : 0;
     if (ok && n != size / 8 - 1)
         ok = fail(c, pg, "holds a free-page list whose length is not its size");
     for (uint64_t i = 1; ok && i <= n; i++) {
-        uint64_t id = rd64(buf + 8 * i);
-        if (id < 2 || id > c->last_pg || (i > 1 && id >= rd64(buf + 8 * (i - 1))))
+        uint64_t id = base_get_le64(buf + 8 * i);
+        if (id < 2 || id > c->last_pg || (i > 1 && id >= base_get_le64(buf + 8 * (i - 1))))
             ok = fail(c, pg, "holds a free-page list out of range or order");
         else if (c->freed[id / 8] & (1u << (id % 8)))
             ok = fail(c, pg, "lists a page that another free-page list lists too");
@@ -191,15 +180,15 @@ static bool check_tiling(struct check *c, uint64_t pg, const uint8_t *p, size_t 
         return fail(c, pg, "cannot be checked (out of memory)");
     bool ok = true;
     for (size_t i = 0; ok && i < keys; i++) {
-        unsigned off = rd16(p + PAGE_HEADER + 2 * i);
+        unsigned off = base_get_le16(p + PAGE_HEADER + 2 * i);
         if (off < upper || off + NODE_HEADER > c->psize) {
             ok = fail(c, pg, "has a node outside the page");
             break;
         }
         const uint8_t *n = p + off;
-        uint64_t size = NODE_HEADER + rd16(n + 6);
+        uint64_t size = NODE_HEADER + base_get_le16(n + 6);
         if (leaf)
-            size += rd16(n + 4) & F_BIGDATA ? 8 : ((uint64_t)rd16(n) | (uint64_t)rd16(n + 2) << 16);
+            size += base_get_le16(n + 4) & F_BIGDATA ? 8 : ((uint64_t)base_get_le16(n) | (uint64_t)base_get_le16(n + 2) << 16);
         size += size & 1;
         if (off + size > c->psize)
             ok = fail(c, pg, "has a node past the page");
@@ -237,10 +226,10 @@ static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_dep
         return fail(c, pg, "cannot be read");
     }
     bool ok = true;
-    unsigned flags = rd16(p + 10), lower = rd16(p + 12), upper = rd16(p + 14);
+    unsigned flags = base_get_le16(p + 10), lower = base_get_le16(p + 12), upper = base_get_le16(p + 14);
     bool leaf = (flags & (P_BRANCH | P_LEAF | P_OVERFLOW | P_META)) == P_LEAF;
     bool branch = (flags & (P_BRANCH | P_LEAF | P_OVERFLOW | P_META)) == P_BRANCH;
-    if (rd64(p) != pg)
+    if (base_get_le64(p) != pg)
         ok = fail(c, pg, "holds another page number");
     else if (!leaf && !branch)
         ok = fail(c, pg, "is neither a branch nor a leaf page where the tree needs one");
@@ -254,14 +243,14 @@ static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_dep
     if (ok)
         ok = check_tiling(c, pg, p, keys, upper, leaf);
     for (size_t i = 0; ok && i < keys; i++) {
-        unsigned off = rd16(p + PAGE_HEADER + 2 * i);
+        unsigned off = base_get_le16(p + PAGE_HEADER + 2 * i);
         if (off < upper || off + NODE_HEADER > c->psize) {
             ok = fail(c, pg, "has a node outside the page");
             break;
         }
         const uint8_t *n = p + off;
-        unsigned nflags = rd16(n + 4), ksize = rd16(n + 6);
-        uint64_t lohi = (uint64_t)rd16(n) | (uint64_t)rd16(n + 2) << 16;
+        unsigned nflags = base_get_le16(n + 4), ksize = base_get_le16(n + 6);
+        uint64_t lohi = (uint64_t)base_get_le16(n) | (uint64_t)base_get_le16(n + 2) << 16;
         if (off + NODE_HEADER + ksize > c->psize) {
             ok = fail(c, pg, "has a key past the page");
             break;
@@ -304,7 +293,7 @@ static bool walk(struct check *c, uint64_t pg, unsigned depth, unsigned want_dep
         } else if (nflags & F_DUPDATA) {
             ok = fail(c, pg, "holds duplicate-sorted data, which no store table has");
         } else if (nflags & F_BIGDATA) {
-            uint64_t ov = room >= 8 ? rd64(data) : 0;
+            uint64_t ov = room >= 8 ? base_get_le64(data) : 0;
             uint64_t pages = (lohi + PAGE_HEADER + c->psize - 1) / c->psize;
             if (room < 8 || ov < 2 || ov > c->last_pg || pages > c->last_pg - ov + 1)
                 ok = fail(c, pg, "points at overflow pages outside the database");
@@ -346,21 +335,21 @@ static int open_metas(struct check *c, const char *path, char *file, size_t size
     c->fd = open(file, O_RDONLY | O_CLOEXEC);
     if (c->fd < 0) {
         int e = errno;
-        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: cannot read \"%s\": %s", file, strerror(e));
+        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: cannot read \"%s\": %s", file, strerror(e));
     }
     struct stat st;
     uint8_t head[META_BYTES];
     if (fstat(c->fd, &st) != 0 || pread(c->fd, head, sizeof(head), 0) != (ssize_t)sizeof(head)) {
         close(c->fd);
-        return STORE_FAIL(
+        return BASE_FAIL(
             KVRT_ERR_INVALID,
             "kvrt-store: \"%s\" is damaged: its first meta page cannot be read; restore it or remove the folder", file);
     }
     /* the page size is in the free table's record of the first meta page */
-    c->psize = rd32(head + PAGE_HEADER + 24);
+    c->psize = base_get_le32(head + PAGE_HEADER + 24);
     if (c->psize < 512 || c->psize > 65536 || (c->psize & (c->psize - 1))) {
         close(c->fd);
-        return STORE_FAIL(
+        return BASE_FAIL(
             KVRT_ERR_INVALID,
             "kvrt-store: \"%s\" is damaged: its page size %llu is not LMDB's; restore it or remove the folder", file,
             ULL(c->psize));
@@ -370,11 +359,11 @@ static int open_metas(struct check *c, const char *path, char *file, size_t size
         /* both must be sound: LMDB reads both, and takes the page size from
          * the newer, which need not be the one it reads the tree from */
         const uint8_t *mm = meta[i] + PAGE_HEADER;
-        if (pread(c->fd, meta[i], META_BYTES, (off_t)(i * c->psize)) != (ssize_t)META_BYTES || rd32(mm) != LMDB_MAGIC ||
-            rd32(mm + 4) != LMDB_DATA_VERSION || !(rd16(meta[i] + 10) & P_META) || rd32(mm + 24) != c->psize ||
-            rd64(meta[i]) != (uint64_t)i) {
+        if (pread(c->fd, meta[i], META_BYTES, (off_t)(i * c->psize)) != (ssize_t)META_BYTES || base_get_le32(mm) != LMDB_MAGIC ||
+            base_get_le32(mm + 4) != LMDB_DATA_VERSION || !(base_get_le16(meta[i] + 10) & P_META) || base_get_le32(mm + 24) != c->psize ||
+            base_get_le64(meta[i]) != (uint64_t)i) {
             close(c->fd);
-            return STORE_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                               "kvrt-store: \"%s\" is damaged: meta page %d is not LMDB's (format %u, page size %llu); "
                               "restore it or remove the folder",
                               file, i, LMDB_DATA_VERSION, ULL(c->psize));
@@ -383,21 +372,21 @@ static int open_metas(struct check *c, const char *path, char *file, size_t size
          * commit writes the page its new id selects), so a meta page whose
          * id says the other page would send LMDB to trees never checked;
          * a new file has id 0 in both */
-        uint64_t id = rd64(mm + 128);
+        uint64_t id = base_get_le64(mm + 128);
         if (id != 0 && (id & 1) != (uint64_t)i) {
             close(c->fd);
-            return STORE_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                               "kvrt-store: \"%s\" is damaged: meta page %d holds transaction %llu, which belongs on "
                               "meta page %d; restore it or remove the folder",
                               file, i, ULL(id), (int)(id & 1));
         }
         /* the page count sizes LMDB's map */
-        if (rd64(mm + 120) > (1ull << 40)) {
+        if (base_get_le64(mm + 120) > (1ull << 40)) {
             close(c->fd);
-            return STORE_FAIL(
+            return BASE_FAIL(
                 KVRT_ERR_INVALID,
                 "kvrt-store: \"%s\" is damaged: meta page %d counts %llu pages; restore it or remove the folder", file,
-                i, ULL(rd64(mm + 120)));
+                i, ULL(base_get_le64(mm + 120)));
         }
     }
     return KVRT_OK;
@@ -424,11 +413,11 @@ int disk_check_file(const char *path, uint64_t txnid)
         return rc;
     /* the meta page LMDB reads transaction txnid's trees from */
     const uint8_t *m = meta[txnid & 1] + PAGE_HEADER;
-    if (rd64(m + 128) != txnid)
+    if (base_get_le64(m + 128) != txnid)
         m = NULL;
     if (!m) {
         close(c.fd);
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt-store: \"%s\" is damaged: no meta page of LMDB format %u describes its last "
                           "transaction (%llu)",
                           file, LMDB_DATA_VERSION, ULL(txnid));
@@ -436,14 +425,14 @@ int disk_check_file(const char *path, uint64_t txnid)
     /* The file need not reach the last page the database counts: pages a
      * transaction took and gave back before its commit are never written.
      * Every page that is read must be in it (checked page by page). */
-    c.last_pg = rd64(m + 120);
+    c.last_pg = base_get_le64(m + 120);
     c.seen = calloc(c.last_pg / 8 + 1, 1);
     c.freed = calloc(c.last_pg / 8 + 1, 1);
     if (!c.seen || !c.freed) {
         free(c.seen);
         free(c.freed);
         close(c.fd);
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory checking \"%s\"", file);
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory checking \"%s\"", file);
     }
     uint64_t entries = 0;
     /* the free-page table, then the main table (which holds the others) */
@@ -458,7 +447,7 @@ int disk_check_file(const char *path, uint64_t txnid)
             ok = fail(&c, 8 * i + bit, "is listed free and is in use");
         }
     if (!ok)
-        rc = STORE_FAIL(KVRT_ERR_INVALID,
+        rc = BASE_FAIL(KVRT_ERR_INVALID,
                         "kvrt-store: \"%s\" is damaged: %s; restore it, or remove the folder to start an empty "
                         "store",
                         file, c.why);

@@ -1,35 +1,17 @@
 /* The entry format (docs/store.md "Entry"): a 128-byte header that names
  * the model fingerprint, the chunk key and the head, and ends in an XXH3-128
  * checksum of itself and the payload, then the payload in canonical order.
- * The same bytes go to the disk and to the shared tier. */
+ * The same bytes go to the disk and to the shared tier.
+ *
+ * Layer 1 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <stdio.h>
 #include <string.h>
 
-#include "store_internal.h"
+#include "base/bytes.h"
+#include "entry.h"
 
 static const uint8_t entry_magic[8] = {'K', 'V', 'R', 'T', 'S', 'E', 'N', 'T'};
-
-static void le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static uint32_t rd32(const uint8_t *p)
-{
-    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-
-static uint64_t rd64(const uint8_t *p)
-{
-    return (uint64_t)rd32(p) | (uint64_t)rd32(p + 4) << 32;
-}
 
 static XXH128_hash_t checksum(const uint8_t *buf, uint64_t payload_bytes)
 {
@@ -44,19 +26,19 @@ static void header(const struct store_model *m, const struct store_id *id, uint8
 {
     memset(buf, 0, STORE_HEADER_BYTES);
     memcpy(buf, entry_magic, sizeof(entry_magic));
-    le32(buf + 8, KVRT_STORE_FORMAT_VERSION);
-    le32(buf + 12, STORE_HEADER_BYTES);
+    base_put_le32(buf + 8, KVRT_STORE_FORMAT_VERSION);
+    base_put_le32(buf + 12, STORE_HEADER_BYTES);
     memcpy(buf + 16, m->fingerprint, KVRT_STORE_KEY_BYTES);
     memcpy(buf + 48, id->key, KVRT_STORE_KEY_BYTES);
-    le32(buf + 80, id->head);
-    le64(buf + 88, m->chunk_tokens);
-    le64(buf + 96, m->payload_bytes);
+    base_put_le32(buf + 80, id->head);
+    base_put_le64(buf + 88, m->chunk_tokens);
+    base_put_le64(buf + 96, m->payload_bytes);
 }
 
 static void put_checksum(uint8_t *buf, XXH128_hash_t h)
 {
-    le64(buf + STORE_CHECKSUM_OFFSET, h.low64);
-    le64(buf + STORE_CHECKSUM_OFFSET + 8, h.high64);
+    base_put_le64(buf + STORE_CHECKSUM_OFFSET, h.low64);
+    base_put_le64(buf + STORE_CHECKSUM_OFFSET + 8, h.high64);
 }
 
 void store_entry_seal(const struct store_model *m, const struct store_id *id, uint8_t *buf)
@@ -92,8 +74,8 @@ bool store_entry_peek(const uint8_t *buf, uint64_t len, struct store_id *id, uin
     if (len < STORE_HEADER_BYTES || memcmp(buf, entry_magic, sizeof(entry_magic)) != 0)
         return false;
     memcpy(id->key, buf + 48, KVRT_STORE_KEY_BYTES);
-    id->head = rd32(buf + 80);
-    *payload_bytes = rd64(buf + 96);
+    id->head = base_get_le32(buf + 80);
+    *payload_bytes = base_get_le64(buf + 96);
     return true;
 }
 
@@ -106,9 +88,9 @@ const char *store_entry_check(const struct store_model *m, const struct store_id
     }
     if (memcmp(buf, entry_magic, sizeof(entry_magic)) != 0)
         return "its header does not start with the entry magic KVRTSENT";
-    if (rd32(buf + 8) != KVRT_STORE_FORMAT_VERSION || rd32(buf + 12) != STORE_HEADER_BYTES) {
+    if (base_get_le32(buf + 8) != KVRT_STORE_FORMAT_VERSION || base_get_le32(buf + 12) != STORE_HEADER_BYTES) {
         snprintf(why, sizeof(why), "its format version is %u with a %u-byte header; this store reads version %u",
-                 rd32(buf + 8), rd32(buf + 12), KVRT_STORE_FORMAT_VERSION);
+                 base_get_le32(buf + 8), base_get_le32(buf + 12), KVRT_STORE_FORMAT_VERSION);
         return why;
     }
     if (memcmp(buf + 16, m->fingerprint, KVRT_STORE_KEY_BYTES) != 0) {
@@ -118,17 +100,17 @@ const char *store_entry_check(const struct store_model *m, const struct store_id
         snprintf(why, sizeof(why), "it was written for model fingerprint %.16s..., this store's is %.16s...", a, b);
         return why;
     }
-    if (memcmp(buf + 48, id->key, KVRT_STORE_KEY_BYTES) != 0 || rd32(buf + 80) != id->head)
+    if (memcmp(buf + 48, id->key, KVRT_STORE_KEY_BYTES) != 0 || base_get_le32(buf + 80) != id->head)
         return "its header names another chunk or head than the key it is stored under";
-    if (rd64(buf + 88) != m->chunk_tokens || rd64(buf + 96) != m->payload_bytes) {
+    if (base_get_le64(buf + 88) != m->chunk_tokens || base_get_le64(buf + 96) != m->payload_bytes) {
         snprintf(why, sizeof(why), "its header says %llu tokens, %llu payload bytes; this store has %llu, %llu",
-                 ULL(rd64(buf + 88)), ULL(rd64(buf + 96)), ULL(m->chunk_tokens), ULL(m->payload_bytes));
+                 ULL(base_get_le64(buf + 88)), ULL(base_get_le64(buf + 96)), ULL(m->chunk_tokens), ULL(m->payload_bytes));
         return why;
     }
     if (!zero(buf + 84, 4) || !zero(buf + 104, 8))
         return "reserved header bytes are not zero";
     XXH128_hash_t h = checksum(buf, m->payload_bytes);
-    uint64_t lo = rd64(buf + STORE_CHECKSUM_OFFSET), hi = rd64(buf + STORE_CHECKSUM_OFFSET + 8);
+    uint64_t lo = base_get_le64(buf + STORE_CHECKSUM_OFFSET), hi = base_get_le64(buf + STORE_CHECKSUM_OFFSET + 8);
     if (h.low64 != lo || h.high64 != hi) {
         snprintf(why, sizeof(why), "checksum mismatch: stored %016llx%016llx, computed %016llx%016llx", ULL(hi),
                  ULL(lo), ULL(h.high64), ULL(h.low64));

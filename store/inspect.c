@@ -1,16 +1,22 @@
 /* The disk tier as it is: the description `kvrt store stat` prints, the
- * entries `ls` lists, the check `verify` makes, the trim `gc` does. */
+ * entries `ls` lists, the check `verify` makes, the trim `gc` does.
+ *
+ * Layer 7 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include <jansson.h>
+#include <json_text.h>
 
-#include "store_internal.h"
+#include "handle.h"
+#include "record.h"
 
+/* A count as a JSON integer through libkvrt's writer: one past INT64_MAX
+ * is refused with a message (kvrt_json_u64), never clamped. */
 static json_t *u64(uint64_t v)
 {
-    return json_integer((json_int_t)(v > (uint64_t)INT64_MAX ? (uint64_t)INT64_MAX : v));
+    return kvrt_json_u64(v, "a count of the store's description");
 }
 
 static json_t *model_json(const struct store_model *m)
@@ -21,8 +27,11 @@ static json_t *model_json(const struct store_model *m)
     if (o) {
         json_object_del(o, "format");
         json_object_del(o, "format_version");
-        json_object_set_new(o, "num_layers", u64(m->num_layers));
-        json_object_set_new(o, "entry_bytes_stored", u64(STORE_HEADER_BYTES + m->payload_bytes));
+        if (!kvrt_json_put(o, "num_layers", u64(m->num_layers)) ||
+            !kvrt_json_put(o, "entry_bytes_stored", u64(STORE_HEADER_BYTES + m->payload_bytes))) {
+            json_decref(o);
+            o = NULL;
+        }
     }
     return o;
 }
@@ -30,17 +39,19 @@ static json_t *model_json(const struct store_model *m)
 int kvrt_store_describe_json(kvrt_store *s, char **out)
 {
     if (!s || !out)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_describe_json: the store and out are required");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_describe_json: the store and out are required");
     *out = NULL;
     struct kvrt_store_stats st = {0};
     int rc = kvrt_store_stats(s, &st);
     if (rc != KVRT_OK)
         return rc;
+    kvrt_error_report(KVRT_OK, NULL); /* a message now is a count refused */
     json_t *o = json_object();
-    json_object_set_new(o, "format_version", json_integer(KVRT_STORE_FORMAT_VERSION));
-    json_object_set_new(o, "model", model_json(&s->model));
+    bool ok = o != NULL;
+    ok = ok && kvrt_json_put(o, "format_version", json_integer(KVRT_STORE_FORMAT_VERSION));
+    ok = ok && kvrt_json_put(o, "model", model_json(&s->model));
     if (!s->inspect) {
-        json_object_set_new(o, "memory",
+        ok = ok && kvrt_json_put(o, "memory",
                             json_pack("{s:o, s:o, s:o, s:o, s:o}", "entries", u64(st.memory_entries), "bytes",
                                       u64(st.memory_bytes), "capacity", u64(st.memory_capacity), "hits",
                                       u64(st.hits_memory), "evicted", u64(st.evicted_memory)));
@@ -51,30 +62,29 @@ int kvrt_store_describe_json(kvrt_store *s, char **out)
             json_decref(o);
             return rc;
         }
-        json_object_set_new(o, "disk",
+        ok = ok && kvrt_json_put(o, "disk",
                             json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "path", s->disk.path, "entries",
                                       u64(dc.entries), "bytes", u64(dc.bytes), "capacity", u64(dc.capacity),
                                       "file_bytes", u64(dc.file_bytes), "hits", u64(dc.hits), "misses", u64(dc.misses),
                                       "writes", u64(dc.writes), "evictions", u64(dc.evictions)));
     }
     if (s->has_shared)
-        json_object_set_new(o, "shared",
+        ok = ok && kvrt_json_put(o, "shared",
                             json_pack("{s:s, s:b, s:o, s:o}", "url", s->shared.url, "up", st.shared_up, "hits",
                                       u64(st.hits_shared), "written", u64(st.written_shared)));
     if (!s->inspect)
-        json_object_set_new(o, "process",
+        ok = ok && kvrt_json_put(o, "process",
                             json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "hits_memory",
                                       u64(st.hits_memory), "hits_disk", u64(st.hits_disk), "hits_shared",
                                       u64(st.hits_shared), "misses", u64(st.misses), "put_entries", u64(st.put_entries),
                                       "put_present", u64(st.put_present), "queued_entries", u64(st.queued_entries),
                                       "write_failures", u64(st.write_failures), "dropped", u64(st.dropped)));
-    char *text = json_dumps(o, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
-    json_decref(o);
-    if (!text)
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_describe_json: out of memory");
+    if (!ok && o) {
+        json_decref(o);
+        o = NULL;
+    }
     /* the caller frees with kvrt_free (free) */
-    *out = text;
-    return KVRT_OK;
+    return kvrt_json_dump(o, "kvrt_store_describe_json", out);
 }
 
 struct list_ctx {
@@ -93,9 +103,9 @@ static int list_one(void *user, const struct kvrt_store_entry_info *e, const uin
 static int need_disk(kvrt_store *s, const char *fn)
 {
     if (!s)
-        return STORE_FAIL(KVRT_ERR_INVALID, "%s: the store is NULL", fn);
+        return BASE_FAIL(KVRT_ERR_INVALID, "%s: the store is NULL", fn);
     if (!s->has_disk)
-        return STORE_FAIL(KVRT_ERR_STATE, "%s: the store has no disk tier (open it with a path)", fn);
+        return BASE_FAIL(KVRT_ERR_STATE, "%s: the store has no disk tier (open it with a path)", fn);
     return KVRT_OK;
 }
 
@@ -105,7 +115,7 @@ int kvrt_store_list(kvrt_store *s, int (*each)(void *user, const struct kvrt_sto
     if (rc != KVRT_OK)
         return rc;
     if (!each)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_list: each is required");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_list: each is required");
     struct list_ctx c = {each, user};
     return disk_list(&s->disk, list_one, &c);
 }
@@ -173,7 +183,7 @@ int kvrt_store_verify(kvrt_store *s, bool drop,
     }
     free(c.ids);
     if (rc == KVRT_OK && c.oom)
-        rc = STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_verify: out of memory for the list of bad entries");
+        rc = BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_verify: out of memory for the list of bad entries");
     return rc;
 }
 

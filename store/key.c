@@ -1,34 +1,26 @@
 /* Fingerprints and chunk keys: SHA-256 (OpenSSL's libcrypto) over the bytes
  * docs/store.md lists, so that any engine of the same model, at any tensor
- * parallelism, layout or block size, computes the same keys. */
+ * parallelism, layout or block size, computes the same keys.
+ *
+ * Layer 1 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <stdlib.h>
 #include <string.h>
 
 #include <openssl/evp.h>
 
-#include "store_internal.h"
+#include "base/bytes.h"
+#include "key.h"
 
 static const char fingerprint_tag[16] = {'k', 'v', 'r', 't', '-', 's', 't', 'o',
                                          'r', 'e', '/', 'f', 'p', '/', 'v', '1'};
 static const char chunk_tag[16] = {'k', 'v', 'r', 't', '-', 's', 't', 'o', 'r', 'e', '/', 'c', 'k', '/', 'v', '1'};
 
-static void le32(uint8_t *p, uint32_t v)
-{
-    for (int i = 0; i < 4; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
-static void le64(uint8_t *p, uint64_t v)
-{
-    for (int i = 0; i < 8; i++)
-        p[i] = (uint8_t)(v >> (8 * i));
-}
-
 static int digest_fail(EVP_MD_CTX *ctx, EVP_MD *md)
 {
     EVP_MD_CTX_free(ctx);
     EVP_MD_free(md);
-    return STORE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL's SHA-256 failed");
+    return BASE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL's SHA-256 failed");
 }
 
 int store_fingerprint(struct store_model *m)
@@ -40,19 +32,19 @@ int store_fingerprint(struct store_model *m)
     uint8_t b[40];
     size_t idlen = strlen(m->model_id);
     int ok = EVP_DigestUpdate(ctx, fingerprint_tag, sizeof(fingerprint_tag));
-    le32(b, KVRT_STORE_FORMAT_VERSION);
-    le64(b + 4, m->chunk_tokens);
-    le32(b + 12, (uint32_t)idlen);
+    base_put_le32(b, KVRT_STORE_FORMAT_VERSION);
+    base_put_le64(b + 4, m->chunk_tokens);
+    base_put_le32(b + 12, (uint32_t)idlen);
     ok = ok && EVP_DigestUpdate(ctx, b, 16) && EVP_DigestUpdate(ctx, m->model_id, idlen);
-    le32(b, (uint32_t)m->num_layers);
+    base_put_le32(b, (uint32_t)m->num_layers);
     ok = ok && EVP_DigestUpdate(ctx, b, 4);
     for (size_t l = 0; ok && l < m->num_layers; l++) {
         const struct store_layer *L = &m->layers[l];
-        le32(b, (uint32_t)L->kind);
-        le32(b + 4, (uint32_t)L->dtype);
-        le64(b + 8, m->num_heads);
-        le64(b + 16, L->head_size);
-        le64(b + 24, L->head_size_v);
+        base_put_le32(b, (uint32_t)L->kind);
+        base_put_le32(b + 4, (uint32_t)L->dtype);
+        base_put_le64(b + 8, m->num_heads);
+        base_put_le64(b + 16, L->head_size);
+        base_put_le64(b + 24, L->head_size_v);
         ok = EVP_DigestUpdate(ctx, b, 32);
     }
     unsigned int n = 0;
@@ -82,14 +74,14 @@ int store_chunk_keys(const struct store_model *m, const int32_t *tokens, uint64_
     if (!native && !le) {
         EVP_MD_CTX_free(ctx);
         EVP_MD_free(md);
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for a chunk of %llu tokens", ULL(T));
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for a chunk of %llu tokens", ULL(T));
     }
     for (uint64_t c = 0; c < num_chunks; c++) {
         const int32_t *t = tokens + c * T;
         const void *bytes = t;
         if (!native) {
             for (uint64_t i = 0; i < T; i++)
-                le32(le + 4 * i, (uint32_t)t[i]);
+                base_put_le32(le + 4 * i, (uint32_t)t[i]);
             bytes = le;
         }
         unsigned int n = 0;

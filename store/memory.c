@@ -3,11 +3,14 @@
  * (pinned by a get) is never evicted; one queued for the lower tiers may
  * leave the index, and its bytes live until the queue lets go.  Buffers of
  * entries gone are kept for the next entries (all entries of a store have
- * one size; buffers.c), so a warm pool copies without page faults. */
+ * one size; buffers.c), so a warm pool copies without page faults.
+ *
+ * Layer 3 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <stdlib.h>
 #include <string.h>
 
-#include "store_internal.h"
+#include "memory.h"
 
 static uint64_t hash_id(const struct store_id *id)
 {
@@ -34,7 +37,7 @@ int mem_tier_init(struct mem_tier *t, uint64_t capacity, uint64_t entry_bytes)
     int rc = buf_pool_init(&t->pool, store_slot_bytes(entry_bytes));
     if (rc != KVRT_OK || !t->buckets) {
         mem_tier_free(t);
-        return rc != KVRT_OK ? rc : STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return rc != KVRT_OK ? rc : BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     }
     return KVRT_OK;
 }

@@ -1,12 +1,15 @@
 /* The model a store is for: its attention and MLA layers in canonical
- * order, their cell sizes, the entry size and the fingerprint. */
+ * order, their cell sizes, the entry size and the fingerprint.
+ *
+ * Layer 1 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include <kvrt/spec.h>
 
-#include "store_internal.h"
+#include "key.h"
 
 /* Bounds that keep a typo from asking for absurd entries. */
 #define MAX_CHUNK_TOKENS (1u << 20)
@@ -26,23 +29,23 @@ static int check_layer(const struct kvrt_layer_entry *e, const struct kvrt_spec_
 {
     const struct kvrt_spec *sp = &e->spec;
     if (sp->kind == KVRT_SPEC_STATE)
-        return STORE_FAIL(KVRT_ERR_UNSUPPORTED,
+        return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
                           "kvrt_store_open: layer \"%s\" is a state layer (kind state); the store keeps attention "
                           "and MLA layers, whose cells are one per token",
                           e->name);
     if (sp->tokens_per_state_num != sp->tokens_per_state_den)
-        return STORE_FAIL(KVRT_ERR_UNSUPPORTED,
+        return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
                           "kvrt_store_open: layer \"%s\" stores one state per %llu/%llu tokens; the store keeps "
                           "layers of one state per token",
                           e->name, ULL(sp->tokens_per_state_num), ULL(sp->tokens_per_state_den));
     if (in->head_slots != sp->num_kv_heads)
-        return STORE_FAIL(KVRT_ERR_UNSUPPORTED,
+        return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
                           "kvrt_store_open: layer \"%s\" has %llu head slots for %llu KV heads; the store needs one "
                           "head slot per KV head",
                           e->name, ULL(in->head_slots), ULL(sp->num_kv_heads));
     L->name = strdup(e->name);
     if (!L->name)
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_open: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_open: out of memory");
     L->kind = sp->kind;
     L->dtype = sp->dtype;
     L->head_size = in->head_size;
@@ -56,25 +59,25 @@ int store_model_build(const struct kvrt_group *groups, size_t num_groups, const 
 {
     memset(out, 0, sizeof(*out));
     if (!groups || num_groups == 0)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: no model: give the model's groups (all its layers)");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: no model: give the model's groups (all its layers)");
     if (!model_id || !model_id[0] || strlen(model_id) > MAX_MODEL_ID)
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt_store_open: model_id %s; give the model's id or revision, 1 to %u bytes",
                           model_id ? "is empty or too long" : "is missing", MAX_MODEL_ID);
     if (chunk_tokens == 0 || chunk_tokens > MAX_CHUNK_TOKENS)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: chunk_tokens %llu; valid are 1 to %u (default %u)",
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: chunk_tokens %llu; valid are 1 to %u (default %u)",
                           ULL(chunk_tokens), MAX_CHUNK_TOKENS, KVRT_STORE_DEFAULT_CHUNK_TOKENS);
     size_t total = 0;
     for (size_t g = 0; g < num_groups; g++) {
         if (!groups[g].layers || groups[g].num_layers == 0)
-            return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: group %zu of the model has no layers", g);
+            return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: group %zu of the model has no layers", g);
         total += groups[g].num_layers;
     }
     out->model_id = strdup(model_id);
     out->layers = calloc(total, sizeof(*out->layers));
     if (!out->model_id || !out->layers) {
         store_model_free(out);
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_open: out of memory for %zu layers", total);
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_open: out of memory for %zu layers", total);
     }
     out->chunk_tokens = chunk_tokens;
     int rc = KVRT_OK;
@@ -83,18 +86,18 @@ int store_model_build(const struct kvrt_group *groups, size_t num_groups, const 
             const struct kvrt_layer_entry *e = &groups[g].layers[i];
             struct kvrt_spec_info in;
             if (!e->name || !e->name[0]) {
-                rc = STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: layer %zu of group %zu has no name", i, g);
+                rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: layer %zu of group %zu has no name", i, g);
                 break;
             }
             if ((rc = kvrt_spec_derive(&e->spec, 0, &in)) != KVRT_OK) {
                 char msg[1024];
                 snprintf(msg, sizeof(msg), "%s", kvrt_error_message());
-                rc = STORE_FAIL(rc, "kvrt_store_open: layer \"%s\": %s", e->name, msg);
+                rc = BASE_FAIL(rc, "kvrt_store_open: layer \"%s\": %s", e->name, msg);
                 break;
             }
             for (size_t l = 0; l < out->num_layers && rc == KVRT_OK; l++)
                 if (out->layers[l].name && strcmp(out->layers[l].name, e->name) == 0)
-                    rc = STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the model names layer \"%s\" twice", e->name);
+                    rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the model names layer \"%s\" twice", e->name);
             if (rc != KVRT_OK)
                 break;
             struct store_layer *L = &out->layers[out->num_layers];
@@ -104,7 +107,7 @@ int store_model_build(const struct kvrt_group *groups, size_t num_groups, const 
             if (out->num_layers == 1)
                 out->num_heads = e->spec.num_kv_heads;
             else if (e->spec.num_kv_heads != out->num_heads)
-                rc = STORE_FAIL(KVRT_ERR_UNSUPPORTED,
+                rc = BASE_FAIL(KVRT_ERR_UNSUPPORTED,
                                 "kvrt_store_open: layer \"%s\" has %llu KV heads, layer \"%s\" %llu; the store needs "
                                 "one number of KV heads across the model",
                                 e->name, ULL(e->spec.num_kv_heads), out->layers[0].name, ULL(out->num_heads));
@@ -117,7 +120,7 @@ int store_model_build(const struct kvrt_group *groups, size_t num_groups, const 
         if (__builtin_mul_overflow(L->content, chunk_tokens, &layer_bytes) ||
             __builtin_add_overflow(out->payload_bytes, layer_bytes, &out->payload_bytes) ||
             out->payload_bytes > MAX_ENTRY_BYTES)
-            rc = STORE_FAIL(KVRT_ERR_OVERFLOW,
+            rc = BASE_FAIL(KVRT_ERR_OVERFLOW,
                             "kvrt_store_open: one entry (%llu tokens of %zu layers) would exceed %llu bytes; lower "
                             "chunk_tokens",
                             ULL(chunk_tokens), out->num_layers, ULL(MAX_ENTRY_BYTES));

@@ -1,7 +1,10 @@
 /* The store record: what a directory was made for, kept in its database
  * (docs/store.md "The store directory").  JSON, so that people and the
  * tool read it as it is, and so that a refusal names the field that
- * differs. */
+ * differs.
+ *
+ * Layer 1 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -11,7 +14,7 @@
 #include <kvrt/dtype.h>
 #include <kvrt/spec.h>
 
-#include "store_internal.h"
+#include "record.h"
 
 #define RECORD_FORMAT "kvrt-store"
 
@@ -53,7 +56,7 @@ static bool int_of(json_t *o, const char *k, uint64_t *out)
 
 static int damaged(const char *path, const char *what)
 {
-    return STORE_FAIL(KVRT_ERR_INVALID,
+    return BASE_FAIL(KVRT_ERR_INVALID,
                       "kvrt_store_open: the store record in \"%s\" is damaged (%s); it is not a store this "
                       "libkvrt-store can read (`kvrt store stat` shows it)",
                       path, what);
@@ -77,7 +80,7 @@ static json_t *parse(const char *text, size_t len, const char *path, int *rc)
     }
     if (!int_of(o, "format_version", &v) || v != KVRT_STORE_FORMAT_VERSION) {
         json_decref(o);
-        *rc = STORE_FAIL(KVRT_ERR_INVALID,
+        *rc = BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt_store_open: the store in \"%s\" has format_version %llu; this libkvrt-store reads "
                          "version %u (give another path, or use the libkvrt-store that wrote it)",
                          path, ULL(v), KVRT_STORE_FORMAT_VERSION);
@@ -89,7 +92,7 @@ static json_t *parse(const char *text, size_t len, const char *path, int *rc)
 
 static int differs(const char *path, const char *field, const char *theirs, const char *ours)
 {
-    return STORE_FAIL(KVRT_ERR_INVALID,
+    return BASE_FAIL(KVRT_ERR_INVALID,
                       "kvrt_store_open: the store in \"%s\" was written for %s %s; this store is for %s %s (a store "
                       "directory holds one model and chunk size: give another path)",
                       path, field, theirs, field, ours);
@@ -181,7 +184,7 @@ int store_record_model(const char *text, size_t len, const char *path, struct st
     struct kvrt_layer_entry *entries = calloc(n, sizeof(*entries));
     if (!entries) {
         json_decref(o);
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     }
     rc = KVRT_OK;
     for (size_t l = 0; l < n && rc == KVRT_OK; l++) {

@@ -1,7 +1,10 @@
 /* Asynchronous puts and gets: a posted request is checked at once and run
  * on the store's worker thread, in the order posted, so that an engine
  * overlaps them with compute; test, wait and release as in libkvrt-xfer.
- * A request owns its lock, so it outlives the store until released. */
+ * A request owns its lock, so it outlives the store until released.
+ *
+ * Layer 6 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,7 +12,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "store_internal.h"
+#include "request.h"
 
 enum { REQ_QUEUED, REQ_RUNNING, REQ_DONE };
 
@@ -43,7 +46,7 @@ static void *worker_main(void *arg)
         r->state = REQ_RUNNING;
         pthread_mutex_unlock(&r->lock);
         uint64_t tokens = 0;
-        int rc = store_op_run(&r->op, &tokens);
+        int rc = r->op.run(&r->op, &tokens);
         char msg[1024] = "";
         if (rc != KVRT_OK)
             snprintf(msg, sizeof(msg), "%s", kvrt_error_message());
@@ -68,7 +71,7 @@ int request_post(kvrt_store *s, struct store_op *op, kvrt_store_request **out)
     kvrt_store_request *r = calloc(1, sizeof(*r));
     if (!r) {
         store_op_free(op);
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for a request");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for a request");
     }
     r->op = *op;
     memset(op, 0, sizeof(*op));
@@ -82,7 +85,7 @@ int request_post(kvrt_store *s, struct store_op *op, kvrt_store_request **out)
             pthread_mutex_destroy(&r->lock);
             pthread_cond_destroy(&r->cond);
             free(r);
-            return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: cannot start the worker thread");
+            return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: cannot start the worker thread");
         }
         s->worker_started = true;
     }
@@ -119,14 +122,14 @@ static int result(kvrt_store_request *r, uint64_t *tokens)
     if (tokens)
         *tokens = r->tokens;
     if (r->status != KVRT_OK)
-        return STORE_FAIL(r->status, "%s", r->message);
+        return BASE_FAIL(r->status, "%s", r->message);
     return KVRT_OK;
 }
 
 int kvrt_store_test(kvrt_store_request *r, uint64_t *tokens)
 {
     if (!r)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_test: the request is NULL");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_test: the request is NULL");
     pthread_mutex_lock(&r->lock);
     int rc = result(r, tokens);
     pthread_mutex_unlock(&r->lock);
@@ -136,9 +139,9 @@ int kvrt_store_test(kvrt_store_request *r, uint64_t *tokens)
 int kvrt_store_wait(kvrt_store_request *r, double timeout_s, uint64_t *tokens)
 {
     if (!r)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_wait: the request is NULL");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_wait: the request is NULL");
     if (isnan(timeout_s))
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt_store_wait: timeout_s is NaN; give seconds, or < 0 to wait until done");
     pthread_mutex_lock(&r->lock);
     if (timeout_s < 0) {

@@ -5,13 +5,16 @@
  * (and moves the rest of its buffer after each pipelined reply), so a 1
  * MiB value crossed memory three times before the store could check it;
  * here it crosses once, the kernel's copy out of the socket.  Connections,
- * commands and every other reply stay hiredis's. */
+ * commands and every other reply stay hiredis's.
+ *
+ * Layer 3 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
 
-#include "store_internal.h"
+#include "shared.h"
 
 /* Read what the socket has, at least one byte, after what is buffered. */
 static bool fill(struct resp_reader *rr)

@@ -6,7 +6,10 @@
  * An unreachable or failing server is a miss, never an error: connect and
  * read timeouts bound every call, the first failure is warned about in one
  * line, and no call tries again before a pause has passed (each call would
- * otherwise wait out the timeout). */
+ * otherwise wait out the timeout).
+ *
+ * Layer 3 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,7 +19,8 @@
 
 #include <hiredis/hiredis.h>
 
-#include "store_internal.h"
+#include "base/clock.h"
+#include "shared.h"
 
 #define KEY_PREFIX "kvrt:"
 #define KEY_BYTES (sizeof(KEY_PREFIX) - 1 + STORE_DBKEY_BYTES)
@@ -58,7 +62,7 @@ int shared_parse_url(const char *url, char *host, size_t size, int *port)
     }
     return KVRT_OK;
 bad:
-    return STORE_FAIL(KVRT_ERR_INVALID,
+    return BASE_FAIL(KVRT_ERR_INVALID,
                       "kvrt_store_open: shared \"%s\" is not a server address; write redis://HOST:PORT (port "
                       "1-65535, default 6379)",
                       url ? url : "(null)");
@@ -72,7 +76,7 @@ static struct timeval tv_of(double s)
     return tv;
 }
 
-int shared_init(struct shared_tier *t, kvrt_store *s, const char *url, double timeout_s)
+int shared_init(struct shared_tier *t, const struct base_log *log, const char *url, double timeout_s)
 {
     memset(t, 0, sizeof(*t));
     int rc = shared_parse_url(url, t->host, sizeof(t->host), &t->port);
@@ -80,14 +84,14 @@ int shared_init(struct shared_tier *t, kvrt_store *s, const char *url, double ti
         return rc;
     snprintf(t->url, sizeof(t->url), "%s", url);
     t->timeout_s = timeout_s;
-    t->store = s;
+    t->log = log;
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->fg_lock, NULL);
     t->fg = calloc(1, sizeof(*t->fg));
     t->bg = calloc(1, sizeof(*t->bg));
     if (!t->fg || !t->bg) {
         shared_free(t);
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     }
     t->up = true;
     return KVRT_OK;
@@ -107,7 +111,7 @@ void shared_free(struct shared_tier *t)
     conn_close(t->bg);
     free(t->fg);
     free(t->bg);
-    if (t->store) {
+    if (t->log) {
         pthread_mutex_destroy(&t->lock);
         pthread_mutex_destroy(&t->fg_lock);
     }
@@ -133,10 +137,10 @@ static void failed(struct shared_tier *t, struct shared_conn *c, const char *why
     t->warned = true;
     t->up = false;
     t->errors++;
-    t->down_until = store_now() + RETRY_S;
+    t->down_until = base_now() + RETRY_S;
     pthread_mutex_unlock(&t->lock);
     if (warn)
-        store_warn(t->store,
+        store_warn(t->log,
                    "shared tier %s is unreachable (%s): its entries count as misses and puts stay in memory and "
                    "on disk; trying again every %g s",
                    t->url, msg, RETRY_S);
@@ -148,7 +152,7 @@ static bool ensure(struct shared_tier *t, struct shared_conn *c)
         return true;
     conn_close(c);
     pthread_mutex_lock(&t->lock);
-    bool wait = store_now() < t->down_until;
+    bool wait = base_now() < t->down_until;
     pthread_mutex_unlock(&t->lock);
     if (wait)
         return false;
@@ -169,7 +173,7 @@ static bool ensure(struct shared_tier *t, struct shared_conn *c)
     t->up = true;
     pthread_mutex_unlock(&t->lock);
     if (was_down)
-        store_warn(t->store, "shared tier %s answers again", t->url);
+        store_warn(t->log, "shared tier %s answers again", t->url);
     return true;
 }
 
@@ -327,7 +331,7 @@ uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uin
             if (ok && r->type == REDIS_REPLY_STATUS)
                 done++;
             else if (ok && r->type == REDIS_REPLY_ERROR && i == 0)
-                store_warn(t->store, "shared tier %s refused an entry: %s", t->url, r->str);
+                store_warn(t->log, "shared tier %s refused an entry: %s", t->url, r->str);
             if (r)
                 freeReplyObject(r);
         }

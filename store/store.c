@@ -1,37 +1,17 @@
-/* The store: options, opening the tiers, closing, counters, warnings, and
- * the synchronous and posted forms of put and get. */
+/* The store: options, opening the tiers, closing, counters, and the
+ * synchronous and posted forms of put and get.
+ *
+ * Layer 7 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include <kvrt/parallel.h>
 
-#include "store_internal.h"
-
-double store_now(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
-}
-
-void store_warn(kvrt_store *s, const char *fmt, ...)
-{
-    char msg[1024], line[4096];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof(msg), fmt, ap);
-    va_end(ap);
-    /* one line, whatever bytes a path or a server put in it */
-    kvrt_escape_controls(line, sizeof(line), msg);
-    if (s && s->log)
-        s->log(s->log_user, KVRT_LOG_WARNING, line);
-    else
-        fprintf(stderr, "kvrt-store: warning: %s\n", line);
-}
+#include "record.h"
+#include "request.h"
 
 void kvrt_store_options_default(struct kvrt_store_options *o)
 {
@@ -57,9 +37,9 @@ void kvrt_store_span_default(struct kvrt_store_span *span)
 int kvrt_store_span_tp(const kvrt_store *s, struct kvrt_store_span *span, uint64_t tp_size, uint64_t rank)
 {
     if (!s || !span)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_span_tp: the store and the span are required");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_span_tp: the store and the span are required");
     if (s->inspect)
-        return STORE_FAIL(KVRT_ERR_STATE,
+        return BASE_FAIL(KVRT_ERR_STATE,
                           "kvrt_store_span_tp: the store was opened to inspect its directory (no model)");
     struct kvrt_tp_heads h;
     int rc = kvrt_tp_heads(s->model.num_heads, tp_size, rank, &h);
@@ -74,26 +54,26 @@ int kvrt_store_span_tp(const kvrt_store *s, struct kvrt_store_span *span, uint64
 static int check_options(const struct kvrt_store_options *o)
 {
     if (o->size != sizeof(*o))
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt_store_open: options size %zu; expected %zu (call kvrt_store_options_default)", o->size,
                           sizeof(*o));
     for (size_t i = 0; i < sizeof(o->reserved); i++)
         if (o->reserved[i])
-            return STORE_FAIL(KVRT_ERR_INVALID,
+            return BASE_FAIL(KVRT_ERR_INVALID,
                               "kvrt_store_options.reserved[%zu] is %u, but reserved bytes must be 0 (this "
                               "libkvrt-store speaks API %d.%d); fill the options with kvrt_store_options_default",
                               i, (unsigned)o->reserved[i], KVRT_STORE_API_VERSION_MAJOR, KVRT_STORE_API_VERSION_MINOR);
     if (!(o->shared_timeout_s >= 0) || o->shared_timeout_s > 3600)
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt_store_open: shared_timeout_s %g; valid are 0 (default %g) to 3600 seconds",
                           o->shared_timeout_s, KVRT_STORE_DEFAULT_SHARED_TIMEOUT_S);
     if (!o->groups != (o->num_groups == 0))
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt_store_open: groups is %s but num_groups is %zu; give both, or neither to inspect a "
                           "directory",
                           o->groups ? "set" : "NULL", o->num_groups);
     if (!o->groups && (!o->path || !o->path[0]))
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt_store_open: no model and no path; give the model's groups, or a store folder to "
                           "inspect");
     return KVRT_OK;
@@ -118,27 +98,26 @@ static void store_free(kvrt_store *s)
 int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
 {
     if (!o || !out)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: options and out are required");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: options and out are required");
     *out = NULL;
     int rc = check_options(o);
     if (rc != KVRT_OK)
         return rc;
     kvrt_store *s = calloc(1, sizeof(*s));
     if (!s)
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_open: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_open: out of memory");
     pthread_mutex_init(&s->count_lock, NULL);
     pthread_mutex_init(&s->req_lock, NULL);
     pthread_cond_init(&s->req_wake, NULL);
     pthread_cond_init(&s->req_drained, NULL);
-    s->log = o->log;
-    s->log_user = o->log_user;
+    s->log = (struct base_log){o->log, o->log_user};
     s->inspect = !o->groups;
     if (s->inspect) {
         rc = disk_open(&s->disk, o->path, &s->model, true, 0);
         s->has_disk = rc == KVRT_OK;
         if (rc == KVRT_OK && o->chunk_tokens && o->chunk_tokens != KVRT_STORE_DEFAULT_CHUNK_TOKENS &&
             o->chunk_tokens != s->model.chunk_tokens)
-            rc = STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store in \"%s\" has chunk_tokens %llu, not %llu",
+            rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store in \"%s\" has chunk_tokens %llu, not %llu",
                             o->path, ULL(s->model.chunk_tokens), ULL(o->chunk_tokens));
         if (rc != KVRT_OK) {
             store_free(s);
@@ -154,7 +133,7 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
     }
     uint64_t value = STORE_HEADER_BYTES + s->model.payload_bytes;
     if (o->memory_bytes && o->memory_bytes < s->model.payload_bytes) {
-        rc = STORE_FAIL(KVRT_ERR_INVALID,
+        rc = BASE_FAIL(KVRT_ERR_INVALID,
                         "kvrt_store_open: memory_bytes %llu cannot hold one entry of this model (%llu bytes); give "
                         "0 for no memory tier, or at least that",
                         ULL(o->memory_bytes), ULL(s->model.payload_bytes));
@@ -172,7 +151,7 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
         s->has_disk = rc == KVRT_OK;
     }
     if (rc == KVRT_OK && o->shared) {
-        rc = shared_init(&s->shared, s, o->shared,
+        rc = shared_init(&s->shared, &s->log, o->shared,
                          o->shared_timeout_s > 0 ? o->shared_timeout_s : KVRT_STORE_DEFAULT_SHARED_TIMEOUT_S);
         s->has_shared = rc == KVRT_OK;
     }
@@ -201,7 +180,7 @@ void kvrt_store_close(kvrt_store *s)
     request_shutdown(s);
     if (s->writer.started) {
         if (writer_flush(s) != KVRT_OK)
-            store_warn(s, "closing: %s", kvrt_error_message());
+            store_warn(&s->log, "closing: %s", kvrt_error_message());
         writer_stop(s);
     }
     store_free(s);
@@ -210,7 +189,7 @@ void kvrt_store_close(kvrt_store *s)
 int kvrt_store_flush(kvrt_store *s)
 {
     if (!s)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_flush: the store is NULL");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_flush: the store is NULL");
     return writer_flush(s);
 }
 
@@ -219,11 +198,14 @@ int kvrt_store_put(kvrt_store *s, const struct kvrt_store_span *span, uint64_t *
     struct store_op op;
     if (stored)
         *stored = 0;
-    int rc = store_op_prepare(s, span, true, false, &op);
+    int rc = store_op_prepare(s, span, "kvrt_store_put", false, &op);
     if (rc != KVRT_OK)
         return rc;
-    rc = store_op_run(&op, stored);
+    uint64_t tokens = 0;
+    rc = store_put_run(&op, &tokens);
     store_op_free(&op);
+    if (stored)
+        *stored = tokens;
     return rc;
 }
 
@@ -232,42 +214,48 @@ int kvrt_store_get(kvrt_store *s, const struct kvrt_store_span *span, uint64_t *
     struct store_op op;
     if (loaded)
         *loaded = 0;
-    int rc = store_op_prepare(s, span, false, false, &op);
+    int rc = store_op_prepare(s, span, "kvrt_store_get", false, &op);
     if (rc != KVRT_OK)
         return rc;
-    rc = store_op_run(&op, loaded);
+    uint64_t tokens = 0;
+    rc = store_get_run(&op, &tokens);
     store_op_free(&op);
+    if (loaded)
+        *loaded = tokens;
     return rc;
 }
 
-static int post(kvrt_store *s, const struct kvrt_store_span *span, bool is_put, kvrt_store_request **out)
+/* A put or a get (run) checked now and posted to the worker thread; fn
+ * names it in refusals. */
+static int post(kvrt_store *s, const struct kvrt_store_span *span, const char *fn,
+                int (*run)(struct store_op *, uint64_t *), kvrt_store_request **out)
 {
     if (!out)
-        return STORE_FAIL(KVRT_ERR_INVALID, "%s: out is required",
-                          is_put ? "kvrt_store_put_post" : "kvrt_store_get_post");
+        return BASE_FAIL(KVRT_ERR_INVALID, "%s_post: out is required", fn);
     *out = NULL;
     struct store_op op;
-    int rc = store_op_prepare(s, span, is_put, true, &op);
+    int rc = store_op_prepare(s, span, fn, true, &op);
     if (rc != KVRT_OK)
         return rc;
+    op.run = run;
     return request_post(s, &op, out);
 }
 
 int kvrt_store_put_post(kvrt_store *s, const struct kvrt_store_span *span, kvrt_store_request **out)
 {
-    return post(s, span, true, out);
+    return post(s, span, "kvrt_store_put", store_put_run, out);
 }
 
 int kvrt_store_get_post(kvrt_store *s, const struct kvrt_store_span *span, kvrt_store_request **out)
 {
-    return post(s, span, false, out);
+    return post(s, span, "kvrt_store_get", store_get_run, out);
 }
 
 int kvrt_store_keys(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, uint8_t *keys, uint64_t max_keys,
                     uint64_t *num_keys)
 {
     if (!s || (num_tokens && !tokens) || (max_keys && !keys))
-        return STORE_FAIL(KVRT_ERR_INVALID,
+        return BASE_FAIL(KVRT_ERR_INVALID,
                           "kvrt_store_keys: the store, tokens and keys (for max_keys > 0) are required");
     uint64_t n = num_tokens / s->model.chunk_tokens;
     if (num_keys)
@@ -278,7 +266,7 @@ int kvrt_store_keys(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, u
         return KVRT_OK;
     uint8_t *all = malloc(n * KVRT_STORE_KEY_BYTES);
     if (!all)
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_keys: out of memory");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_keys: out of memory");
     int rc = store_chunk_keys(&s->model, tokens, n, all);
     if (rc == KVRT_OK)
         memcpy(keys, all, n * KVRT_STORE_KEY_BYTES);
@@ -289,9 +277,9 @@ int kvrt_store_keys(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, u
 int kvrt_store_stats(kvrt_store *s, struct kvrt_store_stats *st)
 {
     if (!s || !st)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_stats: the store and stats are required");
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_stats: the store and stats are required");
     if (st->size != 0 && st->size != sizeof(*st))
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_stats: stats size %zu; expected %zu or 0", st->size,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_stats: stats size %zu; expected %zu or 0", st->size,
                           sizeof(*st));
     memset(st, 0, sizeof(*st));
     st->size = sizeof(*st);

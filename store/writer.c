@@ -4,14 +4,17 @@
  * in batches, one transaction each, then to the shared tier.
  * The queue is bounded in bytes: a put waits while it is full.  Reads
  * (recency), bad entries to delete and hit counts ride along with the
- * next batch, or go on their own within a second. */
+ * next batch, or go on their own within a second.
+ *
+ * Layer 4 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
-#include "store_internal.h"
+#include "handle.h"
 
 /* Most entries and bytes of one disk transaction. */
 #define BATCH_ENTRIES 256u
@@ -71,7 +74,7 @@ static void write_out(kvrt_store *s, struct batch *bt, struct disk_batch *b, uin
         if (disk_write(&s->disk, b) != KVRT_OK) {
             snprintf(why, size, "%s", kvrt_error_message());
             *failed = bt->nd;
-            store_warn(s, "%llu entries were not written to the disk tier: %s", ULL(bt->nd), why);
+            store_warn(&s->log, "%llu entries were not written to the disk tier: %s", ULL(bt->nd), why);
         }
     }
     uint64_t shared = 0;
@@ -144,11 +147,11 @@ int writer_start(kvrt_store *s, uint64_t max_bytes)
     w->cap = max_bytes / w->value_bytes + 2;
     w->ring = calloc(w->cap, sizeof(*w->ring));
     if (!w->ring)
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for the queue");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for the queue");
     if (pthread_create(&w->thread, NULL, writer_main, s) != 0) {
         free(w->ring);
         w->ring = NULL;
-        return STORE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: cannot start the writer thread");
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: cannot start the writer thread");
     }
     w->started = true;
     return KVRT_OK;
@@ -254,7 +257,7 @@ int writer_flush(kvrt_store *s)
     w->failure[0] = '\0';
     pthread_mutex_unlock(&w->lock);
     if (failed)
-        return STORE_FAIL(KVRT_ERR_DEVICE, "kvrt_store_flush: %llu entries could not be written to the disk tier: %s",
+        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt_store_flush: %llu entries could not be written to the disk tier: %s",
                           ULL(failed), why);
     return KVRT_OK;
 }

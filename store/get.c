@@ -1,0 +1,355 @@
+/* Get: each chunk's entries from memory, the disk (read ahead of the copy)
+ * or the shared tier, checked, copied into the cache, and promoted to the
+ * upper tiers; the first chunk missing a head ends it (docs/store.md
+ * "Operations").
+ *
+ * Layer 5 of libkvrt-store (docs/store.md, "Layers").
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "op.h"
+
+/* One entry found for a get. */
+struct found {
+    const uint8_t *payload;
+    struct mem_entry *pinned; /* memory hit */
+    struct mem_entry *read;   /* disk or shared hit: read into this entry's buffer */
+    int tier;                 /* 0 memory, 1 disk, 2 shared */
+};
+
+static void release_found(kvrt_store *s, struct found *f)
+{
+    if (f->pinned)
+        mem_tier_unpin(&s->mem, f->pinned);
+    mem_entry_unref(&s->mem, f->read);
+    memset(f, 0, sizeof(*f));
+}
+
+/* A bad entry: one line, dropped from its tier, counted, a miss. */
+static void bad_entry(kvrt_store *s, const struct store_id *id, const char *tier, const char *why)
+{
+    char hex[65];
+    kvrt_store_hex(id->key, hex);
+    store_warn(&s->log, "dropped %s entry %.16s.../head %u: %s", tier, hex, id->head, why);
+    pthread_mutex_lock(&s->count_lock);
+    s->counts.dropped++;
+    pthread_mutex_unlock(&s->count_lock);
+    if (strcmp(tier, "disk") == 0)
+        writer_drop(s, id);
+    else if (s->has_shared)
+        shared_drop(&s->shared, id);
+}
+
+/* The disk reads of one chunk, posted before the chunk before it is
+ * copied (disk_ahead.c).  Per head: the entry being read into, or NULL
+ * (in memory when posted, or not on disk); per read: the post. */
+struct ahead {
+    bool posted;
+    uint64_t seq, n;
+    struct mem_entry **e; /* [H] */
+    uint64_t *slot, *len; /* [H] */
+    uint8_t **bufs;       /* [n] */
+    uint64_t *slots, *lens, *head;
+};
+
+/* Everything a get needs per head, allocated once. */
+struct get_scratch {
+    struct found *f;
+    struct store_id *ids; /* heads missed locally, asked of the shared tier */
+    uint64_t *miss_head;
+    struct mem_entry **shared_e;
+    uint8_t **shared_bufs;
+    uint64_t *shared_lens;
+    bool *shared_got;
+    uint64_t *slots; /* head slots 0..H-1 */
+    uint8_t **payloads;
+    struct mem_entry **promoted;           /* [chunks x H]: shared hits to queue for the disk */
+    struct ahead ahead[STORE_AHEAD_POSTS]; /* chunk c's is ahead[c % STORE_AHEAD_POSTS] */
+};
+
+static void get_scratch_free(struct get_scratch *g)
+{
+    free(g->f);
+    free(g->ids);
+    free(g->miss_head);
+    // NOLINTBEGIN(bugprone-multi-level-implicit-pointer-conversion)
+    free(g->shared_e);
+    free(g->shared_bufs);
+    free(g->shared_lens);
+    free(g->shared_got);
+    free(g->slots);
+    free(g->payloads);
+    free(g->promoted);
+    for (unsigned i = 0; i < STORE_AHEAD_POSTS; i++) {
+        struct ahead *A = &g->ahead[i];
+        free(A->e);
+        free(A->slot);
+        free(A->len);
+        free(A->bufs);
+        free(A->slots);
+        free(A->lens);
+        free(A->head);
+    }
+    // NOLINTEND(bugprone-multi-level-implicit-pointer-conversion)
+    memset(g, 0, sizeof(*g));
+}
+
+static int get_scratch_init(struct get_scratch *g, uint64_t H, uint64_t chunks)
+{
+    memset(g, 0, sizeof(*g));
+    size_t n = H ? H : 1, p = chunks * H > 0 ? chunks * H : 1;
+    bool ok = (g->f = calloc(n, sizeof(*g->f))) && (g->ids = calloc(n, sizeof(*g->ids))) &&
+              (g->miss_head = calloc(n, sizeof(*g->miss_head))) &&
+              // NOLINTBEGIN(bugprone-sizeof-expression): arrays of pointers
+              (g->shared_e = calloc(n, sizeof(*g->shared_e))) &&
+              (g->shared_bufs = calloc(n, sizeof(*g->shared_bufs))) &&
+              (g->shared_lens = calloc(n, sizeof(*g->shared_lens))) &&
+              (g->shared_got = calloc(n, sizeof(*g->shared_got))) && (g->slots = calloc(n, sizeof(*g->slots))) &&
+              (g->payloads = calloc(n, sizeof(*g->payloads))) && (g->promoted = calloc(p, sizeof(*g->promoted)));
+    for (unsigned i = 0; i < STORE_AHEAD_POSTS && ok; i++) {
+        struct ahead *A = &g->ahead[i];
+        ok = (A->e = calloc(n, sizeof(*A->e))) && (A->slot = calloc(n, sizeof(*A->slot))) &&
+             (A->len = calloc(n, sizeof(*A->len))) && (A->bufs = calloc(n, sizeof(*A->bufs))) &&
+             (A->slots = calloc(n, sizeof(*A->slots))) && (A->lens = calloc(n, sizeof(*A->lens))) &&
+             (A->head = calloc(n, sizeof(*A->head)));
+        // NOLINTEND(bugprone-sizeof-expression)
+    }
+    if (!ok) {
+        get_scratch_free(g);
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_get: out of memory");
+    }
+    for (uint64_t h = 0; h < H; h++)
+        g->slots[h] = h;
+    return KVRT_OK;
+}
+
+/* Start reading chunk c's entries that are on disk and not in memory. */
+static void post_ahead(struct store_op *op, struct disk_read *r, struct disk_ahead *a, uint64_t c, struct ahead *A)
+{
+    kvrt_store *s = op->store;
+    A->n = 0;
+    for (uint64_t h = 0; h < op->num_heads; h++) {
+        struct store_id id;
+        store_op_id(op, c, h, &id);
+        bool found = false;
+        uint64_t slot;
+        A->e[h] = NULL;
+        /* memory pins it in its turn; an entry found nowhere is a miss then */
+        if (mem_tier_has(&s->mem, &id) || disk_read_find(r, &id, &found, &slot) != KVRT_OK || !found)
+            continue;
+        struct mem_entry *e = mem_entry_new(&s->mem, &id);
+        if (!e)
+            continue;
+        A->e[h] = e;
+        A->slot[h] = slot;
+        A->bufs[A->n] = e->buf;
+        A->slots[A->n] = slot;
+        A->head[A->n++] = h;
+    }
+    A->seq = disk_ahead_post(a, A->bufs, A->slots, A->n, A->lens);
+    A->posted = true;
+}
+
+static void wait_ahead(struct disk_ahead *a, struct ahead *A)
+{
+    if (!A->posted)
+        return;
+    disk_ahead_wait(a, A->seq);
+    for (uint64_t k = 0; k < A->n; k++)
+        A->len[A->head[k]] = A->lens[k];
+    A->posted = false;
+}
+
+/* What a get stopped before: its reads finished and let go. */
+static void drop_ahead(kvrt_store *s, struct disk_ahead *a, struct ahead *A, uint64_t H)
+{
+    wait_ahead(a, A);
+    for (uint64_t h = 0; A->e && h < H; h++) {
+        mem_entry_unref(&s->mem, A->e[h]);
+        A->e[h] = NULL;
+    }
+}
+
+/* Head h's entry from memory or the disk (read ahead into A->e[h], or now). */
+static bool find_local(struct store_op *op, struct disk_read *r, struct ahead *A, uint64_t h, const struct store_id *id,
+                       struct found *f)
+{
+    kvrt_store *s = op->store;
+    memset(f, 0, sizeof(*f));
+    struct mem_entry *e = A ? A->e[h] : NULL;
+    if (A)
+        A->e[h] = NULL;
+    /* memory, or on its way to the lower tiers */
+    if ((f->pinned = mem_tier_pin(&s->mem, id))) {
+        mem_entry_unref(&s->mem, e);
+        f->payload = f->pinned->buf + STORE_HEADER_BYTES;
+        f->tier = 0;
+        return true;
+    }
+    if (!r)
+        return false;
+    bool found = e != NULL;
+    uint64_t slot = e ? A->slot[h] : 0, len = e ? A->len[h] : 0;
+    if (!e && (e = mem_entry_new(&s->mem, id)) && disk_read_get(r, id, e->buf, &found, &slot, &len) != KVRT_OK)
+        found = false;
+    /* in neither memory nor the get's snapshot of the index: it may have
+     * been written since the snapshot was taken, and then left memory (an
+     * entry leaves memory only after its batch is committed), so a fresh
+     * snapshot has it */
+    if (e && !found && disk_read_refresh(r) == KVRT_OK && disk_read_get(r, id, e->buf, &found, &slot, &len) != KVRT_OK)
+        found = false;
+    if (e && found) {
+        /* read into an entry's buffer: a hit is then promoted as it is */
+        const char *why = store_entry_check(&s->model, id, e->buf, len);
+        if (!why) {
+            f->payload = e->buf + STORE_HEADER_BYTES;
+            f->read = e;
+            f->tier = 1;
+            return true;
+        }
+        /* a slot reused by a writer since this read began is no damage */
+        if (disk_still_at(&s->disk, id, slot))
+            bad_entry(s, id, "disk", why);
+    }
+    mem_entry_unref(&s->mem, e);
+    return false;
+}
+
+/* The chunk's entries, every head: memory and disk first, then what they
+ * missed from the shared tier in one pipeline, each value read straight
+ * into an entry's buffer.  How many were found. */
+static uint64_t find_chunk(struct store_op *op, struct disk_read *r, struct ahead *A, uint64_t c, struct get_scratch *g)
+{
+    kvrt_store *s = op->store;
+    uint64_t H = op->num_heads, got = 0, missing = 0;
+    for (uint64_t h = 0; h < H; h++) {
+        struct store_id id;
+        store_op_id(op, c, h, &id);
+        if (find_local(op, r, A, h, &id, &g->f[h])) {
+            got++;
+        } else {
+            g->ids[missing] = id;
+            g->miss_head[missing++] = h;
+        }
+    }
+    if (!missing || !s->has_shared)
+        return got;
+    bool buffers = true;
+    for (uint64_t i = 0; i < missing; i++) {
+        g->shared_e[i] = mem_entry_new(&s->mem, &g->ids[i]);
+        g->shared_bufs[i] = g->shared_e[i] ? g->shared_e[i]->buf : NULL;
+        buffers = buffers && g->shared_e[i];
+    }
+    if (buffers)
+        shared_get_many(&s->shared, g->ids, missing, STORE_HEADER_BYTES + s->model.payload_bytes, g->shared_bufs,
+                        g->shared_lens, g->shared_got);
+    for (uint64_t i = 0; i < missing; i++) {
+        struct mem_entry *e = g->shared_e[i];
+        g->shared_e[i] = NULL;
+        if (buffers && g->shared_got[i]) {
+            const char *why = store_entry_check(&s->model, &g->ids[i], e->buf, g->shared_lens[i]);
+            if (!why) {
+                struct found *f = &g->f[g->miss_head[i]];
+                f->payload = e->buf + STORE_HEADER_BYTES;
+                f->read = e;
+                f->tier = 2;
+                got++;
+                continue;
+            }
+            bad_entry(s, &g->ids[i], "shared", why);
+        }
+        mem_entry_unref(&s->mem, e);
+    }
+    return got;
+}
+
+int store_get_run(struct store_op *op, uint64_t *tokens)
+{
+    kvrt_store *s = op->store;
+    const struct store_model *m = &s->model;
+    uint64_t H = op->num_heads, T = m->chunk_tokens;
+    struct get_scratch g;
+    int rc = get_scratch_init(&g, H, op->num_chunks);
+    if (rc != KVRT_OK)
+        return rc;
+    struct canon_io io;
+    rc = canon_io_begin(&io, &op->map, op->table, op->table_len);
+    struct disk_read *r = NULL;
+    struct disk_ahead *a = NULL;
+    if (rc == KVRT_OK && s->has_disk && (rc = disk_read_begin(&s->disk, &r)) != KVRT_OK)
+        canon_io_end(&io);
+    /* a thread reads the next chunk while this one is copied */
+    if (rc == KVRT_OK && r && (rc = disk_ahead_begin(&s->disk, op->num_chunks > 1, &a)) != KVRT_OK) {
+        disk_read_end(r);
+        canon_io_end(&io);
+    }
+    if (rc != KVRT_OK) {
+        get_scratch_free(&g);
+        return rc;
+    }
+    uint64_t loaded = 0, hits[3] = {0, 0, 0}, misses = 0, num_promoted = 0;
+    /* chunks 0 .. STORE_AHEAD_POSTS - 2 now, then each turn the one that
+     * many ahead */
+    const uint64_t depth = STORE_AHEAD_POSTS - 1;
+    for (uint64_t c = 0; r && c < depth && c < op->num_chunks; c++)
+        post_ahead(op, r, a, c, &g.ahead[c % STORE_AHEAD_POSTS]);
+    for (uint64_t c = 0; c < op->num_chunks; c++) {
+        struct ahead *A = r ? &g.ahead[c % STORE_AHEAD_POSTS] : NULL;
+        if (r && c + depth < op->num_chunks)
+            post_ahead(op, r, a, c + depth, &g.ahead[(c + depth) % STORE_AHEAD_POSTS]);
+        if (A)
+            wait_ahead(a, A);
+        uint64_t got = find_chunk(op, r, A, c, &g);
+        if (got < H) {
+            misses += H - got;
+            for (uint64_t h = 0; h < H; h++)
+                release_found(s, &g.f[h]);
+            break;
+        }
+        for (uint64_t h = 0; h < H; h++)
+            g.payloads[h] = (uint8_t *)g.f[h].payload;
+        struct canon_chunk ch = {(op->first_chunk + c) * T, g.slots, H, g.payloads, NULL};
+        canon_unpack(&io, m, &ch);
+        for (uint64_t h = 0; h < H; h++) {
+            struct found *f = &g.f[h];
+            hits[f->tier]++;
+            if (f->tier == 1)
+                writer_touch(s, &f->read->id);
+            if ((f->tier == 1 && s->has_mem) || (f->tier == 2 && (s->has_mem || s->has_disk))) {
+                /* promoted as read: the buffer, a checked entry, becomes the
+                 * memory tier's, and a shared hit is queued for the disk */
+                struct mem_entry *e = f->read;
+                f->read = NULL;
+                if (f->tier == 2 && s->has_disk) {
+                    e->refs++;
+                    e->queued = true;
+                    g.promoted[num_promoted++] = e;
+                }
+                if (!mem_tier_insert(&s->mem, e, s->has_mem))
+                    mem_entry_unref(&s->mem, e);
+            }
+            release_found(s, f);
+        }
+        loaded += T;
+    }
+    for (unsigned i = 0; r && i < STORE_AHEAD_POSTS; i++)
+        drop_ahead(s, a, &g.ahead[i], H);
+    disk_ahead_end(a);
+    disk_read_end(r);
+    for (uint64_t i = 0; i < num_promoted; i++)
+        writer_enqueue(s, g.promoted[i], WRITE_DISK);
+    rc = canon_io_commit(&io);
+    canon_io_end(&io);
+    get_scratch_free(&g);
+    pthread_mutex_lock(&s->count_lock);
+    s->counts.hits_memory += hits[0];
+    s->counts.hits_disk += hits[1];
+    s->counts.hits_shared += hits[2];
+    s->counts.misses += misses;
+    pthread_mutex_unlock(&s->count_lock);
+    writer_count(s, hits[0] + hits[1] + hits[2], misses);
+    *tokens = rc == KVRT_OK ? loaded : 0;
+    return rc;
+}
