@@ -34,7 +34,7 @@ int buf_pool_init(struct buf_pool *p, uint64_t buf_bytes)
     p->per_slab = buf_bytes < SLAB_TARGET ? SLAB_TARGET / buf_bytes : 1;
     if (buf_bytes > UINT64_MAX / p->per_slab - HUGE_PAGE)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: entries of %llu bytes are too large to allocate",
-                          ULL(buf_bytes));
+                         ULL(buf_bytes));
     p->slab_bytes = (p->per_slab * buf_bytes + HUGE_PAGE - 1) / HUGE_PAGE * HUGE_PAGE;
     return KVRT_OK;
 }

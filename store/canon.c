@@ -28,7 +28,7 @@ static int layer_mismatch(const struct store_layer *L, const char *what, unsigne
                           unsigned long long model_value)
 {
     return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache's layer \"%s\" has %s %llu, the model's %llu", L->name,
-                      what, cache_value, model_value);
+                     what, cache_value, model_value);
 }
 
 static int map_layer(const struct store_model *m, size_t l, const kvrt_placement *p, uint64_t heads,
@@ -39,9 +39,9 @@ static int map_layer(const struct store_model *m, size_t l, const kvrt_placement
     uint64_t index;
     if (kvrt_placement_find_layer(p, L->name, &set, &index) != KVRT_OK)
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt-store: the cache has no layer \"%s\" of the model; a cache must hold every layer "
-                          "of the model (entries keep a head's layers together), named as in the model",
-                          L->name);
+                         "kvrt-store: the cache has no layer \"%s\" of the model; a cache must hold every layer "
+                         "of the model (entries keep a head's layers together), named as in the model",
+                         L->name);
     struct kvrt_placement_set ps;
     struct kvrt_view v;
     int rc = kvrt_placement_get_set(p, set, &ps);
@@ -52,10 +52,10 @@ static int map_layer(const struct store_model *m, size_t l, const kvrt_placement
     const struct kvrt_spec_info *in = &ps.geometry.info;
     if (ps.spec->kind != L->kind)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache's layer \"%s\" is of kind %s, the model's %s",
-                          L->name, kvrt_spec_kind_name(ps.spec->kind), kvrt_spec_kind_name(L->kind));
+                         L->name, kvrt_spec_kind_name(ps.spec->kind), kvrt_spec_kind_name(L->kind));
     if (ps.spec->dtype != L->dtype)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache's layer \"%s\" holds %s, the model's %s", L->name,
-                          kvrt_dtype_name(ps.spec->dtype), kvrt_dtype_name(L->dtype));
+                         kvrt_dtype_name(ps.spec->dtype), kvrt_dtype_name(L->dtype));
     if (in->head_size != L->head_size)
         return layer_mismatch(L, "head size", in->head_size, L->head_size);
     if (in->head_size_v != L->head_size_v)
@@ -64,24 +64,24 @@ static int map_layer(const struct store_model *m, size_t l, const kvrt_placement
         return layer_mismatch(L, "cell bytes", in->content_bytes, L->content);
     if (ps.spec->tokens_per_state_num != ps.spec->tokens_per_state_den)
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt-store: the cache's layer \"%s\" stores one state per %llu/%llu tokens; the store "
-                          "needs one per token",
-                          L->name, ULL(ps.spec->tokens_per_state_num), ULL(ps.spec->tokens_per_state_den));
+                         "kvrt-store: the cache's layer \"%s\" stores one state per %llu/%llu tokens; the store "
+                         "needs one per token",
+                         L->name, ULL(ps.spec->tokens_per_state_num), ULL(ps.spec->tokens_per_state_den));
     if (in->head_slots != heads || ps.spec->num_kv_heads != heads)
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt-store: the cache's layer \"%s\" holds %llu KV heads (%llu head slots), but the span "
-                          "names %llu heads; give heads=(start, count) of the model's heads this cache holds",
-                          L->name, ULL(ps.spec->num_kv_heads), ULL(in->head_slots), ULL(heads));
+                         "kvrt-store: the cache's layer \"%s\" holds %llu KV heads (%llu head slots), but the span "
+                         "names %llu heads; give heads=(start, count) of the model's heads this cache holds",
+                         L->name, ULL(ps.spec->num_kv_heads), ULL(in->head_slots), ULL(heads));
     if (l == 0) {
         out->block_size = ps.spec->block_size;
         out->kernel_size = in->kernel_block_size;
         out->kernel_blocks = in->kernel_blocks_per_block;
     } else if (ps.spec->block_size != out->block_size || in->kernel_block_size != out->kernel_size) {
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt-store: the cache's layer \"%s\" has blocks of %llu tokens (kernel blocks %llu), "
-                          "layer \"%s\" %llu (%llu); one block table needs one block size",
-                          L->name, ULL(ps.spec->block_size), ULL(in->kernel_block_size), m->layers[0].name,
-                          ULL(out->block_size), ULL(out->kernel_size));
+                         "kvrt-store: the cache's layer \"%s\" has blocks of %llu tokens (kernel blocks %llu), "
+                         "layer \"%s\" %llu (%llu); one block table needs one block size",
+                         L->name, ULL(ps.spec->block_size), ULL(in->kernel_block_size), m->layers[0].name,
+                         ULL(out->block_size), ULL(out->kernel_size));
     }
     struct canon_layer *C = &out->layers[l];
     C->offset = v.offset_bytes;
@@ -151,7 +151,7 @@ int canon_io_begin(struct canon_io *io, const struct canon_map *map, const int64
     if (!io->copy) {
         canon_io_end(io);
         return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory for a %llu-byte host copy of the blocks",
-                          ULL(total));
+                         ULL(total));
     }
     kvrt_buffer *buf = kvrt_cache_buffer(map->cache);
     for (size_t i = 0; i < io->num_regions; i++)

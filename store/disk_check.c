@@ -188,7 +188,9 @@ static bool check_tiling(struct check *c, uint64_t pg, const uint8_t *p, size_t 
         const uint8_t *n = p + off;
         uint64_t size = NODE_HEADER + base_get_le16(n + 6);
         if (leaf)
-            size += base_get_le16(n + 4) & F_BIGDATA ? 8 : ((uint64_t)base_get_le16(n) | (uint64_t)base_get_le16(n + 2) << 16);
+            size += base_get_le16(n + 4) & F_BIGDATA
+                        ? 8
+                        : ((uint64_t)base_get_le16(n) | (uint64_t)base_get_le16(n + 2) << 16);
         size += size & 1;
         if (off + size > c->psize)
             ok = fail(c, pg, "has a node past the page");
@@ -359,14 +361,15 @@ static int open_metas(struct check *c, const char *path, char *file, size_t size
         /* both must be sound: LMDB reads both, and takes the page size from
          * the newer, which need not be the one it reads the tree from */
         const uint8_t *mm = meta[i] + PAGE_HEADER;
-        if (pread(c->fd, meta[i], META_BYTES, (off_t)(i * c->psize)) != (ssize_t)META_BYTES || base_get_le32(mm) != LMDB_MAGIC ||
-            base_get_le32(mm + 4) != LMDB_DATA_VERSION || !(base_get_le16(meta[i] + 10) & P_META) || base_get_le32(mm + 24) != c->psize ||
+        if (pread(c->fd, meta[i], META_BYTES, (off_t)(i * c->psize)) != (ssize_t)META_BYTES ||
+            base_get_le32(mm) != LMDB_MAGIC || base_get_le32(mm + 4) != LMDB_DATA_VERSION ||
+            !(base_get_le16(meta[i] + 10) & P_META) || base_get_le32(mm + 24) != c->psize ||
             base_get_le64(meta[i]) != (uint64_t)i) {
             close(c->fd);
             return BASE_FAIL(KVRT_ERR_INVALID,
-                              "kvrt-store: \"%s\" is damaged: meta page %d is not LMDB's (format %u, page size %llu); "
-                              "restore it or remove the folder",
-                              file, i, LMDB_DATA_VERSION, ULL(c->psize));
+                             "kvrt-store: \"%s\" is damaged: meta page %d is not LMDB's (format %u, page size %llu); "
+                             "restore it or remove the folder",
+                             file, i, LMDB_DATA_VERSION, ULL(c->psize));
         }
         /* LMDB reads a transaction's tree from meta page txnid & 1 (a
          * commit writes the page its new id selects), so a meta page whose
@@ -376,9 +379,9 @@ static int open_metas(struct check *c, const char *path, char *file, size_t size
         if (id != 0 && (id & 1) != (uint64_t)i) {
             close(c->fd);
             return BASE_FAIL(KVRT_ERR_INVALID,
-                              "kvrt-store: \"%s\" is damaged: meta page %d holds transaction %llu, which belongs on "
-                              "meta page %d; restore it or remove the folder",
-                              file, i, ULL(id), (int)(id & 1));
+                             "kvrt-store: \"%s\" is damaged: meta page %d holds transaction %llu, which belongs on "
+                             "meta page %d; restore it or remove the folder",
+                             file, i, ULL(id), (int)(id & 1));
         }
         /* the page count sizes LMDB's map */
         if (base_get_le64(mm + 120) > (1ull << 40)) {
@@ -418,9 +421,9 @@ int disk_check_file(const char *path, uint64_t txnid)
     if (!m) {
         close(c.fd);
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt-store: \"%s\" is damaged: no meta page of LMDB format %u describes its last "
-                          "transaction (%llu)",
-                          file, LMDB_DATA_VERSION, ULL(txnid));
+                         "kvrt-store: \"%s\" is damaged: no meta page of LMDB format %u describes its last "
+                         "transaction (%llu)",
+                         file, LMDB_DATA_VERSION, ULL(txnid));
     }
     /* The file need not reach the last page the database counts: pages a
      * transaction took and gave back before its commit are never written.
@@ -448,9 +451,9 @@ int disk_check_file(const char *path, uint64_t txnid)
         }
     if (!ok)
         rc = BASE_FAIL(KVRT_ERR_INVALID,
-                        "kvrt-store: \"%s\" is damaged: %s; restore it, or remove the folder to start an empty "
-                        "store",
-                        file, c.why);
+                       "kvrt-store: \"%s\" is damaged: %s; restore it, or remove the folder to start an empty "
+                       "store",
+                       file, c.why);
     free(c.seen);
     free(c.freed);
     close(c.fd);

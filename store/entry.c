@@ -104,7 +104,8 @@ const char *store_entry_check(const struct store_model *m, const struct store_id
         return "its header names another chunk or head than the key it is stored under";
     if (base_get_le64(buf + 88) != m->chunk_tokens || base_get_le64(buf + 96) != m->payload_bytes) {
         snprintf(why, sizeof(why), "its header says %llu tokens, %llu payload bytes; this store has %llu, %llu",
-                 ULL(base_get_le64(buf + 88)), ULL(base_get_le64(buf + 96)), ULL(m->chunk_tokens), ULL(m->payload_bytes));
+                 ULL(base_get_le64(buf + 88)), ULL(base_get_le64(buf + 96)), ULL(m->chunk_tokens),
+                 ULL(m->payload_bytes));
         return why;
     }
     if (!zero(buf + 84, 4) || !zero(buf + 104, 8))

@@ -29,7 +29,7 @@ struct kvrt_store {
     bool has_shared;
     struct writer writer;
     struct base_log log; /* the options' callback (store_warn) */
-    char *description; /* the directory's model record (inspecting) */
+    char *description;   /* the directory's model record (inspecting) */
     pthread_mutex_t count_lock;
     struct store_counters counts;
     /* asynchronous requests (request.c) */

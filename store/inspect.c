@@ -52,9 +52,9 @@ int kvrt_store_describe_json(kvrt_store *s, char **out)
     ok = ok && kvrt_json_put(o, "model", model_json(&s->model));
     if (!s->inspect) {
         ok = ok && kvrt_json_put(o, "memory",
-                            json_pack("{s:o, s:o, s:o, s:o, s:o}", "entries", u64(st.memory_entries), "bytes",
-                                      u64(st.memory_bytes), "capacity", u64(st.memory_capacity), "hits",
-                                      u64(st.hits_memory), "evicted", u64(st.evicted_memory)));
+                                 json_pack("{s:o, s:o, s:o, s:o, s:o}", "entries", u64(st.memory_entries), "bytes",
+                                           u64(st.memory_bytes), "capacity", u64(st.memory_capacity), "hits",
+                                           u64(st.hits_memory), "evicted", u64(st.evicted_memory)));
     }
     if (s->has_disk) {
         struct disk_counts dc;
@@ -62,23 +62,25 @@ int kvrt_store_describe_json(kvrt_store *s, char **out)
             json_decref(o);
             return rc;
         }
-        ok = ok && kvrt_json_put(o, "disk",
-                            json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "path", s->disk.path, "entries",
-                                      u64(dc.entries), "bytes", u64(dc.bytes), "capacity", u64(dc.capacity),
-                                      "file_bytes", u64(dc.file_bytes), "hits", u64(dc.hits), "misses", u64(dc.misses),
-                                      "writes", u64(dc.writes), "evictions", u64(dc.evictions)));
+        ok = ok &&
+             kvrt_json_put(o, "disk",
+                           json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "path", s->disk.path, "entries",
+                                     u64(dc.entries), "bytes", u64(dc.bytes), "capacity", u64(dc.capacity),
+                                     "file_bytes", u64(dc.file_bytes), "hits", u64(dc.hits), "misses", u64(dc.misses),
+                                     "writes", u64(dc.writes), "evictions", u64(dc.evictions)));
     }
     if (s->has_shared)
         ok = ok && kvrt_json_put(o, "shared",
-                            json_pack("{s:s, s:b, s:o, s:o}", "url", s->shared.url, "up", st.shared_up, "hits",
-                                      u64(st.hits_shared), "written", u64(st.written_shared)));
+                                 json_pack("{s:s, s:b, s:o, s:o}", "url", s->shared.url, "up", st.shared_up, "hits",
+                                           u64(st.hits_shared), "written", u64(st.written_shared)));
     if (!s->inspect)
-        ok = ok && kvrt_json_put(o, "process",
-                            json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "hits_memory",
-                                      u64(st.hits_memory), "hits_disk", u64(st.hits_disk), "hits_shared",
-                                      u64(st.hits_shared), "misses", u64(st.misses), "put_entries", u64(st.put_entries),
-                                      "put_present", u64(st.put_present), "queued_entries", u64(st.queued_entries),
-                                      "write_failures", u64(st.write_failures), "dropped", u64(st.dropped)));
+        ok = ok &&
+             kvrt_json_put(o, "process",
+                           json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "hits_memory",
+                                     u64(st.hits_memory), "hits_disk", u64(st.hits_disk), "hits_shared",
+                                     u64(st.hits_shared), "misses", u64(st.misses), "put_entries", u64(st.put_entries),
+                                     "put_present", u64(st.put_present), "queued_entries", u64(st.queued_entries),
+                                     "write_failures", u64(st.write_failures), "dropped", u64(st.dropped)));
     if (!ok && o) {
         json_decref(o);
         o = NULL;

@@ -30,19 +30,19 @@ static int check_layer(const struct kvrt_layer_entry *e, const struct kvrt_spec_
     const struct kvrt_spec *sp = &e->spec;
     if (sp->kind == KVRT_SPEC_STATE)
         return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
-                          "kvrt_store_open: layer \"%s\" is a state layer (kind state); the store keeps attention "
-                          "and MLA layers, whose cells are one per token",
-                          e->name);
+                         "kvrt_store_open: layer \"%s\" is a state layer (kind state); the store keeps attention "
+                         "and MLA layers, whose cells are one per token",
+                         e->name);
     if (sp->tokens_per_state_num != sp->tokens_per_state_den)
         return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
-                          "kvrt_store_open: layer \"%s\" stores one state per %llu/%llu tokens; the store keeps "
-                          "layers of one state per token",
-                          e->name, ULL(sp->tokens_per_state_num), ULL(sp->tokens_per_state_den));
+                         "kvrt_store_open: layer \"%s\" stores one state per %llu/%llu tokens; the store keeps "
+                         "layers of one state per token",
+                         e->name, ULL(sp->tokens_per_state_num), ULL(sp->tokens_per_state_den));
     if (in->head_slots != sp->num_kv_heads)
         return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
-                          "kvrt_store_open: layer \"%s\" has %llu head slots for %llu KV heads; the store needs one "
-                          "head slot per KV head",
-                          e->name, ULL(in->head_slots), ULL(sp->num_kv_heads));
+                         "kvrt_store_open: layer \"%s\" has %llu head slots for %llu KV heads; the store needs one "
+                         "head slot per KV head",
+                         e->name, ULL(in->head_slots), ULL(sp->num_kv_heads));
     L->name = strdup(e->name);
     if (!L->name)
         return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_open: out of memory");
@@ -62,11 +62,11 @@ int store_model_build(const struct kvrt_group *groups, size_t num_groups, const 
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: no model: give the model's groups (all its layers)");
     if (!model_id || !model_id[0] || strlen(model_id) > MAX_MODEL_ID)
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt_store_open: model_id %s; give the model's id or revision, 1 to %u bytes",
-                          model_id ? "is empty or too long" : "is missing", MAX_MODEL_ID);
+                         "kvrt_store_open: model_id %s; give the model's id or revision, 1 to %u bytes",
+                         model_id ? "is empty or too long" : "is missing", MAX_MODEL_ID);
     if (chunk_tokens == 0 || chunk_tokens > MAX_CHUNK_TOKENS)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: chunk_tokens %llu; valid are 1 to %u (default %u)",
-                          ULL(chunk_tokens), MAX_CHUNK_TOKENS, KVRT_STORE_DEFAULT_CHUNK_TOKENS);
+                         ULL(chunk_tokens), MAX_CHUNK_TOKENS, KVRT_STORE_DEFAULT_CHUNK_TOKENS);
     size_t total = 0;
     for (size_t g = 0; g < num_groups; g++) {
         if (!groups[g].layers || groups[g].num_layers == 0)
@@ -108,9 +108,9 @@ int store_model_build(const struct kvrt_group *groups, size_t num_groups, const 
                 out->num_heads = e->spec.num_kv_heads;
             else if (e->spec.num_kv_heads != out->num_heads)
                 rc = BASE_FAIL(KVRT_ERR_UNSUPPORTED,
-                                "kvrt_store_open: layer \"%s\" has %llu KV heads, layer \"%s\" %llu; the store needs "
-                                "one number of KV heads across the model",
-                                e->name, ULL(e->spec.num_kv_heads), out->layers[0].name, ULL(out->num_heads));
+                               "kvrt_store_open: layer \"%s\" has %llu KV heads, layer \"%s\" %llu; the store needs "
+                               "one number of KV heads across the model",
+                               e->name, ULL(e->spec.num_kv_heads), out->layers[0].name, ULL(out->num_heads));
         }
     }
     for (size_t l = 0; rc == KVRT_OK && l < out->num_layers; l++) {
@@ -121,9 +121,9 @@ int store_model_build(const struct kvrt_group *groups, size_t num_groups, const 
             __builtin_add_overflow(out->payload_bytes, layer_bytes, &out->payload_bytes) ||
             out->payload_bytes > MAX_ENTRY_BYTES)
             rc = BASE_FAIL(KVRT_ERR_OVERFLOW,
-                            "kvrt_store_open: one entry (%llu tokens of %zu layers) would exceed %llu bytes; lower "
-                            "chunk_tokens",
-                            ULL(chunk_tokens), out->num_layers, ULL(MAX_ENTRY_BYTES));
+                           "kvrt_store_open: one entry (%llu tokens of %zu layers) would exceed %llu bytes; lower "
+                           "chunk_tokens",
+                           ULL(chunk_tokens), out->num_layers, ULL(MAX_ENTRY_BYTES));
         out->cell_bytes += L->content;
     }
     if (rc == KVRT_OK)

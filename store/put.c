@@ -97,7 +97,7 @@ int store_put_run(struct store_op *op, uint64_t *tokens)
             struct mem_entry *e = mem_entry_new(&s->mem, &id);
             if (!e) {
                 rc = BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_put: out of memory for an entry of %llu bytes",
-                                ULL(m->payload_bytes));
+                               ULL(m->payload_bytes));
                 break;
             }
             ps.entries[n] = e;

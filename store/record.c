@@ -57,9 +57,9 @@ static bool int_of(json_t *o, const char *k, uint64_t *out)
 static int damaged(const char *path, const char *what)
 {
     return BASE_FAIL(KVRT_ERR_INVALID,
-                      "kvrt_store_open: the store record in \"%s\" is damaged (%s); it is not a store this "
-                      "libkvrt-store can read (`kvrt store stat` shows it)",
-                      path, what);
+                     "kvrt_store_open: the store record in \"%s\" is damaged (%s); it is not a store this "
+                     "libkvrt-store can read (`kvrt store stat` shows it)",
+                     path, what);
 }
 
 static json_t *parse(const char *text, size_t len, const char *path, int *rc)
@@ -81,9 +81,9 @@ static json_t *parse(const char *text, size_t len, const char *path, int *rc)
     if (!int_of(o, "format_version", &v) || v != KVRT_STORE_FORMAT_VERSION) {
         json_decref(o);
         *rc = BASE_FAIL(KVRT_ERR_INVALID,
-                         "kvrt_store_open: the store in \"%s\" has format_version %llu; this libkvrt-store reads "
-                         "version %u (give another path, or use the libkvrt-store that wrote it)",
-                         path, ULL(v), KVRT_STORE_FORMAT_VERSION);
+                        "kvrt_store_open: the store in \"%s\" has format_version %llu; this libkvrt-store reads "
+                        "version %u (give another path, or use the libkvrt-store that wrote it)",
+                        path, ULL(v), KVRT_STORE_FORMAT_VERSION);
         return NULL;
     }
     *rc = KVRT_OK;
@@ -93,9 +93,9 @@ static json_t *parse(const char *text, size_t len, const char *path, int *rc)
 static int differs(const char *path, const char *field, const char *theirs, const char *ours)
 {
     return BASE_FAIL(KVRT_ERR_INVALID,
-                      "kvrt_store_open: the store in \"%s\" was written for %s %s; this store is for %s %s (a store "
-                      "directory holds one model and chunk size: give another path)",
-                      path, field, theirs, field, ours);
+                     "kvrt_store_open: the store in \"%s\" was written for %s %s; this store is for %s %s (a store "
+                     "directory holds one model and chunk size: give another path)",
+                     path, field, theirs, field, ours);
 }
 
 static int differs_u64(const char *path, const char *field, uint64_t theirs, uint64_t ours)

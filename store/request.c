@@ -142,7 +142,7 @@ int kvrt_store_wait(kvrt_store_request *r, double timeout_s, uint64_t *tokens)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_wait: the request is NULL");
     if (isnan(timeout_s))
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt_store_wait: timeout_s is NaN; give seconds, or < 0 to wait until done");
+                         "kvrt_store_wait: timeout_s is NaN; give seconds, or < 0 to wait until done");
     pthread_mutex_lock(&r->lock);
     if (timeout_s < 0) {
         while (r->state != REQ_DONE)

@@ -63,9 +63,9 @@ int shared_parse_url(const char *url, char *host, size_t size, int *port)
     return KVRT_OK;
 bad:
     return BASE_FAIL(KVRT_ERR_INVALID,
-                      "kvrt_store_open: shared \"%s\" is not a server address; write redis://HOST:PORT (port "
-                      "1-65535, default 6379)",
-                      url ? url : "(null)");
+                     "kvrt_store_open: shared \"%s\" is not a server address; write redis://HOST:PORT (port "
+                     "1-65535, default 6379)",
+                     url ? url : "(null)");
 }
 
 static struct timeval tv_of(double s)

@@ -20,11 +20,11 @@ struct shared_tier {
     int port;
     double timeout_s;
     const struct base_log *log; /* the store's, for warnings; NULL until init */
-    pthread_mutex_t lock;    /* the state below */
-    pthread_mutex_t fg_lock; /* the foreground connection */
-    struct shared_conn *fg;  /* gets and lookups */
-    struct shared_conn *bg;  /* the writer thread's */
-    double down_until;       /* monotonic seconds: no attempt before */
+    pthread_mutex_t lock;       /* the state below */
+    pthread_mutex_t fg_lock;    /* the foreground connection */
+    struct shared_conn *fg;     /* gets and lookups */
+    struct shared_conn *bg;     /* the writer thread's */
+    double down_until;          /* monotonic seconds: no attempt before */
     bool warned;
     bool up;
     uint64_t errors;

@@ -16,9 +16,9 @@ static int check_reserved(const uint8_t *b, size_t n, const char *what)
     for (size_t i = 0; i < n; i++)
         if (b[i])
             return BASE_FAIL(KVRT_ERR_INVALID,
-                              "%s.reserved[%zu] is %u, but reserved bytes must be 0 (this libkvrt-store speaks API "
-                              "%d.%d); fill it with its _default() function or a designated initialiser",
-                              what, i, (unsigned)b[i], KVRT_STORE_API_VERSION_MAJOR, KVRT_STORE_API_VERSION_MINOR);
+                             "%s.reserved[%zu] is %u, but reserved bytes must be 0 (this libkvrt-store speaks API "
+                             "%d.%d); fill it with its _default() function or a designated initialiser",
+                             what, i, (unsigned)b[i], KVRT_STORE_API_VERSION_MAJOR, KVRT_STORE_API_VERSION_MINOR);
     return KVRT_OK;
 }
 
@@ -35,15 +35,14 @@ int store_span_heads(const kvrt_store *s, const char *fn, uint64_t start, uint64
     if (n == 0) {
         if (start != 0)
             return BASE_FAIL(KVRT_ERR_INVALID,
-                              "%s: head_start %llu with num_heads 0 (all heads); give both, or neither", fn,
-                              ULL(start));
+                             "%s: head_start %llu with num_heads 0 (all heads); give both, or neither", fn, ULL(start));
         n = H;
     }
     if (start >= H || n > H - start)
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "%s: heads [%llu, %llu) are outside the model's %llu KV heads; give head_start and "
-                          "num_heads with head_start + num_heads <= %llu",
-                          fn, ULL(start), ULL(start + n), ULL(H), ULL(H));
+                         "%s: heads [%llu, %llu) are outside the model's %llu KV heads; give head_start and "
+                         "num_heads with head_start + num_heads <= %llu",
+                         fn, ULL(start), ULL(start + n), ULL(H), ULL(H));
     *out_n = n;
     return KVRT_OK;
 }
@@ -53,7 +52,7 @@ int store_check_tokens(const char *fn, const int32_t *tokens, uint64_t n)
     for (uint64_t i = 0; i < n; i++)
         if (tokens[i] < 0)
             return BASE_FAIL(KVRT_ERR_INVALID, "%s: tokens[%llu] is %d; token ids are >= 0", fn, ULL(i),
-                              (int)tokens[i]);
+                             (int)tokens[i]);
     return KVRT_OK;
 }
 
@@ -62,7 +61,7 @@ static int check_table(const char *fn, const struct canon_map *map, const int64_
     for (uint64_t i = from; i < to; i++)
         if (table[i] < 0 || (uint64_t)table[i] >= map->num_blocks)
             return BASE_FAIL(KVRT_ERR_INVALID, "%s: block_table[%llu] is %lld; the cache's blocks are 0 to %llu", fn,
-                              ULL(i), (long long)table[i], ULL(map->num_blocks - 1));
+                             ULL(i), (long long)table[i], ULL(map->num_blocks - 1));
     if (to - from < 2)
         return KVRT_OK;
     int64_t *sorted = malloc((to - from) * sizeof(*sorted));
@@ -74,9 +73,9 @@ static int check_table(const char *fn, const struct canon_map *map, const int64_
     for (uint64_t i = 1; i < to - from && rc == KVRT_OK; i++)
         if (sorted[i] == sorted[i - 1])
             rc = BASE_FAIL(KVRT_ERR_INVALID,
-                            "%s: block_table names block %lld twice within the range; a sequence's blocks are "
-                            "distinct",
-                            fn, (long long)sorted[i]);
+                           "%s: block_table names block %lld twice within the range; a sequence's blocks are "
+                           "distinct",
+                           fn, (long long)sorted[i]);
     free(sorted);
     return rc;
 }
@@ -96,12 +95,12 @@ int store_op_prepare(kvrt_store *s, const struct kvrt_store_span *span, const ch
         return BASE_FAIL(KVRT_ERR_INVALID, "%s: the store and the span are required", fn);
     if (s->inspect)
         return BASE_FAIL(KVRT_ERR_STATE,
-                          "%s: the store was opened to inspect its directory (no model); open it with the model to "
-                          "put and get",
-                          fn);
+                         "%s: the store was opened to inspect its directory (no model); open it with the model to "
+                         "put and get",
+                         fn);
     if (span->size != sizeof(*span))
         return BASE_FAIL(KVRT_ERR_INVALID, "%s: span size %zu; expected %zu (call kvrt_store_span_default)", fn,
-                          span->size, sizeof(*span));
+                         span->size, sizeof(*span));
     int rc = check_reserved(span->reserved, sizeof(span->reserved), "kvrt_store_span");
     if (rc != KVRT_OK)
         return rc;
@@ -115,18 +114,18 @@ int store_op_prepare(kvrt_store *s, const struct kvrt_store_span *span, const ch
         return BASE_FAIL(KVRT_ERR_INVALID, "%s: num_tokens is %llu but tokens is NULL", fn, ULL(span->num_tokens));
     if (span->first > span->num_tokens)
         return BASE_FAIL(KVRT_ERR_INVALID, "%s: first %llu is past the %llu tokens given", fn, ULL(span->first),
-                          ULL(span->num_tokens));
+                         ULL(span->num_tokens));
     uint64_t count = span->count == KVRT_UNSET ? span->num_tokens - span->first : span->count;
     if (count > span->num_tokens - span->first)
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "%s: the range [%llu, %llu) needs %llu token ids, but tokens has %llu; give every token id "
-                          "from the sequence's first up to the range's end",
-                          fn, ULL(span->first), ULL(span->first + count), ULL(span->first + count),
-                          ULL(span->num_tokens));
+                         "%s: the range [%llu, %llu) needs %llu token ids, but tokens has %llu; give every token id "
+                         "from the sequence's first up to the range's end",
+                         fn, ULL(span->first), ULL(span->first + count), ULL(span->first + count),
+                         ULL(span->num_tokens));
     if (span->first % T)
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "%s: first %llu is not on a chunk boundary; give a multiple of chunk_tokens (%llu)", fn,
-                          ULL(span->first), ULL(T));
+                         "%s: first %llu is not on a chunk boundary; give a multiple of chunk_tokens (%llu)", fn,
+                         ULL(span->first), ULL(T));
     if ((rc = canon_map_build(&s->model, span->cache, heads, &op->map)) != KVRT_OK)
         return rc;
     op->store = s;
@@ -140,9 +139,9 @@ int store_op_prepare(kvrt_store *s, const struct kvrt_store_span *span, const ch
     uint64_t need = op->num_chunks ? (end + bs - 1) / bs : 0;
     if (span->num_blocks < need || (need && !span->block_table)) {
         rc = BASE_FAIL(KVRT_ERR_INVALID,
-                        "%s: block_table has %llu blocks, but tokens up to %llu need %llu blocks of %llu tokens; "
-                        "give the sequence's whole block table",
-                        fn, ULL(span->block_table ? span->num_blocks : 0), ULL(end), ULL(need), ULL(bs));
+                       "%s: block_table has %llu blocks, but tokens up to %llu need %llu blocks of %llu tokens; "
+                       "give the sequence's whole block table",
+                       fn, ULL(span->block_table ? span->num_blocks : 0), ULL(end), ULL(need), ULL(bs));
         store_op_free(op);
         return rc;
     }

@@ -40,7 +40,7 @@ int kvrt_store_span_tp(const kvrt_store *s, struct kvrt_store_span *span, uint64
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_span_tp: the store and the span are required");
     if (s->inspect)
         return BASE_FAIL(KVRT_ERR_STATE,
-                          "kvrt_store_span_tp: the store was opened to inspect its directory (no model)");
+                         "kvrt_store_span_tp: the store was opened to inspect its directory (no model)");
     struct kvrt_tp_heads h;
     int rc = kvrt_tp_heads(s->model.num_heads, tp_size, rank, &h);
     if (rc != KVRT_OK)
@@ -55,27 +55,27 @@ static int check_options(const struct kvrt_store_options *o)
 {
     if (o->size != sizeof(*o))
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt_store_open: options size %zu; expected %zu (call kvrt_store_options_default)", o->size,
-                          sizeof(*o));
+                         "kvrt_store_open: options size %zu; expected %zu (call kvrt_store_options_default)", o->size,
+                         sizeof(*o));
     for (size_t i = 0; i < sizeof(o->reserved); i++)
         if (o->reserved[i])
             return BASE_FAIL(KVRT_ERR_INVALID,
-                              "kvrt_store_options.reserved[%zu] is %u, but reserved bytes must be 0 (this "
-                              "libkvrt-store speaks API %d.%d); fill the options with kvrt_store_options_default",
-                              i, (unsigned)o->reserved[i], KVRT_STORE_API_VERSION_MAJOR, KVRT_STORE_API_VERSION_MINOR);
+                             "kvrt_store_options.reserved[%zu] is %u, but reserved bytes must be 0 (this "
+                             "libkvrt-store speaks API %d.%d); fill the options with kvrt_store_options_default",
+                             i, (unsigned)o->reserved[i], KVRT_STORE_API_VERSION_MAJOR, KVRT_STORE_API_VERSION_MINOR);
     if (!(o->shared_timeout_s >= 0) || o->shared_timeout_s > 3600)
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt_store_open: shared_timeout_s %g; valid are 0 (default %g) to 3600 seconds",
-                          o->shared_timeout_s, KVRT_STORE_DEFAULT_SHARED_TIMEOUT_S);
+                         "kvrt_store_open: shared_timeout_s %g; valid are 0 (default %g) to 3600 seconds",
+                         o->shared_timeout_s, KVRT_STORE_DEFAULT_SHARED_TIMEOUT_S);
     if (!o->groups != (o->num_groups == 0))
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt_store_open: groups is %s but num_groups is %zu; give both, or neither to inspect a "
-                          "directory",
-                          o->groups ? "set" : "NULL", o->num_groups);
+                         "kvrt_store_open: groups is %s but num_groups is %zu; give both, or neither to inspect a "
+                         "directory",
+                         o->groups ? "set" : "NULL", o->num_groups);
     if (!o->groups && (!o->path || !o->path[0]))
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt_store_open: no model and no path; give the model's groups, or a store folder to "
-                          "inspect");
+                         "kvrt_store_open: no model and no path; give the model's groups, or a store folder to "
+                         "inspect");
     return KVRT_OK;
 }
 
@@ -118,7 +118,7 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
         if (rc == KVRT_OK && o->chunk_tokens && o->chunk_tokens != KVRT_STORE_DEFAULT_CHUNK_TOKENS &&
             o->chunk_tokens != s->model.chunk_tokens)
             rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store in \"%s\" has chunk_tokens %llu, not %llu",
-                            o->path, ULL(s->model.chunk_tokens), ULL(o->chunk_tokens));
+                           o->path, ULL(s->model.chunk_tokens), ULL(o->chunk_tokens));
         if (rc != KVRT_OK) {
             store_free(s);
             return rc;
@@ -134,9 +134,9 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
     uint64_t value = STORE_HEADER_BYTES + s->model.payload_bytes;
     if (o->memory_bytes && o->memory_bytes < s->model.payload_bytes) {
         rc = BASE_FAIL(KVRT_ERR_INVALID,
-                        "kvrt_store_open: memory_bytes %llu cannot hold one entry of this model (%llu bytes); give "
-                        "0 for no memory tier, or at least that",
-                        ULL(o->memory_bytes), ULL(s->model.payload_bytes));
+                       "kvrt_store_open: memory_bytes %llu cannot hold one entry of this model (%llu bytes); give "
+                       "0 for no memory tier, or at least that",
+                       ULL(o->memory_bytes), ULL(s->model.payload_bytes));
         store_free(s);
         return rc;
     }
@@ -256,7 +256,7 @@ int kvrt_store_keys(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, u
 {
     if (!s || (num_tokens && !tokens) || (max_keys && !keys))
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt_store_keys: the store, tokens and keys (for max_keys > 0) are required");
+                         "kvrt_store_keys: the store, tokens and keys (for max_keys > 0) are required");
     uint64_t n = num_tokens / s->model.chunk_tokens;
     if (num_keys)
         *num_keys = n;
@@ -280,7 +280,7 @@ int kvrt_store_stats(kvrt_store *s, struct kvrt_store_stats *st)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_stats: the store and stats are required");
     if (st->size != 0 && st->size != sizeof(*st))
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_stats: stats size %zu; expected %zu or 0", st->size,
-                          sizeof(*st));
+                         sizeof(*st));
     memset(st, 0, sizeof(*st));
     st->size = sizeof(*st);
     st->chunk_tokens = s->model.chunk_tokens;

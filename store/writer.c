@@ -258,7 +258,7 @@ int writer_flush(kvrt_store *s)
     pthread_mutex_unlock(&w->lock);
     if (failed)
         return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt_store_flush: %llu entries could not be written to the disk tier: %s",
-                          ULL(failed), why);
+                         ULL(failed), why);
     return KVRT_OK;
 }
 

@@ -194,7 +194,7 @@ int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_
         if (p->hs != XFER_HS_DONE) {
             if (p->hs != XFER_HS_FAILED)
                 xfer_hs_fail(p, KVRT_ERR_DEVICE, "kvrt_xfer_connect: no answer from %s within %g s", p->link.name,
-                        a->timeout_s);
+                             a->timeout_s);
             if (p->hs_status == KVRT_ERR_DEVICE && !p->reply)
                 snprintf(p->hs_why, sizeof(p->hs_why), "kvrt_xfer_connect: cannot reach %s (%s)", p->link.name,
                          p->link.why[0] ? p->link.why : "no answer");

@@ -307,8 +307,8 @@ static void on_reply(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg 
     bool keyed = xfer_key_set(&a->key);
     if (keyed != ((r.flags & WIRE_KEYED) != 0)) {
         xfer_hs_fail(p, KVRT_ERR_REFUSED, "kvrt_xfer_connect: %s %s", p->link.name,
-                keyed ? "holds no key and this agent does: refusing to trust it"
-                      : "holds a key and this agent has none; give both the same key file");
+                     keyed ? "holds no key and this agent does: refusing to trust it"
+                           : "holds a key and this agent has none; give both the same key file");
         return;
     }
     memcpy(p->nonce_theirs, r.nonce, XFER_NONCE_BYTES);
@@ -325,7 +325,7 @@ static void on_reply(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg 
     xfer_prove_server(&a->key, &t, want);
     if (!xfer_same(want, r.mac, sizeof(want))) {
         xfer_hs_fail(p, KVRT_ERR_REFUSED, "kvrt_xfer_connect: %s did not prove it holds %s", p->link.name,
-                keyed ? "this agent's key" : "the handshake");
+                     keyed ? "this agent's key" : "the handshake");
         return;
     }
     int rc = xfer_peer_take_blob(a, p);
@@ -349,7 +349,8 @@ static void ready_sent(void *user, int status, size_t len, const char *why)
     if (status == KVRT_OK)
         p->hs = XFER_HS_DONE;
     else
-        xfer_hs_fail(p, KVRT_ERR_DEVICE, "kvrt_xfer_connect: announcing the data endpoint to %s: %s", p->link.name, why);
+        xfer_hs_fail(p, KVRT_ERR_DEVICE, "kvrt_xfer_connect: announcing the data endpoint to %s: %s", p->link.name,
+                     why);
 }
 
 static void on_accept(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg *m)
@@ -412,10 +413,10 @@ void xfer_hs_check(kvrt_xfer_agent *a, double now)
             continue;
         if (p->link.state != KVRT_XFER_PEER_CONNECTED) {
             xfer_hs_fail(p, KVRT_ERR_DEVICE, "kvrt-xfer: %s went away during the handshake (%s)", p->link.name,
-                    p->link.why[0] ? p->link.why : "it closed");
+                         p->link.why[0] ? p->link.why : "it closed");
         } else if (now > p->hs_deadline) {
             xfer_hs_fail(p, KVRT_ERR_DEVICE, "kvrt-xfer: %s did not complete the handshake within %g s", p->link.name,
-                    a->timeout_s);
+                         a->timeout_s);
         } else if (p->hs == XFER_HS_WAIT_SENT && p->link.wired && !p->ready_posted) {
             /* Sent, not queued: the server waits for it even if this agent
              * is not progressed again for a while. */

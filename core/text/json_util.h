@@ -22,5 +22,4 @@ json_t *kvrt_json_int_array(const int *values, size_t n);
 /* Text as a JSON string (names and paths hold any bytes), a size as a JSON
  * integer, kvrt_json_put, kvrt_json_append and kvrt_json_dump: json_text.h. */
 
-
 #endif

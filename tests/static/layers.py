@@ -61,8 +61,8 @@ XFER_CONFINED = [
     (r"#include <uc[pst]/", {"transport.c"}, "only the transport includes UCX's headers"),
 ]
 STORE_CONFINED = [
-    (r"\bmdb_\w+\s*\(", {"disk.c"},
-     "LMDB is called from the disk tier's index (disk.c) only"),
+    (r"\bmdb_\w+\s*\(", {"disk.c", "disk_index.c", "disk_evict.c", "disk_write.c", "disk_list.c"},
+     "LMDB is called from the disk tier's files that work on its index only"),
     (r"\bredis\w*\s*\(", {"shared.c"}, "hiredis is called from the shared tier only"),
 ]
 
