@@ -1,5 +1,8 @@
 /* <kvrt/model.h>: reading a model file (which format it is, the file
- * itself), a model of one spec, and the model's public description. */
+ * itself), a model of one spec, and the model's public description.
+ *
+ * Layer 4 of libkvrt (core/models/; CONTRIBUTING.md, "Where things live").
+ */
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>

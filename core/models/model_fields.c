@@ -1,5 +1,8 @@
 /* Reading typed fields of a model file, with messages that name the field
- * and the file and say what is valid. */
+ * and the file and say what is valid.
+ *
+ * Layer 4 of libkvrt (core/models/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

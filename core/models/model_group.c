@@ -20,6 +20,8 @@
  * Group g's layer i shares memory with every other group's layer i, so the
  * memory per block is that of the largest group.  (vLLM commit
  * 001cabc1be16a59a70d720ed61a13b678c060a18; docs/models.md.)
+ *
+ * Layer 4 of libkvrt (core/models/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdarg.h>
 #include <stdio.h>

@@ -6,6 +6,8 @@
  * the state of linear-attention, KDA and Mamba layers.  Fields that would
  * change the cache but that this reader does not model are refused by name
  * rather than guessed around.
+ *
+ * Layer 4 of libkvrt (core/models/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdio.h>
 #include <stdlib.h>

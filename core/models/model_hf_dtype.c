@@ -3,6 +3,8 @@
  * (docs/models.md): the model dtype from the config and vLLM's --dtype auto
  * rule, the KV-cache type from --kv-cache-dtype, and the type of the
  * temporal state of Mamba and gated-delta-net layers.
+ *
+ * Layer 4 of libkvrt (core/models/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdio.h>
 #include <string.h>

@@ -4,6 +4,8 @@
  * shape it (vllm/model_executor/layers/mamba/mamba_utils.py): a causal-conv
  * state in the model's type and a temporal (recurrent) state in the SSM
  * type, float32 for KDA.
+ *
+ * Layer 4 of libkvrt (core/models/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdio.h>
 

@@ -1,6 +1,9 @@
 /* Internal: what the model readers share (errors, field access, the
  * grouping of typed layers into vLLM-style groups) and the model itself,
- * behind the public handle of <kvrt/model.h>. */
+ * behind the public handle of <kvrt/model.h>.
+ *
+ * Layer 4 of libkvrt (core/models/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_MODEL_INTERNAL_H
 #define KVRT_CORE_MODEL_INTERNAL_H
 

@@ -2,6 +2,8 @@
  * A model and its plan as JSON (kvrt_model_json, kvrt_model_plan_json):
  * the object `kvrt plan --model FILE --json` prints and the Python package
  * returns, built here once so that both give the same numbers.
+ *
+ * Layer 4 of libkvrt (core/models/; CONTRIBUTING.md, "Where things live").
  */
 #include <inttypes.h>
 #include <limits.h>

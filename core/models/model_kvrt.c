@@ -2,6 +2,8 @@
  * The kvrt model file (docs/model-format.md): explicit groups of layers and
  * their specs.  The schema is closed: an unknown key is an error, so a typo
  * never silently becomes a default.
+ *
+ * Layer 4 of libkvrt (core/models/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -3,6 +3,8 @@
  * layers (docs/models.md cites each rule): the block size (the platform's
  * MLA backend rule and the hybrid attention + state rule), max_model_len,
  * and the capacity figures vLLM logs for a KV-cache budget.
+ *
+ * Layer 4 of libkvrt (core/models/; CONTRIBUTING.md, "Where things live").
  */
 #include <pthread.h>
 #include <stdio.h>

@@ -1,3 +1,8 @@
+/* Binding a backend to a runtime: the plugin chosen by name, layout and
+ * priority, and the demotions noted on the way.
+ *
+ * Layer 8 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

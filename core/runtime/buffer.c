@@ -1,3 +1,8 @@
+/* Device buffers on a bound backend: created, imported and destroyed, each
+ * linked to its backend.
+ *
+ * Layer 7 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,8 @@
+/* Caches on a bound backend: a placement checked and copied, its buffer,
+ * and the cache's lifetime.
+ *
+ * Layer 7 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -3,6 +3,8 @@
  * device buffers and caches on a bound backend, every operation checked
  * before its plugin runs.  It calls the plugin layer below it; binding,
  * the runtime and the teardown of caches (runtime_internal.h) build on it.
+ *
+ * Layer 7 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
  */
 #ifndef KVRT_CORE_CACHE_INTERNAL_H
 #define KVRT_CORE_CACHE_INTERNAL_H

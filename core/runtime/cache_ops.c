@@ -1,3 +1,8 @@
+/* The cache's operations: every argument checked (layers, slots, buffers,
+ * overlaps) before the plugin runs.
+ *
+ * Layer 7 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,6 +1,9 @@
 /* Caches over memory the caller owns (kvrt/wrap.h): every check the core
  * can make before the plugin adopts the memory, then the same cache as
- * kvrt_cache_create builds, over an imported buffer. */
+ * kvrt_cache_create builds, over an imported buffer.
+ *
+ * Layer 8 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>

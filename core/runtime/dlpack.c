@@ -1,5 +1,8 @@
 /* DLPack export: a cache's layers as DLManagedTensors that share its memory
- * and keep it alive (see kvrt/dlpack.h). */
+ * and keep it alive (see kvrt/dlpack.h).
+ *
+ * Layer 8 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <dlfcn.h>
 #include <stdatomic.h>
 #include <stdlib.h>

@@ -1,5 +1,8 @@
 /* DLPack import: a cache over a producer's tensor (kvrt/dlpack.h), through
- * kvrt_cache_wrap, holding the producer's tensor until its last reference. */
+ * kvrt_cache_wrap, holding the producer's tensor until its last reference.
+ *
+ * Layer 8 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,7 @@
-/* Internal: what DLPack export and import share (dlpack.c). */
+/* Internal: what DLPack export and import share (dlpack.c).
+ *
+ * Layer 8 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_DLPACK_INTERNAL_H
 #define KVRT_CORE_DLPACK_INTERNAL_H
 

@@ -1,3 +1,8 @@
+/* Finding and loading plugin modules: the search path, modules refused
+ * (writable by others, found twice), each admitted once.
+ *
+ * Layer 5 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <dirent.h>
 #include <dlfcn.h>
 #include <errno.h>

@@ -4,6 +4,8 @@
  * folder), refusing unsafe ones, opening them and calling their entry.
  * It knows files, modules and entry symbols; what a descriptor means is
  * the plugin layer's (plugin.h), told through a client.
+ *
+ * Layer 5 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
  */
 #ifndef KVRT_CORE_LOADER_H
 #define KVRT_CORE_LOADER_H

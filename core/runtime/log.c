@@ -1,6 +1,9 @@
 /* The runtime's log (plugin layer): one line per report, control bytes
  * escaped, to the caller's callback or, without one, to stderr under
- * KVRT_DEBUG (1: warnings and errors, 2: everything). */
+ * KVRT_DEBUG (1: warnings and errors, 2: everything).
+ *
+ * Layer 6 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -3,6 +3,8 @@
  * loader, each descriptor validated and the first of a name kept; the lazy
  * probe and description of a plugin's device; a plugin function's failure
  * as a kvrt error.
+ *
+ * Layer 6 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdio.h>
 #include <stdlib.h>

@@ -4,6 +4,8 @@
  * plugin status translation; plugin_validate.c: the descriptor's checks and
  * declarations; log.c: the log).  It calls only the loader below it; the
  * buffer and cache layer and the runtime build on it.
+ *
+ * Layer 6 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
  */
 #ifndef KVRT_CORE_PLUGIN_INTERNAL_H
 #define KVRT_CORE_PLUGIN_INTERNAL_H

@@ -1,3 +1,8 @@
+/* A plugin's descriptor checked before the runtime uses it: names, texts,
+ * dtypes and operations.
+ *
+ * Layer 6 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdio.h>
 #include <string.h>
 

@@ -8,6 +8,8 @@
  * the user wants it.  A backend whose device is the host CPU itself (PoCL's
  * OpenCL CPU device) comes last: it emulates on the same cores what "cpu"
  * runs natively, and is typically tens of times slower.
+ *
+ * Layer 8 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
  */
 #include <pthread.h>
 #include <stdio.h>

@@ -1,4 +1,7 @@
-/* Internal: the order automatic selection tries backends in (priority.c). */
+/* Internal: the order automatic selection tries backends in (priority.c).
+ *
+ * Layer 8 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_PRIORITY_H
 #define KVRT_CORE_PRIORITY_H
 

@@ -1,3 +1,8 @@
+/* The runtime: its options, opening it with its plugins, their info, and
+ * the runtime's JSON.
+ *
+ * Layer 8 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -5,6 +5,8 @@
  * runtimes (teardown.c).  The layers below, each calling only those under
  * it: buffers and caches (cache_internal.h), plugins (plugin_internal.h),
  * the loader (loader.h).
+ *
+ * Layer 8 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
  */
 #ifndef KVRT_CORE_RUNTIME_INTERNAL_H
 #define KVRT_CORE_RUNTIME_INTERNAL_H

@@ -1,3 +1,8 @@
+/* Slot lists in which a slot named twice keeps its last value (a scatter
+ * writes them in order), made unique.
+ *
+ * Layer 7 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdlib.h>
 #include <string.h>
 

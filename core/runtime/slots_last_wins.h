@@ -1,4 +1,7 @@
-/* Internal: the "last token wins" rule for duplicate slots in one write. */
+/* Internal: the "last token wins" rule for duplicate slots in one write.
+ *
+ * Layer 7 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_SLOTS_LAST_WINS_H
 #define KVRT_CORE_SLOTS_LAST_WINS_H
 

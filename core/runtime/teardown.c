@@ -10,6 +10,8 @@
  * memory (kvrt_cache_wrap) is handed back through its release callback
  * after the cache is gone and outside the runtime lock, since the callback
  * may call kvrt (a DLPack deleter of a tensor kvrt exported, say).
+ *
+ * Layer 8 of libkvrt (core/runtime/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdlib.h>
 

@@ -1,6 +1,8 @@
 /*
  * The settings libkvrt takes from the environment (kvrt/settings.h): the
  * one table of them and the one place each variable is read.
+ *
+ * Layer 2 of libkvrt (core/settings/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdbool.h>
 #include <stdlib.h>

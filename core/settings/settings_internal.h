@@ -1,4 +1,7 @@
-/* Internal: reading a setting where the caller already holds a valid one. */
+/* Internal: reading a setting where the caller already holds a valid one.
+ *
+ * Layer 2 of libkvrt (core/settings/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_SETTINGS_INTERNAL_H
 #define KVRT_CORE_SETTINGS_INTERNAL_H
 

@@ -1,3 +1,8 @@
+/* The thread's error message, and the one escape rule for control bytes
+ * that every message and quoted name goes through.
+ *
+ * Layer 1 of libkvrt (core/text/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stdio.h>

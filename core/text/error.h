@@ -1,4 +1,7 @@
-/* Internal: setting the thread's error message. */
+/* Internal: setting the thread's error message.
+ *
+ * Layer 1 of libkvrt (core/text/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_ERROR_H
 #define KVRT_CORE_ERROR_H
 

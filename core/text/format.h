@@ -1,5 +1,8 @@
 /* Internal: printf-style helpers shared by the core's messages
- * (KVRT_PRINTF itself is public, in kvrt/common.h). */
+ * (KVRT_PRINTF itself is public, in kvrt/common.h).
+ *
+ * Layer 1 of libkvrt (core/text/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_FORMAT_H
 #define KVRT_CORE_FORMAT_H
 

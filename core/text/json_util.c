@@ -1,4 +1,7 @@
-/* The helpers the library's JSON answers are built with (json_util.h). */
+/* The helpers the library's JSON answers are built with (json_util.h).
+ *
+ * Layer 1 of libkvrt (core/text/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdlib.h>
 #include <string.h>
 

@@ -2,6 +2,8 @@
  * Internal: what the library's JSON answers are built with (jansson, which
  * no public header exposes).  Each helper returns NULL when the value
  * cannot be built; a number past JSON's integers also sets the message.
+ *
+ * Layer 1 of libkvrt (core/text/; CONTRIBUTING.md, "Where things live").
  */
 #ifndef KVRT_CORE_JSON_UTIL_H
 #define KVRT_CORE_JSON_UTIL_H

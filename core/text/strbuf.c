@@ -1,3 +1,7 @@
+/* A growing string for messages and reports.
+ *
+ * Layer 1 of libkvrt (core/text/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,4 +1,7 @@
-/* Internal: a growable string for traces and lists in messages. */
+/* Internal: a growable string for traces and lists in messages.
+ *
+ * Layer 1 of libkvrt (core/text/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_STRBUF_H
 #define KVRT_CORE_STRBUF_H
 

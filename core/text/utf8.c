@@ -1,5 +1,8 @@
 /* kvrt_utf8_repair: text from paths, names and plugins made well-formed
- * UTF-8, as JSON requires. */
+ * UTF-8, as JSON requires.
+ *
+ * Layer 1 of libkvrt (core/text/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>

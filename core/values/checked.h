@@ -1,5 +1,8 @@
 /* Internal: overflow-checked 64-bit arithmetic.  Every size kvrt computes
- * goes through these, so a bad number becomes an error, never a wrapped size. */
+ * goes through these, so a bad number becomes an error, never a wrapped size.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_CHECKED_H
 #define KVRT_CORE_CHECKED_H
 

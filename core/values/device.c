@@ -1,5 +1,8 @@
 /* Names of device types and memory kinds (kvrt/device.h), written once: the
- * tool's JSON, the Python package and messages read them from here. */
+ * tool's JSON, the Python package and messages read them from here.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #include <kvrt/device.h>
 
 static const char *const device_types[] = {

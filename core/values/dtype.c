@@ -1,6 +1,8 @@
 /*
  * Element types.  One table holds size and name so that the two can never
  * disagree; the enum value indexes it.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
  */
 #include <pthread.h>
 #include <stdio.h>

@@ -5,6 +5,8 @@
  * outermost, carrying the span of everything inside.  A padded page and the
  * caller's fixed strides are both just "this axis strides by more than the
  * span inside it"; the walk treats them the same way.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
  */
 #include <string.h>
 

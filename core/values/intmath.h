@@ -1,7 +1,10 @@
 /* Internal: integer helpers that the core and the kvrt tool share.  Static
  * inline, so each user compiles its own copy and libkvrt exports nothing
  * beyond its kvrt_ API (the tool links the shared library, which hides
- * everything else). */
+ * everything else).
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_INTMATH_H
 #define KVRT_CORE_INTMATH_H
 

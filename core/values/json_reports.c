@@ -4,6 +4,8 @@
  * `kvrt resolve --json` print them and as kvrt.layouts(), kvrt.plan() and
  * kvrt.resolve() return them.  One producer, so the tool and the Python
  * package cannot drift apart.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdio.h>
 #include <string.h>

@@ -1,5 +1,8 @@
 /* Internal: the JSON of a trace, written once for every answer that carries
- * one (kvrt_resolver_json, kvrt_runtime_trace_json). */
+ * one (kvrt_resolver_json, kvrt_runtime_trace_json).
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_JSON_REPORTS_H
 #define KVRT_CORE_JSON_REPORTS_H
 

@@ -1,3 +1,8 @@
+/* How a kernel block splits a manager block: its sizes, states and
+ * layouts checked.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #include "kernel_split.h"
 
 #include <stdbool.h>

@@ -2,7 +2,10 @@
  * block_size tokens may be viewed as r = block_size / k kernel blocks of k
  * tokens (docs/design.md §4; decisions in docs/geometry.md).  The spec side
  * decides whether k can split a block's states; the geometry side whether a
- * layout keeps a block one dense page that can be cut into r slices. */
+ * layout keeps a block one dense page that can be cut into r slices.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_KERNEL_SPLIT_H
 #define KVRT_CORE_KERNEL_SPLIT_H
 

@@ -2,6 +2,8 @@
  * The six standardized layouts.  The table below is the only place a layout's
  * structure is written down; every property is computed from stride_order so
  * that a property can never disagree with the order it describes.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
  */
 #include <pthread.h>
 #include <stdio.h>

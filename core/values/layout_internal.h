@@ -1,4 +1,7 @@
-/* Internal: what the layout table gives the rest of the core. */
+/* Internal: what the layout table gives the rest of the core.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_LAYOUT_INTERNAL_H
 #define KVRT_CORE_LAYOUT_INTERNAL_H
 

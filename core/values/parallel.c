@@ -1,6 +1,9 @@
 /* Tensor parallelism: the KV heads a rank holds, and who sends which heads
  * to whom between two groups of different sizes (kvrt/parallel.h,
- * docs/parallel.md). */
+ * docs/parallel.md).
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>

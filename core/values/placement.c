@@ -5,6 +5,8 @@
  * b*block_stride.  Layer-compact layouts stack the sets' regions; block-
  * outermost layouts fix every set's block stride to the bytes of one whole
  * block and stack the sets inside it.  Groups overlay from offset 0.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdlib.h>
 #include <string.h>

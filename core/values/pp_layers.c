@@ -1,5 +1,8 @@
 /* Pipeline parallelism: the layers a stage holds, as vLLM's get_pp_indices
- * splits them (kvrt/parallel.h, docs/parallel.md). */
+ * splits them (kvrt/parallel.h, docs/parallel.md).
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdbool.h>
 #include <stdio.h>
 #include <string.h>

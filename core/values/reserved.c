@@ -1,3 +1,8 @@
+/* Reserved bytes of public structs: each must be zero, and a refusal names
+ * the field and the byte.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #include "reserved.h"
 
 #include <kvrt/common.h>

@@ -1,7 +1,10 @@
 /* Internal: the reserved bytes at the end of the structs an engine passes in.
  * They must be zero, so that a later API minor can give them a meaning
  * (zero = today's behaviour) and an engine built against that later header
- * gets a clear refusal from an older libkvrt instead of being ignored. */
+ * gets a clear refusal from an older libkvrt instead of being ignored.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_RESERVED_H
 #define KVRT_CORE_RESERVED_H
 

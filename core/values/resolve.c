@@ -2,6 +2,8 @@
  * Resolution (docs/design.md §7): choosing one layout that every backend touching
  * a cache can handle, with a trace that explains each step to a person who
  * has never read this file.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdarg.h>
 #include <stdio.h>

@@ -1,4 +1,7 @@
-/* Internal: what the JSON of a resolution reads from a resolver. */
+/* Internal: what the JSON of a resolution reads from a resolver.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_RESOLVE_INTERNAL_H
 #define KVRT_CORE_RESOLVE_INTERNAL_H
 

@@ -1,4 +1,7 @@
-/* The shape rule (shapes.h; docs/design.md §5, §7 step 3). */
+/* The shape rule (shapes.h; docs/design.md §5, §7 step 3).
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #include <stdint.h>
 #include <stdio.h>
 

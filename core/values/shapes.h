@@ -14,6 +14,8 @@
  * kvrt_shapes_need says which of these the layers demand, and it is the
  * only judge: placement accepts exactly the layouts kvrt_shape_need_admits,
  * and resolution told the groups keeps exactly those.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
  */
 #ifndef KVRT_CORE_SHAPES_H
 #define KVRT_CORE_SHAPES_H

@@ -3,6 +3,8 @@
  *
  * Every rule of §2 is checked here, once, so that geometry and placement can
  * trust a derived kvrt_spec_info without re-validating it.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
  */
 #include <pthread.h>
 #include <stdio.h>

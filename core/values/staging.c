@@ -2,6 +2,8 @@
  * The staging order's layout (docs/design.md §9): for each block, every
  * layer in placement order, each its unpadded [H, N, C] page.  Gather and
  * scatter, the transfer library and the tools all read it from here.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
  */
 #include <kvrt/placement.h>
 

@@ -2,6 +2,8 @@
  * Traces as steps.  Each step keeps its rendered line, so the text of
  * kvrt_resolver_trace() / kvrt_runtime_trace() is exactly the lines in order
  * and the structured view can never drift from what people read.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdarg.h>
 #include <stdio.h>

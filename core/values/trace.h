@@ -1,5 +1,8 @@
 /* Internal: a trace kept as steps (kvrt/trace.h) and, line by line as they
- * are added, as the text kvrt_*_trace() return. */
+ * are added, as the text kvrt_*_trace() return.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
+ */
 #ifndef KVRT_CORE_TRACE_H
 #define KVRT_CORE_TRACE_H
 

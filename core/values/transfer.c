@@ -6,6 +6,8 @@
  * stride and merged from the innermost while they are dense, which leaves one
  * run length and a few axes to enumerate.  All runs of all sets are then
  * sorted and merged, so the work is O(runs log runs) and never touches bytes.
+ *
+ * Layer 3 of libkvrt (core/values/; CONTRIBUTING.md, "Where things live").
  */
 #include <stdlib.h>
 #include <string.h>

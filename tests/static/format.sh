@@ -15,7 +15,7 @@ if [ $# -lt 1 ] || ! src=$(cd "$1" && pwd); then
     exit 2
 fi
 shift
-[ $# -gt 0 ] || set -- bench core examples include plugins store tests tools xfer
+[ $# -gt 0 ] || set -- base bench core examples include plugins store tests tools xfer
 want=14
 fmt=${CLANG_FORMAT:-}
 if [ -z "$fmt" ]; then

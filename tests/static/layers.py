@@ -119,16 +119,22 @@ def resolve(lib_dir, files, rel, name):
     return hits[0] if len(hits) == 1 else None
 
 
-def symbols(path):
-    defined, needed = set(), set()
-    text = subprocess.run(["nm", path], capture_output=True, text=True, check=True).stdout
+def symbols(paths):
+    """{path: (defined, needed)} from one run of nm over every object."""
+    out = {p: (set(), set()) for p in paths}
+    if not paths:
+        return out
+    text = subprocess.run(["nm", "-A"] + sorted(paths), capture_output=True, text=True, check=True).stdout
     for line in text.splitlines():
-        parts = line.split()
+        path, _, rest = line.partition(":")
+        parts = rest.split()
+        if path not in out:
+            continue
         if len(parts) == 3 and parts[1] in "TDBR":
-            defined.add(parts[2])
+            out[path][0].add(parts[2])
         elif len(parts) == 2 and parts[0] == "U":
-            needed.add(parts[1])
-    return defined, needed
+            out[path][1].add(parts[1])
+    return out
 
 
 def circles(edges):
@@ -212,6 +218,13 @@ def check(lib_dir, libname, obj_dirs, apart, public, tap, base_dir=None, confine
     point(up, "no include runs up a layer%s (%d includes)" % (" or between %s/ and %s/" % apart if apart else "",
                                                               arrows))
     point(unknown, "every local include is a file of the library or of base/")
+    if public is not None:
+        rooms = {r for r in public.values() if r}
+        point([f for f in files if folder(f) not in rooms],
+              "every source is in a room (%s/)" % "/, ".join(sorted(rooms)))
+        headers = os.path.join(os.path.dirname(os.path.abspath(lib_dir)), "include", "kvrt")
+        point(sorted(h for h in os.listdir(headers) if h.endswith(".h") and h not in public),
+              "every public header belongs to a room (or to no core file)")
     point(["%s is layer %d, %s layer %d" % (f, layer[f], f[:-2] + ".h", layer[f[:-2] + ".h"])
            for f in files if f.endswith(".c") and f in layer and layer.get(f[:-2] + ".h", layer[f]) != layer[f]],
           "a source is in its own header's layer")
@@ -231,11 +244,10 @@ def check(lib_dir, libname, obj_dirs, apart, public, tap, base_dir=None, confine
         for path in glob.glob(os.path.join(d, "*.c.o")):
             objs[os.path.basename(path)[:-len(".o")]] = path
     by_obj = {f.replace("/", "_"): f for f in files if f.endswith(".c")}
+    mine = {path: by_obj[name] for name, path in objs.items() if name in by_obj}
     defined, needed = {}, {}
-    for name, path in objs.items():
-        f = by_obj.get(name)
-        if f:
-            defined[f], needed[f] = symbols(path)
+    for path, (d, u) in symbols(list(mine)).items():
+        defined[mine[path]], needed[mine[path]] = d, u
     owner = {s: f for f, d in defined.items() for s in d}
     edges = {f: sorted({owner[s] for s in needed[f] if s in owner and owner[s] != f}) for f in defined}
     calls = sum(len(v) for v in edges.values())
@@ -253,8 +265,9 @@ def check(lib_dir, libname, obj_dirs, apart, public, tap, base_dir=None, confine
 
 
 def self_test(tap):
-    """A small tree with an upward call, a circle and an upward include:
-    each must be caught; the same tree without them must pass."""
+    """A small tree with an upward call, a circle, an upward include and a
+    file without a layer: each must be caught; the tree without them must
+    pass."""
     if not shutil.which("nm") or not shutil.which("cc"):
         tap.skip("the check catches an upward call and a circle in a sample tree", "cc or nm not found")
         return
@@ -275,6 +288,7 @@ def self_test(tap):
                     "int low(void) { return 0; }\nint low_up(void);\nint low_up(void) { return mid(); }\n")
     bad["mid.c"] = ("/* Layer 2 of libsample. */\n#include \"low.h\"\n#include \"mid.h\"\n"
                     "int mid(void) { return low() + mid2(); }\n")
+    bad["stray.h"] = "/* A header that names no layer. */\nint stray(void);\n"
     results = {}
     for label, tree in (("good", good), ("bad", bad)):
         with tempfile.TemporaryDirectory() as tmp:
@@ -284,10 +298,11 @@ def self_test(tap):
             for name, text in tree.items():
                 with open(os.path.join(src, name), "w") as fh:
                     fh.write(text)
-            for name in tree:
-                if name.endswith(".c"):
-                    subprocess.run(["cc", "-c", "-o", os.path.join(obj, name + ".o"), os.path.join(src, name)],
-                                   check=True, capture_output=True)
+            units = sorted(name for name in tree if name.endswith(".c"))
+            subprocess.run(["cc", "-c"] + [os.path.join(src, name) for name in units], cwd=obj, check=True,
+                           capture_output=True)
+            for name in units:
+                os.rename(os.path.join(obj, name[:-2] + ".o"), os.path.join(obj, name + ".o"))
             inner = Tap()
             import contextlib
             import io
@@ -303,6 +318,8 @@ def self_test(tap):
     tap.ok("circle: low.c mid.c mid2.c" in text, "a circle of calls in the sample is caught",
            [] if "circle:" in text else text.splitlines())
     tap.ok("low.c (layer 1) includes mid.h (layer 2)" in text, "an upward include in the sample is caught")
+    tap.ok(re.search(r"^not ok \d+ - every file .*\n#   stray.h$", text, re.M) is not None,
+           "a file without a layer line in the sample is caught")
 
 
 def main():

@@ -1,5 +1,8 @@
 /* Any bytes as a JSON string, a size as a JSON integer, and adding values
- * that may have failed to build (json_text.h). */
+ * that may have failed to build (json_text.h).
+ *
+ * Layer 1 of libkvrt (core/text/; CONTRIBUTING.md, "Where things live").
+ */
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>

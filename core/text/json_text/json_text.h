@@ -6,6 +6,8 @@
  * a JSON string, whose invalid UTF-8 bytes become U+FFFD (jansson refuses
  * them, which would lose the whole output), a size as a JSON integer,
  * adding a value that may have failed to build, and the finished text.
+ *
+ * Layer 1 of libkvrt (core/text/; CONTRIBUTING.md, "Where things live").
  */
 #ifndef KVRT_CORE_JSON_TEXT_H
 #define KVRT_CORE_JSON_TEXT_H
