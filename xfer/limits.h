@@ -1,19 +1,15 @@
 /*
- * What every layer of libkvrt-xfer shares: how it fails and its limits.
- * A failure sets the thread's kvrt message (kvrt_error_report, libkvrt's
- * entry point for companion libraries) and yields its status, visibly at
- * the call site, so that analysers see a failing helper never returns
- * KVRT_OK.
+ * What every layer of libkvrt-xfer shares: its limits, and how it fails
+ * (BASE_FAIL and ULL, from the base under libkvrt-xfer and libkvrt-store).
  *
  * Layer 0 of libkvrt-xfer: every layer includes it.
  */
-#ifndef KVRT_XFER_BASE_H
-#define KVRT_XFER_BASE_H
+#ifndef KVRT_XFER_LIMITS_H
+#define KVRT_XFER_LIMITS_H
 
 #include <kvrt/xfer.h>
 
-#define BASE_FAIL(status, ...) (kvrt_error_report(KVRT_OK, __VA_ARGS__), (status))
-#define ULL(x) ((unsigned long long)(x))
+#include "base/fail.h"
 
 /* The limits, each named once: a staging chunk (and so a data message) is
  * at most 16 GiB; a transfer names at most 2^24 blocks; a reason a peer
