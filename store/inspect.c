@@ -12,11 +12,15 @@
 #include "handle.h"
 #include "record.h"
 
+/* Paths and URLs go in through kvrt_json_str (any bytes: invalid UTF-8
+ * becomes U+FFFD), so that only memory running out or a count refused
+ * fails the description. */
+
 /* A count as a JSON integer through libkvrt's writer: one past INT64_MAX
- * is refused with a message (kvrt_json_u64), never clamped. */
-static json_t *u64(uint64_t v)
+ * is refused with a message naming it (kvrt_json_u64), never clamped. */
+static json_t *u64(uint64_t v, const char *what)
 {
-    return kvrt_json_u64(v, "a count of the store's description");
+    return kvrt_json_u64(v, what);
 }
 
 static json_t *model_json(const struct store_model *m)
@@ -27,8 +31,9 @@ static json_t *model_json(const struct store_model *m)
     if (o) {
         json_object_del(o, "format");
         json_object_del(o, "format_version");
-        if (!kvrt_json_put(o, "num_layers", u64(m->num_layers)) ||
-            !kvrt_json_put(o, "entry_bytes_stored", u64(STORE_HEADER_BYTES + m->payload_bytes))) {
+        if (!kvrt_json_put(o, "num_layers", u64(m->num_layers, "model.num_layers")) ||
+            !kvrt_json_put(o, "entry_bytes_stored",
+                           u64(STORE_HEADER_BYTES + m->payload_bytes, "model.entry_bytes_stored"))) {
             json_decref(o);
             o = NULL;
         }
@@ -51,10 +56,12 @@ int kvrt_store_describe_json(kvrt_store *s, char **out)
     ok = ok && kvrt_json_put(o, "format_version", json_integer(KVRT_STORE_FORMAT_VERSION));
     ok = ok && kvrt_json_put(o, "model", model_json(&s->model));
     if (!s->inspect) {
-        ok = ok && kvrt_json_put(o, "memory",
-                                 json_pack("{s:o, s:o, s:o, s:o, s:o}", "entries", u64(st.memory_entries), "bytes",
-                                           u64(st.memory_bytes), "capacity", u64(st.memory_capacity), "hits",
-                                           u64(st.hits_memory), "evicted", u64(st.evicted_memory)));
+        ok = ok && kvrt_json_put(
+                       o, "memory",
+                       json_pack("{s:o, s:o, s:o, s:o, s:o}", "entries", u64(st.memory_entries, "memory.entries"),
+                                 "bytes", u64(st.memory_bytes, "memory.bytes"), "capacity",
+                                 u64(st.memory_capacity, "memory.capacity"), "hits", u64(st.hits_memory, "memory.hits"),
+                                 "evicted", u64(st.evicted_memory, "memory.evicted")));
     }
     if (s->has_disk) {
         struct disk_counts dc;
@@ -64,23 +71,30 @@ int kvrt_store_describe_json(kvrt_store *s, char **out)
         }
         ok = ok &&
              kvrt_json_put(o, "disk",
-                           json_pack("{s:s, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "path", s->disk.path, "entries",
-                                     u64(dc.entries), "bytes", u64(dc.bytes), "capacity", u64(dc.capacity),
-                                     "file_bytes", u64(dc.file_bytes), "hits", u64(dc.hits), "misses", u64(dc.misses),
-                                     "writes", u64(dc.writes), "evictions", u64(dc.evictions)));
+                           json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "path",
+                                     kvrt_json_str(s->disk.path), "entries", u64(dc.entries, "disk.entries"), "bytes",
+                                     u64(dc.bytes, "disk.bytes"), "capacity", u64(dc.capacity, "disk.capacity"),
+                                     "file_bytes", u64(dc.file_bytes, "disk.file_bytes"), "hits",
+                                     u64(dc.hits, "disk.hits"), "misses", u64(dc.misses, "disk.misses"), "writes",
+                                     u64(dc.writes, "disk.writes"), "evictions", u64(dc.evictions, "disk.evictions")));
     }
     if (s->has_shared)
         ok = ok && kvrt_json_put(o, "shared",
-                                 json_pack("{s:s, s:b, s:o, s:o}", "url", s->shared.url, "up", st.shared_up, "hits",
-                                           u64(st.hits_shared), "written", u64(st.written_shared)));
+                                 json_pack("{s:o, s:b, s:o, s:o}", "url", kvrt_json_str(s->shared.url), "up",
+                                           st.shared_up, "hits", u64(st.hits_shared, "shared.hits"), "written",
+                                           u64(st.written_shared, "shared.written")));
     if (!s->inspect)
-        ok = ok &&
-             kvrt_json_put(o, "process",
-                           json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "hits_memory",
-                                     u64(st.hits_memory), "hits_disk", u64(st.hits_disk), "hits_shared",
-                                     u64(st.hits_shared), "misses", u64(st.misses), "put_entries", u64(st.put_entries),
-                                     "put_present", u64(st.put_present), "queued_entries", u64(st.queued_entries),
-                                     "write_failures", u64(st.write_failures), "dropped", u64(st.dropped)));
+        ok = ok && kvrt_json_put(o, "process",
+                                 json_pack("{s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:o}", "hits_memory",
+                                           u64(st.hits_memory, "process.hits_memory"), "hits_disk",
+                                           u64(st.hits_disk, "process.hits_disk"), "hits_shared",
+                                           u64(st.hits_shared, "process.hits_shared"), "misses",
+                                           u64(st.misses, "process.misses"), "put_entries",
+                                           u64(st.put_entries, "process.put_entries"), "put_present",
+                                           u64(st.put_present, "process.put_present"), "queued_entries",
+                                           u64(st.queued_entries, "process.queued_entries"), "write_failures",
+                                           u64(st.write_failures, "process.write_failures"), "dropped",
+                                           u64(st.dropped, "process.dropped")));
     if (!ok && o) {
         json_decref(o);
         o = NULL;

@@ -742,6 +742,40 @@ static void inspect(const char *dir)
            "inspecting a missing folder: %s", kvrt_error_message());
 }
 
+/* A counter past JSON's integers (a damaged or foreign directory): the
+ * description refuses it by name, never prints a clamped or wrapped
+ * number. */
+static void huge_count(const char *dir)
+{
+    char copy[4096], data[4200];
+    bool ok = copy_store(dir, "huge", copy, sizeof(copy), data, sizeof(data));
+    MDB_env *env = NULL;
+    MDB_txn *txn;
+    MDB_dbi dbi;
+    ok = ok && mdb_env_create(&env) == 0 && mdb_env_set_maxdbs(env, 8) == 0 && mdb_env_open(env, copy, 0, 0644) == 0 &&
+         mdb_txn_begin(env, NULL, 0, &txn) == 0 && mdb_dbi_open(txn, "meta", 0, &dbi) == 0;
+    if (ok) {
+        uint8_t le[8] = {0, 0, 0, 0, 0, 0, 0, 0x80}; /* 2^63, INT64_MAX + 1 */
+        MDB_val k = {4, "hits"}, v = {sizeof(le), le};
+        ok = mdb_put(txn, dbi, &k, &v, 0) == 0 && mdb_txn_commit(txn) == 0;
+    }
+    if (env)
+        mdb_env_close(env);
+    struct kvrt_store_options o;
+    kvrt_store_options_default(&o);
+    o.path = copy;
+    kvrt_store *s = NULL;
+    char *json = NULL;
+    int rc = ok ? kvrt_store_open(&o, &s) : KVRT_ERR_STATE;
+    if (rc == KVRT_OK)
+        rc = kvrt_store_describe_json(s, &json);
+    tap_ok(ok && rc == KVRT_ERR_OVERFLOW && !json && strstr(kvrt_error_message(), "disk.hits 9223372036854775808"),
+           "a count past INT64_MAX is refused by name, not clamped: %s", kvrt_error_message());
+    kvrt_free(json);
+    kvrt_store_close(s);
+    st_rmdir(copy);
+}
+
 int main(int argc, char **argv)
 {
     self = argv[0];
@@ -776,6 +810,7 @@ int main(int argc, char **argv)
     damage(dir);
     damage_ahead(dir);
     inspect(dir);
+    huge_count(dir);
     paths(dir);
     full_disk(dir);
     capacity(dir);
