@@ -8,30 +8,11 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/statvfs.h>
 
 #include <lmdb.h>
 
 #include "base/bytes.h"
 #include "disk_parts.h"
-
-/* A failed write: LMDB reports a short write (a full disk, a file size
- * limit) as EIO, so say how much room the file system has left. */
-int disk_write_fail(const char *path, const char *what, int rc)
-{
-    struct statvfs fs;
-    if (statvfs(path, &fs) != 0)
-        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": %s: %s", path, what, mdb_strerror(rc));
-    return BASE_FAIL(KVRT_ERR_DEVICE,
-                     "kvrt-store: disk tier \"%s\": %s: %s (its file system has %llu bytes free; a full disk or "
-                     "a file size limit fails so)",
-                     path, what, mdb_strerror(rc), ULL((uint64_t)fs.f_bavail * fs.f_frsize));
-}
-
-int disk_lmdb_fail(const char *path, const char *what, int rc)
-{
-    return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": %s: %s", path, what, mdb_strerror(rc));
-}
 
 /* Room for the map, which holds the index only (the entries' bytes are in
  * the slot file): a few hundred bytes an entry at most, and the free pages

@@ -9,6 +9,7 @@
 #ifndef KVRT_STORE_DISK_PARTS_H
 #define KVRT_STORE_DISK_PARTS_H
 
+#include <sys/statvfs.h>
 #include <sys/types.h>
 
 #include <lmdb.h>
@@ -40,8 +41,27 @@ struct disk_read {
 
 #define LRU_KEY_BYTES DISK_LRU_KEY_BYTES
 
+/* Failures of LMDB and of writes, inline so that analysers see a failing
+ * step never returns KVRT_OK (as BASE_FAIL at the call site). */
+static inline int disk_lmdb_fail(const char *path, const char *what, int rc)
+{
+    return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": %s: %s", path, what, mdb_strerror(rc));
+}
+
+/* A failed write: LMDB reports a short write (a full disk, a file size
+ * limit) as EIO, so say how much room the file system has left. */
+static inline int disk_write_fail(const char *path, const char *what, int rc)
+{
+    struct statvfs fs;
+    if (statvfs(path, &fs) != 0)
+        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt-store: disk tier \"%s\": %s: %s", path, what, mdb_strerror(rc));
+    return BASE_FAIL(KVRT_ERR_DEVICE,
+                     "kvrt-store: disk tier \"%s\": %s: %s (its file system has %llu bytes free; a full disk or "
+                     "a file size limit fails so)",
+                     path, what, mdb_strerror(rc), ULL((uint64_t)fs.f_bavail * fs.f_frsize));
+}
+
 /* disk_index.c */
-int disk_lmdb_fail(const char *path, const char *what, int rc);
 int disk_txn_begin(struct disk_env *e, unsigned flags, MDB_txn **txn);
 void disk_txn_abort(struct disk_env *e, MDB_txn *txn);
 int disk_txn_commit(struct disk_env *e, MDB_txn *txn);
@@ -50,9 +70,6 @@ int disk_meta_put_u64(MDB_txn *txn, struct disk_env *e, const char *name, uint64
 /* Delete an entry and its recency records; its slot is free again. */
 int disk_delete_entry(MDB_txn *txn, struct disk_env *e, const uint8_t dbkey[STORE_DBKEY_BYTES]);
 
-/* A failed write: LMDB reports a short write (a full disk, a file size
- * limit) as EIO, so say how much room the file system has left. */
-int disk_write_fail(const char *path, const char *what, int rc);
 /* A slot for a new entry: a free one, else one past the end of the file. */
 int disk_alloc_slot(MDB_txn *txn, struct disk_env *e, uint64_t *slot);
 int disk_set_tick(MDB_txn *txn, struct disk_env *e, const uint8_t dbkey[STORE_DBKEY_BYTES], uint64_t tick,
