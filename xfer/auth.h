@@ -1,10 +1,10 @@
 /*
  * Proving knowledge of a pre-shared key, and nothing else: the key file,
- * fresh nonces, HMAC-SHA-256 (libsodium) over the handshake and over signed
+ * fresh nonces, HMAC-SHA-256 (OpenSSL libcrypto) over the handshake and over signed
  * metadata, the session token both sides derive, constant-time compares.
  * Every construction is written once here (docs/xfer.md, "The handshake").
  *
- * Layer 1 of libkvrt-xfer: libsodium and libkvrt's messages only.
+ * Layer 1 of libkvrt-xfer: libcrypto and libkvrt's messages only.
  */
 #ifndef KVRT_XFER_AUTH_H
 #define KVRT_XFER_AUTH_H
@@ -40,7 +40,8 @@ static inline bool xfer_key_set(const struct xfer_key *key)
     return key && key->bytes;
 }
 
-/* libsodium's once-per-process start; KVRT_ERR_INTERNAL if it cannot. */
+/* libcrypto's HMAC, fetched once per process; KVRT_ERR_INTERNAL if it
+ * cannot be. */
 int xfer_auth_init(void);
 void xfer_random(void *buf, size_t n);
 /* Constant time. */
