@@ -294,3 +294,29 @@ void xfer_cma_cookie(const uint8_t token[XFER_TOKEN_BYTES], uint64_t agent_id, u
     mac_part(&m, id, sizeof(id));
     mac_final(&m, cookie);
 }
+
+/* A MAC under the session token of a label and one 64-bit value or one
+ * MAC-sized value (both length-prefixed). */
+static void token_mac(const uint8_t token[XFER_TOKEN_BYTES], const char *label, const void *p, size_t n,
+                      uint8_t out[XFER_MAC_BYTES])
+{
+    struct mac m;
+    mac_init(&m, token, XFER_TOKEN_BYTES);
+    mac_part(&m, label, strlen(label) + 1);
+    mac_part(&m, p, n);
+    mac_final(&m, out);
+}
+
+void xfer_cma_socket_name(const uint8_t token[XFER_TOKEN_BYTES], uint64_t agent_id, uint8_t name[XFER_MAC_BYTES])
+{
+    uint8_t id[8];
+    for (int i = 0; i < 8; i++)
+        id[i] = (uint8_t)(agent_id >> (8 * i));
+    token_mac(token, "kvrt-xfer 4 cma socket", id, sizeof(id), name);
+}
+
+void xfer_cma_proof(const uint8_t token[XFER_TOKEN_BYTES], const uint8_t challenge[XFER_MAC_BYTES],
+                    uint8_t proof[XFER_MAC_BYTES])
+{
+    token_mac(token, "kvrt-xfer 4 cma read", challenge, XFER_MAC_BYTES, proof);
+}

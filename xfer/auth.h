@@ -68,6 +68,14 @@ void xfer_session_token(const struct xfer_key *k, const struct xfer_transcript *
  * so a process that holds it at that address is the peer (the agent id
  * tells the two sides' cookies apart). */
 void xfer_cma_cookie(const uint8_t token[XFER_TOKEN_BYTES], uint64_t agent_id, uint8_t cookie[XFER_MAC_BYTES]);
+/* The name of the socket the side of `agent_id` listens on while it offers
+ * to be read (cma.h): only the session's two sides can compute it, so no
+ * other process listens there. */
+void xfer_cma_socket_name(const uint8_t token[XFER_TOKEN_BYTES], uint64_t agent_id, uint8_t name[XFER_MAC_BYTES]);
+/* What a reader sends in CMA_OK: a MAC of the challenge it read in the
+ * offering side's memory, proof that it really reads that process. */
+void xfer_cma_proof(const uint8_t token[XFER_TOKEN_BYTES], const uint8_t challenge[XFER_MAC_BYTES],
+                    uint8_t proof[XFER_MAC_BYTES]);
 
 /* Metadata: the MAC of a signed blob's first `len` bytes. */
 void xfer_sign_blob(const struct xfer_key *k, const void *blob, size_t len, uint8_t mac[XFER_MAC_BYTES]);
