@@ -232,18 +232,18 @@ static void mac_transcript(const struct xfer_key *k, const char *label, const st
  * never one of another. */
 void xfer_prove_server(const struct xfer_key *k, const struct xfer_transcript *t, uint8_t mac[XFER_MAC_BYTES])
 {
-    mac_transcript(k, "kvrt-xfer 4 server proof", t, mac);
+    mac_transcript(k, "kvrt-xfer 5 server proof", t, mac);
 }
 
 void xfer_prove_client(const struct xfer_key *k, const struct xfer_transcript *t, uint8_t mac[XFER_MAC_BYTES])
 {
-    mac_transcript(k, "kvrt-xfer 4 client proof", t, mac);
+    mac_transcript(k, "kvrt-xfer 5 client proof", t, mac);
 }
 
 void xfer_session_token(const struct xfer_key *k, const struct xfer_transcript *t, uint8_t token[XFER_TOKEN_BYTES])
 {
     uint8_t full[XFER_MAC_BYTES];
-    mac_transcript(k, "kvrt-xfer 4 session token", t, full);
+    mac_transcript(k, "kvrt-xfer 5 session token", t, full);
     memcpy(token, full, XFER_TOKEN_BYTES);
     OPENSSL_cleanse(full, sizeof(full));
 }
@@ -273,7 +273,7 @@ void xfer_pair_token(const struct xfer_key *k, uint64_t id_a, const uint8_t nonc
         ids[8 + i] = (uint8_t)(id_b >> (8 * i));
     }
     struct mac m;
-    mac_start(&m, k, "kvrt-xfer 4 pair token");
+    mac_start(&m, k, "kvrt-xfer 5 pair token");
     mac_part(&m, ids, sizeof(ids));
     mac_part(&m, nonce_a, XFER_NONCE_BYTES);
     mac_part(&m, nonce_b, XFER_NONCE_BYTES);
@@ -286,7 +286,7 @@ void xfer_cma_cookie(const uint8_t token[XFER_TOKEN_BYTES], uint64_t agent_id, u
 {
     struct mac m;
     mac_init(&m, token, XFER_TOKEN_BYTES);
-    static const char label[] = "kvrt-xfer 4 cma cookie";
+    static const char label[] = "kvrt-xfer 5 cma cookie";
     mac_update(&m, (const uint8_t *)label, sizeof(label));
     uint8_t id[8];
     for (int i = 0; i < 8; i++)
@@ -312,11 +312,11 @@ void xfer_cma_socket_name(const uint8_t token[XFER_TOKEN_BYTES], uint64_t agent_
     uint8_t id[8];
     for (int i = 0; i < 8; i++)
         id[i] = (uint8_t)(agent_id >> (8 * i));
-    token_mac(token, "kvrt-xfer 4 cma socket", id, sizeof(id), name);
+    token_mac(token, "kvrt-xfer 5 cma socket", id, sizeof(id), name);
 }
 
 void xfer_cma_proof(const uint8_t token[XFER_TOKEN_BYTES], const uint8_t challenge[XFER_MAC_BYTES],
                     uint8_t proof[XFER_MAC_BYTES])
 {
-    token_mac(token, "kvrt-xfer 4 cma read", challenge, XFER_MAC_BYTES, proof);
+    token_mac(token, "kvrt-xfer 5 cma read", challenge, XFER_MAC_BYTES, proof);
 }
