@@ -122,14 +122,14 @@ static bool cma_iface(const uint8_t *a, size_t len)
         (void)a;                                                                                                       \
         return len == (n);                                                                                             \
     }
-FIXED_IFACE(tcp_iface, 2)   /* uct_tcp_iface_addr_t: the port */
-FIXED_IFACE(seg_iface, 8)   /* sysv: uct_mm_iface_addr_t alone (mm_sysv.c) */
-FIXED_IFACE(xpmem_iface, 16) /* uct_mm_iface_addr_t and an xpmem_segid_t (mm_xpmem.c) */
-FIXED_IFACE(empty_iface, 0) /* knem (knem_iface.c), rc_verbs (rc_iface.c) */
-FIXED_IFACE(self_iface, 8)  /* uct_self_iface_addr_t (self.c) */
+FIXED_IFACE(tcp_iface, 2)     /* uct_tcp_iface_addr_t: the port */
+FIXED_IFACE(seg_iface, 8)     /* sysv: uct_mm_iface_addr_t alone (mm_sysv.c) */
+FIXED_IFACE(xpmem_iface, 16)  /* uct_mm_iface_addr_t and an xpmem_segid_t (mm_xpmem.c) */
+FIXED_IFACE(empty_iface, 0)   /* knem (knem_iface.c), rc_verbs (rc_iface.c) */
+FIXED_IFACE(self_iface, 8)    /* uct_self_iface_addr_t (self.c) */
 FIXED_IFACE(rc_mlx5_iface, 1) /* rc_mlx5_iface.c: one byte */
-FIXED_IFACE(ud_iface, 3)    /* uct_ud_iface_addr_t: a 24-bit QP number (ud_iface.c) */
-FIXED_IFACE(dc_iface, 5)    /* uct_dc_mlx5_iface_addr_t (dc_mlx5.h) */
+FIXED_IFACE(ud_iface, 3)      /* uct_ud_iface_addr_t: a 24-bit QP number (ud_iface.c) */
+FIXED_IFACE(dc_iface, 5)      /* uct_dc_mlx5_iface_addr_t (dc_mlx5.h) */
 
 static const struct form {
     const char *name;
@@ -151,16 +151,18 @@ static const struct form {
     {"dc_mlx5", ib_dev, dc_iface, "an InfiniBand or RoCE device, a 5-byte interface"},
 };
 
-int xfer_addr_form(uint16_t csum, const uint8_t *dev, size_t dev_len, const uint8_t *iface, size_t iface_len,
-                   char *why, size_t n)
+int xfer_addr_form(uint16_t csum, const uint8_t *dev, size_t dev_len, const uint8_t *iface, size_t iface_len, char *why,
+                   size_t n)
 {
     for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++) {
         if (crc16(forms[i].name) != csum)
             continue;
         if (forms[i].dev(dev, dev_len) && forms[i].iface(iface, iface_len))
             return 1;
-        snprintf(why, n, "%s with a %zu-byte device and %zu-byte interface address in a form UCX 1.13 never packs "
-                 "(valid: %s)", forms[i].name, dev_len, iface_len, forms[i].valid);
+        snprintf(why, n,
+                 "%s with a %zu-byte device and %zu-byte interface address in a form UCX 1.13 never packs "
+                 "(valid: %s)",
+                 forms[i].name, dev_len, iface_len, forms[i].valid);
         return -1;
     }
     return 0;

@@ -33,16 +33,15 @@ static void accepts(const char *tl, const uint8_t *dev, size_t dl, const uint8_t
 {
     char why[256];
     int f = form(tl, dev, dl, iface, il, why);
-    tap_ok(f == 1, "%s: %s (%zu-byte device, %zu-byte interface) is accepted%s%s", tl, what, dl, il, f ? " " : "",
-           why);
+    tap_ok(f == 1, "%s: %s (%zu-byte device, %zu-byte interface) is accepted%s%s", tl, what, dl, il, f ? " " : "", why);
 }
 
 static void refuses(const char *tl, const uint8_t *dev, size_t dl, const uint8_t *iface, size_t il, const char *what)
 {
     char why[256];
     int f = form(tl, dev, dl, iface, il, why);
-    tap_ok(f == -1 && strstr(why, tl) && strstr(why, "valid:") && !strchr(why, '\n'), "%s: %s is refused (\"%s\")",
-           tl, what, why);
+    tap_ok(f == -1 && strstr(why, tl) && strstr(why, "valid:") && !strchr(why, '\n'), "%s: %s is refused (\"%s\")", tl,
+           what, why);
 }
 
 int main(void)
