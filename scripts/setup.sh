@@ -15,7 +15,7 @@ packages=(
   librsvg2-bin
   clang libclang-rt-14-dev valgrind cppcheck clang-tidy clang-format
   libdlpack-dev python3-torch python3-numpy cmake
-  libucx-dev ucx-utils libsodium-dev
+  libucx-dev ucx-utils
   liblmdb-dev lmdb-utils libhiredis-dev redis-server redis-tools libssl-dev libxxhash-dev fio
   iproute2 nftables
 )

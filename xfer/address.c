@@ -166,6 +166,7 @@ int xfer_addr_parse(const uint8_t *addr, size_t len, struct xfer_addr_shape *sha
          * address from elsewhere has no business naming one here. */
         if (lb & FLAG_SYS_DEVICE)
             return fail(&w, "a system device index (this UCX build packs none)"), -1;
+        size_t dev_off = w.pos;
         if (!skip(&w, dev_len, "a device address cut short"))
             return -1;
         for (bool last_tl = empty; !last_tl;) {
@@ -188,12 +189,15 @@ int xfer_addr_parse(const uint8_t *addr, size_t len, struct xfer_addr_shape *sha
              * worker's address. */
             if (fl & FLAG_HAS_EP_ADDR)
                 return fail(&w, "endpoint addresses in a worker address"), -1;
+            size_t iface_off = w.pos;
             if (!skip(&w, iface_len, "an interface address cut short"))
                 return -1;
             unsigned e = shape->entries++;
             shape->tl[e].csum = (uint16_t)(cs[0] | (cs[1] << 8));
             shape->tl[e].dev_len = (uint16_t)dev_len;
             shape->tl[e].iface_len = (uint16_t)iface_len;
+            shape->tl[e].dev_off = (uint32_t)dev_off;
+            shape->tl[e].iface_off = (uint32_t)iface_off;
         }
     }
     /* Devices flagged empty carry no transport: such an address names no
@@ -213,8 +217,9 @@ int xfer_addr_check(const struct xfer_addr_shape *mine, const uint8_t *addr, siz
     struct xfer_addr_shape theirs;
     if (xfer_addr_parse(addr, len, &theirs, why, n) != 0)
         return -1;
-    /* A transport this side also has must come with sizes this UCX packs
-     * for it (one pair per kind of device); one it lacks UCX never uses. */
+    /* A transport this side also has must come in a form UCX packs for it
+     * (on any host: another's device list differs from this one's); one it
+     * lacks UCX never uses. */
     for (unsigned i = 0; i < theirs.entries; i++) {
         bool known = false, match = false;
         uint16_t dev = 0, iface = 0;
@@ -226,7 +231,17 @@ int xfer_addr_check(const struct xfer_addr_shape *mine, const uint8_t *addr, siz
             iface = mine->tl[j].iface_len;
             match = theirs.tl[i].dev_len == dev && theirs.tl[i].iface_len == iface;
         }
-        if (known && !match) {
+        if (!known)
+            continue;
+        char form[200];
+        int f = xfer_addr_form(theirs.tl[i].csum, addr + theirs.tl[i].dev_off, theirs.tl[i].dev_len,
+                               addr + theirs.tl[i].iface_off, theirs.tl[i].iface_len, form, sizeof(form));
+        if (f < 0) {
+            snprintf(why, n, "transport entry %u (name checksum 0x%04x) is %s", i, theirs.tl[i].csum, form);
+            return -1;
+        }
+        /* A transport UCX 1.13 has none of: the sizes this side packs. */
+        if (f == 0 && !match) {
             snprintf(why, n,
                      "transport entry %u (name checksum 0x%04x) has a %u-byte device and %u-byte interface "
                      "address; this UCX packs %u and %u for it",

@@ -6,8 +6,10 @@
  * or reads past the end on malformed input.  This walks the same packed
  * format (UCX's src/ucp/wireup/address.c, versions 1 and 2, non-unified
  * mode) with every length bounded, and holds each transport entry of a
- * kind this process's own address also has to the sizes this UCX build
- * packs for it: what UCX is then handed has a shape it produces itself.  The check
+ * kind this process's own address also has to the forms UCX 1.13 packs
+ * for that transport on any host (address_forms.c): what UCX is then
+ * handed has a shape it produces itself.  An entry of a transport this
+ * side lacks is skipped (UCX never unpacks it past its length).  The check
  * cannot vouch for what the bytes mean (an address still names where UCX
  * will connect); only a peer that proved the key (auth.h) is trusted for
  * that (docs/security.md).
@@ -29,6 +31,7 @@ struct xfer_addr_shape {
     struct {
         uint16_t csum; /* UCX's checksum of the transport's name */
         uint16_t dev_len, iface_len;
+        uint32_t dev_off, iface_off; /* where they lie in the address */
     } tl[XFER_ADDR_MAX_ENTRIES];
 };
 
@@ -38,9 +41,20 @@ struct xfer_addr_shape {
  */
 int xfer_addr_parse(const uint8_t *addr, size_t len, struct xfer_addr_shape *shape, char *why, size_t n);
 
-/* A peer's address against this process's own shape (same rules, and
- * every transport both have agrees in its sizes). */
+/* A peer's address against this process's own shape: the same rules, and
+ * every entry of a transport this process also has in a form UCX 1.13
+ * packs for it (for a transport address_forms.c does not know, the sizes
+ * this process packs). */
 int xfer_addr_check(const struct xfer_addr_shape *mine, const uint8_t *addr, size_t len, char *why, size_t n);
+
+/*
+ * One transport entry (its name's checksum, device and interface address)
+ * against the forms UCX 1.13 packs for that transport (address_forms.c):
+ * 1 a form UCX packs, -1 one it never packs (*why says which and what is
+ * valid), 0 a transport the table does not know.
+ */
+int xfer_addr_form(uint16_t csum, const uint8_t *dev, size_t dev_len, const uint8_t *iface, size_t iface_len,
+                   char *why, size_t n);
 
 /* Bytes of zeros kept after a copy of a checked address: a transport that
  * reads a fixed-size structure at the end of it reads zeros, not beyond. */

@@ -1,10 +1,10 @@
 /*
  * Proving knowledge of a pre-shared key, and nothing else: the key file,
- * fresh nonces, HMAC-SHA-256 (libsodium) over the handshake and over signed
+ * fresh nonces, HMAC-SHA-256 (OpenSSL libcrypto) over the handshake and over signed
  * metadata, the session token both sides derive, constant-time compares.
  * Every construction is written once here (docs/xfer.md, "The handshake").
  *
- * Layer 1 of libkvrt-xfer: libsodium and libkvrt's messages only.
+ * Layer 1 of libkvrt-xfer: libcrypto and libkvrt's messages only.
  */
 #ifndef KVRT_XFER_AUTH_H
 #define KVRT_XFER_AUTH_H
@@ -40,7 +40,8 @@ static inline bool xfer_key_set(const struct xfer_key *key)
     return key && key->bytes;
 }
 
-/* libsodium's once-per-process start; KVRT_ERR_INTERNAL if it cannot. */
+/* libcrypto's HMAC, fetched once per process; KVRT_ERR_INTERNAL if it
+ * cannot be. */
 int xfer_auth_init(void);
 void xfer_random(void *buf, size_t n);
 /* Constant time. */
@@ -67,6 +68,14 @@ void xfer_session_token(const struct xfer_key *k, const struct xfer_transcript *
  * so a process that holds it at that address is the peer (the agent id
  * tells the two sides' cookies apart). */
 void xfer_cma_cookie(const uint8_t token[XFER_TOKEN_BYTES], uint64_t agent_id, uint8_t cookie[XFER_MAC_BYTES]);
+/* The name of the socket the side of `agent_id` listens on while it offers
+ * to be read (cma.h): only the session's two sides can compute it, so no
+ * other process listens there. */
+void xfer_cma_socket_name(const uint8_t token[XFER_TOKEN_BYTES], uint64_t agent_id, uint8_t name[XFER_MAC_BYTES]);
+/* What a reader sends in CMA_OK: a MAC of the challenge it read in the
+ * offering side's memory, proof that it really reads that process. */
+void xfer_cma_proof(const uint8_t token[XFER_TOKEN_BYTES], const uint8_t challenge[XFER_MAC_BYTES],
+                    uint8_t proof[XFER_MAC_BYTES]);
 
 /* Metadata: the MAC of a signed blob's first `len` bytes. */
 void xfer_sign_blob(const struct xfer_key *k, const void *blob, size_t len, uint8_t mac[XFER_MAC_BYTES]);

@@ -4,10 +4,13 @@
  * Layer 1 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
 #include <errno.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <unistd.h>
 
 #include "cma.h"
@@ -89,4 +92,61 @@ int xfer_cma_read(uint32_t pid, uint64_t remote, const struct iovec *local, size
         i += m;
     }
     return done == len ? 0 : EIO;
+}
+
+/* An abstract address (a leading NUL; nothing on disk, gone with the
+ * socket): "kvrt-xfer-cma-" and the name's first 16 bytes in hex. */
+static socklen_t cma_address(const uint8_t name[32], struct sockaddr_un *a)
+{
+    memset(a, 0, sizeof(*a));
+    a->sun_family = AF_UNIX;
+    int n = snprintf(a->sun_path + 1, sizeof(a->sun_path) - 1, "kvrt-xfer-cma-");
+    for (int i = 0; i < 16; i++)
+        n += snprintf(a->sun_path + 1 + n, sizeof(a->sun_path) - 1 - (size_t)n, "%02x", name[i]);
+    return (socklen_t)(offsetof(struct sockaddr_un, sun_path) + 1 + (size_t)n);
+}
+
+int xfer_cma_listen(const uint8_t name[32], int *fd)
+{
+    struct sockaddr_un a;
+    socklen_t alen = cma_address(name, &a);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0)
+        return errno;
+    /* A backlog of a few: each reader connects once, and the listener is
+     * closed once the peer answers. */
+    if (bind(s, (struct sockaddr *)&a, alen) != 0 || listen(s, 4) != 0) {
+        int e = errno;
+        close(s);
+        return e;
+    }
+    *fd = s;
+    return 0;
+}
+
+int xfer_cma_listener(const uint8_t name[32], uint32_t *pid)
+{
+    struct sockaddr_un a;
+    socklen_t alen = cma_address(name, &a);
+    int s = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
+    if (s < 0)
+        return errno;
+    /* A unix connect completes at once (or fails at once: nonblocking, so
+     * a full queue is EAGAIN, never a wait).  The kernel records the
+     * listener's credentials from its listen() call. */
+    int e = 0;
+    if (connect(s, (struct sockaddr *)&a, alen) != 0) {
+        e = errno;
+    } else {
+        struct ucred cred;
+        socklen_t clen = sizeof(cred);
+        if (getsockopt(s, SOL_SOCKET, SO_PEERCRED, &cred, &clen) != 0)
+            e = errno;
+        else if (cred.pid <= 0)
+            e = ESRCH; /* a process outside this pid namespace */
+        else
+            *pid = (uint32_t)cred.pid;
+    }
+    close(s);
+    return e;
 }

@@ -6,9 +6,13 @@
  * (docs/xfer.md, "One host"); this is that copy without the intermediate
  * slot and scatter.
  *
- * Whether a peer may be read is decided per session: the peer names its
- * process and the address of a cookie only the session's two sides can
- * compute, and the reader reads the cookie first (xfer_link_on_cma).
+ * Whether a peer may be read is decided per session, by the kernel: the
+ * peer listens on an abstract unix socket whose name only the session's
+ * two sides can compute, and the reader connects to it and asks the
+ * kernel which process listens there (SO_PEERCRED): a process cannot
+ * listen in another's name, so the pid is the peer's own, never one it
+ * merely names (xfer_link_on_cma; docs/security.md, "Peers on the same
+ * host").
  *
  * Layer 1 of libkvrt-xfer: the kernel only.
  */
@@ -35,6 +39,21 @@ void xfer_cma_host(uint8_t host[XFER_HOST_BYTES]);
  * UCX for, say, tcp alone).  *why says which, for the log.
  */
 bool xfer_cma_allowed(const char **why);
+
+/*
+ * Listen on the abstract unix socket named by `name` (its bytes as hex), so
+ * that a reader can learn this process's id from the kernel.  0 and *fd, or
+ * the errno.
+ */
+int xfer_cma_listen(const uint8_t name[32], int *fd);
+
+/*
+ * The process that listens on the abstract socket named by `name`, as the
+ * kernel reports it (in this process's pid namespace).  0 and *pid, or the
+ * errno: ECONNREFUSED (no one listens there, e.g. another network
+ * namespace), EAGAIN (its queue is full).
+ */
+int xfer_cma_listener(const uint8_t name[32], uint32_t *pid);
 
 /*
  * Read `len` bytes at `remote` in process `pid` into the `n` pieces of

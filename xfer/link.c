@@ -26,6 +26,7 @@ void xfer_link_init(struct xfer_link *l, xt *t, const struct base_log *log, uint
     l->queue_tail = &l->queue;
     l->log = log;
     l->violations = violations;
+    l->cma_listener = -1;
 }
 
 void xfer_link_fail(struct xfer_link *l, const char *fmt, ...)
@@ -131,6 +132,7 @@ void xfer_link_close(struct xfer_link *l)
         xt_ep_close(l->t, l->ep);
     l->ep = NULL;
     l->wired = false;
+    xfer_link_cma_close(l);
     while (l->queue) {
         struct xfer_link_msg *q = l->queue;
         l->queue = q->next;

@@ -38,11 +38,14 @@ struct xfer_link {
     /* Reading each other's memory on one host (link_cma.c, cma.h). */
     bool cma_allowed;               /* this side reads and is read (the agent's choice) */
     uint64_t peer_id;               /* the peer's agent id, which its cookie names */
-    uint8_t cookie[XFER_MAC_BYTES]; /* this side's, where its CMA says */
+    /* This side's cookie and, after it, a fresh challenge, where its CMA
+     * says: a reader proves it read them by a MAC of the challenge. */
+    uint8_t cookie[2 * XFER_MAC_BYTES];
+    int cma_listener; /* the socket the kernel names this process by; -1 */
     bool cma_offered, cma_heard, cma_answered;
     uint32_t peer_pid;
-    bool reads_peer;   /* the peer proved its process: this side reads it */
-    bool read_by_peer; /* the peer read this side's cookie: chunks go by reference */
+    bool reads_peer;   /* the kernel named the peer's process: this side reads it */
+    bool read_by_peer; /* the peer proved it read this side: chunks go by reference */
 };
 
 /* The peer's name for messages ("(closed)" without a link). */
@@ -71,6 +74,8 @@ void xfer_link_close(struct xfer_link *l);
 /* Once the session is open: tell the peer where this side's cookie lies
  * (when the agent reads and is read on one host). */
 void xfer_link_cma_offer(struct xfer_link *l);
+/* No more reading by this side's peer is offered: its socket closes. */
+void xfer_link_cma_close(struct xfer_link *l);
 /* The peer's CMA: read its cookie in its process; answer CMA_OK. */
 void xfer_link_on_cma(struct xfer_link *l, const struct wire_msg *m);
 /* The peer's answer to this side's CMA. */

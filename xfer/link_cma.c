@@ -3,13 +3,23 @@
  * (process_vm_readv, cma.h) instead of passing chunks through UCX, which
  * saves the receiver its staging slot and its scatter.
  *
- * A peer says which process it is and where its cookie for this session
- * lies (CMA); this side reads the cookie there.  Only the session's two
- * sides can compute it, and no other process holds it, so a peer that
- * names another process is found out before any of its chunks is read:
- * its session fails.  A peer on another host, in another pid namespace,
- * or one this process may not read (ptrace rules) is simply not read; its
- * chunks come through UCX as before.
+ * The rule (docs/security.md, "Peers on the same host"): this side reads
+ * only a process the kernel names as the peer's, never this process, and
+ * gives the peer addresses only once it proved it reads this one.
+ *   - An offering side listens on an abstract unix socket whose name only
+ *     the session's two sides can compute (auth.h) and sends CMA: its pid
+ *     and where its cookie and a fresh challenge lie.  The reader connects
+ *     and asks the kernel who listens (SO_PEERCRED): a process cannot
+ *     listen in another's name, nor make another listen on a name it
+ *     chooses, so that pid is the peer's, not one it merely names.  A
+ *     claim naming another pid is a violation; one naming this process is
+ *     declined.  Then the cookie is read there, in the peer's memory.
+ *   - The reader answers CMA_OK with a MAC of the challenge: a bare "OK"
+ *     proves nothing, and without the proof the offering side never gives
+ *     a chunk by reference (which would tell the peer its addresses).
+ * A peer on another host, in another pid or network namespace, or one
+ * this process may not read (ptrace rules) is simply not read; its chunks
+ * come through UCX as before.
  *
  * Layer 3 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
@@ -22,18 +32,36 @@
 #include "cma.h"
 #include "link.h"
 
+void xfer_link_cma_close(struct xfer_link *l)
+{
+    if (l->cma_listener >= 0)
+        close(l->cma_listener);
+    l->cma_listener = -1;
+}
+
 void xfer_link_cma_offer(struct xfer_link *l)
 {
     if (!l->cma_allowed || l->cma_offered || l->state != KVRT_XFER_PEER_CONNECTED)
         return;
+    l->cma_offered = true;
+    uint8_t name[XFER_MAC_BYTES];
+    xfer_cma_socket_name(l->me.token, l->me.from, name);
+    int e = xfer_cma_listen(name, &l->cma_listener);
+    if (e) {
+        /* Nothing to prove this process by: the peer is not offered to
+         * read it, and its chunks come through UCX. */
+        base_log(l->log, "kvrt-xfer", KVRT_LOG_DEBUG, "peer %s is not offered to read this process: listening: %s",
+                 l->name, strerror(e));
+        return;
+    }
     xfer_cma_cookie(l->me.token, l->me.from, l->cookie);
+    xfer_random(l->cookie + XFER_MAC_BYTES, XFER_MAC_BYTES);
     struct wire_cma m;
     memset(&m, 0, sizeof(m));
     m.h = wire_hdr_make(&l->me, 0);
     m.cookie = (uint64_t)(uintptr_t)l->cookie;
     m.pid = (uint32_t)getpid();
     xfer_cma_host(m.host);
-    l->cma_offered = true;
     xfer_link_send(l, WIRE_CMA, &m, sizeof(m), NULL, 0);
 }
 
@@ -53,7 +81,7 @@ void xfer_link_on_cma(struct xfer_link *l, const struct wire_msg *m)
     const struct wire_cma *c = &m->u.cma;
     uint8_t host[XFER_HOST_BYTES];
     xfer_cma_host(host);
-    char why[200];
+    char why[240];
     if (!l->cma_allowed) {
         answer(l, KVRT_ERR_UNSUPPORTED, "this agent does not read its peers' memory");
         return;
@@ -62,40 +90,74 @@ void xfer_link_on_cma(struct xfer_link *l, const struct wire_msg *m)
         answer(l, KVRT_ERR_UNSUPPORTED, "another host or pid namespace");
         return;
     }
-    uint8_t want[XFER_MAC_BYTES], got[XFER_MAC_BYTES];
-    xfer_cma_cookie(l->me.token, l->peer_id, want);
-    struct iovec iov = {got, sizeof(got)};
-    int e = xfer_cma_read(c->pid, c->cookie, &iov, 1, sizeof(got));
-    if (e == EPERM || e == ENOSYS) {
-        snprintf(why, sizeof(why), "reading process %u: %s", (unsigned)c->pid, strerror(e));
+    /* This process is never read as a peer's: what it holds is what the
+     * peer may only reach through its grants. */
+    if (c->pid == (uint32_t)getpid()) {
+        answer(l, KVRT_ERR_UNSUPPORTED, "it named this process, which is never read as a peer");
+        return;
+    }
+    uint8_t name[XFER_MAC_BYTES];
+    uint32_t pid = 0;
+    xfer_cma_socket_name(l->me.token, l->peer_id, name);
+    int e = xfer_cma_listener(name, &pid);
+    if (e) {
+        /* Another network namespace sees no abstract socket of ours: not
+         * a lie, only a peer this side cannot tell by its process. */
+        snprintf(why, sizeof(why), "no process of the session's listens where this side can see it (%s)", strerror(e));
         answer(l, KVRT_ERR_UNSUPPORTED, why);
         return;
     }
-    if (e || !xfer_same(got, want, sizeof(got))) {
-        /* It named a process or an address that is not its own. */
-        snprintf(why, sizeof(why), "named process %u, which does not hold its session cookie at 0x%llx%s%s",
-                 (unsigned)c->pid, ULL(c->cookie), e ? ": " : "", e ? strerror(e) : "");
+    if (pid != c->pid || pid == (uint32_t)getpid()) {
+        snprintf(why, sizeof(why), "named process %u, but the kernel says its session's socket is process %u's",
+                 (unsigned)c->pid, (unsigned)pid);
         xfer_link_violation(l, why);
         return;
     }
-    l->peer_pid = c->pid;
+    uint8_t got[2 * XFER_MAC_BYTES], want[XFER_MAC_BYTES];
+    xfer_cma_cookie(l->me.token, l->peer_id, want);
+    struct iovec iov = {got, sizeof(got)};
+    e = xfer_cma_read(pid, c->cookie, &iov, 1, sizeof(got));
+    if (e == EPERM || e == ENOSYS) {
+        snprintf(why, sizeof(why), "reading process %u: %s", (unsigned)pid, strerror(e));
+        answer(l, KVRT_ERR_UNSUPPORTED, why);
+        return;
+    }
+    if (e || !xfer_same(got, want, sizeof(want))) {
+        snprintf(why, sizeof(why), "does not hold its session cookie at 0x%llx in its process %u%s%s", ULL(c->cookie),
+                 (unsigned)pid, e ? ": " : "", e ? strerror(e) : "");
+        xfer_link_violation(l, why);
+        return;
+    }
+    uint8_t proof[XFER_MAC_BYTES];
+    xfer_cma_proof(l->me.token, got + XFER_MAC_BYTES, proof);
+    l->peer_pid = pid;
     l->reads_peer = true;
-    answer(l, KVRT_OK, "");
+    struct wire_status ok = {wire_hdr_make(&l->me, 0), KVRT_OK, 0};
+    xfer_link_send(l, WIRE_CMA_OK, &ok, sizeof(ok), proof, sizeof(proof));
 }
 
 void xfer_link_on_cma_ok(struct xfer_link *l, const struct wire_msg *m)
 {
-    if (!l->cma_offered || l->cma_answered) {
+    if (!l->cma_offered || l->cma_answered || l->cma_listener < 0) {
         xfer_link_violation(l, l->cma_answered ? "answered CMA twice" : "answered a CMA this side never sent");
         return;
     }
     l->cma_answered = true;
-    l->read_by_peer = m->u.status.status == KVRT_OK;
-    if (!l->read_by_peer) {
+    xfer_link_cma_close(l);
+    if (m->u.status.status != KVRT_OK) {
         int n = m->len > XFER_MAX_REASON ? (int)XFER_MAX_REASON : (int)m->len;
         base_log(l->log, "kvrt-xfer", KVRT_LOG_DEBUG, "peer %s does not read this process: %.*s", l->name, n,
                  (const char *)m->payload);
+        return;
     }
+    /* Only a reader that read the challenge can MAC it. */
+    uint8_t want[XFER_MAC_BYTES];
+    xfer_cma_proof(l->me.token, l->cookie + XFER_MAC_BYTES, want);
+    if (m->len != sizeof(want) || !xfer_same(m->payload, want, sizeof(want))) {
+        xfer_link_violation(l, "answered CMA_OK without proof that it read this process");
+        return;
+    }
+    l->read_by_peer = true;
 }
 
 static bool seal_holds(const struct xfer_link *l, const struct wire_ref *ref, int *err)

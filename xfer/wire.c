@@ -317,9 +317,12 @@ enum wire_result wire_decode(struct wire_sessions *s, unsigned id, const void *h
     case WIRE_DATA: ok = check_data(&out->u.data, len, rndv, why, n); break;
     case WIRE_CMA: ok = check_cma(&out->u.cma, len, why, n); break;
     case WIRE_CMA_OK:
-        /* a status: 0, it read the cookie; a kvrt error and why, not */
+        /* a status: 0 and the proof it read (a MAC), or a kvrt error and
+         * why not */
         ok = zero(id, out->u.status.reserved, why, n) && status_ok(id, out->u.status.status, why, n) &&
              data_at_most(id, len, XFER_MAX_REASON, why, n) &&
+             (out->u.status.status != KVRT_OK || len == XFER_MAC_BYTES ||
+              bad(why, n, "sent CMA_OK 0 with %zu bytes of proof (valid: %d)", len, XFER_MAC_BYTES)) &&
              (h.xid == 0 || bad(why, n, "sent CMA_OK for stream %llu (it names none)", ULL(h.xid)));
         break;
     case WIRE_RELEASE: ok = check_release(&out->u.release, len, why, n); break;

@@ -40,7 +40,7 @@ enum wire_id {
     WIRE_BYE = 12,
     /* Reading a peer on the same host (docs/xfer.md, "One host"). */
     WIRE_CMA = 13,     /* where this side's session cookie lies: read it */
-    WIRE_CMA_OK = 14,  /* whether this side read it: it may read yours */
+    WIRE_CMA_OK = 14,  /* whether this side read it (and a MAC of the challenge it read) */
     WIRE_RELEASE = 15, /* a chunk given by reference was read */
     WIRE_NUM_IDS = 16,
 };
@@ -49,7 +49,7 @@ enum wire_id {
 const char *wire_name(unsigned id);
 
 #define WIRE_MAGIC 0x4b565848u /* "HXVK" little-endian: kvrt-xfer's handshake */
-#define WIRE_PROTOCOL 4u
+#define WIRE_PROTOCOL 5u
 enum { WIRE_KEYED = 1u }; /* the sender holds a key and proves it */
 /* Metadata in a handshake is at most this long. */
 #define WIRE_MAX_BLOB (16u << 20)
@@ -134,8 +134,11 @@ struct wire_ref {
 };
 
 /* CMA: the sender's process and the address of its cookie for this
- * session (HMAC of the session token and its agent id); the host it runs
- * on (boot and pid-namespace identity), so another host never reads. */
+ * session (HMAC of the session token and its agent id), followed there by
+ * a fresh 32-byte challenge; the host it runs on (boot and pid-namespace
+ * identity), so another host never reads.  The reader believes the pid
+ * only as the kernel confirms it (link_cma.c); its CMA_OK 0 carries a MAC
+ * of the challenge. */
 struct wire_cma {
     struct wire_hdr h;
     uint64_t cookie;

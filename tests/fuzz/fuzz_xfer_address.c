@@ -25,8 +25,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
                       a.version);
         if (xfer_addr_parse(copy, size, &b, why, sizeof(why)) != 0 || memcmp(&a, &b, sizeof(a)) != 0)
             fuzz_fail(__FILE__, __LINE__, "stable", "a second walk of an accepted address disagrees");
-        /* Checked against itself, an address always agrees. */
-        if (xfer_addr_check(&a, copy, size, why, sizeof(why)) != 0)
+        /* Checked against itself, an address agrees unless an entry is
+         * in a form UCX never packs, and then says so in one line. */
+        if (xfer_addr_check(&a, copy, size, why, sizeof(why)) != 0 &&
+            (!strstr(why, "a form UCX 1.13 never packs") || strchr(why, '\n')))
             fuzz_fail(__FILE__, __LINE__, "self", "an address disagrees with its own shape: %s", why);
     } else if (why[0] == '\0' || strchr(why, '\n')) {
         fuzz_fail(__FILE__, __LINE__, "why", "a refusal without a one-line reason");

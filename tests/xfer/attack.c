@@ -761,18 +761,43 @@ static void tokens_more_blocks_than_touched(void)
 }
 
 /* One host: a peer that says where its cookie lies (CMA), and then gives
- * chunks by reference.  The raw peer is this process. */
-static uint8_t raw_cookie[XFER_MAC_BYTES];
+ * chunks by reference.  The raw peer is this process; it listens on its
+ * session's socket, so that the kernel names its process to the victim
+ * (xfer/link_cma.c). */
+static uint8_t raw_cookie[2 * XFER_MAC_BYTES];
+static int raw_listener = -1;
+static uint8_t raw_listening[XFER_TOKEN_BYTES]; /* the session it listens for */
 
-static void send_cma(const uint8_t *cookie)
+static void raw_listen(void)
+{
+    if (raw_listener >= 0 && memcmp(raw_listening, R.me.token, XFER_TOKEN_BYTES) == 0)
+        return;
+    if (raw_listener >= 0)
+        close(raw_listener);
+    raw_listener = -1;
+    uint8_t name[XFER_MAC_BYTES];
+    xfer_cma_socket_name(R.me.token, R.me.from, name);
+    int e = xfer_cma_listen(name, &raw_listener);
+    if (e)
+        tap_diag("the raw peer cannot listen: %s", strerror(e));
+    memcpy(raw_listening, R.me.token, XFER_TOKEN_BYTES);
+}
+
+static void send_cma_as(uint32_t pid, uint64_t addr)
 {
     struct wire_cma c;
     memset(&c, 0, sizeof(c));
     c.h = raw_hdr(&R, 0);
-    c.cookie = (uint64_t)(uintptr_t)cookie;
-    c.pid = (uint32_t)getpid();
+    c.cookie = addr;
+    c.pid = pid;
     xfer_cma_host(c.host);
     raw_session_send(&R, WIRE_CMA, &c, sizeof(c), NULL, 0, false);
+}
+
+static void send_cma(const uint8_t *cookie)
+{
+    raw_listen();
+    send_cma_as((uint32_t)getpid(), (uint64_t)(uintptr_t)cookie);
 }
 
 static void honest_cma(void)
@@ -904,6 +929,180 @@ static void breaches(void)
         for (size_t i = 0; i < m; i++)
             tap_skip("%s: the victim reads no peer's memory here (%s)", one_host[i].what, no_cma);
     tap_ok(honest_push_works(), "after %zu broken sessions the victim serves its honest peer", n + m);
+}
+
+/* ---- an insider: a keyed peer granted rw 96-97, r 100-101 ---------------------- */
+
+/* The victim's CMA_OK to the raw peer's CMA: its status, or INT32_MIN when
+ * none came. */
+static int32_t cma_answer(double seconds)
+{
+    struct raw_got *g = raw_wait(&R, WIRE_CMA_OK, seconds);
+    if (!g || g->hlen < sizeof(struct wire_status))
+        return INT32_MIN;
+    struct wire_status st;
+    memcpy(&st, g->hdr, sizeof(st));
+    return st.status;
+}
+
+/* The victim's own CMA offer to the raw peer (it makes one once the
+ * session is open, where it reads and is read). */
+static bool victim_offered(double seconds)
+{
+    return raw_wait(&R, WIRE_CMA, seconds) != NULL;
+}
+
+/* One insider step in a fresh session with grants rw:96-97, r:100-101:
+ * `step` runs, and the victim must answer as `want_violation` says (a
+ * violation naming `says`, or none), acknowledge nothing and leave every
+ * block below SCRATCH as it was. */
+static void insider(const char *what, bool (*step)(void), bool want_violation, const char *says)
+{
+    int p = session();
+    if (p < 0) {
+        tap_ok(false, "%s: a session for it", what);
+        return;
+    }
+    bool granted = strcmp(cmd(&V, "grant %d rw 96,97", p), "granted") == 0;
+    if (!granted || strcmp(cmd(&V, "grant %d r 100,101", p), "granted") != 0) {
+        tap_diag("%s", reply);
+        granted = false;
+    }
+    struct events before = events();
+    bool stepped = step();
+    double deadline = now() + (want_violation ? 5 : 1);
+    while (events().violations == before.violations && now() < deadline)
+        raw_pump(&R, 0.01, NULL, NULL);
+    raw_pump(&R, 0.05, NULL, NULL);
+    struct events after = events();
+    bool said = !want_violation || last_says("lastlog", says, 1);
+    bool acked = acked_ok(), kept = untouched();
+    if (!granted || !stepped || acked || !kept)
+        tap_diag("granted %d, stepped %d, acknowledged %d, blocks kept %d", granted, stepped, acked, kept);
+    tap_ok(granted && stepped && after.violations == before.violations + (want_violation ? 1 : 0) && said &&
+               !acked && kept,
+           "insider: %s (%llu violations)", what, after.violations - before.violations);
+    end_session(p);
+}
+
+/* (1) The victim offers to be read; the insider answers CMA_OK 0 without
+ * having read anything: no proof, so its link fails and no address of
+ * the victim's ever reaches it. */
+static bool bare_cma_ok(void)
+{
+    if (!victim_offered(3))
+        return false;
+    struct wire_status st = {raw_hdr(&R, 0), KVRT_OK, 0};
+    return raw_session_send(&R, WIRE_CMA_OK, &st, sizeof(st), NULL, 0, false);
+}
+
+/* (1') The same with 32 bytes that are not the MAC of the challenge. */
+static bool forged_cma_ok(void)
+{
+    if (!victim_offered(3))
+        return false;
+    struct wire_status st = {raw_hdr(&R, 0), KVRT_OK, 0};
+    uint8_t proof[XFER_MAC_BYTES];
+    xfer_random(proof, sizeof(proof));
+    return raw_session_send(&R, WIRE_CMA_OK, &st, sizeof(st), proof, sizeof(proof), false);
+}
+
+/* (2)+(5) With no proven reader, a pull by reference comes by value; a
+ * push "by reference" is a violation: the victim never reads for it. */
+static bool ref_push_at_victim(void)
+{
+    int64_t ids[2] = {96, 97};
+    struct wire_begin b = push_begin(1, 2);
+    send_begin(&b, ids);
+    send_ref(1, 0, (uint64_t)(uintptr_t)junk, CHUNK);
+    return true;
+}
+
+/* (4) A CMA naming the victim's own process: declined (nothing is read
+ * there, whatever lies at the address), and a chunk by reference after it
+ * is a violation. */
+static bool cma_names_victim(void)
+{
+    raw_listen();
+    send_cma_as((uint32_t)V.pid, 4096);
+    int32_t st = cma_answer(3);
+    if (st == INT32_MIN || st == KVRT_OK) {
+        tap_diag("the victim answered a CMA naming itself with %d", st);
+        return false;
+    }
+    return ref_push_at_victim();
+}
+
+/* (4') A CMA naming the honest peer's process (a real agent of the same
+ * user) while the raw peer listens on the session's socket: the kernel
+ * says whose socket it is, and the claim is a violation. */
+static bool cma_names_other(void)
+{
+    xfer_cma_cookie(R.me.token, R.me.from, raw_cookie);
+    raw_listen();
+    send_cma_as((uint32_t)L.pid, (uint64_t)(uintptr_t)raw_cookie);
+    return true;
+}
+
+/* (4'') The same without the socket: no process of the session listens,
+ * so the victim declines to read (another namespace looks so too). */
+static bool cma_names_other_unheard(void)
+{
+    if (raw_listener >= 0)
+        close(raw_listener);
+    raw_listener = -1;
+    send_cma_as((uint32_t)L.pid, 4096);
+    int32_t st = cma_answer(3);
+    return st != INT32_MIN && st != KVRT_OK;
+}
+
+/* (6) A pull of what it was granted, by reference where the victim would
+ * give references: only with a proven reader, which this peer is not. */
+static bool pull_granted_by_ref(void)
+{
+    struct wire_begin b;
+    memset(&b, 0, sizeof(b));
+    b.h = raw_hdr(&R, 1);
+    b.kind = WIRE_PULL;
+    b.flags = WIRE_BEGIN_REFS;
+    b.order = WIRE_ORDER_STAGING;
+    b.count = 2;
+    b.num_layers = vmd.cache.num_layers;
+    b.num_heads = vmd.cache.layers[0].heads;
+    b.chunk_bytes = CHUNK;
+    b.total_bytes = 2 * vmd.cache.staging_per_block;
+    int64_t ids[2] = {100, 101};
+    raw_session_send(&R, WIRE_BEGIN, &b, sizeof(b), ids, sizeof(ids), false);
+    raw_pump(&R, 1, NULL, NULL);
+    for (size_t k = 0; k < R.ngot; k++)
+        if (R.got[k].id == WIRE_DATA && R.got[k].hlen >= sizeof(struct wire_data)) {
+            struct wire_data d;
+            memcpy(&d, R.got[k].hdr, sizeof(d));
+            if (d.flags & WIRE_DATA_REF) {
+                tap_diag("the victim gave an unproven reader a reference");
+                return false;
+            }
+        }
+    return true;
+}
+
+static void insiders(void)
+{
+    const char *no_cma;
+    if (!xfer_cma_allowed(&no_cma) || !keyed) {
+        tap_skip("an insider on the same host: %s", keyed ? no_cma : "runs with a key (test-xfer-attack key)");
+        return;
+    }
+    insider("a bare CMA_OK 0 (it read nothing) fails its link", bare_cma_ok, true, "proof");
+    insider("a CMA_OK 0 with a forged proof fails its link", forged_cma_ok, true, "without proof");
+    insider("a pull by reference of granted blocks comes by value to an unproven reader", pull_granted_by_ref, false,
+            "");
+    insider("a CMA naming the victim's own process is declined; a chunk by reference then fails its link",
+            cma_names_victim, true, "did not offer to read");
+    insider("a CMA naming another agent's process is refused by what the kernel says", cma_names_other, true,
+            "the kernel says");
+    insider("a CMA naming another process, no socket of the session's heard, is declined", cma_names_other_unheard,
+            false, "");
 }
 
 static void missing_chunk(void)
@@ -1109,6 +1308,7 @@ int main(int argc, char **argv)
         {"stolen_id", stolen_id},
         {"unknown_ids", unknown_ids},
         {"breaches", breaches},
+        {"insiders", insiders},
         {"missing_chunk", missing_chunk},
         {"lying_acks", lying_acks},
         {"lying_pulls", lying_pulls},
@@ -1122,6 +1322,8 @@ int main(int argc, char **argv)
             groups[i].run();
 
     tap_ok(untouched(), "the victim's blocks below %d hold exactly their pattern and the honest pushes", SCRATCH);
+    if (raw_listener >= 0)
+        close(raw_listener);
     raw_close(&R);
     child_clean(&V, "the victim after every attack");
     int vs = child_stop(&V), ls = child_stop(&L);
