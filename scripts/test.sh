@@ -1,7 +1,13 @@
 #!/usr/bin/env bash
-# The whole test suite: set-up, build, then every test through meson.
-#   scripts/test.sh [--asan | --tsan | --valgrind] [meson test arguments...]
-#     (no flag)   build/       the default build, every test
+# The test suite: set-up, build, then the tests through meson.
+#   scripts/test.sh [--all | --slow | --asan | --tsan | --valgrind | --fuzz] [meson test arguments...]
+#     (no flag)   build/       the default run: every suite but `slow` (README: a
+#                              few minutes on two cores)
+#     --all       build/       everything: the default run and suite slow (lint,
+#                              static analysis, the install test, the long fault
+#                              runs), `--setup all`
+#     --slow      build/       only suite slow, what the default run leaves out
+#                              (its log: build/meson-logs/testlog-slow.json)
 #     --asan      build-asan/  gcc ASan + UBSan build, `--setup asan`
 #     --tsan      build-tsan/  clang ThreadSanitizer build, `--setup tsan`
 #     --valgrind  build/       the default build under memcheck, `--setup valgrind`
@@ -10,7 +16,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=default
 case "${1:-}" in
-  --asan|--tsan|--valgrind|--fuzz) mode=${1#--}; shift ;;
+  --all|--slow|--asan|--tsan|--valgrind|--fuzz) mode=${1#--}; shift ;;
 esac
 if [ -x /usr/local/cuda/bin/nvcc ]; then export PATH="/usr/local/cuda/bin:$PATH"; fi
 
@@ -18,6 +24,12 @@ case $mode in
   default)
     bash scripts/setup.sh build || exit 1
     exec meson test -C build --print-errorlogs --num-processes 2 "$@" ;;
+  all)
+    bash scripts/setup.sh build || exit 1
+    exec meson test -C build --setup all --print-errorlogs --num-processes 2 "$@" ;;
+  slow)
+    bash scripts/setup.sh build || exit 1
+    exec meson test -C build --suite slow --logbase testlog-slow --print-errorlogs --num-processes 2 "$@" ;;
   valgrind)
     bash scripts/setup.sh build || exit 1
     exec meson test -C build --setup valgrind --print-errorlogs --num-processes 2 "$@" ;;

@@ -305,29 +305,37 @@ _SIGNATURES = {
 }
 
 
-def _candidates():
-    env = os.environ.get("KVRT_LIBRARY")
-    if env:
-        return [env]
+def candidates(env, attr, soname, find=None):
+    """Where to look for a library, in order: the path in environment
+    variable `env` alone when set; else the path _paths.py names as `attr`
+    (this copy of the package's build or install; "" where it was not
+    built), ctypes.util.find_library(find) when `find` is given, and the
+    soname (the loader's search).  libkvrt, libkvrt-xfer and libkvrt-store
+    are all found by this rule."""
+    path = os.environ.get(env)
+    if path:
+        return [path]
     found = []
     try:
         from . import _paths
-        found.append(_paths.LIBRARY)
+        if getattr(_paths, attr, ""):
+            found.append(getattr(_paths, attr))
     except ImportError:
         pass
-    lib = ctypes.util.find_library("kvrt")
-    if lib:
-        found.append(lib)
-    found.append(SONAME)
+    if find:
+        lib = ctypes.util.find_library(find)
+        if lib:
+            found.append(lib)
+    found.append(soname)
     return found
 
 
-def load(candidates, signatures, hint):
-    """The first of `candidates` that loads, with each function of
+def load(paths, signatures, hint):
+    """The first of `paths` (candidates()) that loads, with each function of
     `signatures` typed, and its path; ImportError with every reason and
     `hint` when none does.  kvrt.xfer loads libkvrt-xfer with it too."""
     errors = []
-    for path in candidates:
+    for path in paths:
         try:
             found = C.CDLL(path)
         except OSError as e:
@@ -341,7 +349,7 @@ def load(candidates, signatures, hint):
     raise ImportError(hint % "; ".join(errors))
 
 
-lib, path = load(_candidates(), _SIGNATURES,
+lib, path = load(candidates("KVRT_LIBRARY", "LIBRARY", SONAME, find="kvrt"), _SIGNATURES,
                  "kvrt: cannot load libkvrt; tried %s. Set KVRT_LIBRARY to the path of "
                  "libkvrt.so (e.g. build/core/libkvrt.so)")
 

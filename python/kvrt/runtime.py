@@ -8,8 +8,9 @@ from . import _lib, info
 from ._closeable import Closeable
 from ._dlpack import Borrowed, capsule
 from ._errors import InvalidArgumentError, StateError
+from ._indices import index_array
 from ._lib import lib, check, json_answer, text
-from ._model import Model
+from ._model import Model, whole
 
 _PARTS = {"all": 0, "k": 1, "v": 2}
 
@@ -36,20 +37,6 @@ def _empty(shape, dtype):
         raise InvalidArgumentError("numpy has no %s type and torch is not importable; pass an output "
                                    "tensor" % dtype)
     return numpy.empty(tuple(shape), dtype=_NUMPY_DTYPES[dtype])
-
-
-def _index_array(values, ctype, dtype, what):
-    """Host index array: a sequence of ints, or a DLPack tensor of `dtype`."""
-    if isinstance(values, (list, tuple, range)):
-        try:
-            return (ctype * max(1, len(values)))(*values), len(values)
-        except TypeError as e:
-            raise InvalidArgumentError("%s: %s" % (what, e)) from None
-    with Borrowed(values, what) as b:
-        b.require(dtype=dtype)
-        arr = (ctype * max(1, b.numel))()
-        C.memmove(arr, b.address, b.nbytes)
-        return arr, b.numel
 
 
 class TensorView:
@@ -183,7 +170,7 @@ class Cache(Closeable):
         """Write K [T, H, D] and V [T, H, Dv] (host tensors of the layer's
         type) of T tokens into `layer` at `slots` (T int64; negative skips)."""
         layer = self._layer(layer)
-        s, n = _index_array(slots, C.c_int64, "int64", "slots")
+        s, n = index_array(slots, C.c_int64, "slots")
         dtype, h, d, dv = self._dims(layer)
         bufs = []
         try:
@@ -201,7 +188,7 @@ class Cache(Closeable):
         """Read K and V of `slots` back: returns (k, v), new tensors unless
         given (v is None for MLA layers)."""
         layer = self._layer(layer)
-        s, n = _index_array(slots, C.c_int64, "int64", "slots")
+        s, n = index_array(slots, C.c_int64, "slots")
         dtype, h, d, dv = self._dims(layer)
         k = _empty((n, h, d), dtype) if k is None else k
         v = (_empty((n, h, dv), dtype) if dv else None) if v is None else v
@@ -232,7 +219,7 @@ class Cache(Closeable):
         self._check_open()
         if isinstance(pairs, (list, tuple)) and pairs and isinstance(pairs[0], (list, tuple)):
             pairs = [x for p in pairs for x in p]
-        p, n = _index_array(pairs, C.c_int64, "int64", "pairs")
+        p, n = index_array(pairs, C.c_int64, "pairs")
         if n % 2:
             raise InvalidArgumentError("pairs: %d values; give (source, destination) pairs" % n)
         check(lib.kvrt_cache_copy_blocks(self._h, n // 2, p))
@@ -241,13 +228,13 @@ class Cache(Closeable):
         """Bytes of the staging buffer for num_blocks blocks (all layers)."""
         self._check_open()
         out = C.c_uint64()
-        check(lib.kvrt_cache_staging_bytes(self._h, num_blocks, C.byref(out)))
+        check(lib.kvrt_cache_staging_bytes(self._h, whole("num_blocks", num_blocks, low=0), C.byref(out)))
         return out.value
 
     def gather(self, block_ids, out=None):
         """Pack blocks into a staging tensor (uint8, staging_bytes(n) long): returned."""
         self._check_open()
-        ids, n = _index_array(block_ids, C.c_int64, "int64", "block_ids")
+        ids, n = index_array(block_ids, C.c_int64, "block_ids")
         nbytes = self.staging_bytes(n)
         out = _empty((nbytes,), "uint8") if out is None else out
         with Borrowed(out, "out") as bo:
@@ -265,7 +252,7 @@ class Cache(Closeable):
     def scatter(self, block_ids, staging):
         """Unpack a staging tensor made by gather() into blocks."""
         self._check_open()
-        ids, n = _index_array(block_ids, C.c_int64, "int64", "block_ids")
+        ids, n = index_array(block_ids, C.c_int64, "block_ids")
         nbytes = self.staging_bytes(n)
         with Borrowed(staging, "staging") as bs:
             bs.require(dtype="uint8")
@@ -287,8 +274,8 @@ class Cache(Closeable):
             if bq.ndim != 3:
                 raise InvalidArgumentError("q: shape %s; this needs [seqs, query heads, %d]" % (list(bq.shape), d))
             nseq, hq = bq.shape[0], bq.shape[1]
-            tables, nt = _index_array(block_tables, C.c_int32, "int32", "block_tables")
-            lens, nl = _index_array(seq_lens, C.c_int32, "int32", "seq_lens")
+            tables, nt = index_array(block_tables, C.c_int32, "block_tables")
+            lens, nl = index_array(seq_lens, C.c_int32, "seq_lens")
             if nl != nseq or nseq == 0 or nt % nseq:
                 raise InvalidArgumentError("seq_lens has %d entries and block_tables %d for %d sequences; "
                                            "give one length and the same number of table entries per "

@@ -25,6 +25,7 @@ import os
 from . import _lib
 from ._closeable import Closeable
 from ._errors import InvalidArgumentError, StateError
+from ._indices import index_array
 from ._lib import check, text
 from ._model import whole
 from .runtime import Cache, _CGroups, _groups
@@ -107,41 +108,10 @@ _SIGNATURES = {
 }
 
 
-def _candidates():
-    env = os.environ.get("KVRT_STORE_LIBRARY")
-    if env:
-        return [env]
-    found = []
-    try:
-        from . import _paths
-        if getattr(_paths, "STORE_LIBRARY", ""):
-            found.append(_paths.STORE_LIBRARY)
-    except ImportError:
-        pass
-    found.append(SONAME)
-    return found
-
-
-slib, library_path = _lib.load(_candidates(), _SIGNATURES,
+slib, library_path = _lib.load(_lib.candidates("KVRT_STORE_LIBRARY", "STORE_LIBRARY", SONAME), _SIGNATURES,
                                "kvrt.store: cannot load libkvrt-store (built only where liblmdb-dev, "
                                "libhiredis-dev, libssl-dev and libxxhash-dev were found: install them and "
                                "rebuild); tried %s. Set KVRT_STORE_LIBRARY to its path")
-
-
-def _ints(values, ctype, what):
-    """A C array of `values` (a sequence of ints, or a tensor of any integer
-    type) and its length; values that do not fit are refused naming them."""
-    if hasattr(values, "tolist") and not isinstance(values, (list, tuple)):
-        values = values.tolist()
-    if isinstance(values, range):
-        values = list(values)
-    if not isinstance(values, (list, tuple)):
-        raise InvalidArgumentError("%s: a list or tensor of integers; got %s" % (what, type(values).__name__))
-    lo, hi = (-(1 << 31), (1 << 31) - 1) if ctype is C.c_int32 else (-(1 << 63), (1 << 63) - 1)
-    for i, v in enumerate(values):
-        if isinstance(v, bool) or not isinstance(v, int) or not lo <= v <= hi:
-            raise InvalidArgumentError("%s[%d] is %r; give integers from %d to %d" % (what, i, v, lo, hi))
-    return (ctype * max(1, len(values)))(*values), len(values)
 
 
 def _as_dict(s):
@@ -264,8 +234,8 @@ class Store(Closeable):
             raise InvalidArgumentError("cache: a kvrt Cache (Runtime.cache or Runtime.wrap); got %s"
                                        % type(cache).__name__)
         cache._check_open()
-        table, nb = _ints(block_table, C.c_int64, "block_table")
-        tok, nt = _ints(tokens, C.c_int32, "tokens")
+        table, nb = index_array(block_table, C.c_int64, "block_table")
+        tok, nt = index_array(tokens, C.c_int32, "tokens")
         sp = Span()
         slib.kvrt_store_span_default(C.byref(sp))
         sp.cache = cache._h
@@ -328,7 +298,7 @@ class Store(Closeable):
         """How many leading tokens of the sequence are stored, in any tier,
         for every one of the heads (None: all the model's)."""
         self._check_open()
-        tok, nt = _ints(tokens, C.c_int32, "tokens")
+        tok, nt = index_array(tokens, C.c_int32, "tokens")
         start, n = 0, 0
         if tp is not None:
             sp = Span()
@@ -350,7 +320,7 @@ class Store(Closeable):
     def keys(self, tokens):
         """The keys of the sequence's whole chunks, as bytes (docs/store.md)."""
         self._check_open()
-        tok, nt = _ints(tokens, C.c_int32, "tokens")
+        tok, nt = index_array(tokens, C.c_int32, "tokens")
         n = u64()
         check(slib.kvrt_store_keys(self._h, tok, nt, None, 0, C.byref(n)))
         buf = (C.c_uint8 * max(1, n.value * KEY_BYTES))()

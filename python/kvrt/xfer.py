@@ -24,7 +24,9 @@ from . import parallel as _parallel
 from ._closeable import Closeable
 from ._errors import InvalidArgumentError, StateError
 from ._lib import check, text
-from .runtime import Cache, _index_array
+from ._indices import index_array
+from ._model import whole
+from .runtime import Cache
 
 vp, u64, i32, sz, dbl = C.c_void_p, C.c_uint64, C.c_int, C.c_size_t, C.c_double
 P = C.POINTER
@@ -124,22 +126,7 @@ _SIGNATURES = {
 }
 
 
-def _candidates():
-    env = os.environ.get("KVRT_XFER_LIBRARY")
-    if env:
-        return [env]
-    found = []
-    try:
-        from . import _paths
-        if getattr(_paths, "XFER_LIBRARY", ""):
-            found.append(_paths.XFER_LIBRARY)
-    except ImportError:
-        pass
-    found.append(SONAME)
-    return found
-
-
-xlib, library_path = _lib.load(_candidates(), _SIGNATURES,
+xlib, library_path = _lib.load(_lib.candidates("KVRT_XFER_LIBRARY", "XFER_LIBRARY", SONAME), _SIGNATURES,
                                "kvrt.xfer: cannot load libkvrt-xfer (built only where UCX was found: install "
                                "libucx-dev and rebuild); tried %s. Set KVRT_XFER_LIBRARY to its path")
 
@@ -206,7 +193,7 @@ def _change_grants(fn, handle, access, ids):
     if ids is None:
         check(fn(handle, access, None, 0))
         return
-    arr, n = _index_array(ids, C.c_int64, "int64", "ids")
+    arr, n = index_array(ids, C.c_int64, "ids")
     check(fn(handle, access, C.cast(arr, P(C.c_int64)), n))
 
 
@@ -249,7 +236,7 @@ class Peer:
     def expect(self, ids):
         """The receiving side's grant: this peer may push into these blocks."""
         self._check_open()
-        arr, n = _index_array(ids, C.c_int64, "int64", "ids")
+        arr, n = index_array(ids, C.c_int64, "ids")
         check(xlib.kvrt_xfer_expect(self._h, C.cast(arr, P(C.c_int64)), n))
 
     def revoke(self, ids=None, read=True, write=True):
@@ -396,7 +383,7 @@ class Agent(Closeable):
         """Listen on addr:port (0: any free port); returns the bound port."""
         self._check_open()
         bound = C.c_uint16()
-        check(xlib.kvrt_xfer_listen(self._h, addr.encode(), port, C.byref(bound)))
+        check(xlib.kvrt_xfer_listen(self._h, addr.encode(), whole("port", port, low=0, high=65535), C.byref(bound)))
         return bound.value
 
     def accept(self, timeout=None):
@@ -414,7 +401,7 @@ class Agent(Closeable):
         """Connect to a listening agent; metadata is exchanged and checked."""
         self._check_open()
         h = C.c_void_p()
-        check(xlib.kvrt_xfer_connect(self._h, addr.encode(), port, C.byref(h)))
+        check(xlib.kvrt_xfer_connect(self._h, addr.encode(), whole("port", port, low=0, high=65535), C.byref(h)))
         return self._peer(h.value)
 
     def metadata(self):
@@ -437,8 +424,8 @@ class Agent(Closeable):
 
     # -- transfers --
     def _request(self, local_ids, remote_ids, pull, layers, heads, notification, method, tokens=None):
-        loc, n = _index_array(local_ids, C.c_int64, "int64", "local_ids")
-        rem, m = _index_array(remote_ids, C.c_int64, "int64", "remote_ids")
+        loc, n = index_array(local_ids, C.c_int64, "local_ids")
+        rem, m = index_array(remote_ids, C.c_int64, "remote_ids")
         r = XferRequest()
         xlib.kvrt_xfer_request_default(C.byref(r))
         if tokens is None:
@@ -449,28 +436,33 @@ class Agent(Closeable):
             # Block tables and a token range: libkvrt-xfer checks them.
             try:
                 first, count = (tokens.start, len(tokens)) if isinstance(tokens, range) else tokens
-                first, count = int(first), int(count)
             except (TypeError, ValueError):
                 raise InvalidArgumentError("tokens: (first, count) or a range of tokens; got %r" % (tokens,))
-            if first < 0 or count <= 0:
-                raise InvalidArgumentError("tokens: first %d and count %d; valid are first >= 0 and count >= 1"
-                                           % (first, count))
-            r.token_start, r.num_tokens, r.remote_num_blocks = first, count, m
+            r.token_start = whole("tokens first", first, low=0)
+            r.num_tokens = whole("tokens count", count)
+            r.remote_num_blocks = m
         r.direction = 1 if pull else 0
         r.method = _method(method)
         r.num_blocks = n
         r.local_ids = C.cast(loc, P(C.c_int64))
         r.remote_ids = C.cast(rem, P(C.c_int64))
+        # The ranges' fields are uint64: a value out of range is refused
+        # here, where ctypes would wrap it into another layer or head.
         if layers is not None:
-            start, count = (layers.start, len(layers)) if isinstance(layers, range) else layers
+            try:
+                start, count = (layers.start, len(layers)) if isinstance(layers, range) else layers
+            except (TypeError, ValueError):
+                raise InvalidArgumentError("layers: (start, count) or a range of layers; got %r" % (layers,))
             if count == 0:
                 raise InvalidArgumentError("layers: an empty range; give at least one layer (None: all)")
-            r.layer_start, r.num_layers = start, count
+            r.layer_start, r.num_layers = whole("layers start", start, low=0), whole("layers count", count)
         if heads is not None:
-            if len(heads) != 3 or heads[2] <= 0:
+            if not isinstance(heads, (tuple, list)) or len(heads) != 3 or heads[2] == 0:
                 raise InvalidArgumentError("heads: (local_start, remote_start, count) with count > 0; got %r"
                                            % (heads,))
-            r.local_head_start, r.remote_head_start, r.num_heads = heads
+            r.local_head_start = whole("heads local_start", heads[0], low=0)
+            r.remote_head_start = whole("heads remote_start", heads[1], low=0)
+            r.num_heads = whole("heads count", heads[2])
         note = bytes(notification.encode() if isinstance(notification, str) else notification or b"")
         buf = C.create_string_buffer(note, len(note)) if note else None
         if buf is not None:

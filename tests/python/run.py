@@ -4,6 +4,7 @@ suite, with the reason, when this interpreter lacks torch or numpy."""
 import importlib
 import os
 import sys
+import time
 import traceback
 
 here = os.path.dirname(os.path.abspath(__file__))
@@ -41,9 +42,12 @@ print("# kvrt %s from %s, libkvrt %s" % (kvrt.__version__, os.path.dirname(kvrt.
 print("1..%d" % len(tests))
 for i, (name, fn) in enumerate(tests, 1):
     doc = (fn.__doc__ or "").strip().split("\n")[0]
+    began = time.monotonic()
     try:
         fn()
         print("ok %d - %s%s" % (i, name, (": " + doc) if doc else ""))
+        # How long each point took, to find the ones that hold the suite up.
+        print("# %.1f s" % (time.monotonic() - began))
     except Exception as e:
         if type(e).__name__ == "Skip":
             print("ok %d - %s # SKIP %s" % (i, name, e))
