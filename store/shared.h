@@ -1,0 +1,63 @@
+/* The shared tier (shared.c): entries on a Redis-protocol server or a
+ * Redis Cluster, so that engines on several hosts share one store. */
+#ifndef KVRT_STORE_SHARED_H
+#define KVRT_STORE_SHARED_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <kvrt/store.h>
+
+#include "cluster.h"
+#include "redis_url.h"
+
+struct store_id;
+struct mem_entry;
+
+#define SHARED_DOWN_MAX 32
+
+struct shared_tier {
+    char url[300];
+    struct redis_url parsed;
+    double timeout_s; /* the deadline of each call */
+    kvrt_store *store; /* for warnings */
+    SSL_CTX *tls;
+    char *password; /* the password file's content, or NULL */
+    struct cluster_config cfg;
+    pthread_mutex_t lock;    /* the state below */
+    pthread_mutex_t fg_lock; /* the foreground client */
+    struct cluster *fg;      /* gets, lookups, drops */
+    struct cluster *bg;      /* the writer thread's */
+    /* nodes that failed and were warned about (one line per outage, even
+     * when both clients see it) */
+    char down[SHARED_DOWN_MAX][REDIS_HOST_MAX + 10];
+    int num_down;
+    uint64_t errors;
+};
+
+/* From the options' shared, shared_timeout_s and shared_* files; refuses
+ * (KVRT_ERR_INVALID naming the value) a bad URL or file. */
+int shared_init(struct shared_tier *t, kvrt_store *s, const struct kvrt_store_options *o);
+void shared_free(struct shared_tier *t);
+/* GETs of ids[0..n), each value read into bufs[i] (entry buffers of
+ * value_bytes): got[i] and lens[i] (the value's size, at most
+ * value_bytes: a longer value fails its connection).  A node that fails
+ * costs the keys it serves a miss. */
+void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
+                     uint8_t *const *bufs, uint64_t *lens, bool *got);
+/* EXISTS of ids[0..n): has[i]; false where unreachable. */
+void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, bool *has);
+/* SET of sealed entries (the writer thread); returns how many went in. */
+uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uint64_t n, uint64_t value_bytes);
+/* Delete an entry that failed its checks. */
+void shared_drop(struct shared_tier *t, const struct store_id *id);
+bool shared_is_up(struct shared_tier *t);
+
+/* The ACL password from path, checked as a secret (secret_file.c): a
+ * regular file of this user or root that group and others cannot read
+ * or write.  A malloc'd string, trailing newline removed; NULL with the
+ * error reported. */
+char *shared_read_password(const char *path);
+
+#endif
