@@ -57,8 +57,12 @@ static bool parse_addr(const char *p, size_t n, struct redis_addr *a, char *why,
                 return false;
             }
     }
-    if (hn == 0 || hn >= sizeof(a->host)) {
-        snprintf(why, size, "\"%.*s\" names no host (or one longer than %zu bytes)", (int)n, p, sizeof(a->host) - 1);
+    if (hn >= sizeof(a->host)) {
+        snprintf(why, size, "a host of %zu bytes: longer than %zu", hn, sizeof(a->host) - 1);
+        return false;
+    }
+    if (hn == 0) {
+        snprintf(why, size, "\"%.*s\" names no host", (int)n, p);
         return false;
     }
     memcpy(a->host, host, hn);
