@@ -98,7 +98,8 @@ static void node_failed(struct cluster *cl, int k, const char *why)
     if (!n->down) {
         n->down = true;
         if (cl->cfg->event)
-            cl->cfg->event(cl->cfg->event_user, n->name, why && why[0] ? why : "no reply", cl->is_cluster);
+            cl->cfg->event(cl->cfg->event_user, n->name, why && why[0] ? why : "no reply",
+                           cl->is_cluster || cl->cfg->url->num_seeds > 1);
     }
 }
 
@@ -141,12 +142,20 @@ static bool node_ready(struct cluster *cl, int k, double deadline)
         node_failed(cl, k, n->conn.why);
         return false;
     }
+    return true;
+}
+
+/* Node k gave a well-formed reply: if it was down, it is back (a
+ * connection alone does not count: a server may accept and then answer
+ * nonsense). */
+static void node_answered(struct cluster *cl, int k)
+{
+    struct cluster_node *n = cl->nodes[k];
     if (n->down) {
         n->down = false;
         if (cl->cfg->event)
-            cl->cfg->event(cl->cfg->event_user, n->name, NULL, cl->is_cluster);
+            cl->cfg->event(cl->cfg->event_user, n->name, NULL, cl->is_cluster || cl->cfg->url->num_seeds > 1);
     }
-    return true;
 }
 
 /* One entry of CLUSTER SLOTS: [start, end, [host, port, ...], replicas...]
@@ -214,6 +223,7 @@ static bool learn(struct cluster *cl, int k, double deadline)
         return false;
     }
     resp_tree_free(t);
+    node_answered(cl, k);
     for (int j = 0; j < cl->num_nodes; j++)
         cl->nodes[j]->slots = 0;
     for (int s = 0; s < REDIS_SLOTS; s++)
@@ -310,6 +320,8 @@ static void read_window(struct cluster *cl, int k, enum cluster_cmd cmd, struct 
         else
             res = resp_read_integer(&n->conn, &q->integer, &rep, deadline);
         q->state = REQ_FINISHED;
+        if (res != RESP_FAILED)
+            node_answered(cl, k);
         switch (res) {
         case RESP_VALUE:
             q->done = true;
