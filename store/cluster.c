@@ -98,7 +98,7 @@ static void node_failed(struct cluster *cl, int k, const char *why)
     if (!n->down) {
         n->down = true;
         if (cl->cfg->event)
-            cl->cfg->event(cl->cfg->event_user, n->name, why && why[0] ? why : "no reply",
+            cl->cfg->event(cl->cfg->event_user, n->name, CLUSTER_NODE_DOWN, why && why[0] ? why : "no reply",
                            cl->is_cluster || cl->cfg->url->num_seeds > 1);
     }
 }
@@ -154,7 +154,8 @@ static void node_answered(struct cluster *cl, int k)
     if (n->down) {
         n->down = false;
         if (cl->cfg->event)
-            cl->cfg->event(cl->cfg->event_user, n->name, NULL, cl->is_cluster || cl->cfg->url->num_seeds > 1);
+            cl->cfg->event(cl->cfg->event_user, n->name, CLUSTER_NODE_UP, NULL,
+                           cl->is_cluster || cl->cfg->url->num_seeds > 1);
     }
 }
 
@@ -229,6 +230,13 @@ static bool learn(struct cluster *cl, int k, double deadline)
     for (int s = 0; s < REDIS_SLOTS; s++)
         if (cl->owner[s])
             cl->nodes[cl->owner[s] - 1]->slots++;
+    /* a dead primary whose replica took over: no longer a node of ours */
+    for (int j = 0; cl->is_cluster && j < cl->num_nodes; j++)
+        if (cl->nodes[j]->down && cl->nodes[j]->slots == 0) {
+            cl->nodes[j]->down = false;
+            if (cl->cfg->event)
+                cl->cfg->event(cl->cfg->event_user, cl->nodes[j]->name, CLUSTER_NODE_RETIRED, NULL, true);
+        }
     cl->known = true;
     cl->refresh = false;
     return true;
@@ -243,7 +251,7 @@ static void ensure_map(struct cluster *cl, double deadline)
         return;
     int order[CLUSTER_MAX_NODES + REDIS_URL_MAX_SEEDS], m = 0;
     for (int k = 0; cl->known && k < cl->num_nodes; k++)
-        if (!cl->nodes[k]->down)
+        if (!cl->nodes[k]->down && (cl->nodes[k]->slots > 0 || !cl->is_cluster))
             order[m++] = k;
     for (int i = 0; i < cl->cfg->url->num_seeds; i++) {
         int k = node_at(cl, &cl->cfg->url->seeds[i]);

@@ -28,11 +28,15 @@ struct cluster_config {
     const char *user;     /* ACL user or NULL */
     const char *password; /* NULL: no AUTH */
     double backoff_s;     /* a failed node: no new attempt before */
-    /* A node failed (why) or answers again (why NULL); cluster tells
-     * whether the client talks to a cluster. */
-    void (*event)(void *user, const char *node, const char *why, bool cluster);
+    /* A node failed (CLUSTER_NODE_DOWN, why), answers again
+     * (CLUSTER_NODE_UP) or, down, was left out of a new map
+     * (CLUSTER_NODE_RETIRED: another serves its slots); cluster tells
+     * whether the client talks to a cluster (or several seeds). */
+    void (*event)(void *user, const char *node, int what, const char *why, bool cluster);
     void *event_user;
 };
+
+enum { CLUSTER_NODE_DOWN, CLUSTER_NODE_UP, CLUSTER_NODE_RETIRED };
 
 enum cluster_cmd { CLUSTER_GET, CLUSTER_EXISTS, CLUSTER_SET, CLUSTER_DEL };
 

@@ -25,8 +25,9 @@
 /* Pause after a node fails before it is tried (and the map asked) again. */
 #define RETRY_S 1.0
 
-/* A node failed (why) or answers again (NULL): one line per outage. */
-static void on_event(void *user, const char *node, const char *why, bool cluster)
+/* A node failed, answers again or was replaced: one line each, one
+ * outage one line however many clients see it. */
+static void on_event(void *user, const char *node, int what, const char *why, bool cluster)
 {
     struct shared_tier *t = user;
     pthread_mutex_lock(&t->lock);
@@ -35,7 +36,7 @@ static void on_event(void *user, const char *node, const char *why, bool cluster
         if (strcmp(t->down[i], node) == 0)
             at = i;
     bool say = false;
-    if (why) {
+    if (what == CLUSTER_NODE_DOWN) {
         t->errors++;
         if (at < 0 && t->num_down < SHARED_DOWN_MAX) {
             snprintf(t->down[t->num_down++], sizeof(t->down[0]), "%s", node);
@@ -49,7 +50,10 @@ static void on_event(void *user, const char *node, const char *why, bool cluster
     pthread_mutex_unlock(&t->lock);
     if (!say)
         return;
-    if (why && cluster)
+    if (what == CLUSTER_NODE_RETIRED)
+        store_warn(t->store, "shared tier %s: node %s is no longer in the cluster's map: another node serves its slots",
+                   t->url, node);
+    else if (why && cluster)
         store_warn(t->store,
                    "shared tier %s: node %s is unreachable (%s): the slots it serves count as misses until it "
                    "answers or the cluster gives them to another node; trying again every %g s",

@@ -47,6 +47,9 @@
 
 static kvrt_runtime *rt;
 static struct st_model model;
+/* The memory tier of the stores opened next; 0 where every get must ask
+ * the servers (failover, resharding). */
+static uint64_t memory_bytes = 64 << 20;
 
 static double now(void)
 {
@@ -84,7 +87,7 @@ static kvrt_store *open_store(const char *shared, double timeout, struct st_log 
     o.num_groups = 1;
     o.model_id = "cluster";
     o.chunk_tokens = T;
-    o.memory_bytes = 64 << 20;
+    o.memory_bytes = memory_bytes;
     o.shared = shared;
     o.shared_timeout_s = timeout;
     o.log = lg ? st_log_fn : NULL;
@@ -283,6 +286,7 @@ static void mode_failover(void)
     kvrt_store *a = open_store(c.url, 2.0, NULL, NULL);
     bool ok = a && put_seqs(a, 0, SEQS);
     kvrt_store_close(a);
+    memory_bytes = 0;
     kvrt_store *b = open_store(c.url, timeout, &lg, NULL);
     uint64_t wrong = 0;
     double slowest = 0;
@@ -295,7 +299,10 @@ static void mode_failover(void)
         if (redis_cluster_cli(&c, i, "role", role, sizeof(role)) && strcmp(role, "master") == 0)
             victim = i;
     }
-    tap_diag("killing primary %s:%d", c.addr[victim], c.node[victim].port);
+    /* the replicas have what was put (WAIT on the victim) */
+    char out[64];
+    redis_cluster_cli(&c, victim, "wait 1 2000", out, sizeof(out));
+    tap_diag("killing primary %s:%d (WAIT: %s replica has its writes)", c.addr[victim], c.node[victim].port, out);
     kill(c.node[victim].pid, SIGKILL);
     double t0 = now(), recovered = -1, worst = 0;
     uint64_t misses = 0, during = 0, rounds = 0;
@@ -359,6 +366,7 @@ static void mode_reshard(void)
         execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
         _exit(127);
     }
+    memory_bytes = 0;
     kvrt_store *b = open_store(c.url, 1.0, NULL, NULL);
     uint64_t wrong = 0, rounds = 0, missed = 0;
     double slowest = 0, worst = 0, t0 = now();

@@ -44,6 +44,10 @@ bool redis_cluster_start(struct redis_cluster *c, const char *const addrs[RC_NOD
                                         "1000",
                                         "--cluster-require-full-coverage",
                                         "no",
+                                        /* a replica may take over however long
+                                         * its link was down */
+                                        "--cluster-replica-validity-factor",
+                                        "0",
                                         NULL};
     for (int i = 0; i < RC_NODES; i++) {
         snprintf(c->addr[i], sizeof(c->addr[i]), "%s", addrs[i]);
@@ -62,12 +66,20 @@ bool redis_cluster_start(struct redis_cluster *c, const char *const addrs[RC_NOD
         redis_cluster_stop(c);
         return false;
     }
-    /* every node sees the whole cluster and every slot served */
+    /* every node sees the whole cluster and every slot served, and every
+     * replica has its primary's data (else it cannot take over) */
     for (int tries = 0; tries < 200; tries++) {
         bool all = true;
         for (int i = 0; i < RC_NODES && all; i++) {
             char out[256];
             all = redis_cluster_cli(c, i, "cluster info", out, sizeof(out)) && strstr(out, "cluster_state:ok");
+            if (all && redis_cluster_cli(c, i, "role", out, sizeof(out)) && strcmp(out, "slave") == 0) {
+                char link[512];
+                snprintf(link, sizeof(link),
+                         "redis-cli -h %s -p %d info replication | grep -q 'master_link_status:up'", c->addr[i],
+                         c->node[i].port);
+                all = system(link) == 0;
+            }
         }
         if (all) {
             snprintf(c->url, sizeof(c->url), "redis://%s:%d,%s:%d", c->addr[0], c->node[0].port, c->addr[1],
