@@ -716,7 +716,9 @@ static void mode_netns(void)
     int n = snprintf(ns_del, sizeof(ns_del), "ip link del %s 2>/dev/null;", br);
     for (int i = 0; i < 3; i++) {
         snprintf(ns[i], sizeof(ns[i]), "kvrt-cl%d-%d", i, (int)getpid());
-        n += snprintf(ns_del + n, sizeof(ns_del) - (size_t)n, " ip netns del %s 2>/dev/null;", ns[i]);
+        n += snprintf(ns_del + n, sizeof(ns_del) - (size_t)n, " ip link del kvc%d-%d 2>/dev/null; ip netns del %s "
+                      "2>/dev/null;",
+                      id, i, ns[i]);
     }
     atexit(ns_cleanup);
     signal(SIGINT, on_signal);
@@ -743,12 +745,28 @@ static void mode_netns(void)
     struct redis_cluster c;
     if (cluster_up(&c, addrs, nss)) {
         on_cluster(&c);
+        /* namespace 0's link down: its primary's connects wait out the
+         * deadline, the other two primaries serve */
+        struct st_log lg = {.n = 0};
+        memory_bytes = 0;
+        kvrt_store *s = open_store(c.url, 0.5, &lg, NULL);
+        sh("ip link set kvc%d-0 down", id);
+        uint64_t wrong = 0;
+        double slowest = 0;
+        uint64_t loaded = s ? get_seqs(s, SEQS, &wrong, &slowest) : 0;
+        tap_ok(s && wrong == 0 && loaded > 0 && loaded < (uint64_t)SEQS * N && slowest <= 0.5 + 0.4,
+               "namespace %s cut off: %llu of %d tokens load from the others, the slowest get %.2f s (deadline 0.5 "
+               "s), %d warning(s): %s",
+               ns[0], (unsigned long long)loaded, SEQS * N, slowest, lg.n, lg.n ? lg.lines[0] : "none");
+        kvrt_store_close(s);
+        sh("ip link set kvc%d-0 up", id);
         redis_cluster_stop(&c);
     }
     ns_cleanup();
     char cmd[256];
-    snprintf(cmd, sizeof(cmd), "ip netns list | grep -q kvrt-cl.-%d", (int)getpid());
-    tap_ok(system(cmd) != 0, "the namespaces and the bridge are gone");
+    snprintf(cmd, sizeof(cmd), "ip netns list | grep -q kvrt-cl.-%d || ip link show %s >/dev/null 2>&1 || ip link show kvc%d-0 >/dev/null 2>&1",
+             (int)getpid(), br, id);
+    tap_ok(system(cmd) != 0, "the namespaces, the veth pairs and the bridge are gone");
 }
 
 int main(int argc, char **argv)

@@ -61,6 +61,9 @@ bool redis_server_start(struct redis_server *r, const char *addr, const char *ne
     return redis_server_start_with(r, addr, netns, NULL, NULL, why, size);
 }
 
+/* Servers this process started in namespaces so far. */
+static int netns_started;
+
 bool redis_server_start_with(struct redis_server *r, const char *addr, const char *netns, const char *const *extra,
                              const char *cli, char *why, size_t size)
 {
@@ -76,7 +79,9 @@ bool redis_server_start_with(struct redis_server *r, const char *addr, const cha
     snprintf(r->dir, sizeof(r->dir), "%s", dir);
     free(dir);
     for (int attempt = 0; attempt < 5; attempt++) {
-        r->port = netns ? 6379 + attempt : free_port();
+        /* in a namespace: 6379 for the first server, then others apart
+         * (a second one on a taken port would seem to answer) */
+        r->port = netns ? 6379 + 10 * netns_started + attempt : free_port();
         char port[16];
         snprintf(port, sizeof(port), "%d", r->port);
         pid_t pid = fork();
@@ -133,6 +138,7 @@ bool redis_server_start_with(struct redis_server *r, const char *addr, const cha
                 break;
             }
             if (answers(netns, addr, r->port, cli)) {
+                netns_started += netns != NULL;
                 snprintf(r->url, sizeof(r->url), "redis://%s:%d", addr, r->port);
                 return true;
             }
