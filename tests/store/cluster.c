@@ -417,8 +417,10 @@ static void write_file(const char *path, const char *text, mode_t mode)
 
 static void mode_acl(void)
 {
+    /* the user docs/security.md suggests: the store's keys and commands */
     static const char *const extra[] = {"--user", "default", "off", "--user", "kvrt", "on", ">s3cret-pass",
-                                        "~kvrt:*", "+@all", NULL};
+                                        "~kvrt:*", "+get", "+set", "+exists", "+del", "+cluster|slots", "+asking",
+                                        "+ping", NULL};
     struct redis_server srv;
     char why[512];
     if (!redis_server_path(why, sizeof(why))) {
