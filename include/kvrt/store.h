@@ -62,7 +62,7 @@ extern "C" {
  * (docs/design.md §12).  meson.build reads both numbers from here.
  */
 #define KVRT_STORE_API_VERSION_MAJOR 1
-#define KVRT_STORE_API_VERSION_MINOR 0
+#define KVRT_STORE_API_VERSION_MINOR 1
 
 /* Version of the canonical entry format and of the store directory
  * (docs/store.md); a directory of another version is refused. */
