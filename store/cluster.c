@@ -365,8 +365,10 @@ static void read_window(struct cluster *cl, int k, enum cluster_cmd cmd, struct 
     }
 }
 
-int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r, size_t n, double deadline)
+int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r, size_t n, double timeout_s,
+                bool per_round)
 {
+    double deadline = redis_now() + timeout_s;
     cl->refused[0] = '\0';
     ensure_map(cl, deadline);
     for (size_t i = 0; i < n; i++) {
@@ -380,7 +382,7 @@ int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r,
         q->node = cl->known ? cl->owner[q->slot] - 1 : -1;
         q->state = q->node >= 0 && make_head(cmd, q) ? REQ_PENDING : REQ_FINISHED;
     }
-    int failures = 0;
+    int failures = 0, rounds = 0;
     for (;;) {
         bool any = false;
         for (int k = 0; k < cl->num_nodes; k++) {
@@ -396,6 +398,8 @@ int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r,
         }
         if (!any)
             break;
+        if (per_round && rounds++ > 0)
+            deadline = redis_now() + timeout_s;
         if (redis_now() >= deadline) {
             for (size_t i = 0; i < n; i++)
                 r[i].state = REQ_FINISHED;

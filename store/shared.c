@@ -213,11 +213,6 @@ static void batch_key(struct batch *b, uint64_t i, const struct store_id *id)
     b->r[i].key_len = KEY_BYTES;
 }
 
-static double deadline_of(struct shared_tier *t)
-{
-    return redis_now() + t->timeout_s;
-}
-
 void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
                      uint8_t *const *bufs, uint64_t *lens, bool *got)
 {
@@ -237,7 +232,7 @@ void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t
         b.r[i].cap = value_bytes;
     }
     pthread_mutex_lock(&t->fg_lock);
-    cluster_run(t->fg, CLUSTER_GET, b.r, n, deadline_of(t));
+    cluster_run(t->fg, CLUSTER_GET, b.r, n, t->timeout_s, false);
     pthread_mutex_unlock(&t->fg_lock);
     for (uint64_t i = 0; i < n; i++) {
         got[i] = b.r[i].done;
@@ -259,7 +254,7 @@ void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, b
     for (uint64_t i = 0; i < n; i++)
         batch_key(&b, i, &ids[i]);
     pthread_mutex_lock(&t->fg_lock);
-    cluster_run(t->fg, CLUSTER_EXISTS, b.r, n, deadline_of(t));
+    cluster_run(t->fg, CLUSTER_EXISTS, b.r, n, t->timeout_s, false);
     pthread_mutex_unlock(&t->fg_lock);
     for (uint64_t i = 0; i < n; i++)
         has[i] = b.r[i].done && b.r[i].integer > 0;
@@ -281,7 +276,7 @@ uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uin
         b.r[i].val = entries[i]->buf;
         b.r[i].val_len = value_bytes;
     }
-    cluster_run(t->bg, CLUSTER_SET, b.r, n, deadline_of(t));
+    cluster_run(t->bg, CLUSTER_SET, b.r, n, t->timeout_s, true);
     uint64_t done = 0;
     for (uint64_t i = 0; i < n; i++)
         done += b.r[i].done;
@@ -300,7 +295,7 @@ void shared_drop(struct shared_tier *t, const struct store_id *id)
     }
     batch_key(&b, 0, id);
     pthread_mutex_lock(&t->fg_lock);
-    cluster_run(t->fg, CLUSTER_DEL, b.r, 1, deadline_of(t));
+    cluster_run(t->fg, CLUSTER_DEL, b.r, 1, t->timeout_s, false);
     pthread_mutex_unlock(&t->fg_lock);
     batch_free(&b);
 }
