@@ -57,14 +57,6 @@ void cluster_free(struct cluster *cl)
     cl->num_nodes = 0;
 }
 
-bool cluster_all_up(const struct cluster *cl)
-{
-    for (int k = 0; k < cl->num_nodes; k++)
-        if (cl->nodes[k]->down && (cl->nodes[k]->slots > 0 || !cl->known))
-            return false;
-    return true;
-}
-
 /* The node at a, added when new; -1 when the table is full. */
 static int node_at(struct cluster *cl, const struct redis_addr *a)
 {

@@ -85,7 +85,5 @@ void cluster_free(struct cluster *cl);
  * back.  Returns how many nodes failed during the batch. */
 int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r, size_t n, double timeout_s,
                 bool per_round);
-/* Whether every node the client knows of is up. */
-bool cluster_all_up(const struct cluster *cl);
 
 #endif
