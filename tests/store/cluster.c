@@ -604,8 +604,8 @@ static long rss_kib(void)
 
 static void mode_hostile(const char *script)
 {
-    static const char *const modes[] = {"slow",   "endless",   "longline",  "negative",
-                                        "exists", "wrongtype", "truncated", "slotmap"};
+    static const char *const modes[] = {"slow",      "endless",   "longline", "negative", "exists",
+                                        "wrongtype", "truncated", "slotmap",  "garbage"};
     /* what the one warning must say */
     static const char *const says[] = {"no reply within the timeout",
                                        "a value of 1000000000000 bytes where at most",
@@ -614,7 +614,8 @@ static void mode_hostile(const char *script)
                                        "a reply of type '$' where ':' was expected",
                                        "a reply of type ':' where '$' was expected",
                                        "the server closed the connection",
-                                       "an array of 1000000000 elements: larger than its bound"};
+                                       "an array of 1000000000 elements: larger than its bound",
+                                       "" /* whatever the bytes make of it */};
     const double timeout = 0.5;
     for (size_t m = 0; m < sizeof(modes) / sizeof(modes[0]); m++) {
         char cmd[4200];

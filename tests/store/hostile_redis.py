@@ -12,16 +12,20 @@ those, and the rest in the way the mode names:
   exists     EXISTS: a value where an integer is due
   truncated  GET: a value of 1000 bytes, 10 of them sent, then the close
   slotmap    CLUSTER SLOTS: an array of 10^9 elements, then bytes
+  garbage    everything: random bytes, CRLFs and type characters among
+             them, then the close (seeded: the same bytes every run)
 
 Prints its port on stdout, serves until killed.
     hostile_redis.py MODE
 """
+import random
 import socket
 import sys
 import threading
 import time
 
 MODE = sys.argv[1]
+GARBAGE_SEED = [0]  # one seed per reply, the same sequence every run
 NO_CLUSTER = b"-ERR This instance has cluster support disabled\r\n"
 
 
@@ -62,10 +66,10 @@ def commands(conn):
 
 
 def answer(conn, name):
-    if name == b"CLUSTER" and MODE not in ("slotmap", "slow"):
+    if name == b"CLUSTER" and MODE not in ("slotmap", "slow", "garbage"):
         conn.sendall(NO_CLUSTER)
         return True
-    if name == b"EXISTS" and MODE not in ("slow", "longline", "exists"):
+    if name == b"EXISTS" and MODE not in ("slow", "longline", "exists", "garbage"):
         conn.sendall(b":0\r\n")  # the store's open goes on to its gets
         return True
     if MODE == "slow":
@@ -88,6 +92,12 @@ def answer(conn, name):
         conn.sendall(b"$3\r\nabc\r\n" if name == b"EXISTS" else b"$-1\r\n")
     elif MODE == "truncated":
         conn.sendall(b"$1000\r\n" + b"y" * 10)
+        return False
+    elif MODE == "garbage":
+        GARBAGE_SEED[0] += 1
+        rng = random.Random(GARBAGE_SEED[0])
+        alphabet = b"$*:+-0123456789\r\n" + bytes(range(256))
+        conn.sendall(bytes(rng.choice(alphabet) for _ in range(65536)))
         return False
     elif MODE == "slotmap":
         conn.sendall(b"*1000000000\r\n")
