@@ -21,6 +21,7 @@
 #include <string.h>
 
 #define WINDOW 64             /* commands per node per round */
+#define WINDOW_BYTES (8u << 20) /* and values (SET): a round's deadline is for this much */
 #define MAP_BUDGET (8u << 20) /* bytes a CLUSTER SLOTS reply may take */
 
 enum { REQ_FINISHED = 0, REQ_PENDING = 1 };
@@ -35,6 +36,7 @@ struct cluster_node {
     /* this round */
     size_t win[WINDOW];
     int nwin;
+    uint64_t win_bytes;
     bool written;
     struct iovec iov[4 * WINDOW];
 };
@@ -379,12 +381,14 @@ int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r,
         bool any = false;
         for (int k = 0; k < cl->num_nodes; k++) {
             cl->nodes[k]->nwin = 0;
+            cl->nodes[k]->win_bytes = 0;
             cl->nodes[k]->written = false;
         }
         for (size_t i = 0; i < n; i++) {
             struct cluster_node *nd = r[i].state == REQ_PENDING ? cl->nodes[r[i].node] : NULL;
-            if (nd && nd->nwin < WINDOW) {
+            if (nd && nd->nwin < WINDOW && (nd->nwin == 0 || nd->win_bytes < WINDOW_BYTES)) {
                 nd->win[nd->nwin++] = i;
+                nd->win_bytes += r[i].val_len;
                 any = true;
             }
         }
