@@ -265,8 +265,37 @@ static void on_cluster(const struct redis_cluster *c)
     kvrt_store_close(d);
 }
 
+/* One server on the IPv6 loopback, named in brackets. */
+static void ipv6(void)
+{
+    struct redis_server srv;
+    char why[512];
+    if (system("ip -6 addr show dev lo 2>/dev/null | grep -q '::1/128'") != 0) {
+        tap_skip("no IPv6 loopback address (::1) here");
+        return;
+    }
+    if (!redis_server_start(&srv, "::1", NULL, why, sizeof(why))) {
+        tap_ok(false, "redis-server on [::1]: %s", why);
+        return;
+    }
+    char url[128];
+    snprintf(url, sizeof(url), "redis://[::1]:%d", srv.port);
+    struct st_log lg = {.n = 0};
+    kvrt_store *a = open_store(url, 1.0, &lg, NULL);
+    bool ok = a && put_seqs(a, 0, 2);
+    kvrt_store_close(a);
+    kvrt_store *b = open_store(url, 1.0, &lg, NULL);
+    uint64_t wrong = 0;
+    double slowest;
+    uint64_t loaded = ok && b ? get_seqs(b, 2, &wrong, &slowest) : 0;
+    tap_ok(loaded == 2 * N && wrong == 0 && lg.n == 0, "%s: puts and gets over IPv6, exact (%d warnings)", url, lg.n);
+    kvrt_store_close(b);
+    redis_server_stop(&srv);
+}
+
 static void mode_cluster(void)
 {
+    ipv6();
     struct redis_cluster c;
     if (!cluster_up(&c, loopback6, NULL))
         return;
