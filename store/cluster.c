@@ -21,7 +21,7 @@
 #include <string.h>
 
 #define WINDOW 64             /* commands per node per round */
-#define WINDOW_BYTES (8u << 20) /* and values (SET): a round's deadline is for this much */
+#define WINDOW_BYTES (16u << 20) /* and values (SET): a round's deadline is for this much */
 #define MAP_BUDGET (8u << 20) /* bytes a CLUSTER SLOTS reply may take */
 
 enum { REQ_FINISHED = 0, REQ_PENDING = 1 };

@@ -80,7 +80,7 @@ struct cluster {
 void cluster_init(struct cluster *cl, const struct cluster_config *cfg);
 void cluster_free(struct cluster *cl);
 /* Run n commands within timeout_s seconds -- the whole batch, or, with
- * per_round, each round of at most 64 commands and 8 MiB of values per
+ * per_round, each round of at most 64 commands and 16 MiB of values per
  * node (a batch of puts may hold hundreds of MiB) -- each req's done/len/integer say what came
  * back.  Returns how many nodes failed during the batch. */
 int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r, size_t n, double timeout_s,
