@@ -27,9 +27,9 @@
 #include "base/clock.h"
 #include "base/fail.h"
 
-#define WINDOW 64             /* commands per node per round */
+#define WINDOW 64                /* commands per node per round */
 #define WINDOW_BYTES (16u << 20) /* and values (SET): a round's deadline is for this much */
-#define MAP_BUDGET (8u << 20) /* bytes a CLUSTER SLOTS reply may take */
+#define MAP_BUDGET (8u << 20)    /* bytes a CLUSTER SLOTS reply may take */
 
 enum { REQ_FINISHED = 0, REQ_PENDING = 1 };
 
@@ -115,9 +115,9 @@ static bool authenticate(struct cluster *cl, struct cluster_node *n, double dead
                   : snprintf(head, sizeof(head), "*2\r\n$4\r\nAUTH\r\n");
     char plen[32];
     int pl = snprintf(plen, sizeof(plen), "$%zu\r\n", strlen(pass));
-    struct iovec iov[] = {{head, (size_t)hl}, {(void *)(user ? user : ""), user ? strlen(user) : 0},
-                          {(void *)CRLF, user ? 2 : 0}, {plen, (size_t)pl}, {(void *)pass, strlen(pass)},
-                          {(void *)CRLF, 2}};
+    struct iovec iov[] = {{head, (size_t)hl},           {(void *)(user ? user : ""), user ? strlen(user) : 0},
+                          {(void *)CRLF, user ? 2 : 0}, {plen, (size_t)pl},
+                          {(void *)pass, strlen(pass)}, {(void *)CRLF, 2}};
     if (!redis_conn_writev(&n->conn, iov, 6, deadline))
         return false;
     struct resp_reply r;
@@ -269,14 +269,10 @@ static void ensure_map(struct cluster *cl, double deadline)
 static const char *cmd_name(enum cluster_cmd cmd)
 {
     switch (cmd) {
-    case CLUSTER_GET:
-        return "GET";
-    case CLUSTER_EXISTS:
-        return "EXISTS";
-    case CLUSTER_SET:
-        return "SET";
-    default:
-        return "DEL";
+    case CLUSTER_GET: return "GET";
+    case CLUSTER_EXISTS: return "EXISTS";
+    case CLUSTER_SET: return "SET";
+    default: return "DEL";
     }
 }
 
@@ -332,11 +328,8 @@ static void read_window(struct cluster *cl, int k, enum cluster_cmd cmd, struct 
         if (res != RESP_FAILED)
             node_answered(cl, k);
         switch (res) {
-        case RESP_VALUE:
-            q->done = true;
-            break;
-        case RESP_NIL:
-            break;
+        case RESP_VALUE: q->done = true; break;
+        case RESP_NIL: break;
         case RESP_ERROR:
             if (!cl->refused[0])
                 snprintf(cl->refused, sizeof(cl->refused), "%s", rep.text);
@@ -359,9 +352,7 @@ static void read_window(struct cluster *cl, int k, enum cluster_cmd cmd, struct 
                 cl->refresh_at = base_now();
             }
             break;
-        case RESP_FAILED:
-            window_failed(cl, k, r);
-            return;
+        case RESP_FAILED: window_failed(cl, k, r); return;
         }
     }
 }

@@ -48,8 +48,8 @@ struct cluster_req {
     /* in */
     const char *key;
     size_t key_len;
-    uint8_t *dst; /* GET: the value's room */
-    uint64_t cap; /* GET: at most this many bytes */
+    uint8_t *dst;       /* GET: the value's room */
+    uint64_t cap;       /* GET: at most this many bytes */
     const uint8_t *val; /* SET */
     uint64_t val_len;
     /* out: done true when the server answered with a value (GET), an
@@ -76,9 +76,9 @@ struct cluster {
     int num_nodes;
     struct cluster_node *nodes[CLUSTER_MAX_NODES];
     uint8_t owner[REDIS_SLOTS]; /* node index + 1; 0: no node serves it */
-    bool refresh;              /* learn the map again ... */
-    double refresh_at;         /* ... not before this */
-    char refused[256];         /* the first error reply of the last batch */
+    bool refresh;               /* learn the map again ... */
+    double refresh_at;          /* ... not before this */
+    char refused[256];          /* the first error reply of the last batch */
 };
 
 void cluster_init(struct cluster *cl, const struct cluster_config *cfg);

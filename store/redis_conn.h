@@ -26,7 +26,7 @@
 struct redis_conn {
     int fd; /* -1: closed */
     SSL *ssl;
-    size_t at, end; /* buf[at..end) is read and not yet parsed */
+    size_t at, end;  /* buf[at..end) is read and not yet parsed */
     const char *why; /* what failed last; points at whybuf or a constant */
     char whybuf[256];
     char buf[REDIS_CONN_BUF];

@@ -50,8 +50,7 @@ static bool parse_addr(const char *p, size_t n, struct redis_addr *a, char *why,
         if (colon) {
             port = colon + 1;
             if (memchr(port, ':', n - hn - 1)) {
-                snprintf(why, size, "\"%.*s\" has more than one ':' (write an IPv6 address as [ADDR]:PORT)", (int)n,
-                         p);
+                snprintf(why, size, "\"%.*s\" has more than one ':' (write an IPv6 address as [ADDR]:PORT)", (int)n, p);
                 return false;
             }
         }

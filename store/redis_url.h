@@ -31,7 +31,7 @@ struct redis_url {
 
 /* The valid form, for messages. */
 #define REDIS_URL_FORM                                                                                                 \
-    "redis://[USER@]HOST:PORT[,HOST:PORT...] or rediss://... (TLS); IPv6 as [ADDR]:PORT; port 1-65535, default "     \
+    "redis://[USER@]HOST:PORT[,HOST:PORT...] or rediss://... (TLS); IPv6 as [ADDR]:PORT; port 1-65535, default "       \
     "6379; at most 16 addresses"
 
 /* Parse url; false with why (what is wrong with it) on bad input. */

@@ -108,8 +108,8 @@ static enum resp_result head(struct redis_conn *c, char want, char **rest, struc
     return RESP_VALUE;
 }
 
-enum resp_result resp_read_bulk(struct redis_conn *c, uint8_t *dst, uint64_t cap, uint64_t *len,
-                                struct resp_reply *r, double deadline)
+enum resp_result resp_read_bulk(struct redis_conn *c, uint8_t *dst, uint64_t cap, uint64_t *len, struct resp_reply *r,
+                                double deadline)
 {
     char *rest = NULL;
     *len = 0;
@@ -124,8 +124,7 @@ enum resp_result resp_read_bulk(struct redis_conn *c, uint8_t *dst, uint64_t cap
     if (n == -1)
         return RESP_NIL;
     if ((uint64_t)n > cap) {
-        redis_conn_fail(c, "a value of %lld bytes where at most %llu were asked for", (long long)n,
-                        ULL(cap));
+        redis_conn_fail(c, "a value of %lld bytes where at most %llu were asked for", (long long)n, ULL(cap));
         return RESP_FAILED;
     }
     uint8_t crlf[2];

@@ -29,15 +29,15 @@ enum resp_result {
 
 /* What came with an error or a redirection. */
 struct resp_reply {
-    char text[256];          /* the error line, cut to fit */
-    unsigned slot;           /* MOVED/ASK */
-    struct redis_addr to;    /* MOVED/ASK: host "" means the same host */
+    char text[256];       /* the error line, cut to fit */
+    unsigned slot;        /* MOVED/ASK */
+    struct redis_addr to; /* MOVED/ASK: host "" means the same host */
 };
 
 /* A bulk value into dst (at most cap bytes: a longer one fails the
  * connection), its size in *len. */
-enum resp_result resp_read_bulk(struct redis_conn *c, uint8_t *dst, uint64_t cap, uint64_t *len,
-                                struct resp_reply *r, double deadline);
+enum resp_result resp_read_bulk(struct redis_conn *c, uint8_t *dst, uint64_t cap, uint64_t *len, struct resp_reply *r,
+                                double deadline);
 /* An integer reply (:N). */
 enum resp_result resp_read_integer(struct redis_conn *c, int64_t *v, struct resp_reply *r, double deadline);
 /* A status reply (+OK...): its text in r->text. */

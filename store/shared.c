@@ -85,7 +85,7 @@ static int tls_refuse(const char *what, const char *file)
         ERR_error_string_n(e, err, sizeof(err));
     ERR_clear_error();
     return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: %s \"%s\" cannot be used: %s", what, file,
-                      err[0] ? err : "unknown OpenSSL error");
+                     err[0] ? err : "unknown OpenSSL error");
 }
 
 /* The TLS context of rediss://: the server verified against the CA file
@@ -111,9 +111,9 @@ static int tls_setup(struct shared_tier *t, const struct kvrt_store_options *o)
             return tls_refuse("shared_cert_key_file", key);
     } else if (o->shared_cert_key_file) {
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt_store_open: shared_cert_key_file \"%s\" without shared_cert_file; give both or "
-                          "neither",
-                          o->shared_cert_key_file);
+                         "kvrt_store_open: shared_cert_key_file \"%s\" without shared_cert_file; give both or "
+                         "neither",
+                         o->shared_cert_key_file);
     }
     return KVRT_OK;
 }
@@ -169,12 +169,12 @@ int shared_init(struct shared_tier *t, const struct base_log *log, const struct 
     char why[300];
     if (!redis_url_parse(o->shared, &t->parsed, why, sizeof(why)))
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: shared \"%s\" is not a server address (%s); write %s",
-                          o->shared ? o->shared : "(null)", why, REDIS_URL_FORM);
+                         o->shared ? o->shared : "(null)", why, REDIS_URL_FORM);
     if (!t->parsed.tls && (o->shared_ca_file || o->shared_cert_file || o->shared_cert_key_file))
         return BASE_FAIL(KVRT_ERR_INVALID,
-                          "kvrt_store_open: shared_ca_file, shared_cert_file and shared_cert_key_file are for TLS, "
-                          "but shared \"%s\" is redis:// (plain); write rediss://",
-                          o->shared);
+                         "kvrt_store_open: shared_ca_file, shared_cert_file and shared_cert_key_file are for TLS, "
+                         "but shared \"%s\" is redis:// (plain); write rediss://",
+                         o->shared);
     snprintf(t->url, sizeof(t->url), "%s", o->shared);
     t->timeout_s = o->shared_timeout_s > 0 ? o->shared_timeout_s : KVRT_STORE_DEFAULT_SHARED_TIMEOUT_S;
     t->log = log;

@@ -131,7 +131,8 @@ static void ipv6(void)
     uint64_t wrong = 0;
     double slowest;
     uint64_t loaded = ok && b ? sq_get_all(b, 2, &wrong, &slowest) : 0;
-    tap_ok(loaded == 2 * SQ_N && wrong == 0 && lg.n == 0, "%s: puts and gets over IPv6, exact (%d warnings)", url, lg.n);
+    tap_ok(loaded == 2 * SQ_N && wrong == 0 && lg.n == 0, "%s: puts and gets over IPv6, exact (%d warnings)", url,
+           lg.n);
     kvrt_store_close(b);
     redis_server_stop(&srv);
 }
@@ -199,8 +200,9 @@ static void mode_failover(void)
            worst);
     tap_ok(recovered < 0 || rounds == 1 || during > 0,
            "while the primary was gone the other nodes kept serving (%llu tokens loaded)", (unsigned long long)during);
-    tap_ok(recovered > 0, "after a replica's promotion the same store hits everything again in %.2f s, without "
-                          "reopening",
+    tap_ok(recovered > 0,
+           "after a replica's promotion the same store hits everything again in %.2f s, without "
+           "reopening",
            recovered);
     struct kvrt_store_stats st = sq_stats(b);
     tap_ok(st.shared_up, "and says the tier is up (warnings: %d, first: %s)", lg.n, lg.n ? lg.lines[0] : "none");
@@ -320,7 +322,8 @@ static void mode_netns(void)
     int n = snprintf(ns_del, sizeof(ns_del), "ip link del %s 2>/dev/null;", br);
     for (int i = 0; i < 3; i++) {
         snprintf(ns[i], sizeof(ns[i]), "kvrt-cl%d-%d", i, (int)getpid());
-        n += snprintf(ns_del + n, sizeof(ns_del) - (size_t)n, " ip link del kvc%d-%d 2>/dev/null; ip netns del %s "
+        n += snprintf(ns_del + n, sizeof(ns_del) - (size_t)n,
+                      " ip link del kvc%d-%d 2>/dev/null; ip netns del %s "
                       "2>/dev/null;",
                       id, i, ns[i]);
     }
@@ -329,12 +332,12 @@ static void mode_netns(void)
     signal(SIGTERM, on_signal);
     ns_made = true;
     bool ok = sq_sh("ip link add %s type bridge && ip addr add 10.%d.0.1/24 dev %s && ip link set %s up", br, id, br,
-                 br) == 0;
+                    br) == 0;
     for (int i = 0; i < 3 && ok; i++)
         ok = sq_sh("ip netns add %s && ip link add kvc%d-%d type veth peer name eth0 netns %s && ip link set kvc%d-%d "
-                "master %s up && ip -n %s addr add 10.%d.0.%d/24 dev eth0 && ip -n %s link set eth0 up && ip -n %s "
-                "link set lo up",
-                ns[i], id, i, ns[i], id, i, br, ns[i], id, 10 + i, ns[i], ns[i]) == 0;
+                   "master %s up && ip -n %s addr add 10.%d.0.%d/24 dev eth0 && ip -n %s link set eth0 up && ip -n %s "
+                   "link set lo up",
+                   ns[i], id, i, ns[i], id, i, br, ns[i], id, 10 + i, ns[i], ns[i]) == 0;
     if (!ok) {
         tap_skip("cannot make namespaces joined by veth pairs to a bridge here");
         ns_cleanup();
@@ -368,7 +371,9 @@ static void mode_netns(void)
     }
     ns_cleanup();
     char cmd[256];
-    snprintf(cmd, sizeof(cmd), "ip netns list | grep -q kvrt-cl.-%d || ip link show %s >/dev/null 2>&1 || ip link show kvc%d-0 >/dev/null 2>&1",
+    snprintf(cmd, sizeof(cmd),
+             "ip netns list | grep -q kvrt-cl.-%d || ip link show %s >/dev/null 2>&1 || ip link show kvc%d-0 "
+             ">/dev/null 2>&1",
              (int)getpid(), br, id);
     tap_ok(system(cmd) != 0, "the namespaces, the veth pairs and the bridge are gone");
 }

@@ -36,19 +36,11 @@ bool redis_cluster_start(struct redis_cluster *c, const char *const addrs[RC_NOD
                          char *why, size_t size)
 {
     memset(c, 0, sizeof(*c));
-    static const char *const extra[] = {"--cluster-enabled",
-                                        "yes",
-                                        "--cluster-config-file",
-                                        "nodes.conf",
-                                        "--cluster-node-timeout",
-                                        "1000",
-                                        "--cluster-require-full-coverage",
-                                        "no",
+    static const char *const extra[] = {"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+                                        "--cluster-node-timeout", "1000", "--cluster-require-full-coverage", "no",
                                         /* a replica may take over however long
                                          * its link was down */
-                                        "--cluster-replica-validity-factor",
-                                        "0",
-                                        NULL};
+                                        "--cluster-replica-validity-factor", "0", NULL};
     for (int i = 0; i < RC_NODES; i++) {
         snprintf(c->addr[i], sizeof(c->addr[i]), "%s", addrs[i]);
         if (!redis_server_start_with(&c->node[i], addrs[i], netns ? netns[i] : NULL, extra, NULL, why, size)) {
@@ -75,9 +67,8 @@ bool redis_cluster_start(struct redis_cluster *c, const char *const addrs[RC_NOD
             all = redis_cluster_cli(c, i, "cluster info", out, sizeof(out)) && strstr(out, "cluster_state:ok");
             if (all && redis_cluster_cli(c, i, "role", out, sizeof(out)) && strcmp(out, "slave") == 0) {
                 char link[512];
-                snprintf(link, sizeof(link),
-                         "redis-cli -h %s -p %d info replication | grep -q 'master_link_status:up'", c->addr[i],
-                         c->node[i].port);
+                snprintf(link, sizeof(link), "redis-cli -h %s -p %d info replication | grep -q 'master_link_status:up'",
+                         c->addr[i], c->node[i].port);
                 all = system(link) == 0;
             }
         }

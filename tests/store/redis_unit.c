@@ -22,14 +22,23 @@ static void crc(void)
         const char *key;
         unsigned slot;
     } pairs[] = {
-        {"foo", 12182},           {"bar", 5061},          {"123456789", 12739}, {"{user1000}.following", 3443},
-        {"{user1000}.followers", 3443}, {"foo{}{bar}", 8363}, {"foo{{bar}}zap", 4015}, {"foo{bar}{zap}", 5061},
-        {"{}", 15257},            {"a{b", 13340},         {"kvrt:abc", 15771},  {"", 0},
+        {"foo", 12182},
+        {"bar", 5061},
+        {"123456789", 12739},
+        {"{user1000}.following", 3443},
+        {"{user1000}.followers", 3443},
+        {"foo{}{bar}", 8363},
+        {"foo{{bar}}zap", 4015},
+        {"foo{bar}{zap}", 5061},
+        {"{}", 15257},
+        {"a{b", 13340},
+        {"kvrt:abc", 15771},
+        {"", 0},
     };
     for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
         unsigned s = redis_key_slot(pairs[i].key, strlen(pairs[i].key));
-        tap_ok(s == pairs[i].slot, "slot of \"%s\" is %u as CLUSTER KEYSLOT says (got %u)", pairs[i].key,
-               pairs[i].slot, s);
+        tap_ok(s == pairs[i].slot, "slot of \"%s\" is %u as CLUSTER KEYSLOT says (got %u)", pairs[i].key, pairs[i].slot,
+               s);
     }
     /* binary keys: NUL and high bytes count like any other */
     unsigned char bin[] = {'k', 0, 0xff, '{', 0x80, '}', 1};

@@ -45,13 +45,11 @@ static size_t put(char *buf, size_t at, size_t cap, const char *fmt, long long v
 static size_t reply(char *buf, size_t at, size_t cap, int depth)
 {
     switch (next() % 6) {
-    case 0:
-        return put(buf, at, cap, "+OK%lld\r\n", (long long)(next() % 100));
+    case 0: return put(buf, at, cap, "+OK%lld\r\n", (long long)(next() % 100));
     case 1:
         return next() % 2 ? put(buf, at, cap, "-MOVED %lld 127.0.0.1:7000\r\n", (long long)(next() % 20000))
                           : put(buf, at, cap, "-ERR %lld\r\n", (long long)next() % 1000);
-    case 2:
-        return put(buf, at, cap, ":%lld\r\n", (long long)(next() % 1000) - 500);
+    case 2: return put(buf, at, cap, ":%lld\r\n", (long long)(next() % 1000) - 500);
     case 3: {
         long long n = (long long)(next() % 300);
         at = put(buf, at, cap, "$%lld\r\n", n);
@@ -59,8 +57,7 @@ static size_t reply(char *buf, size_t at, size_t cap, int depth)
             buf[at++] = (char)next();
         return put(buf, at, cap, "\r\n", 0);
     }
-    case 4:
-        return put(buf, at, cap, "$-1\r\n", 0);
+    case 4: return put(buf, at, cap, "$-1\r\n", 0);
     default: {
         long long n = depth > 0 ? (long long)(next() % 5) : 0;
         at = put(buf, at, cap, "*%lld\r\n", n);
@@ -81,7 +78,7 @@ static void mutate(char *buf, size_t *len)
         buf[at] = next() % 2 ? some[next() % (sizeof(some) - 1)] : (char)next();
     }
     if (next() % 4 == 0 && *len)
-        *len = next() % *len; /* cut */
+        *len = next() % *len;           /* cut */
     if (next() % 8 == 0 && *len > 16) { /* a huge length */
         size_t at = next() % (*len - 16);
         memcpy(buf + at, "$99999999999999\r\n", 16);
@@ -152,12 +149,8 @@ int main(int argc, char **argv)
                     bad += value[b] != 0xa5;
                 bad += vlen > 128;
                 break;
-            case 1:
-                res = resp_read_integer(&c, &v, &r, deadline);
-                break;
-            case 2:
-                res = resp_read_status(&r, &c, deadline);
-                break;
+            case 1: res = resp_read_integer(&c, &v, &r, deadline); break;
+            case 2: res = resp_read_status(&r, &c, deadline); break;
             default: {
                 struct resp_node *t = resp_read_tree(&c, 1 << 16, deadline);
                 res = t ? RESP_VALUE : RESP_FAILED;
@@ -180,8 +173,9 @@ int main(int argc, char **argv)
         close(sv[0]);
     }
     free(value);
-    tap_ok(bad == 0, "%d streams: no value past its room, every failure with a reason, redirections in range (%d "
-                     "bad)",
+    tap_ok(bad == 0,
+           "%d streams: no value past its room, every failure with a reason, redirections in range (%d "
+           "bad)",
            iterations, bad);
     tap_ok(slow == 0, "every stream read within its 0.5 s deadline (slowest %.3f s)", worst);
     tap_ok(replies > 0 && failed > 0, "both replies (%d) and failed connections (%d) were seen", replies, failed);

@@ -159,8 +159,8 @@ static bool key_exists(int port, const char *key, size_t klen)
 /* ---- a server that dies in the middle of a pipeline ------------------- */
 
 /* The commands a store sends, by their fixed lengths (a 41-byte key). */
-#define EXISTS_BYTES 64u /* *2 $6 EXISTS $41 key */
-#define GET_BYTES 61u    /* *2 $3 GET $41 key */
+#define EXISTS_BYTES 64u        /* *2 $6 EXISTS $41 key */
+#define GET_BYTES 61u           /* *2 $3 GET $41 key */
 #define CLUSTER_SLOTS_BYTES 28u /* *2 $7 CLUSTER $5 SLOTS: asked first */
 
 /* The child's loop: answer CLUSTER SLOTS as a server without cluster

@@ -41,9 +41,9 @@ static void write_file(const char *path, const char *text, mode_t mode)
 static void mode_acl(void)
 {
     /* the user docs/security.md suggests: the store's keys and commands */
-    static const char *const extra[] = {"--user", "default", "off", "--user", "kvrt", "on", ">s3cret-pass",
-                                        "~kvrt:*", "+get", "+set", "+exists", "+del", "+cluster|slots", "+asking",
-                                        "+ping", NULL};
+    static const char *const extra[] = {"--user",         "default", "off",   "--user", "kvrt",    "on",
+                                        ">s3cret-pass",   "~kvrt:*", "+get",  "+set",   "+exists", "+del",
+                                        "+cluster|slots", "+asking", "+ping", NULL};
     struct redis_server srv;
     char why[512];
     if (!redis_server_path(why, sizeof(why))) {
@@ -114,18 +114,21 @@ static void mode_acl(void)
 /* A CA and a certificate it signs for 127.0.0.1 (IP SAN), in dir. */
 static bool make_pki(const char *dir, const char *ca)
 {
-    return sq_sh("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj /CN=%s -keyout %s.key -out %s.pem "
-              ">/dev/null 2>&1",
-              dir, ca, ca, ca) == 0 &&
-           sq_sh("cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=kvrt-test-server -keyout server.key -out "
-              "server.csr >/dev/null 2>&1 && printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && openssl x509 -req "
-              "-in server.csr -CA %s.pem -CAkey %s.key -CAcreateserial -days 2 -extfile san.ext -out server.pem "
-              ">/dev/null 2>&1",
-              dir, ca, ca) == 0 &&
-           sq_sh("cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=kvrt-client -keyout client.key -out client.csr "
-              ">/dev/null 2>&1 && openssl x509 -req -in client.csr -CA %s.pem -CAkey %s.key -CAcreateserial -days 2 "
-              "-out client.pem >/dev/null 2>&1",
-              dir, ca, ca) == 0;
+    return sq_sh("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "
+                 "/CN=%s -keyout %s.key -out %s.pem "
+                 ">/dev/null 2>&1",
+                 dir, ca, ca, ca) == 0 &&
+           sq_sh("cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "
+                 "/CN=kvrt-test-server -keyout server.key -out "
+                 "server.csr >/dev/null 2>&1 && printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && openssl x509 -req "
+                 "-in server.csr -CA %s.pem -CAkey %s.key -CAcreateserial -days 2 -extfile san.ext -out server.pem "
+                 ">/dev/null 2>&1",
+                 dir, ca, ca) == 0 &&
+           sq_sh("cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=kvrt-client "
+                 "-keyout client.key -out client.csr "
+                 ">/dev/null 2>&1 && openssl x509 -req -in client.csr -CA %s.pem -CAkey %s.key -CAcreateserial -days 2 "
+                 "-out client.pem >/dev/null 2>&1",
+                 dir, ca, ca) == 0;
 }
 
 static void mode_tls(void)
@@ -153,8 +156,17 @@ static void mode_tls(void)
     snprintf(ccert, sizeof(ccert), "%s/client.pem", dir);
     snprintf(ckey, sizeof(ckey), "%s/client.key", dir);
     snprintf(cli, sizeof(cli), "--tls --cacert %s --cert %s --key %s", ca, ccert, ckey);
-    const char *const extra[] = {"--tls-port", "PORT", "--tls-cert-file", cert, "--tls-key-file", key,
-                                 "--tls-ca-cert-file", ca, "--tls-auth-clients", "optional", NULL};
+    const char *const extra[] = {"--tls-port",
+                                 "PORT",
+                                 "--tls-cert-file",
+                                 cert,
+                                 "--tls-key-file",
+                                 key,
+                                 "--tls-ca-cert-file",
+                                 ca,
+                                 "--tls-auth-clients",
+                                 "optional",
+                                 NULL};
     struct redis_server srv;
     if (!redis_server_start_with(&srv, "127.0.0.1", NULL, extra, cli, why, sizeof(why))) {
         tap_ok(false, "redis-server with TLS only: %s", why);

@@ -80,7 +80,8 @@ bool sq_put(kvrt_store *s, int from, int to)
             return false;
         struct kvrt_store_span sp = st_span(&q.c, q.table, SQ_N / 16, q.tokens, SQ_N, 0, KVRT_UNSET);
         uint64_t stored = 0;
-        ok = st_fill(&q.c, q.table, 0, SQ_N, (uint64_t)i) && kvrt_store_put(s, &sp, &stored) == KVRT_OK && stored == SQ_N;
+        ok = st_fill(&q.c, q.table, 0, SQ_N, (uint64_t)i) && kvrt_store_put(s, &sp, &stored) == KVRT_OK &&
+             stored == SQ_N;
         st_cache_free(&q.c);
     }
     return ok && kvrt_store_flush(s) == KVRT_OK;

@@ -10,8 +10,8 @@
 
 #include "store_test.h"
 
-#define SQ_T 32          /* tokens per chunk */
-#define SQ_N (4 * SQ_T)  /* tokens per sequence */
+#define SQ_T 32         /* tokens per chunk */
+#define SQ_N (4 * SQ_T) /* tokens per sequence */
 #define SQ_SEQS 24
 
 extern kvrt_runtime *sq_rt;
