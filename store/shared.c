@@ -1,116 +1,229 @@
-/* The shared tier: entries on a Redis-protocol server (Redis, Valkey, or a
- * cluster proxy), through hiredis, so that engines on several hosts share
- * one store.  Values are the entry bytes the disk tier holds (header and
+/* The shared tier: entries on a Redis-protocol server (Redis, Valkey, a
+ * proxy) or a Redis Cluster, through the store's own client (cluster.c,
+ * redis_conn.c, resp.c), so that engines on several hosts share one
+ * store.  Values are the entry bytes the disk tier holds (header and
  * checksum included); keys are "kvrt:" and the entry's database key.
  *
- * An unreachable or failing server is a miss, never an error: connect and
- * read timeouts bound every call, the first failure is warned about in one
- * line, and no call tries again before a pause has passed (each call would
- * otherwise wait out the timeout).
+ * An unreachable or failing server is a miss, never an error: one
+ * deadline (shared_timeout) bounds every call, each node's failure is
+ * warned about in one line per outage, and a failed node is not tried
+ * again before a back-off (each call would otherwise wait out the
+ * deadline).  Two clients: the foreground one (gets, lookups, drops,
+ * under fg_lock) and the writer thread's (puts), so that a put never
+ * waits behind a get.
  *
  * Layer 3 of libkvrt-store (docs/store.md, "Layers").
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/time.h>
-#include <sys/uio.h>
+#include <unistd.h>
 
-#include <hiredis/hiredis.h>
+#include <openssl/crypto.h>
+#include <openssl/err.h>
 
-#include "base/clock.h"
+#include "base/secret_file.h"
 #include "shared.h"
+#include "warn.h"
 
 #define KEY_PREFIX "kvrt:"
 #define KEY_BYTES (sizeof(KEY_PREFIX) - 1 + STORE_DBKEY_BYTES)
-/* Pause after a failure before the next attempt, in seconds. */
-#define RETRY_S 5.0
-/* Commands per pipeline round; iovecs per writev. */
-#define PIPELINE 64
-#define IOV_BATCH 192
+/* Pause after a node fails before it is tried (and the map asked) again. */
+#define RETRY_S 1.0
 
-struct shared_conn {
-    redisContext *c;
-};
-
-int shared_parse_url(const char *url, char *host, size_t size, int *port)
+/* A node failed, answers again or was replaced: one line each, one
+ * outage one line however many clients see it. */
+static void on_event(void *user, const char *node, int what, const char *why, bool cluster)
 {
-    static const char scheme[] = "redis://";
-    const char *p = url;
-    if (!url || strncmp(url, scheme, sizeof(scheme) - 1) != 0)
-        goto bad;
-    p += sizeof(scheme) - 1;
-    const char *colon = strrchr(p, ':');
-    const char *end = colon ? colon : p + strlen(p);
-    size_t n = (size_t)(end - p);
-    if (*p == '[' && colon && colon > p && colon[-1] == ']') { /* [IPv6]:port */
-        p++;
-        n = (size_t)(colon - 1 - p);
+    struct shared_tier *t = user;
+    pthread_mutex_lock(&t->lock);
+    int at = -1;
+    for (int i = 0; i < t->num_down; i++)
+        if (strcmp(t->down[i], node) == 0)
+            at = i;
+    bool say = false;
+    if (what == CLUSTER_NODE_DOWN) {
+        t->errors++;
+        if (at < 0 && t->num_down < SHARED_DOWN_MAX) {
+            snprintf(t->down[t->num_down++], sizeof(t->down[0]), "%s", node);
+            say = true;
+        }
+    } else if (at >= 0) {
+        memmove(t->down[at], t->down[at + 1], (size_t)(t->num_down - at - 1) * sizeof(t->down[0]));
+        t->num_down--;
+        say = true;
     }
-    if (n == 0 || n >= size)
-        goto bad;
-    memcpy(host, p, n);
-    host[n] = '\0';
-    *port = 6379;
-    if (colon) {
-        char *e;
-        long v = strtol(colon + 1, &e, 10);
-        if (!colon[1] || *e || v < 1 || v > 65535)
-            goto bad;
-        *port = (int)v;
+    pthread_mutex_unlock(&t->lock);
+    if (!say)
+        return;
+    if (what == CLUSTER_NODE_RETIRED)
+        store_warn(t->log, "shared tier %s: node %s is no longer in the cluster's map: another node serves its slots",
+                   t->url, node);
+    else if (why && cluster)
+        store_warn(t->log,
+                   "shared tier %s: node %s is unreachable (%s): the slots it serves count as misses until it "
+                   "answers or the cluster gives them to another node; trying again every %g s",
+                   t->url, node, why, RETRY_S);
+    else if (why)
+        store_warn(t->log,
+                   "shared tier %s is unreachable (%s): its entries count as misses and puts stay in memory and "
+                   "on disk; trying again every %g s",
+                   t->url, why, RETRY_S);
+    else if (cluster)
+        store_warn(t->log, "shared tier %s: node %s answers again", t->url, node);
+    else
+        store_warn(t->log, "shared tier %s answers again", t->url);
+}
+
+static int tls_refuse(const char *what, const char *file)
+{
+    char err[200] = "";
+    unsigned long e = ERR_get_error();
+    if (e)
+        ERR_error_string_n(e, err, sizeof(err));
+    ERR_clear_error();
+    return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: %s \"%s\" cannot be used: %s", what, file,
+                     err[0] ? err : "unknown OpenSSL error");
+}
+
+/* The TLS context of rediss://: the server verified against the CA file
+ * (or the system's CAs), an optional client certificate. */
+static int tls_setup(struct shared_tier *t, const struct kvrt_store_options *o)
+{
+    t->tls = SSL_CTX_new(TLS_client_method());
+    if (!t->tls)
+        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: cannot make a TLS context");
+    SSL_CTX_set_min_proto_version(t->tls, TLS1_2_VERSION);
+    SSL_CTX_set_verify(t->tls, SSL_VERIFY_PEER, NULL);
+    if (o->shared_ca_file) {
+        if (SSL_CTX_load_verify_locations(t->tls, o->shared_ca_file, NULL) != 1)
+            return tls_refuse("shared_ca_file", o->shared_ca_file);
+    } else if (SSL_CTX_set_default_verify_paths(t->tls) != 1) {
+        return tls_refuse("the system's CA store", "(default)");
+    }
+    if (o->shared_cert_file) {
+        const char *key = o->shared_cert_key_file ? o->shared_cert_key_file : o->shared_cert_file;
+        if (SSL_CTX_use_certificate_chain_file(t->tls, o->shared_cert_file) != 1)
+            return tls_refuse("shared_cert_file", o->shared_cert_file);
+        if (SSL_CTX_use_PrivateKey_file(t->tls, key, SSL_FILETYPE_PEM) != 1 || SSL_CTX_check_private_key(t->tls) != 1)
+            return tls_refuse("shared_cert_key_file", key);
+    } else if (o->shared_cert_key_file) {
+        return BASE_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_store_open: shared_cert_key_file \"%s\" without shared_cert_file; give both or "
+                         "neither",
+                         o->shared_cert_key_file);
     }
     return KVRT_OK;
-bad:
-    return BASE_FAIL(KVRT_ERR_INVALID,
-                     "kvrt_store_open: shared \"%s\" is not a server address; write redis://HOST:PORT (port "
-                     "1-65535, default 6379)",
-                     url ? url : "(null)");
 }
 
-static struct timeval tv_of(double s)
+#define PASSWORD_MAX 512
+
+/* The ACL password from path, refused unless the file is kept as a secret
+ * (base/secret_file.h: the rule libkvrt-xfer's key file keeps).  A
+ * malloc'd string, trailing newline removed; NULL with the error
+ * reported. */
+static char *read_password(const char *path)
 {
-    struct timeval tv;
-    tv.tv_sec = (time_t)s;
-    tv.tv_usec = (suseconds_t)((s - (double)tv.tv_sec) * 1e6);
-    return tv;
+    int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+    if (fd < 0) {
+        (void)BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: cannot open shared_password_file \"%s\": %s", path,
+                        strerror(errno));
+        return NULL;
+    }
+    char why[160];
+    const char *bad = base_secret_refusal(fd, "a password", 1, PASSWORD_MAX, why, sizeof(why));
+    if (bad) {
+        close(fd);
+        (void)BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: refusing shared_password_file \"%s\": it %s", path, bad);
+        return NULL;
+    }
+    char *buf = calloc(1, PASSWORD_MAX + 2);
+    size_t n = buf ? base_secret_read(fd, buf, PASSWORD_MAX + 1) : 0;
+    close(fd);
+    if (!buf) {
+        (void)BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return NULL;
+    }
+    while (n > 0 && (buf[n - 1] == '\n' || buf[n - 1] == '\r'))
+        buf[--n] = '\0';
+    bool printable = n > 0 && n <= PASSWORD_MAX;
+    for (size_t i = 0; i < n; i++)
+        printable = printable && buf[i] >= 0x20 && buf[i] != 0x7f;
+    if (!printable) {
+        OPENSSL_cleanse(buf, PASSWORD_MAX + 2);
+        free(buf);
+        (void)BASE_FAIL(KVRT_ERR_INVALID,
+                        "kvrt_store_open: shared_password_file \"%s\" does not hold one line of 1 to %d printable "
+                        "bytes",
+                        path, PASSWORD_MAX);
+        return NULL;
+    }
+    return buf;
 }
 
-int shared_init(struct shared_tier *t, const struct base_log *log, const char *url, double timeout_s)
+int shared_init(struct shared_tier *t, const struct base_log *log, const struct kvrt_store_options *o)
 {
     memset(t, 0, sizeof(*t));
-    int rc = shared_parse_url(url, t->host, sizeof(t->host), &t->port);
-    if (rc != KVRT_OK)
-        return rc;
-    snprintf(t->url, sizeof(t->url), "%s", url);
-    t->timeout_s = timeout_s;
+    char why[300];
+    if (!redis_url_parse(o->shared, &t->parsed, why, sizeof(why)))
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: shared \"%s\" is not a server address (%s); write %s",
+                         o->shared ? o->shared : "(null)", why, REDIS_URL_FORM);
+    if (!t->parsed.tls && (o->shared_ca_file || o->shared_cert_file || o->shared_cert_key_file))
+        return BASE_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_store_open: shared_ca_file, shared_cert_file and shared_cert_key_file are for TLS, "
+                         "but shared \"%s\" is redis:// (plain); write rediss://",
+                         o->shared);
+    snprintf(t->url, sizeof(t->url), "%s", o->shared);
+    t->timeout_s = o->shared_timeout_s > 0 ? o->shared_timeout_s : KVRT_STORE_DEFAULT_SHARED_TIMEOUT_S;
     t->log = log;
     pthread_mutex_init(&t->lock, NULL);
     pthread_mutex_init(&t->fg_lock, NULL);
-    t->fg = calloc(1, sizeof(*t->fg));
-    t->bg = calloc(1, sizeof(*t->bg));
-    if (!t->fg || !t->bg) {
+    int rc = KVRT_OK;
+    if (o->shared_password_file && !(t->password = read_password(o->shared_password_file)))
+        rc = KVRT_ERR_INVALID;
+    if (rc == KVRT_OK && t->parsed.tls)
+        rc = tls_setup(t, o);
+    t->cfg = (struct cluster_config){.url = &t->parsed,
+                                     .tls = t->tls,
+                                     .user = t->parsed.user[0] ? t->parsed.user : NULL,
+                                     .password = t->password,
+                                     .backoff_s = RETRY_S,
+                                     .event = on_event,
+                                     .event_user = t};
+    if (rc == KVRT_OK) {
+        t->fg = malloc(sizeof(*t->fg));
+        t->bg = malloc(sizeof(*t->bg));
+        if (!t->fg || !t->bg)
+            rc = BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        else {
+            cluster_init(t->fg, &t->cfg);
+            cluster_init(t->bg, &t->cfg);
+        }
+    }
+    if (rc != KVRT_OK) {
+        /* the message is the one reported; freeing reports nothing */
         shared_free(t);
-        return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
+        return rc;
     }
-    t->up = true;
     return KVRT_OK;
-}
-
-static void conn_close(struct shared_conn *c)
-{
-    if (c && c->c) {
-        redisFree(c->c);
-        c->c = NULL;
-    }
 }
 
 void shared_free(struct shared_tier *t)
 {
-    conn_close(t->fg);
-    conn_close(t->bg);
+    if (t->fg)
+        cluster_free(t->fg);
+    if (t->bg)
+        cluster_free(t->bg);
     free(t->fg);
     free(t->bg);
+    if (t->password) {
+        OPENSSL_cleanse(t->password, strlen(t->password));
+        free(t->password);
+    }
+    if (t->tls)
+        SSL_CTX_free(t->tls);
     if (t->log) {
         pthread_mutex_destroy(&t->lock);
         pthread_mutex_destroy(&t->fg_lock);
@@ -121,88 +234,36 @@ void shared_free(struct shared_tier *t)
 bool shared_is_up(struct shared_tier *t)
 {
     pthread_mutex_lock(&t->lock);
-    bool up = t->up;
+    bool up = t->num_down == 0;
     pthread_mutex_unlock(&t->lock);
     return up;
 }
 
-/* A failure: one warning per outage, and a pause before the next try. */
-static void failed(struct shared_tier *t, struct shared_conn *c, const char *why)
+/* Requests with their keys, for n ids. */
+struct batch {
+    struct cluster_req *r;
+    char (*keys)[KEY_BYTES];
+};
+
+static bool batch_make(struct batch *b, uint64_t n)
 {
-    char msg[256];
-    snprintf(msg, sizeof(msg), "%s", why && why[0] ? why : "no reply");
-    conn_close(c);
-    pthread_mutex_lock(&t->lock);
-    bool warn = !t->warned;
-    t->warned = true;
-    t->up = false;
-    t->errors++;
-    t->down_until = base_now() + RETRY_S;
-    pthread_mutex_unlock(&t->lock);
-    if (warn)
-        store_warn(t->log,
-                   "shared tier %s is unreachable (%s): its entries count as misses and puts stay in memory and "
-                   "on disk; trying again every %g s",
-                   t->url, msg, RETRY_S);
+    b->r = calloc(n ? n : 1, sizeof(*b->r));
+    b->keys = calloc(n ? n : 1, sizeof(*b->keys));
+    return b->r && b->keys;
 }
 
-static bool ensure(struct shared_tier *t, struct shared_conn *c)
+static void batch_free(struct batch *b)
 {
-    if (c->c && !c->c->err)
-        return true;
-    conn_close(c);
-    pthread_mutex_lock(&t->lock);
-    bool wait = base_now() < t->down_until;
-    pthread_mutex_unlock(&t->lock);
-    if (wait)
-        return false;
-    redisContext *rc = redisConnectWithTimeout(t->host, t->port, tv_of(t->timeout_s));
-    if (!rc || rc->err) {
-        char why[160];
-        snprintf(why, sizeof(why), "%s", rc ? rc->errstr : "out of memory");
-        if (rc)
-            redisFree(rc);
-        failed(t, c, why);
-        return false;
-    }
-    redisSetTimeout(rc, tv_of(t->timeout_s));
-    c->c = rc;
-    pthread_mutex_lock(&t->lock);
-    bool was_down = t->warned;
-    t->warned = false;
-    t->up = true;
-    pthread_mutex_unlock(&t->lock);
-    if (was_down)
-        store_warn(t->log, "shared tier %s answers again", t->url);
-    return true;
+    free(b->r);
+    free(b->keys);
 }
 
-static void redis_key(const struct store_id *id, char out[KEY_BYTES])
+static void batch_key(struct batch *b, uint64_t i, const struct store_id *id)
 {
-    memcpy(out, KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
-    store_dbkey(id, (uint8_t *)out + sizeof(KEY_PREFIX) - 1);
-}
-
-/* Write all of iov[0..n), through short writes. */
-static bool write_iov(int fd, struct iovec *iov, int n)
-{
-    while (n > 0) {
-        ssize_t w = writev(fd, iov, n > IOV_BATCH ? IOV_BATCH : n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return false;
-        while (n > 0 && (size_t)w >= iov->iov_len) {
-            w -= (ssize_t)iov->iov_len;
-            iov++;
-            n--;
-        }
-        if (n > 0) {
-            iov->iov_base = (char *)iov->iov_base + w;
-            iov->iov_len -= (size_t)w;
-        }
-    }
-    return true;
+    memcpy(b->keys[i], KEY_PREFIX, sizeof(KEY_PREFIX) - 1);
+    store_dbkey(id, (uint8_t *)b->keys[i] + sizeof(KEY_PREFIX) - 1);
+    b->r[i].key = b->keys[i];
+    b->r[i].key_len = KEY_BYTES;
 }
 
 void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
@@ -212,151 +273,82 @@ void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t
         got[i] = false;
         lens[i] = 0;
     }
+    struct batch b;
+    if (n == 0 || !batch_make(&b, n)) {
+        if (n)
+            batch_free(&b);
+        return;
+    }
+    for (uint64_t i = 0; i < n; i++) {
+        batch_key(&b, i, &ids[i]);
+        b.r[i].dst = bufs[i];
+        b.r[i].cap = value_bytes;
+    }
     pthread_mutex_lock(&t->fg_lock);
-    bool ok = ensure(t, t->fg);
-    const char *why = NULL;
-    /* the replies are read off the socket here, not by hiredis: nothing
-     * of an earlier reply may wait in its buffer */
-    redisContext *c = ok ? t->fg->c : NULL;
-    if (ok && (c->reader->len > c->reader->pos || (c->obuf && c->obuf[0]))) {
-        ok = false;
-        why = "a reply was left unread";
-    }
-    struct resp_reader *rr = ok ? malloc(sizeof(*rr)) : NULL;
-    if (ok && !rr) {
-        ok = false;
-        why = "out of memory";
-    }
-    if (rr)
-        resp_reader_init(rr, c->fd);
-    /* every GET of a window is sent before the first reply is read: the
-     * server sends the next value while this one is received */
-    char cmd[PIPELINE][64 + KEY_BYTES];
-    struct iovec iov[PIPELINE];
-    for (uint64_t at = 0; at < n && ok; at += PIPELINE) {
-        uint64_t m = n - at < PIPELINE ? n - at : PIPELINE;
-        for (uint64_t i = 0; i < m; i++) {
-            char key[KEY_BYTES];
-            redis_key(&ids[at + i], key);
-            int len = snprintf(cmd[i], sizeof(cmd[i]), "*2\r\n$3\r\nGET\r\n$%zu\r\n", sizeof(key));
-            memcpy(cmd[i] + len, key, sizeof(key));
-            cmd[i][(size_t)len + sizeof(key)] = '\r';
-            cmd[i][(size_t)len + sizeof(key) + 1] = '\n';
-            iov[i] = (struct iovec){cmd[i], (size_t)len + sizeof(key) + 2};
-        }
-        if (!write_iov(c->fd, iov, (int)m)) {
-            ok = false;
-            why = "could not send";
-            break;
-        }
-        for (uint64_t i = at; i < at + m && ok; i++) {
-            enum resp_value v = resp_read_value(rr, bufs[i], value_bytes, &lens[i]);
-            got[i] = v == RESP_VALUE;
-            ok = v != RESP_FAILED;
-            why = rr->why;
-        }
-    }
-    free(rr);
-    if (!ok && c) {
-        for (uint64_t i = 0; i < n; i++)
-            got[i] = false;
-        failed(t, t->fg, why);
-    }
+    cluster_run(t->fg, CLUSTER_GET, b.r, n, t->timeout_s, false);
     pthread_mutex_unlock(&t->fg_lock);
+    for (uint64_t i = 0; i < n; i++) {
+        got[i] = b.r[i].done;
+        lens[i] = b.r[i].len;
+    }
+    batch_free(&b);
 }
 
 void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, bool *has)
 {
     for (uint64_t i = 0; i < n; i++)
         has[i] = false;
-    pthread_mutex_lock(&t->fg_lock);
-    for (uint64_t at = 0; at < n;) {
-        if (!ensure(t, t->fg))
-            break;
-        uint64_t m = n - at < PIPELINE ? n - at : PIPELINE;
-        char key[KEY_BYTES];
-        size_t lens[] = {6, sizeof(key)};
-        bool ok = true;
-        for (uint64_t i = 0; i < m && ok; i++) {
-            redis_key(&ids[at + i], key);
-            const char *argv[] = {"EXISTS", key};
-            ok = redisAppendCommandArgv(t->fg->c, 2, argv, lens) == REDIS_OK;
-        }
-        for (uint64_t i = 0; i < m && ok; i++) {
-            redisReply *r = NULL;
-            ok = redisGetReply(t->fg->c, (void **)&r) == REDIS_OK && r;
-            if (ok)
-                has[at + i] = r->type == REDIS_REPLY_INTEGER && r->integer > 0;
-            if (r)
-                freeReplyObject(r);
-        }
-        if (!ok) {
-            failed(t, t->fg, t->fg->c ? t->fg->c->errstr : NULL);
-            break;
-        }
-        at += m;
+    struct batch b;
+    if (n == 0 || !batch_make(&b, n)) {
+        if (n)
+            batch_free(&b);
+        return;
     }
+    for (uint64_t i = 0; i < n; i++)
+        batch_key(&b, i, &ids[i]);
+    pthread_mutex_lock(&t->fg_lock);
+    cluster_run(t->fg, CLUSTER_EXISTS, b.r, n, t->timeout_s, false);
     pthread_mutex_unlock(&t->fg_lock);
+    for (uint64_t i = 0; i < n; i++)
+        has[i] = b.r[i].done && b.r[i].integer > 0;
+    batch_free(&b);
 }
 
 uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uint64_t n, uint64_t value_bytes)
 {
-    /* The SETs are written as the protocol spells them, each value straight
-     * from its entry's buffer (hiredis would copy every value into one
-     * command buffer first); hiredis reads the replies. */
-    uint64_t done = 0;
-    char heads[PIPELINE][96];
-    static const char crlf[] = "\r\n";
-    struct iovec iov[3 * PIPELINE];
-    for (uint64_t at = 0; at < n;) {
-        if (!ensure(t, t->bg))
-            break;
-        uint64_t m = n - at < PIPELINE ? n - at : PIPELINE;
-        int k = 0;
-        for (uint64_t i = 0; i < m; i++) {
-            char key[KEY_BYTES];
-            redis_key(&entries[at + i]->id, key);
-            int len = snprintf(heads[i], sizeof(heads[i]), "*3\r\n$3\r\nSET\r\n$%zu\r\n", sizeof(key));
-            memcpy(heads[i] + len, key, sizeof(key));
-            len += (int)sizeof(key);
-            len += snprintf(heads[i] + len, sizeof(heads[i]) - (size_t)len, "\r\n$%llu\r\n", ULL(value_bytes));
-            iov[k++] = (struct iovec){heads[i], (size_t)len};
-            iov[k++] = (struct iovec){entries[at + i]->buf, value_bytes};
-            iov[k++] = (struct iovec){(void *)crlf, 2};
-        }
-        bool ok = write_iov(t->bg->c->fd, iov, k);
-        for (uint64_t i = 0; i < m && ok; i++) {
-            redisReply *r = NULL;
-            ok = redisGetReply(t->bg->c, (void **)&r) == REDIS_OK && r;
-            if (ok && r->type == REDIS_REPLY_STATUS)
-                done++;
-            else if (ok && r->type == REDIS_REPLY_ERROR && i == 0)
-                store_warn(t->log, "shared tier %s refused an entry: %s", t->url, r->str);
-            if (r)
-                freeReplyObject(r);
-        }
-        if (!ok) {
-            failed(t, t->bg, t->bg->c && t->bg->c->errstr[0] ? t->bg->c->errstr : "could not send");
-            break;
-        }
-        at += m;
+    /* SETs written as the protocol spells them, each value straight from
+     * its entry's buffer (writev): no copy of a value on the way out */
+    struct batch b;
+    if (n == 0 || !batch_make(&b, n)) {
+        if (n)
+            batch_free(&b);
+        return 0;
     }
+    for (uint64_t i = 0; i < n; i++) {
+        batch_key(&b, i, &entries[i]->id);
+        b.r[i].val = entries[i]->buf;
+        b.r[i].val_len = value_bytes;
+    }
+    cluster_run(t->bg, CLUSTER_SET, b.r, n, t->timeout_s, true);
+    uint64_t done = 0;
+    for (uint64_t i = 0; i < n; i++)
+        done += b.r[i].done;
+    if (t->bg->refused[0])
+        store_warn(t->log, "shared tier %s refused an entry: %s", t->url, t->bg->refused);
+    batch_free(&b);
     return done;
 }
 
 void shared_drop(struct shared_tier *t, const struct store_id *id)
 {
-    char key[KEY_BYTES];
-    redis_key(id, key);
-    const char *argv[] = {"DEL", key};
-    size_t lens[] = {3, sizeof(key)};
-    pthread_mutex_lock(&t->fg_lock);
-    if (ensure(t, t->fg)) {
-        redisReply *r = redisCommandArgv(t->fg->c, 2, argv, lens);
-        if (r)
-            freeReplyObject(r);
-        else
-            failed(t, t->fg, t->fg->c ? t->fg->c->errstr : NULL);
+    struct batch b;
+    if (!batch_make(&b, 1)) {
+        batch_free(&b);
+        return;
     }
+    batch_key(&b, 0, id);
+    pthread_mutex_lock(&t->fg_lock);
+    cluster_run(t->fg, CLUSTER_DEL, b.r, 1, t->timeout_s, false);
     pthread_mutex_unlock(&t->fg_lock);
+    batch_free(&b);
 }

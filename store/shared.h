@@ -1,6 +1,6 @@
 /*
- * The shared tier (shared.c): entries on a Redis-protocol server, and the
- * replies of a GET pipeline read straight into entry buffers (resp.c).
+ * The shared tier (shared.c): entries on a Redis-protocol server or a
+ * Redis Cluster, so that engines on several hosts share one store.
  *
  * Layer 3 of libkvrt-store (docs/store.md, "Layers").
  */
@@ -8,56 +8,53 @@
 #define KVRT_STORE_SHARED_H
 
 #include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <kvrt/store.h>
 
 #include "base/log.h"
+#include "cluster.h"
 #include "memory.h"
+#include "redis_url.h"
 
-struct shared_conn;
+#define SHARED_DOWN_MAX 32
 
 struct shared_tier {
     char url[300];
-    char host[256];
-    int port;
-    double timeout_s;
+    struct redis_url parsed;
+    double timeout_s;           /* the deadline of each call */
     const struct base_log *log; /* the store's, for warnings; NULL until init */
-    pthread_mutex_t lock;       /* the state below */
-    pthread_mutex_t fg_lock;    /* the foreground connection */
-    struct shared_conn *fg;     /* gets and lookups */
-    struct shared_conn *bg;     /* the writer thread's */
-    double down_until;          /* monotonic seconds: no attempt before */
-    bool warned;
-    bool up;
+    SSL_CTX *tls;
+    char *password; /* the password file's content, or NULL */
+    struct cluster_config cfg;
+    pthread_mutex_t lock;    /* the state below */
+    pthread_mutex_t fg_lock; /* the foreground client */
+    struct cluster *fg;      /* gets, lookups, drops */
+    struct cluster *bg;      /* the writer thread's */
+    /* nodes that failed and were warned about (one line per outage, even
+     * when both clients see it) */
+    char down[SHARED_DOWN_MAX][REDIS_HOST_MAX + 10];
+    int num_down;
     uint64_t errors;
 };
 
-int shared_parse_url(const char *url, char *host, size_t size, int *port);
-int shared_init(struct shared_tier *t, const struct base_log *log, const char *url, double timeout_s);
+/* From the options' shared, shared_timeout_s and shared_* files; refuses
+ * (KVRT_ERR_INVALID naming the value) a bad URL or file. */
+int shared_init(struct shared_tier *t, const struct base_log *log, const struct kvrt_store_options *o);
 void shared_free(struct shared_tier *t);
-/* GETs of ids[0..n) in one pipeline, each value read into bufs[i] (entry
- * buffers of at least value_bytes): got[i] and lens[i] (the value's own
- * size, which may exceed value_bytes: then only value_bytes were kept);
- * got false everywhere when unreachable or the connection fails. */
+/* GETs of ids[0..n), each value read into bufs[i] (entry buffers of
+ * value_bytes): got[i] and lens[i] (the value's size, at most
+ * value_bytes: a longer value fails its connection).  A node that fails
+ * costs the keys it serves a miss. */
 void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
                      uint8_t *const *bufs, uint64_t *lens, bool *got);
-/* EXISTS of ids[0..n): has[i]; false everywhere when unreachable. */
+/* EXISTS of ids[0..n): has[i]; false where unreachable. */
 void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, bool *has);
 /* SET of sealed entries (the writer thread); returns how many went in. */
 uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uint64_t n, uint64_t value_bytes);
 /* Delete an entry that failed its checks. */
 void shared_drop(struct shared_tier *t, const struct store_id *id);
 bool shared_is_up(struct shared_tier *t);
-
-/* Replies of a GET pipeline read off the socket (resp.c). */
-struct resp_reader {
-    int fd;
-    size_t at, end;
-    const char *why; /* what went wrong */
-    char buf[4096];  /* reply lines, and what came with them */
-};
-enum resp_value { RESP_VALUE, RESP_ABSENT, RESP_FAILED };
-void resp_reader_init(struct resp_reader *rr, int fd);
-/* The next reply: a value (its first min(size, cap) bytes into dst, *len
- * its size), absent (nil, or an error for this key), or failed (rr->why). */
-enum resp_value resp_read_value(struct resp_reader *rr, uint8_t *dst, uint64_t cap, uint64_t *len);
 
 #endif

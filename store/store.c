@@ -151,8 +151,7 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
         s->has_disk = rc == KVRT_OK;
     }
     if (rc == KVRT_OK && o->shared) {
-        rc = shared_init(&s->shared, &s->log, o->shared,
-                         o->shared_timeout_s > 0 ? o->shared_timeout_s : KVRT_STORE_DEFAULT_SHARED_TIMEOUT_S);
+        rc = shared_init(&s->shared, &s->log, o);
         s->has_shared = rc == KVRT_OK;
     }
     uint64_t queue = o->queue_bytes ? o->queue_bytes : KVRT_STORE_DEFAULT_QUEUE_BYTES;

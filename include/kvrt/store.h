@@ -62,7 +62,7 @@ extern "C" {
  * (docs/design.md §12).  meson.build reads both numbers from here.
  */
 #define KVRT_STORE_API_VERSION_MAJOR 1
-#define KVRT_STORE_API_VERSION_MINOR 0
+#define KVRT_STORE_API_VERSION_MINOR 1
 
 /* Version of the canonical entry format and of the store directory
  * (docs/store.md); a directory of another version is refused. */
@@ -109,11 +109,14 @@ struct kvrt_store_options {
      * KVRT_STORE_DEFAULT_DISK_BYTES for a new one; otherwise recorded as
      * the directory's capacity. */
     uint64_t disk_bytes;
-    /* Shared tier: "redis://HOST:PORT" (a Redis-protocol server); NULL:
-     * none.  Its capacity and eviction are the server's (maxmemory with
-     * an allkeys-lru policy). */
+    /* Shared tier: "redis://[USER@]HOST:PORT[,HOST:PORT...]" (a
+     * Redis-protocol server, or the seeds of a Redis Cluster), or
+     * "rediss://..." for TLS; IPv6 as [ADDR]:PORT.  NULL: none.  Its
+     * capacity and eviction are the server's (maxmemory with an
+     * allkeys-lru policy). */
     const char *shared;
-    /* Connect and read timeout of the shared tier in seconds; 0: default. */
+    /* The deadline of each call to the shared tier (connect, TLS, AUTH,
+     * the whole pipeline) in seconds; 0: default. */
     double shared_timeout_s;
     /* Bound of the queue of entries on their way to the disk and shared
      * tiers; a put waits while it is full.  0: default. */
@@ -122,7 +125,17 @@ struct kvrt_store_options {
      * each.  NULL: "kvrt-store: warning: ..." on stderr. */
     void (*log)(void *user, enum kvrt_log_level level, const char *message);
     void *log_user;
-    uint8_t reserved[64]; /* zero (kvrt_store_options_default) */
+    /* The shared tier's ACL password (AUTH [USER] PASSWORD): a file of
+     * one line, owned by this user or root, that group and others cannot
+     * read or write (else refused).  NULL: no AUTH. */
+    const char *shared_password_file;
+    /* rediss:// only: the CA certificates (PEM) the server's certificate
+     * must chain to (NULL: the system's), and an optional client
+     * certificate (PEM chain) with its key (NULL: in the same file). */
+    const char *shared_ca_file;
+    const char *shared_cert_file;
+    const char *shared_cert_key_file;
+    uint8_t reserved[32]; /* zero (kvrt_store_options_default) */
 };
 
 /** Defaults: chunk_tokens 256, memory 1 GiB, no disk or shared tier,

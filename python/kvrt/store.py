@@ -50,7 +50,8 @@ class StoreOptions(C.Structure):
     _fields_ = [("size", sz), ("groups", P(_lib.Group)), ("num_groups", sz), ("model_id", C.c_char_p),
                 ("chunk_tokens", u64), ("memory_bytes", u64), ("path", C.c_char_p), ("disk_bytes", u64),
                 ("shared", C.c_char_p), ("shared_timeout_s", dbl), ("queue_bytes", u64), ("log", LOG_FN),
-                ("log_user", vp), ("reserved", C.c_uint8 * 64)]
+                ("log_user", vp), ("shared_password_file", C.c_char_p), ("shared_ca_file", C.c_char_p),
+                ("shared_cert_file", C.c_char_p), ("shared_cert_key_file", C.c_char_p), ("reserved", C.c_uint8 * 32)]
 
 
 class Span(C.Structure):
@@ -110,7 +111,7 @@ _SIGNATURES = {
 
 slib, library_path = _lib.load(_lib.candidates("KVRT_STORE_LIBRARY", "STORE_LIBRARY", SONAME), _SIGNATURES,
                                "kvrt.store: cannot load libkvrt-store (built only where liblmdb-dev, "
-                               "libhiredis-dev, libssl-dev and libxxhash-dev were found: install them and "
+                               "libssl-dev and libxxhash-dev were found: install them and "
                                "rebuild); tried %s. Set KVRT_STORE_LIBRARY to its path")
 
 
@@ -173,18 +174,21 @@ class Request:
 
 class Store(Closeable):
     """A store of one model: a memory tier, a disk tier in `path` (None:
-    none) and a shared tier on a Redis-protocol server (``shared=
-    "redis://HOST:PORT"``).  ``model=None`` opens the folder as it is, to
-    inspect it (describe, entries, verify, gc).
+    none) and a shared tier on a Redis-protocol server or a Redis Cluster
+    (``shared="redis://[USER@]HOST:PORT[,HOST:PORT...]"``, ``rediss://``
+    for TLS).  ``model=None`` opens the folder as it is, to inspect it
+    (describe, entries, verify, gc).
 
-    memory_bytes, disk_bytes, queue_bytes and shared_timeout are the C
-    options (None: libkvrt-store's defaults; docs/store.md); model file
+    memory_bytes, disk_bytes, queue_bytes, shared_timeout and the shared
+    tier's files (shared_password_file, shared_ca_file, shared_cert_file,
+    shared_cert_key_file) are the C options (None: libkvrt-store's defaults; docs/store.md); model file
     options (kv_cache_dtype, block_size, attention_backend) as for
     Runtime.cache."""
 
     def __init__(self, path, model=None, model_id=None, chunk_tokens=256, memory_bytes=None, disk_bytes=None,
                  shared=None, shared_timeout=None, queue_bytes=None, kv_cache_dtype=None, block_size=None,
-                 attention_backend=None):
+                 attention_backend=None, shared_password_file=None, shared_ca_file=None, shared_cert_file=None,
+                 shared_cert_key_file=None):
         self._h = C.c_void_p()
         o = StoreOptions()
         slib.kvrt_store_options_default(C.byref(o))
@@ -210,9 +214,19 @@ class Store(Closeable):
         if shared_timeout is not None:
             o.shared_timeout_s = float(shared_timeout)
         if shared is not None and not isinstance(shared, str):
-            raise InvalidArgumentError("shared: \"redis://HOST:PORT\" or None; got %r" % (shared,))
+            raise InvalidArgumentError("shared: \"redis://[USER@]HOST:PORT[,HOST:PORT...]\" (or rediss://) or None; "
+                                       "got %r" % (shared,))
         self._shared = shared.encode() if shared else None
         o.shared = self._shared
+        self._files = []
+        for name, value in (("shared_password_file", shared_password_file), ("shared_ca_file", shared_ca_file),
+                            ("shared_cert_file", shared_cert_file), ("shared_cert_key_file", shared_cert_key_file)):
+            if value is None:
+                continue
+            if not isinstance(value, (str, bytes, os.PathLike)):
+                raise InvalidArgumentError("%s: a file's path or None; got %r" % (name, value))
+            self._files.append(os.fsencode(value))
+            setattr(o, name, self._files[-1])
         check(slib.kvrt_store_open(C.byref(o), C.byref(self._h)))
         self._requests = []
 

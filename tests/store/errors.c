@@ -69,8 +69,8 @@ static void options(void)
     o.path = NULL;
     o.disk_bytes = 0;
     o.shared = "redis://:7";
-    REFUSED(kvrt_store_open(&o, &s), KVRT_ERR_INVALID, "\"redis://:7\" is not a server address", "redis://HOST:PORT",
-            NULL, "a URL without a host");
+    REFUSED(kvrt_store_open(&o, &s), KVRT_ERR_INVALID, "\"redis://:7\" is not a server address",
+            "redis://[USER@]HOST:PORT[,HOST:PORT...]", NULL, "a URL without a host");
     o.shared = "redis://h:70000";
     REFUSED(kvrt_store_open(&o, &s), KVRT_ERR_INVALID, "\"redis://h:70000\"", "port 1-65535", NULL,
             "a port out of range");

@@ -44,18 +44,28 @@ static int free_port(void)
     return port;
 }
 
-static bool answers(const char *netns, const char *addr, int port)
+static bool answers(const char *netns, const char *addr, int port, const char *cli)
 {
-    char cmd[512];
+    char cmd[1024];
     if (netns)
-        snprintf(cmd, sizeof(cmd), "ip netns exec %s redis-cli -h %s -p %d ping 2>/dev/null | grep -q PONG", netns,
-                 addr, port);
+        snprintf(cmd, sizeof(cmd), "ip netns exec %s redis-cli %s -h %s -p %d ping 2>/dev/null | grep -q PONG", netns,
+                 cli ? cli : "", addr, port);
     else
-        snprintf(cmd, sizeof(cmd), "redis-cli -h %s -p %d ping 2>/dev/null | grep -q PONG", addr, port);
+        snprintf(cmd, sizeof(cmd), "redis-cli %s -h %s -p %d ping 2>/dev/null | grep -q PONG", cli ? cli : "", addr,
+                 port);
     return system(cmd) == 0;
 }
 
 bool redis_server_start(struct redis_server *r, const char *addr, const char *netns, char *why, size_t size)
+{
+    return redis_server_start_with(r, addr, netns, NULL, NULL, why, size);
+}
+
+/* Servers this process started in namespaces so far. */
+static int netns_started;
+
+bool redis_server_start_with(struct redis_server *r, const char *addr, const char *netns, const char *const *extra,
+                             const char *cli, char *why, size_t size)
 {
     memset(r, 0, sizeof(*r));
     const char *server = redis_server_path(why, size);
@@ -69,7 +79,9 @@ bool redis_server_start(struct redis_server *r, const char *addr, const char *ne
     snprintf(r->dir, sizeof(r->dir), "%s", dir);
     free(dir);
     for (int attempt = 0; attempt < 5; attempt++) {
-        r->port = netns ? 6379 + attempt : free_port();
+        /* in a namespace: 6379 for the first server, then others apart
+         * (a second one on a taken port would seem to answer) */
+        r->port = netns ? 6379 + 10 * netns_started + attempt : free_port();
         char port[16];
         snprintf(port, sizeof(port), "%d", r->port);
         pid_t pid = fork();
@@ -96,8 +108,13 @@ bool redis_server_start(struct redis_server *r, const char *addr, const char *ne
                             "--loglevel",
                             "warning",
                             NULL};
-            char *argv[40];
+            char *argv[80];
             int n = 0;
+            bool tls_port = false;
+            for (int i = 0; extra && extra[i]; i++)
+                tls_port = tls_port || strcmp(extra[i], "--tls-port") == 0;
+            if (tls_port) /* the port is TLS's; no plain one */
+                args[3] = "0";
             if (netns) {
                 argv[n++] = "ip";
                 argv[n++] = "netns";
@@ -107,6 +124,8 @@ bool redis_server_start(struct redis_server *r, const char *addr, const char *ne
             argv[n++] = (char *)server;
             for (int i = 0; args[i]; i++)
                 argv[n++] = args[i];
+            for (int i = 0; extra && extra[i] && n < 78; i++)
+                argv[n++] = strcmp(extra[i], "PORT") == 0 ? port : (char *)extra[i];
             argv[n] = NULL;
             execvp(argv[0], argv);
             _exit(127);
@@ -118,7 +137,8 @@ bool redis_server_start(struct redis_server *r, const char *addr, const char *ne
                 r->pid = 0;
                 break;
             }
-            if (answers(netns, addr, r->port)) {
+            if (answers(netns, addr, r->port, cli)) {
+                netns_started += netns != NULL;
                 snprintf(r->url, sizeof(r->url), "redis://%s:%d", addr, r->port);
                 return true;
             }

@@ -19,6 +19,11 @@ const char *redis_server_path(char *why, size_t size);
 /* Start one bound to addr; netns NULL or a namespace to run it in (through
  * `ip netns exec`).  false with why. */
 bool redis_server_start(struct redis_server *r, const char *addr, const char *netns, char *why, size_t size);
+/* The same with more arguments for redis-server (NULL-terminated; "PORT"
+ * stands for the chosen port: "--tls-port", "PORT" makes it TLS's and
+ * turns the plain port off) and for the redis-cli that pings it. */
+bool redis_server_start_with(struct redis_server *r, const char *addr, const char *netns, const char *const *extra,
+                             const char *cli, char *why, size_t size);
 /* SIGKILL and reap it, remove its folder. */
 void redis_server_stop(struct redis_server *r);
 

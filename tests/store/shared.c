@@ -159,10 +159,12 @@ static bool key_exists(int port, const char *key, size_t klen)
 /* ---- a server that dies in the middle of a pipeline ------------------- */
 
 /* The commands a store sends, by their fixed lengths (a 41-byte key). */
-#define EXISTS_BYTES 64u /* *2 $6 EXISTS $41 key */
-#define GET_BYTES 61u    /* *2 $3 GET $41 key */
+#define EXISTS_BYTES 64u        /* *2 $6 EXISTS $41 key */
+#define GET_BYTES 61u           /* *2 $3 GET $41 key */
+#define CLUSTER_SLOTS_BYTES 28u /* *2 $7 CLUSTER $5 SLOTS: asked first */
 
-/* The child's loop: answer EXISTS with 0; of the first two GETs, answer
+/* The child's loop: answer CLUSTER SLOTS as a server without cluster
+ * mode, EXISTS with 0; of the first two GETs, answer
  * the first with `value` whole and the second with half of it, then die. */
 static void die_midway(int lfd, const char *value, size_t vlen)
 {
@@ -177,7 +179,12 @@ static void die_midway(int lfd, const char *value, size_t vlen)
         have += (size_t)n;
         size_t at = 0;
         while (gets < 2) {
-            if (have - at >= EXISTS_BYTES && memcmp(buf + at + 8, "EXISTS", 6) == 0) {
+            static const char no_cluster[] = "-ERR This instance has cluster support disabled\r\n";
+            if (have - at >= CLUSTER_SLOTS_BYTES && memcmp(buf + at + 8, "CLUSTER", 7) == 0) {
+                if (write(c, no_cluster, sizeof(no_cluster) - 1) != (ssize_t)sizeof(no_cluster) - 1)
+                    _exit(1);
+                at += CLUSTER_SLOTS_BYTES;
+            } else if (have - at >= EXISTS_BYTES && memcmp(buf + at + 8, "EXISTS", 6) == 0) {
                 if (write(c, ":0\r\n", 4) != 4)
                     _exit(1);
                 at += EXISTS_BYTES;
@@ -369,7 +376,7 @@ static void unreachable(void)
     o.num_groups = 1;
     o.model_id = "shared";
     o.shared = "http://127.0.0.1:6379";
-    tap_ok(kvrt_store_open(&o, &s) == KVRT_ERR_INVALID && strstr(kvrt_error_message(), "redis://HOST:PORT"),
+    tap_ok(kvrt_store_open(&o, &s) == KVRT_ERR_INVALID && strstr(kvrt_error_message(), "redis://[USER@]HOST:PORT"),
            "a URL of another scheme is refused: %s", kvrt_error_message());
 }
 

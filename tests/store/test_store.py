@@ -201,6 +201,11 @@ def test_bad_input_names_the_value():
     """refusals raise kvrt.InvalidArgumentError naming the value and what is valid"""
     with kvrt.Runtime() as rt, kvrt.Store(None, model=MODEL, model_id="py@1", chunk_tokens=T) as s:
         c = cache_of(rt, "HND", 16)
+        # a password file others may read
+        fd, open_pw = tempfile.mkstemp()
+        os.write(fd, b"pw\n")
+        os.close(fd)
+        os.chmod(open_pw, 0o644)
         cases = [
             (lambda: s.put(c, [0, 1], list(range(20)), count=64), "needs 64 token ids, but tokens has 20"),
             (lambda: s.put(c, list(range(8)), list(range(100)), first=7), "first 7 is not on a chunk boundary"),
@@ -211,7 +216,13 @@ def test_bad_input_names_the_value():
             (lambda: s.put(c, [0, 1, 2, 2], list(range(64))), "names block 2 twice"),
             (lambda: s.lookup(list(range(64)), tp=(3, 0)), "tensor-parallel size 3"),
             (lambda: kvrt.Store(None, model=MODEL, model_id=""), "model_id"),
-            (lambda: kvrt.Store(None, model=MODEL, model_id="x", shared="tcp://h:1"), "redis://HOST:PORT"),
+            (lambda: kvrt.Store(None, model=MODEL, model_id="x", shared="tcp://h:1"), "redis://[USER@]HOST:PORT"),
+            (lambda: kvrt.Store(None, model=MODEL, model_id="x", shared="redis://h:1", shared_ca_file="/x.pem"),
+             "write rediss://"),
+            (lambda: kvrt.Store(None, model=MODEL, model_id="x", shared="redis://h:1", shared_password_file=open_pw),
+             "refusing shared_password_file \"%s\"" % open_pw),
+            (lambda: kvrt.Store(None, model=MODEL, model_id="x", shared="redis://h:1", shared_password_file=3),
+             "shared_password_file: a file's path"),
         ]
         for fn, text in cases:
             try:
@@ -219,6 +230,7 @@ def test_bad_input_names_the_value():
                 raise AssertionError("accepted; expected a refusal naming %r" % text)
             except kvrt.InvalidArgumentError as e:
                 assert text in str(e), "%r not in %r" % (text, str(e))
+        os.unlink(open_pw)
 
 
 def free_port():
