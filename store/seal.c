@@ -2,7 +2,10 @@
  * and sealed entries (seal.h).  OpenSSL's libcrypto: HKDF-SHA256 to derive,
  * HMAC-SHA256 for the chain, AES-256-GCM to seal (AES-NI and carry-less
  * multiply make it run at memory-copy rates on a core; docs/store.md
- * "Tenants" has the figures). */
+ * "Tenants" has the figures).
+ *
+ * Layer 1 of libkvrt-store (docs/store.md, "Layers").
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -18,8 +21,9 @@
 #include <openssl/kdf.h>
 #include <openssl/rand.h>
 
+#include "base/fail.h"
+#include "entry.h"
 #include "seal.h"
-#include "store_internal.h"
 
 /* Where a sealed header keeps its nonce (the two fields a plain entry keeps
  * zero) and its tag (where a plain entry keeps its checksum); everything
@@ -45,7 +49,7 @@ static int crypto_ready(void)
 {
     pthread_once(&fetched, fetch);
     if (!gcm || !hmac)
-        return STORE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL offers no %s", gcm ? "HMAC" : "AES-256-GCM");
+        return BASE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL offers no %s", gcm ? "HMAC" : "AES-256-GCM");
     return KVRT_OK;
 }
 
@@ -55,7 +59,7 @@ static int hkdf(const uint8_t *ikm, size_t len, const char *info, uint8_t *out, 
     EVP_KDF_CTX *ctx = kdf ? EVP_KDF_CTX_new(kdf) : NULL;
     EVP_KDF_free(kdf);
     if (!ctx)
-        return STORE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL offers no HKDF");
+        return BASE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL offers no HKDF");
     static const char salt[] = "kvrt-store/secret/v1";
     OSSL_PARAM p[] = {
         OSSL_PARAM_construct_utf8_string(OSSL_KDF_PARAM_DIGEST, (char *)"SHA256", 0),
@@ -66,7 +70,7 @@ static int hkdf(const uint8_t *ikm, size_t len, const char *info, uint8_t *out, 
     };
     int ok = EVP_KDF_derive(ctx, out, out_len, p) == 1;
     EVP_KDF_CTX_free(ctx);
-    return ok ? KVRT_OK : STORE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL's HKDF failed");
+    return ok ? KVRT_OK : BASE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL's HKDF failed");
 }
 
 int store_secret_derive(const uint8_t *bytes, size_t len, struct store_secret *out)
@@ -93,12 +97,12 @@ int store_secret_load(const char *path, const char *source, struct store_secret 
 {
     memset(out, 0, sizeof(*out));
     if (!path || !*path)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: %s names no file", source);
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: %s names no file", source);
     /* O_NOFOLLOW is not used: a key in a symlinked secrets folder is
      * normal; what is checked is the file the link names. */
     int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
     if (fd < 0)
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: cannot open the key file \"%s\" (from %s): %s", path,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: cannot open the key file \"%s\" (from %s): %s", path,
                           source, strerror(errno));
     struct stat st;
     const char *bad = NULL;
@@ -123,7 +127,7 @@ int store_secret_load(const char *path, const char *source, struct store_secret 
     }
     if (bad) {
         close(fd);
-        return STORE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: refusing the key file \"%s\" (from %s): it %s", path,
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: refusing the key file \"%s\" (from %s): it %s", path,
                           source, bad);
     }
     uint8_t buf[STORE_SECRET_MAX + 2];
@@ -143,7 +147,7 @@ int store_secret_load(const char *path, const char *source, struct store_secret 
         n--;
     int rc;
     if (n < STORE_SECRET_MIN || n > STORE_SECRET_MAX)
-        rc = STORE_FAIL(KVRT_ERR_INVALID,
+        rc = BASE_FAIL(KVRT_ERR_INVALID,
                         "kvrt_store_open: the key file \"%s\" (from %s) holds a %zu-byte key; a key is %u to %u "
                         "bytes (e.g. head -c 32 /dev/urandom > FILE; chmod 600 FILE)",
                         path, source, n, STORE_SECRET_MIN, STORE_SECRET_MAX);
@@ -168,7 +172,7 @@ int store_secret_mac(const struct store_secret *s, const void *const *parts, con
     size_t got = 0;
     ok = ok && EVP_MAC_final(ctx, out, &got, KVRT_STORE_KEY_BYTES) == 1 && got == KVRT_STORE_KEY_BYTES;
     EVP_MAC_CTX_free(ctx);
-    return ok ? KVRT_OK : STORE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL's HMAC-SHA256 failed");
+    return ok ? KVRT_OK : BASE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL's HMAC-SHA256 failed");
 }
 
 static void nonce_of(const uint8_t *header, uint8_t iv[STORE_SEAL_NONCE_BYTES])
@@ -201,7 +205,7 @@ int store_seal(const struct store_secret *s, uint8_t *header, const uint8_t *pay
      * many engines with the same key, with bytes that differ in their last
      * bits, so a nonce derived from the entry's name would repeat. */
     if (RAND_bytes(iv, sizeof(iv)) != 1)
-        return STORE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL's random generator failed");
+        return BASE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL's random generator failed");
     memcpy(header + NONCE_A, iv, 4);
     memcpy(header + NONCE_B, iv + 4, 8);
     EVP_CIPHER_CTX *ctx = EVP_CIPHER_CTX_new();
@@ -211,7 +215,7 @@ int store_seal(const struct store_secret *s, uint8_t *header, const uint8_t *pay
              EVP_EncryptFinal_ex(ctx, out + n, &got) == 1 && got == 0 &&
              EVP_CIPHER_CTX_ctrl(ctx, EVP_CTRL_AEAD_GET_TAG, STORE_SEAL_TAG_BYTES, header + TAG_AT) == 1;
     EVP_CIPHER_CTX_free(ctx);
-    return ok ? KVRT_OK : STORE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL's AES-256-GCM failed to seal an entry");
+    return ok ? KVRT_OK : BASE_FAIL(KVRT_ERR_INTERNAL, "kvrt-store: OpenSSL's AES-256-GCM failed to seal an entry");
 }
 
 const char *store_unseal(const struct store_secret *s, const uint8_t *header, uint8_t *payload, uint64_t n)

@@ -7,7 +7,10 @@
  * secret can neither compute nor probe an entry's name; the other seals
  * every entry that leaves the process (disk slot, shared-tier value) with
  * AES-256-GCM, its header as associated data, so that an entry changed,
- * forged without the secret, or copied under another key fails its tag. */
+ * forged without the secret, or copied under another key fails its tag.
+ *
+ * Layer 1 of libkvrt-store (docs/store.md, "Layers").
+ */
 #ifndef KVRT_STORE_SEAL_H
 #define KVRT_STORE_SEAL_H
 

@@ -57,7 +57,8 @@ int main(void)
     OFF(kvrt_store_options, queue_bytes, 80);
     OFF(kvrt_store_options, log, 88);
     OFF(kvrt_store_options, log_user, 96);
-    OFF(kvrt_store_options, reserved, 104);
+    OFF(kvrt_store_options, key_file, 104);
+    OFF(kvrt_store_options, reserved, 112);
     SIZE(kvrt_store_options, 168);
     LAST(kvrt_store_options);
 
@@ -90,7 +91,8 @@ int main(void)
     OFF(kvrt_store_stats, write_failures, 184);
     OFF(kvrt_store_stats, dropped, 192);
     OFF(kvrt_store_stats, shared_up, 200);
-    OFF(kvrt_store_stats, reserved, 204);
+    OFF(kvrt_store_stats, rejected, 208);
+    OFF(kvrt_store_stats, reserved, 216);
     SIZE(kvrt_store_stats, 264);
     LAST(kvrt_store_stats);
 
@@ -107,7 +109,8 @@ int main(void)
     OFF(kvrt_store_verify_report, entries, 8);
     OFF(kvrt_store_verify_report, bad, 16);
     OFF(kvrt_store_verify_report, dropped, 24);
-    OFF(kvrt_store_verify_report, reserved, 32);
+    OFF(kvrt_store_verify_report, sealed, 32);
+    OFF(kvrt_store_verify_report, reserved, 40);
     SIZE(kvrt_store_verify_report, 64);
     LAST(kvrt_store_verify_report);
 
