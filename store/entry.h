@@ -48,7 +48,13 @@ void store_entry_seal_end(uint8_t *buf, XXH3_state_t *st);
 /* Check an entry read from a tier: size, magic, version, fingerprint, key,
  * head, sizes, reserved bytes and checksum.  NULL when good, else why (a
  * static or thread-local text). */
-const char *store_entry_check(const struct store_model *m, const struct store_id *id, const uint8_t *buf, uint64_t len);
+const char *store_entry_check(const struct store_model *m, const struct store_id *id, uint8_t *buf, uint64_t len);
+/* The bytes of an entry as they leave the process of a store with a key
+ * (m->secret): a sealed header and the payload of plain (a plain entry)
+ * encrypted into out. */
+int store_entry_seal_out(const struct store_model *m, const struct store_id *id, const uint8_t *plain, uint8_t *out);
+/* Whether buf holds a sealed entry (by its magic alone). */
+bool store_entry_sealed(const uint8_t *buf, uint64_t len);
 
 /* The same for an entry found by listing: what it claims, from its
  * header alone (false when the header is unreadable). */

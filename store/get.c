@@ -28,13 +28,14 @@ static void release_found(kvrt_store *s, struct found *f)
 }
 
 /* A bad entry: one line, dropped from its tier, counted, a miss. */
-static void bad_entry(kvrt_store *s, const struct store_id *id, const char *tier, const char *why)
+static void bad_entry(kvrt_store *s, const struct store_id *id, const char *tier, const char *why, bool rejected)
 {
     char hex[65];
     kvrt_store_hex(id->key, hex);
     store_warn(&s->log, "dropped %s entry %.16s.../head %u: %s", tier, hex, id->head, why);
     pthread_mutex_lock(&s->count_lock);
     s->counts.dropped++;
+    s->counts.rejected += rejected;
     pthread_mutex_unlock(&s->count_lock);
     if (strcmp(tier, "disk") == 0)
         writer_drop(s, id);
@@ -211,7 +212,7 @@ static bool find_local(struct store_op *op, struct disk_read *r, struct ahead *A
         }
         /* a slot reused by a writer since this read began is no damage */
         if (disk_still_at(&s->disk, id, slot))
-            bad_entry(s, id, "disk", why);
+            bad_entry(s, id, "disk", why, s->model.secret || store_entry_sealed(e->buf, len));
     }
     mem_entry_unref(&s->mem, e);
     return false;
@@ -258,7 +259,7 @@ static uint64_t find_chunk(struct store_op *op, struct disk_read *r, struct ahea
                 got++;
                 continue;
             }
-            bad_entry(s, &g->ids[i], "shared", why);
+            bad_entry(s, &g->ids[i], "shared", why, s->model.secret || store_entry_sealed(e->buf, g->shared_lens[i]));
         }
         mem_entry_unref(&s->mem, e);
     }

@@ -9,17 +9,19 @@
 
 #include "disk.h"
 #include "shared.h"
+#include "seal.h"
 #include "writer.h"
 
 /* What this process counted (kvrt_store_stats), under count_lock. */
 struct store_counters {
     uint64_t hits_memory, hits_disk, hits_shared, misses;
     uint64_t put_entries, put_present;
-    uint64_t written_disk, written_shared, write_failures, dropped, evicted_disk;
+    uint64_t written_disk, written_shared, write_failures, dropped, rejected, evicted_disk;
 };
 
 struct kvrt_store {
     struct store_model model;
+    struct store_secret secret; /* model.secret points here with a key */
     bool inspect; /* opened without a model */
     struct mem_tier mem;
     bool has_mem;

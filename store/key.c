@@ -11,6 +11,7 @@
 
 #include "base/bytes.h"
 #include "key.h"
+#include "seal.h"
 
 static const char fingerprint_tag[16] = {'k', 'v', 'r', 't', '-', 's', 't', 'o',
                                          'r', 'e', '/', 'f', 'p', '/', 'v', '1'};
@@ -84,11 +85,25 @@ int store_chunk_keys(const struct store_model *m, const int32_t *tokens, uint64_
                 base_put_le32(le + 4 * i, (uint32_t)t[i]);
             bytes = le;
         }
+        const uint8_t *parent = c ? keys + (c - 1) * KVRT_STORE_KEY_BYTES : zero;
+        if (m->secret) {
+            /* keyed: without the secret, no one computes or probes a name */
+            const void *parts[] = {chunk_tag, m->fingerprint, parent, bytes};
+            const size_t lens[] = {sizeof(chunk_tag), KVRT_STORE_KEY_BYTES, KVRT_STORE_KEY_BYTES, T * 4};
+            int rc = store_secret_mac(m->secret, parts, lens, 4, keys + c * KVRT_STORE_KEY_BYTES);
+            if (rc != KVRT_OK) {
+                free(le);
+                EVP_MD_CTX_free(ctx);
+                EVP_MD_free(md);
+                return rc;
+            }
+            continue;
+        }
         unsigned int n = 0;
         int ok = EVP_DigestInit_ex(ctx, md, NULL) && EVP_DigestUpdate(ctx, chunk_tag, sizeof(chunk_tag)) &&
                  EVP_DigestUpdate(ctx, m->fingerprint, KVRT_STORE_KEY_BYTES) &&
-                 EVP_DigestUpdate(ctx, c ? keys + (c - 1) * KVRT_STORE_KEY_BYTES : zero, KVRT_STORE_KEY_BYTES) &&
-                 EVP_DigestUpdate(ctx, bytes, T * 4) && EVP_DigestFinal_ex(ctx, keys + c * KVRT_STORE_KEY_BYTES, &n);
+                 EVP_DigestUpdate(ctx, parent, KVRT_STORE_KEY_BYTES) && EVP_DigestUpdate(ctx, bytes, T * 4) &&
+                 EVP_DigestFinal_ex(ctx, keys + c * KVRT_STORE_KEY_BYTES, &n);
         if (!ok || n != KVRT_STORE_KEY_BYTES) {
             free(le);
             return digest_fail(ctx, md);

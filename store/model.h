@@ -24,6 +24,8 @@ struct store_layer {
     uint64_t entry_offset;           /* where this layer starts in an entry's payload */
 };
 
+struct store_secret;
+
 struct store_model {
     char *model_id;
     uint64_t chunk_tokens;
@@ -33,6 +35,9 @@ struct store_model {
     uint64_t cell_bytes;    /* sum of the layers' C */
     uint64_t payload_bytes; /* chunk_tokens x cell_bytes */
     uint8_t fingerprint[KVRT_STORE_KEY_BYTES];
+    /* the tenant secret (seal.h), NULL without a key: keys the chunk-key
+     * chain and seals every entry that leaves the process */
+    const struct store_secret *secret;
 };
 
 /* Build the model from the groups (checks and refusals) and its

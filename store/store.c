@@ -88,6 +88,7 @@ static void store_free(kvrt_store *s)
     if (s->mem.buckets)
         mem_tier_free(&s->mem);
     store_model_free(&s->model);
+    store_secret_wipe(&s->secret);
     pthread_mutex_destroy(&s->count_lock);
     pthread_mutex_destroy(&s->req_lock);
     pthread_cond_destroy(&s->req_wake);
@@ -112,8 +113,21 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
     pthread_cond_init(&s->req_drained, NULL);
     s->log = (struct base_log){o->log, o->log_user};
     s->inspect = !o->groups;
+    /* the tenant secret: from the options, else the environment (not for
+     * set-user-id programs, as libkvrt-xfer's key) */
+    const char *key_file = o->key_file, *key_source = "key_file";
+    if (!key_file && (key_file = secure_getenv("KVRT_STORE_KEY_FILE")) && !*key_file)
+        key_file = NULL;
+    if (!o->key_file)
+        key_source = "KVRT_STORE_KEY_FILE";
+    if (key_file && (rc = store_secret_load(key_file, key_source, &s->secret)) != KVRT_OK) {
+        store_free(s);
+        return rc;
+    }
     if (s->inspect) {
         rc = disk_open(&s->disk, o->path, &s->model, true, 0);
+        if (key_file) /* after the record filled the model */
+            s->model.secret = &s->secret;
         s->has_disk = rc == KVRT_OK;
         if (rc == KVRT_OK && o->chunk_tokens && o->chunk_tokens != KVRT_STORE_DEFAULT_CHUNK_TOKENS &&
             o->chunk_tokens != s->model.chunk_tokens)
@@ -131,6 +145,8 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
         store_free(s);
         return rc;
     }
+    if (key_file)
+        s->model.secret = &s->secret;
     uint64_t value = STORE_HEADER_BYTES + s->model.payload_bytes;
     if (o->memory_bytes && o->memory_bytes < s->model.payload_bytes) {
         rc = BASE_FAIL(KVRT_ERR_INVALID,
@@ -316,6 +332,7 @@ int kvrt_store_stats(kvrt_store *s, struct kvrt_store_stats *st)
     st->written_shared = s->counts.written_shared;
     st->write_failures = s->counts.write_failures;
     st->dropped = s->counts.dropped;
+    st->rejected = s->counts.rejected;
     pthread_mutex_unlock(&s->count_lock);
     st->shared_up = s->has_shared && shared_is_up(&s->shared);
     return KVRT_OK;

@@ -27,8 +27,16 @@ static bool has_side_work(const struct writer *w)
     return w->num_touches || w->num_drops || w->add_hits || w->add_misses;
 }
 
+/* Most bytes of one batch with a key: each entry is sealed into a buffer
+ * of its own on its way out, so a batch holds its bytes twice. */
+#define SEALED_BATCH_BYTES (64ull << 20)
+
 struct batch {
     struct mem_entry *all[BATCH_ENTRIES];
+    unsigned where[BATCH_ENTRIES];
+    /* what leaves the process: all[i] itself, or (with a key) its sealed
+     * copy, an entry of no tier that only lends its buffer */
+    struct mem_entry *out[BATCH_ENTRIES];
     struct mem_entry *disk[BATCH_ENTRIES];
     struct mem_entry *shared[BATCH_ENTRIES];
     uint64_t n, nd, ns;
@@ -39,13 +47,10 @@ static void take(struct writer *w, struct batch *bt, struct disk_batch *b)
 {
     bt->n = bt->nd = bt->ns = 0;
     uint64_t bytes = 0;
-    while (bt->n < BATCH_ENTRIES && w->count && (bt->n == 0 || bytes + w->value_bytes <= BATCH_BYTES)) {
+    while (bt->n < BATCH_ENTRIES && w->count && (bt->n == 0 || bytes + w->value_bytes <= w->batch_bytes)) {
         struct writer_job *j = &w->ring[w->head];
+        bt->where[bt->n] = j->where;
         bt->all[bt->n++] = j->entry;
-        if (j->where & WRITE_DISK)
-            bt->disk[bt->nd++] = j->entry;
-        if (j->where & WRITE_SHARED)
-            bt->shared[bt->ns++] = j->entry;
         bytes += w->value_bytes;
         w->head = (w->head + 1) % w->cap;
         w->count--;
@@ -64,16 +69,45 @@ static void take(struct writer *w, struct batch *bt, struct disk_batch *b)
     w->flush_now = false;
 }
 
+/* The bytes each entry of the batch leaves the process as: with a key,
+ * sealed into a buffer of the pool (an entry that cannot be sealed is not
+ * written, and counted as a failure). */
+static uint64_t seal_out(kvrt_store *s, struct batch *bt, char *why, size_t size)
+{
+    uint64_t failed = 0;
+    bt->nd = bt->ns = 0;
+    for (uint64_t i = 0; i < bt->n; i++) {
+        struct mem_entry *e = bt->all[i];
+        bt->out[i] = NULL;
+        if (s->model.secret) {
+            struct mem_entry *o = mem_entry_new(&s->mem, &e->id);
+            if (!o || store_entry_seal_out(&s->model, &e->id, e->buf, o->buf) != KVRT_OK) {
+                snprintf(why, size, "%s", o ? kvrt_error_message() : "out of memory for a sealed entry");
+                mem_entry_unref(&s->mem, o);
+                failed++;
+                continue;
+            }
+            bt->out[i] = o;
+            e = o;
+        }
+        if (bt->where[i] & WRITE_DISK)
+            bt->disk[bt->nd++] = e;
+        if (bt->where[i] & WRITE_SHARED)
+            bt->shared[bt->ns++] = e;
+    }
+    return failed;
+}
+
 /* Write one batch (lock not held). */
 static void write_out(kvrt_store *s, struct batch *bt, struct disk_batch *b, uint64_t *failed, char *why, size_t size)
 {
-    *failed = 0;
+    *failed = seal_out(s, bt, why, size);
     if (s->has_disk && (bt->nd || b->num_touches || b->num_drops || b->add_hits || b->add_misses)) {
         b->puts = bt->disk;
         b->num_puts = bt->nd;
         if (disk_write(&s->disk, b) != KVRT_OK) {
             snprintf(why, size, "%s", kvrt_error_message());
-            *failed = bt->nd;
+            *failed += bt->nd;
             store_warn(&s->log, "%llu entries were not written to the disk tier: %s", ULL(bt->nd), why);
         }
     }
@@ -91,6 +125,7 @@ static void write_out(kvrt_store *s, struct batch *bt, struct disk_batch *b, uin
     free((void *)b->touches);
     free((void *)b->drops);
     for (uint64_t i = 0; i < bt->n; i++) {
+        mem_entry_unref(&s->mem, bt->out[i]);
         mem_tier_written(&s->mem, bt->all[i]);
         mem_entry_unref(&s->mem, bt->all[i]);
     }
@@ -144,6 +179,7 @@ int writer_start(kvrt_store *s, uint64_t max_bytes)
     pthread_cond_init(&w->done, NULL);
     w->value_bytes = STORE_HEADER_BYTES + s->model.payload_bytes;
     w->max_bytes = max_bytes;
+    w->batch_bytes = s->model.secret ? SEALED_BATCH_BYTES : BATCH_BYTES;
     w->cap = max_bytes / w->value_bytes + 2;
     w->ring = calloc(w->cap, sizeof(*w->ring));
     if (!w->ring)

@@ -13,7 +13,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 #include <unistd.h>
 
 #include <sys/random.h>
@@ -25,6 +24,7 @@
 #include <openssl/rand.h>
 
 #include "auth.h"
+#include "base/secret_file.h"
 
 /* HMAC fetched once: every MAC then only allocates its context. */
 static pthread_once_t crypto_once = PTHREAD_ONCE_INIT;
@@ -88,29 +88,8 @@ int xfer_key_load(const char *path, const char *source, struct xfer_key *key)
     if (fd < 0)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: cannot open the key file \"%s\" (from %s): %s", path, source,
                          strerror(errno));
-    struct stat st;
-    if (fstat(fd, &st) != 0) {
-        int e = errno;
-        close(fd);
-        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: cannot stat the key file \"%s\": %s", path, strerror(e));
-    }
-    const char *bad = NULL;
     char why[160];
-    if (!S_ISREG(st.st_mode))
-        bad = "is not a regular file";
-    else if (st.st_uid != geteuid() && st.st_uid != 0) {
-        snprintf(why, sizeof(why), "is owned by uid %u, not by this user (uid %u) or root", (unsigned)st.st_uid,
-                 (unsigned)geteuid());
-        bad = why;
-    } else if (st.st_mode & (S_IRWXG | S_IRWXO)) {
-        snprintf(why, sizeof(why), "has mode %04o: group or others may read or write it (chmod 600 it)",
-                 (unsigned)(st.st_mode & 07777));
-        bad = why;
-    } else if (st.st_size > XFER_KEY_MAX + 1) {
-        snprintf(why, sizeof(why), "holds %lld bytes; a key is %d to %d bytes", (long long)st.st_size, XFER_KEY_MIN,
-                 XFER_KEY_MAX);
-        bad = why;
-    }
+    const char *bad = base_secret_refusal(fd, "a key", XFER_KEY_MIN, XFER_KEY_MAX, why, sizeof(why));
     if (bad) {
         close(fd);
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-xfer: refusing the key file \"%s\" (from %s): it %s", path, source,
@@ -123,17 +102,7 @@ int xfer_key_load(const char *path, const char *source, struct xfer_key *key)
         close(fd);
         return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for a key");
     }
-    size_t n = 0;
-    for (;;) {
-        ssize_t got = read(fd, buf + n, XFER_KEY_MAX + 2 - n);
-        if (got < 0 && errno == EINTR)
-            continue;
-        if (got <= 0)
-            break;
-        n += (size_t)got;
-        if (n == XFER_KEY_MAX + 2)
-            break;
-    }
+    size_t n = base_secret_read(fd, buf, XFER_KEY_MAX + 2);
     close(fd);
     if (n > 0 && buf[n - 1] == '\n')
         n--;

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "link.h"
 
@@ -132,7 +133,12 @@ void xfer_link_close(struct xfer_link *l)
         xt_ep_close(l->t, l->ep);
     l->ep = NULL;
     l->wired = false;
-    xfer_link_cma_close(l);
+    /* the same-host listener (link_cma.c) closes here too, inline: link_cma.c
+     * sits beside this file and calls it, so a call back would close a
+     * circle */
+    if (l->cma_listener >= 0)
+        close(l->cma_listener);
+    l->cma_listener = -1;
     while (l->queue) {
         struct xfer_link_msg *q = l->queue;
         l->queue = q->next;

@@ -74,8 +74,6 @@ void xfer_link_close(struct xfer_link *l);
 /* Once the session is open: tell the peer where this side's cookie lies
  * (when the agent reads and is read on one host). */
 void xfer_link_cma_offer(struct xfer_link *l);
-/* No more reading by this side's peer is offered: its socket closes. */
-void xfer_link_cma_close(struct xfer_link *l);
 /* The peer's CMA: read its cookie in its process; answer CMA_OK. */
 void xfer_link_on_cma(struct xfer_link *l, const struct wire_msg *m);
 /* The peer's answer to this side's CMA. */

@@ -32,7 +32,8 @@
 #include "cma.h"
 #include "link.h"
 
-void xfer_link_cma_close(struct xfer_link *l)
+/* No more reading by this side's peer is offered: its socket closes. */
+static void cma_close(struct xfer_link *l)
 {
     if (l->cma_listener >= 0)
         close(l->cma_listener);
@@ -143,7 +144,7 @@ void xfer_link_on_cma_ok(struct xfer_link *l, const struct wire_msg *m)
         return;
     }
     l->cma_answered = true;
-    xfer_link_cma_close(l);
+    cma_close(l);
     if (m->u.status.status != KVRT_OK) {
         int n = m->len > XFER_MAX_REASON ? (int)XFER_MAX_REASON : (int)m->len;
         base_log(l->log, "kvrt-xfer", KVRT_LOG_DEBUG, "peer %s does not read this process: %.*s", l->name, n,

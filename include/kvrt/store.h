@@ -135,7 +135,15 @@ struct kvrt_store_options {
     const char *shared_ca_file;
     const char *shared_cert_file;
     const char *shared_cert_key_file;
-    uint8_t reserved[32]; /* zero (kvrt_store_options_default) */
+    /* The tenant secret shared by the engines that may share entries: a
+     * file of 32 to 4096 bytes that only its owner can read (refused
+     * otherwise, naming it).  With it, every key is a keyed hash and every
+     * entry that leaves the process is sealed (AES-256-GCM): a store
+     * without the same secret can neither find, read nor forge an entry.
+     * NULL: the env variable KVRT_STORE_KEY_FILE, else no key
+     * (docs/security.md, "The store"). */
+    const char *key_file;
+    uint8_t reserved[24]; /* zero (kvrt_store_options_default) */
 };
 
 /** Defaults: chunk_tokens 256, memory 1 GiB, no disk or shared tier,
@@ -296,7 +304,10 @@ struct kvrt_store_stats {
     uint64_t write_failures; /* entries a tier could not take */
     uint64_t dropped;        /* entries that failed their checks */
     uint32_t shared_up;      /* 1: the shared tier answered last time */
-    uint8_t reserved[60];
+    uint8_t reserved_a[4];
+    uint64_t rejected; /* of the dropped, entries refused as not this tenant's: a seal that does not
+                          verify, an unsealed entry with a key or a sealed one without */
+    uint8_t reserved[48];
 };
 
 /** Fill *stats (stats->size set by the caller, or 0). */
@@ -337,7 +348,8 @@ struct kvrt_store_verify_report {
     uint64_t entries; /* looked at */
     uint64_t bad;     /* failed a check */
     uint64_t dropped; /* of those, deleted (drop) */
-    uint8_t reserved[32];
+    uint64_t sealed;  /* sealed entries a store without their key could only look at, not check */
+    uint8_t reserved[24];
 };
 
 /**

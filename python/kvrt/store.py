@@ -51,7 +51,8 @@ class StoreOptions(C.Structure):
                 ("chunk_tokens", u64), ("memory_bytes", u64), ("path", C.c_char_p), ("disk_bytes", u64),
                 ("shared", C.c_char_p), ("shared_timeout_s", dbl), ("queue_bytes", u64), ("log", LOG_FN),
                 ("log_user", vp), ("shared_password_file", C.c_char_p), ("shared_ca_file", C.c_char_p),
-                ("shared_cert_file", C.c_char_p), ("shared_cert_key_file", C.c_char_p), ("reserved", C.c_uint8 * 32)]
+                ("shared_cert_file", C.c_char_p), ("shared_cert_key_file", C.c_char_p), ("key_file", C.c_char_p),
+                ("reserved", C.c_uint8 * 24)]
 
 
 class Span(C.Structure):
@@ -68,7 +69,7 @@ class Stats(C.Structure):
         "memory_capacity", "disk_entries", "disk_bytes", "disk_capacity", "queued_entries", "queued_bytes",
         "hits_memory", "hits_disk", "hits_shared", "misses", "put_entries", "put_present", "evicted_memory",
         "evicted_disk", "written_disk", "written_shared", "write_failures", "dropped")] + [
-        ("shared_up", u32), ("reserved", C.c_uint8 * 60)]
+        ("shared_up", u32), ("reserved_a", C.c_uint8 * 4), ("rejected", u64), ("reserved", C.c_uint8 * 48)]
 
 
 class EntryInfo(C.Structure):
@@ -79,7 +80,8 @@ class EntryInfo(C.Structure):
 
 class VerifyReport(C.Structure):
     _c_name = "kvrt_store_verify_report"
-    _fields_ = [("size", sz), ("entries", u64), ("bad", u64), ("dropped", u64), ("reserved", C.c_uint8 * 32)]
+    _fields_ = [("size", sz), ("entries", u64), ("bad", u64), ("dropped", u64), ("sealed", u64),
+                ("reserved", C.c_uint8 * 24)]
 
 
 EACH_FN = C.CFUNCTYPE(i32, vp, P(EntryInfo))
@@ -116,7 +118,7 @@ slib, library_path = _lib.load(_lib.candidates("KVRT_STORE_LIBRARY", "STORE_LIBR
 
 
 def _as_dict(s):
-    return {name: getattr(s, name) for name, _ in s._fields_ if name not in ("size", "reserved")}
+    return {name: getattr(s, name) for name, _ in s._fields_ if name not in ("size", "reserved", "reserved_a")}
 
 
 def _entry(e):
@@ -179,6 +181,9 @@ class Store(Closeable):
     for TLS).  ``model=None`` opens the folder as it is, to inspect it
     (describe, entries, verify, gc).
 
+    key_file names the tenant secret (a file of 32+ bytes only its owner
+    reads; None: KVRT_STORE_KEY_FILE, else none): keys become keyed and
+    entries leaving the process sealed (docs/security.md, "The store").
     memory_bytes, disk_bytes, queue_bytes, shared_timeout and the shared
     tier's files (shared_password_file, shared_ca_file, shared_cert_file,
     shared_cert_key_file) are the C options (None: libkvrt-store's defaults; docs/store.md); model file
@@ -188,7 +193,7 @@ class Store(Closeable):
     def __init__(self, path, model=None, model_id=None, chunk_tokens=256, memory_bytes=None, disk_bytes=None,
                  shared=None, shared_timeout=None, queue_bytes=None, kv_cache_dtype=None, block_size=None,
                  attention_backend=None, shared_password_file=None, shared_ca_file=None, shared_cert_file=None,
-                 shared_cert_key_file=None):
+                 shared_cert_key_file=None, key_file=None):
         self._h = C.c_void_p()
         o = StoreOptions()
         slib.kvrt_store_options_default(C.byref(o))
@@ -227,6 +232,10 @@ class Store(Closeable):
                 raise InvalidArgumentError("%s: a file's path or None; got %r" % (name, value))
             self._files.append(os.fsencode(value))
             setattr(o, name, self._files[-1])
+        if key_file is not None and not isinstance(key_file, (str, bytes, os.PathLike)):
+            raise InvalidArgumentError("key_file: the tenant secret's file, or None; got %s" % type(key_file).__name__)
+        self._key_file = os.fsencode(key_file) if key_file is not None else None
+        o.key_file = self._key_file
         check(slib.kvrt_store_open(C.byref(o), C.byref(self._h)))
         self._requests = []
 

@@ -61,7 +61,8 @@ int main(void)
     OFF(kvrt_store_options, shared_ca_file, 112);
     OFF(kvrt_store_options, shared_cert_file, 120);
     OFF(kvrt_store_options, shared_cert_key_file, 128);
-    OFF(kvrt_store_options, reserved, 136);
+    OFF(kvrt_store_options, key_file, 136);
+    OFF(kvrt_store_options, reserved, 144);
     SIZE(kvrt_store_options, 168);
     LAST(kvrt_store_options);
 
@@ -94,7 +95,8 @@ int main(void)
     OFF(kvrt_store_stats, write_failures, 184);
     OFF(kvrt_store_stats, dropped, 192);
     OFF(kvrt_store_stats, shared_up, 200);
-    OFF(kvrt_store_stats, reserved, 204);
+    OFF(kvrt_store_stats, rejected, 208);
+    OFF(kvrt_store_stats, reserved, 216);
     SIZE(kvrt_store_stats, 264);
     LAST(kvrt_store_stats);
 
@@ -111,7 +113,8 @@ int main(void)
     OFF(kvrt_store_verify_report, entries, 8);
     OFF(kvrt_store_verify_report, bad, 16);
     OFF(kvrt_store_verify_report, dropped, 24);
-    OFF(kvrt_store_verify_report, reserved, 32);
+    OFF(kvrt_store_verify_report, sealed, 32);
+    OFF(kvrt_store_verify_report, reserved, 40);
     SIZE(kvrt_store_verify_report, 64);
     LAST(kvrt_store_verify_report);
 

@@ -75,7 +75,7 @@ static bool damage(const char *dir)
     size_t n = fread(buf, 1, sizeof(buf), f);
     bool ok = false;
     for (size_t i = 0; i + 8 <= n && !ok; i++)
-        if (memcmp(buf + i, "KVRTSENT", 8) == 0) {
+        if (memcmp(buf + i, "KVRTSENT", 8) == 0 || memcmp(buf + i, "KVRTSEAL", 8) == 0) {
             buf[i + 128 + 5] ^= 1;
             ok = fseek(f, (long)(i + 128 + 5), SEEK_SET) == 0 && fputc(buf[i + 128 + 5], f) != EOF;
         }
@@ -131,7 +131,7 @@ int main(int argc, char **argv)
     json_t *problems = json_object_get(j, "problems");
     const char *why = json_string_value(json_object_get(json_array_get(problems, 0), "why"));
     tap_ok(damaged && r.status == 1 && json_integer_value(json_object_get(j, "bad")) == 1 && why &&
-               strstr(why, "checksum mismatch"),
+               (strstr(why, "checksum mismatch") || strstr(why, "seal does not verify")),
            "verify finds the damaged entry, says why (%s), exit 1", why ? why : "none");
     json_decref(j);
     spawn_result_free(&r);

@@ -206,7 +206,7 @@ static size_t find_entries(const char *dir, long *at, size_t max)
     size_t n = 0;
     if (buf && fread(buf, 1, (size_t)size, f) == (size_t)size)
         for (long i = 0; i + 8 <= size && n < max; i++)
-            if (memcmp(buf + i, "KVRTSENT", 8) == 0)
+            if (memcmp(buf + i, "KVRTSENT", 8) == 0 || memcmp(buf + i, "KVRTSEAL", 8) == 0)
                 at[n++] = i;
     free(buf);
     fclose(f);
@@ -255,7 +255,8 @@ static void damage(const char *dir)
     tap_ok(loaded < 3 * T && exact, "a get stops before the first damaged entry (%llu tokens loaded, all exact)",
            (unsigned long long)loaded);
     tap_ok(lg.n >= 1 && strstr(lg.lines[0], "dropped disk entry") &&
-               (strstr(lg.lines[0], "checksum mismatch") || strstr(lg.lines[0], "fingerprint")),
+               (strstr(lg.lines[0], "checksum mismatch") || strstr(lg.lines[0], "fingerprint") ||
+                strstr(lg.lines[0], "seal does not verify")),
            "one warning line per dropped entry: %s", lg.n ? lg.lines[0] : "(none)");
     tap_ok(st.dropped >= 1, "counted as dropped (%llu) and missed (%llu)", (unsigned long long)st.dropped,
            (unsigned long long)st.misses);
@@ -313,7 +314,8 @@ static void damage_ahead(const char *parent)
     if (s)
         kvrt_store_stats(s, &st);
     tap_ok(ok && loaded == 3 * T && exact && st.hits_disk == 3 * model.heads && st.dropped == 1 && lg.n == 1 &&
-               strstr(lg.lines[0], "dropped disk entry") && strstr(lg.lines[0], "checksum mismatch"),
+               strstr(lg.lines[0], "dropped disk entry") &&
+                   (strstr(lg.lines[0], "checksum mismatch") || strstr(lg.lines[0], "seal does not verify")),
            "a bit flipped in chunk 3 of 6, read ahead with O_DIRECT: the get loads chunks 0-2 exactly (%llu "
            "tokens), drops it with one line: %s",
            (unsigned long long)loaded, lg.n ? lg.lines[0] : "(none)");

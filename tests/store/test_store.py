@@ -8,6 +8,7 @@ saying why, where it cannot run.
     test_store.py
 """
 import hashlib
+import hmac
 import importlib
 import os
 import shutil
@@ -126,6 +127,18 @@ def test_heads_and_tp():
             assert s2.put(c, [0, 1, 2, 3], tok, tp=(4, 1)) == n
 
 
+def tenant_chain_key():
+    """The chain key docs/store.md derives from KVRT_STORE_KEY_FILE (HKDF-SHA256), or None."""
+    path = os.environ.get("KVRT_STORE_KEY_FILE")
+    if not path:
+        return None
+    ikm = open(path, "rb").read()
+    if ikm.endswith(b"\n"):
+        ikm = ikm[:-1]
+    prk = hmac.new(b"kvrt-store/secret/v1", ikm, hashlib.sha256).digest()
+    return hmac.new(prk, b"kvrt-store chunk-key chain" + b"\x01", hashlib.sha256).digest()
+
+
 def test_keys_are_the_documented_sha256():
     """fingerprint and chunk keys recomputed with hashlib from docs/store.md's bytes"""
     with kvrt.Store(None, model=MODEL, model_id="py@1", chunk_tokens=T) as s:
@@ -136,12 +149,13 @@ def test_keys_are_the_documented_sha256():
         for _ in range(3):
             fp.update(struct.pack("<IIQQQ", 0, DTYPES["bf16"], 4, 16, 16))
         tok = tokens_of(2 * T + 5, 3)
+        chain = tenant_chain_key()
         prev, want = bytes(32), []
         for c in range(2):
-            h = hashlib.sha256()
-            h.update(b"kvrt-store/ck/v1" + fp.digest() + prev)
-            h.update(struct.pack("<%dI" % T, *tok[c * T:(c + 1) * T].tolist()))
-            prev = h.digest()
+            msg = b"kvrt-store/ck/v1" + fp.digest() + prev
+            msg += struct.pack("<%dI" % T, *tok[c * T:(c + 1) * T].tolist())
+            # with a tenant key (KVRT_STORE_KEY_FILE), the chain is keyed
+            prev = hmac.new(chain, msg, hashlib.sha256).digest() if chain else hashlib.sha256(msg).digest()
             want.append(prev)
         assert s.keys(tok) == want
         assert s.describe()["model"]["fingerprint"] == fp.hexdigest()
@@ -193,6 +207,44 @@ def test_disk_survives_the_store():
                 raise AssertionError("another model id was accepted")
             except kvrt.InvalidArgumentError as e:
                 assert 'model_id "py@1"' in str(e) and '"py@2"' in str(e), str(e)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_tenant_keys():
+    """key_file: another key finds nothing in the same folder, the same key all; a readable key file is refused"""
+    d = tempfile.mkdtemp(prefix="kvrt-store-py-")
+    try:
+        keys = []
+        for i, mode in enumerate((0o600, 0o600, 0o644)):
+            path = os.path.join(d, "key%d" % i)
+            with open(path, "wb") as f:
+                f.write(os.urandom(32))
+            os.chmod(path, mode)
+            keys.append(path)
+        store = os.path.join(d, "store")
+        n = 2 * T
+        kv, tok = random_kv(n, seed=9), tokens_of(n, 9)
+        with kvrt.Runtime() as rt:
+            a = cache_of(rt, "HND", 16)
+            fill(a, [1, 2, 3, 4], n, 16, kv)
+            with kvrt.Store(store, model=MODEL, model_id="py@1", chunk_tokens=T, key_file=keys[0]) as s:
+                assert s.put(a, [1, 2, 3, 4], tok) == n
+                s.flush()
+            with kvrt.Store(store, model=MODEL, model_id="py@1", chunk_tokens=T, memory_bytes=0,
+                            key_file=keys[1]) as other:
+                assert other.lookup(tok) == 0
+            with kvrt.Store(store, model=MODEL, model_id="py@1", chunk_tokens=T, memory_bytes=0,
+                            key_file=keys[0]) as s:
+                b = cache_of(rt, "NHD", 64)
+                assert s.lookup(tok) == n and s.get(b, [9], tok) == n
+                assert same(read(b, [9], n, 64), kv)
+                assert s.stats["rejected"] == 0
+            try:
+                kvrt.Store(None, model=MODEL, model_id="py@1", chunk_tokens=T, key_file=keys[2])
+                raise AssertionError("a key file others may read was accepted")
+            except kvrt.InvalidArgumentError as e:
+                assert keys[2] in str(e) and "0644" in str(e), str(e)
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
