@@ -780,8 +780,30 @@ static int delete_entry(MDB_txn *txn, struct disk_env *e, const uint8_t dbkey[ST
     return rc == MDB_NOTFOUND ? MDB_SUCCESS : rc;
 }
 
-/* Evict the least recently used entry; *none when there is nothing. */
-static int evict_one(MDB_txn *txn, struct disk_env *e, bool *none)
+/* Room for one more id in a list of n (its room doubles at each power of
+ * two); false when out of memory. */
+static bool gone_room(struct store_id **gone, uint64_t n)
+{
+    if (n & (n - 1))
+        return true;
+    struct store_id *g = realloc(*gone, (n ? 2 * n : 1) * sizeof(*g));
+    if (!g)
+        return false;
+    *gone = g;
+    return true;
+}
+
+/* Add the entry under dbkey to *gone (NULL: nobody asked). */
+static void note_gone(struct store_id **gone, uint64_t *num_gone, const uint8_t dbkey[STORE_DBKEY_BYTES])
+{
+    if (!gone || !gone_room(gone, *num_gone))
+        return;
+    store_id_from_dbkey(dbkey, &(*gone)[(*num_gone)++]);
+}
+
+/* Evict the least recently used entry; *none when there is nothing; its id
+ * noted in *gone (gone may be NULL). */
+static int evict_one(MDB_txn *txn, struct disk_env *e, bool *none, struct store_id **gone, uint64_t *num_gone)
 {
     MDB_cursor *c;
     int rc = mdb_cursor_open(txn, e->lru, &c);
@@ -812,11 +834,14 @@ static int evict_one(MDB_txn *txn, struct disk_env *e, bool *none)
         mdb_cursor_close(ec);
         *none = rc != MDB_SUCCESS;
         if (one)
+            note_gone(gone, num_gone, dbkey);
+        if (one)
             return delete_entry(txn, e, dbkey);
         return rc == MDB_NOTFOUND ? MDB_SUCCESS : rc;
     }
     if (rc != MDB_SUCCESS || !have)
         return rc;
+    note_gone(gone, num_gone, dbkey);
     return delete_entry(txn, e, dbkey);
 }
 
@@ -963,6 +988,9 @@ static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
     }
     for (uint64_t i = 0; i < b->num_drops && rc == MDB_SUCCESS; i++) {
         store_dbkey(&b->drops[i], dbkey);
+        MDB_val k = {sizeof(dbkey), dbkey}, v;
+        if (mdb_get(txn, e->entries, &k, &v) == MDB_SUCCESS)
+            note_gone(&b->gone, &b->num_gone, dbkey);
         rc = delete_entry(txn, e, dbkey);
     }
     if (rc == MDB_SUCCESS)
@@ -971,7 +999,7 @@ static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
     /* room for the new ones, least recently used out first */
     while (rc == MDB_SUCCESS && count + n > limit && count > 0) {
         bool none = false;
-        if ((rc = evict_one(txn, e, &none)) != MDB_SUCCESS || none)
+        if ((rc = evict_one(txn, e, &none, &b->gone, &b->num_gone)) != MDB_SUCCESS || none)
             break;
         count--;
         b->evicted++;
@@ -998,9 +1026,18 @@ static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
         rc = meta_put_u64(txn, e, "clock", clock);
     if (rc == MDB_SUCCESS)
         rc = write_slots(d, fresh, slots, n);
-    free(fresh);
+    b->fresh = fresh; /* the caller's: what was written, after the commit */
     free(slots);
     return rc;
+}
+
+void disk_batch_done(struct disk_batch *b)
+{
+    free(b->fresh);
+    free(b->gone);
+    b->fresh = NULL;
+    b->gone = NULL;
+    b->num_gone = 0;
 }
 
 int disk_write(struct disk_tier *d, struct disk_batch *b)
@@ -1010,14 +1047,19 @@ int disk_write(struct disk_tier *d, struct disk_batch *b)
     int rc = txn_begin(d->env, 0, &txn);
     if (rc != MDB_SUCCESS)
         return lmdb_fail(d->path, "cannot begin a write", rc);
+    b->fresh = NULL;
+    b->gone = NULL;
+    b->num_gone = 0;
     rc = write_batch(d, txn, b);
     if (rc != MDB_SUCCESS) {
         txn_abort(d->env, txn);
+        disk_batch_done(b);
         b->written = b->present = b->evicted = 0;
         return write_fail(d->path, "cannot write", rc);
     }
     rc = txn_commit(d->env, txn);
     if (rc != MDB_SUCCESS) {
+        disk_batch_done(b);
         b->written = b->present = b->evicted = 0;
         return write_fail(d->path, "cannot commit", rc);
     }
@@ -1108,11 +1150,16 @@ int disk_list(struct disk_tier *d,
     return rc == MDB_NOTFOUND || rc == MDB_SUCCESS ? KVRT_OK : lmdb_fail(d->path, "cannot list the entries", rc);
 }
 
-int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted)
+int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted, struct store_id **gone,
+            uint64_t *num_gone_out)
 {
     struct disk_env *e = d->env;
     MDB_txn *txn;
     *evicted = 0;
+    if (gone)
+        *gone = NULL;
+    uint64_t num_gone = 0;
+    *num_gone_out = 0;
     int rc = txn_begin(e, 0, &txn);
     if (rc != MDB_SUCCESS)
         return lmdb_fail(d->path, "cannot begin a write", rc);
@@ -1122,7 +1169,7 @@ int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted)
     uint64_t count = rc == MDB_SUCCESS ? st.ms_entries : 0;
     while (rc == MDB_SUCCESS && count * d->slot_bytes > target) {
         bool none = false;
-        rc = evict_one(txn, e, &none);
+        rc = evict_one(txn, e, &none, gone, &num_gone);
         if (none)
             break;
         count--;
@@ -1133,12 +1180,21 @@ int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted)
     if (rc != MDB_SUCCESS) {
         txn_abort(e, txn);
         *evicted = 0;
+        if (gone) {
+            free(*gone);
+            *gone = NULL;
+        }
         return lmdb_fail(d->path, "cannot evict", rc);
     }
     rc = txn_commit(e, txn);
     if (rc != MDB_SUCCESS) {
         *evicted = 0;
+        if (gone) {
+            free(*gone);
+            *gone = NULL;
+        }
         return lmdb_fail(d->path, "cannot commit", rc);
     }
+    *num_gone_out = num_gone;
     return KVRT_OK;
 }

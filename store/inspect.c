@@ -6,6 +6,7 @@
 
 #include <jansson.h>
 
+#include "events.h"
 #include "store_internal.h"
 
 static json_t *u64(uint64_t v)
@@ -183,7 +184,12 @@ int kvrt_store_gc(kvrt_store *s, uint64_t target_bytes, uint64_t *evicted)
     if (rc != KVRT_OK)
         return rc;
     uint64_t n = 0;
-    rc = disk_gc(&s->disk, target_bytes, &n);
+    struct store_id *gone = NULL;
+    uint64_t num_gone = 0;
+    rc = disk_gc(&s->disk, target_bytes, &n, s->events ? &gone : NULL, &num_gone);
+    for (uint64_t i = 0; i < num_gone; i++)
+        store_event_removed(s->events, STORE_TIER_DISK, &gone[i]);
+    free(gone);
     if (evicted)
         *evicted = n;
     return rc;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "events.h"
 #include "store_internal.h"
 
 static int check_reserved(const uint8_t *b, size_t n, const char *what)
@@ -81,6 +82,7 @@ void store_op_free(struct store_op *op)
 {
     canon_map_free(&op->map);
     free(op->table_copy);
+    free(op->tokens_copy);
     free(op->keys);
     memset(op, 0, sizeof(*op));
 }
@@ -158,6 +160,22 @@ int store_op_prepare(kvrt_store *s, const struct kvrt_store_span *span, bool is_
     if ((rc = store_chunk_keys(&s->model, span->tokens, all, op->keys)) != KVRT_OK) {
         store_op_free(op);
         return rc;
+    }
+    if (s->events) {
+        /* BlockStored names each chunk's tokens and the key before it */
+        op->has_parent = op->first_chunk > 0;
+        if (op->has_parent)
+            memcpy(op->parent, op->keys + (op->first_chunk - 1) * KVRT_STORE_KEY_BYTES, KVRT_STORE_KEY_BYTES);
+        op->tokens = span->tokens + op->first_chunk * T;
+        if (copy && op->num_chunks) {
+            op->tokens_copy = malloc(op->num_chunks * T * sizeof(int32_t));
+            if (!op->tokens_copy) {
+                store_op_free(op);
+                return STORE_FAIL(KVRT_ERR_NOMEM, "%s: out of memory", fn);
+            }
+            memcpy(op->tokens_copy, op->tokens, op->num_chunks * T * sizeof(int32_t));
+            op->tokens = op->tokens_copy;
+        }
     }
     /* only the range's keys are needed from here on */
     memmove(op->keys, op->keys + op->first_chunk * KVRT_STORE_KEY_BYTES, op->num_chunks * KVRT_STORE_KEY_BYTES);
@@ -346,6 +364,7 @@ static int run_put(struct store_op *op, uint64_t *tokens)
                 e->queued = true;
             }
             copied++;
+            store_event_attach(s->events, e, op, c);
             bool kept = mem_tier_insert(&s->mem, e, s->has_mem);
             if (!kept)
                 mem_entry_unref(&s->mem, e); /* the index did not take it */
@@ -677,6 +696,7 @@ static int run_get(struct store_op *op, uint64_t *tokens)
                  * memory tier's, and a shared hit is queued for the disk */
                 struct mem_entry *e = f->read;
                 f->read = NULL;
+                store_event_attach(s->events, e, op, c);
                 if (f->tier == 2 && s->has_disk) {
                     e->refs++;
                     e->queued = true;

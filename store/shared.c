@@ -16,6 +16,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "events.h"
 #include "store_internal.h"
 
 #define KEY_PREFIX "kvrt:"
@@ -324,8 +325,10 @@ uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uin
         for (uint64_t i = 0; i < m && ok; i++) {
             redisReply *r = NULL;
             ok = redisGetReply(t->bg->c, (void **)&r) == REDIS_OK && r;
-            if (ok && r->type == REDIS_REPLY_STATUS)
+            if (ok && r->type == REDIS_REPLY_STATUS) {
                 done++;
+                store_event_stored(t->store->events, STORE_TIER_SHARED, entries[at + i]);
+            }
             else if (ok && r->type == REDIS_REPLY_ERROR && i == 0)
                 store_warn(t->store, "shared tier %s refused an entry: %s", t->url, r->str);
             if (r)
@@ -349,6 +352,8 @@ void shared_drop(struct shared_tier *t, const struct store_id *id)
     pthread_mutex_lock(&t->fg_lock);
     if (ensure(t, t->fg)) {
         redisReply *r = redisCommandArgv(t->fg->c, 2, argv, lens);
+        if (r && r->type == REDIS_REPLY_INTEGER && r->integer > 0)
+            store_event_removed(t->store->events, STORE_TIER_SHARED, id);
         if (r)
             freeReplyObject(r);
         else

@@ -31,6 +31,9 @@
 #define STORE_FAIL(status, ...) (kvrt_error_report(KVRT_OK, __VA_ARGS__), (status))
 #define ULL(x) ((unsigned long long)(x))
 
+struct store_events;      /* events.h */
+struct store_event_chunk; /* events.h */
+
 /* ---- the model ------------------------------------------------------------ */
 
 /* One stored layer, in canonical order. */
@@ -211,6 +214,8 @@ struct mem_entry {
     bool indexed;     /* findable by id */
     bool in_lru;      /* cached: counted in the tier's bytes, evictable */
     bool queued;      /* on its way to the lower tiers: findable until written */
+    /* a chunk's lead entry with events on: its parent and tokens (events.h) */
+    struct store_event_chunk *chunk;
     struct mem_entry *hnext;
     struct mem_entry *prev, *next; /* LRU: head most recent */
 };
@@ -225,6 +230,7 @@ struct mem_tier {
     struct mem_entry *lru_head, *lru_tail;
     /* every entry's buffer, and those of entries gone, for new ones */
     struct buf_pool pool;
+    struct store_events *events; /* NULL: off */
 };
 
 int mem_tier_init(struct mem_tier *t, uint64_t capacity, uint64_t entry_bytes);
@@ -337,8 +343,14 @@ struct disk_batch {
     uint64_t add_hits, add_misses;
     /* results */
     uint64_t written, present, evicted;
+    /* after a commit: the entries written (written of them) and the ids
+     * evicted or dropped (num_gone); disk_batch_done frees them */
+    struct mem_entry **fresh;
+    struct store_id *gone;
+    uint64_t num_gone;
 };
 int disk_write(struct disk_tier *d, struct disk_batch *b);
+void disk_batch_done(struct disk_batch *b);
 
 struct disk_counts {
     uint64_t entries, bytes, capacity, clock;
@@ -352,8 +364,11 @@ int disk_counts(struct disk_tier *d, struct disk_counts *out);
 int disk_list(struct disk_tier *d,
               int (*each)(void *user, const struct kvrt_store_entry_info *e, const uint8_t *buf, uint64_t len),
               void *user);
-/* Evict least-recently-used entries until at most target_bytes remain. */
-int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted);
+/* Evict least-recently-used entries until at most target_bytes remain;
+ * gone (may be NULL) gets *num_gone of their ids (the caller frees them;
+ * fewer than evicted when out of memory). */
+int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted, struct store_id **gone,
+            uint64_t *num_gone);
 
 /* ---- shared tier (shared.c) ----------------------------------------------- */
 
@@ -481,6 +496,7 @@ struct kvrt_store {
     kvrt_store_request *req_head, *req_tail;
     uint64_t req_open;
     pthread_cond_t req_drained;
+    struct store_events *events; /* KV events for routers (events.h); NULL: off */
 };
 
 /* One warning line through the store's log. */
@@ -503,6 +519,12 @@ struct store_op {
     uint64_t first_chunk, num_chunks;
     uint64_t head_start, num_heads;
     uint64_t replica;
+    /* with events on: the range's tokens (from its first chunk) and the
+     * key before it, which BlockStored names */
+    const int32_t *tokens;
+    int32_t *tokens_copy;
+    bool has_parent;
+    uint8_t parent[KVRT_STORE_KEY_BYTES];
 };
 
 /* Check a span; with copy, the op keeps its own block table. */

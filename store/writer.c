@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "events.h"
 #include "store_internal.h"
 
 /* Most entries and bytes of one disk transaction. */
@@ -72,7 +73,10 @@ static void write_out(kvrt_store *s, struct batch *bt, struct disk_batch *b, uin
             snprintf(why, size, "%s", kvrt_error_message());
             *failed = bt->nd;
             store_warn(s, "%llu entries were not written to the disk tier: %s", ULL(bt->nd), why);
+        } else {
+            store_event_disk_batch(s->events, b);
         }
+        disk_batch_done(b);
     }
     uint64_t shared = 0;
     if (s->has_shared && bt->ns)
