@@ -98,6 +98,11 @@ static int check_options(const struct kvrt_store_options *o)
                           "kvrt_store_open: events_replay \"%s\" is given without events; name the events endpoint "
                           "too",
                           o->events_replay);
+    if (o->events && !o->groups)
+        return STORE_FAIL(KVRT_ERR_INVALID,
+                          "kvrt_store_open: events \"%s\" without a model; a store opened to inspect a folder "
+                          "publishes nothing (give the model's groups, or events NULL)",
+                          o->events);
     if (o->events && !o->events[0])
         return STORE_FAIL(KVRT_ERR_INVALID,
                           "kvrt_store_open: events is \"\"; give a ZeroMQ endpoint (\"tcp://*:5557\") or NULL for "

@@ -218,8 +218,13 @@ def test_tiers_rebuilt_from_events():
                 opts["shared"] = "redis://127.0.0.1:%d" % rport
             with kvrt.Store(d, **opts) as s:
                 time.sleep(0.3)  # the subscriber's connection (missed batches come back by replay anyway)
-                for tok in seqs[:3]:
-                    assert s.put(cache, table, tok) == 4 * T
+                for i, tok in enumerate(seqs[:3]):
+                    if i == 2:   # posted: the request keeps its own copy of the tokens
+                        req = s.put_async(cache, table, list(tok))
+                        assert req.wait(30) and req.tokens == 4 * T
+                        req.release()
+                    else:
+                        assert s.put(cache, table, tok) == 4 * T
                     s.flush()
                 loaded = s.get(cache, table, seqs[0])   # promotions from disk (or shared) to memory
                 s.put(cache, table, seqs[3])
@@ -331,6 +336,17 @@ def test_refusals():
              (dict(events=""), "events"), (dict(events="tcp://127.0.0.1:%d" % free_port(), events_replay="tcp://"
                                                 "127.0.0.1:%d" % port), str(port)),
              (dict(events=5), "events")]
+    # a store opened to inspect a folder has no model to publish for
+    d = tempfile.mkdtemp(prefix="kvrt-events-")
+    with kvrt.Store(d, model=MODEL, model_id="events@1", chunk_tokens=T):
+        pass
+    try:
+        kvrt.Store(d, events="tcp://*:%d" % free_port())
+        raise AssertionError("events were taken without a model")
+    except kvrt.InvalidArgumentError as e:
+        assert "without a model" in str(e)
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
     try:
         for kw, text in cases:
             try:

@@ -146,6 +146,8 @@ def test_collector_and_sizes():
             need = C.c_size_t()
             assert slib.kvrt_store_metrics(s._h, None, 0, C.byref(need)) == 0
             assert need.value == len(s.metrics().encode()) + 1
+            assert slib.kvrt_store_metrics(None, None, 0, None) != 0
+            assert slib.kvrt_store_metrics(s._h, None, 10, None) != 0, "a size without a buffer was taken"
             buf = C.create_string_buffer(need.value - 1)
             rc = slib.kvrt_store_metrics(s._h, buf, len(buf), C.byref(need))
             assert rc != 0 and buf.value == b"", "a short buffer was taken"
