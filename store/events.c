@@ -229,20 +229,40 @@ static void keep(struct store_events *ev, uint64_t seq, void *payload, size_t le
     ev->kept_bytes += len;
 }
 
+/* The payload being encoded: msgpack-c's buffer and whether a write to it
+ * failed (out of memory), which its packers report only by return. */
+struct ev_buffer {
+    msgpack_sbuffer sb;
+    bool failed;
+};
+
+static int ev_write(void *data, const char *buf, size_t len)
+{
+    struct ev_buffer *b = data;
+    if (b->failed || msgpack_sbuffer_write(&b->sb, buf, len) != 0) {
+        b->failed = true;
+        return -1;
+    }
+    return 0;
+}
+
 /* Encode taken[0..n) as one batch, send it, keep it. */
 static void send_batch(struct store_events *ev, uint64_t n)
 {
+    struct ev_buffer eb = {.failed = false};
+    msgpack_sbuffer_init(&eb.sb);
     msgpack_sbuffer sb;
-    msgpack_sbuffer_init(&sb);
     msgpack_packer pk;
-    msgpack_packer_init(&pk, &sb, msgpack_sbuffer_write);
+    msgpack_packer_init(&pk, &eb, ev_write);
     msgpack_pack_array(&pk, 3);
     msgpack_pack_double(&pk, wall_now());
     msgpack_pack_array(&pk, (size_t)n);
     for (uint64_t i = 0; i < n; i++)
         pack_item(&pk, &ev->taken[i], ev->store->model.chunk_tokens);
     msgpack_pack_int32(&pk, 0); /* data_parallel_rank */
-    if (!sb.data) {             /* out of memory: msgpack-c wrote nothing */
+    sb = eb.sb;
+    if (eb.failed || !sb.data) { /* out of memory: the batch is lost, and counted */
+        msgpack_sbuffer_destroy(&sb);
         pthread_mutex_lock(&ev->lock);
         ev->dropped += n;
         pthread_mutex_unlock(&ev->lock);
@@ -298,7 +318,7 @@ static void serve_replay(struct store_events *ev)
                        "events: refused a replay request of %d frames (sizes %d, %d, %d); a request is [identity, "
                        "\"\", the first sequence number as 8 bytes big-endian]",
                        parts, lens[0], lens[1], lens[2]);
-        if (lens[0] > 0 && lens[0] <= 255 && !too_many) {
+        if (lens[0] > 0 && lens[0] <= 255) {
             uint8_t end[8];
             memset(end, 0xff, sizeof(end));
             zmq_send(ev->router, frames[0], (size_t)lens[0], ZMQ_SNDMORE | ZMQ_DONTWAIT);
