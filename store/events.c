@@ -33,13 +33,13 @@
 
 #include "events.h"
 
-#define EV_QUEUE 65536u                 /* events waiting for the thread */
-#define EV_BATCH 4096u                  /* most events of one batch */
-#define EV_REPLAY_BATCHES 10000u        /* vLLM's buffer_steps */
-#define EV_REPLAY_BYTES (64ull << 20)   /* and at most these bytes of them */
-#define EV_POLL_MS 10                   /* the thread's wait for work */
-#define EV_HWM 100000                   /* vLLM's PUB high-water mark */
-#define EV_LINGER_MS 500                /* what close waits for unsent frames */
+#define EV_QUEUE 65536u               /* events waiting for the thread */
+#define EV_BATCH 4096u                /* most events of one batch */
+#define EV_REPLAY_BATCHES 10000u      /* vLLM's buffer_steps */
+#define EV_REPLAY_BYTES (64ull << 20) /* and at most these bytes of them */
+#define EV_POLL_MS 10                 /* the thread's wait for work */
+#define EV_HWM 100000                 /* vLLM's PUB high-water mark */
+#define EV_LINGER_MS 500              /* what close waits for unsent frames */
 
 enum ev_type { EV_STORED, EV_REMOVED, EV_CLEARED };
 

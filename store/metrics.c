@@ -122,8 +122,7 @@ static int render(kvrt_store *s, struct prom *p)
         one(p, "kvrt_store_put_entries_total", "counter", "Entries puts copied out of caches.", st.put_entries);
         one(p, "kvrt_store_put_bytes_total", "counter", "Payload bytes puts copied out of caches (into the store).",
             st.put_entries * E);
-        one(p, "kvrt_store_put_present_entries_total", "counter", "Entries puts found stored already.",
-            st.put_present);
+        one(p, "kvrt_store_put_present_entries_total", "counter", "Entries puts found stored already.", st.put_present);
         family(p, "kvrt_store_written_entries_total", "counter", "Entries the queue wrote to a lower tier.");
         sample(p, "kvrt_store_written_entries_total", "tier=\"disk\"", st.written_disk);
         sample(p, "kvrt_store_written_entries_total", "tier=\"shared\"", st.written_shared);
@@ -182,8 +181,7 @@ static int render(kvrt_store *s, struct prom *p)
         one(p, "kvrt_store_events_batches_total", "counter", "KV event batches sent.", ec.batches);
         one(p, "kvrt_store_events_queued", "gauge", "KV events waiting to be sent.", ec.queued);
         one(p, "kvrt_store_events_replays_total", "counter", "Replay requests served.", ec.replays);
-        one(p, "kvrt_store_events_replays_refused_total", "counter", "Malformed replay requests refused.",
-            ec.refused);
+        one(p, "kvrt_store_events_replays_refused_total", "counter", "Malformed replay requests refused.", ec.refused);
     }
     return KVRT_OK;
 }

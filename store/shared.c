@@ -328,8 +328,7 @@ uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uin
             if (ok && r->type == REDIS_REPLY_STATUS) {
                 done++;
                 store_event_stored(t->store->events, STORE_TIER_SHARED, entries[at + i]);
-            }
-            else if (ok && r->type == REDIS_REPLY_ERROR && i == 0)
+            } else if (ok && r->type == REDIS_REPLY_ERROR && i == 0)
                 store_warn(t->store, "shared tier %s refused an entry: %s", t->url, r->str);
             if (r)
                 freeReplyObject(r);

@@ -367,8 +367,7 @@ int disk_list(struct disk_tier *d,
 /* Evict least-recently-used entries until at most target_bytes remain;
  * gone (may be NULL) gets *num_gone of their ids (the caller frees them;
  * fewer than evicted when out of memory). */
-int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted, struct store_id **gone,
-            uint64_t *num_gone);
+int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted, struct store_id **gone, uint64_t *num_gone);
 
 /* ---- shared tier (shared.c) ----------------------------------------------- */
 

@@ -112,8 +112,7 @@ static void render(const struct kvrt_xfer_stats *st, struct prom *p)
     one(p, "kvrt_xfer_staging_chunk_bytes", "gauge", "Bytes of one staging chunk.", st->chunk_bytes);
     one(p, "kvrt_xfer_registered_bytes", "gauge", "Cache and staging pool bytes registered with UCX.",
         st->registered_bytes);
-    one(p, "kvrt_xfer_handler_bytes", "gauge", "Memory the refusing active-message handlers hold.",
-        st->handler_bytes);
+    one(p, "kvrt_xfer_handler_bytes", "gauge", "Memory the refusing active-message handlers hold.", st->handler_bytes);
     seconds(p, "kvrt_xfer_registration_seconds", "Time the registration with UCX took (once).", st->registration_s);
     seconds(p, "kvrt_xfer_handlers_seconds", "Time registering the active-message handlers took (once).",
             st->handlers_s);
@@ -144,8 +143,8 @@ int kvrt_xfer_agent_metrics(kvrt_xfer_agent *a, char *buf, size_t size, size_t *
         memcpy(buf, p.buf, need);
     else if (buf) {
         buf[0] = '\0';
-        rc = XFER_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_metrics: the text needs %zu bytes (with its NUL); buf has %zu",
-                       need, size);
+        rc = XFER_FAIL(KVRT_ERR_INVALID,
+                       "kvrt_xfer_agent_metrics: the text needs %zu bytes (with its NUL); buf has %zu", need, size);
     }
     free(p.buf);
     return rc;

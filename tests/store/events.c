@@ -38,8 +38,7 @@ static int free_port(void)
     struct sockaddr_in a = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     socklen_t len = sizeof(a);
     int port = -1;
-    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-        getsockname(fd, (struct sockaddr *)&a, &len) == 0)
+    if (fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0 && getsockname(fd, (struct sockaddr *)&a, &len) == 0)
         port = ntohs(a.sin_port);
     if (fd >= 0)
         close(fd);
@@ -107,7 +106,8 @@ static void apply(struct router *r, const msgpack_object *batch, uint8_t keys[][
                   int32_t tokens[][CHUNKS * CHUNK])
 {
     if (batch->type != MSGPACK_OBJECT_ARRAY || batch->via.array.size != 3 ||
-        batch->via.array.ptr[0].type != MSGPACK_OBJECT_FLOAT64 || batch->via.array.ptr[1].type != MSGPACK_OBJECT_ARRAY ||
+        batch->via.array.ptr[0].type != MSGPACK_OBJECT_FLOAT64 ||
+        batch->via.array.ptr[1].type != MSGPACK_OBJECT_ARRAY ||
         batch->via.array.ptr[2].type != MSGPACK_OBJECT_POSITIVE_INTEGER) {
         r->bad++;
         snprintf(r->why, sizeof(r->why), "a batch is not [ts, events, data_parallel_rank]");
@@ -122,10 +122,9 @@ static void apply(struct router *r, const msgpack_object *batch, uint8_t keys[][
         }
         const msgpack_object *f = e->via.array.ptr;
         uint32_t nf = e->via.array.size;
-        if (is_str(&f[0], "BlockStored") && nf == 7 && f[1].type == MSGPACK_OBJECT_ARRAY &&
-            f[1].via.array.size == 1 && is_key(&f[1].via.array.ptr[0]) &&
-            (f[2].type == MSGPACK_OBJECT_NIL || is_key(&f[2])) && f[4].via.u64 == CHUNK &&
-            f[5].type == MSGPACK_OBJECT_NIL && is_str(&f[6], "CPU")) {
+        if (is_str(&f[0], "BlockStored") && nf == 7 && f[1].type == MSGPACK_OBJECT_ARRAY && f[1].via.array.size == 1 &&
+            is_key(&f[1].via.array.ptr[0]) && (f[2].type == MSGPACK_OBJECT_NIL || is_key(&f[2])) &&
+            f[4].via.u64 == CHUNK && f[5].type == MSGPACK_OBJECT_NIL && is_str(&f[6], "CPU")) {
             const uint8_t *key = (const uint8_t *)f[1].via.array.ptr[0].via.bin.ptr;
             if (!tokens_match(key, &f[3], keys, tokens)) {
                 r->bad++;
@@ -210,7 +209,14 @@ static int replay(void *ctx, const char *endpoint, uint64_t start, struct router
 int main(void)
 {
     tap_plan_dynamic();
-#ifdef __SANITIZE_THREAD__
+#if defined(__SANITIZE_THREAD__)
+#define UNDER_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define UNDER_TSAN 1
+#endif
+#endif
+#ifdef UNDER_TSAN
     tap_skip_all("Debian's libzmq is not built for ThreadSanitizer; its lock-free queues would be reported");
 #endif
     kvrt_runtime *rt = NULL;
@@ -286,8 +292,8 @@ int main(void)
         bool said = false;
         for (int k = 0; k < r.n; k++)
             said = said || memcmp(r.held[k], keys[q], KVRT_STORE_KEY_BYTES) == 0;
-        struct kvrt_store_span sp = st_span(&one, w[q / CHUNKS].table, CHUNKS, tokens[q / CHUNKS], CHUNKS * CHUNK,
-                                            (q % CHUNKS) * CHUNK, CHUNK);
+        struct kvrt_store_span sp =
+            st_span(&one, w[q / CHUNKS].table, CHUNKS, tokens[q / CHUNKS], CHUNKS * CHUNK, (q % CHUNKS) * CHUNK, CHUNK);
         sp.num_heads = 1;
         uint64_t loaded = 0;
         bool found = kvrt_store_get(s, &sp, &loaded) == KVRT_OK && loaded == CHUNK;
