@@ -288,7 +288,7 @@ static void send_batch(struct store_events *ev, uint64_t n)
 /* One replay request, if any: bounded frames, a malformed one refused. */
 static void serve_replay(struct store_events *ev)
 {
-    uint8_t frames[3][256];
+    uint8_t frames[3][256] = {{0}};
     int lens[3] = {0, 0, 0}, parts = 0;
     bool too_many = false;
     for (;;) {

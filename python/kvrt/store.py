@@ -127,8 +127,8 @@ def _candidates():
 
 slib, library_path = _lib.load(_candidates(), _SIGNATURES,
                                "kvrt.store: cannot load libkvrt-store (built only where liblmdb-dev, "
-                               "libhiredis-dev, libssl-dev and libxxhash-dev were found: install them and "
-                               "rebuild); tried %s. Set KVRT_STORE_LIBRARY to its path")
+                               "libhiredis-dev, libssl-dev, libxxhash-dev, libzmq3-dev and libmsgpack-dev "
+                               "were found: install them and rebuild); tried %s. Set KVRT_STORE_LIBRARY to its path")
 
 
 def _ints(values, ctype, what):
