@@ -422,12 +422,13 @@ static void gc_help(FILE *out)
     cli_print_options(out, json_options, 22);
 }
 
-static const struct cli_option *const stat_tables[] = {json_options, NULL};
+static const struct cli_option *const stat_tables[] = {json_options, prometheus_options, NULL};
+static const struct cli_option *const ls_tables[] = {json_options, NULL};
 static const struct cli_option *const verify_tables[] = {verify_options, json_options, NULL};
 static const struct cli_option *const gc_tables[] = {gc_options, json_options, NULL};
 
 const struct cli_command cli_store_stat_command = {"stat", "describe a store", stat_run, stat_help, stat_tables, NULL};
-const struct cli_command cli_store_ls_command = {"ls", "list its entries", ls_run, ls_help, stat_tables, NULL};
+const struct cli_command cli_store_ls_command = {"ls", "list its entries", ls_run, ls_help, ls_tables, NULL};
 const struct cli_command cli_store_verify_command = {"verify",    "check every entry", verify_run,
                                                      verify_help, verify_tables,       NULL};
 const struct cli_command cli_store_gc_command = {"gc", "trim it to a size", gc_run, gc_help, gc_tables, NULL};
@@ -452,6 +453,7 @@ static void store_help(FILE *out)
                  "\n"
                  "Example:\n"
                  "  kvrt store stat /var/cache/kvrt --json\n"
+                 "  kvrt store stat /var/cache/kvrt --prometheus\n"
                  "  kvrt store verify /var/cache/kvrt --drop\n"
                  "  kvrt store gc /var/cache/kvrt --target 8GiB\n");
 }
