@@ -9,6 +9,7 @@
 
 #include <json_text.h>
 
+#include "events.h"
 #include "handle.h"
 #include "record.h"
 
@@ -209,7 +210,12 @@ int kvrt_store_gc(kvrt_store *s, uint64_t target_bytes, uint64_t *evicted)
     if (rc != KVRT_OK)
         return rc;
     uint64_t n = 0;
-    rc = disk_gc(&s->disk, target_bytes, &n);
+    struct store_id *gone = NULL;
+    uint64_t num_gone = 0;
+    rc = disk_gc(&s->disk, target_bytes, &n, s->events ? &gone : NULL, &num_gone);
+    for (uint64_t i = 0; i < num_gone; i++)
+        store_event_removed(s->events, STORE_TIER_DISK, &gone[i]);
+    free(gone);
     if (evicted)
         *evicted = n;
     return rc;

@@ -20,6 +20,7 @@
 #include <hiredis/hiredis.h>
 
 #include "base/clock.h"
+#include "events.h"
 #include "shared.h"
 
 #define KEY_PREFIX "kvrt:"
@@ -332,6 +333,9 @@ uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uin
                 done++;
             else if (ok && r->type == REDIS_REPLY_ERROR && i == 0)
                 store_warn(t->log, "shared tier %s refused an entry: %s", t->url, r->str);
+            /* KV events: each acknowledged SET is a BlockStored in the shared tier (events.h) */
+            store_event_stored(ok && r->type == REDIS_REPLY_STATUS ? t->events : NULL, STORE_TIER_SHARED,
+                               &entries[at + i]->id, entries[at + i]->chunk);
             if (r)
                 freeReplyObject(r);
         }
@@ -353,6 +357,9 @@ void shared_drop(struct shared_tier *t, const struct store_id *id)
     pthread_mutex_lock(&t->fg_lock);
     if (ensure(t, t->fg)) {
         redisReply *r = redisCommandArgv(t->fg->c, 2, argv, lens);
+        /* KV events: a DEL that deleted the entry is a BlockRemoved from the shared tier (events.h) */
+        store_event_removed(r && r->type == REDIS_REPLY_INTEGER && r->integer > 0 ? t->events : NULL, STORE_TIER_SHARED,
+                            id);
         if (r)
             freeReplyObject(r);
         else

@@ -28,6 +28,7 @@ struct shared_tier {
     bool warned;
     bool up;
     uint64_t errors;
+    struct store_events *events; /* KV events (events.h); NULL: off */
 };
 
 int shared_parse_url(const char *url, char *host, size_t size, int *port);

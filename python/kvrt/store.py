@@ -23,6 +23,7 @@ import json
 import os
 
 from . import _lib
+from . import _prom as _metrics
 from ._closeable import Closeable
 from ._errors import InvalidArgumentError, StateError
 from ._lib import check, text
@@ -49,7 +50,8 @@ class StoreOptions(C.Structure):
     _fields_ = [("size", sz), ("groups", P(_lib.Group)), ("num_groups", sz), ("model_id", C.c_char_p),
                 ("chunk_tokens", u64), ("memory_bytes", u64), ("path", C.c_char_p), ("disk_bytes", u64),
                 ("shared", C.c_char_p), ("shared_timeout_s", dbl), ("queue_bytes", u64), ("log", LOG_FN),
-                ("log_user", vp), ("reserved", C.c_uint8 * 64)]
+                ("log_user", vp), ("events", C.c_char_p), ("events_replay", C.c_char_p),
+                ("reserved", C.c_uint8 * 48)]
 
 
 class Span(C.Structure):
@@ -104,6 +106,7 @@ _SIGNATURES = {
     "kvrt_store_list": ([vp, EACH_FN, vp], i32),
     "kvrt_store_verify": ([vp, C.c_bool, BAD_FN, vp, P(VerifyReport)], i32),
     "kvrt_store_gc": ([vp, u64, P(u64)], i32),
+    "kvrt_store_metrics": ([vp, vp, sz, P(sz)], i32),
 }
 
 
@@ -124,8 +127,8 @@ def _candidates():
 
 slib, library_path = _lib.load(_candidates(), _SIGNATURES,
                                "kvrt.store: cannot load libkvrt-store (built only where liblmdb-dev, "
-                               "libhiredis-dev, libssl-dev and libxxhash-dev were found: install them and "
-                               "rebuild); tried %s. Set KVRT_STORE_LIBRARY to its path")
+                               "libhiredis-dev, libssl-dev, libxxhash-dev, libzmq3-dev and libmsgpack-dev "
+                               "were found: install them and rebuild); tried %s. Set KVRT_STORE_LIBRARY to its path")
 
 
 def _ints(values, ctype, what):
@@ -210,11 +213,13 @@ class Store(Closeable):
     memory_bytes, disk_bytes, queue_bytes and shared_timeout are the C
     options (None: libkvrt-store's defaults; docs/store.md); model file
     options (kv_cache_dtype, block_size, attention_backend) as for
-    Runtime.cache."""
+    Runtime.cache.  ``events="tcp://*:5557"`` publishes vLLM's KV events
+    for routers there, ``events_replay="tcp://*:5558"`` serves missed
+    batches again (docs/store.md, "KV events")."""
 
     def __init__(self, path, model=None, model_id=None, chunk_tokens=256, memory_bytes=None, disk_bytes=None,
                  shared=None, shared_timeout=None, queue_bytes=None, kv_cache_dtype=None, block_size=None,
-                 attention_backend=None):
+                 attention_backend=None, events=None, events_replay=None):
         self._h = C.c_void_p()
         o = StoreOptions()
         slib.kvrt_store_options_default(C.byref(o))
@@ -243,6 +248,13 @@ class Store(Closeable):
             raise InvalidArgumentError("shared: \"redis://HOST:PORT\" or None; got %r" % (shared,))
         self._shared = shared.encode() if shared else None
         o.shared = self._shared
+        for name, value in (("events", events), ("events_replay", events_replay)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError("%s: a ZeroMQ endpoint such as \"tcp://*:5557\", or None; got %r"
+                                           % (name, value))
+        self._events = events.encode() if events is not None else None
+        self._events_replay = events_replay.encode() if events_replay is not None else None
+        o.events, o.events_replay = self._events, self._events_replay
         check(slib.kvrt_store_open(C.byref(o), C.byref(self._h)))
         self._requests = []
 
@@ -367,6 +379,12 @@ class Store(Closeable):
         d = _as_dict(s)
         d["shared_up"] = bool(s.shared_up)
         return d
+
+    def metrics(self):
+        """The store's counters in Prometheus' text format
+        (kvrt_store_metrics; docs/store.md, "Metrics")."""
+        self._check_open()
+        return _metrics.text_of(slib.kvrt_store_metrics, self._h)
 
     # -- the disk tier as it is --
     def describe(self):

@@ -38,7 +38,7 @@ int main(void)
         return tap_done();
     }
     VAL(KVRT_STORE_API_VERSION_MAJOR, 1);
-    VAL(KVRT_STORE_API_VERSION_MINOR, 0);
+    VAL(KVRT_STORE_API_VERSION_MINOR, 1);
     VAL(KVRT_STORE_FORMAT_VERSION, 1);
     VAL(KVRT_STORE_KEY_BYTES, 32);
     VAL(KVRT_STORE_PENDING, 1);
@@ -57,7 +57,9 @@ int main(void)
     OFF(kvrt_store_options, queue_bytes, 80);
     OFF(kvrt_store_options, log, 88);
     OFF(kvrt_store_options, log_user, 96);
-    OFF(kvrt_store_options, reserved, 104);
+    OFF(kvrt_store_options, events, 104);
+    OFF(kvrt_store_options, events_replay, 112);
+    OFF(kvrt_store_options, reserved, 120);
     SIZE(kvrt_store_options, 168);
     LAST(kvrt_store_options);
 
