@@ -197,6 +197,7 @@ int kvrt_store_verify(kvrt_store *s, bool drop,
         b.num_drops = c.n;
         if ((rc = disk_write(&s->disk, &b)) == KVRT_OK)
             report->dropped = c.n;
+        disk_batch_done(&b); /* the commit's lists of what it wrote and dropped */
     }
     free(c.ids);
     if (rc == KVRT_OK && c.oom)
