@@ -92,8 +92,15 @@ struct disk_batch {
     uint64_t add_hits, add_misses;
     /* results */
     uint64_t written, present, evicted;
+    /* after a commit: the entries written (written of them) and the ids
+     * evicted or dropped (num_gone), for KV events; disk_batch_done frees
+     * them */
+    struct mem_entry **fresh;
+    struct store_id *gone;
+    uint64_t num_gone;
 };
 int disk_write(struct disk_tier *d, struct disk_batch *b);
+void disk_batch_done(struct disk_batch *b);
 
 struct disk_counts {
     uint64_t entries, bytes, capacity, clock;
@@ -107,7 +114,9 @@ int disk_counts(struct disk_tier *d, struct disk_counts *out);
 int disk_list(struct disk_tier *d,
               int (*each)(void *user, const struct kvrt_store_entry_info *e, const uint8_t *buf, uint64_t len),
               void *user);
-/* Evict least-recently-used entries until at most target_bytes remain. */
-int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted);
+/* Evict least-recently-used entries until at most target_bytes remain;
+ * gone (may be NULL) gets *num_gone of their ids (the caller frees them;
+ * fewer than evicted when out of memory). */
+int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted, struct store_id **gone, uint64_t *num_gone);
 
 #endif

@@ -4,14 +4,36 @@
  *
  * Layer 3 of libkvrt-store (docs/store.md, "Layers").
  */
+#include <stdlib.h>
 #include <string.h>
 
 #include <lmdb.h>
 
 #include "disk_parts.h"
 
-/* Evict the least recently used entry; *none when there is nothing. */
-int disk_evict_one(MDB_txn *txn, struct disk_env *e, bool *none)
+/* Room for one more id in a list of n (its room doubles at each power of
+ * two); false when out of memory. */
+static bool gone_room(struct store_id **gone, uint64_t n)
+{
+    if (n & (n - 1))
+        return true;
+    struct store_id *g = realloc(*gone, (n ? 2 * n : 1) * sizeof(*g));
+    if (!g)
+        return false;
+    *gone = g;
+    return true;
+}
+
+void disk_note_gone(struct store_id **gone, uint64_t *num_gone, const uint8_t dbkey[STORE_DBKEY_BYTES])
+{
+    if (!gone || !gone_room(gone, *num_gone))
+        return;
+    store_id_from_dbkey(dbkey, &(*gone)[(*num_gone)++]);
+}
+
+/* Evict the least recently used entry; *none when there is nothing; its id
+ * noted in *gone (KV events: BlockRemoved). */
+int disk_evict_one(MDB_txn *txn, struct disk_env *e, bool *none, struct store_id **gone, uint64_t *num_gone)
 {
     MDB_cursor *c;
     int rc = mdb_cursor_open(txn, e->lru, &c);
@@ -42,19 +64,27 @@ int disk_evict_one(MDB_txn *txn, struct disk_env *e, bool *none)
         mdb_cursor_close(ec);
         *none = rc != MDB_SUCCESS;
         if (one)
+            disk_note_gone(gone, num_gone, dbkey);
+        if (one)
             return disk_delete_entry(txn, e, dbkey);
         return rc == MDB_NOTFOUND ? MDB_SUCCESS : rc;
     }
     if (rc != MDB_SUCCESS || !have)
         return rc;
+    disk_note_gone(gone, num_gone, dbkey);
     return disk_delete_entry(txn, e, dbkey);
 }
 
-int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted)
+int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted, struct store_id **gone,
+            uint64_t *num_gone_out)
 {
     struct disk_env *e = d->env;
     MDB_txn *txn;
     *evicted = 0;
+    if (gone)
+        *gone = NULL;
+    uint64_t num_gone = 0;
+    *num_gone_out = 0;
     int rc = disk_txn_begin(e, 0, &txn);
     if (rc != MDB_SUCCESS)
         return disk_lmdb_fail(d->path, "cannot begin a write", rc);
@@ -64,7 +94,7 @@ int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted)
     uint64_t count = rc == MDB_SUCCESS ? st.ms_entries : 0;
     while (rc == MDB_SUCCESS && count * d->slot_bytes > target) {
         bool none = false;
-        rc = disk_evict_one(txn, e, &none);
+        rc = disk_evict_one(txn, e, &none, gone, &num_gone);
         if (none)
             break;
         count--;
@@ -75,12 +105,21 @@ int disk_gc(struct disk_tier *d, uint64_t target_bytes, uint64_t *evicted)
     if (rc != MDB_SUCCESS) {
         disk_txn_abort(e, txn);
         *evicted = 0;
+        if (gone) {
+            free(*gone);
+            *gone = NULL;
+        }
         return disk_lmdb_fail(d->path, "cannot evict", rc);
     }
     rc = disk_txn_commit(e, txn);
     if (rc != MDB_SUCCESS) {
         *evicted = 0;
+        if (gone) {
+            free(*gone);
+            *gone = NULL;
+        }
         return disk_lmdb_fail(d->path, "cannot commit", rc);
     }
+    *num_gone_out = num_gone;
     return KVRT_OK;
 }

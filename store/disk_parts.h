@@ -93,7 +93,11 @@ uint64_t disk_read_slot(struct disk_env *e, uint64_t slot, uint8_t *buf, uint64_
 int disk_open_slots(struct disk_env *e, const char *path, bool inspect, uint64_t slot_bytes);
 
 /* disk_evict.c */
-/* Evict the least recently used entry; *none when there is nothing. */
-int disk_evict_one(MDB_txn *txn, struct disk_env *e, bool *none);
+/* Evict the least recently used entry; *none when there is nothing; its id
+ * noted in *gone (gone may be NULL: nobody asked). */
+int disk_evict_one(MDB_txn *txn, struct disk_env *e, bool *none, struct store_id **gone, uint64_t *num_gone);
+/* Add the entry under dbkey to the list *gone of *num_gone ids (gone NULL:
+ * nobody asked; out of memory: not added, so a list may fall short). */
+void disk_note_gone(struct store_id **gone, uint64_t *num_gone, const uint8_t dbkey[STORE_DBKEY_BYTES]);
 
 #endif

@@ -57,6 +57,9 @@ static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
     }
     for (uint64_t i = 0; i < b->num_drops && rc == MDB_SUCCESS; i++) {
         store_dbkey(&b->drops[i], dbkey);
+        MDB_val k = {sizeof(dbkey), dbkey}, v;
+        if (mdb_get(txn, e->entries, &k, &v) == MDB_SUCCESS)
+            disk_note_gone(&b->gone, &b->num_gone, dbkey);
         rc = disk_delete_entry(txn, e, dbkey);
     }
     if (rc == MDB_SUCCESS)
@@ -65,7 +68,7 @@ static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
     /* room for the new ones, least recently used out first */
     while (rc == MDB_SUCCESS && count + n > limit && count > 0) {
         bool none = false;
-        if ((rc = disk_evict_one(txn, e, &none)) != MDB_SUCCESS || none)
+        if ((rc = disk_evict_one(txn, e, &none, &b->gone, &b->num_gone)) != MDB_SUCCESS || none)
             break;
         count--;
         b->evicted++;
@@ -92,9 +95,18 @@ static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
         rc = disk_meta_put_u64(txn, e, "clock", clock);
     if (rc == MDB_SUCCESS)
         rc = disk_write_slots(d, fresh, slots, n);
-    free(fresh);
+    b->fresh = fresh; /* the caller's: what was written, after the commit */
     free(slots);
     return rc;
+}
+
+void disk_batch_done(struct disk_batch *b)
+{
+    free(b->fresh);
+    free(b->gone);
+    b->fresh = NULL;
+    b->gone = NULL;
+    b->num_gone = 0;
 }
 
 int disk_write(struct disk_tier *d, struct disk_batch *b)
@@ -104,14 +116,19 @@ int disk_write(struct disk_tier *d, struct disk_batch *b)
     int rc = disk_txn_begin(d->env, 0, &txn);
     if (rc != MDB_SUCCESS)
         return disk_lmdb_fail(d->path, "cannot begin a write", rc);
+    b->fresh = NULL;
+    b->gone = NULL;
+    b->num_gone = 0;
     rc = write_batch(d, txn, b);
     if (rc != MDB_SUCCESS) {
         disk_txn_abort(d->env, txn);
+        disk_batch_done(b);
         b->written = b->present = b->evicted = 0;
         return disk_write_fail(d->path, "cannot write", rc);
     }
     rc = disk_txn_commit(d->env, txn);
     if (rc != MDB_SUCCESS) {
+        disk_batch_done(b);
         b->written = b->present = b->evicted = 0;
         return disk_write_fail(d->path, "cannot commit", rc);
     }

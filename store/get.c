@@ -323,6 +323,7 @@ int store_get_run(struct store_op *op, uint64_t *tokens)
                  * memory tier's, and a shared hit is queued for the disk */
                 struct mem_entry *e = f->read;
                 f->read = NULL;
+                store_op_attach(op, e, c);
                 if (f->tier == 2 && s->has_disk) {
                     e->refs++;
                     e->queued = true;

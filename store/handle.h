@@ -42,6 +42,7 @@ struct kvrt_store {
     kvrt_store_request *req_head, *req_tail;
     uint64_t req_open;
     pthread_cond_t req_drained;
+    struct store_events *events; /* KV events for routers (events.h); NULL: off */
 };
 
 #endif

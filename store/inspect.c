@@ -9,6 +9,7 @@
 
 #include <json_text.h>
 
+#include "events.h"
 #include "handle.h"
 #include "record.h"
 
@@ -214,6 +215,7 @@ int kvrt_store_verify(kvrt_store *s, bool drop,
         b.num_drops = c.n;
         if ((rc = disk_write(&s->disk, &b)) == KVRT_OK)
             report->dropped = c.n;
+        disk_batch_done(&b); /* the commit's lists of what it wrote and dropped */
     }
     free(c.ids);
     if (rc == KVRT_OK && c.oom)
@@ -227,7 +229,12 @@ int kvrt_store_gc(kvrt_store *s, uint64_t target_bytes, uint64_t *evicted)
     if (rc != KVRT_OK)
         return rc;
     uint64_t n = 0;
-    rc = disk_gc(&s->disk, target_bytes, &n);
+    struct store_id *gone = NULL;
+    uint64_t num_gone = 0;
+    rc = disk_gc(&s->disk, target_bytes, &n, s->events ? &gone : NULL, &num_gone);
+    for (uint64_t i = 0; i < num_gone; i++)
+        store_event_removed(s->events, STORE_TIER_DISK, &gone[i]);
+    free(gone);
     if (evicted)
         *evicted = n;
     return rc;

@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "events.h"
 #include "memory.h"
 
 static uint64_t hash_id(const struct store_id *id)
@@ -72,6 +73,7 @@ static void unref_locked(struct mem_tier *t, struct mem_entry *e)
     if (--e->refs > 0)
         return;
     buf_pool_put(&t->pool, e->buf);
+    free(e->chunk);
     free(e);
 }
 
@@ -80,6 +82,8 @@ void mem_tier_free(struct mem_tier *t)
     for (uint64_t i = 0; t->buckets && i < t->num_buckets; i++)
         for (struct mem_entry *e = t->buckets[i], *n; e; e = n) {
             n = e->hnext;
+            if (e->in_lru) /* the process's memory goes with it */
+                store_event_removed(t->events, STORE_TIER_MEMORY, &e->id);
             e->indexed = false;
             unref_locked(t, e);
         }
@@ -178,6 +182,7 @@ bool mem_tier_insert(struct mem_tier *t, struct mem_entry *e, bool cache)
         struct mem_entry *prev = v->prev;
         if (v->readers == 0) {
             t->evicted++;
+            store_event_removed(t->events, STORE_TIER_MEMORY, &v->id);
             if (v->queued) {
                 leave_lru(t, v);
             } else {
@@ -204,6 +209,7 @@ bool mem_tier_insert(struct mem_tier *t, struct mem_entry *e, bool cache)
         e->in_lru = true;
         t->bytes += t->entry_bytes;
         t->entries++;
+        store_event_stored(t->events, STORE_TIER_MEMORY, &e->id, e->chunk);
     }
     pthread_mutex_unlock(&t->lock);
     return true;

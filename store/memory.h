@@ -11,6 +11,7 @@
 
 #include "buffers.h"
 #include "entry.h"
+#include "events.h"
 
 /* An entry's bytes in memory: header room, then the payload. */
 struct mem_entry {
@@ -21,6 +22,8 @@ struct mem_entry {
     bool indexed;     /* findable by id */
     bool in_lru;      /* cached: counted in the tier's bytes, evictable */
     bool queued;      /* on its way to the lower tiers: findable until written */
+    /* a chunk's lead entry with events on: its parent and tokens (events.h) */
+    struct store_event_chunk *chunk;
     struct mem_entry *hnext;
     struct mem_entry *prev, *next; /* LRU: head most recent */
 };
@@ -35,6 +38,7 @@ struct mem_tier {
     struct mem_entry *lru_head, *lru_tail;
     /* every entry's buffer, and those of entries gone, for new ones */
     struct buf_pool pool;
+    struct store_events *events; /* NULL: off */
 };
 
 int mem_tier_init(struct mem_tier *t, uint64_t capacity, uint64_t entry_bytes);

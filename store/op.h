@@ -25,6 +25,12 @@ struct store_op {
     uint64_t first_chunk, num_chunks;
     uint64_t head_start, num_heads;
     uint64_t replica;
+    /* with events on: the range's tokens (from its first chunk) and the
+     * key before it, which BlockStored names */
+    const int32_t *tokens;
+    int32_t *tokens_copy;
+    bool has_parent;
+    uint8_t parent[KVRT_STORE_KEY_BYTES];
 };
 
 /* steps.c */
@@ -38,6 +44,9 @@ int store_span_heads(const kvrt_store *s, const char *fn, uint64_t start, uint64
 int store_check_tokens(const char *fn, const int32_t *tokens, uint64_t n);
 /* The id of chunk c's head h (of the op's). */
 void store_op_id(const struct store_op *op, uint64_t c, uint64_t h, struct store_id *id);
+/* With events on, give e, chunk c's entry, its chunk's parent and tokens
+ * (store_event_attach; BlockStored names them). */
+void store_op_attach(const struct store_op *op, struct mem_entry *e, uint64_t c);
 /* Which of the op's entries memory or the disk holds: present[c * heads + h]. */
 int store_find_present(struct store_op *op, bool *present);
 

@@ -123,6 +123,7 @@ int store_put_run(struct store_op *op, uint64_t *tokens)
                 e->queued = true;
             }
             copied++;
+            store_op_attach(op, e, c);
             bool kept = mem_tier_insert(&s->mem, e, s->has_mem);
             if (!kept)
                 mem_entry_unref(&s->mem, e); /* the index did not take it */

@@ -25,6 +25,7 @@
 #include <openssl/err.h>
 
 #include "base/secret_file.h"
+#include "events.h"
 #include "shared.h"
 #include "warn.h"
 
@@ -331,8 +332,11 @@ uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uin
     }
     cluster_run(t->bg, CLUSTER_SET, b.r, n, t->timeout_s, true);
     uint64_t done = 0;
-    for (uint64_t i = 0; i < n; i++)
+    for (uint64_t i = 0; i < n; i++) {
         done += b.r[i].done;
+        /* KV events: each acknowledged SET is a BlockStored in the shared tier (events.h) */
+        store_event_stored(b.r[i].done ? t->events : NULL, STORE_TIER_SHARED, &entries[i]->id, entries[i]->chunk);
+    }
     if (t->bg->refused[0])
         store_warn(t->log, "shared tier %s refused an entry: %s", t->url, t->bg->refused);
     batch_free(&b);
@@ -350,5 +354,7 @@ void shared_drop(struct shared_tier *t, const struct store_id *id)
     pthread_mutex_lock(&t->fg_lock);
     cluster_run(t->fg, CLUSTER_DEL, b.r, 1, t->timeout_s, false);
     pthread_mutex_unlock(&t->fg_lock);
+    /* KV events: a DEL that deleted the entry is a BlockRemoved from the shared tier (events.h) */
+    store_event_removed(b.r[0].done && b.r[0].integer > 0 ? t->events : NULL, STORE_TIER_SHARED, id);
     batch_free(&b);
 }

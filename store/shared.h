@@ -37,6 +37,7 @@ struct shared_tier {
     char down[SHARED_DOWN_MAX][REDIS_HOST_MAX + 10];
     int num_down;
     uint64_t errors;
+    struct store_events *events; /* KV events (events.h); NULL: off */
 };
 
 /* From the options' shared, shared_timeout_s and shared_* files; refuses

@@ -84,6 +84,7 @@ void store_op_free(struct store_op *op)
 {
     canon_map_free(&op->map);
     free(op->table_copy);
+    free(op->tokens_copy);
     free(op->keys);
     memset(op, 0, sizeof(*op));
 }
@@ -160,6 +161,22 @@ int store_op_prepare(kvrt_store *s, const struct kvrt_store_span *span, const ch
         store_op_free(op);
         return rc;
     }
+    if (s->events) {
+        /* BlockStored names each chunk's tokens and the key before it */
+        op->has_parent = op->first_chunk > 0;
+        if (op->has_parent)
+            memcpy(op->parent, op->keys + (op->first_chunk - 1) * KVRT_STORE_KEY_BYTES, KVRT_STORE_KEY_BYTES);
+        op->tokens = span->tokens + op->first_chunk * T;
+        if (copy && op->num_chunks) {
+            op->tokens_copy = malloc(op->num_chunks * T * sizeof(int32_t));
+            if (!op->tokens_copy) {
+                store_op_free(op);
+                return BASE_FAIL(KVRT_ERR_NOMEM, "%s: out of memory", fn);
+            }
+            memcpy(op->tokens_copy, op->tokens, op->num_chunks * T * sizeof(int32_t));
+            op->tokens = op->tokens_copy;
+        }
+    }
     /* only the range's keys are needed from here on */
     memmove(op->keys, op->keys + op->first_chunk * KVRT_STORE_KEY_BYTES, op->num_chunks * KVRT_STORE_KEY_BYTES);
     op->table_len = need;
@@ -180,6 +197,14 @@ void store_op_id(const struct store_op *op, uint64_t c, uint64_t h, struct store
 {
     memcpy(id->key, op->keys + c * KVRT_STORE_KEY_BYTES, KVRT_STORE_KEY_BYTES);
     id->head = (uint32_t)(op->head_start + h);
+}
+
+void store_op_attach(const struct store_op *op, struct mem_entry *e, uint64_t c)
+{
+    if (!op->store->events || !op->tokens)
+        return;
+    const uint8_t *parent = c > 0 ? op->keys + (c - 1) * KVRT_STORE_KEY_BYTES : op->has_parent ? op->parent : NULL;
+    store_event_attach(op->store->events, &e->id, &e->chunk, parent, op->tokens + c * op->store->model.chunk_tokens);
 }
 
 /* A chunk whose heads are asked of the disk tier. */

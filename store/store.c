@@ -10,6 +10,7 @@
 
 #include <kvrt/parallel.h>
 
+#include "events.h"
 #include "record.h"
 #include "request.h"
 
@@ -72,6 +73,20 @@ static int check_options(const struct kvrt_store_options *o)
                          "kvrt_store_open: groups is %s but num_groups is %zu; give both, or neither to inspect a "
                          "directory",
                          o->groups ? "set" : "NULL", o->num_groups);
+    if (o->events_replay && !o->events)
+        return BASE_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_store_open: events_replay \"%s\" is given without events; name the events endpoint "
+                         "too",
+                         o->events_replay);
+    if (o->events && !o->groups)
+        return BASE_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_store_open: events \"%s\" without a model; a store opened to inspect a folder "
+                         "publishes nothing (give the model's groups, or events NULL)",
+                         o->events);
+    if (o->events && !o->events[0])
+        return BASE_FAIL(KVRT_ERR_INVALID,
+                         "kvrt_store_open: events is \"\"; give a ZeroMQ endpoint (\"tcp://*:5557\") or NULL for "
+                         "none");
     if (!o->groups && (!o->path || !o->path[0]))
         return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt_store_open: no model and no path; give the model's groups, or a store folder to "
@@ -87,6 +102,8 @@ static void store_free(kvrt_store *s)
         disk_close(&s->disk);
     if (s->mem.buckets)
         mem_tier_free(&s->mem);
+    /* after the memory tier, whose entries leave with the process */
+    store_events_close(s->events);
     store_model_free(&s->model);
     store_secret_wipe(&s->secret);
     pthread_mutex_destroy(&s->count_lock);
@@ -162,6 +179,14 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
         return rc;
     }
     s->has_mem = o->memory_bytes > 0;
+    if (o->events) {
+        if ((rc = store_events_open(&s->log, s->model.chunk_tokens, o->events, o->events_replay, &s->events)) !=
+            KVRT_OK) {
+            store_free(s);
+            return rc;
+        }
+        s->mem.events = s->events;
+    }
     if (o->path) {
         rc = disk_open(&s->disk, o->path, &s->model, false, o->disk_bytes);
         s->has_disk = rc == KVRT_OK;
@@ -169,6 +194,7 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
     if (rc == KVRT_OK && o->shared) {
         rc = shared_init(&s->shared, &s->log, o);
         s->has_shared = rc == KVRT_OK;
+        s->shared.events = s->events; /* after shared_init, which clears the tier */
     }
     uint64_t queue = o->queue_bytes ? o->queue_bytes : KVRT_STORE_DEFAULT_QUEUE_BYTES;
     if (rc == KVRT_OK && (s->has_disk || s->has_shared))

@@ -14,6 +14,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "events.h"
 #include "handle.h"
 
 /* Most entries and bytes of one disk transaction. */
@@ -87,6 +88,9 @@ static uint64_t seal_out(kvrt_store *s, struct batch *bt, char *why, size_t size
                 failed++;
                 continue;
             }
+            /* lends the chunk's token ids to the tiers' events; taken back
+             * before the sealed copy goes (it owns nothing) */
+            o->chunk = e->chunk;
             bt->out[i] = o;
             e = o;
         }
@@ -99,6 +103,18 @@ static uint64_t seal_out(kvrt_store *s, struct batch *bt, char *why, size_t size
 }
 
 /* Write one batch (lock not held). */
+/* KV events of a committed disk batch: its evictions and drops, then its
+ * new entries. */
+static void disk_batch_events(struct store_events *ev, const struct disk_batch *b)
+{
+    if (!ev)
+        return;
+    for (uint64_t i = 0; i < b->num_gone; i++)
+        store_event_removed(ev, STORE_TIER_DISK, &b->gone[i]);
+    for (uint64_t i = 0; b->fresh && i < b->written; i++)
+        store_event_stored(ev, STORE_TIER_DISK, &b->fresh[i]->id, b->fresh[i]->chunk);
+}
+
 static void write_out(kvrt_store *s, struct batch *bt, struct disk_batch *b, uint64_t *failed, char *why, size_t size)
 {
     *failed = seal_out(s, bt, why, size);
@@ -109,7 +125,10 @@ static void write_out(kvrt_store *s, struct batch *bt, struct disk_batch *b, uin
             snprintf(why, size, "%s", kvrt_error_message());
             *failed += bt->nd;
             store_warn(&s->log, "%llu entries were not written to the disk tier: %s", ULL(bt->nd), why);
+        } else {
+            disk_batch_events(s->events, b);
         }
+        disk_batch_done(b);
     }
     uint64_t shared = 0;
     if (s->has_shared && bt->ns)
@@ -125,6 +144,8 @@ static void write_out(kvrt_store *s, struct batch *bt, struct disk_batch *b, uin
     free((void *)b->touches);
     free((void *)b->drops);
     for (uint64_t i = 0; i < bt->n; i++) {
+        if (bt->out[i])
+            bt->out[i]->chunk = NULL;
         mem_entry_unref(&s->mem, bt->out[i]);
         mem_tier_written(&s->mem, bt->all[i]);
         mem_entry_unref(&s->mem, bt->all[i]);

@@ -143,7 +143,16 @@ struct kvrt_store_options {
      * NULL: the env variable KVRT_STORE_KEY_FILE, else no key
      * (docs/security.md, "The store"). */
     const char *key_file;
-    uint8_t reserved[24]; /* zero (kvrt_store_options_default) */
+    /* KV events for routers, as vLLM publishes them (docs/store.md "KV
+     * events"): a ZeroMQ PUB endpoint, bound when its host is the
+     * wildcard "*" (vLLM's default, port 5557) or "::", or it is ipc:// or
+     * inproc://, else connected to a subscriber that binds
+     * ("tcp://router:5557"); NULL: no events. */
+    const char *events;
+    /* A ROUTER endpoint (bound) that resends missed batches; NULL: none.
+     * Needs events. */
+    const char *events_replay;
+    uint8_t reserved[8]; /* zero (kvrt_store_options_default) */
 };
 
 /** Defaults: chunk_tokens 256, memory 1 GiB, no disk or shared tier,
@@ -312,6 +321,18 @@ struct kvrt_store_stats {
 
 /** Fill *stats (stats->size set by the caller, or 0). */
 KVRT_API int kvrt_store_stats(kvrt_store *s, struct kvrt_store_stats *stats);
+
+/**
+ * 1.1: the store's counters in Prometheus' text exposition format (0.0.4):
+ * kvrt_store_stats by tier, the directory's counters (every process) and
+ * the KV events' publisher, each family with HELP and TYPE lines
+ * (docs/store.md "Metrics").  *needed (may be NULL) gets the bytes of the
+ * text with its NUL; buf NULL and size 0 ask for that alone.  The text is
+ * written whole or not at all.
+ * @return KVRT_OK; KVRT_ERR_INVALID when size is less than *needed (buf
+ *   then holds ""); KVRT_ERR_NOMEM; a failing disk tier's status.
+ */
+KVRT_API int kvrt_store_metrics(kvrt_store *s, char *buf, size_t size, size_t *needed);
 
 /* ---- the disk tier as it is (kvrt store stat|ls|verify|gc) ---------------- */
 

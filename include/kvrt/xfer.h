@@ -62,7 +62,7 @@ extern "C" {
  * (docs/design.md §12).  meson.build reads both numbers from here.
  */
 #define KVRT_XFER_API_VERSION_MAJOR 1
-#define KVRT_XFER_API_VERSION_MINOR 2
+#define KVRT_XFER_API_VERSION_MINOR 3
 
 /* Version of the metadata blob (kvrt_xfer_metadata_export). */
 #define KVRT_XFER_METADATA_VERSION 3u
@@ -190,6 +190,16 @@ struct kvrt_xfer_stats {
 
 /** Fill *stats (stats->size set by the caller, or 0). */
 KVRT_API int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats);
+
+/**
+ * 1.3: the agent's stats in Prometheus' text exposition format (0.0.4),
+ * each family with HELP and TYPE lines (docs/xfer.md, "Metrics").
+ * *needed (may be NULL) gets the bytes of the text with its NUL; buf NULL
+ * and size 0 ask for that alone.  The text is written whole or not at all.
+ * @return KVRT_OK; KVRT_ERR_INVALID when size is less than *needed (buf
+ *   then holds ""); KVRT_ERR_NOMEM.
+ */
+KVRT_API int kvrt_xfer_agent_metrics(kvrt_xfer_agent *a, char *buf, size_t size, size_t *needed);
 
 /**
  * The metadata a peer needs: magic, version, layout, specs, layers, blocks,

@@ -17,6 +17,7 @@ from ._errors import (Error, InvalidArgumentError, SizeOverflowError, OutOfMemor
 from ._lib import lib as _clib, path as library_path
 from .info import layouts, plan, resolve, settings
 from .parallel import pp_layers, pp_partition, tp_heads, tp_map
+from ._prom import metrics, MetricsCollector
 from .runtime import Runtime, Cache, TensorView
 
 __version__ = _clib.kvrt_version().decode()
@@ -39,4 +40,4 @@ def live_tensors():
 __all__ = ["Error", "InvalidArgumentError", "SizeOverflowError", "OutOfMemoryError", "RefusedError",
            "NoDeviceError", "StateError", "DeviceError", "UnsupportedError", "PluginError", "InternalError",
            "layouts", "plan", "resolve", "settings", "Runtime", "Cache", "TensorView", "live_tensors", "library_path",
-           "tp_heads", "tp_map", "pp_layers", "pp_partition", "Store"]
+           "tp_heads", "tp_map", "pp_layers", "pp_partition", "Store", "metrics", "MetricsCollector"]

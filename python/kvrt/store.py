@@ -23,6 +23,7 @@ import json
 import os
 
 from . import _lib
+from . import _prom as _metrics
 from ._closeable import Closeable
 from ._errors import InvalidArgumentError, StateError
 from ._indices import index_array
@@ -52,7 +53,7 @@ class StoreOptions(C.Structure):
                 ("shared", C.c_char_p), ("shared_timeout_s", dbl), ("queue_bytes", u64), ("log", LOG_FN),
                 ("log_user", vp), ("shared_password_file", C.c_char_p), ("shared_ca_file", C.c_char_p),
                 ("shared_cert_file", C.c_char_p), ("shared_cert_key_file", C.c_char_p), ("key_file", C.c_char_p),
-                ("reserved", C.c_uint8 * 24)]
+                ("events", C.c_char_p), ("events_replay", C.c_char_p), ("reserved", C.c_uint8 * 8)]
 
 
 class Span(C.Structure):
@@ -108,13 +109,14 @@ _SIGNATURES = {
     "kvrt_store_list": ([vp, EACH_FN, vp], i32),
     "kvrt_store_verify": ([vp, C.c_bool, BAD_FN, vp, P(VerifyReport)], i32),
     "kvrt_store_gc": ([vp, u64, P(u64)], i32),
+    "kvrt_store_metrics": ([vp, vp, sz, P(sz)], i32),
 }
 
 
 slib, library_path = _lib.load(_lib.candidates("KVRT_STORE_LIBRARY", "STORE_LIBRARY", SONAME), _SIGNATURES,
                                "kvrt.store: cannot load libkvrt-store (built only where liblmdb-dev, "
-                               "libssl-dev and libxxhash-dev were found: install them and "
-                               "rebuild); tried %s. Set KVRT_STORE_LIBRARY to its path")
+                               "libssl-dev, libxxhash-dev, libzmq3-dev and libmsgpack-dev were found: install "
+                               "them and rebuild); tried %s. Set KVRT_STORE_LIBRARY to its path")
 
 
 def _as_dict(s):
@@ -188,12 +190,14 @@ class Store(Closeable):
     tier's files (shared_password_file, shared_ca_file, shared_cert_file,
     shared_cert_key_file) are the C options (None: libkvrt-store's defaults; docs/store.md); model file
     options (kv_cache_dtype, block_size, attention_backend) as for
-    Runtime.cache."""
+    Runtime.cache.  ``events="tcp://*:5557"`` publishes vLLM's KV events
+    for routers there, ``events_replay="tcp://*:5558"`` serves missed
+    batches again (docs/store.md, "KV events")."""
 
     def __init__(self, path, model=None, model_id=None, chunk_tokens=256, memory_bytes=None, disk_bytes=None,
                  shared=None, shared_timeout=None, queue_bytes=None, kv_cache_dtype=None, block_size=None,
                  attention_backend=None, shared_password_file=None, shared_ca_file=None, shared_cert_file=None,
-                 shared_cert_key_file=None, key_file=None):
+                 shared_cert_key_file=None, key_file=None, events=None, events_replay=None):
         self._h = C.c_void_p()
         o = StoreOptions()
         slib.kvrt_store_options_default(C.byref(o))
@@ -236,6 +240,13 @@ class Store(Closeable):
             raise InvalidArgumentError("key_file: the tenant secret's file, or None; got %s" % type(key_file).__name__)
         self._key_file = os.fsencode(key_file) if key_file is not None else None
         o.key_file = self._key_file
+        for name, value in (("events", events), ("events_replay", events_replay)):
+            if value is not None and not isinstance(value, str):
+                raise InvalidArgumentError("%s: a ZeroMQ endpoint such as \"tcp://*:5557\", or None; got %r"
+                                           % (name, value))
+        self._events = events.encode() if events is not None else None
+        self._events_replay = events_replay.encode() if events_replay is not None else None
+        o.events, o.events_replay = self._events, self._events_replay
         check(slib.kvrt_store_open(C.byref(o), C.byref(self._h)))
         self._requests = []
 
@@ -360,6 +371,12 @@ class Store(Closeable):
         d = _as_dict(s)
         d["shared_up"] = bool(s.shared_up)
         return d
+
+    def metrics(self):
+        """The store's counters in Prometheus' text format
+        (kvrt_store_metrics; docs/store.md, "Metrics")."""
+        self._check_open()
+        return _metrics.text_of(slib.kvrt_store_metrics, self._h)
 
     # -- the disk tier as it is --
     def describe(self):

@@ -20,6 +20,7 @@ import os
 import weakref
 
 from . import _lib
+from . import _prom as _metrics
 from . import parallel as _parallel
 from ._closeable import Closeable
 from ._errors import InvalidArgumentError, StateError
@@ -92,6 +93,7 @@ _SIGNATURES = {
     "kvrt_xfer_agent_create": ([vp, vp, P(AgentOptions), P(vp)], i32),
     "kvrt_xfer_agent_destroy": ([vp], None),
     "kvrt_xfer_agent_stats": ([vp, P(Stats)], i32),
+    "kvrt_xfer_agent_metrics": ([vp, vp, sz, P(sz)], i32),
     "kvrt_xfer_metadata_export": ([vp, P(vp), P(sz)], i32),
     "kvrt_xfer_metadata_parse": ([vp, sz, P(MetadataInfo)], i32),
     "kvrt_xfer_peer_load": ([vp, vp, sz, P(vp)], i32),
@@ -564,3 +566,9 @@ class Agent(Closeable):
         s.size = C.sizeof(s)
         check(xlib.kvrt_xfer_agent_stats(self._h, C.byref(s)))
         return _as_dict(s)
+
+    def metrics(self):
+        """The agent's stats in Prometheus' text format
+        (kvrt_xfer_agent_metrics; docs/xfer.md, "Metrics")."""
+        self._check_open()
+        return _metrics.text_of(xlib.kvrt_xfer_agent_metrics, self._h)

@@ -62,7 +62,9 @@ int main(void)
     OFF(kvrt_store_options, shared_cert_file, 120);
     OFF(kvrt_store_options, shared_cert_key_file, 128);
     OFF(kvrt_store_options, key_file, 136);
-    OFF(kvrt_store_options, reserved, 144);
+    OFF(kvrt_store_options, events, 144);
+    OFF(kvrt_store_options, events_replay, 152);
+    OFF(kvrt_store_options, reserved, 160);
     SIZE(kvrt_store_options, 168);
     LAST(kvrt_store_options);
 

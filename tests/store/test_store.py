@@ -219,7 +219,7 @@ def test_tenant_keys():
         for i, mode in enumerate((0o600, 0o600, 0o644)):
             path = os.path.join(d, "key%d" % i)
             with open(path, "wb") as f:
-                f.write(os.urandom(32))
+                f.write(os.urandom(32) + b"\n")  # a trailing newline is not part of a key
             os.chmod(path, mode)
             keys.append(path)
         store = os.path.join(d, "store")

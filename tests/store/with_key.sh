@@ -7,5 +7,6 @@ set -eu
 dir=$(mktemp -d "${TMPDIR:-/tmp}/kvrt-key.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 umask 077
-head -c 32 /dev/urandom > "$dir/key"
+# the newline: a key ending in a newline byte would lose it
+{ head -c 32 /dev/urandom; echo; } > "$dir/key"
 KVRT_STORE_KEY_FILE="$dir/key" "$@"

@@ -8,10 +8,16 @@
 
 #include "commands.h"
 
-enum store_opt { SO_JSON, SO_DROP, SO_TARGET };
+enum store_opt { SO_JSON, SO_DROP, SO_TARGET, SO_PROMETHEUS };
 
 static const struct cli_option json_options[] = {
     {"--json", NULL, SO_JSON, false, "print one JSON object"},
+    CLI_OPTIONS_END,
+};
+static const struct cli_option prometheus_options[] = {
+    {"--prometheus", NULL, SO_PROMETHEUS, false,
+     "print the directory's counters (every process's) in Prometheus'\n"
+     "text exposition format"},
     CLI_OPTIONS_END,
 };
 static const struct cli_option verify_options[] = {
@@ -26,7 +32,7 @@ static const struct cli_option gc_options[] = {
 };
 
 struct store_args {
-    bool json, drop;
+    bool json, drop, prometheus;
     uint64_t target;
 };
 
@@ -36,6 +42,7 @@ static int apply(void *request, const struct cli_option *opt, const char *value)
     switch (opt->id) {
     case SO_JSON: a->json = true; return CLI_EXIT_OK;
     case SO_DROP: a->drop = true; return CLI_EXIT_OK;
+    case SO_PROMETHEUS: a->prometheus = true; return CLI_EXIT_OK;
     case SO_TARGET: return cli_parse_size(opt->name, value, &a->target) ? CLI_EXIT_OK : CLI_EXIT_USAGE;
     default: return cli_error(CLI_EXIT_INTERNAL, "store: option %s has no handler", opt->name);
     }
@@ -48,7 +55,7 @@ static int parse(const char *command, int argc, char **argv, const struct cli_op
 {
     *help = false;
     *dir = NULL;
-    *a = (struct store_args){false, false, 0};
+    *a = (struct store_args){false, false, false, 0};
     char **rest = calloc((size_t)argc + 1, sizeof(*rest));
     if (!rest)
         return cli_error(CLI_EXIT_INTERNAL, "%s: out of memory", command);
@@ -75,7 +82,7 @@ static int parse(const char *command, int argc, char **argv, const struct cli_op
                              arg, command);
         }
     }
-    *a = (struct store_args){false, false, 0};
+    *a = (struct store_args){false, false, false, 0};
     int code = cli_parse_options(command, n, rest, tables, apply, a, help);
     free(rest);
     if (code == CLI_EXIT_OK && !*help && !*dir)
@@ -139,9 +146,28 @@ static void print_stat(json_t *d)
            (unsigned long long)num(d, "disk.writes"), (unsigned long long)num(d, "disk.evictions"));
 }
 
+/* The store's Prometheus text (kvrt_store_metrics), then the store closed. */
+static int print_metrics(kvrt_store *s)
+{
+    size_t need = 0;
+    char *buf = NULL;
+    int rc = kvrt_store_metrics(s, NULL, 0, &need);
+    if (rc == KVRT_OK && !(buf = malloc(need)))
+        rc = KVRT_ERR_NOMEM;
+    if (rc == KVRT_OK)
+        rc = kvrt_store_metrics(s, buf, need, NULL);
+    kvrt_store_close(s);
+    if (rc == KVRT_OK)
+        fputs(buf, stdout);
+    free(buf);
+    if (rc == KVRT_ERR_NOMEM && !buf)
+        return cli_error(CLI_EXIT_INTERNAL, "store stat: out of memory");
+    return rc == KVRT_OK ? CLI_EXIT_OK : cli_fail_status(rc);
+}
+
 static int stat_run(int argc, char **argv)
 {
-    static const struct cli_option *const tables[] = {json_options, NULL};
+    static const struct cli_option *const tables[] = {json_options, prometheus_options, NULL};
     struct store_args a;
     const char *dir;
     bool help;
@@ -151,9 +177,13 @@ static int stat_run(int argc, char **argv)
             cli_store_stat_command.help(stdout);
         return code;
     }
+    if (a.json && a.prometheus)
+        return cli_error(CLI_EXIT_USAGE, "store stat: give --json or --prometheus, not both");
     kvrt_store *s;
     if ((code = open_dir(dir, &s)) != CLI_EXIT_OK)
         return code;
+    if (a.prometheus)
+        return print_metrics(s);
     char *text = NULL;
     int rc = kvrt_store_describe_json(s, &text);
     kvrt_store_close(s);
@@ -357,12 +387,13 @@ static int gc_run(int argc, char **argv)
 
 static void stat_help(FILE *out)
 {
-    fprintf(out, "kvrt store stat DIR [--json]\n"
+    fprintf(out, "kvrt store stat DIR [--json | --prometheus]\n"
                  "  The store in folder DIR: its format version, the model it is for (id,\n"
                  "  fingerprint, layers, heads, types), the chunk and entry sizes, the\n"
                  "  entries and bytes stored against the capacity, and the hits, misses,\n"
                  "  writes and evictions every process using it has recorded.\n");
     cli_print_options(out, json_options, 22);
+    cli_print_options(out, prometheus_options, 22);
 }
 
 static void ls_help(FILE *out)
@@ -391,12 +422,13 @@ static void gc_help(FILE *out)
     cli_print_options(out, json_options, 22);
 }
 
-static const struct cli_option *const stat_tables[] = {json_options, NULL};
+static const struct cli_option *const stat_tables[] = {json_options, prometheus_options, NULL};
+static const struct cli_option *const ls_tables[] = {json_options, NULL};
 static const struct cli_option *const verify_tables[] = {verify_options, json_options, NULL};
 static const struct cli_option *const gc_tables[] = {gc_options, json_options, NULL};
 
 const struct cli_command cli_store_stat_command = {"stat", "describe a store", stat_run, stat_help, stat_tables, NULL};
-const struct cli_command cli_store_ls_command = {"ls", "list its entries", ls_run, ls_help, stat_tables, NULL};
+const struct cli_command cli_store_ls_command = {"ls", "list its entries", ls_run, ls_help, ls_tables, NULL};
 const struct cli_command cli_store_verify_command = {"verify",    "check every entry", verify_run,
                                                      verify_help, verify_tables,       NULL};
 const struct cli_command cli_store_gc_command = {"gc", "trim it to a size", gc_run, gc_help, gc_tables, NULL};
@@ -421,6 +453,7 @@ static void store_help(FILE *out)
                  "\n"
                  "Example:\n"
                  "  kvrt store stat /var/cache/kvrt --json\n"
+                 "  kvrt store stat /var/cache/kvrt --prometheus\n"
                  "  kvrt store verify /var/cache/kvrt --drop\n"
                  "  kvrt store gc /var/cache/kvrt --target 8GiB\n");
 }

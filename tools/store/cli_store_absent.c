@@ -10,14 +10,15 @@ static void store_help(FILE *out)
                  "\n"
                  "Describe, list, verify and trim a KV store folder.  This kvrt was built\n"
                  "without libkvrt-store (meson option store; install liblmdb-dev,\n"
-                 "libhiredis-dev, libssl-dev and libxxhash-dev and reconfigure), so the\n"
-                 "command only reports that (exit 4).\n"
+                 "libhiredis-dev, libssl-dev, libxxhash-dev, libzmq3-dev and libmsgpack-dev\n"
+                 "and reconfigure), so the command only reports that (exit 4).\n"
                  "\n"
                  "Options:\n"
                  "  none in this build\n"
                  "\n"
                  "Example:\n"
-                 "  apt-get install liblmdb-dev libhiredis-dev libssl-dev libxxhash-dev\n");
+                 "  apt-get install liblmdb-dev libhiredis-dev libssl-dev libxxhash-dev libzmq3-dev "
+                 "libmsgpack-dev\n");
 }
 
 static int store_run(int argc, char **argv)
@@ -25,7 +26,8 @@ static int store_run(int argc, char **argv)
     (void)argc;
     (void)argv;
     return cli_error(CLI_EXIT_NODEV, "store: this kvrt was built without libkvrt-store (install liblmdb-dev, "
-                                     "libhiredis-dev, libssl-dev and libxxhash-dev and reconfigure)");
+                                     "libhiredis-dev, libssl-dev, libxxhash-dev, libzmq3-dev and libmsgpack-dev "
+                                     "and reconfigure)");
 }
 
 const struct cli_command cli_store_command = {
