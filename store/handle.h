@@ -22,7 +22,7 @@ struct store_counters {
 struct kvrt_store {
     struct store_model model;
     struct store_secret secret; /* model.secret points here with a key */
-    bool inspect; /* opened without a model */
+    bool inspect;               /* opened without a model */
     struct mem_tier mem;
     bool has_mem;
     struct disk_tier disk;

@@ -27,7 +27,7 @@ struct writer {
     struct writer_job *ring;
     uint64_t cap, head, count;
     uint64_t bytes, max_bytes, value_bytes;
-    uint64_t batch_bytes; /* most bytes one batch writes */
+    uint64_t batch_bytes;       /* most bytes one batch writes */
     uint64_t enqueued, written; /* sequence numbers: a flush waits for written >= enqueued */
     bool flush_now;
     bool busy; /* a batch is being written */

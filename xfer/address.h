@@ -53,8 +53,8 @@ int xfer_addr_check(const struct xfer_addr_shape *mine, const uint8_t *addr, siz
  * 1 a form UCX packs, -1 one it never packs (*why says which and what is
  * valid), 0 a transport the table does not know.
  */
-int xfer_addr_form(uint16_t csum, const uint8_t *dev, size_t dev_len, const uint8_t *iface, size_t iface_len,
-                   char *why, size_t n);
+int xfer_addr_form(uint16_t csum, const uint8_t *dev, size_t dev_len, const uint8_t *iface, size_t iface_len, char *why,
+                   size_t n);
 
 /* Bytes of zeros kept after a copy of a checked address: a transport that
  * reads a fixed-size structure at the end of it reads zeros, not beyond. */

@@ -36,8 +36,8 @@ struct xfer_link {
     const struct base_log *log;
     uint64_t *violations; /* the agent's count */
     /* Reading each other's memory on one host (link_cma.c, cma.h). */
-    bool cma_allowed;               /* this side reads and is read (the agent's choice) */
-    uint64_t peer_id;               /* the peer's agent id, which its cookie names */
+    bool cma_allowed; /* this side reads and is read (the agent's choice) */
+    uint64_t peer_id; /* the peer's agent id, which its cookie names */
     /* This side's cookie and, after it, a fresh challenge, where its CMA
      * says: a reader proves it read them by a MAC of the challenge. */
     uint8_t cookie[2 * XFER_MAC_BYTES];

@@ -315,7 +315,7 @@ static void damage_ahead(const char *parent)
         kvrt_store_stats(s, &st);
     tap_ok(ok && loaded == 3 * T && exact && st.hits_disk == 3 * model.heads && st.dropped == 1 && lg.n == 1 &&
                strstr(lg.lines[0], "dropped disk entry") &&
-                   (strstr(lg.lines[0], "checksum mismatch") || strstr(lg.lines[0], "seal does not verify")),
+               (strstr(lg.lines[0], "checksum mismatch") || strstr(lg.lines[0], "seal does not verify")),
            "a bit flipped in chunk 3 of 6, read ahead with O_DIRECT: the get loads chunks 0-2 exactly (%llu "
            "tokens), drops it with one line: %s",
            (unsigned long long)loaded, lg.n ? lg.lines[0] : "(none)");

@@ -979,8 +979,8 @@ static void insider(const char *what, bool (*step)(void), bool want_violation, c
     bool acked = acked_ok(), kept = untouched();
     if (!granted || !stepped || acked || !kept)
         tap_diag("granted %d, stepped %d, acknowledged %d, blocks kept %d", granted, stepped, acked, kept);
-    tap_ok(granted && stepped && after.violations == before.violations + (want_violation ? 1 : 0) && said &&
-               !acked && kept,
+    tap_ok(granted && stepped && after.violations == before.violations + (want_violation ? 1 : 0) && said && !acked &&
+               kept,
            "insider: %s (%llu violations)", what, after.violations - before.violations);
     end_session(p);
 }
