@@ -6,8 +6,23 @@
  * exactly at its end, and a second walk agrees; a refusal says why in one
  * line.
  */
+#include <stdbool.h>
+
 #include "address.h"
 #include "fuzz.h"
+
+/* Member by member: the struct has padding, which a parse need not set. */
+static bool same_shape(const struct xfer_addr_shape *a, const struct xfer_addr_shape *b)
+{
+    if (a->version != b->version || a->entries != b->entries)
+        return false;
+    for (unsigned i = 0; i < a->entries && i < XFER_ADDR_MAX_ENTRIES; i++)
+        if (a->tl[i].csum != b->tl[i].csum || a->tl[i].dev_len != b->tl[i].dev_len ||
+            a->tl[i].iface_len != b->tl[i].iface_len || a->tl[i].dev_off != b->tl[i].dev_off ||
+            a->tl[i].iface_off != b->tl[i].iface_off)
+            return false;
+    return true;
+}
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
@@ -23,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         if (a.entries == 0 || a.entries > XFER_ADDR_MAX_ENTRIES || a.version > 1)
             fuzz_fail(__FILE__, __LINE__, "shape", "accepted an address of %u entries, version %u", a.entries,
                       a.version);
-        if (xfer_addr_parse(copy, size, &b, why, sizeof(why)) != 0 || memcmp(&a, &b, sizeof(a)) != 0)
+        if (xfer_addr_parse(copy, size, &b, why, sizeof(why)) != 0 || !same_shape(&a, &b))
             fuzz_fail(__FILE__, __LINE__, "stable", "a second walk of an accepted address disagrees");
         /* Checked against itself, an address agrees unless an entry is
          * in a form UCX never packs, and then says so in one line. */

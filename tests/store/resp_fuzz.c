@@ -75,7 +75,10 @@ static void mutate(char *buf, size_t *len)
     int k = (int)(next() % 4);
     for (int i = 0; i < k && *len; i++) {
         size_t at = next() % *len;
-        buf[at] = next() % 2 ? some[next() % (sizeof(some) - 1)] : (char)next();
+        if (next() % 2)
+            buf[at] = some[next() % (sizeof(some) - 1)];
+        else
+            buf[at] = (char)(next() & 0x7fu);
     }
     if (next() % 4 == 0 && *len)
         *len = next() % *len;           /* cut */
