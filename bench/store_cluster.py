@@ -153,12 +153,13 @@ class Cluster:
     """Six redis-server processes made into a cluster; stop() kills them."""
 
     def __init__(self, directory, maxmemory):
-        self.dir, self.procs, self.ports = directory, {}, []
+        self.dir, self.procs, self.ports, self.logs = directory, {}, [], []
         try:
             for i in range(NODES):
                 d = os.path.join(directory, "node%d" % i)
                 os.mkdir(d)
                 port = free_port()
+                self.logs.append(open(os.path.join(d, "stderr"), "w"))
                 self.procs[port] = subprocess.Popen(
                     [shutil.which("redis-server"), "--bind", "127.0.0.1", "--port", str(port), "--dir", d,
                      "--save", "", "--appendonly", "no", "--maxmemory", maxmemory,
@@ -172,7 +173,7 @@ class Cluster:
                      # 60 s) could cut a lagging replica off and force a full
                      # resync in the middle of a measure
                      "--client-output-buffer-limit", "replica 0 0 0"],
-                    stdout=subprocess.DEVNULL, stderr=open(os.path.join(d, "stderr"), "w"))
+                    stdout=subprocess.DEVNULL, stderr=self.logs[-1])
                 self.ports.append(port)
             for port in self.ports:
                 self._wait_up(port)
@@ -254,6 +255,9 @@ class Cluster:
         for proc in self.procs.values():
             proc.wait()
         self.procs = {}
+        for f in self.logs:
+            f.close()
+        self.logs = []
 
 
 # -- the measures --
@@ -403,13 +407,13 @@ def failover(kvrt, rt, cluster, chunks, timeout, interval):
 
 
 def table_lines(rows, raw, args):
-    lines = ["Load average (1 min) %.2f at the start, %.2f at the end; %d CPUs; %d rounds (medians); %d entries of "
-             "%d bytes a measure (redis-benchmark: %d requests, -c %d, the best of -P %s each round; medians "
-             "%s).  Ratios are the median of each round's ratio."
-             % (raw["load_start"], raw["load_end"], raw["cpus"], args.rounds, args.entries, raw["value_bytes"],
-                args.bench_n, args.clients, ", ".join(map(str, raw["bench_pipelines"])),
-                "; ".join("-P %d: SET %.1f, GET %.1f a second" % (pl, med(raw["bench_by_pipeline"][str(pl)]["SET"]),
-                                                                  med(raw["bench_by_pipeline"][str(pl)]["GET"]))
+    by = raw["bench_by_pipeline"]
+    lines = ["Run of %s (git %s).  Load average (1 min) %.2f at the start, %.2f at the end; %d CPUs; %d rounds "
+             "(medians); %d entries of %d bytes a measure (redis-benchmark: %d requests, -c %d, the best of -P %s "
+             "each round; medians %s).  Ratios are the median of each round's ratio."
+             % (raw["time"], raw["git"], raw["load_start"], raw["load_end"], raw["cpus"], args.rounds, args.entries,
+                raw["value_bytes"], args.bench_n, args.clients, ", ".join(map(str, raw["bench_pipelines"])),
+                "; ".join("-P %d: SET %.1f, GET %.1f a second" % (pl, med(by[str(pl)]["SET"]), med(by[str(pl)]["GET"]))
                           for pl in raw["bench_pipelines"])), "",
              "| op | kvrt | entries/s | GB/s | against | entries/s | GB/s | ratio | target | met |",
              "|---|---|---:|---:|---|---:|---:|---:|---:|:---:|"]
@@ -421,7 +425,7 @@ def table_lines(rows, raw, args):
     f = raw["failover"]
     lines += ["", "Failover: killed the primary on port %d under a loop of gets of %d entries, one every %.2f s "
               "(shared_timeout %.1f s): hits resumed %.2f s after the kill; %d of %d gets missed in between "
-              "(%d entries), the longest get %.2f s."
+              "(the store counted %d entry misses), the longest get %.2f s."
               % (f["killed_port"], f["entries_per_get"], f["interval_s"], f["shared_timeout_s"],
                  f["seconds_to_hits"], f["gets_missed"], f["gets"], f["entries_missed"], f["longest_get_s"])]
     return lines
@@ -487,7 +491,9 @@ def main():
     import redis.cluster
 
     work = tempfile.mkdtemp(prefix="bench-store-cluster-", dir=args.dir)
-    raw = {"load_start": os.getloadavg()[0], "cpus": os.cpu_count(), "entries": args.entries,
+    git = subprocess.run(["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True)
+    raw = {"time": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "git": git.stdout.strip(),
+           "load_start": os.getloadavg()[0], "cpus": os.cpu_count(), "entries": args.entries,
            "bench_pipelines": pipelines, "bench_by_pipeline": {str(pl): {"SET": [], "GET": []} for pl in pipelines}}
     cluster = None
     try:
