@@ -17,7 +17,7 @@ packages=(
   libdlpack-dev python3-torch python3-numpy cmake
   libucx-dev ucx-utils
   liblmdb-dev lmdb-utils libhiredis-dev redis-server redis-tools libssl-dev libxxhash-dev fio
-  libzmq3-dev libmsgpack-dev python3-zmq python3-msgpack python3-prometheus-client
+  libzmq3-dev libmsgpack-dev python3-zmq python3-msgpack python3-prometheus-client python3-redis
   iproute2 nftables
 )
 missing=()
