@@ -42,8 +42,9 @@ between.
 Prints the table (medians over --rounds; ratios are the median of each
 round's ratio): kvrt / redis-benchmark (target >= 0.8), kvrt / redis-py
 (target >= 2), keyed / unkeyed (target >= 0.9, under 10 % slower).
-Writes bench/results/store_cluster.json and the generated part of
-BENCHMARKS.md's section on the cluster (unless --no-doc).  Needs the build
+Writes its figures as JSON into bench/results/ (store_cluster.json) and
+the generated part of BENCHMARKS.md's section on the cluster (unless
+--no-doc).  Needs the build
 (scripts/setup.sh), redis-server, redis-cli and redis-benchmark (Debian's
 redis-server and redis-tools) and python3-redis.  Exit status 2 for a
 missing prerequisite.

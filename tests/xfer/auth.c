@@ -27,6 +27,10 @@ static void write_key(char *path, size_t size, const char *name, size_t bytes, m
     snprintf(path, size, "%s/%s", dir, name);
     uint8_t k[64];
     xfer_random(k, sizeof(k));
+    /* a last byte of '\n' would not count (a trailing newline is no part
+     * of a key): the file would hold one byte less than asked */
+    if (bytes && k[bytes - 1] == '\n')
+        k[bytes - 1] ^= 1;
     FILE *f = fopen(path, "wb");
     if (f) {
         fwrite(k, 1, bytes, f);
