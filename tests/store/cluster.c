@@ -149,6 +149,22 @@ static void mode_cluster(void)
 
 /* ---- failover ------------------------------------------------------------ */
 
+/* What a live node says of the cluster, line by line as diagnostics: when
+ * the store did not recover, whether the cluster itself failed over. */
+static void dump_nodes(const struct redis_cluster *c, int i)
+{
+    char cmd[512];
+    snprintf(cmd, sizeof(cmd), "redis-cli -h %s -p %d cluster nodes 2>&1", c->addr[i], c->node[i].port);
+    FILE *p = popen(cmd, "r");
+    char line[512];
+    while (p && fgets(line, sizeof(line), p)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        tap_diag("  %s", line);
+    }
+    if (p)
+        pclose(p);
+}
+
 static void mode_failover(void)
 {
     struct redis_cluster c;
@@ -180,7 +196,7 @@ static void mode_failover(void)
     double t0 = sq_now(), recovered = -1, worst = 0;
     uint64_t misses = 0, during = 0, rounds = 0;
     wrong = 0;
-    while (sq_now() - t0 < 30) {
+    while (sq_now() - t0 < 45) {
         loaded = sq_get_all(b, SQ_SEQS, &wrong, &slowest);
         rounds++;
         if (slowest > worst)
@@ -204,6 +220,18 @@ static void mode_failover(void)
            "after a replica's promotion the same store hits everything again in %.2f s, without "
            "reopening",
            recovered);
+    if (recovered < 0) {
+        int live = victim == 0 ? 1 : 0;
+        tap_diag("the cluster as node %s:%d sees it:", c.addr[live], c.node[live].port);
+        dump_nodes(&c, live);
+        kvrt_store *fresh = sq_open(c.url, timeout, NULL, NULL);
+        uint64_t w = 0;
+        double sl = 0;
+        tap_diag("a store opened now loads %llu of %llu tokens",
+                 (unsigned long long)(fresh ? sq_get_all(fresh, SQ_SEQS, &w, &sl) : 0),
+                 (unsigned long long)SQ_SEQS * SQ_N);
+        kvrt_store_close(fresh);
+    }
     struct kvrt_store_stats st = sq_stats(b);
     tap_ok(st.shared_up, "and says the tier is up (warnings: %d, first: %s)", lg.n, lg.n ? lg.lines[0] : "none");
     kvrt_store_close(b);
