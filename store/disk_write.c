@@ -62,6 +62,13 @@ static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
             disk_note_gone(&b->gone, &b->num_gone, dbkey);
         rc = disk_delete_entry(txn, e, dbkey);
     }
+    /* reads first: an entry read since the last batch is recent, and the
+     * evictions below must see it so (a read that rode with a put was
+     * otherwise evicted by that very put) */
+    for (uint64_t i = 0; i < b->num_touches && rc == MDB_SUCCESS; i++) {
+        store_dbkey(&b->touches[i], dbkey);
+        rc = disk_set_tick(txn, e, dbkey, clock, true);
+    }
     if (rc == MDB_SUCCESS)
         rc = mdb_stat(txn, e->entries, &st);
     count = st.ms_entries;
@@ -80,10 +87,6 @@ static int write_batch(struct disk_tier *d, MDB_txn *txn, struct disk_batch *b)
         MDB_val k = {sizeof(dbkey), dbkey}, v = {8, sb};
         if ((rc = mdb_put(txn, e->entries, &k, &v, MDB_NOOVERWRITE)) == MDB_SUCCESS)
             rc = disk_set_tick(txn, e, dbkey, clock, false);
-    }
-    for (uint64_t i = 0; i < b->num_touches && rc == MDB_SUCCESS; i++) {
-        store_dbkey(&b->touches[i], dbkey);
-        rc = disk_set_tick(txn, e, dbkey, clock, true);
     }
     b->written = n;
     static const char *const names[] = {"hits", "misses", "writes", "evictions"};
