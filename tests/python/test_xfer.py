@@ -255,14 +255,16 @@ def _key_file(folder, name, mode=0o600):
     return path
 
 
-def _connect_refused(a, b):
-    """a connects to b's listener; both sides' errors (accept in a thread)"""
+def _connect_refused(a, b, accept_timeout=10):
+    """a connects to b's listener; both sides' errors (accept in a thread).
+    A listener that rejects the connection request itself never sees a
+    peer: its accept waits out accept_timeout."""
     port = b.listen("127.0.0.1", 0)
     got = {}
 
     def accept():
         try:
-            got["peer"] = b.accept(timeout=10)
+            got["peer"] = b.accept(timeout=accept_timeout)
         except kvrt.Error as e:
             got["error"] = e
     t = threading.Thread(target=accept)
@@ -326,7 +328,7 @@ def test_keys_allow_and_grants():
             err, _, peer = _connect_refused(a, b)
             assert isinstance(err, kvrt.RefusedError) and "key" in str(err) and peer is None, err
         with kx.Agent(c1, timeout=10) as a, kx.Agent(c2, allow=["10.9.8.7", "10.1.0.0/16"], timeout=10) as b:
-            err, _, peer = _connect_refused(a, b)
+            err, _, peer = _connect_refused(a, b, accept_timeout=1)
             # refused when the connection request arrives, before a handshake
             assert isinstance(err, kvrt.DeviceError) and "rejected" in str(err) and peer is None, err
         e = raises(kvrt.Error, kx.Agent, c1, key_file=loose)
