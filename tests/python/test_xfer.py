@@ -321,10 +321,12 @@ def test_keys_allow_and_grants():
             p.close()
         c1 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
         c2 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
-        with kx.Agent(c1, key_file=other, timeout=10) as a, kx.Agent(c2, key_file=key, timeout=10) as b:
+        # The listener first: closing last, it need not wait out its
+        # refusal's linger for a connecting side that is still open.
+        with kx.Agent(c2, key_file=key, timeout=10) as b, kx.Agent(c1, key_file=other, timeout=10) as a:
             err, server_err, peer = _connect_refused(a, b)
             assert isinstance(err, kvrt.RefusedError) and peer is None, (err, server_err, peer)
-        with kx.Agent(c1, timeout=10) as a, kx.Agent(c2, key_file=key, timeout=10) as b:
+        with kx.Agent(c2, key_file=key, timeout=10) as b, kx.Agent(c1, timeout=10) as a:
             err, _, peer = _connect_refused(a, b)
             assert isinstance(err, kvrt.RefusedError) and "key" in str(err) and peer is None, err
         with kx.Agent(c1, timeout=10) as a, kx.Agent(c2, allow=["10.9.8.7", "10.1.0.0/16"], timeout=10) as b:
