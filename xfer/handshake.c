@@ -291,19 +291,30 @@ void xfer_hs_on_ready(kvrt_xfer_agent *a, kvrt_xfer_peer *p)
 
 /* ---- the client's side -------------------------------------------------------- */
 
+/* A server's answer (REPLY or ACCEPT) that failed to decode, or that says
+ * the server refused: the handshake fails, with the server's reason
+ * (bounded).  True when it did. */
+static bool answer_failed(kvrt_xfer_peer *p, bool decoded, const char *why, int status, const struct xt_msg *m)
+{
+    if (!decoded) {
+        xfer_hs_fail(p, KVRT_ERR_INVALID, "kvrt_xfer_connect: %s %s", p->link.name, why);
+        return true;
+    }
+    if (status != KVRT_OK) {
+        int n = m->len > XFER_MAX_REASON ? (int)XFER_MAX_REASON : (int)m->len;
+        xfer_hs_fail(p, status, "kvrt_xfer_connect: %s refused: %.*s", p->link.name, n, (const char *)m->data);
+        return true;
+    }
+    return false;
+}
+
 static void on_reply(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg *m)
 {
     struct wire_reply r;
     char why[600];
-    if (!wire_decode_reply(m->hdr, m->hlen, m->len, m->rndv, &r, why, sizeof(why))) {
-        xfer_hs_fail(p, KVRT_ERR_INVALID, "kvrt_xfer_connect: %s %s", p->link.name, why);
+    bool decoded = wire_decode_reply(m->hdr, m->hlen, m->len, m->rndv, &r, why, sizeof(why));
+    if (answer_failed(p, decoded, why, decoded ? r.status : KVRT_OK, m))
         return;
-    }
-    if (r.status != KVRT_OK) {
-        int n = m->len > XFER_MAX_REASON ? (int)XFER_MAX_REASON : (int)m->len;
-        xfer_hs_fail(p, r.status, "kvrt_xfer_connect: %s refused: %.*s", p->link.name, n, (const char *)m->data);
-        return;
-    }
     bool keyed = xfer_key_set(&a->key);
     if (keyed != ((r.flags & WIRE_KEYED) != 0)) {
         xfer_hs_fail(p, KVRT_ERR_REFUSED, "kvrt_xfer_connect: %s %s", p->link.name,
@@ -357,15 +368,9 @@ static void on_accept(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg
 {
     struct wire_accept r;
     char why[600];
-    if (!wire_decode_accept(m->hdr, m->hlen, m->len, m->rndv, &r, why, sizeof(why))) {
-        xfer_hs_fail(p, KVRT_ERR_INVALID, "kvrt_xfer_connect: %s %s", p->link.name, why);
+    bool decoded = wire_decode_accept(m->hdr, m->hlen, m->len, m->rndv, &r, why, sizeof(why));
+    if (answer_failed(p, decoded, why, decoded ? r.status : KVRT_OK, m))
         return;
-    }
-    if (r.status != KVRT_OK) {
-        int n = m->len > XFER_MAX_REASON ? (int)XFER_MAX_REASON : (int)m->len;
-        xfer_hs_fail(p, r.status, "kvrt_xfer_connect: %s refused: %.*s", p->link.name, n, (const char *)m->data);
-        return;
-    }
     struct xfer_transcript t;
     transcript(p, false, &t);
     uint8_t token[XFER_TOKEN_BYTES];
