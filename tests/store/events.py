@@ -10,30 +10,15 @@ socket.  Skips, saying why, where it cannot run.
 
     events.py
 """
-import importlib
-import os
 import shutil
 import socket
 import subprocess
-import sys
 import tempfile
 import time
-import traceback
 
-sanitize = os.environ.get("KVRT_SANITIZE", "none")
-if sanitize != "none":
-    print("1..0 # SKIP libkvrt is built with -fsanitize=%s, whose runtime cannot load into %s after start-up"
-          % (sanitize, sys.executable))
-    sys.exit(0)
-try:
-    torch = importlib.import_module("torch")
-    zmq = importlib.import_module("zmq")
-    msgpack = importlib.import_module("msgpack")
-    kvrt = importlib.import_module("kvrt")
-    importlib.import_module("kvrt.store")
-except ImportError as e:
-    print("1..0 # SKIP %s" % str(e).replace("\n", " "))
-    sys.exit(0)
+from tap_py import needs, run
+
+torch, zmq, msgpack, kvrt, _ = needs("torch", "zmq", "msgpack", "kvrt", "kvrt.store")
 
 T = 16
 HEADS = 4
@@ -42,10 +27,6 @@ ENTRY = T * 2 * (16 + 16) * 2          # one chunk of one head, every layer
 SLOT = (128 + ENTRY + 4095) // 4096 * 4096
 MEDIUMS = {"CPU", "DISK", "SHARED"}
 END = (-1).to_bytes(8, "big", signed=True)
-
-
-class Skip(Exception):
-    pass
 
 
 def free_port():
@@ -359,17 +340,4 @@ def test_refusals():
         holder.close()
 
 
-tests = [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_") and callable(fn)]
-print("1..%d" % len(tests))
-for i, (name, fn) in enumerate(tests, 1):
-    doc = (fn.__doc__ or "").strip().split("\n")[0]
-    try:
-        fn()
-        print("ok %d - %s: %s" % (i, name, doc))
-    except Skip as e:
-        print("ok %d - %s # SKIP %s" % (i, name, e))
-    except Exception:
-        print("not ok %d - %s: %s" % (i, name, doc))
-        for line in traceback.format_exc().rstrip().split("\n"):
-            print("# " + line)
-    sys.stdout.flush()
+run(globals())

@@ -14,32 +14,17 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import traceback
 
-sanitize = os.environ.get("KVRT_SANITIZE", "none")
-if sanitize != "none":
-    print("1..0 # SKIP libkvrt is built with -fsanitize=%s, whose runtime cannot load into %s after start-up"
-          % (sanitize, sys.executable))
-    sys.exit(0)
-try:
-    torch = importlib.import_module("torch")
-    parser = importlib.import_module("prometheus_client.parser")
-    prometheus_client = importlib.import_module("prometheus_client")
-    kvrt = importlib.import_module("kvrt")
-    importlib.import_module("kvrt.store")
-except ImportError as e:
-    print("1..0 # SKIP %s" % str(e).replace("\n", " "))
-    sys.exit(0)
+from tap_py import Skip, needs, run
+
+torch, parser, prometheus_client, kvrt, _ = needs("torch", "prometheus_client.parser", "prometheus_client",
+                                                 "kvrt", "kvrt.store")
 
 KVRT_EXE = sys.argv[1] if len(sys.argv) > 1 else None
 T = 16
 HEADS = 2
 MODEL = {"layers": 2, "kv_heads": HEADS, "head_size": 16, "dtype": "bf16", "block_size": 16}
 ENTRY = T * 2 * (16 + 16) * 2
-
-
-class Skip(Exception):
-    pass
 
 
 def parse(text):
@@ -216,17 +201,4 @@ def test_xfer_metrics_equal_stats():
                 1.0, st["registration_s"])
 
 
-tests = [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_") and callable(fn)]
-print("1..%d" % len(tests))
-for i, (name, fn) in enumerate(tests, 1):
-    doc = (fn.__doc__ or "").strip().split("\n")[0]
-    try:
-        fn()
-        print("ok %d - %s: %s" % (i, name, doc))
-    except Skip as e:
-        print("ok %d - %s # SKIP %s" % (i, name, e))
-    except Exception:
-        print("not ok %d - %s: %s" % (i, name, doc))
-        for line in traceback.format_exc().rstrip().split("\n"):
-            print("# " + line)
-    sys.stdout.flush()
+run(globals())

@@ -9,29 +9,17 @@ saying why, where it cannot run.
 """
 import hashlib
 import hmac
-import importlib
 import os
 import shutil
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import time
-import traceback
 
-sanitize = os.environ.get("KVRT_SANITIZE", "none")
-if sanitize != "none":
-    print("1..0 # SKIP libkvrt is built with -fsanitize=%s, whose runtime cannot load into %s after start-up"
-          % (sanitize, sys.executable))
-    sys.exit(0)
-try:
-    torch = importlib.import_module("torch")
-    kvrt = importlib.import_module("kvrt")
-    kvrt_store = importlib.import_module("kvrt.store")
-except ImportError as e:
-    print("1..0 # SKIP %s" % str(e).replace("\n", " "))
-    sys.exit(0)
+from tap_py import Skip, needs, run
+
+torch, kvrt, kvrt_store = needs("torch", "kvrt", "kvrt.store")
 
 T = 32
 MODEL = {"layers": 3, "kv_heads": 4, "head_size": 16, "dtype": "bf16", "block_size": 16}
@@ -328,21 +316,4 @@ def test_shared_tier():
         shutil.rmtree(d, ignore_errors=True)
 
 
-class Skip(Exception):
-    pass
-
-
-tests = [(name, fn) for name, fn in sorted(globals().items()) if name.startswith("test_") and callable(fn)]
-print("1..%d" % len(tests))
-for i, (name, fn) in enumerate(tests, 1):
-    doc = (fn.__doc__ or "").strip().split("\n")[0]
-    try:
-        fn()
-        print("ok %d - %s: %s" % (i, name, doc))
-    except Skip as e:
-        print("ok %d - %s # SKIP %s" % (i, name, e))
-    except Exception:
-        print("not ok %d - %s: %s" % (i, name, doc))
-        for line in traceback.format_exc().rstrip().split("\n"):
-            print("# " + line)
-    sys.stdout.flush()
+run(globals())
