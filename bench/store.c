@@ -14,19 +14,27 @@
  *   bench-store dd DIR [--mib N]           the disk's own sequential write and
  *                                          read with O_DIRECT from huge pages
  *                                          (the store's I/O without the store)
+ *   bench-store breakdown DIR [--rounds N] where a chunk's time goes: each
+ *                                          piece of the store's per-byte work
+ *                                          alone (copy, checksum, seal, I/O)
  *
  * The model: 8 layers, 8 KV heads of 128, bf16 (512-byte cells), 256-token
  * chunks: one entry (a chunk of one head) is 1 MiB, a 4096-token sequence
  * 128 MiB.
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <openssl/evp.h>
+#include <xxhash.h>
 
 #include <kvrt/kvrt.h>
 #include <kvrt/store.h>
@@ -437,6 +445,140 @@ static int dd(const char *dir, uint64_t mib)
     return 0;
 }
 
+/* Seconds to seal (or open) `n` entries of `len` bytes in place with
+ * AES-256-GCM, as store/seal.c does (a 112-byte header as associated
+ * data, a 12-byte nonce, a 16-byte tag). */
+static double gcm_pass(uint8_t *buf, uint64_t n, uint64_t len, bool seal)
+{
+    static const uint8_t key[32] = {1, 2, 3}, nonce[12] = {4, 5, 6}, aad[112] = {7};
+    uint8_t tag[16] = {0};
+    EVP_CIPHER_CTX *c = EVP_CIPHER_CTX_new();
+    if (!c)
+        die("EVP_CIPHER_CTX_new");
+    double t0 = now();
+    for (uint64_t i = 0; i < n; i++) {
+        uint8_t *p = buf + i * len;
+        int out = 0;
+        if (seal) {
+            EVP_EncryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, nonce);
+            EVP_EncryptUpdate(c, NULL, &out, aad, sizeof(aad));
+            EVP_EncryptUpdate(c, p, &out, p, (int)len);
+            EVP_EncryptFinal_ex(c, p + out, &out);
+            EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_GET_TAG, sizeof(tag), tag);
+        } else {
+            /* the tag will not match (the bytes are not a sealed entry):
+             * the cost is the same, and the verdict is not the point */
+            EVP_DecryptInit_ex(c, EVP_aes_256_gcm(), NULL, key, nonce);
+            EVP_DecryptUpdate(c, NULL, &out, aad, sizeof(aad));
+            EVP_DecryptUpdate(c, p, &out, p, (int)len);
+            EVP_CIPHER_CTX_ctrl(c, EVP_CTRL_GCM_SET_TAG, sizeof(tag), tag);
+            (void)EVP_DecryptFinal_ex(c, p + out, &out);
+        }
+    }
+    double t = now() - t0;
+    EVP_CIPHER_CTX_free(c);
+    return t;
+}
+
+/* Where one chunk's time goes (docs/store.md "Speed"): each piece of the
+ * store's per-byte work timed alone, in GB/s of entry bytes, over a
+ * 4096-token sequence (128 entries of 1 MiB), medians of `rounds`:
+ *   - memcpy on one thread and on all (the two limits a copy is rated by);
+ *   - the canonical copy alone: a put into and a get from a store with only
+ *     a memory tier (no checksum: nothing leaves the process);
+ *   - XXH3-128 over the entries (every entry bound for the disk or the
+ *     shared tier, and every one read back);
+ *   - AES-256-GCM seal and open (with a tenant key, on the shared tier);
+ *   - the disk tier: a put's own time (copy + checksum + queueing) and its
+ *     flush (the writes), a cold get (O_DIRECT reads, check, copy) and a
+ *     warm one (the same, the file in the page cache), and the bare
+ *     O_DIRECT read of the same slot file in 1 MiB requests. */
+static int breakdown(const char *dir, int rounds)
+{
+    const uint64_t tokens = 16 * CHUNK, bytes = tokens * LAYERS * HEADS * 2 * HEAD * 2;
+    const uint64_t entry = bytes / (16 * HEADS), count = bytes / entry;
+    int n = rounds > 32 ? 32 : rounds < 1 ? 1 : rounds;
+    if (mkdir(dir, 0755) != 0 && errno != EEXIST) {
+        fprintf(stderr, "bench-store: breakdown: cannot create %s: %s\n", dir, strerror(errno));
+        return 1;
+    }
+    double m1[32], mall[32], cput[32], cget[32], xx[32], sealv[32], openv[32];
+    double dput[32], dflush[32], dcold[32], dwarm[32], dread[32];
+    struct seq q;
+    seq_make(&q, KVRT_LAYOUT_LBHNC, tokens);
+    struct bench_roof all;
+    unsigned threads = bench_roof_threads();
+    if (bench_roof_init(&all, bytes, threads) != 0)
+        die("memcpy buffers");
+    uint8_t *map;
+    size_t map_bytes;
+    uint8_t *buf = huge_buffer(bytes, &map, &map_bytes);
+    for (int i = 0; i < n; i++) {
+        m1[i] = memcpy_gbps(bytes);
+        mall[i] = (double)bytes / bench_roof_copy_pass(&all) / 1e9;
+        kvrt_store *s = open_store(NULL, 2 * bytes, NULL);
+        seq_tokens(&q, 100 + (uint64_t)i);
+        cput[i] = (double)bytes / timed_put(s, &q, false) / 1e9;
+        cget[i] = (double)bytes / timed_get(s, &q) / 1e9;
+        kvrt_store_close(s);
+        double t0 = now();
+        XXH128_hash_t h = {0, 0};
+        for (uint64_t e = 0; e < count; e++) {
+            XXH128_hash_t x = XXH3_128bits(buf + e * entry, entry);
+            h.low64 ^= x.low64;
+        }
+        xx[i] = (double)bytes / (now() - t0) / 1e9;
+        buf[0] ^= (uint8_t)h.low64; /* keep the sums */
+        sealv[i] = (double)bytes / gcm_pass(buf, count, entry, true) / 1e9;
+        openv[i] = (double)bytes / gcm_pass(buf, count, entry, false) / 1e9;
+        /* the disk tier, a fresh directory each round */
+        char sub[4200];
+        snprintf(sub, sizeof(sub), "%s/breakdown-%d", dir, i);
+        s = open_store(sub, 0, NULL);
+        seq_tokens(&q, 200 + (uint64_t)i);
+        struct kvrt_store_span sp = span(&q);
+        uint64_t stored;
+        t0 = now();
+        if (kvrt_store_put(s, &sp, &stored) != KVRT_OK)
+            die("put");
+        dput[i] = (double)bytes / (now() - t0) / 1e9;
+        t0 = now();
+        if (kvrt_store_flush(s) != KVRT_OK)
+            die("flush");
+        dflush[i] = (double)bytes / (now() - t0) / 1e9;
+        cold(sub);
+        dcold[i] = (double)bytes / timed_get(s, &q) / 1e9;
+        dwarm[i] = (double)bytes / timed_get(s, &q) / 1e9;
+        kvrt_store_close(s);
+        cold(sub);
+        char path[4300];
+        snprintf(path, sizeof(path), "%s/slots.dat", sub);
+        int fd = open(path, O_RDONLY | O_DIRECT);
+        uint64_t got = 0;
+        t0 = now();
+        for (ssize_t r; fd >= 0 && got < bytes; got += (uint64_t)r)
+            if ((r = pread(fd, buf, entry, (off_t)got)) <= 0)
+                break;
+        dread[i] = got ? (double)got / (now() - t0) / 1e9 : 0;
+        if (fd >= 0)
+            close(fd);
+    }
+    printf("{\"what\": \"breakdown\", \"bytes\": %llu, \"entry_bytes\": %llu, \"rounds\": %d, \"threads\": %u, "
+           "\"memcpy_gbps\": %.3f, \"memcpy_all_gbps\": %.3f, \"canon_put_gbps\": %.3f, \"canon_get_gbps\": %.3f, "
+           "\"xxh3_gbps\": %.3f, \"seal_gbps\": %.3f, \"open_gbps\": %.3f, \"disk_put_call_gbps\": %.3f, "
+           "\"disk_flush_gbps\": %.3f, \"disk_get_cold_gbps\": %.3f, \"disk_get_warm_gbps\": %.3f, "
+           "\"disk_read_gbps\": %.3f}\n",
+           (unsigned long long)bytes, (unsigned long long)entry, n, threads, median(m1, n), median(mall, n),
+           median(cput, n), median(cget, n), median(xx, n), median(sealv, n), median(openv, n), median(dput, n),
+           median(dflush, n), median(dcold, n), median(dwarm, n), median(dread, n));
+    munmap(map, map_bytes);
+    bench_roof_free(&all);
+    kvrt_cache_destroy(q.cache);
+    free(q.table);
+    free(q.tokens);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     struct kvrt_runtime_options o;
@@ -454,11 +596,13 @@ int main(int argc, char **argv)
         rc = lookup(argv[2]);
     else if (strcmp(what, "dd") == 0 && argc > 2)
         rc = dd(argv[2], argc > 4 && strcmp(argv[3], "--mib") == 0 ? strtoull(argv[4], NULL, 10) : 512);
+    else if (strcmp(what, "breakdown") == 0 && argc > 2)
+        rc = breakdown(argv[2], argc > 4 && strcmp(argv[3], "--rounds") == 0 ? atoi(argv[4]) : 3);
     else if (strcmp(what, "shared") == 0 && argc > 2)
         rc = shared(argv[2], argc > 4 && strcmp(argv[3], "--entries") == 0 ? strtoull(argv[4], NULL, 10) : 128);
     else
         fprintf(stderr, "usage: bench-store memory [--rounds N] | disk DIR [--mib N] | lookup DIR | shared URL "
-                        "[--entries N] | dd DIR [--mib N]\n");
+                        "[--entries N] | dd DIR [--mib N] | breakdown DIR [--rounds N]\n");
     kvrt_runtime_close(rt);
     return rc;
 }
