@@ -48,6 +48,13 @@ int store_fingerprint(struct store_model *m)
         base_put_le64(b + 24, L->head_size_v);
         ok = EVP_DigestUpdate(ctx, b, 32);
     }
+    /* a store of layer groups: its G, so that stores cut differently never
+     * share a key (one group adds nothing: the fingerprint without groups) */
+    if (ok && m->num_groups > 1) {
+        memcpy(b, "layers_per_entry", 16);
+        base_put_le64(b + 16, m->layers_per_entry);
+        ok = EVP_DigestUpdate(ctx, b, 24);
+    }
     unsigned int n = 0;
     if (!ok || !EVP_DigestFinal_ex(ctx, m->fingerprint, &n) || n != KVRT_STORE_KEY_BYTES)
         return digest_fail(ctx, md);
