@@ -82,8 +82,7 @@ static int map_layer(const struct store_model *m, size_t l, const kvrt_placement
                          "kvrt-store: the cache's layer \"%s\" has blocks of %llu tokens (kernel blocks %llu), "
                          "layer \"%s\" %llu (%llu); one block table needs one block size",
                          L->name, ULL(ps.spec->block_size), ULL(in->kernel_block_size),
-                         m->layers[out->first_layer].name,
-                         ULL(out->block_size), ULL(out->kernel_size));
+                         m->layers[out->first_layer].name, ULL(out->block_size), ULL(out->kernel_size));
     }
     struct canon_layer *C = &out->layers[l];
     C->offset = v.offset_bytes;

@@ -29,7 +29,7 @@ struct canon_map {
     uint64_t block_size;                 /* tokens per manager block */
     uint64_t kernel_size, kernel_blocks; /* k and r */
     uint64_t num_blocks;
-    uint64_t heads; /* head slots the cache holds */
+    uint64_t heads;     /* head slots the cache holds */
     size_t first_layer; /* the model's layer of layers[0] */
     size_t num_layers;
     struct canon_layer *layers;
@@ -62,9 +62,8 @@ void canon_io_end(struct canon_io *io);
 
 /* The copies of one chunk (tokens [first, first + chunk_tokens), the
  * layers of layer group `group`, which the map holds) between the cache's
- * head slots slots[0..n) and n canonical payloads of that group.  sums: NULL, or one checksum state per payload, fed the
- * payload's bytes in order as they are copied out (a put seals an entry
- * without reading it again). */
+ * head slots slots[0..n) and n canonical payloads of that group.  sums: NULL, or one checksum state per payload, fed
+ * the payload's bytes in order as they are copied out (a put seals an entry without reading it again). */
 struct canon_chunk {
     uint64_t first;
     uint64_t group;

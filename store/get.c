@@ -318,8 +318,12 @@ int store_get_run(struct store_op *op, uint64_t *tokens)
         for (uint64_t h = 0; h < H; h++)
             g.payloads[h] = (uint8_t *)g.f[h].payload;
         for (uint64_t k = 0; k < op->num_groups; k++) {
-            struct canon_chunk ch = {(op->first_chunk + c) * T, op->group_start + k, g.slots, op->num_heads,
-                                     g.payloads + k * op->num_heads, NULL};
+            struct canon_chunk ch = {(op->first_chunk + c) * T,
+                                     op->group_start + k,
+                                     g.slots,
+                                     op->num_heads,
+                                     g.payloads + k * op->num_heads,
+                                     NULL};
             canon_unpack(&io, m, &ch);
         }
         for (uint64_t h = 0; h < H; h++) {

@@ -169,10 +169,9 @@ int store_op_prepare(kvrt_store *s, const struct kvrt_store_span *span, const ch
     uint64_t group_start, num_groups;
     if ((rc = store_span_layers(s, fn, span->layer_start, span->num_layers, &group_start, &num_groups)) != KVRT_OK)
         return rc;
-    const uint64_t first_layer = store_group_first(&s->model, group_start),
-                   last_group = group_start + num_groups - 1,
-                   num_layers = store_group_first(&s->model, last_group) +
-                                store_group_count(&s->model, last_group) - first_layer;
+    const uint64_t first_layer = store_group_first(&s->model, group_start), last_group = group_start + num_groups - 1,
+                   num_layers = store_group_first(&s->model, last_group) + store_group_count(&s->model, last_group) -
+                                first_layer;
     if ((rc = canon_map_build(&s->model, span->cache, heads, first_layer, num_layers, &op->map)) != KVRT_OK)
         return rc;
     op->store = s;

@@ -145,9 +145,8 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
             rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store in \"%s\" has chunk_tokens %llu, not %llu",
                            o->path, ULL(s->model.chunk_tokens), ULL(o->chunk_tokens));
         if (rc == KVRT_OK && o->layers_per_entry && o->layers_per_entry != s->model.group_layers)
-            rc = BASE_FAIL(KVRT_ERR_INVALID,
-                           "kvrt_store_open: the store in \"%s\" has layers_per_entry %llu, not %llu", o->path,
-                           ULL(s->model.layers_per_entry), ULL(o->layers_per_entry));
+            rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store in \"%s\" has layers_per_entry %llu, not %llu",
+                           o->path, ULL(s->model.layers_per_entry), ULL(o->layers_per_entry));
         if (rc != KVRT_OK) {
             store_free(s);
             return rc;
@@ -156,7 +155,8 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
         return KVRT_OK;
     }
     uint64_t chunk = o->chunk_tokens ? o->chunk_tokens : KVRT_STORE_DEFAULT_CHUNK_TOKENS;
-    if ((rc = store_model_build(o->groups, o->num_groups, o->model_id, chunk, o->layers_per_entry, &s->model)) != KVRT_OK) {
+    if ((rc = store_model_build(o->groups, o->num_groups, o->model_id, chunk, o->layers_per_entry, &s->model)) !=
+        KVRT_OK) {
         store_free(s);
         return rc;
     }

@@ -285,8 +285,7 @@ KVRT_API int kvrt_store_lookup(kvrt_store *s, const int32_t *tokens, uint64_t nu
  * a span's: what a get of a pipeline stage will find.
  */
 KVRT_API int kvrt_store_lookup_layers(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, uint64_t head_start,
-                                      uint64_t num_heads, uint64_t layer_start, uint64_t num_layers,
-                                      uint64_t *stored);
+                                      uint64_t num_heads, uint64_t layer_start, uint64_t num_layers, uint64_t *stored);
 
 /**
  * kvrt_store_put and kvrt_store_get, posted: every check is made and *out

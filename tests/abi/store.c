@@ -130,8 +130,7 @@ int main(void)
     kvrt_store_options_default(&o);
     tap_ok(o.size == sizeof(o) && o.chunk_tokens == KVRT_STORE_DEFAULT_CHUNK_TOKENS &&
                o.memory_bytes == KVRT_STORE_DEFAULT_MEMORY_BYTES && o.disk_bytes == 0 && !o.path && !o.shared &&
-               o.queue_bytes == KVRT_STORE_DEFAULT_QUEUE_BYTES && !o.groups && !o.log &&
-               o.layers_per_entry == 0,
+               o.queue_bytes == KVRT_STORE_DEFAULT_QUEUE_BYTES && !o.groups && !o.log && o.layers_per_entry == 0,
            "kvrt_store_options_default: size, 256 tokens, 1 GiB, no disk or shared tier, every layer per entry");
     struct kvrt_store_span sp;
     memset(&sp, 0xff, sizeof(sp));

@@ -77,7 +77,8 @@ static struct kvrt_store_span span_of(const struct rank *r)
 static bool write_pp2(kvrt_store *s, bool stage1, uint64_t *stored_total)
 {
     struct rank w[3];
-    bool ok = rank_make(&w[0], KVRT_LAYOUT_LBHNC, 16, 0, 2, 0, 4, 1) && rank_make(&w[1], KVRT_LAYOUT_BLNHC, 8, 2, 2, 0, 4, 2);
+    bool ok =
+        rank_make(&w[0], KVRT_LAYOUT_LBHNC, 16, 0, 2, 0, 4, 1) && rank_make(&w[1], KVRT_LAYOUT_BLNHC, 8, 2, 2, 0, 4, 2);
     ok = ok && (!stage1 || rank_make(&w[2], KVRT_LAYOUT_LBHNC, 32, 0, H, 4, 4, 3));
     uint64_t total = 0;
     for (int i = 0; ok && i < (stage1 ? 3 : 2); i++) {
@@ -229,7 +230,8 @@ static void lookups(void)
         st_fill(&r.c, r.table, 0, N, 55);
         struct kvrt_store_span sp = span_of(&r);
         uint64_t loaded = 9;
-        ok = kvrt_store_get(s, &sp, &loaded) == KVRT_OK && loaded == 0 && st_check(&r.c, r.table, 0, N, 55, NULL, 0) == 0;
+        ok = kvrt_store_get(s, &sp, &loaded) == KVRT_OK && loaded == 0 &&
+             st_check(&r.c, r.table, 0, N, 55, NULL, 0) == 0;
         st_cache_free(&r.c);
     } else {
         ok = false;
@@ -249,8 +251,8 @@ static void disk_tier(void)
     if (r) {
         read_pp1_pp4(r, "disk (another store, no memory tier)");
         struct kvrt_store_stats st;
-    memset(&st, 0, sizeof(st));
-    st.size = sizeof(st);
+        memset(&st, 0, sizeof(st));
+        st.size = sizeof(st);
         kvrt_store_stats(r, &st);
         tap_ok(st.hits_disk == 2 * (N / CHUNK) * H * (L / 2) && st.dropped == 0,
                "disk: every read came from the directory (%llu hits), none dropped", (unsigned long long)st.hits_disk);
@@ -285,8 +287,8 @@ static void disk_tier(void)
     kvrt_store_close(w);
     r = ok ? open_g(3, 0, dir, NULL, NULL, 0) : NULL;
     uint64_t bad;
-    bool exact = r && read_stage(r, 0, 6, KVRT_LAYOUT_BLNHC, 8, &bad) && read_stage(r, 6, 2, KVRT_LAYOUT_LBHNC, 16, &bad) &&
-                 read_stage(r, 3, 5, KVRT_LAYOUT_BLNHC, 16, &bad);
+    bool exact = r && read_stage(r, 0, 6, KVRT_LAYOUT_BLNHC, 8, &bad) &&
+                 read_stage(r, 6, 2, KVRT_LAYOUT_LBHNC, 16, &bad) && read_stage(r, 3, 5, KVRT_LAYOUT_BLNHC, 16, &bad);
     struct kvrt_store_stats st;
     memset(&st, 0, sizeof(st));
     st.size = sizeof(st);
@@ -353,8 +355,8 @@ static void shared_tier(void)
     st.size = sizeof(st);
     if (w)
         kvrt_store_stats(w, &st);
-    tap_ok(ok && st.written_shared == (N / CHUNK) * H * (L / 2), "shared: the PP 2 writer's %llu entries reach the server",
-           (unsigned long long)st.written_shared);
+    tap_ok(ok && st.written_shared == (N / CHUNK) * H * (L / 2),
+           "shared: the PP 2 writer's %llu entries reach the server", (unsigned long long)st.written_shared);
     kvrt_store_close(w);
     /* readers with an empty disk: everything from the server */
     kvrt_store *r = open_g(2, 0, db, srv.url, NULL, 0);
@@ -376,12 +378,13 @@ static void shared_tier(void)
         ok = kvrt_store_get(h, &sp, &loaded) == KVRT_OK && loaded == 0 &&
              st_check(&x.c, x.table, 0, N, 55, NULL, 0) == 0;
         struct kvrt_store_stats hs;
-    memset(&hs, 0, sizeof(hs));
-    hs.size = sizeof(hs);
+        memset(&hs, 0, sizeof(hs));
+        hs.size = sizeof(hs);
         kvrt_store_stats(h, &hs);
         ok = ok && hs.dropped == 1;
-        tap_ok(ok, "hostile: group 1's entry under group 0's key is dropped (%llu), never loaded (0 tokens, cache "
-                   "unchanged)",
+        tap_ok(ok,
+               "hostile: group 1's entry under group 0's key is dropped (%llu), never loaded (0 tokens, cache "
+               "unchanged)",
                (unsigned long long)hs.dropped);
         st_cache_free(&x.c);
     } else {

@@ -188,8 +188,8 @@ static bool io(const struct st_cache *c, const int64_t *table, uint64_t first, u
                 if (memcmp(k + ko, gk + ko, cellk) != 0 || (vb && memcmp(v + vo, gv + vo, cellv) != 0)) {
                     if (*bad == 0 && where)
                         snprintf(where, size, "layer %llu, token %llu, head %llu",
-                                 (unsigned long long)(c->layer_offset + l),
-                                 (unsigned long long)first + t, (unsigned long long)c->head_offset + h);
+                                 (unsigned long long)(c->layer_offset + l), (unsigned long long)first + t,
+                                 (unsigned long long)c->head_offset + h);
                     (*bad)++;
                 }
             }
