@@ -171,6 +171,22 @@ def test_pipeline_stages():
             c = stage_cache(rt, "HND", 8, start, count)
             assert s.get(c, list(range(8)), tok, layers=(start, count)) == n
             assert same(read(c, list(range(8)), n, 8, layers=count), kv[start:start + count])
+        for bad in ("0:2", (0,), (0, 2, 4), (-1, 2), (0, 2.5)):
+            try:
+                s.lookup(tok, layers=bad)
+                raise AssertionError("layers=%r was taken" % (bad,))
+            except (kvrt.InvalidArgumentError, TypeError) as e:
+                assert "layers" in str(e) or "integer" in str(e), str(e)
+        try:
+            s.lookup(tok, layers=(2, 4))
+            raise AssertionError("a range past the model was taken")
+        except kvrt.InvalidArgumentError as e:
+            assert "outside the model's 4 layers" in str(e), str(e)
+    try:
+        kvrt.Store(None, model=m4, model_id="py@pp", layers_per_entry=-1)
+        raise AssertionError("layers_per_entry -1 was taken")
+    except kvrt.InvalidArgumentError as e:
+        assert "layers_per_entry" in str(e), str(e)
 
 
 def tenant_chain_key():
