@@ -9,8 +9,9 @@
  *                            table
  *   kvrt_store_lookup()      how many leading tokens of a sequence are stored
  *                            for every head this rank needs
- *   kvrt_store_get()         load them into a cache (any layout, block size
- *                            or tensor-parallel slice)
+ *                            (kvrt_store_lookup_layers: and its layers)
+ *   kvrt_store_get()         load them into a cache (any layout, block size,
+ *                            tensor-parallel slice or pipeline stage)
  *   kvrt_store_put_post() / kvrt_store_get_post()
  *                            the same, asynchronous: test, wait, release
  *   kvrt_store_flush()       wait until every entry put so far is in the
