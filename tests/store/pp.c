@@ -109,14 +109,14 @@ static bool read_stage(kvrt_store *s, uint64_t l0, uint64_t nl, enum kvrt_layout
     struct kvrt_store_span sp = span_of(&r);
     uint64_t loaded = 0;
     bool ok = kvrt_store_get(s, &sp, &loaded) == KVRT_OK && loaded == N;
+    const unsigned long long from = l0, to = l0 + nl;
     if (!ok)
-        tap_diag("get of layers [%llu, %llu): %llu tokens, %s", (unsigned long long)l0, (unsigned long long)(l0 + nl),
-                 (unsigned long long)loaded, kvrt_error_message());
+        tap_diag("get of layers [%llu, %llu): %llu tokens, %s", from, to, (unsigned long long)loaded,
+                 kvrt_error_message());
     char where[128] = "";
     *bad = st_check(&r.c, r.table, 0, N, 7, where, sizeof(where));
     if (*bad)
-        tap_diag("layers [%llu, %llu): %llu cells differ, first at %s", (unsigned long long)l0,
-                 (unsigned long long)(l0 + nl), (unsigned long long)*bad, where);
+        tap_diag("layers [%llu, %llu): %llu cells differ, first at %s", from, to, (unsigned long long)*bad, where);
     st_cache_free(&r.c);
     return ok && *bad == 0;
 }
@@ -311,8 +311,9 @@ static bool plant(int port, const uint8_t key[KVRT_STORE_KEY_BYTES])
         redisFree(c);
         return false;
     }
+    static const uint8_t prefix[5] = {'k', 'v', 'r', 't', ':'};
     uint8_t k1[5 + 36], k0[5 + 36];
-    memcpy(k1, "kvrt:", 5);
+    memcpy(k1, prefix, sizeof(prefix));
     memcpy(k1 + 5, key, KVRT_STORE_KEY_BYTES);
     memcpy(k0, k1, sizeof(k1));
     uint32_t g1 = 1 * H + 0; /* the index of group 1's head 0 */

@@ -186,10 +186,10 @@ static bool io(const struct st_cache *c, const int64_t *table, uint64_t first, u
             for (uint64_t h = 0; h < c->heads; h++) {
                 uint64_t ko = (t * c->heads + h) * cellk, vo = (t * c->heads + h) * cellv;
                 if (memcmp(k + ko, gk + ko, cellk) != 0 || (vb && memcmp(v + vo, gv + vo, cellv) != 0)) {
+                    uint64_t layer = c->layer_offset + l;
                     if (*bad == 0 && where)
-                        snprintf(where, size, "layer %llu, token %llu, head %llu",
-                                 (unsigned long long)(c->layer_offset + l), (unsigned long long)first + t,
-                                 (unsigned long long)c->head_offset + h);
+                        snprintf(where, size, "layer %llu, token %llu, head %llu", (unsigned long long)layer,
+                                 (unsigned long long)first + t, (unsigned long long)c->head_offset + h);
                     (*bad)++;
                 }
             }
