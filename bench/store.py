@@ -24,6 +24,11 @@
   a disk put's call and flush, a cold and a warm disk get, and the bare
   O_DIRECT read of the same slot file; the memory rows again against
   memcpy on all threads;
+- pipeline parallelism: put and get of the same sequence through memory
+  and disk with layers_per_entry L/4 (2 of 8 layers), every layer and a
+  stage of half the layers, beside the store without groups (one entry
+  of every layer): what cutting entries by layers costs
+  (docs/store.md "Pipeline parallelism"); --pp-only runs these alone;
 - shared tier: SET and GET of 1 MiB entries through a redis-server started
   here on loopback, against redis-benchmark's SET and GET of the same value
   size from one connection (-c 1; kvrt pipelines its SETs 64 at a time and
@@ -159,6 +164,48 @@ def redis_benchmark(port, value, n):
     return rps
 
 
+PP_MODEL = {"layers": 8, "kv_heads": 8, "head_size": 128, "dtype": "bf16", "block_size": 16}
+PP_TOKENS = 4096
+
+
+def pp_rows(build, work, rounds):
+    """(tier, what, GB/s put, GB/s get) of the PP split rows, medians of rounds."""
+    sys.path.insert(0, os.path.join(build, "python"))
+    import kvrt  # noqa: E402 (the build's package)
+    tokens = [(7 * i) % 32000 for i in range(PP_TOKENS)]
+    table = list(range(PP_TOKENS // 16))
+    layer_bytes = PP_TOKENS * 8 * 128 * 2 * 2  # tokens x heads x (K + V) x bf16
+    out = []
+    with kvrt.Runtime() as rt:
+        full = rt.cache(model=PP_MODEL, layout="HND", blocks=len(table), backend="cpu")
+        spec = {k: v for k, v in PP_MODEL.items() if k != "layers"}
+        half = rt.cache(model={"groups": [{"layers": [dict(spec, name="layer.%d" % i) for i in range(4)]}]},
+                        layout="HND", blocks=len(table), backend="cpu")
+        cases = [("every layer, one group (no groups)", 0, full, None, 8),
+                 ("every layer, layers_per_entry 2", 2, full, None, 8),
+                 ("a stage of layers [0, 4), layers_per_entry 2", 2, half, (0, 4), 4)]
+        for tier in ("memory", "disk"):
+            for what, g, cache, layers, nl in cases:
+                puts, gets = [], []
+                for r in range(rounds):
+                    path = os.path.join(work, "pp-%s-%d-%d" % (tier, g, r)) if tier == "disk" else None
+                    mem = 1 << 30 if tier == "memory" else 0
+                    with kvrt.Store(path, model=PP_MODEL, model_id="bench@pp", memory_bytes=mem,
+                                    disk_bytes=2 << 30, layers_per_entry=g) as s:
+                        t0 = time.perf_counter()
+                        s.put(cache, table, tokens, layers=layers)
+                        s.flush()
+                        t1 = time.perf_counter()
+                        assert s.get(cache, table, tokens, layers=layers) == PP_TOKENS
+                        t2 = time.perf_counter()
+                    if path:
+                        shutil.rmtree(path, ignore_errors=True)
+                    puts.append(nl * layer_bytes / (t1 - t0) / 1e9)
+                    gets.append(nl * layer_bytes / (t2 - t1) / 1e9)
+                out.append((tier, what, med(puts), med(gets)))
+    return out
+
+
 def med(v):
     return statistics.median(v)
 
@@ -179,7 +226,20 @@ def main():
     ap.add_argument("--mib", type=int, default=512, help="MiB put to disk (default 512)")
     ap.add_argument("--no-doc", action="store_true", help="leave BENCHMARKS.md alone")
     ap.add_argument("--out", default=os.path.join(ROOT, "bench", "results"))
+    ap.add_argument("--pp-only", action="store_true",
+                    help="only the pipeline-parallel rows (layers_per_entry), printed; nothing written")
     args = ap.parse_args()
+    if args.pp_only:
+        work = tempfile.mkdtemp(prefix="bench-store-pp-", dir=args.dir or args.build)
+        try:
+            print("load average (1 min) %.2f, %d CPUs, %d rounds (medians)"
+                  % (os.getloadavg()[0], os.cpu_count(), args.rounds))
+            print("| tier | entries | put GB/s | get GB/s |\n|---|---|---:|---:|")
+            for tier, what, p, g in pp_rows(args.build, work, args.rounds):
+                print("| %s | %s | %.2f | %.2f |" % (tier, what, p, g))
+        finally:
+            shutil.rmtree(work, ignore_errors=True)
+        return 0
     exe = need(os.path.join(args.build, "bench", "bench-store"), "run scripts/setup.sh first")
     for prog, pkg in (("fio", "fio"), ("redis-server", "redis-server"), ("redis-benchmark", "redis-tools")):
         if not shutil.which(prog):
@@ -247,6 +307,12 @@ def main():
             for op in ("put", "get"):
                 rows.append(("memory", "%s, %s cache, against all %d threads" % (op, m["layout"], bd["threads"]),
                              m[op + "_gbps"], "memcpy, %d threads" % bd["threads"], bd["memcpy_all_gbps"], 0.6))
+        # pipeline parallelism: layer groups against one entry of every layer
+        pp = pp_rows(args.build, work, args.rounds)
+        raw["pp"] = pp
+        for tier, what, p, g in pp:
+            rows.append((tier, "PP: put%s, %s" % (" + flush" if tier == "disk" else "", what), p, "-", 0, None))
+            rows.append((tier, "PP: get, %s" % what, g, "-", 0, None))
         # shared tier
         rd = os.path.join(work, "redis")
         os.mkdir(rd)

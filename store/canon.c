@@ -34,14 +34,15 @@ static int layer_mismatch(const struct store_layer *L, const char *what, unsigne
 static int map_layer(const struct store_model *m, size_t l, const kvrt_placement *p, uint64_t heads,
                      struct canon_map *out)
 {
-    const struct store_layer *L = &m->layers[l];
+    const struct store_layer *L = &m->layers[out->first_layer + l];
     size_t set;
     uint64_t index;
     if (kvrt_placement_find_layer(p, L->name, &set, &index) != KVRT_OK)
         return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-store: the cache has no layer \"%s\" of the model; a cache must hold every layer "
-                         "of the model (entries keep a head's layers together), named as in the model",
-                         L->name);
+                         "of the span's layers [%zu, %zu) (entries keep a layer group's layers together), named as "
+                         "in the model",
+                         L->name, out->first_layer, out->first_layer + out->num_layers);
     struct kvrt_placement_set ps;
     struct kvrt_view v;
     int rc = kvrt_placement_get_set(p, set, &ps);
@@ -80,8 +81,8 @@ static int map_layer(const struct store_model *m, size_t l, const kvrt_placement
         return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt-store: the cache's layer \"%s\" has blocks of %llu tokens (kernel blocks %llu), "
                          "layer \"%s\" %llu (%llu); one block table needs one block size",
-                         L->name, ULL(ps.spec->block_size), ULL(in->kernel_block_size), m->layers[0].name,
-                         ULL(out->block_size), ULL(out->kernel_size));
+                         L->name, ULL(ps.spec->block_size), ULL(in->kernel_block_size),
+                         m->layers[out->first_layer].name, ULL(out->block_size), ULL(out->kernel_size));
     }
     struct canon_layer *C = &out->layers[l];
     C->offset = v.offset_bytes;
@@ -92,21 +93,23 @@ static int map_layer(const struct store_model *m, size_t l, const kvrt_placement
     return KVRT_OK;
 }
 
-int canon_map_build(const struct store_model *m, kvrt_cache *cache, uint64_t heads, struct canon_map *out)
+int canon_map_build(const struct store_model *m, kvrt_cache *cache, uint64_t heads, size_t first, size_t count,
+                    struct canon_map *out)
 {
     memset(out, 0, sizeof(*out));
     const kvrt_placement *p = kvrt_cache_placement(cache);
     if (!p)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt-store: the cache has no placement (NULL or destroyed cache)");
-    out->layers = calloc(m->num_layers, sizeof(*out->layers));
+    out->layers = calloc(count ? count : 1, sizeof(*out->layers));
     if (!out->layers)
         return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-store: out of memory");
     out->cache = cache;
     out->placement = p;
-    out->num_layers = m->num_layers;
+    out->first_layer = first;
+    out->num_layers = count;
     out->heads = heads;
     out->num_blocks = kvrt_placement_num_blocks(p);
-    for (size_t l = 0; l < m->num_layers; l++) {
+    for (size_t l = 0; l < count; l++) {
         int rc = map_layer(m, l, p, heads, out);
         if (rc != KVRT_OK) {
             canon_map_free(out);
@@ -215,8 +218,9 @@ static void walk(const struct canon_io *io, const struct store_model *m, const s
     const struct canon_map *mp = io->map;
     const uint64_t bs = mp->block_size, k = mp->kernel_size, r = mp->kernel_blocks;
     const uint64_t end = ch->first + m->chunk_tokens;
-    for (size_t l = 0; l < mp->num_layers; l++) {
-        const struct canon_layer *L = &mp->layers[l];
+    const size_t from = store_group_first(m, ch->group), to = from + store_group_count(m, ch->group);
+    for (size_t l = from; l < to; l++) {
+        const struct canon_layer *L = &mp->layers[l - mp->first_layer];
         const uint64_t c = L->content, at = m->layers[l].entry_offset;
         for (uint64_t t = ch->first, done = 0; t < end;) {
             uint64_t pos = t % bs, n = pos % k;

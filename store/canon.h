@@ -29,14 +29,16 @@ struct canon_map {
     uint64_t block_size;                 /* tokens per manager block */
     uint64_t kernel_size, kernel_blocks; /* k and r */
     uint64_t num_blocks;
-    uint64_t heads; /* head slots the cache holds */
+    uint64_t heads;     /* head slots the cache holds */
+    size_t first_layer; /* the model's layer of layers[0] */
     size_t num_layers;
     struct canon_layer *layers;
 };
 
-/* Map the model's layers to the cache's (by name), checking that each
- * matches the model and holds `heads` heads. */
-int canon_map_build(const struct store_model *m, kvrt_cache *cache, uint64_t heads, struct canon_map *out);
+/* Map the model's layers [first, first + count) to the cache's (by name),
+ * checking that each matches the model and holds `heads` heads. */
+int canon_map_build(const struct store_model *m, kvrt_cache *cache, uint64_t heads, size_t first, size_t count,
+                    struct canon_map *out);
 void canon_map_free(struct canon_map *map);
 
 /* The cells one request reads or writes: the cache's own memory (host), or
@@ -58,13 +60,13 @@ int canon_io_begin(struct canon_io *io, const struct canon_map *map, const int64
 int canon_io_commit(struct canon_io *io);
 void canon_io_end(struct canon_io *io);
 
-/* The copies of one chunk (tokens [first, first + chunk_tokens), every
- * layer) between the cache's head slots slots[0..n) and n canonical
- * payloads.  sums: NULL, or one checksum state per payload, fed the
- * payload's bytes in order as they are copied out (a put seals an entry
- * without reading it again). */
+/* The copies of one chunk (tokens [first, first + chunk_tokens), the
+ * layers of layer group `group`, which the map holds) between the cache's
+ * head slots slots[0..n) and n canonical payloads of that group.  sums: NULL, or one checksum state per payload, fed
+ * the payload's bytes in order as they are copied out (a put seals an entry without reading it again). */
 struct canon_chunk {
     uint64_t first;
+    uint64_t group;
     const uint64_t *slots;
     uint64_t n;
     uint8_t *const *payloads;

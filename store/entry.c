@@ -1,5 +1,7 @@
 /* The entry format (docs/store.md "Entry"): a 128-byte header that names
- * the model fingerprint, the chunk key and the head, and ends in an XXH3-128
+ * the model fingerprint, the chunk key and the head (with layer groups, the
+ * index group x heads + head: with the fingerprint, which covers G, it
+ * names the entry's layers), and ends in an XXH3-128
  * checksum of itself and the payload, then the payload in canonical order.
  * The same bytes go to the disk and to the shared tier.
  *

@@ -32,7 +32,12 @@ static void bad_entry(kvrt_store *s, const struct store_id *id, const char *tier
 {
     char hex[65];
     kvrt_store_hex(id->key, hex);
-    store_warn(&s->log, "dropped %s entry %.16s.../head %u: %s", tier, hex, id->head, why);
+    const uint64_t Hm = s->model.num_heads;
+    if (s->model.num_groups > 1)
+        store_warn(&s->log, "dropped %s entry %.16s.../head %llu of layer group %llu: %s", tier, hex,
+                   ULL(id->head % Hm), ULL(id->head / Hm), why);
+    else
+        store_warn(&s->log, "dropped %s entry %.16s.../head %u: %s", tier, hex, id->head, why);
     pthread_mutex_lock(&s->count_lock);
     s->counts.dropped++;
     s->counts.rejected += rejected;
@@ -131,7 +136,7 @@ static void post_ahead(struct store_op *op, struct disk_read *r, struct disk_ahe
 {
     kvrt_store *s = op->store;
     A->n = 0;
-    for (uint64_t h = 0; h < op->num_heads; h++) {
+    for (uint64_t h = 0; h < op->units; h++) {
         struct store_id id;
         store_op_id(op, c, h, &id);
         bool found = false;
@@ -224,7 +229,7 @@ static bool find_local(struct store_op *op, struct disk_read *r, struct ahead *A
 static uint64_t find_chunk(struct store_op *op, struct disk_read *r, struct ahead *A, uint64_t c, struct get_scratch *g)
 {
     kvrt_store *s = op->store;
-    uint64_t H = op->num_heads, got = 0, missing = 0;
+    uint64_t H = op->units, got = 0, missing = 0;
     for (uint64_t h = 0; h < H; h++) {
         struct store_id id;
         store_op_id(op, c, h, &id);
@@ -270,7 +275,8 @@ int store_get_run(struct store_op *op, uint64_t *tokens)
 {
     kvrt_store *s = op->store;
     const struct store_model *m = &s->model;
-    uint64_t H = op->num_heads, T = m->chunk_tokens;
+    /* H: the chunk's entries, every head of every layer group */
+    uint64_t H = op->units, T = m->chunk_tokens;
     struct get_scratch g;
     int rc = get_scratch_init(&g, H, op->num_chunks);
     if (rc != KVRT_OK)
@@ -311,8 +317,15 @@ int store_get_run(struct store_op *op, uint64_t *tokens)
         }
         for (uint64_t h = 0; h < H; h++)
             g.payloads[h] = (uint8_t *)g.f[h].payload;
-        struct canon_chunk ch = {(op->first_chunk + c) * T, g.slots, H, g.payloads, NULL};
-        canon_unpack(&io, m, &ch);
+        for (uint64_t k = 0; k < op->num_groups; k++) {
+            struct canon_chunk ch = {(op->first_chunk + c) * T,
+                                     op->group_start + k,
+                                     g.slots,
+                                     op->num_heads,
+                                     g.payloads + k * op->num_heads,
+                                     NULL};
+            canon_unpack(&io, m, &ch);
+        }
         for (uint64_t h = 0; h < H; h++) {
             struct found *f = &g.f[h];
             hits[f->tier]++;

@@ -173,8 +173,8 @@ static int verify_one(void *user, const struct kvrt_store_entry_info *e, const u
         why = store_entry_check(&c->s->model, &id, copy, len);
         free(copy);
     }
-    if (!why && e->head >= c->s->model.num_heads)
-        why = "its head is past the model's KV heads";
+    if (!why && e->head >= c->s->model.num_groups * c->s->model.num_heads)
+        why = "its head is past the model's KV heads (of every layer group)";
     if (!why)
         return 0;
     c->r->bad++;

@@ -15,6 +15,7 @@
 
 static const char fingerprint_tag[16] = {'k', 'v', 'r', 't', '-', 's', 't', 'o',
                                          'r', 'e', '/', 'f', 'p', '/', 'v', '1'};
+static const char groups_tag[16] = {'l', 'a', 'y', 'e', 'r', 's', '_', 'p', 'e', 'r', '_', 'e', 'n', 't', 'r', 'y'};
 static const char chunk_tag[16] = {'k', 'v', 'r', 't', '-', 's', 't', 'o', 'r', 'e', '/', 'c', 'k', '/', 'v', '1'};
 
 static int digest_fail(EVP_MD_CTX *ctx, EVP_MD *md)
@@ -47,6 +48,13 @@ int store_fingerprint(struct store_model *m)
         base_put_le64(b + 16, L->head_size);
         base_put_le64(b + 24, L->head_size_v);
         ok = EVP_DigestUpdate(ctx, b, 32);
+    }
+    /* a store of layer groups: its G, so that stores cut differently never
+     * share a key (one group adds nothing: the fingerprint without groups) */
+    if (ok && m->num_groups > 1) {
+        memcpy(b, groups_tag, sizeof(groups_tag));
+        base_put_le64(b + 16, m->layers_per_entry);
+        ok = EVP_DigestUpdate(ctx, b, 24);
     }
     unsigned int n = 0;
     if (!ok || !EVP_DigestFinal_ex(ctx, m->fingerprint, &n) || n != KVRT_STORE_KEY_BYTES)

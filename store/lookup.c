@@ -1,5 +1,5 @@
 /* Lookup: how many of a sequence's leading chunks are stored, every head
- * of them, asked of memory and disk at once and of the shared tier a window
+ * (of every layer group asked) of them, asked of memory and disk at once and of the shared tier a window
  * of chunks at a time (docs/store.md "Operations").
  *
  * Layer 5 of libkvrt-store (docs/store.md, "Layers").
@@ -16,6 +16,12 @@
 int kvrt_store_lookup(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, uint64_t head_start,
                       uint64_t num_heads, uint64_t *stored)
 {
+    return kvrt_store_lookup_layers(s, tokens, num_tokens, head_start, num_heads, 0, 0, stored);
+}
+
+int kvrt_store_lookup_layers(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, uint64_t head_start,
+                             uint64_t num_heads, uint64_t layer_start, uint64_t num_layers, uint64_t *stored)
+{
     const char *fn = "kvrt_store_lookup";
     if (!s || !stored)
         return BASE_FAIL(KVRT_ERR_INVALID, "%s: the store and stored are required", fn);
@@ -24,8 +30,10 @@ int kvrt_store_lookup(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens,
         return BASE_FAIL(KVRT_ERR_STATE, "%s: the store was opened to inspect its directory (no model)", fn);
     if (num_tokens && !tokens)
         return BASE_FAIL(KVRT_ERR_INVALID, "%s: num_tokens is %llu but tokens is NULL", fn, ULL(num_tokens));
-    uint64_t H;
+    uint64_t H, group_start = 0, num_groups = 0;
     int rc = store_span_heads(s, fn, head_start, num_heads, &H);
+    if (rc == KVRT_OK)
+        rc = store_span_layers(s, fn, layer_start, num_layers, &group_start, &num_groups);
     const uint64_t T = s->model.chunk_tokens, n = num_tokens / T;
     if (rc == KVRT_OK)
         rc = store_check_tokens(fn, tokens, n * T);
@@ -37,6 +45,11 @@ int kvrt_store_lookup(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens,
     op.num_chunks = n;
     op.head_start = head_start;
     op.num_heads = H;
+    op.group_start = group_start;
+    op.num_groups = num_groups;
+    op.units = num_groups * H;
+    /* from here on H counts a chunk's entries: every head of every group */
+    H = op.units;
     op.keys = malloc(n * KVRT_STORE_KEY_BYTES);
     bool *present = malloc(n * H * sizeof(*present));
     if (!op.keys || !present) {

@@ -55,7 +55,7 @@ static int check_layer(const struct kvrt_layer_entry *e, const struct kvrt_spec_
 }
 
 int store_model_build(const struct kvrt_group *groups, size_t num_groups, const char *model_id, uint64_t chunk_tokens,
-                      struct store_model *out)
+                      uint64_t layers_per_entry, struct store_model *out)
 {
     memset(out, 0, sizeof(*out));
     if (!groups || num_groups == 0)
@@ -113,17 +113,36 @@ int store_model_build(const struct kvrt_group *groups, size_t num_groups, const 
                                e->name, ULL(e->spec.num_kv_heads), out->layers[0].name, ULL(out->num_heads));
         }
     }
+    /* layer groups: G >= the layers (or 0) is one group, the format of a
+     * store without groups, recorded as 0 */
+    if (rc == KVRT_OK) {
+        uint64_t L = out->num_layers;
+        out->group_layers = layers_per_entry == 0 || layers_per_entry >= L ? L : layers_per_entry;
+        out->num_groups = (L + out->group_layers - 1) / out->group_layers;
+        out->layers_per_entry = out->num_groups > 1 ? out->group_layers : 0;
+        /* an entry's index (group x heads + head) is 32 bits in keys */
+        uint64_t entries;
+        if (__builtin_mul_overflow(out->num_groups, out->num_heads, &entries) || entries > UINT32_MAX)
+            rc = BASE_FAIL(KVRT_ERR_INVALID,
+                           "kvrt_store_open: layers_per_entry %llu cuts %llu layers into %llu groups of %llu KV "
+                           "heads, more than 2^32 entries per chunk; give a larger layers_per_entry",
+                           ULL(layers_per_entry), ULL(L), ULL(out->num_groups), ULL(out->num_heads));
+    }
+    uint64_t group_bytes = 0;
     for (size_t l = 0; rc == KVRT_OK && l < out->num_layers; l++) {
         struct store_layer *L = &out->layers[l];
         uint64_t layer_bytes;
-        L->entry_offset = out->payload_bytes;
+        if (l % out->group_layers == 0)
+            group_bytes = 0;
+        L->entry_offset = group_bytes;
         if (__builtin_mul_overflow(L->content, chunk_tokens, &layer_bytes) ||
-            __builtin_add_overflow(out->payload_bytes, layer_bytes, &out->payload_bytes) ||
-            out->payload_bytes > MAX_ENTRY_BYTES)
+            __builtin_add_overflow(group_bytes, layer_bytes, &group_bytes) || group_bytes > MAX_ENTRY_BYTES)
             rc = BASE_FAIL(KVRT_ERR_OVERFLOW,
-                           "kvrt_store_open: one entry (%llu tokens of %zu layers) would exceed %llu bytes; lower "
-                           "chunk_tokens",
-                           ULL(chunk_tokens), out->num_layers, ULL(MAX_ENTRY_BYTES));
+                           "kvrt_store_open: one entry (%llu tokens of %llu layers) would exceed %llu bytes; lower "
+                           "chunk_tokens or layers_per_entry",
+                           ULL(chunk_tokens), ULL(out->group_layers), ULL(MAX_ENTRY_BYTES));
+        if (group_bytes > out->payload_bytes)
+            out->payload_bytes = group_bytes;
         out->cell_bytes += L->content;
     }
     if (rc == KVRT_OK)

@@ -24,6 +24,10 @@ struct store_op {
     uint8_t *keys; /* num_chunks keys */
     uint64_t first_chunk, num_chunks;
     uint64_t head_start, num_heads;
+    /* the layer groups of its layers; its entries per chunk ("units"):
+     * num_groups x num_heads, group by group, unit u being group
+     * group_start + u / num_heads, head head_start + u % num_heads */
+    uint64_t group_start, num_groups, units;
     uint64_t replica;
     /* with events on: the range's tokens (from its first chunk) and the
      * key before it, which BlockStored names */
@@ -40,14 +44,18 @@ int store_op_prepare(kvrt_store *s, const struct kvrt_store_span *span, const ch
 void store_op_free(struct store_op *op);
 /* The heads a span names, as [start, start + n) of the model's. */
 int store_span_heads(const kvrt_store *s, const char *fn, uint64_t start, uint64_t n, uint64_t *out_n);
+/* The layer groups of the layers [start, start + n) (n 0: all), refused
+ * unless they are whole groups. */
+int store_span_layers(const kvrt_store *s, const char *fn, uint64_t start, uint64_t n, uint64_t *group_start,
+                      uint64_t *num_groups);
 /* Token ids are >= 0. */
 int store_check_tokens(const char *fn, const int32_t *tokens, uint64_t n);
-/* The id of chunk c's head h (of the op's). */
-void store_op_id(const struct store_op *op, uint64_t c, uint64_t h, struct store_id *id);
+/* The id of chunk c's unit u (of the op's). */
+void store_op_id(const struct store_op *op, uint64_t c, uint64_t u, struct store_id *id);
 /* With events on, give e, chunk c's entry, its chunk's parent and tokens
  * (store_event_attach; BlockStored names them). */
 void store_op_attach(const struct store_op *op, struct mem_entry *e, uint64_t c);
-/* Which of the op's entries memory or the disk holds: present[c * heads + h]. */
+/* Which of the op's entries memory or the disk holds: present[c * units + u]. */
 int store_find_present(struct store_op *op, bool *present);
 
 /* put.c, get.c: run a prepared op; *tokens (required): the tokens stored,

@@ -1,5 +1,5 @@
-/* Put: the entries a span's chunks lack, copied out of the cache head by
- * head into sealed entries, indexed in memory and queued for the lower
+/* Put: the entries a span's chunks lack, copied out of the cache group by
+ * group (every missing head of a layer group together) into sealed entries, indexed in memory and queued for the lower
  * tiers (docs/store.md "Operations").
  *
  * Layer 5 of libkvrt-store (docs/store.md, "Layers").
@@ -50,12 +50,24 @@ static int put_scratch_init(struct put_scratch *ps, uint64_t heads, bool sums)
     return KVRT_OK;
 }
 
+/* Zero the padding of a payload of group g past its layers (a group
+ * smaller than the largest), fed to its checksum. */
+static void pad(const struct store_model *m, uint64_t g, uint8_t *payload, XXH3_state_t *sum)
+{
+    uint64_t at = store_group_bytes(m, g);
+    if (at == m->payload_bytes)
+        return;
+    memset(payload + at, 0, m->payload_bytes - at);
+    if (sum)
+        STORE_SUM_UPDATE(sum, payload + at, m->payload_bytes - at);
+}
+
 int store_put_run(struct store_op *op, uint64_t *tokens)
 {
     kvrt_store *s = op->store;
     const struct store_model *m = &s->model;
-    uint64_t H = op->num_heads, T = m->chunk_tokens;
-    bool *present = malloc((op->num_chunks * H > 0 ? op->num_chunks * H : 1) * sizeof(*present));
+    uint64_t H = op->num_heads, U = op->units, T = m->chunk_tokens;
+    bool *present = malloc((op->num_chunks * U > 0 ? op->num_chunks * U : 1) * sizeof(*present));
     if (!present)
         return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_put: out of memory");
     int rc = store_find_present(op, present);
@@ -64,8 +76,8 @@ int store_put_run(struct store_op *op, uint64_t *tokens)
         /* another replica holds the same heads: replica 0 writes them */
         for (uint64_t c = 0; c < op->num_chunks; c++) {
             bool all = true;
-            for (uint64_t h = 0; h < H; h++)
-                all = all && present[c * H + h];
+            for (uint64_t u = 0; u < U; u++)
+                all = all && present[c * U + u];
             stored_chunks += all;
         }
         free(present);
@@ -85,53 +97,58 @@ int store_put_run(struct store_op *op, uint64_t *tokens)
     if (rc == KVRT_OK)
         rc = put_scratch_init(&ps, H, where != 0);
     for (uint64_t c = 0; c < op->num_chunks && rc == KVRT_OK; c++) {
-        /* the chunk's missing heads, copied out together */
-        uint64_t n = 0;
-        for (uint64_t h = 0; h < H; h++) {
-            if (present[c * H + h]) {
-                found++;
-                continue;
+        bool all = true;
+        for (uint64_t g = 0; g < op->num_groups && rc == KVRT_OK; g++) {
+            /* the group's missing heads, copied out together */
+            const uint64_t group = op->group_start + g;
+            uint64_t n = 0;
+            for (uint64_t h = 0; h < H; h++) {
+                if (present[c * U + g * H + h]) {
+                    found++;
+                    continue;
+                }
+                struct store_id id;
+                store_op_id(op, c, g * H + h, &id);
+                struct mem_entry *e = mem_entry_new(&s->mem, &id);
+                if (!e) {
+                    rc = BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_put: out of memory for an entry of %llu bytes",
+                                   ULL(m->payload_bytes));
+                    break;
+                }
+                ps.entries[n] = e;
+                ps.slots[n] = h;
+                ps.payloads[n] = e->buf + STORE_HEADER_BYTES;
+                if (where)
+                    store_entry_seal_begin(m, &id, e->buf, &ps.sums[n]);
+                n++;
             }
-            struct store_id id;
-            store_op_id(op, c, h, &id);
-            struct mem_entry *e = mem_entry_new(&s->mem, &id);
-            if (!e) {
-                rc = BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_put: out of memory for an entry of %llu bytes",
-                               ULL(m->payload_bytes));
+            if (rc != KVRT_OK) {
+                for (uint64_t i = 0; i < n; i++)
+                    mem_entry_unref(&s->mem, ps.entries[i]);
                 break;
             }
-            ps.entries[n] = e;
-            ps.slots[n] = h;
-            ps.payloads[n] = e->buf + STORE_HEADER_BYTES;
-            if (where)
-                store_entry_seal_begin(m, &id, e->buf, &ps.sums[n]);
-            n++;
-        }
-        if (rc != KVRT_OK) {
-            for (uint64_t i = 0; i < n; i++)
-                mem_entry_unref(&s->mem, ps.entries[i]);
-            break;
-        }
-        struct canon_chunk ch = {(op->first_chunk + c) * T, ps.slots, n, ps.payloads, where ? ps.sums : NULL};
-        canon_pack(&io, m, &ch);
-        bool all = true;
-        for (uint64_t i = 0; i < n; i++) {
-            struct mem_entry *e = ps.entries[i];
-            if (where) {
-                store_entry_seal_end(e->buf, &ps.sums[i]);
-                e->refs++; /* the queue's */
-                e->queued = true;
+            struct canon_chunk ch = {(op->first_chunk + c) * T, group, ps.slots, n, ps.payloads,
+                                     where ? ps.sums : NULL};
+            canon_pack(&io, m, &ch);
+            for (uint64_t i = 0; i < n; i++) {
+                struct mem_entry *e = ps.entries[i];
+                pad(m, group, ps.payloads[i], where ? &ps.sums[i] : NULL);
+                if (where) {
+                    store_entry_seal_end(e->buf, &ps.sums[i]);
+                    e->refs++; /* the queue's */
+                    e->queued = true;
+                }
+                copied++;
+                store_op_attach(op, e, c);
+                bool kept = mem_tier_insert(&s->mem, e, s->has_mem);
+                if (!kept)
+                    mem_entry_unref(&s->mem, e); /* the index did not take it */
+                if (where)
+                    writer_enqueue(s, e, where);
+                all = all && (kept || where);
             }
-            copied++;
-            store_op_attach(op, e, c);
-            bool kept = mem_tier_insert(&s->mem, e, s->has_mem);
-            if (!kept)
-                mem_entry_unref(&s->mem, e); /* the index did not take it */
-            if (where)
-                writer_enqueue(s, e, where);
-            all = all && (kept || where);
         }
-        stored_chunks += all;
+        stored_chunks += all && rc == KVRT_OK;
     }
     put_scratch_free(&ps);
     canon_io_end(&io);

@@ -34,6 +34,10 @@ char *store_record_text(const struct store_model *m)
                           (int)KVRT_STORE_FORMAT_VERSION, "model_id", m->model_id, "fingerprint", fp, "chunk_tokens",
                           (json_int_t)m->chunk_tokens, "num_heads", (json_int_t)m->num_heads, "entry_bytes",
                           (json_int_t)m->payload_bytes, "layers", layers);
+    /* only a store of layer groups records it: one group's record is
+     * that of a store without groups */
+    if (o && m->num_groups > 1)
+        json_object_set_new(o, "layers_per_entry", json_integer((json_int_t)m->layers_per_entry));
     char *text = o ? json_dumps(o, JSON_COMPACT | JSON_PRESERVE_ORDER) : NULL;
     json_decref(o);
     return text;
@@ -155,6 +159,18 @@ int store_record_compare(const char *text, size_t len, const struct store_model 
         }
     }
     if (rc == KVRT_OK) {
+        uint64_t g = 0;
+        if (json_object_get(o, "layers_per_entry") && !int_of(o, "layers_per_entry", &g))
+            rc = damaged(path, "layers_per_entry is not a count");
+        else if (g != m->layers_per_entry)
+            rc = BASE_FAIL(KVRT_ERR_INVALID,
+                           "kvrt_store_open: the store in \"%s\" was written with layers_per_entry %llu%s; this "
+                           "store has layers_per_entry %llu%s (entries of one directory hold one cut of the layers: "
+                           "give the directory's, or another path)",
+                           path, ULL(g), g ? "" : " (every layer)", ULL(m->layers_per_entry),
+                           m->layers_per_entry ? "" : " (every layer)");
+    }
+    if (rc == KVRT_OK) {
         char fp[65];
         kvrt_store_hex(m->fingerprint, fp);
         const char *theirs = str_of(o, "fingerprint");
@@ -174,8 +190,12 @@ int store_record_model(const char *text, size_t len, const char *path, struct st
         return rc;
     json_t *layers = json_object_get(o, "layers");
     const char *id = str_of(o, "model_id");
-    uint64_t chunk = 0, heads = 0;
+    uint64_t chunk = 0, heads = 0, per_entry = 0;
     size_t n = json_array_size(layers);
+    if (json_object_get(o, "layers_per_entry") && !int_of(o, "layers_per_entry", &per_entry)) {
+        json_decref(o);
+        return damaged(path, "layers_per_entry is not a count");
+    }
     if (!id || !int_of(o, "chunk_tokens", &chunk) || !int_of(o, "num_heads", &heads) || n == 0 || n > 65536 ||
         heads == 0 || heads > (1u << 20)) {
         json_decref(o);
@@ -208,7 +228,7 @@ int store_record_model(const char *text, size_t len, const char *path, struct st
     }
     if (rc == KVRT_OK) {
         struct kvrt_group g = {entries, n};
-        rc = store_model_build(&g, 1, id, chunk, out);
+        rc = store_model_build(&g, 1, id, chunk, per_entry, out);
         if (rc != KVRT_OK) {
             char msg[1024];
             snprintf(msg, sizeof(msg), "%s", kvrt_error_message());

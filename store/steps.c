@@ -47,6 +47,45 @@ int store_span_heads(const kvrt_store *s, const char *fn, uint64_t start, uint64
     return KVRT_OK;
 }
 
+int store_span_layers(const kvrt_store *s, const char *fn, uint64_t start, uint64_t n, uint64_t *group_start,
+                      uint64_t *num_groups)
+{
+    const struct store_model *m = &s->model;
+    const uint64_t L = m->num_layers, G = m->group_layers;
+    if (n == 0) {
+        if (start != 0)
+            return BASE_FAIL(KVRT_ERR_INVALID,
+                             "%s: layer_start %llu with num_layers 0 (all layers); give both, or neither", fn,
+                             ULL(start));
+        n = L;
+    }
+    if (start >= L || n > L - start)
+        return BASE_FAIL(KVRT_ERR_INVALID,
+                         "%s: layers [%llu, %llu) are outside the model's %llu layers (attention and MLA, in "
+                         "canonical order); give layer_start and num_layers with layer_start + num_layers <= %llu",
+                         fn, ULL(start), ULL(start + n), ULL(L), ULL(L));
+    uint64_t end = start + n;
+    if (start % G || (end % G && end != L)) {
+        /* the boundaries a range may start or end on */
+        char bounds[256];
+        size_t at = 0;
+        for (uint64_t b = 0; b <= L && at < sizeof(bounds) - 24; b += G) {
+            at += (size_t)snprintf(bounds + at, sizeof(bounds) - at, "%s%llu", b ? ", " : "", ULL(b));
+            if (b + G > L && b != L)
+                at += (size_t)snprintf(bounds + at, sizeof(bounds) - at, ", %llu", ULL(L));
+        }
+        if (at >= sizeof(bounds) - 24)
+            snprintf(bounds + at, sizeof(bounds) - at, ", ...");
+        return BASE_FAIL(KVRT_ERR_INVALID,
+                         "%s: layers [%llu, %llu) are not whole layer groups of this store (layers_per_entry %llu, "
+                         "%llu layers); a range starts and ends on a group boundary: %s",
+                         fn, ULL(start), ULL(end), ULL(G), ULL(L), bounds);
+    }
+    *group_start = start / G;
+    *num_groups = (end - start + G - 1) / G;
+    return KVRT_OK;
+}
+
 int store_check_tokens(const char *fn, const int32_t *tokens, uint64_t n)
 {
     for (uint64_t i = 0; i < n; i++)
@@ -127,9 +166,18 @@ int store_op_prepare(kvrt_store *s, const struct kvrt_store_span *span, const ch
         return BASE_FAIL(KVRT_ERR_INVALID,
                          "%s: first %llu is not on a chunk boundary; give a multiple of chunk_tokens (%llu)", fn,
                          ULL(span->first), ULL(T));
-    if ((rc = canon_map_build(&s->model, span->cache, heads, &op->map)) != KVRT_OK)
+    uint64_t group_start, num_groups;
+    if ((rc = store_span_layers(s, fn, span->layer_start, span->num_layers, &group_start, &num_groups)) != KVRT_OK)
+        return rc;
+    const uint64_t first_layer = store_group_first(&s->model, group_start), last_group = group_start + num_groups - 1,
+                   num_layers = store_group_first(&s->model, last_group) + store_group_count(&s->model, last_group) -
+                                first_layer;
+    if ((rc = canon_map_build(&s->model, span->cache, heads, first_layer, num_layers, &op->map)) != KVRT_OK)
         return rc;
     op->store = s;
+    op->group_start = group_start;
+    op->num_groups = num_groups;
+    op->units = num_groups * heads;
     op->first_chunk = span->first / T;
     op->num_chunks = count / T;
     op->head_start = span->head_start;
@@ -193,10 +241,11 @@ int store_op_prepare(kvrt_store *s, const struct kvrt_store_span *span, const ch
     return KVRT_OK;
 }
 
-void store_op_id(const struct store_op *op, uint64_t c, uint64_t h, struct store_id *id)
+void store_op_id(const struct store_op *op, uint64_t c, uint64_t u, struct store_id *id)
 {
     memcpy(id->key, op->keys + c * KVRT_STORE_KEY_BYTES, KVRT_STORE_KEY_BYTES);
-    id->head = (uint32_t)(op->head_start + h);
+    const uint64_t H = op->num_heads, g = op->group_start + u / H;
+    id->head = (uint32_t)(g * op->store->model.num_heads + op->head_start + u % H);
 }
 
 void store_op_attach(const struct store_op *op, struct mem_entry *e, uint64_t c)
@@ -219,7 +268,7 @@ static int cmp_probe(const void *a, const void *b)
 }
 
 /* Which entries of the op are stored already (memory or disk):
- * present[c * heads + h].  A chunk's heads are asked of each tier at once
+ * present[c * units + u].  A chunk's heads are asked of each tier at once
  * (one lock of the memory tier, one cursor walk of the index): a 128k-token
  * lookup asks about 4096 entries.  The index is walked in key order: a
  * cursor whose next key is on the leaf page it stands on skips the descent
@@ -228,7 +277,8 @@ static int cmp_probe(const void *a, const void *b)
 int store_find_present(struct store_op *op, bool *present)
 {
     kvrt_store *s = op->store;
-    uint64_t H = op->num_heads, n = 0;
+    const uint64_t H = op->num_heads, U = op->units, Hm = s->model.num_heads;
+    uint64_t n = 0;
     struct probe *probes = s->has_disk ? malloc((op->num_chunks ? op->num_chunks : 1) * sizeof(*probes)) : NULL;
     bool *disk = s->has_disk ? malloc((H ? H : 1) * sizeof(*disk)) : NULL;
     if (s->has_disk && (!probes || !disk)) {
@@ -238,7 +288,13 @@ int store_find_present(struct store_op *op, bool *present)
     }
     for (uint64_t c = 0; c < op->num_chunks; c++) {
         const uint8_t *key = op->keys + c * KVRT_STORE_KEY_BYTES;
-        if (!mem_tier_has_heads(&s->mem, key, (uint32_t)op->head_start, (uint32_t)H, present + c * H) && probes) {
+        bool all = true;
+        /* a group's heads are neighbours: one range per group */
+        for (uint64_t g = 0; g < op->num_groups; g++) {
+            uint32_t index = (uint32_t)((op->group_start + g) * Hm + op->head_start);
+            all = mem_tier_has_heads(&s->mem, key, index, (uint32_t)H, present + c * U + g * H) && all;
+        }
+        if (!all && probes) {
             memcpy(probes[n].key, key, KVRT_STORE_KEY_BYTES);
             probes[n++].chunk = c;
         }
@@ -248,10 +304,13 @@ int store_find_present(struct store_op *op, bool *present)
     if (n > 1)
         qsort(probes, n, sizeof(*probes), cmp_probe);
     for (uint64_t i = 0; i < n && rc == KVRT_OK; i++) {
-        bool *p = present + probes[i].chunk * H;
-        rc = disk_read_has(r, probes[i].key, (uint32_t)op->head_start, (uint32_t)H, disk);
-        for (uint64_t h = 0; h < H && rc == KVRT_OK; h++)
-            p[h] = p[h] || disk[h];
+        for (uint64_t g = 0; g < op->num_groups && rc == KVRT_OK; g++) {
+            bool *p = present + probes[i].chunk * U + g * H;
+            uint32_t index = (uint32_t)((op->group_start + g) * Hm + op->head_start);
+            rc = disk_read_has(r, probes[i].key, index, (uint32_t)H, disk);
+            for (uint64_t h = 0; h < H && rc == KVRT_OK; h++)
+                p[h] = p[h] || disk[h];
+        }
     }
     disk_read_end(r);
     free(probes);

@@ -58,12 +58,6 @@ static int check_options(const struct kvrt_store_options *o)
         return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt_store_open: options size %zu; expected %zu (call kvrt_store_options_default)", o->size,
                          sizeof(*o));
-    for (size_t i = 0; i < sizeof(o->reserved); i++)
-        if (o->reserved[i])
-            return BASE_FAIL(KVRT_ERR_INVALID,
-                             "kvrt_store_options.reserved[%zu] is %u, but reserved bytes must be 0 (this "
-                             "libkvrt-store speaks API %d.%d); fill the options with kvrt_store_options_default",
-                             i, (unsigned)o->reserved[i], KVRT_STORE_API_VERSION_MAJOR, KVRT_STORE_API_VERSION_MINOR);
     if (!(o->shared_timeout_s >= 0) || o->shared_timeout_s > 3600)
         return BASE_FAIL(KVRT_ERR_INVALID,
                          "kvrt_store_open: shared_timeout_s %g; valid are 0 (default %g) to 3600 seconds",
@@ -150,6 +144,9 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
             o->chunk_tokens != s->model.chunk_tokens)
             rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store in \"%s\" has chunk_tokens %llu, not %llu",
                            o->path, ULL(s->model.chunk_tokens), ULL(o->chunk_tokens));
+        if (rc == KVRT_OK && o->layers_per_entry && o->layers_per_entry != s->model.group_layers)
+            rc = BASE_FAIL(KVRT_ERR_INVALID, "kvrt_store_open: the store in \"%s\" has layers_per_entry %llu, not %llu",
+                           o->path, ULL(s->model.layers_per_entry), ULL(o->layers_per_entry));
         if (rc != KVRT_OK) {
             store_free(s);
             return rc;
@@ -158,7 +155,8 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
         return KVRT_OK;
     }
     uint64_t chunk = o->chunk_tokens ? o->chunk_tokens : KVRT_STORE_DEFAULT_CHUNK_TOKENS;
-    if ((rc = store_model_build(o->groups, o->num_groups, o->model_id, chunk, &s->model)) != KVRT_OK) {
+    if ((rc = store_model_build(o->groups, o->num_groups, o->model_id, chunk, o->layers_per_entry, &s->model)) !=
+        KVRT_OK) {
         store_free(s);
         return rc;
     }

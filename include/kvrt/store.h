@@ -9,8 +9,9 @@
  *                            table
  *   kvrt_store_lookup()      how many leading tokens of a sequence are stored
  *                            for every head this rank needs
- *   kvrt_store_get()         load them into a cache (any layout, block size
- *                            or tensor-parallel slice)
+ *                            (kvrt_store_lookup_layers: and its layers)
+ *   kvrt_store_get()         load them into a cache (any layout, block size,
+ *                            tensor-parallel slice or pipeline stage)
  *   kvrt_store_put_post() / kvrt_store_get_post()
  *                            the same, asynchronous: test, wait, release
  *   kvrt_store_flush()       wait until every entry put so far is in the
@@ -21,8 +22,9 @@
  * size, independent of any cache's block size).  A chunk's key is SHA-256 of
  * the model's fingerprint, the previous chunk's key and the chunk's token
  * ids; an entry holds one chunk of one KV head (or MLA's latent) across
- * every layer, in the canonical order docs/store.md gives byte by byte, so
- * a rank at any tensor parallelism writes and reads the heads it holds and
+ * every layer (or one group of layers_per_entry layers), in the canonical
+ * order docs/store.md gives byte by byte, so a rank at any tensor or
+ * pipeline parallelism writes and reads the heads and layers it holds and
  * the keys do not depend on parallelism, layout or block size.
  *
  * Never wrong: every entry written to disk or to the shared tier carries a
@@ -62,7 +64,7 @@ extern "C" {
  * (docs/design.md §12).  meson.build reads both numbers from here.
  */
 #define KVRT_STORE_API_VERSION_MAJOR 1
-#define KVRT_STORE_API_VERSION_MINOR 1
+#define KVRT_STORE_API_VERSION_MINOR 2
 
 /* Version of the canonical entry format and of the store directory
  * (docs/store.md); a directory of another version is refused. */
@@ -152,7 +154,15 @@ struct kvrt_store_options {
     /* A ROUTER endpoint (bound) that resends missed batches; NULL: none.
      * Needs events. */
     const char *events_replay;
-    uint8_t reserved[8]; /* zero (kvrt_store_options_default) */
+    /* 1.2: layers per entry (docs/store.md "Pipeline parallelism"): the
+     * model's layers, in canonical order, are cut into consecutive groups
+     * of this many (the last may be shorter) and an entry holds one chunk
+     * of one head of one group, so that a pipeline stage stores and loads
+     * the groups of its layers alone.  0 (or at least the model's layers):
+     * one group of every layer, the format without groups.  Recorded in a
+     * directory, like chunk_tokens; part of the fingerprint.  0 when
+     * inspecting: the directory's. */
+    uint64_t layers_per_entry;
 };
 
 /** Defaults: chunk_tokens 256, memory 1 GiB, no disk or shared tier,
@@ -217,7 +227,13 @@ struct kvrt_store_span {
      * writes; a put of another replica stores nothing and reports the
      * range stored once replica 0 has stored it. */
     uint64_t replica;
-    uint8_t reserved[56]; /* zero (kvrt_store_span_default) */
+    /* 1.2: the model's layers the cache holds, a pipeline stage's:
+     * [layer_start, layer_start + num_layers) in canonical order (the
+     * cache names them as the model does).  A range of whole layer groups
+     * (layers_per_entry); num_layers 0: all of them. */
+    uint64_t layer_start;
+    uint64_t num_layers;
+    uint8_t reserved[40]; /* zero (kvrt_store_span_default) */
 };
 
 /** Defaults: everything 0 or NULL, count KVRT_UNSET. */
@@ -263,6 +279,14 @@ KVRT_API int kvrt_store_get(kvrt_store *s, const struct kvrt_store_span *span, u
  */
 KVRT_API int kvrt_store_lookup(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, uint64_t head_start,
                                uint64_t num_heads, uint64_t *stored);
+
+/**
+ * 1.2: kvrt_store_lookup for the layers [layer_start, layer_start +
+ * num_layers) alone (num_layers 0: all), a range of whole layer groups as
+ * a span's: what a get of a pipeline stage will find.
+ */
+KVRT_API int kvrt_store_lookup_layers(kvrt_store *s, const int32_t *tokens, uint64_t num_tokens, uint64_t head_start,
+                                      uint64_t num_heads, uint64_t layer_start, uint64_t num_layers, uint64_t *stored);
 
 /**
  * kvrt_store_put and kvrt_store_get, posted: every check is made and *out
@@ -340,7 +364,8 @@ KVRT_API int kvrt_store_metrics(kvrt_store *s, char *buf, size_t size, size_t *n
 struct kvrt_store_entry_info {
     size_t size;
     uint8_t key[KVRT_STORE_KEY_BYTES]; /* the chunk's key */
-    uint64_t head;                     /* the model's KV head */
+    uint64_t head;                     /* the model's KV head; with layer groups, the entry's index:
+                                          group x the model's KV heads + head */
     uint64_t bytes;                    /* stored bytes (header and payload) */
     uint64_t last_used;                /* the directory's clock when last written or read */
     uint8_t reserved[32];

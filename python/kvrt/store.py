@@ -53,14 +53,15 @@ class StoreOptions(C.Structure):
                 ("shared", C.c_char_p), ("shared_timeout_s", dbl), ("queue_bytes", u64), ("log", LOG_FN),
                 ("log_user", vp), ("shared_password_file", C.c_char_p), ("shared_ca_file", C.c_char_p),
                 ("shared_cert_file", C.c_char_p), ("shared_cert_key_file", C.c_char_p), ("key_file", C.c_char_p),
-                ("events", C.c_char_p), ("events_replay", C.c_char_p), ("reserved", C.c_uint8 * 8)]
+                ("events", C.c_char_p), ("events_replay", C.c_char_p), ("layers_per_entry", u64)]
 
 
 class Span(C.Structure):
     _c_name = "kvrt_store_span"
     _fields_ = [("size", sz), ("cache", vp), ("block_table", P(C.c_int64)), ("num_blocks", u64),
                 ("tokens", P(C.c_int32)), ("num_tokens", u64), ("first", u64), ("count", u64),
-                ("head_start", u64), ("num_heads", u64), ("replica", u64), ("reserved", C.c_uint8 * 56)]
+                ("head_start", u64), ("num_heads", u64), ("replica", u64), ("layer_start", u64),
+                ("num_layers", u64), ("reserved", C.c_uint8 * 40)]
 
 
 class Stats(C.Structure):
@@ -98,6 +99,7 @@ _SIGNATURES = {
     "kvrt_store_put": ([vp, P(Span), P(u64)], i32),
     "kvrt_store_get": ([vp, P(Span), P(u64)], i32),
     "kvrt_store_lookup": ([vp, P(C.c_int32), u64, u64, u64, P(u64)], i32),
+    "kvrt_store_lookup_layers": ([vp, P(C.c_int32), u64, u64, u64, u64, u64, P(u64)], i32),
     "kvrt_store_put_post": ([vp, P(Span), P(vp)], i32),
     "kvrt_store_get_post": ([vp, P(Span), P(vp)], i32),
     "kvrt_store_test": ([vp, P(u64)], i32),
@@ -192,12 +194,15 @@ class Store(Closeable):
     options (kv_cache_dtype, block_size, attention_backend) as for
     Runtime.cache.  ``events="tcp://*:5557"`` publishes vLLM's KV events
     for routers there, ``events_replay="tcp://*:5558"`` serves missed
-    batches again (docs/store.md, "KV events")."""
+    batches again (docs/store.md, "KV events").  ``layers_per_entry=G``
+    cuts the layers into groups of G per entry, so that pipeline stages
+    store and load their own layers (None or 0: every layer in one entry;
+    docs/store.md, "Pipeline parallelism")."""
 
     def __init__(self, path, model=None, model_id=None, chunk_tokens=256, memory_bytes=None, disk_bytes=None,
                  shared=None, shared_timeout=None, queue_bytes=None, kv_cache_dtype=None, block_size=None,
                  attention_backend=None, shared_password_file=None, shared_ca_file=None, shared_cert_file=None,
-                 shared_cert_key_file=None, key_file=None, events=None, events_replay=None):
+                 shared_cert_key_file=None, key_file=None, events=None, events_replay=None, layers_per_entry=None):
         self._h = C.c_void_p()
         o = StoreOptions()
         slib.kvrt_store_options_default(C.byref(o))
@@ -214,6 +219,8 @@ class Store(Closeable):
         self._model_id = model_id.encode() if isinstance(model_id, str) else None
         o.model_id = self._model_id
         o.chunk_tokens = whole("chunk_tokens", chunk_tokens, high=1 << 20) if model is not None else 0
+        if layers_per_entry is not None:
+            o.layers_per_entry = whole("layers_per_entry", layers_per_entry, low=0)
         if memory_bytes is not None:
             o.memory_bytes = whole("memory_bytes", memory_bytes, low=0)
         if disk_bytes is not None:
@@ -262,7 +269,18 @@ class Store(Closeable):
             raise StateError("the store is closed")
 
     # -- operations --
-    def _span(self, cache, block_table, tokens, first, count, heads, tp, replica):
+    @staticmethod
+    def _layers(layers):
+        """(start, count) of the model's layers, as given or as
+        kvrt.pp_layers() returns them; None: all."""
+        if layers is None:
+            return 0, 0
+        if not isinstance(layers, (tuple, list)) or len(layers) != 2:
+            raise InvalidArgumentError("layers: (start, count) of the model's layers, as kvrt.pp_layers gives; "
+                                       "got %r" % (layers,))
+        return whole("layers start", layers[0], low=0), whole("layers count", layers[1])
+
+    def _span(self, cache, block_table, tokens, first, count, heads, tp, replica, layers=None):
         self._check_open()
         if not isinstance(cache, Cache):
             raise InvalidArgumentError("cache: a kvrt Cache (Runtime.cache or Runtime.wrap); got %s"
@@ -290,23 +308,27 @@ class Store(Closeable):
             sp.head_start, sp.num_heads = whole("heads start", heads[0], low=0), whole("heads count", heads[1])
         if replica is not None:
             sp.replica = whole("replica", replica, low=0)
+        sp.layer_start, sp.num_layers = self._layers(layers)
         return sp, (cache, table, tok)
 
-    def put(self, cache, block_table, tokens, first=0, count=None, heads=None, tp=None, replica=None):
+    def put(self, cache, block_table, tokens, first=0, count=None, heads=None, tp=None, replica=None, layers=None):
         """Store the whole chunks of tokens [first, first + count) (count
         None: to the end) of the sequence whose block table and token ids
         are given, every head the cache holds; returns the tokens of the
         range's whole chunks now stored.  Entries reach the disk and shared
-        tiers in the background (flush() waits for them)."""
-        sp, keep = self._span(cache, block_table, tokens, first, count, heads, tp, replica)
+        tiers in the background (flush() waits for them).  layers=(start,
+        count): the model's layers the cache holds (a pipeline stage's,
+        kvrt.pp_layers()), whole layer groups; None: all."""
+        sp, keep = self._span(cache, block_table, tokens, first, count, heads, tp, replica, layers)
         out = u64()
         check(slib.kvrt_store_put(self._h, C.byref(sp), C.byref(out)))
         return out.value
 
-    def get(self, cache, block_table, tokens, first=0, count=None, heads=None, tp=None):
+    def get(self, cache, block_table, tokens, first=0, count=None, heads=None, tp=None, layers=None):
         """Load the leading stored chunks of the range into the cache;
-        returns the tokens loaded (a multiple of chunk_tokens, from first)."""
-        sp, keep = self._span(cache, block_table, tokens, first, count, heads, tp, None)
+        returns the tokens loaded (a multiple of chunk_tokens, from first).
+        layers as for put()."""
+        sp, keep = self._span(cache, block_table, tokens, first, count, heads, tp, None, layers)
         out = u64()
         check(slib.kvrt_store_get(self._h, C.byref(sp), C.byref(out)))
         return out.value
@@ -317,20 +339,25 @@ class Store(Closeable):
         check(fn(self._h, C.byref(sp), C.byref(h)))
         return Request(h, keep)
 
-    def put_async(self, cache, block_table, tokens, first=0, count=None, heads=None, tp=None, replica=None):
+    def put_async(self, cache, block_table, tokens, first=0, count=None, heads=None, tp=None, replica=None,
+                  layers=None):
         """put(), posted: a Request at once; the copy runs on the store's
         worker thread (the engine must not write the range's blocks until
         it is complete)."""
-        return self._post(slib.kvrt_store_put_post, (cache, block_table, tokens, first, count, heads, tp, replica))
+        return self._post(slib.kvrt_store_put_post,
+                          (cache, block_table, tokens, first, count, heads, tp, replica, layers))
 
-    def get_async(self, cache, block_table, tokens, first=0, count=None, heads=None, tp=None):
+    def get_async(self, cache, block_table, tokens, first=0, count=None, heads=None, tp=None, layers=None):
         """get(), posted: a Request at once (the range's blocks must not be
         read until it is complete)."""
-        return self._post(slib.kvrt_store_get_post, (cache, block_table, tokens, first, count, heads, tp, None))
+        return self._post(slib.kvrt_store_get_post,
+                          (cache, block_table, tokens, first, count, heads, tp, None, layers))
 
-    def lookup(self, tokens, heads=None, tp=None):
+    def lookup(self, tokens, heads=None, tp=None, layers=None):
         """How many leading tokens of the sequence are stored, in any tier,
-        for every one of the heads (None: all the model's)."""
+        for every one of the heads (None: all the model's) and of the
+        layers (start, count) (None: all; a pipeline stage's,
+        kvrt.pp_layers())."""
         self._check_open()
         tok, nt = index_array(tokens, C.c_int32, "tokens")
         start, n = 0, 0
@@ -341,8 +368,9 @@ class Store(Closeable):
             start, n = sp.head_start, sp.num_heads
         elif heads is not None:
             start, n = whole("heads start", heads[0], low=0), whole("heads count", heads[1])
+        ls, ln = self._layers(layers)
         out = u64()
-        check(slib.kvrt_store_lookup(self._h, tok, nt, start, n, C.byref(out)))
+        check(slib.kvrt_store_lookup_layers(self._h, tok, nt, start, n, ls, ln, C.byref(out)))
         return out.value
 
     def flush(self):

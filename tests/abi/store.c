@@ -38,7 +38,7 @@ int main(void)
         return tap_done();
     }
     VAL(KVRT_STORE_API_VERSION_MAJOR, 1);
-    VAL(KVRT_STORE_API_VERSION_MINOR, 1);
+    VAL(KVRT_STORE_API_VERSION_MINOR, 2);
     VAL(KVRT_STORE_FORMAT_VERSION, 1);
     VAL(KVRT_STORE_KEY_BYTES, 32);
     VAL(KVRT_STORE_PENDING, 1);
@@ -64,9 +64,11 @@ int main(void)
     OFF(kvrt_store_options, key_file, 136);
     OFF(kvrt_store_options, events, 144);
     OFF(kvrt_store_options, events_replay, 152);
-    OFF(kvrt_store_options, reserved, 160);
+    OFF(kvrt_store_options, layers_per_entry, 160);
     SIZE(kvrt_store_options, 168);
-    LAST(kvrt_store_options);
+    /* 1.2 took its last reserved bytes: a new field grows it at the end */
+    tap_ok(offsetof(struct kvrt_store_options, layers_per_entry) + 8 == sizeof(struct kvrt_store_options),
+           "kvrt_store_options: layers_per_entry last");
 
     OFF(kvrt_store_span, size, 0);
     OFF(kvrt_store_span, cache, 8);
@@ -79,7 +81,9 @@ int main(void)
     OFF(kvrt_store_span, head_start, 64);
     OFF(kvrt_store_span, num_heads, 72);
     OFF(kvrt_store_span, replica, 80);
-    OFF(kvrt_store_span, reserved, 88);
+    OFF(kvrt_store_span, layer_start, 88);
+    OFF(kvrt_store_span, num_layers, 96);
+    OFF(kvrt_store_span, reserved, 104);
     SIZE(kvrt_store_span, 144);
     LAST(kvrt_store_span);
 
@@ -126,14 +130,13 @@ int main(void)
     kvrt_store_options_default(&o);
     tap_ok(o.size == sizeof(o) && o.chunk_tokens == KVRT_STORE_DEFAULT_CHUNK_TOKENS &&
                o.memory_bytes == KVRT_STORE_DEFAULT_MEMORY_BYTES && o.disk_bytes == 0 && !o.path && !o.shared &&
-               o.queue_bytes == KVRT_STORE_DEFAULT_QUEUE_BYTES && !o.groups && !o.log &&
-               zero(o.reserved, sizeof(o.reserved)),
-           "kvrt_store_options_default: size, 256 tokens, 1 GiB, no disk or shared tier, reserved zero");
+               o.queue_bytes == KVRT_STORE_DEFAULT_QUEUE_BYTES && !o.groups && !o.log && o.layers_per_entry == 0,
+           "kvrt_store_options_default: size, 256 tokens, 1 GiB, no disk or shared tier, every layer per entry");
     struct kvrt_store_span sp;
     memset(&sp, 0xff, sizeof(sp));
     kvrt_store_span_default(&sp);
     tap_ok(sp.size == sizeof(sp) && sp.count == KVRT_UNSET && sp.first == 0 && sp.num_heads == 0 && !sp.cache &&
-               sp.replica == 0 && zero(sp.reserved, sizeof(sp.reserved)),
+               sp.replica == 0 && sp.layer_start == 0 && sp.num_layers == 0 && zero(sp.reserved, sizeof(sp.reserved)),
            "kvrt_store_span_default: size, count KVRT_UNSET, the rest zero");
 #else
     (void)zero;

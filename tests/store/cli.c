@@ -35,7 +35,9 @@ static json_t *json_of(const struct spawn_result *r)
     return json_loads(r->out, 0, &err);
 }
 
-static bool make(const char *dir, int seqs)
+/* A store of seqs sequences of 2 chunks in dir, of layer groups of g
+ * layers (0: none). */
+static bool make_g(const char *dir, int seqs, uint64_t g)
 {
     kvrt_runtime *rt;
     struct kvrt_runtime_options ro;
@@ -44,7 +46,18 @@ static bool make(const char *dir, int seqs)
         return false;
     struct st_model m;
     st_model_init(&m, KVRT_SPEC_ATTENTION, KVRT_DTYPE_BF16, 2, 2, 16, 16);
-    kvrt_store *s = st_open(&m, "cli@1", T, 0, dir, 0, NULL);
+    struct kvrt_store_options o;
+    kvrt_store_options_default(&o);
+    o.groups = &m.group;
+    o.num_groups = 1;
+    o.model_id = "cli@1";
+    o.chunk_tokens = T;
+    o.memory_bytes = 0;
+    o.path = dir;
+    o.layers_per_entry = g;
+    kvrt_store *s = NULL;
+    if (kvrt_store_open(&o, &s) != KVRT_OK)
+        tap_diag("kvrt_store_open: %s", kvrt_error_message());
     struct st_cache c;
     bool ok = s && st_cache_make(&c, rt, "cpu", &m, KVRT_LAYOUT_LBHNC, 16, 0, 10, 0, 2);
     int64_t table[8];
@@ -61,6 +74,11 @@ static bool make(const char *dir, int seqs)
     st_cache_free(&c);
     kvrt_runtime_close(rt);
     return ok;
+}
+
+static bool make(const char *dir, int seqs)
+{
+    return make_g(dir, seqs, 0);
 }
 
 /* Change one payload byte of the first entry in the file. */
@@ -176,6 +194,27 @@ int main(int argc, char **argv)
            "kvrt(1) has a store section with the subcommands");
     spawn_result_free(&r);
     st_rmdir(dir);
+    free(dir);
+
+    /* a store of layer groups: one layer per entry of the 2 layers */
+    dir = st_tempdir("cli-groups");
+    bool grouped = dir && make_g(dir, 1, 1);
+    r = run("store", "stat", dir, NULL, NULL);
+    tap_ok(grouped && r.status == 0 && strstr(r.out, "layer groups 1 layers per entry") && strstr(r.out, "8 entries"),
+           "stat of a store of layer groups names them: 2 chunks x 2 heads x 2 groups");
+    spawn_result_free(&r);
+    r = run("store", "stat", dir, "--json", NULL);
+    j = json_of(&r);
+    tap_ok(r.status == 0 && j &&
+               json_integer_value(json_object_get(json_object_get(j, "model"), "layers_per_entry")) == 1,
+           "stat --json: model.layers_per_entry 1");
+    json_decref(j);
+    spawn_result_free(&r);
+    r = run("store", "verify", dir, NULL, NULL);
+    tap_ok(r.status == 0 && strstr(r.out, "8 entries verified: 0 bad"), "verify of a store of layer groups: exit 0");
+    spawn_result_free(&r);
+    if (dir)
+        st_rmdir(dir);
     free(dir);
     return tap_done();
 }

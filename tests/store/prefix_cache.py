@@ -39,7 +39,8 @@ for i, (tier, what) in enumerate(tiers, 1):
         reason = text.split("shared tier: skipped:", 1)[1].split("\n", 1)[0].strip()
         print("ok %d - %s # SKIP %s" % (i, what, reason))
     else:
-        print("%s %d - %s: TP 2 writes, TP 1 and TP 4 load the prefix, tokens identical to the reference"
+        print("%s %d - %s: PP 2 x TP 2 writes, PP 1, PP 4 and TP 4 load the prefix, tokens identical to the "
+              "reference"
               % ("ok" if ok else "not ok", i, what))
     for line in text.rstrip().split("\n"):
         print("# " + line)

@@ -59,7 +59,17 @@ bool st_cache_make(struct st_cache *c, kvrt_runtime *rt, const char *backend, co
                    enum kvrt_layout layout, uint64_t block_size, uint64_t kernel, uint64_t blocks, uint64_t head_offset,
                    uint64_t heads)
 {
+    return st_cache_make_layers(c, rt, backend, m, layout, block_size, kernel, blocks, head_offset, heads, 0,
+                                m->layers);
+}
+
+bool st_cache_make_layers(struct st_cache *c, kvrt_runtime *rt, const char *backend, const struct st_model *m,
+                          enum kvrt_layout layout, uint64_t block_size, uint64_t kernel, uint64_t blocks,
+                          uint64_t head_offset, uint64_t heads, uint64_t layer_offset, uint64_t layers)
+{
     memset(c, 0, sizeof(*c));
+    c->layer_offset = layer_offset;
+    c->layers = layers;
     c->model = m;
     c->layout = layout;
     c->block_size = block_size;
@@ -68,12 +78,12 @@ bool st_cache_make(struct st_cache *c, kvrt_runtime *rt, const char *backend, co
     c->head_offset = head_offset;
     c->heads = heads;
     struct kvrt_layer_entry e[ST_MAX_LAYERS];
-    for (uint64_t l = 0; l < m->layers; l++) {
-        e[l] = m->entries[l];
+    for (uint64_t l = 0; l < layers && layer_offset + l < m->layers; l++) {
+        e[l] = m->entries[layer_offset + l];
         e[l].spec.block_size = block_size;
         e[l].spec.num_kv_heads = heads;
     }
-    struct kvrt_group g = {e, m->layers};
+    struct kvrt_group g = {e, layers};
     kvrt_placement *p = NULL;
     int rc = kvrt_runtime_bind(rt, backend, kvrt_layout_name(layout), &c->backend);
     if (rc == KVRT_OK)
@@ -155,8 +165,9 @@ static bool io(const struct st_cache *c, const int64_t *table, uint64_t first, u
     int rc = kvrt_buffer_create(c->backend, kb + 1, &bk);
     if (rc == KVRT_OK && vb)
         rc = kvrt_buffer_create(c->backend, vb + 1, &bv);
-    for (uint64_t l = 0; rc == KVRT_OK && l < m->layers; l++) {
-        vectors(c, l, first, n, seed, k, v);
+    for (uint64_t l = 0; rc == KVRT_OK && l < c->layers; l++) {
+        /* the pattern of the model's layer: equal in every stage's cache */
+        vectors(c, c->layer_offset + l, first, n, seed, k, v);
         if (write) {
             rc = kvrt_buffer_upload(bk, 0, k, kb);
             if (rc == KVRT_OK && vb)
@@ -175,8 +186,9 @@ static bool io(const struct st_cache *c, const int64_t *table, uint64_t first, u
             for (uint64_t h = 0; h < c->heads; h++) {
                 uint64_t ko = (t * c->heads + h) * cellk, vo = (t * c->heads + h) * cellv;
                 if (memcmp(k + ko, gk + ko, cellk) != 0 || (vb && memcmp(v + vo, gv + vo, cellv) != 0)) {
+                    uint64_t layer = c->layer_offset + l;
                     if (*bad == 0 && where)
-                        snprintf(where, size, "layer %llu, token %llu, head %llu", (unsigned long long)l,
+                        snprintf(where, size, "layer %llu, token %llu, head %llu", (unsigned long long)layer,
                                  (unsigned long long)first + t, (unsigned long long)c->head_offset + h);
                     (*bad)++;
                 }
@@ -242,6 +254,8 @@ struct kvrt_store_span st_span(const struct st_cache *c, const int64_t *table, u
     sp.count = count;
     sp.head_start = c->head_offset;
     sp.num_heads = c->heads == c->model->heads && c->head_offset == 0 ? 0 : c->heads;
+    sp.layer_start = c->layer_offset;
+    sp.num_layers = c->layers == c->model->layers && c->layer_offset == 0 ? 0 : c->layers;
     return sp;
 }
 

@@ -37,12 +37,18 @@ struct st_cache {
     const struct st_model *model;
     enum kvrt_layout layout;
     uint64_t block_size, kernel, blocks, heads, head_offset;
+    uint64_t layer_offset, layers; /* the model's layers it holds (a pipeline stage's) */
 };
 
 /* NULL-free on success; a TAP diagnostic and false on failure. */
 bool st_cache_make(struct st_cache *c, kvrt_runtime *rt, const char *backend, const struct st_model *m,
                    enum kvrt_layout layout, uint64_t block_size, uint64_t kernel, uint64_t blocks, uint64_t head_offset,
                    uint64_t heads);
+/* The same holding only the model's layers [layer_offset, layer_offset +
+ * layers), named as the model's: a pipeline stage's cache. */
+bool st_cache_make_layers(struct st_cache *c, kvrt_runtime *rt, const char *backend, const struct st_model *m,
+                          enum kvrt_layout layout, uint64_t block_size, uint64_t kernel, uint64_t blocks,
+                          uint64_t head_offset, uint64_t heads, uint64_t layer_offset, uint64_t layers);
 void st_cache_free(struct st_cache *c);
 
 /* A block table of n distinct blocks of the cache, shuffled by seed. */
@@ -63,7 +69,7 @@ void st_tokens(int32_t *tokens, uint64_t n, uint64_t seed);
 kvrt_store *st_open(const struct st_model *m, const char *model_id, uint64_t chunk, uint64_t memory, const char *path,
                     uint64_t disk, const char *shared);
 
-/* A span over c: table, tokens, range, the cache's heads. */
+/* A span over c: table, tokens, range, the cache's heads and layers. */
 struct kvrt_store_span st_span(const struct st_cache *c, const int64_t *table, uint64_t num_blocks,
                                const int32_t *tokens, uint64_t num_tokens, uint64_t first, uint64_t count);
 

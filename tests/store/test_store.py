@@ -115,6 +115,68 @@ def test_heads_and_tp():
             assert s2.put(c, [0, 1, 2, 3], tok, tp=(4, 1)) == n
 
 
+def stage_cache(rt, layout, block_size, start, count, heads=4, blocks=40):
+    """A pipeline stage's cache: the model's layers [start, start + count), named as the model's."""
+    spec = {k: v for k, v in MODEL.items() if k != "layers"}
+    spec.update(block_size=block_size, kv_heads=heads)
+    layers = [dict(spec, name="layer.%d" % i) for i in range(start, start + count)]
+    return rt.cache(model={"groups": [{"layers": layers}]}, layout=layout, blocks=blocks, backend="cpu")
+
+
+def test_pipeline_stages():
+    """PP 2 writers (stage 0 at TP 2) with layers_per_entry 2 of 4 layers; PP 1 and PP 4 readers, exact"""
+    n, L = 2 * T, 4
+    m4 = dict(MODEL, layers=L)
+    kv, tok = random_kv(n, layers=L, seed=5), tokens_of(n, 5)
+    with kvrt.Runtime() as rt, kvrt.Store(None, model=m4, model_id="py@pp", chunk_tokens=T,
+                                          layers_per_entry=2) as s:
+        for rank in range(2):  # stage 0: layers [0, 2), TP 2
+            c = stage_cache(rt, "NHD", 16, 0, 2, heads=2)
+            t = [rank * 10 + i for i in range(4)]
+            for layer in range(2):
+                k, v = kv[layer]
+                c.write(layer, slots(t, n, 16), k[:, 2 * rank:2 * rank + 2].contiguous(),
+                        v[:, 2 * rank:2 * rank + 2].contiguous())
+            assert s.put(c, t, tok, heads=(2 * rank, 2), layers=kvrt.pp_layers(L, 2, 0)) == n
+        assert s.lookup(tok, layers=(0, 2)) == n and s.lookup(tok, layers=(2, 2)) == 0 and s.lookup(tok) == 0
+        c = stage_cache(rt, "HND", 32, 2, 2)  # stage 1: layers [2, 4), TP 1
+        fill(c, [3, 1], n, 32, kv[2:])
+        assert s.put(c, [3, 1], tok, layers=kvrt.pp_layers(L, 2, 1)) == n
+        assert s.lookup(tok) == n and s.stats["memory_entries"] == 2 * 4 * 2
+        one = cache_of(rt, "BLHNC", 16, model=m4)
+        assert s.get(one, list(range(4)), tok) == n
+        assert same(read(one, list(range(4)), n, 16, layers=L), kv)
+        for rank in range(4):  # PP 4 needs layer groups of 1: refused, naming the boundaries
+            start, count = kvrt.pp_layers(L, 4, rank)
+            c = stage_cache(rt, "NHD", 16, start, count)
+            try:
+                s.get(c, list(range(4)), tok, layers=(start, count))
+                raise AssertionError("a range of half a group was taken")
+            except kvrt.InvalidArgumentError as e:
+                assert "not whole layer groups" in str(e) and "0, 2, 4" in str(e), str(e)
+        for stage in range(2):  # PP 2 readers in another layout
+            start, count = kvrt.pp_layers(L, 2, stage)
+            c = stage_cache(rt, "HND", 8, start, count)
+            assert s.get(c, list(range(8)), tok, layers=(start, count)) == n
+            assert same(read(c, list(range(8)), n, 8, layers=count), kv[start:start + count])
+        for bad in ("0:2", (0,), (0, 2, 4), (-1, 2), (0, 2.5)):
+            try:
+                s.lookup(tok, layers=bad)
+                raise AssertionError("layers=%r was taken" % (bad,))
+            except (kvrt.InvalidArgumentError, TypeError) as e:
+                assert "layers" in str(e) or "integer" in str(e), str(e)
+        try:
+            s.lookup(tok, layers=(2, 4))
+            raise AssertionError("a range past the model was taken")
+        except kvrt.InvalidArgumentError as e:
+            assert "outside the model's 4 layers" in str(e), str(e)
+    try:
+        kvrt.Store(None, model=m4, model_id="py@pp", layers_per_entry=-1)
+        raise AssertionError("layers_per_entry -1 was taken")
+    except kvrt.InvalidArgumentError as e:
+        assert "layers_per_entry" in str(e), str(e)
+
+
 def tenant_chain_key():
     """The chain key docs/store.md derives from KVRT_STORE_KEY_FILE (HKDF-SHA256), or None."""
     path = os.environ.get("KVRT_STORE_KEY_FILE")

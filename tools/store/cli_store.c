@@ -132,6 +132,9 @@ static void print_stat(json_t *d)
            (unsigned long long)num(d, "model.num_heads"), json_string_value(json_object_get(l0, "kind")),
            json_string_value(json_object_get(l0, "dtype")), (unsigned long long)num(l0, "head_size"),
            (unsigned long long)num(l0, "head_size_v"));
+    if (num(d, "model.layers_per_entry"))
+        printf("  layer groups %llu layers per entry (the last group may be shorter, its entries padded)\n",
+               (unsigned long long)num(d, "model.layers_per_entry"));
     cli_format_bytes(num(d, "model.entry_bytes"), b1, sizeof(b1));
     printf("  entries of   %llu tokens of one head: %s each (%llu bytes with the header)\n",
            (unsigned long long)num(d, "model.chunk_tokens"), b1,
