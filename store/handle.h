@@ -10,6 +10,7 @@
 #include "disk.h"
 #include "shared.h"
 #include "seal.h"
+#include "workers.h"
 #include "writer.h"
 
 /* What this process counted (kvrt_store_stats), under count_lock. */
@@ -43,6 +44,7 @@ struct kvrt_store {
     uint64_t req_open;
     pthread_cond_t req_drained;
     struct store_events *events; /* KV events for routers (events.h); NULL: off */
+    struct store_workers *workers; /* a put's copies spread over them; NULL: the caller's thread */
 };
 
 #endif

@@ -94,6 +94,7 @@ static void store_free(kvrt_store *s)
         shared_free(&s->shared);
     if (s->has_disk)
         disk_close(&s->disk);
+    store_workers_stop(s->workers);
     if (s->mem.buckets)
         mem_tier_free(&s->mem);
     /* after the memory tier, whose entries leave with the process */
@@ -177,6 +178,17 @@ int kvrt_store_open(const struct kvrt_store_options *o, kvrt_store **out)
         return rc;
     }
     s->has_mem = o->memory_bytes > 0;
+    const char *bad_threads;
+    unsigned threads = store_workers_wanted(&bad_threads);
+    if (bad_threads) {
+        rc = BASE_FAIL(KVRT_ERR_INVALID,
+                       "kvrt_store_open: KVRT_STORE_THREADS is \"%s\"; valid are 1 (the caller's thread only) to %u, "
+                       "or unset (the online CPUs)",
+                       bad_threads, STORE_WORKERS_MAX);
+        store_free(s);
+        return rc;
+    }
+    store_workers_start(threads, &s->workers);
     if (o->events) {
         if ((rc = store_events_open(&s->log, s->model.chunk_tokens, o->events, o->events_replay, &s->events)) !=
             KVRT_OK) {

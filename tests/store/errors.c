@@ -71,6 +71,20 @@ static void options(void)
     REFUSED(kvrt_store_open(&o, &s), KVRT_ERR_INVALID, "\"redis://h:70000\"", "port 1-65535", NULL,
             "a port out of range");
     o.shared = NULL;
+    /* the worker threads' count, from the environment */
+    const char *bad_threads[] = {"0", "65", "two", "-1", "3x"};
+    for (size_t i = 0; i < sizeof(bad_threads) / sizeof(bad_threads[0]); i++) {
+        setenv("KVRT_STORE_THREADS", bad_threads[i], 1);
+        char want[64];
+        snprintf(want, sizeof(want), "KVRT_STORE_THREADS is \"%s\"", bad_threads[i]);
+        REFUSED(kvrt_store_open(&o, &s), KVRT_ERR_INVALID, want, "1 (the caller's thread only) to 64", NULL,
+                "a thread count out of range or not a number");
+    }
+    setenv("KVRT_STORE_THREADS", "64", 1);
+    tap_ok(kvrt_store_open(&o, &s) == KVRT_OK, "KVRT_STORE_THREADS 64 opens: %s", kvrt_error_message());
+    kvrt_store_close(s);
+    s = NULL;
+    unsetenv("KVRT_STORE_THREADS");
 
     /* models the store cannot keep */
     struct kvrt_layer_entry e[2] = {model.entries[0], model.entries[1]};
