@@ -96,6 +96,14 @@ static void node_failed(struct cluster *cl, int k, const char *why)
             cl->refresh_at = now + cl->cfg->backoff_s;
         cl->refresh = true;
     }
+    if (cl->discovering) {
+        /* said once for every seed, by ensure_map */
+        if (!n->down && !cl->seeds_why[0])
+            snprintf(cl->seeds_why, sizeof(cl->seeds_why), "%s%s%s", cl->cfg->url->num_seeds > 1 ? n->name : "",
+                     cl->cfg->url->num_seeds > 1 ? ": " : "", why && why[0] ? why : "no reply");
+        n->down = true;
+        return;
+    }
     if (!n->down) {
         n->down = true;
         if (cl->cfg->event)
@@ -240,6 +248,12 @@ static bool learn(struct cluster *cl, int k, double deadline)
         }
     cl->known = true;
     cl->refresh = false;
+    cl->maps++;
+    if (cl->seeds_down) {
+        cl->seeds_down = false;
+        if (cl->cfg->event)
+            cl->cfg->event(cl->cfg->event_user, "", CLUSTER_NODE_UP, NULL, false);
+    }
     return true;
 }
 
@@ -259,10 +273,21 @@ static void ensure_map(struct cluster *cl, double deadline)
         if (k >= 0)
             order[m++] = k;
     }
-    for (int i = 0; i < m && base_now() < deadline; i++)
-        if (learn(cl, order[i], deadline))
-            return;
-    if (cl->known)
+    cl->discovering = !cl->known;
+    cl->seeds_why[0] = '\0';
+    bool learnt = false;
+    for (int i = 0; i < m && !learnt && base_now() < deadline; i++)
+        learnt = learn(cl, order[i], deadline);
+    cl->discovering = false;
+    if (!cl->known && cl->seeds_why[0] && !cl->seeds_down) {
+        /* one line for the tier, naming the first seed's failure */
+        char why[340];
+        snprintf(why, sizeof(why), "%s%s", cl->cfg->url->num_seeds > 1 ? "no seed answered; " : "", cl->seeds_why);
+        cl->seeds_down = true;
+        if (cl->cfg->event)
+            cl->cfg->event(cl->cfg->event_user, "", CLUSTER_NODE_DOWN, why, false);
+    }
+    if (!learnt && cl->known)
         cl->refresh_at = base_now() + cl->cfg->backoff_s;
 }
 
@@ -343,6 +368,8 @@ static void read_window(struct cluster *cl, int k, enum cluster_cmd cmd, struct 
                 if (to >= 0) {
                     q->node = to;
                     q->ask = res == RESP_ASK;
+                    cl->moved += res == RESP_MOVED;
+                    cl->asked += res == RESP_ASK;
                     q->tries++;
                     q->state = REQ_PENDING;
                 }

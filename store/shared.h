@@ -37,6 +37,9 @@ struct shared_tier {
     char down[SHARED_DOWN_MAX][REDIS_HOST_MAX + 10];
     int num_down;
     uint64_t errors;
+    /* both clients' counts (cluster.h): maps learnt, redirections
+     * followed; and failed nodes a new map left out */
+    uint64_t maps, moved, asked, failovers;
     struct store_events *events; /* KV events (events.h); NULL: off */
 };
 
@@ -57,5 +60,7 @@ uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uin
 /* Delete an entry that failed its checks. */
 void shared_drop(struct shared_tier *t, const struct store_id *id);
 bool shared_is_up(struct shared_tier *t);
+/* The tier's node counters, for kvrt_store_stats. */
+void shared_counts(struct shared_tier *t, struct kvrt_store_stats *st);
 
 #endif
