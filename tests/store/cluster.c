@@ -15,7 +15,7 @@
  *             every get exact or a miss; afterwards all exact
  *   netns     (slow) the nodes in three network namespaces, joined to the
  *             test's by veth pairs on a bridge; one namespace cut off
- *   tls       (slow) a cluster that speaks TLS only (clients, bus,
+ *   tls       a cluster that speaks TLS only (clients, bus,
  *             replication; a CA the test makes): CLUSTER SLOTS names TLS
  *             ports; puts and gets exact through rediss://seed1,seed2;
  *             a manual failover's MOVED followed; a server another CA
