@@ -353,7 +353,11 @@ static void read_window(struct cluster *cl, int k, enum cluster_cmd cmd, struct 
         if (res != RESP_FAILED)
             node_answered(cl, k);
         switch (res) {
-        case RESP_VALUE: q->done = true; break;
+        case RESP_VALUE:
+            q->done = true;
+            if (cmd == CLUSTER_GET && cl->arrived)
+                cl->arrived(cl->arrived_user, n->win[j], q->dst, q->len);
+            break;
         case RESP_NIL: break;
         case RESP_ERROR:
             if (!cl->refused[0])

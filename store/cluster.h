@@ -87,6 +87,11 @@ struct cluster {
      * of the tier (one event, node ""), not one per seed */
     bool discovering, seeds_down;
     char seeds_why[300];
+    /* GET: called as request i's value has arrived, before the next reply
+     * is read, so that checking it overlaps the server sending the next
+     * (NULL: none).  A value whose node then fails is still a miss. */
+    void (*arrived)(void *user, size_t i, uint8_t *value, uint64_t len);
+    void *arrived_user;
 };
 
 void cluster_init(struct cluster *cl, const struct cluster_config *cfg);

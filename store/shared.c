@@ -292,7 +292,8 @@ static void batch_key(struct batch *b, uint64_t i, const struct store_id *id)
 }
 
 void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
-                     uint8_t *const *bufs, uint64_t *lens, bool *got)
+                     uint8_t *const *bufs, uint64_t *lens, bool *got,
+                     void (*arrived)(void *user, size_t i, uint8_t *value, uint64_t len), void *user)
 {
     for (uint64_t i = 0; i < n; i++) {
         got[i] = false;
@@ -310,7 +311,10 @@ void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t
         b.r[i].cap = value_bytes;
     }
     pthread_mutex_lock(&t->fg_lock);
+    t->fg->arrived = arrived;
+    t->fg->arrived_user = user;
     cluster_run(t->fg, CLUSTER_GET, b.r, n, t->timeout_s, false);
+    t->fg->arrived = NULL;
     take_counts(t, t->fg);
     pthread_mutex_unlock(&t->fg_lock);
     for (uint64_t i = 0; i < n; i++) {
