@@ -29,6 +29,7 @@
 
 #define WINDOW 64                /* commands per node per round */
 #define WINDOW_BYTES (16u << 20) /* and values (SET): a round's deadline is for this much */
+#define MAP_BUDGET (8u << 20)    /* bytes a CLUSTER SLOTS reply may take */
 
 /* A request's state: waiting for a window (again, after a redirection),
  * in a window until its reply is read, or done with. */
@@ -41,8 +42,6 @@ struct window {
     uint64_t bytes;
     bool written; /* and its replies not yet read */
 };
-#define MAP_BUDGET (8u << 20)    /* bytes a CLUSTER SLOTS reply may take */
-
 
 struct cluster_node {
     struct redis_addr addr;
@@ -346,8 +345,7 @@ static void window_failed(struct cluster *cl, int k, struct cluster_req *r)
 }
 
 /* The replies to node k's window w, in order. */
-static void read_window(struct cluster *cl, int k, int w, enum cluster_cmd cmd, struct cluster_req *r,
-                        double deadline)
+static void read_window(struct cluster *cl, int k, int w, enum cluster_cmd cmd, struct cluster_req *r, double deadline)
 {
     struct cluster_node *n = cl->nodes[k];
     struct window *win = &n->win[w];

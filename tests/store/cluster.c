@@ -431,7 +431,7 @@ static bool slots_name_tls_ports(const struct redis_cluster *c, char *seen, size
     char cmd[14400];
     snprintf(cmd, sizeof(cmd), "redis-cli %s -h %s -p %d cluster slots 2>&1", c->cli, c->addr[0], c->node[0].port);
     FILE *p = popen(cmd, "r");
-    char line[512], prev[512] = "";
+    char line[128], prev[128] = "";
     int ports = 0;
     bool all = p != NULL;
     seen[0] = '\0';
@@ -536,10 +536,9 @@ static void mode_tls(void)
         kvrt_store *d = sq_open(c.url, 1.0, &lg, &f);
         loaded = d ? sq_get_all(d, 4, &wrong, &slowest) : 1;
         st = d ? sq_stats(d) : st;
-        tap_ok(d && loaded == 0 && lg.n == 1 && strstr(lg.lines[0], "certificate") && !st.shared_up &&
-                   sq_now() - t0 < 4,
-               "nodes another CA signed: every get misses, one warning for both seeds: %s",
-               lg.n ? lg.lines[0] : "none");
+        tap_ok(
+            d && loaded == 0 && lg.n == 1 && strstr(lg.lines[0], "certificate") && !st.shared_up && sq_now() - t0 < 4,
+            "nodes another CA signed: every get misses, one warning for both seeds: %s", lg.n ? lg.lines[0] : "none");
         kvrt_store_close(d);
         redis_cluster_stop(&c);
     }

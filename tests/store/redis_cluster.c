@@ -52,9 +52,21 @@ bool redis_cluster_start_with(struct redis_cluster *c, const char *const addrs[R
         /* "--tls-port PORT" makes redis_server_start_with turn the plain
          * port off; the bus and replication speak TLS too, and each node
          * presents its certificate to the others as a client */
-        const char *more[] = {"--tls-port", "PORT", "--tls-cert-file", tls->cert, "--tls-key-file", tls->key,
-                              "--tls-ca-cert-file", tls->ca, "--tls-auth-clients", "optional", "--tls-cluster", "yes",
-                              "--tls-replication", "yes", NULL};
+        const char *more[] = {"--tls-port",
+                              "PORT",
+                              "--tls-cert-file",
+                              tls->cert,
+                              "--tls-key-file",
+                              tls->key,
+                              "--tls-ca-cert-file",
+                              tls->ca,
+                              "--tls-auth-clients",
+                              "optional",
+                              "--tls-cluster",
+                              "yes",
+                              "--tls-replication",
+                              "yes",
+                              NULL};
         int n = 10;
         for (int i = 0; more[i]; i++)
             extra[n++] = more[i];
@@ -95,8 +107,8 @@ bool redis_cluster_start_with(struct redis_cluster *c, const char *const addrs[R
             }
         }
         if (all) {
-            snprintf(c->url, sizeof(c->url), "%s://%s:%d,%s:%d", tls ? "rediss" : "redis", c->addr[0],
-                     c->node[0].port, c->addr[1], c->node[1].port);
+            snprintf(c->url, sizeof(c->url), "%s://%s:%d,%s:%d", tls ? "rediss" : "redis", c->addr[0], c->node[0].port,
+                     c->addr[1], c->node[1].port);
             return true;
         }
         nap(0.05);
