@@ -232,6 +232,15 @@ static void mode_failover(void)
         int live = victim == 0 ? 1 : 0;
         tap_diag("the cluster as node %s:%d sees it:", c.addr[live], c.node[live].port);
         dump_nodes(&c, live);
+        /* whether the promoted replica has the keys (a store that cannot
+         * find them, or a replica that lost them) */
+        for (int i = 0; i < RC_NODES; i++) {
+            char size[64] = "", role[64] = "";
+            if (i != victim && redis_cluster_cli(&c, i, "dbsize", size, sizeof(size)))
+                redis_cluster_cli(&c, i, "role", role, sizeof(role));
+            tap_diag("  node %s:%d: %s keys, %s", c.addr[i], c.node[i].port, i == victim ? "-" : size,
+                     i == victim ? "killed" : role);
+        }
         kvrt_store *fresh = sq_open(c.url, timeout, NULL, NULL);
         uint64_t w = 0;
         double sl = 0;
