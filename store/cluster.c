@@ -106,11 +106,12 @@ static void node_failed(struct cluster *cl, int k, const char *why)
         cl->refresh = true;
     }
     if (cl->discovering) {
-        /* said once for every seed, by ensure_map */
-        if (!n->down && !cl->seeds_why[0])
+        /* said once for every seed, by ensure_map; the node is not marked
+         * down, so that once a map names it, its next failure is warned
+         * about (and counted) as a node's */
+        if (!cl->seeds_why[0])
             snprintf(cl->seeds_why, sizeof(cl->seeds_why), "%s%s%s", cl->cfg->url->num_seeds > 1 ? n->name : "",
                      cl->cfg->url->num_seeds > 1 ? ": " : "", why && why[0] ? why : "no reply");
-        n->down = true;
         return;
     }
     if (!n->down) {
