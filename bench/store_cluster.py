@@ -378,7 +378,9 @@ def failover(kvrt, rt, cluster, chunks, timeout, interval):
                 if store.get(seq.cache, seq.table, seq.tokens) != seq.tokens_n:
                     fail("failover: a get missed before any primary was killed")
             victim = cluster.primaries()[0]
-            misses_before = store.stats["misses"]
+            before = store.stats
+            misses_before = before["misses"]
+            most_down = 0
             t_kill = time.monotonic()
             cluster.kill(victim)
             gets = missed = 0
@@ -388,6 +390,7 @@ def failover(kvrt, rt, cluster, chunks, timeout, interval):
                 t0 = time.monotonic()
                 got = store.get(seq.cache, seq.table, seq.tokens)
                 longest = max(longest, time.monotonic() - t0)
+                most_down = max(most_down, store.stats["shared_nodes_down"])
                 gets += 1
                 if got == seq.tokens_n:
                     resumed = time.monotonic() - t_kill
@@ -400,8 +403,13 @@ def failover(kvrt, rt, cluster, chunks, timeout, interval):
             for _ in range(5):
                 if store.get(seq.cache, seq.table, seq.tokens) != seq.tokens_n:
                     fail("failover: a get missed again after hits resumed")
+            after = store.stats
             return {"killed_port": victim, "seconds_to_hits": resumed, "gets": gets, "gets_missed": missed,
-                    "entries_missed": store.stats["misses"] - misses_before, "longest_get_s": longest,
+                    "entries_missed": after["misses"] - misses_before, "longest_get_s": longest,
+                    "most_nodes_down": most_down, "nodes_down_after": after["shared_nodes_down"],
+                    "map_refreshes": after["shared_map_refreshes"] - before["shared_map_refreshes"],
+                    "failovers": after["shared_failovers"] - before["shared_failovers"],
+                    "moved": after["shared_moved"] - before["shared_moved"],
                     "entries_per_get": chunks * HEADS, "shared_timeout_s": timeout, "interval_s": interval}
     finally:
         seq.close()
@@ -426,9 +434,11 @@ def table_lines(rows, raw, args):
     f = raw["failover"]
     lines += ["", "Failover: killed the primary on port %d under a loop of gets of %d entries, one every %.2f s "
               "(shared_timeout %.1f s): hits resumed %.2f s after the kill; %d of %d gets missed in between "
-              "(the store counted %d entry misses), the longest get %.2f s."
+              "(the store counted %d entry misses), the longest get %.2f s.  The store's stats: "
+              "shared_nodes_down %d at most, %d after; the slot map learnt %d times, %d failover, %d MOVED followed."
               % (f["killed_port"], f["entries_per_get"], f["interval_s"], f["shared_timeout_s"],
-                 f["seconds_to_hits"], f["gets_missed"], f["gets"], f["entries_missed"], f["longest_get_s"])]
+                 f["seconds_to_hits"], f["gets_missed"], f["gets"], f["entries_missed"], f["longest_get_s"],
+                 f["most_nodes_down"], f["nodes_down_after"], f["map_refreshes"], f["failovers"], f["moved"])]
     return lines
 
 

@@ -31,7 +31,17 @@
 #define WINDOW_BYTES (16u << 20) /* and values (SET): a round's deadline is for this much */
 #define MAP_BUDGET (8u << 20)    /* bytes a CLUSTER SLOTS reply may take */
 
-enum { REQ_FINISHED = 0, REQ_PENDING = 1 };
+/* A request's state: waiting for a window (again, after a redirection),
+ * in a window until its reply is read, or done with. */
+enum { REQ_FINISHED = 0, REQ_PENDING = 1, REQ_SENT = 2 };
+
+/* One round's commands to a node. */
+struct window {
+    size_t at[WINDOW]; /* request indices */
+    int n;
+    uint64_t bytes;
+    bool written; /* and its replies not yet read */
+};
 
 struct cluster_node {
     struct redis_addr addr;
@@ -40,11 +50,10 @@ struct cluster_node {
     double down_until; /* no attempt before */
     bool down;         /* failed, and said so */
     uint32_t slots;    /* how many slots the map gives it */
-    /* this round */
-    size_t win[WINDOW];
-    int nwin;
-    uint64_t win_bytes;
-    bool written;
+    /* two windows: a round's, written while the round before's replies
+     * are still to be read, so that the server always has the next
+     * commands in hand (it never waits for the client between rounds) */
+    struct window win[2];
     struct iovec iov[4 * WINDOW];
 };
 
@@ -95,6 +104,15 @@ static void node_failed(struct cluster *cl, int k, const char *why)
         if (!cl->refresh || cl->refresh_at < now)
             cl->refresh_at = now + cl->cfg->backoff_s;
         cl->refresh = true;
+    }
+    if (cl->discovering) {
+        /* said once for every seed, by ensure_map; the node is not marked
+         * down, so that once a map names it, its next failure is warned
+         * about (and counted) as a node's */
+        if (!cl->seeds_why[0])
+            snprintf(cl->seeds_why, sizeof(cl->seeds_why), "%s%s%s", cl->cfg->url->num_seeds > 1 ? n->name : "",
+                     cl->cfg->url->num_seeds > 1 ? ": " : "", why && why[0] ? why : "no reply");
+        return;
     }
     if (!n->down) {
         n->down = true;
@@ -240,6 +258,12 @@ static bool learn(struct cluster *cl, int k, double deadline)
         }
     cl->known = true;
     cl->refresh = false;
+    cl->maps++;
+    if (cl->seeds_down) {
+        cl->seeds_down = false;
+        if (cl->cfg->event)
+            cl->cfg->event(cl->cfg->event_user, "", CLUSTER_NODE_UP, NULL, false);
+    }
     return true;
 }
 
@@ -259,10 +283,21 @@ static void ensure_map(struct cluster *cl, double deadline)
         if (k >= 0)
             order[m++] = k;
     }
-    for (int i = 0; i < m && base_now() < deadline; i++)
-        if (learn(cl, order[i], deadline))
-            return;
-    if (cl->known)
+    cl->discovering = !cl->known;
+    cl->seeds_why[0] = '\0';
+    bool learnt = false;
+    for (int i = 0; i < m && !learnt && base_now() < deadline; i++)
+        learnt = learn(cl, order[i], deadline);
+    cl->discovering = false;
+    if (!cl->known && cl->seeds_why[0] && !cl->seeds_down) {
+        /* one line for the tier, naming the first seed's failure */
+        char why[340];
+        snprintf(why, sizeof(why), "%s%s", cl->cfg->url->num_seeds > 1 ? "no seed answered; " : "", cl->seeds_why);
+        cl->seeds_down = true;
+        if (cl->cfg->event)
+            cl->cfg->event(cl->cfg->event_user, "", CLUSTER_NODE_DOWN, why, false);
+    }
+    if (!learnt && cl->known)
         cl->refresh_at = base_now() + cl->cfg->backoff_s;
 }
 
@@ -294,23 +329,29 @@ static bool make_head(enum cluster_cmd cmd, struct cluster_req *q)
     return true;
 }
 
-/* Node k failed in a round: its window's commands miss, even those read
+/* Node k failed: the commands of both its windows miss, even those read
  * already (a batch is one chunk: half of one is no use). */
 static void window_failed(struct cluster *cl, int k, struct cluster_req *r)
 {
     struct cluster_node *n = cl->nodes[k];
-    for (int j = 0; j < n->nwin; j++) {
-        r[n->win[j]].done = false;
-        r[n->win[j]].state = REQ_FINISHED;
+    for (int w = 0; w < 2; w++) {
+        for (int j = 0; j < n->win[w].n; j++) {
+            r[n->win[w].at[j]].done = false;
+            r[n->win[w].at[j]].state = REQ_FINISHED;
+        }
+        n->win[w].n = 0;
+        n->win[w].written = false;
     }
     node_failed(cl, k, n->conn.why);
 }
 
-static void read_window(struct cluster *cl, int k, enum cluster_cmd cmd, struct cluster_req *r, double deadline)
+/* The replies to node k's window w, in order. */
+static void read_window(struct cluster *cl, int k, int w, enum cluster_cmd cmd, struct cluster_req *r, double deadline)
 {
     struct cluster_node *n = cl->nodes[k];
-    for (int j = 0; j < n->nwin; j++) {
-        struct cluster_req *q = &r[n->win[j]];
+    struct window *win = &n->win[w];
+    for (int j = 0; j < win->n; j++) {
+        struct cluster_req *q = &r[win->at[j]];
         struct resp_reply rep;
         rep.text[0] = '\0';
         if (q->ask && resp_read_status(&rep, &n->conn, deadline) == RESP_FAILED) {
@@ -328,7 +369,11 @@ static void read_window(struct cluster *cl, int k, enum cluster_cmd cmd, struct 
         if (res != RESP_FAILED)
             node_answered(cl, k);
         switch (res) {
-        case RESP_VALUE: q->done = true; break;
+        case RESP_VALUE:
+            q->done = true;
+            if (cmd == CLUSTER_GET && cl->arrived)
+                cl->arrived(cl->arrived_user, win->at[j], q->dst, q->len);
+            break;
         case RESP_NIL: break;
         case RESP_ERROR:
             if (!cl->refused[0])
@@ -343,6 +388,8 @@ static void read_window(struct cluster *cl, int k, enum cluster_cmd cmd, struct 
                 if (to >= 0) {
                     q->node = to;
                     q->ask = res == RESP_ASK;
+                    cl->moved += res == RESP_MOVED;
+                    cl->asked += res == RESP_ASK;
                     q->tries++;
                     q->state = REQ_PENDING;
                 }
@@ -355,6 +402,8 @@ static void read_window(struct cluster *cl, int k, enum cluster_cmd cmd, struct 
         case RESP_FAILED: window_failed(cl, k, r); return;
         }
     }
+    win->n = 0;
+    win->written = false;
 }
 
 int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r, size_t n, double timeout_s,
@@ -374,46 +423,60 @@ int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r,
         q->node = cl->known ? cl->owner[q->slot] - 1 : -1;
         q->state = q->node >= 0 && make_head(cmd, q) ? REQ_PENDING : REQ_FINISHED;
     }
-    int failures = 0, rounds = 0;
+    int failures = 0, rounds = 0, cur = 0;
+    for (int k = 0; k < cl->num_nodes; k++)
+        memset(cl->nodes[k]->win, 0, sizeof(cl->nodes[k]->win));
     for (;;) {
-        bool any = false;
-        for (int k = 0; k < cl->num_nodes; k++) {
-            cl->nodes[k]->nwin = 0;
-            cl->nodes[k]->win_bytes = 0;
-            cl->nodes[k]->written = false;
-        }
+        int prev = 1 - cur;
+        bool any = false, waiting = false;
         for (size_t i = 0; i < n; i++) {
             struct cluster_node *nd = r[i].state == REQ_PENDING ? cl->nodes[r[i].node] : NULL;
-            if (nd && nd->nwin < WINDOW && (nd->nwin == 0 || nd->win_bytes < WINDOW_BYTES)) {
-                nd->win[nd->nwin++] = i;
-                nd->win_bytes += r[i].val_len;
+            struct window *w = nd ? &nd->win[cur] : NULL;
+            if (w && w->n < WINDOW && (w->n == 0 || w->bytes < WINDOW_BYTES)) {
+                w->at[w->n++] = i;
+                w->bytes += r[i].val_len;
+                r[i].state = REQ_SENT;
                 any = true;
             }
         }
-        if (!any)
+        for (int k = 0; k < cl->num_nodes; k++)
+            waiting = waiting || cl->nodes[k]->win[prev].written;
+        if (!any && !waiting)
             break;
-        if (per_round && rounds++ > 0)
+        if (any && per_round && rounds++ > 0)
             deadline = base_now() + timeout_s;
-        if (base_now() >= deadline) {
+        if (any && base_now() >= deadline) {
+            /* what is not out yet misses; what is out is read (or times
+             * out, failing its node), so that no reply stays behind on a
+             * connection */
+            for (int k = 0; k < cl->num_nodes; k++) {
+                struct window *w = &cl->nodes[k]->win[cur];
+                for (int j = 0; j < w->n; j++)
+                    r[w->at[j]].state = REQ_FINISHED;
+                w->n = 0;
+            }
             for (size_t i = 0; i < n; i++)
-                r[i].state = REQ_FINISHED;
-            break;
+                if (r[i].state == REQ_PENDING)
+                    r[i].state = REQ_FINISHED;
+            any = false;
         }
-        /* every node's pipeline out before any reply is read */
-        for (int k = 0; k < cl->num_nodes; k++) {
+        /* every node's window out, then the replies to the round before */
+        for (int k = 0; any && k < cl->num_nodes; k++) {
             struct cluster_node *nd = cl->nodes[k];
-            if (!nd->nwin)
+            struct window *w = &nd->win[cur];
+            if (!w->n)
                 continue;
             bool was_down = nd->down;
             if (!node_ready(cl, k, deadline)) {
                 failures += !was_down;
-                for (int j = 0; j < nd->nwin; j++)
-                    r[nd->win[j]].state = REQ_FINISHED;
+                for (int j = 0; j < w->n; j++)
+                    r[w->at[j]].state = REQ_FINISHED;
+                w->n = 0;
                 continue;
             }
             int v = 0;
-            for (int j = 0; j < nd->nwin; j++) {
-                struct cluster_req *q = &r[nd->win[j]];
+            for (int j = 0; j < w->n; j++) {
+                struct cluster_req *q = &r[w->at[j]];
                 if (q->ask)
                     nd->iov[v++] = (struct iovec){(void *)ASKING, sizeof(ASKING) - 1};
                 nd->iov[v++] = (struct iovec){q->head, q->head_len};
@@ -427,13 +490,14 @@ int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r,
                 window_failed(cl, k, r);
                 continue;
             }
-            nd->written = true;
+            w->written = true;
         }
         for (int k = 0; k < cl->num_nodes; k++)
-            if (cl->nodes[k]->written) {
-                read_window(cl, k, cmd, r, deadline);
+            if (cl->nodes[k]->win[prev].written) {
+                read_window(cl, k, prev, cmd, r, deadline);
                 failures += !redis_conn_is_open(&cl->nodes[k]->conn);
             }
+        cur = prev;
     }
     return failures;
 }

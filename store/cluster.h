@@ -35,7 +35,8 @@ struct cluster_config {
     /* A node failed (CLUSTER_NODE_DOWN, why), answers again
      * (CLUSTER_NODE_UP) or, down, was left out of a new map
      * (CLUSTER_NODE_RETIRED: another serves its slots); cluster tells
-     * whether the client talks to a cluster (or several seeds). */
+     * whether the client talks to a cluster (or several seeds).  Node ""
+     * is the whole tier: no seed answered before a map was known. */
     void (*event)(void *user, const char *node, int what, const char *why, bool cluster);
     void *event_user;
 };
@@ -79,6 +80,18 @@ struct cluster {
     bool refresh;               /* learn the map again ... */
     double refresh_at;          /* ... not before this */
     char refused[256];          /* the first error reply of the last batch */
+    /* since the owner last took them (shared.c sums both clients'):
+     * maps learnt, MOVED and ASK followed */
+    uint64_t maps, moved, asked;
+    /* discovery: seeds that fail before any map is known are one outage
+     * of the tier (one event, node ""), not one per seed */
+    bool discovering, seeds_down;
+    char seeds_why[300];
+    /* GET: called as request i's value has arrived, before the next reply
+     * is read, so that checking it overlaps the server sending the next
+     * (NULL: none).  A value whose node then fails is still a miss. */
+    void (*arrived)(void *user, size_t i, uint8_t *value, uint64_t len);
+    void *arrived_user;
 };
 
 void cluster_init(struct cluster *cl, const struct cluster_config *cfg);

@@ -223,9 +223,29 @@ static bool find_local(struct store_op *op, struct disk_read *r, struct ahead *A
     return false;
 }
 
+/* Shared-tier values checked as they arrive (shared_get_many's arrived):
+ * the seal opened or the checksum computed while the servers send the
+ * next; why[i] a copy of what failed (NULL: good). */
+struct arrivals {
+    const struct store_model *m;
+    const struct store_id *ids;
+    char **why;
+};
+
+static char checks_failed[] = "it failed its checks";
+
+static void check_arrived(void *user, size_t i, uint8_t *value, uint64_t len)
+{
+    struct arrivals *a = user;
+    const char *why = store_entry_check(a->m, &a->ids[i], value, len);
+    if (why && !(a->why[i] = strdup(why)))
+        a->why[i] = checks_failed;
+}
+
 /* The chunk's entries, every head: memory and disk first, then what they
  * missed from the shared tier in one pipeline, each value read straight
- * into an entry's buffer.  How many were found. */
+ * into an entry's buffer and checked there as it arrives.  How many were
+ * found. */
 static uint64_t find_chunk(struct store_op *op, struct disk_read *r, struct ahead *A, uint64_t c, struct get_scratch *g)
 {
     kvrt_store *s = op->store;
@@ -248,14 +268,16 @@ static uint64_t find_chunk(struct store_op *op, struct disk_read *r, struct ahea
         g->shared_bufs[i] = g->shared_e[i] ? g->shared_e[i]->buf : NULL;
         buffers = buffers && g->shared_e[i];
     }
+    struct arrivals arr = {&s->model, g->ids, calloc(missing, sizeof(char *))};
+    buffers = buffers && arr.why;
     if (buffers)
         shared_get_many(&s->shared, g->ids, missing, STORE_HEADER_BYTES + s->model.payload_bytes, g->shared_bufs,
-                        g->shared_lens, g->shared_got);
+                        g->shared_lens, g->shared_got, check_arrived, &arr);
     for (uint64_t i = 0; i < missing; i++) {
         struct mem_entry *e = g->shared_e[i];
         g->shared_e[i] = NULL;
         if (buffers && g->shared_got[i]) {
-            const char *why = store_entry_check(&s->model, &g->ids[i], e->buf, g->shared_lens[i]);
+            const char *why = arr.why[i];
             if (!why) {
                 struct found *f = &g->f[g->miss_head[i]];
                 f->payload = e->buf + STORE_HEADER_BYTES;
@@ -268,6 +290,10 @@ static uint64_t find_chunk(struct store_op *op, struct disk_read *r, struct ahea
         }
         mem_entry_unref(&s->mem, e);
     }
+    for (uint64_t i = 0; arr.why && i < missing; i++)
+        if (arr.why[i] != checks_failed)
+            free(arr.why[i]);
+    free(arr.why);
     return got;
 }
 

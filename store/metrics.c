@@ -15,12 +15,23 @@
 #include "events.h"
 #include "handle.h"
 
-/* The shared tier's cluster (nodes down, failovers): its families go here
- * once the tier's stats count them; a single server has neither. */
+/* The shared tier's nodes: what an operator watches in a failover (a
+ * node down, the map learnt again, redirections followed).  A single
+ * server is one node, with a map learnt once and no redirections. */
 static void render_cluster(struct base_prom *p, const struct kvrt_store_stats *st)
 {
-    (void)p;
-    (void)st;
+    base_prom_one(p, "kvrt_store_shared_nodes_down", "gauge",
+                  "Shared-tier nodes that failed and have not answered since (each in back-off).",
+                  st->shared_nodes_down);
+    base_prom_one(p, "kvrt_store_shared_failovers_total", "counter",
+                  "Failed shared-tier nodes whose slots the cluster's map gave to another node.", st->shared_failovers);
+    base_prom_one(p, "kvrt_store_shared_map_refreshes_total", "counter",
+                  "Slot maps learnt from the shared tier (CLUSTER SLOTS answered), the first included.",
+                  st->shared_map_refreshes);
+    base_prom_family(p, "kvrt_store_shared_redirects_total", "counter",
+                     "Redirections the shared tier's client followed, by kind.");
+    base_prom_sample(p, "kvrt_store_shared_redirects_total", "kind=\"moved\"", st->shared_moved);
+    base_prom_sample(p, "kvrt_store_shared_redirects_total", "kind=\"ask\"", st->shared_ask);
 }
 
 static int render(kvrt_store *s, struct base_prom *p)
@@ -79,10 +90,11 @@ static int render(kvrt_store *s, struct base_prom *p)
                       st.queued_entries);
         base_prom_one(p, "kvrt_store_queue_bytes", "gauge", "Bytes on their way to the disk and shared tiers.",
                       st.queued_bytes);
-        if (s->has_shared)
+        if (s->has_shared) {
             base_prom_one(p, "kvrt_store_shared_up", "gauge", "1 when the shared tier answered last time.",
                           st.shared_up);
-        render_cluster(p, &st);
+            render_cluster(p, &st);
+        }
     } else {
         base_prom_family(p, "kvrt_store_entries", "gauge",
                          "Entries held, by tier (disk: the directory's, every process).");

@@ -55,6 +55,7 @@ static void on_event(void *user, const char *node, int what, const char *why, bo
         memmove(t->down[at], t->down[at + 1], (size_t)(t->num_down - at - 1) * sizeof(t->down[0]));
         t->num_down--;
         say = true;
+        t->failovers += what == CLUSTER_NODE_RETIRED;
     }
     pthread_mutex_unlock(&t->lock);
     if (!say)
@@ -232,6 +233,29 @@ void shared_free(struct shared_tier *t)
     memset(t, 0, sizeof(*t));
 }
 
+void shared_counts(struct shared_tier *t, struct kvrt_store_stats *st)
+{
+    pthread_mutex_lock(&t->lock);
+    st->shared_nodes_down = (uint64_t)t->num_down;
+    st->shared_failovers = t->failovers;
+    st->shared_map_refreshes = t->maps;
+    st->shared_moved = t->moved;
+    st->shared_ask = t->asked;
+    pthread_mutex_unlock(&t->lock);
+}
+
+/* A client's counts since the last call into the tier's (the client is
+ * the caller's alone until it returns). */
+static void take_counts(struct shared_tier *t, struct cluster *cl)
+{
+    pthread_mutex_lock(&t->lock);
+    t->maps += cl->maps;
+    t->moved += cl->moved;
+    t->asked += cl->asked;
+    pthread_mutex_unlock(&t->lock);
+    cl->maps = cl->moved = cl->asked = 0;
+}
+
 bool shared_is_up(struct shared_tier *t)
 {
     pthread_mutex_lock(&t->lock);
@@ -268,7 +292,8 @@ static void batch_key(struct batch *b, uint64_t i, const struct store_id *id)
 }
 
 void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
-                     uint8_t *const *bufs, uint64_t *lens, bool *got)
+                     uint8_t *const *bufs, uint64_t *lens, bool *got,
+                     void (*arrived)(void *user, size_t i, uint8_t *value, uint64_t len), void *user)
 {
     for (uint64_t i = 0; i < n; i++) {
         got[i] = false;
@@ -286,7 +311,11 @@ void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t
         b.r[i].cap = value_bytes;
     }
     pthread_mutex_lock(&t->fg_lock);
+    t->fg->arrived = arrived;
+    t->fg->arrived_user = user;
     cluster_run(t->fg, CLUSTER_GET, b.r, n, t->timeout_s, false);
+    t->fg->arrived = NULL;
+    take_counts(t, t->fg);
     pthread_mutex_unlock(&t->fg_lock);
     for (uint64_t i = 0; i < n; i++) {
         got[i] = b.r[i].done;
@@ -309,6 +338,7 @@ void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, b
         batch_key(&b, i, &ids[i]);
     pthread_mutex_lock(&t->fg_lock);
     cluster_run(t->fg, CLUSTER_EXISTS, b.r, n, t->timeout_s, false);
+    take_counts(t, t->fg);
     pthread_mutex_unlock(&t->fg_lock);
     for (uint64_t i = 0; i < n; i++)
         has[i] = b.r[i].done && b.r[i].integer > 0;
@@ -331,6 +361,7 @@ uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uin
         b.r[i].val_len = value_bytes;
     }
     cluster_run(t->bg, CLUSTER_SET, b.r, n, t->timeout_s, true);
+    take_counts(t, t->bg);
     uint64_t done = 0;
     for (uint64_t i = 0; i < n; i++) {
         done += b.r[i].done;
@@ -353,6 +384,7 @@ void shared_drop(struct shared_tier *t, const struct store_id *id)
     batch_key(&b, 0, id);
     pthread_mutex_lock(&t->fg_lock);
     cluster_run(t->fg, CLUSTER_DEL, b.r, 1, t->timeout_s, false);
+    take_counts(t, t->fg);
     pthread_mutex_unlock(&t->fg_lock);
     /* KV events: a DEL that deleted the entry is a BlockRemoved from the shared tier (events.h) */
     store_event_removed(b.r[0].done && b.r[0].integer > 0 ? t->events : NULL, STORE_TIER_SHARED, id);

@@ -37,6 +37,9 @@ struct shared_tier {
     char down[SHARED_DOWN_MAX][REDIS_HOST_MAX + 10];
     int num_down;
     uint64_t errors;
+    /* both clients' counts (cluster.h): maps learnt, redirections
+     * followed; and failed nodes a new map left out */
+    uint64_t maps, moved, asked, failovers;
     struct store_events *events; /* KV events (events.h); NULL: off */
 };
 
@@ -47,9 +50,12 @@ void shared_free(struct shared_tier *t);
 /* GETs of ids[0..n), each value read into bufs[i] (entry buffers of
  * value_bytes): got[i] and lens[i] (the value's size, at most
  * value_bytes: a longer value fails its connection).  A node that fails
- * costs the keys it serves a miss. */
+ * costs the keys it serves a miss.  arrived (or NULL) is called with each
+ * value as it arrives, before the next is read: a check there overlaps
+ * the servers sending the rest (every got[i] was passed to it). */
 void shared_get_many(struct shared_tier *t, const struct store_id *ids, uint64_t n, uint64_t value_bytes,
-                     uint8_t *const *bufs, uint64_t *lens, bool *got);
+                     uint8_t *const *bufs, uint64_t *lens, bool *got,
+                     void (*arrived)(void *user, size_t i, uint8_t *value, uint64_t len), void *user);
 /* EXISTS of ids[0..n): has[i]; false where unreachable. */
 void shared_has(struct shared_tier *t, const struct store_id *ids, uint64_t n, bool *has);
 /* SET of sealed entries (the writer thread); returns how many went in. */
@@ -57,5 +63,7 @@ uint64_t shared_put(struct shared_tier *t, struct mem_entry *const *entries, uin
 /* Delete an entry that failed its checks. */
 void shared_drop(struct shared_tier *t, const struct store_id *id);
 bool shared_is_up(struct shared_tier *t);
+/* The tier's node counters, for kvrt_store_stats. */
+void shared_counts(struct shared_tier *t, struct kvrt_store_stats *st);
 
 #endif

@@ -371,5 +371,7 @@ int kvrt_store_stats(kvrt_store *s, struct kvrt_store_stats *st)
     st->rejected = s->counts.rejected;
     pthread_mutex_unlock(&s->count_lock);
     st->shared_up = s->has_shared && shared_is_up(&s->shared);
+    if (s->has_shared)
+        shared_counts(&s->shared, st);
     return KVRT_OK;
 }

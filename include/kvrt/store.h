@@ -340,7 +340,13 @@ struct kvrt_store_stats {
     uint8_t reserved_a[4];
     uint64_t rejected; /* of the dropped, entries refused as not this tenant's: a seal that does not
                           verify, an unsealed entry with a key or a sealed one without */
-    uint8_t reserved[48];
+    /* the shared tier's nodes (a single server is one node) */
+    uint64_t shared_nodes_down;    /* nodes that failed and have not answered since (each in back-off) */
+    uint64_t shared_failovers;     /* failed nodes the cluster's map left out: another serves their slots */
+    uint64_t shared_map_refreshes; /* slot maps learnt (CLUSTER SLOTS answered), the first included */
+    uint64_t shared_moved;         /* MOVED redirections followed */
+    uint64_t shared_ask;           /* ASK redirections followed */
+    uint8_t reserved[8];
 };
 
 /** Fill *stats (stats->size set by the caller, or 0). */

@@ -71,7 +71,9 @@ class Stats(C.Structure):
         "memory_capacity", "disk_entries", "disk_bytes", "disk_capacity", "queued_entries", "queued_bytes",
         "hits_memory", "hits_disk", "hits_shared", "misses", "put_entries", "put_present", "evicted_memory",
         "evicted_disk", "written_disk", "written_shared", "write_failures", "dropped")] + [
-        ("shared_up", u32), ("reserved_a", C.c_uint8 * 4), ("rejected", u64), ("reserved", C.c_uint8 * 48)]
+        ("shared_up", u32), ("reserved_a", C.c_uint8 * 4), ("rejected", u64),
+        ("shared_nodes_down", u64), ("shared_failovers", u64), ("shared_map_refreshes", u64),
+        ("shared_moved", u64), ("shared_ask", u64), ("reserved", C.c_uint8 * 8)]
 
 
 class EntryInfo(C.Structure):

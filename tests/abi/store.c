@@ -102,7 +102,12 @@ int main(void)
     OFF(kvrt_store_stats, dropped, 192);
     OFF(kvrt_store_stats, shared_up, 200);
     OFF(kvrt_store_stats, rejected, 208);
-    OFF(kvrt_store_stats, reserved, 216);
+    OFF(kvrt_store_stats, shared_nodes_down, 216);
+    OFF(kvrt_store_stats, shared_failovers, 224);
+    OFF(kvrt_store_stats, shared_map_refreshes, 232);
+    OFF(kvrt_store_stats, shared_moved, 240);
+    OFF(kvrt_store_stats, shared_ask, 248);
+    OFF(kvrt_store_stats, reserved, 256);
     SIZE(kvrt_store_stats, 264);
     LAST(kvrt_store_stats);
 

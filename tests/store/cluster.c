@@ -15,6 +15,11 @@
  *             every get exact or a miss; afterwards all exact
  *   netns     (slow) the nodes in three network namespaces, joined to the
  *             test's by veth pairs on a bridge; one namespace cut off
+ *   tls       a cluster that speaks TLS only (clients, bus,
+ *             replication; a CA the test makes): CLUSTER SLOTS names TLS
+ *             ports; puts and gets exact through rediss://seed1,seed2;
+ *             a manual failover's MOVED followed; a server another CA
+ *             signed is one warning and misses
  *
  *   test-store-cluster MODE
  */
@@ -192,13 +197,16 @@ static void mode_failover(void)
     char out[64];
     redis_cluster_cli(&c, victim, "wait 1 2000", out, sizeof(out));
     tap_diag("killing primary %s:%d (WAIT: %s replica has its writes)", c.addr[victim], c.node[victim].port, out);
+    struct kvrt_store_stats before = sq_stats(b);
     kill(c.node[victim].pid, SIGKILL);
     double t0 = sq_now(), recovered = -1, worst = 0;
-    uint64_t misses = 0, during = 0, rounds = 0;
+    uint64_t misses = 0, during = 0, rounds = 0, most_down = 0;
     wrong = 0;
     while (sq_now() - t0 < 45) {
         loaded = sq_get_all(b, SQ_SEQS, &wrong, &slowest);
         rounds++;
+        struct kvrt_store_stats now = sq_stats(b);
+        most_down = now.shared_nodes_down > most_down ? now.shared_nodes_down : most_down;
         if (slowest > worst)
             worst = slowest;
         if (loaded == (uint64_t)SQ_SEQS * SQ_N) {
@@ -224,6 +232,15 @@ static void mode_failover(void)
         int live = victim == 0 ? 1 : 0;
         tap_diag("the cluster as node %s:%d sees it:", c.addr[live], c.node[live].port);
         dump_nodes(&c, live);
+        /* whether the promoted replica has the keys (a store that cannot
+         * find them, or a replica that lost them) */
+        for (int i = 0; i < RC_NODES; i++) {
+            char size[64] = "", role[64] = "";
+            if (i != victim && redis_cluster_cli(&c, i, "dbsize", size, sizeof(size)))
+                redis_cluster_cli(&c, i, "role", role, sizeof(role));
+            tap_diag("  node %s:%d: %s keys, %s", c.addr[i], c.node[i].port, i == victim ? "-" : size,
+                     i == victim ? "killed" : role);
+        }
         kvrt_store *fresh = sq_open(c.url, timeout, NULL, NULL);
         uint64_t w = 0;
         double sl = 0;
@@ -234,6 +251,13 @@ static void mode_failover(void)
     }
     struct kvrt_store_stats st = sq_stats(b);
     tap_ok(st.shared_up, "and says the tier is up (warnings: %d, first: %s)", lg.n, lg.n ? lg.lines[0] : "none");
+    tap_ok(before.shared_nodes_down == 0 && most_down == 1 && st.shared_nodes_down == 0,
+           "stats: shared_nodes_down 0 before the kill, 1 while the primary was gone, %llu after",
+           (unsigned long long)st.shared_nodes_down);
+    tap_ok(st.shared_map_refreshes > before.shared_map_refreshes && st.shared_failovers == before.shared_failovers + 1,
+           "stats: the map was learnt again (%llu -> %llu times) and one failover counted (%llu)",
+           (unsigned long long)before.shared_map_refreshes, (unsigned long long)st.shared_map_refreshes,
+           (unsigned long long)st.shared_failovers);
     kvrt_store_close(b);
     redis_cluster_stop(&c);
 }
@@ -406,6 +430,133 @@ static void mode_netns(void)
     tap_ok(system(cmd) != 0, "the namespaces, the veth pairs and the bridge are gone");
 }
 
+/* ---- TLS ------------------------------------------------------------------- */
+
+/* Whether every port CLUSTER SLOTS names (redis-cli prints the reply flat:
+ * an address line, then its port) is one of the nodes' TLS ports (with
+ * --port 0 a plain one would read 0); the ports into seen. */
+static bool slots_name_tls_ports(const struct redis_cluster *c, char *seen, size_t size)
+{
+    char cmd[14400];
+    snprintf(cmd, sizeof(cmd), "redis-cli %s -h %s -p %d cluster slots 2>&1", c->cli, c->addr[0], c->node[0].port);
+    FILE *p = popen(cmd, "r");
+    char line[128], prev[128] = "";
+    int ports = 0;
+    bool all = p != NULL;
+    seen[0] = '\0';
+    while (p && fgets(line, sizeof(line), p)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        if (strcmp(prev, c->addr[0]) == 0) {
+            int port = atoi(line);
+            bool known = false;
+            for (int i = 0; i < RC_NODES; i++)
+                known = known || port == c->node[i].port;
+            all = all && known;
+            ports++;
+            size_t l = strlen(seen);
+            snprintf(seen + l, size - l, "%s%s", l ? " " : "", line);
+        }
+        snprintf(prev, sizeof(prev), "%s", line);
+    }
+    if (p)
+        pclose(p);
+    return all && ports >= 3; /* a primary for each range; replicas once gossip names them */
+}
+
+static void mode_tls(void)
+{
+    char why[512];
+    if (!redis_server_path(why, sizeof(why))) {
+        tap_skip("%s", why);
+        return;
+    }
+    if (system("command -v openssl >/dev/null 2>&1") != 0) {
+        tap_skip("the openssl program is not installed (it makes the test's certificates)");
+        return;
+    }
+    char *dir = st_tempdir("cluster-tls"), *other = st_tempdir("cluster-tls-other");
+    char cert[4200], key[4200], ca[4200], ca_other[4200];
+    snprintf(cert, sizeof(cert), "%s/server.pem", dir);
+    snprintf(key, sizeof(key), "%s/server.key", dir);
+    snprintf(ca, sizeof(ca), "%s/ca.pem", dir);
+    snprintf(ca_other, sizeof(ca_other), "%s/ca.pem", other);
+    struct redis_cluster_tls tls = {cert, key, ca};
+    struct redis_cluster c;
+    double t0 = sq_now();
+    if (!sq_make_pki(dir, "ca") || !sq_make_pki(other, "ca")) {
+        tap_ok(false, "openssl made two CAs and their certificates");
+    } else if (!redis_cluster_start_with(&c, loopback6, NULL, &tls, why, sizeof(why))) {
+        tap_ok(false, "a cluster of 6 nodes speaking TLS only: %s", why);
+    } else {
+        tap_diag("TLS cluster %s up in %.1f s", c.url, sq_now() - t0);
+        char seen[256];
+        tap_ok(slots_name_tls_ports(&c, seen, sizeof(seen)),
+               "CLUSTER SLOTS (tls-cluster yes, no plain port) names the nodes' TLS ports: %s", seen);
+        struct st_log lg = {.n = 0};
+        struct sq_files f = {.ca = ca};
+        kvrt_store *a = sq_open(c.url, 2.0, &lg, &f);
+        bool ok = a && sq_put(a, 0, SQ_SEQS);
+        struct kvrt_store_stats st = a ? sq_stats(a) : (struct kvrt_store_stats){0};
+        uint64_t entries = (uint64_t)SQ_SEQS * (SQ_N / SQ_T) * sq_model.heads, all = (uint64_t)SQ_SEQS * SQ_N;
+        tap_ok(ok && st.written_shared == entries && st.write_failures == 0 && lg.n == 0,
+               "%s with shared_ca_file: %llu of %llu entries written, %d warnings%s%s", c.url,
+               (unsigned long long)st.written_shared, (unsigned long long)entries, lg.n, lg.n ? ": " : "",
+               lg.n ? lg.lines[0] : "");
+        kvrt_store_close(a);
+        sq_memory_bytes = 0; /* every get asks the servers */
+        kvrt_store *b = sq_open(c.url, 2.0, &lg, &f);
+        uint64_t wrong = 0;
+        double slowest = 0;
+        uint64_t loaded = b ? sq_get_all(b, SQ_SEQS, &wrong, &slowest) : 0;
+        tap_ok(loaded == all && wrong == 0 && lg.n == 0,
+               "a fresh store loads every token exactly over TLS (%llu of %llu, %llu cells wrong)",
+               (unsigned long long)loaded, (unsigned long long)all, (unsigned long long)wrong);
+        /* a manual failover: a replica takes its primary's slots, the old
+         * primary answers MOVED to it (the store's map is now stale) */
+        int replica = -1;
+        char role[64];
+        for (int i = 0; i < RC_NODES && replica < 0; i++)
+            if (redis_cluster_cli(&c, i, "role", role, sizeof(role)) && strcmp(role, "slave") == 0)
+                replica = i;
+        char out[256] = "";
+        bool promoted = replica >= 0 && redis_cluster_cli(&c, replica, "cluster failover", out, sizeof(out));
+        for (int tries = 0; promoted && tries < 200; tries++) {
+            if (redis_cluster_cli(&c, replica, "role", role, sizeof(role)) && strcmp(role, "master") == 0)
+                break;
+            sq_nap(0.05);
+        }
+        promoted = promoted && strcmp(role, "master") == 0;
+        struct kvrt_store_stats before = b ? sq_stats(b) : st;
+        wrong = 0;
+        loaded = promoted && b ? sq_get_all(b, SQ_SEQS, &wrong, &slowest) : 0;
+        st = b ? sq_stats(b) : st;
+        tap_ok(promoted && loaded == all && wrong == 0 && st.shared_moved > before.shared_moved &&
+                   st.shared_map_refreshes > before.shared_map_refreshes,
+               "after CLUSTER FAILOVER on node %d (%s) the same store follows MOVED over TLS: %llu of %llu tokens "
+               "exact, %llu MOVED, map learnt %llu -> %llu times, %d warnings%s%s",
+               replica, out, (unsigned long long)loaded, (unsigned long long)all,
+               (unsigned long long)(st.shared_moved - before.shared_moved),
+               (unsigned long long)before.shared_map_refreshes, (unsigned long long)st.shared_map_refreshes, lg.n,
+               lg.n ? ": " : "", lg.n ? lg.lines[0] : "");
+        kvrt_store_close(b);
+        lg.n = 0;
+        f.ca = ca_other;
+        t0 = sq_now();
+        kvrt_store *d = sq_open(c.url, 1.0, &lg, &f);
+        loaded = d ? sq_get_all(d, 4, &wrong, &slowest) : 1;
+        st = d ? sq_stats(d) : st;
+        tap_ok(
+            d && loaded == 0 && lg.n == 1 && strstr(lg.lines[0], "certificate") && !st.shared_up && sq_now() - t0 < 4,
+            "nodes another CA signed: every get misses, one warning for both seeds: %s", lg.n ? lg.lines[0] : "none");
+        kvrt_store_close(d);
+        redis_cluster_stop(&c);
+    }
+    st_rmdir(dir);
+    st_rmdir(other);
+    free(dir);
+    free(other);
+}
+
 int main(int argc, char **argv)
 {
     tap_plan_dynamic();
@@ -419,6 +570,8 @@ int main(int argc, char **argv)
         mode_reshard();
     else if (strcmp(mode, "netns") == 0)
         mode_netns();
+    else if (strcmp(mode, "tls") == 0)
+        mode_tls();
     else
         tap_ok(false, "unknown mode %s", mode);
     kvrt_runtime_close(sq_rt);

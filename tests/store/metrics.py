@@ -111,6 +111,7 @@ def test_store_metrics_equal_stats():
             for name in ("hits", "misses", "writes", "evictions"):
                 assert v(m, "kvrt_store_directory_%s_total" % name) == desc[name], name
             assert not any(k[0].startswith("kvrt_store_events") for k in m), "event metrics with events off"
+            assert not any(k[0].startswith("kvrt_store_shared") for k in m), "shared-tier metrics without one"
     finally:
         shutil.rmtree(d, ignore_errors=True)
 
@@ -172,6 +173,56 @@ def test_cli_prometheus():
                              text=True, timeout=60)
         assert bad.returncode == 2 and "--prometheus" in bad.stderr, (bad.returncode, bad.stderr)
     finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def test_shared_tier_metrics():
+    """the shared tier's node families on a redis-server started here: up, map learnt, then killed: a node down"""
+    server = shutil.which("redis-server")
+    if not server:
+        raise Skip("redis-server is not installed (Debian package redis-server)")
+    import socket
+    import time
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    port = sock.getsockname()[1]
+    sock.close()
+    d = tempfile.mkdtemp(prefix="kvrt-metrics-redis-")
+    proc = subprocess.Popen([server, "--bind", "127.0.0.1", "--port", str(port), "--dir", d, "--save", "",
+                             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        for _ in range(100):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=0.1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        rt = kvrt.Runtime()
+        cache = rt.cache(model=MODEL, layout="HND", blocks=64, backend="cpu")
+        tok = tokens_of(4 * T, 7)
+        with rt, kvrt.Store(None, model=MODEL, model_id="metrics-shared", chunk_tokens=T, memory_bytes=0,
+                            shared="redis://127.0.0.1:%d" % port, shared_timeout=0.5) as s:
+            s.put(cache, list(range(4)), tok)
+            s.flush()
+            assert s.get(cache, list(range(4)), tok) == 4 * T
+            m, st = parse(s.metrics()), s.stats
+            assert st["shared_map_refreshes"] >= 1 and st["shared_nodes_down"] == 0, st
+            pairs = {"kvrt_store_shared_nodes_down": "shared_nodes_down",
+                     "kvrt_store_shared_failovers_total": "shared_failovers",
+                     "kvrt_store_shared_map_refreshes_total": "shared_map_refreshes", "kvrt_store_shared_up": "shared_up"}
+            for name, field in pairs.items():
+                assert v(m, name) == st[field], "%s %r, stats %s %r" % (name, v(m, name), field, st[field])
+            assert v(m, "kvrt_store_shared_redirects_total", kind="moved") == st["shared_moved"] == 0
+            assert v(m, "kvrt_store_shared_redirects_total", kind="ask") == st["shared_ask"] == 0
+            proc.kill()
+            proc.wait()
+            assert s.get(cache, list(range(4)), tok) == 0
+            m, st = parse(s.metrics()), s.stats
+            assert st["shared_nodes_down"] == 1 and not st["shared_up"], st
+            assert v(m, "kvrt_store_shared_nodes_down") == 1 and v(m, "kvrt_store_shared_up") == 0
+    finally:
+        proc.kill()
+        proc.wait()
         shutil.rmtree(d, ignore_errors=True)
 
 

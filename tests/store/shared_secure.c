@@ -111,26 +111,6 @@ static void mode_acl(void)
 
 /* ---- TLS ------------------------------------------------------------------- */
 
-/* A CA and a certificate it signs for 127.0.0.1 (IP SAN), in dir. */
-static bool make_pki(const char *dir, const char *ca)
-{
-    return sq_sh("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "
-                 "/CN=%s -keyout %s.key -out %s.pem "
-                 ">/dev/null 2>&1",
-                 dir, ca, ca, ca) == 0 &&
-           sq_sh("cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "
-                 "/CN=kvrt-test-server -keyout server.key -out "
-                 "server.csr >/dev/null 2>&1 && printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && openssl x509 -req "
-                 "-in server.csr -CA %s.pem -CAkey %s.key -CAcreateserial -days 2 -extfile san.ext -out server.pem "
-                 ">/dev/null 2>&1",
-                 dir, ca, ca) == 0 &&
-           sq_sh("cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=kvrt-client "
-                 "-keyout client.key -out client.csr "
-                 ">/dev/null 2>&1 && openssl x509 -req -in client.csr -CA %s.pem -CAkey %s.key -CAcreateserial -days 2 "
-                 "-out client.pem >/dev/null 2>&1",
-                 dir, ca, ca) == 0;
-}
-
 static void mode_tls(void)
 {
     char why[512];
@@ -144,7 +124,7 @@ static void mode_tls(void)
     }
     char *dir = st_tempdir("tls");
     char *other = st_tempdir("tls-other");
-    if (!make_pki(dir, "ca") || !make_pki(other, "ca")) {
+    if (!sq_make_pki(dir, "ca") || !sq_make_pki(other, "ca")) {
         tap_ok(false, "openssl made a CA and certificates");
         return;
     }

@@ -36,6 +36,27 @@ int sq_sh(const char *fmt, ...)
     return system(cmd);
 }
 
+/* A CA (dir/CA.pem, .key) and what it signs: server.pem/.key for
+ * 127.0.0.1 (an IP SAN), client.pem/.key (openssl, EC keys). */
+bool sq_make_pki(const char *dir, const char *ca)
+{
+    return sq_sh("cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -days 2 -subj "
+                 "/CN=%s -keyout %s.key -out %s.pem "
+                 ">/dev/null 2>&1",
+                 dir, ca, ca, ca) == 0 &&
+           sq_sh("cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj "
+                 "/CN=kvrt-test-server -keyout server.key -out "
+                 "server.csr >/dev/null 2>&1 && printf 'subjectAltName=IP:127.0.0.1\\n' > san.ext && openssl x509 -req "
+                 "-in server.csr -CA %s.pem -CAkey %s.key -CAcreateserial -days 2 -extfile san.ext -out server.pem "
+                 ">/dev/null 2>&1",
+                 dir, ca, ca) == 0 &&
+           sq_sh("cd %s && openssl req -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes -subj /CN=kvrt-client "
+                 "-keyout client.key -out client.csr "
+                 ">/dev/null 2>&1 && openssl x509 -req -in client.csr -CA %s.pem -CAkey %s.key -CAcreateserial -days 2 "
+                 "-out client.pem >/dev/null 2>&1",
+                 dir, ca, ca) == 0;
+}
+
 kvrt_store *sq_open(const char *shared, double timeout, struct st_log *lg, const struct sq_files *f)
 {
     struct kvrt_store_options o;

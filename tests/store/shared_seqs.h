@@ -23,6 +23,10 @@ extern uint64_t sq_memory_bytes;
 double sq_now(void);
 void sq_nap(double s);
 int sq_sh(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* A CA named ca in dir and the certificates it signs: server.pem and
+ * server.key for 127.0.0.1 (an IP SAN), client.pem and client.key
+ * (the openssl program; false when it fails). */
+bool sq_make_pki(const char *dir, const char *ca);
 
 struct sq_files {
     const char *password, *ca, *cert, *key;
