@@ -21,6 +21,31 @@
 
 struct xfer_link_msg;
 
+/*
+ * What a peer may give by reference: the ranges of its own memory it
+ * announced (its cache's host bytes, its send slots and their seals),
+ * placed after its cookie and challenge where its CMA says, so that only a
+ * reader that proved it reads that process learns them.  A reference is
+ * read only inside one of them, of its kind.
+ */
+enum { XFER_REF_RANGES = 8 };
+enum xfer_range_kind {
+    XFER_RANGE_CACHE = 1,   /* chunks that are one piece of the cache: no seal */
+    XFER_RANGE_STAGING = 2, /* send slots: a chunk with a seal */
+    XFER_RANGE_SEALS = 3,   /* the send slots' seals */
+};
+struct xfer_range {
+    uint64_t addr, len;
+    uint32_t kind, reserved;
+};
+/* The bytes an offering side keeps at the address its CMA names. */
+struct xfer_offer {
+    uint8_t cookie[XFER_MAC_BYTES];
+    uint8_t challenge[XFER_MAC_BYTES];
+    uint32_t nranges, reserved;
+    struct xfer_range ranges[XFER_REF_RANGES];
+};
+
 struct xfer_link {
     xt *t;
     xt_ep *ep;  /* NULL until opened, and once closed */
@@ -38,9 +63,13 @@ struct xfer_link {
     /* Reading each other's memory on one host (link_cma.c, cma.h). */
     bool cma_allowed; /* this side reads and is read (the agent's choice) */
     uint64_t peer_id; /* the peer's agent id, which its cookie names */
-    /* This side's cookie and, after it, a fresh challenge, where its CMA
-     * says: a reader proves it read them by a MAC of the challenge. */
-    uint8_t cookie[2 * XFER_MAC_BYTES];
+    /* This side's cookie, a fresh challenge and the ranges it gives by
+     * reference, where its CMA says: a reader proves it read them by a MAC
+     * of the challenge.  The ranges are filled by the agent (peer.c). */
+    struct xfer_offer offer;
+    /* The ranges the peer announced, read in its process with its cookie. */
+    struct xfer_range peer_ranges[XFER_REF_RANGES];
+    uint32_t npeer_ranges;
     int cma_listener; /* the socket the kernel names this process by; -1 */
     bool cma_offered, cma_heard, cma_answered;
     uint32_t peer_pid;
@@ -78,6 +107,13 @@ void xfer_link_cma_offer(struct xfer_link *l);
 void xfer_link_on_cma(struct xfer_link *l, const struct wire_msg *m);
 /* The peer's answer to this side's CMA. */
 void xfer_link_on_cma_ok(struct xfer_link *l, const struct wire_msg *m);
+/*
+ * Whether a reference lies inside one range the peer announced, of the
+ * kind it needs (a sealed chunk in its send slots, its seal among their
+ * seals; an unsealed one in its cache), all sums overflow-checked.  false:
+ * a violation naming the address, the length and the ranges.
+ */
+bool xfer_link_ref_inside(struct xfer_link *l, const struct wire_ref *ref);
 /*
  * Read a chunk the peer gave by reference into `local` (n pieces, len
  * bytes), its seal checked before and after.  KVRT_OK; otherwise the link
