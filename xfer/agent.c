@@ -246,12 +246,13 @@ int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)
 {
     if (!a || !stats)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: NULL argument");
-    if (stats->size != 0 && stats->size != sizeof(*stats))
-        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: stats size %zu; expected %zu or 0", stats->size,
-                         sizeof(*stats));
+    size_t size = stats->size ? stats->size : sizeof(*stats);
+    if (size != sizeof(*stats) && size != KVRT_XFER_STATS_SIZE_1_3)
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: stats size %zu; expected %zu, %d (API 1.3) or 0",
+                         stats->size, sizeof(*stats), KVRT_XFER_STATS_SIZE_1_3);
     base_lock(&a->lock);
     struct kvrt_xfer_stats s = a->stats;
-    s.size = sizeof(s);
+    s.size = size;
     for (kvrt_xfer_peer *p = a->peers; p; p = p->next) {
         s.peers++;
         s.peers_read_in_place += p->link.reads_peer && p->link.state == KVRT_XFER_PEER_CONNECTED;
@@ -268,7 +269,7 @@ int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)
     s.registration_s = a->registration_s;
     xt_handler_cost(a->t, &s.handlers_s, &s.handler_bytes);
     base_unlock(&a->lock);
-    *stats = s;
+    memcpy(stats, &s, size); /* a 1.3 caller's struct ends at its size */
     kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
 }

@@ -51,7 +51,7 @@ static void finish(struct xfer_in *in, int status, const char *why)
 {
     in->finished = true;
     in->status = status;
-    xfer_stream_done(in->env, &in->on_end, in->owner, status, why);
+    xfer_stream_done(in->env, in->link, &in->on_end, in->owner, status, why);
 }
 
 static void vfail(struct xfer_in *in, int status, bool tell, const char *fmt, va_list ap)

@@ -46,6 +46,15 @@ struct xfer_offer {
     struct xfer_range ranges[XFER_REF_RANGES];
 };
 
+/* Why a link failed, for the agent's counts of failed transfers. */
+enum xfer_fail_cause {
+    XFER_CAUSE_NONE = 0,
+    XFER_CAUSE_CONNECTION, /* the endpoint broke, the process died, a send failed */
+    XFER_CAUSE_TIMEOUT,    /* no progress for the agent's timeout */
+    XFER_CAUSE_VIOLATION,  /* a message broke the protocol */
+    XFER_CAUSE_CLOSED,     /* either side closed it */
+};
+
 struct xfer_link {
     xt *t;
     xt_ep *ep;  /* NULL until opened, and once closed */
@@ -53,6 +62,7 @@ struct xfer_link {
     bool wiring;
     enum kvrt_xfer_peer_state state;
     char why[512];
+    enum xfer_fail_cause cause; /* why it failed (with the first reason) */
     char name[96];
     struct wire_ident me; /* what this side writes in every header */
     struct xfer_link_msg *queue, **queue_tail;
@@ -90,8 +100,10 @@ int xfer_link_send(struct xfer_link *l, unsigned id, const void *hdr, size_t hle
 bool xfer_link_ready(const struct xfer_link *l);
 /* KVRT_OK while connected; otherwise the error naming the peer, for `what`. */
 int xfer_link_ok(const struct xfer_link *l, const char *what);
-/* The link fails with this reason (the first one stays). */
+/* The link fails with this reason (the first one stays); its cause is
+ * XFER_CAUSE_CONNECTION unless one was set (xfer_link_fail_as). */
 void xfer_link_fail(struct xfer_link *l, const char *fmt, ...) KVRT_PRINTF(2, 3);
+void xfer_link_fail_as(struct xfer_link *l, enum xfer_fail_cause cause, const char *fmt, ...) KVRT_PRINTF(3, 4);
 /* A message from the peer failed a check: counted, logged in one line that
  * names the peer, and the link fails. */
 void xfer_link_violation(struct xfer_link *l, const char *why);

@@ -92,8 +92,8 @@ static void describe_ranges(const struct xfer_range *r, uint32_t n, char *out, s
     size_t at = 0;
     out[0] = 0;
     for (uint32_t i = 0; i < n && at < size; i++) {
-        int w = snprintf(out + at, size - at, "%s%s 0x%llx+%llu", i ? ", " : "", range_kind(r[i].kind),
-                         ULL(r[i].addr), ULL(r[i].len));
+        int w = snprintf(out + at, size - at, "%s%s 0x%llx+%llu", i ? ", " : "", range_kind(r[i].kind), ULL(r[i].addr),
+                         ULL(r[i].len));
         if (w < 0)
             break;
         at += (size_t)w;

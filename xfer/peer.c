@@ -21,13 +21,13 @@ static void ref_ranges(const kvrt_xfer_agent *a, struct xfer_offer *o)
 {
     uint32_t n = 0;
     if (a->local.addr && a->local.desc.bytes)
-        o->ranges[n++] = (struct xfer_range){(uint64_t)(uintptr_t)a->local.addr, a->local.desc.bytes,
-                                             XFER_RANGE_CACHE, 0};
+        o->ranges[n++] =
+            (struct xfer_range){(uint64_t)(uintptr_t)a->local.addr, a->local.desc.bytes, XFER_RANGE_CACHE, 0};
     if (a->pool.host && a->pool.half) {
         o->ranges[n++] = (struct xfer_range){(uint64_t)(uintptr_t)a->pool.host, (uint64_t)a->pool.half * a->pool.chunk,
                                              XFER_RANGE_STAGING, 0};
-        o->ranges[n++] = (struct xfer_range){(uint64_t)(uintptr_t)a->pool.seals, (uint64_t)a->pool.half * sizeof(uint64_t),
-                                             XFER_RANGE_SEALS, 0};
+        o->ranges[n++] = (struct xfer_range){(uint64_t)(uintptr_t)a->pool.seals,
+                                             (uint64_t)a->pool.half * sizeof(uint64_t), XFER_RANGE_SEALS, 0};
     }
     o->nranges = n;
 }
@@ -252,6 +252,8 @@ void kvrt_xfer_peer_close(kvrt_xfer_peer *p)
     /* Its transfers end first, as closed here, whatever the goodbye then
      * makes the peer do to them. */
     p->closed_here = true;
+    if (p->link.cause == XFER_CAUSE_NONE)
+        p->link.cause = XFER_CAUSE_CLOSED;
     char why[160];
     snprintf(why, sizeof(why), "the connection to peer %s was closed here", p->link.name);
     xfer_streams_fail_link(&a->streams, &p->link, KVRT_ERR_STATE, why);

@@ -61,7 +61,10 @@ class Stats(C.Structure):
         "chunk_bytes", "registered_bytes")] + [("registration_s", dbl)] + [(n, u64) for n in (
             "completed", "failed", "bytes_sent", "bytes_received", "notifications", "refused", "violations",
             "strangers", "denied")] + [("handlers_s", dbl), ("handler_bytes", u64), ("bytes_read_in_place", u64), ("peers_read_in_place", C.c_uint32),
-      ("reserved", C.c_uint8 * 4)]
+      ("reserved", C.c_uint8 * 4)] + [(n, u64) for n in (
+          "failed_timeout", "failed_peer_closed", "failed_connection", "failed_violation", "failed_refused",
+          "failed_released", "failed_other", "refused_auth", "refused_allow", "refused_busy", "refused_metadata",
+          "refused_malformed", "refused_other", "refused_limit")] + [("reserved_end", C.c_uint8 * 64)]
 
 
 class MetadataInfo(C.Structure):
@@ -163,7 +166,7 @@ def _method(name):
 def _as_dict(s):
     """Every field of a mirrored struct but size and reserved, by name (the
     mirror test holds the names to C's)."""
-    return {name: getattr(s, name) for name, _ in s._fields_ if name not in ("size", "reserved")}
+    return {name: getattr(s, name) for name, _ in s._fields_ if name not in ("size", "reserved", "reserved_end")}
 
 
 def _plan_dict(p):

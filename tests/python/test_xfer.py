@@ -276,6 +276,63 @@ def _connect_refused(a, b):
     return err, got.get("error"), got.get("peer")
 
 
+def _samples(text):
+    """Every sample of a Prometheus text, read by prometheus_client's own parser: {(name, labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_failure_and_refusal_reasons():
+    """stats and metrics count failed transfers and refusals by reason: a push outside the grants fails as
+    refused on both sides and is refused as not granted there, a wrong key is refused as auth; the reasons
+    add up and prometheus_client reads them"""
+    _need()
+    import tempfile
+    with tempfile.TemporaryDirectory() as d, kvrt.Runtime() as rt:
+        p = Pair(rt, la="BLHNC", lb="BLHNC", b_options=dict(require_grants=True))
+        try:
+            e = raises(kvrt.RefusedError, p.a.transfer, p.peer, [3], [6], layers=(0, 1))
+            assert "block 6 is not granted" in str(e), e
+            deadline = time.time() + 10
+            while p.b.stats["failed"] == 0 and time.time() < deadline:
+                time.sleep(0.01)
+            for side, st in (("sender", p.a.stats), ("receiver", p.b.stats)):
+                reasons = {k: v for k, v in st.items() if k.startswith("failed_")}
+                assert st["failed"] == 1 and reasons["failed_refused"] == 1 and sum(reasons.values()) == 1, \
+                    (side, st)
+            assert p.b.stats["denied"] == 1 and p.b.stats["violations"] == 0, p.b.stats
+            got = _samples(p.b.metrics())
+            assert got[("kvrt_xfer_failures_total", (("reason", "refused"),))] == 1, got
+            assert got[("kvrt_xfer_refusals_total", (("reason", "not_granted"),))] == 1, got
+            failures = {k[1][0][1]: v for k, v in got.items() if k[0] == "kvrt_xfer_failures_total"}
+            assert set(failures) == {"timeout", "peer_closed", "connection", "violation", "refused", "released",
+                                     "other"}, failures
+            assert sum(failures.values()) == got[("kvrt_xfer_transfers_total", (("result", "failed"),))], got
+            # The same peer, granted, moves; nothing more fails.
+            p.b_peer.expect([6])
+            p.a.transfer(p.peer, [3], [6], layers=(0, 1))
+            assert p.a.stats["failed"] == 1 and p.a.stats["completed"] == 1, p.a.stats
+        finally:
+            p.close()
+        key, other = _key_file(d, "key"), _key_file(d, "other")
+        c1 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
+        c2 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
+        with kx.Agent(c1, key_file=other, timeout=10) as a, kx.Agent(c2, key_file=key, timeout=10) as b:
+            _connect_refused(a, b)
+            st = b.stats
+            assert st["refused"] == 1 and st["refused_auth"] == 1, st
+            got = _samples(b.metrics())
+            assert got[("kvrt_xfer_connection_refusals_total", (("reason", "auth"),))] == 1, got
+            assert got[("kvrt_xfer_refusals_total", (("reason", "connection"),))] == 1, got
+            conns = {k[1][0][1]: v for k, v in got.items() if k[0] == "kvrt_xfer_connection_refusals_total"}
+            assert set(conns) == {"auth", "allow_list", "busy", "metadata", "malformed", "other"}, conns
+            assert sum(conns.values()) == st["refused"], got
+
+
 def test_keys_allow_and_grants():
     """Agent(key_file=, insecure=, allow=, require_grants=) and the grants: peers with the key connect and move
     only granted blocks; a wrong key, a readable key file, an address outside the allow list and a
