@@ -59,42 +59,45 @@ static bool in_handshake(const kvrt_xfer_peer *p)
     return p->hs >= XFER_HS_WAIT_HELLO && p->hs <= XFER_HS_WAIT_READY;
 }
 
-static bool allowed(const kvrt_xfer_agent *a, const struct sockaddr_in *sa)
+static bool allowed(const kvrt_xfer_agent *a, const struct xfer_inet *from)
 {
     if (!a->num_allow)
         return true;
-    uint32_t ip = ntohl(sa->sin_addr.s_addr);
     for (size_t i = 0; i < a->num_allow; i++)
-        if ((ip & a->allow[i].mask) == a->allow[i].addr)
+        if (xfer_inet_in(from, &a->allow[i]))
             return true;
     return false;
 }
 
 void xfer_hs_on_conn(kvrt_xfer_agent *a, xt_conn *c)
 {
-    struct sockaddr_in sa;
-    bool known = xt_conn_client(c, &sa);
+    struct sockaddr_storage sa;
+    struct xfer_inet from;
+    bool known = xt_conn_client(c, &sa) && xfer_inet_of((const struct sockaddr *)&sa, &from);
     char name[96] = "an unknown address";
-    if (known) {
-        char host[INET_ADDRSTRLEN] = "?";
-        inet_ntop(AF_INET, &sa.sin_addr, host, sizeof(host));
-        snprintf(name, sizeof(name), "%s:%u", host, ntohs(sa.sin_port));
-    }
+    if (known)
+        xfer_inet_name((const struct sockaddr *)&sa, true, name, sizeof(name));
     unsigned all = 0, same = 0;
     for (const kvrt_xfer_peer *p = a->peers; p; p = p->next)
         if (in_handshake(p) || (p->hs == XFER_HS_FAILED && !p->handed_out)) {
             all++;
-            same += known && p->from_known && p->from_ip == sa.sin_addr.s_addr;
+            same += known && p->from_known && memcmp(&p->from, &from, sizeof(from)) == 0;
         }
     const char *why = NULL;
     uint64_t *reason = &a->stats.refused_allow;
     if (!known && a->num_allow)
         why = "its address is unknown and an allow list is set";
-    else if (known && !allowed(a, &sa))
+    else if (known && !allowed(a, &from))
         why = "it is not in the allow list";
     else if (all >= MAX_HANDSHAKES || same >= MAX_FROM_ONE) {
         why = "too many handshakes are under way";
         reason = &a->stats.refused_busy;
+    } else if (known && sa.ss_family == AF_INET6 && (xt_tcp_families(a->t) & XFER_ADDR_INET)) {
+        /* UCX 1.13 would write its IPv6 address past the end of an IPv4
+         * interface's endpoint (connect.c, check_family). */
+        why = "it connects over IPv6 and this agent's UCX tcp interfaces include IPv4 ones (UCX 1.13 carries an "
+              "IPv6 connection only on IPv6 interfaces: UCX_TCP_AF_PRIO=inet6)";
+        reason = &a->stats.refused_other;
     }
     if (why) {
         a->stats.refused++;
@@ -111,7 +114,7 @@ void xfer_hs_on_conn(kvrt_xfer_agent *a, xt_conn *c)
     if (known) {
         snprintf(p->link.name, sizeof(p->link.name), "%s", name);
         p->from_known = true;
-        p->from_ip = sa.sin_addr.s_addr;
+        p->from = from;
     }
     p->hs = XFER_HS_WAIT_HELLO;
     p->hs_deadline = base_now() + a->timeout_s;

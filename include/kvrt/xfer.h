@@ -107,8 +107,9 @@ struct kvrt_xfer_agent_options {
      * owner only): peers connect only when both prove they hold it.  NULL:
      * KVRT_XFER_KEY_FILE, when set; otherwise no key (docs/security.md). */
     const char *key_file;
-    /* Peers may connect only from these IPv4 addresses or networks
-     * ("10.0.0.7,10.1.0.0/16"); NULL or "": from anywhere. */
+    /* Peers may connect only from these IPv4 or IPv6 addresses or
+     * networks ("10.0.0.7,10.1.0.0/16,fd00::/64"); NULL or "": from
+     * anywhere. */
     const char *allow;
     uint32_t flags; /* KVRT_XFER_INSECURE, KVRT_XFER_REQUIRE_GRANTS */
     uint32_t reserved32;
@@ -272,7 +273,11 @@ KVRT_API int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t le
 
 /**
  * Listen on addr:port (addr NULL: 127.0.0.1; port 0: any free port, returned
- * in *bound_port when not NULL).  An address other than loopback needs a
+ * in *bound_port when not NULL).  addr: an IPv4 or IPv6 literal ("::1",
+ * "[fd00::7]", "fe80::1%eth0") or a host name; KVRT_ERR_INVALID naming a
+ * text that is none, KVRT_ERR_UNSUPPORTED for an IPv6 address while this
+ * agent's UCX tcp interfaces are not all IPv6 (UCX 1.13 carries IPv6 only
+ * there: docs/xfer.md, "Connections").  An address other than loopback needs a
  * key (kvrt_xfer_agent_options.key_file, KVRT_XFER_KEY_FILE) or the
  * KVRT_XFER_INSECURE flag: KVRT_ERR_REFUSED otherwise, saying how to add
  * one.  Handshakes then run whenever the agent is progressed, several at
@@ -297,8 +302,9 @@ KVRT_API int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_pe
 
 /**
  * Connect to a listener, run the handshake (both sides check metadata and,
- * with a key, prove they hold it).  An address other than loopback needs a
- * key or KVRT_XFER_INSECURE, as kvrt_xfer_listen.
+ * with a key, prove they hold it).  addr as kvrt_xfer_listen takes it.  An
+ * address other than loopback needs a key or KVRT_XFER_INSECURE, as
+ * kvrt_xfer_listen.
  * @return KVRT_OK; KVRT_ERR_REFUSED when either side did not prove the
  *   key (or their keys differ, or one has none); KVRT_ERR_INVALID for an
  *   incompatible peer; KVRT_ERR_DEVICE when it cannot be reached.

@@ -333,6 +333,51 @@ def test_failure_and_refusal_reasons():
             assert sum(conns.values()) == st["refused"], got
 
 
+def test_addresses_of_either_family():
+    """listen and connect take IPv4 and IPv6 literals and host names: a host name and an IPv4-mapped IPv6 address
+    connect; an IPv6 address on an agent whose UCX tcp interfaces are IPv4 (loopback in UCX 1.13) is refused
+    naming the bound, never handed to UCX; malformed addresses and allow entries are refused naming the value;
+    an IPv6 allow list keeps an IPv4 client out"""
+    _need()
+    with kvrt.Runtime() as rt:
+        c1 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
+        c2 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
+        with kx.Agent(c1, timeout=10) as a, kx.Agent(c2, timeout=10) as b:
+            for text in ("::1", "[::1]"):
+                e = raises(kvrt.UnsupportedError, b.listen, text, 0)
+                assert "IPv6" in str(e) and "UCX_TCP_AF_PRIO=inet6" in str(e), e
+                e = raises(kvrt.UnsupportedError, a.connect, text, 9)
+                assert "::1" in str(e), e
+            for text in ("[::1", "::1]", "[]", "", "1.2.3.4.5", "[127.0.0.1]x", "host name.invalid"):
+                e = raises(kvrt.InvalidArgumentError, b.listen, text, 0)
+                assert text in str(e) or not text, e
+            port = b.listen("localhost", 0)
+            got = {}
+            t = threading.Thread(target=lambda: got.setdefault("peer", b.accept(timeout=10)))
+            t.start()
+            peer = a.connect("::ffff:127.0.0.1", port)
+            t.join()
+            assert peer is not None and got.get("peer") is not None, got
+            assert peer.name == "127.0.0.1:%d" % port, peer.name
+        e = raises(kvrt.InvalidArgumentError, kx.Agent, c1, allow=["fd00::/129"])
+        assert "fd00::/129" in str(e) and "0..128" in str(e), e
+        e = raises(kvrt.InvalidArgumentError, kx.Agent, c1, allow=["fd00::zz"])
+        assert "fd00::zz" in str(e), e
+        with kx.Agent(c1, timeout=10) as a, kx.Agent(c2, allow="fd00::/64,fe80::1", timeout=10) as b:
+            err, _, peer = _connect_refused(a, b)
+            assert peer is None and err is not None, (err, peer)
+            assert b.stats["refused_allow"] == 1, b.stats
+        with kx.Agent(c1, timeout=10) as a, kx.Agent(c2, allow="::ffff:127.0.0.0/104", timeout=10) as b:
+            # an IPv4-mapped network holds IPv4 clients
+            port = b.listen("127.0.0.1", 0)
+            got = {}
+            t = threading.Thread(target=lambda: got.setdefault("peer", b.accept(timeout=10)))
+            t.start()
+            peer = a.connect("127.0.0.1", port)
+            t.join()
+            assert got.get("peer") is not None and b.stats["refused"] == 0, b.stats
+
+
 def test_keys_allow_and_grants():
     """Agent(key_file=, insecure=, allow=, require_grants=) and the grants: peers with the key connect and move
     only granted blocks; a wrong key, a readable key file, an address outside the allow list and a
