@@ -56,6 +56,17 @@ int xfer_addr_check(const struct xfer_addr_shape *mine, const uint8_t *addr, siz
 int xfer_addr_form(uint16_t csum, const uint8_t *dev, size_t dev_len, const uint8_t *iface, size_t iface_len, char *why,
                    size_t n);
 
+/*
+ * The address families of the tcp interfaces in a checked address (this
+ * process's own): XFER_ADDR_INET and/or XFER_ADDR_INET6, 0 without tcp.
+ * UCX 1.13 gives each NIC the first family of UCX_TCP_AF_PRIO it has an
+ * address of; a connection of the other family overflows a buffer in its
+ * tcp wire-up (docs/xfer.md, "Connections"), so the caller holds the
+ * connection's family to these.
+ */
+enum { XFER_ADDR_INET = 1u, XFER_ADDR_INET6 = 2u };
+unsigned xfer_addr_tcp_families(const struct xfer_addr_shape *s, const uint8_t *addr);
+
 /* Bytes of zeros kept after a copy of a checked address: a transport that
  * reads a fixed-size structure at the end of it reads zeros, not beyond. */
 enum { XFER_ADDR_PAD = 256 };

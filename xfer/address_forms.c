@@ -167,3 +167,15 @@ int xfer_addr_form(uint16_t csum, const uint8_t *dev, size_t dev_len, const uint
     }
     return 0;
 }
+
+unsigned xfer_addr_tcp_families(const struct xfer_addr_shape *s, const uint8_t *addr)
+{
+    unsigned got = 0;
+    uint16_t tcp = crc16("tcp");
+    for (unsigned i = 0; i < s->entries; i++)
+        if (s->tl[i].csum == tcp && s->tl[i].dev_len >= 2) {
+            uint8_t family = addr[s->tl[i].dev_off + 1]; /* after the flags (tcp_dev) */
+            got |= family == 2 ? XFER_ADDR_INET : family == 10 ? XFER_ADDR_INET6 : 0u;
+        }
+    return got;
+}

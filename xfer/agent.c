@@ -4,7 +4,6 @@
  *
  * Layer 6 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,7 +54,7 @@ static int check_options(const struct kvrt_xfer_agent_options *o)
     return KVRT_OK;
 }
 
-/* "10.0.0.7,10.1.0.0/16" */
+/* "10.0.0.7,10.1.0.0/16,fd00::/64" (inet.h) */
 static int parse_allow(kvrt_xfer_agent *a, const char *list)
 {
     if (!list || !*list)
@@ -66,37 +65,21 @@ static int parse_allow(kvrt_xfer_agent *a, const char *list)
     for (const char *p = list; *p;) {
         const char *end = strchr(p, ',');
         size_t n = end ? (size_t)(end - p) : strlen(p);
-        char item[64], host[64];
+        char item[64];
         if (n == 0 || n >= sizeof(item))
             return BASE_FAIL(KVRT_ERR_INVALID,
                              "kvrt_xfer_agent_create: allow list \"%.200s\" has an empty or overlong entry; entries "
-                             "are IPv4 addresses or networks (10.0.0.7, 10.1.0.0/16) separated by commas",
+                             "are IPv4 or IPv6 addresses or networks (10.0.0.7, 10.1.0.0/16, fd00::/64) separated by "
+                             "commas",
                              list);
         memcpy(item, p, n);
         item[n] = '\0';
-        unsigned bits = 32;
-        char *slash = strchr(item, '/');
-        snprintf(host, sizeof(host), "%.*s", slash ? (int)(slash - item) : (int)n, item);
-        char *rest = NULL;
-        if (slash) {
-            unsigned long b = strtoul(slash + 1, &rest, 10);
-            if (!slash[1] || *rest || b > 32)
-                return BASE_FAIL(KVRT_ERR_INVALID,
-                                 "kvrt_xfer_agent_create: allow entry \"%s\" has prefix length \"%s\"; valid are "
-                                 "0..32",
-                                 item, slash + 1);
-            bits = (unsigned)b;
-        }
-        struct in_addr in;
-        if (inet_pton(AF_INET, host, &in) != 1)
-            return BASE_FAIL(KVRT_ERR_INVALID,
-                             "kvrt_xfer_agent_create: allow entry \"%s\" is not an IPv4 address or network (e.g. "
-                             "10.0.0.7 or 10.1.0.0/16)",
-                             item);
         if (a->num_allow == MAX_ALLOW)
             return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_create: more than %d allow entries", MAX_ALLOW);
-        uint32_t mask = bits ? ~(uint32_t)0 << (32 - bits) : 0;
-        a->allow[a->num_allow++] = (struct xfer_allow){ntohl(in.s_addr) & mask, mask};
+        int rc = xfer_inet_net_parse(item, &a->allow[a->num_allow], "kvrt_xfer_agent_create");
+        if (rc != KVRT_OK)
+            return rc;
+        a->num_allow++;
         p += n;
         if (*p == ',')
             p++;
@@ -246,12 +229,13 @@ int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)
 {
     if (!a || !stats)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: NULL argument");
-    if (stats->size != 0 && stats->size != sizeof(*stats))
-        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: stats size %zu; expected %zu or 0", stats->size,
-                         sizeof(*stats));
+    size_t size = stats->size ? stats->size : sizeof(*stats);
+    if (size != sizeof(*stats) && size != KVRT_XFER_STATS_SIZE_1_3)
+        return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_agent_stats: stats size %zu; expected %zu, %d (API 1.3) or 0",
+                         stats->size, sizeof(*stats), KVRT_XFER_STATS_SIZE_1_3);
     base_lock(&a->lock);
     struct kvrt_xfer_stats s = a->stats;
-    s.size = sizeof(s);
+    s.size = size;
     for (kvrt_xfer_peer *p = a->peers; p; p = p->next) {
         s.peers++;
         s.peers_read_in_place += p->link.reads_peer && p->link.state == KVRT_XFER_PEER_CONNECTED;
@@ -268,7 +252,7 @@ int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats)
     s.registration_s = a->registration_s;
     xt_handler_cost(a->t, &s.handlers_s, &s.handler_bytes);
     base_unlock(&a->lock);
-    *stats = s;
+    memcpy(stats, &s, size); /* a 1.3 caller's struct ends at its size */
     kvrt_error_report(KVRT_OK, NULL);
     return KVRT_OK;
 }

@@ -15,6 +15,7 @@
 #include "auth.h"
 #include "base/lock.h"
 #include "base/log.h"
+#include "inet.h"
 #include "metadata.h"
 #include "plan.h"
 #include "stream.h"
@@ -59,7 +60,7 @@ struct kvrt_xfer_peer {
     bool ready_posted; /* client: READY is on its way */
     bool told;         /* server: the client was sent why it is refused */
     bool from_known;   /* server: the client's address */
-    uint32_t from_ip;
+    struct xfer_inet from;
     int hs_status;
     char hs_why[700];
     bool closed_here;
@@ -96,7 +97,7 @@ struct kvrt_xfer_agent {
     struct base_log log;
     struct xfer_key key;
     uint32_t flags; /* KVRT_XFER_INSECURE, KVRT_XFER_REQUIRE_GRANTS */
-    struct xfer_allow *allow;
+    struct xfer_inet_net *allow; /* networks a peer may connect from (inet.h) */
     size_t num_allow;
     struct xfer_grants grants; /* every peer's (kvrt_xfer_agent_grant) */
     double timeout_s;
@@ -116,10 +117,6 @@ struct kvrt_xfer_agent {
     struct kvrt_xfer_stats stats;
 };
 
-/* An IPv4 network a peer may connect from. */
-struct xfer_allow {
-    uint32_t addr, mask; /* host order */
-};
 
 /* peer.c */
 int xfer_peer_new(kvrt_xfer_agent *a, kvrt_xfer_peer **out);

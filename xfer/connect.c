@@ -5,8 +5,6 @@
  *
  * Layer 6 of libkvrt-xfer (docs/xfer.md, "Layers").
  */
-#include <arpa/inet.h>
-#include <netinet/in.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,29 +12,48 @@
 
 #include "base/clock.h"
 #include "agent.h"
+#include "inet.h"
 
-static bool loopback(const struct sockaddr_in *sa)
+/* The family UCX 1.13 can carry a connection of: this agent's tcp
+ * interfaces' (address.h), IPv4 when it has any. */
+static int prefer(const kvrt_xfer_agent *a)
 {
-    return (ntohl(sa->sin_addr.s_addr) >> 24) == 127;
+    unsigned f = xt_tcp_families(a->t);
+    return (f & XFER_ADDR_INET6) && !(f & XFER_ADDR_INET) ? AF_INET6 : AF_INET;
 }
 
-static int make_sockaddr(const char *addr, uint16_t port, struct sockaddr_in *sa, const char *fn)
+/*
+ * An IPv6 connection only where every tcp interface of this agent is
+ * IPv6: UCX 1.13 writes the peer's IPv6 socket address into an IPv4
+ * interface's endpoint past its end (uct_tcp_ep_set_dest_addr, seen under
+ * valgrind) when the two meet, so kvrt never lets them (docs/xfer.md,
+ * "Connections").
+ */
+static int check_family(const kvrt_xfer_agent *a, const struct sockaddr *sa, const char *fn)
 {
-    memset(sa, 0, sizeof(*sa));
-    sa->sin_family = AF_INET;
-    sa->sin_port = htons(port);
-    if (inet_pton(AF_INET, addr ? addr : "127.0.0.1", &sa->sin_addr) != 1)
-        return BASE_FAIL(KVRT_ERR_INVALID, "%s: address \"%s\" is not an IPv4 address (e.g. 127.0.0.1)", fn, addr);
-    return KVRT_OK;
+    unsigned f = xt_tcp_families(a->t);
+    if (sa->sa_family != AF_INET6 || ((f & XFER_ADDR_INET6) && !(f & XFER_ADDR_INET)))
+        return KVRT_OK;
+    char host[128];
+    xfer_inet_name(sa, false, host, sizeof(host));
+    return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
+                     "%s: %s is an IPv6 address, and this agent's UCX tcp interfaces are %s; UCX 1.13 carries an "
+                     "IPv6 connection only on IPv6 interfaces: set UCX_TCP_AF_PRIO=inet6 and UCX_NET_DEVICES to "
+                     "NICs with IPv6 addresses (loopback has no IPv6 tcp interface in UCX 1.13), or use an IPv4 "
+                     "address",
+                     fn, host,
+                     (f & XFER_ADDR_INET) && (f & XFER_ADDR_INET6) ? "IPv4 and IPv6"
+                     : f                                           ? "IPv4"
+                                                                   : "none");
 }
 
 /* Beyond loopback, a key or the caller's explicit choice. */
-static int check_exposure(const kvrt_xfer_agent *a, const struct sockaddr_in *sa, const char *fn, const char *what)
+static int check_exposure(const kvrt_xfer_agent *a, const struct sockaddr *sa, const char *fn, const char *what)
 {
-    if (loopback(sa) || xfer_key_set(&a->key) || (a->flags & KVRT_XFER_INSECURE))
+    if (xfer_inet_loopback(sa) || xfer_key_set(&a->key) || (a->flags & KVRT_XFER_INSECURE))
         return KVRT_OK;
-    char host[INET_ADDRSTRLEN] = "?";
-    inet_ntop(AF_INET, &sa->sin_addr, host, sizeof(host));
+    char host[128];
+    xfer_inet_name(sa, false, host, sizeof(host));
     return BASE_FAIL(KVRT_ERR_REFUSED,
                      "%s: refusing to %s %s without a key: any host that reaches it could read and write this "
                      "cache; give every agent the same key file (key_file in kvrt_xfer_agent_options or "
@@ -49,17 +66,22 @@ int kvrt_xfer_listen(kvrt_xfer_agent *a, const char *addr, uint16_t port, uint16
 {
     if (!a)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_listen: agent is NULL");
-    struct sockaddr_in sa;
-    int rc = make_sockaddr(addr, port, &sa, "kvrt_xfer_listen");
+    struct sockaddr_storage sa;
+    socklen_t len;
+    /* Outside the lock: a host name may wait on the resolver (the tcp
+     * families are fixed when the agent is made). */
+    int rc = xfer_inet_parse(addr, port, prefer(a), &sa, &len, "kvrt_xfer_listen");
+    if (rc == KVRT_OK)
+        rc = check_family(a, (const struct sockaddr *)&sa, "kvrt_xfer_listen");
     if (rc != KVRT_OK)
         return rc;
     base_lock(&a->lock);
     if (xt_listening(a->t))
         rc = BASE_FAIL(KVRT_ERR_STATE, "kvrt_xfer_listen: the agent already listens");
     if (rc == KVRT_OK)
-        rc = check_exposure(a, &sa, "kvrt_xfer_listen", "listen on");
+        rc = check_exposure(a, (const struct sockaddr *)&sa, "kvrt_xfer_listen", "listen on");
     if (rc == KVRT_OK)
-        rc = xt_listen(a->t, &sa, bound_port);
+        rc = xt_listen(a->t, (const struct sockaddr *)&sa, len, bound_port);
     base_unlock(&a->lock);
     if (rc == KVRT_OK)
         kvrt_error_report(KVRT_OK, NULL);
@@ -148,12 +170,15 @@ int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_
     if (!a || !out)
         return BASE_FAIL(KVRT_ERR_INVALID, "kvrt_xfer_connect: NULL argument");
     *out = NULL;
-    struct sockaddr_in sa;
-    int rc = make_sockaddr(addr, port, &sa, "kvrt_xfer_connect");
+    struct sockaddr_storage sa;
+    socklen_t sa_len;
+    int rc = xfer_inet_parse(addr, port, prefer(a), &sa, &sa_len, "kvrt_xfer_connect");
+    if (rc == KVRT_OK)
+        rc = check_family(a, (const struct sockaddr *)&sa, "kvrt_xfer_connect");
     if (rc != KVRT_OK)
         return rc;
     base_lock(&a->lock);
-    rc = check_exposure(a, &sa, "kvrt_xfer_connect", "connect to");
+    rc = check_exposure(a, (const struct sockaddr *)&sa, "kvrt_xfer_connect", "connect to");
     kvrt_xfer_peer *p = NULL;
     if (rc == KVRT_OK)
         rc = xfer_peer_new(a, &p);
@@ -162,10 +187,10 @@ int kvrt_xfer_connect(kvrt_xfer_agent *a, const char *addr, uint16_t port, kvrt_
         return rc;
     }
     p->handed_out = true; /* this call reports it */
-    snprintf(p->link.name, sizeof(p->link.name), "%s:%u", addr ? addr : "127.0.0.1", port);
+    xfer_inet_name((const struct sockaddr *)&sa, true, p->link.name, sizeof(p->link.name));
     p->hs = XFER_HS_WAIT_REPLY;
     p->hs_deadline = base_now() + a->timeout_s;
-    rc = xt_ep_connect(a->t, &sa, p, &p->conn_ep);
+    rc = xt_ep_connect(a->t, (const struct sockaddr *)&sa, sa_len, p, &p->conn_ep);
     if (rc != KVRT_OK) {
         p->conn_ep = NULL;
         rc = BASE_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_connect: cannot connect to %s: %s", p->link.name,

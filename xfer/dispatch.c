@@ -103,7 +103,10 @@ static enum xt_verdict on_message(void *arg, const struct xt_msg *m)
     case WIRE_CMA: xfer_link_on_cma(l, &w); break;
     case WIRE_CMA_OK: xfer_link_on_cma_ok(l, &w); break;
     case WIRE_RELEASE: xfer_streams_on_release(&a->streams, l, &w); break;
-    case WIRE_BYE: l->state = KVRT_XFER_PEER_CLOSED; break;
+    case WIRE_BYE:
+        l->state = KVRT_XFER_PEER_CLOSED;
+        l->cause = XFER_CAUSE_CLOSED;
+        break;
     default: break;
     }
     return XT_DONE;

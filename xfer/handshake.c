@@ -59,42 +59,49 @@ static bool in_handshake(const kvrt_xfer_peer *p)
     return p->hs >= XFER_HS_WAIT_HELLO && p->hs <= XFER_HS_WAIT_READY;
 }
 
-static bool allowed(const kvrt_xfer_agent *a, const struct sockaddr_in *sa)
+static bool allowed(const kvrt_xfer_agent *a, const struct xfer_inet *from)
 {
     if (!a->num_allow)
         return true;
-    uint32_t ip = ntohl(sa->sin_addr.s_addr);
     for (size_t i = 0; i < a->num_allow; i++)
-        if ((ip & a->allow[i].mask) == a->allow[i].addr)
+        if (xfer_inet_in(from, &a->allow[i]))
             return true;
     return false;
 }
 
 void xfer_hs_on_conn(kvrt_xfer_agent *a, xt_conn *c)
 {
-    struct sockaddr_in sa;
-    bool known = xt_conn_client(c, &sa);
+    struct sockaddr_storage sa;
+    struct xfer_inet from;
+    bool known = xt_conn_client(c, &sa) && xfer_inet_of((const struct sockaddr *)&sa, &from);
     char name[96] = "an unknown address";
-    if (known) {
-        char host[INET_ADDRSTRLEN] = "?";
-        inet_ntop(AF_INET, &sa.sin_addr, host, sizeof(host));
-        snprintf(name, sizeof(name), "%s:%u", host, ntohs(sa.sin_port));
-    }
+    if (known)
+        xfer_inet_name((const struct sockaddr *)&sa, true, name, sizeof(name));
     unsigned all = 0, same = 0;
     for (const kvrt_xfer_peer *p = a->peers; p; p = p->next)
         if (in_handshake(p) || (p->hs == XFER_HS_FAILED && !p->handed_out)) {
             all++;
-            same += known && p->from_known && p->from_ip == sa.sin_addr.s_addr;
+            same += known && p->from_known && memcmp(&p->from, &from, sizeof(from)) == 0;
         }
     const char *why = NULL;
+    uint64_t *reason = &a->stats.refused_allow;
     if (!known && a->num_allow)
         why = "its address is unknown and an allow list is set";
-    else if (known && !allowed(a, &sa))
+    else if (known && !allowed(a, &from))
         why = "it is not in the allow list";
-    else if (all >= MAX_HANDSHAKES || same >= MAX_FROM_ONE)
+    else if (all >= MAX_HANDSHAKES || same >= MAX_FROM_ONE) {
         why = "too many handshakes are under way";
+        reason = &a->stats.refused_busy;
+    } else if (known && sa.ss_family == AF_INET6 && (xt_tcp_families(a->t) & XFER_ADDR_INET)) {
+        /* UCX 1.13 would write its IPv6 address past the end of an IPv4
+         * interface's endpoint (connect.c, check_family). */
+        why = "it connects over IPv6 and this agent's UCX tcp interfaces include IPv4 ones (UCX 1.13 carries an "
+              "IPv6 connection only on IPv6 interfaces: UCX_TCP_AF_PRIO=inet6)";
+        reason = &a->stats.refused_other;
+    }
     if (why) {
         a->stats.refused++;
+        (*reason)++;
         base_log(&a->log, "kvrt-xfer", KVRT_LOG_WARNING, "refused a connection from %s: %s", name, why);
         xt_conn_reject(a->t, c);
         return;
@@ -107,7 +114,7 @@ void xfer_hs_on_conn(kvrt_xfer_agent *a, xt_conn *c)
     if (known) {
         snprintf(p->link.name, sizeof(p->link.name), "%s", name);
         p->from_known = true;
-        p->from_ip = sa.sin_addr.s_addr;
+        p->from = from;
     }
     p->hs = XFER_HS_WAIT_HELLO;
     p->hs_deadline = base_now() + a->timeout_s;
@@ -149,9 +156,11 @@ void xfer_hs_fail(kvrt_xfer_peer *p, int status, const char *fmt, ...)
     p->hs = XFER_HS_FAILED;
 }
 
-/* The server refuses, telling the client why, with `id` (REPLY or ACCEPT). */
-static void refuse(kvrt_xfer_agent *a, kvrt_xfer_peer *p, unsigned id, int status, const char *why)
+/* The server refuses, telling the client why, with `id` (REPLY or ACCEPT);
+ * counted under `reason` (one of the agent's refused_* counts) too. */
+static void refuse(kvrt_xfer_agent *a, kvrt_xfer_peer *p, unsigned id, int status, const char *why, uint64_t *reason)
 {
+    (*reason)++;
     size_t n = xfer_reason_len(why);
     if (p->conn_ep) {
         if (id == WIRE_REPLY) {
@@ -193,40 +202,41 @@ static void on_hello(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg 
     struct wire_hello h;
     char why[512];
     if (!wire_decode_hello(m->hdr, m->hlen, m->len, m->rndv, &h, why, sizeof(why))) {
-        refuse(a, p, WIRE_REPLY, KVRT_ERR_INVALID, why);
+        refuse(a, p, WIRE_REPLY, KVRT_ERR_INVALID, why, &a->stats.refused_malformed);
         return;
     }
     bool keyed = xfer_key_set(&a->key);
     if (keyed && !(h.flags & WIRE_KEYED)) {
         refuse(a, p, WIRE_REPLY, KVRT_ERR_REFUSED,
                "this agent requires a key and the peer has none (key_file in kvrt_xfer_agent_options or "
-               "KVRT_XFER_KEY_FILE)");
+               "KVRT_XFER_KEY_FILE)",
+               &a->stats.refused_auth);
         return;
     }
     if (!keyed && (h.flags & WIRE_KEYED)) {
         refuse(a, p, WIRE_REPLY, KVRT_ERR_REFUSED,
-               "the peer holds a key and this agent has none; give both the same key file");
+               "the peer holds a key and this agent has none; give both the same key file", &a->stats.refused_auth);
         return;
     }
     memcpy(p->nonce_theirs, h.nonce, XFER_NONCE_BYTES);
     p->hello = copy_of(m->data, m->len);
     p->blob = copy_of(m->data, m->len);
     if (!p->hello || !p->blob) {
-        refuse(a, p, WIRE_REPLY, KVRT_ERR_NOMEM, "out of memory for the peer's metadata");
+        refuse(a, p, WIRE_REPLY, KVRT_ERR_NOMEM, "out of memory for the peer's metadata", &a->stats.refused_other);
         return;
     }
     p->hello_len = p->blob_len = m->len;
     int rc = xfer_peer_take_blob(a, p);
     if (rc != KVRT_OK) {
         snprintf(why, sizeof(why), "%s", kvrt_error_message());
-        refuse(a, p, WIRE_REPLY, rc, why);
+        refuse(a, p, WIRE_REPLY, rc, why, rc == KVRT_ERR_REFUSED ? &a->stats.refused_auth : &a->stats.refused_metadata);
         return;
     }
     uint8_t *mine = NULL;
     size_t len = 0;
     if (xfer_agent_blob(a, &mine, &len) != KVRT_OK) {
         snprintf(why, sizeof(why), "%s", kvrt_error_message());
-        refuse(a, p, WIRE_REPLY, KVRT_ERR_NOMEM, why);
+        refuse(a, p, WIRE_REPLY, KVRT_ERR_NOMEM, why, &a->stats.refused_other);
         return;
     }
     p->reply = mine;
@@ -254,7 +264,7 @@ static void on_proof(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg 
     struct wire_proof pr;
     char why[600];
     if (!wire_decode_proof(m->hdr, m->hlen, m->len, m->rndv, &pr, why, sizeof(why))) {
-        refuse(a, p, WIRE_ACCEPT, KVRT_ERR_INVALID, why);
+        refuse(a, p, WIRE_ACCEPT, KVRT_ERR_INVALID, why, &a->stats.refused_malformed);
         return;
     }
     struct xfer_transcript t;
@@ -264,13 +274,14 @@ static void on_proof(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_msg 
     if (!xfer_same(want, pr.mac, sizeof(want))) {
         refuse(a, p, WIRE_ACCEPT, KVRT_ERR_REFUSED,
                xfer_key_set(&a->key) ? "the peer did not prove it holds this agent's key"
-                                     : "the peer's proof does not match the handshake");
+                                     : "the peer's proof does not match the handshake",
+               &a->stats.refused_auth);
         return;
     }
     xfer_session_token(&a->key, &t, token);
     if (xfer_hs_data_endpoint(a, p) != KVRT_OK || xfer_peer_session(a, p, token, true) != KVRT_OK) {
         snprintf(why, sizeof(why), "%s", kvrt_error_message());
-        refuse(a, p, WIRE_ACCEPT, KVRT_ERR_INVALID, why);
+        refuse(a, p, WIRE_ACCEPT, KVRT_ERR_INVALID, why, &a->stats.refused_other);
         return;
     }
     struct wire_accept ok = {KVRT_OK, 0};
@@ -398,7 +409,8 @@ void xfer_hs_on_message(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const struct xt_m
         if (p->hs == XFER_HS_DONE || p->hs == XFER_HS_NONE)
             xfer_link_violation(&p->link, why);
         else if (p->hs == XFER_HS_WAIT_HELLO || p->hs == XFER_HS_WAIT_PROOF)
-            refuse(a, p, p->hs == XFER_HS_WAIT_HELLO ? WIRE_REPLY : WIRE_ACCEPT, KVRT_ERR_INVALID, why);
+            refuse(a, p, p->hs == XFER_HS_WAIT_HELLO ? WIRE_REPLY : WIRE_ACCEPT, KVRT_ERR_INVALID, why,
+                   &a->stats.refused_malformed);
         else
             xfer_hs_fail(p, KVRT_ERR_INVALID, "kvrt-xfer: %s %s", p->link.name, why);
         return;

@@ -51,7 +51,7 @@ static void finish(struct xfer_in *in, int status, const char *why)
 {
     in->finished = true;
     in->status = status;
-    xfer_stream_done(in->env, &in->on_end, in->owner, status, why);
+    xfer_stream_done(in->env, in->link, &in->on_end, in->owner, status, why);
 }
 
 static void vfail(struct xfer_in *in, int status, bool tell, const char *fmt, va_list ap)
@@ -327,6 +327,8 @@ enum xt_verdict xfer_streams_on_data(struct xfer_streams *s, struct xfer_link *l
             xfer_link_violation(l, "gave a chunk by reference, which this side did not offer to read");
             return XT_REFUSE;
         }
+        if (!xfer_link_ref_inside(l, &ref))
+            return XT_REFUSE;
     }
     if (!check_chunk(in, l, m, by_ref ? ref.len : m->len))
         return XT_REFUSE;

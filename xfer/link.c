@@ -30,15 +30,29 @@ void xfer_link_init(struct xfer_link *l, xt *t, const struct base_log *log, uint
     l->cma_listener = -1;
 }
 
-void xfer_link_fail(struct xfer_link *l, const char *fmt, ...)
+static void fail_v(struct xfer_link *l, enum xfer_fail_cause cause, const char *fmt, va_list ap)
 {
     if (l->state != KVRT_XFER_PEER_CONNECTED)
         return;
+    vsnprintf(l->why, sizeof(l->why), fmt, ap);
+    l->cause = cause;
+    l->state = KVRT_XFER_PEER_FAILED;
+}
+
+void xfer_link_fail(struct xfer_link *l, const char *fmt, ...)
+{
     va_list ap;
     va_start(ap, fmt);
-    vsnprintf(l->why, sizeof(l->why), fmt, ap);
+    fail_v(l, XFER_CAUSE_CONNECTION, fmt, ap);
     va_end(ap);
-    l->state = KVRT_XFER_PEER_FAILED;
+}
+
+void xfer_link_fail_as(struct xfer_link *l, enum xfer_fail_cause cause, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    fail_v(l, cause, fmt, ap);
+    va_end(ap);
 }
 
 void xfer_link_violation(struct xfer_link *l, const char *why)
@@ -47,7 +61,7 @@ void xfer_link_violation(struct xfer_link *l, const char *why)
         return;
     (*l->violations)++;
     base_log(l->log, "kvrt-xfer", KVRT_LOG_WARNING, "peer %s %s; its session is closed", l->name, why);
-    xfer_link_fail(l, "the peer %s", why);
+    xfer_link_fail_as(l, XFER_CAUSE_VIOLATION, "the peer %s", why);
 }
 
 int xfer_link_ok(const struct xfer_link *l, const char *what)

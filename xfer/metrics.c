@@ -38,11 +38,32 @@ static void render(const struct kvrt_xfer_stats *st, struct base_prom *p)
     base_prom_one(p, "kvrt_xfer_received_bytes_total", "counter", "Payload bytes received.", st->bytes_received);
     base_prom_one(p, "kvrt_xfer_read_in_place_bytes_total", "counter",
                   "Payload bytes received by reading a peer's memory on this host.", st->bytes_read_in_place);
-    base_prom_family(p, "kvrt_xfer_refusals_total", "counter", "What the agent refused, by reason.");
-    base_prom_sample(p, "kvrt_xfer_refusals_total", "reason=\"connection\"", st->refused);
-    base_prom_sample(p, "kvrt_xfer_refusals_total", "reason=\"protocol\"", st->violations);
-    base_prom_sample(p, "kvrt_xfer_refusals_total", "reason=\"stranger\"", st->strangers);
-    base_prom_sample(p, "kvrt_xfer_refusals_total", "reason=\"not_granted\"", st->denied);
+    static const char failures[] = "kvrt_xfer_failures_total";
+    base_prom_family(p, failures, "counter", "Transfers failed, either role, by reason (they add up to the failed).");
+    base_prom_sample(p, failures, "reason=\"timeout\"", st->failed_timeout);
+    base_prom_sample(p, failures, "reason=\"peer_closed\"", st->failed_peer_closed);
+    base_prom_sample(p, failures, "reason=\"connection\"", st->failed_connection);
+    base_prom_sample(p, failures, "reason=\"violation\"", st->failed_violation);
+    base_prom_sample(p, failures, "reason=\"refused\"", st->failed_refused);
+    base_prom_sample(p, failures, "reason=\"released\"", st->failed_released);
+    base_prom_sample(p, failures, "reason=\"other\"", st->failed_other);
+    /* What the agent refused, one sample per kind (connections as one,
+     * as before 1.4), then the connections by reason (they add up to it). */
+    static const char refusals[] = "kvrt_xfer_refusals_total";
+    base_prom_family(p, refusals, "counter", "What the agent refused, by reason.");
+    base_prom_sample(p, refusals, "reason=\"connection\"", st->refused);
+    base_prom_sample(p, refusals, "reason=\"protocol\"", st->violations);
+    base_prom_sample(p, refusals, "reason=\"stranger\"", st->strangers);
+    base_prom_sample(p, refusals, "reason=\"not_granted\"", st->denied);
+    base_prom_sample(p, refusals, "reason=\"limit\"", st->refused_limit);
+    static const char conns[] = "kvrt_xfer_connection_refusals_total";
+    base_prom_family(p, conns, "counter", "Connections refused, by reason (they add up to the connection refusals).");
+    base_prom_sample(p, conns, "reason=\"auth\"", st->refused_auth);
+    base_prom_sample(p, conns, "reason=\"allow_list\"", st->refused_allow);
+    base_prom_sample(p, conns, "reason=\"busy\"", st->refused_busy);
+    base_prom_sample(p, conns, "reason=\"metadata\"", st->refused_metadata);
+    base_prom_sample(p, conns, "reason=\"malformed\"", st->refused_malformed);
+    base_prom_sample(p, conns, "reason=\"other\"", st->refused_other);
     base_prom_one(p, "kvrt_xfer_notifications", "gauge", "Notifications queued and not yet taken.", st->notifications);
     base_prom_one(p, "kvrt_xfer_ucx_requests", "gauge", "UCX operations not yet complete.", st->ucx_requests);
     base_prom_family(p, "kvrt_xfer_staging_chunks", "gauge", "Staging chunks, by state.");

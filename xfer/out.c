@@ -63,7 +63,7 @@ static void finish(struct xfer_out *o, int status, const char *why)
 {
     o->finished = true;
     o->status = status;
-    xfer_stream_done(o->env, &o->on_end, o->owner, status, why);
+    xfer_stream_done(o->env, o->link, &o->on_end, o->owner, status, why);
 }
 
 void xfer_out_fail(struct xfer_out *o, int status, const char *fmt, ...)

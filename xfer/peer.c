@@ -14,6 +14,24 @@
 #include "base/clock.h"
 #include "agent.h"
 
+/* What this agent gives its peers by reference (docs/security.md, "Peers
+ * on the same host"): its cache's host bytes, its send slots (the first
+ * half of the pool) and their seals; nothing else of this process. */
+static void ref_ranges(const kvrt_xfer_agent *a, struct xfer_offer *o)
+{
+    uint32_t n = 0;
+    if (a->local.addr && a->local.desc.bytes)
+        o->ranges[n++] =
+            (struct xfer_range){(uint64_t)(uintptr_t)a->local.addr, a->local.desc.bytes, XFER_RANGE_CACHE, 0};
+    if (a->pool.host && a->pool.half) {
+        o->ranges[n++] = (struct xfer_range){(uint64_t)(uintptr_t)a->pool.host, (uint64_t)a->pool.half * a->pool.chunk,
+                                             XFER_RANGE_STAGING, 0};
+        o->ranges[n++] = (struct xfer_range){(uint64_t)(uintptr_t)a->pool.seals,
+                                             (uint64_t)a->pool.half * sizeof(uint64_t), XFER_RANGE_SEALS, 0};
+    }
+    o->nranges = n;
+}
+
 int xfer_peer_new(kvrt_xfer_agent *a, kvrt_xfer_peer **out)
 {
     kvrt_xfer_peer *p = calloc(1, sizeof(*p));
@@ -22,6 +40,7 @@ int xfer_peer_new(kvrt_xfer_agent *a, kvrt_xfer_peer **out)
     p->agent = a;
     xfer_link_init(&p->link, a->t, &a->log, &a->stats.violations);
     p->link.cma_allowed = a->cma_allowed;
+    ref_ranges(a, &p->link.offer);
     snprintf(p->link.name, sizeof(p->link.name), "peer %llu", ULL(++a->peer_count));
     p->next = a->peers;
     a->peers = p;
@@ -233,6 +252,8 @@ void kvrt_xfer_peer_close(kvrt_xfer_peer *p)
     /* Its transfers end first, as closed here, whatever the goodbye then
      * makes the peer do to them. */
     p->closed_here = true;
+    if (p->link.cause == XFER_CAUSE_NONE)
+        p->link.cause = XFER_CAUSE_CLOSED;
     char why[160];
     snprintf(why, sizeof(why), "the connection to peer %s was closed here", p->link.name);
     xfer_streams_fail_link(&a->streams, &p->link, KVRT_ERR_STATE, why);

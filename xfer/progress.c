@@ -104,6 +104,7 @@ int xfer_note_push(void *agent, struct xfer_link *from, uint8_t *data, size_t le
     kvrt_xfer_agent *a = agent;
     if (a->notes_queued >= MAX_NOTES) {
         free(data);
+        a->stats.refused_limit++;
         return BASE_FAIL(KVRT_ERR_REFUSED,
                          "kvrt-xfer: %u notifications wait to be taken (kvrt_xfer_notification); the transfer "
                          "from %s is refused",

@@ -46,12 +46,37 @@ int xfer_span_chunking(struct xfer_span *sp, const struct xfer_local *local, uin
     return xfer_chunking_init(&sp->ch, total, chunk_bytes);
 }
 
-void xfer_stream_done(struct xfer_streams *s, xfer_stream_end *on_end, void *owner, int status, const char *why)
+void xfer_stream_count_failure(struct xfer_streams *s, const struct xfer_link *l, int status)
+{
+    struct kvrt_xfer_stats *st = s->stats;
+    st->failed++;
+    /* The link's cause first: a stream that failed with its peer names
+     * the peer's failure, whatever status it was given. */
+    enum xfer_fail_cause cause = l ? l->cause : XFER_CAUSE_NONE;
+    if (cause == XFER_CAUSE_NONE && l && l->state == KVRT_XFER_PEER_CLOSED)
+        cause = XFER_CAUSE_CLOSED;
+    switch (cause) {
+    case XFER_CAUSE_TIMEOUT: st->failed_timeout++; return;
+    case XFER_CAUSE_VIOLATION: st->failed_violation++; return;
+    case XFER_CAUSE_CONNECTION: st->failed_connection++; return;
+    case XFER_CAUSE_CLOSED: st->failed_peer_closed++; return;
+    case XFER_CAUSE_NONE: break;
+    }
+    if (status == KVRT_ERR_REFUSED)
+        st->failed_refused++;
+    else if (status == KVRT_ERR_STATE)
+        st->failed_released++;
+    else
+        st->failed_other++;
+}
+
+void xfer_stream_done(struct xfer_streams *s, const struct xfer_link *l, xfer_stream_end *on_end, void *owner,
+                      int status, const char *why)
 {
     if (status == KVRT_OK)
         s->stats->completed++;
     else
-        s->stats->failed++;
+        xfer_stream_count_failure(s, l, status);
     xfer_stream_end fn = *on_end;
     *on_end = NULL;
     if (fn)

@@ -78,7 +78,7 @@ static void refuse_push(struct xfer_streams *s, struct xfer_link *l, uint64_t xi
 static void refuse_pull(struct xfer_streams *s, struct xfer_link *l, uint64_t xid, int status, const char *why)
 {
     struct wire_status m = {wire_hdr_make(&l->me, xid), status, 0};
-    s->stats->failed++;
+    xfer_stream_count_failure(s, l, status);
     xfer_link_send(l, WIRE_END, &m, sizeof(m), why, xfer_reason_len(why));
 }
 
@@ -159,6 +159,7 @@ void xfer_streams_on_begin(struct xfer_streams *s, struct xfer_link *l, const st
                  "kvrt-xfer: peer %s has %u transfers (%llu bytes of block ids) under way here; at most %u "
                  "(%llu bytes)",
                  l->name, live_streams(s, l), ULL(l->id_bytes), XFER_MAX_LIVE, ULL(XFER_MAX_ID_BYTES));
+        s->stats->refused_limit++;
         (push ? refuse_push : refuse_pull)(s, l, m->xid, KVRT_ERR_REFUSED, why);
         return;
     }
@@ -281,10 +282,10 @@ void xfer_streams_check_stalls(struct xfer_streams *s, double now, double timeou
     }
     for (struct xfer_out *o = s->outs; o; o = o->next)
         if (!o->finished && o->link && now - o->last_activity > timeout)
-            xfer_link_fail(o->link, "no progress for %g s on a transfer", timeout);
+            xfer_link_fail_as(o->link, XFER_CAUSE_TIMEOUT, "no progress for %g s on a transfer", timeout);
     for (struct xfer_in *in = s->ins; in; in = in->next)
         if (!in->finished && in->link && now - in->last_activity > timeout)
-            xfer_link_fail(in->link, "no progress for %g s on a transfer", timeout);
+            xfer_link_fail_as(in->link, XFER_CAUSE_TIMEOUT, "no progress for %g s on a transfer", timeout);
 }
 
 void xfer_streams_reap(struct xfer_streams *s)

@@ -55,6 +55,11 @@ void xfer_in_start_deferred(struct xfer_streams *s);
 void xfer_in_finish(struct xfer_streams *s);
 
 /* span.c */
-void xfer_stream_done(struct xfer_streams *s, xfer_stream_end *on_end, void *owner, int status, const char *why);
+/* A stream ended: counted (a failure under its reason, from its link's
+ * cause or its status), then told to its owner once.  l may be NULL. */
+void xfer_stream_done(struct xfer_streams *s, const struct xfer_link *l, xfer_stream_end *on_end, void *owner,
+                      int status, const char *why);
+/* A failure counted under its reason (refuse_pull has no stream to end). */
+void xfer_stream_count_failure(struct xfer_streams *s, const struct xfer_link *l, int status);
 
 #endif

@@ -16,6 +16,7 @@
 
 #include "base/clock.h"
 #include "address.h"
+#include "inet.h"
 #include "transport.h"
 
 enum { MAX_HEADER = 128, NUM_AM_IDS = 65536 };
@@ -499,31 +500,37 @@ static void conn_handler(ucp_conn_request_h req, void *arg)
     t->cb.conn(t->cb.arg, c);
 }
 
-int xt_listen(xt *t, const struct sockaddr_in *sa, uint16_t *bound_port)
+int xt_listen(xt *t, const struct sockaddr *sa, socklen_t len, uint16_t *bound_port)
 {
     ucp_listener_params_t lp;
     memset(&lp, 0, sizeof(lp));
     lp.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
-    lp.sockaddr.addr = (const struct sockaddr *)sa;
-    lp.sockaddr.addrlen = sizeof(*sa);
+    lp.sockaddr.addr = sa;
+    lp.sockaddr.addrlen = len;
     lp.conn_handler.cb = conn_handler;
     lp.conn_handler.arg = t;
     ucs_status_t st = ucp_listener_create(t->worker, &lp, &t->listener);
     if (st != UCS_OK) {
         t->listener = NULL;
-        char host[INET_ADDRSTRLEN] = "?";
-        inet_ntop(AF_INET, &sa->sin_addr, host, sizeof(host));
-        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_listen: cannot listen on %s:%u: %s", host, ntohs(sa->sin_port),
-                         ucs_status_string(st));
+        char name[128];
+        xfer_inet_name(sa, true, name, sizeof(name));
+        return BASE_FAIL(KVRT_ERR_DEVICE, "kvrt_xfer_listen: cannot listen on %s: %s", name, ucs_status_string(st));
     }
     if (bound_port) {
         ucp_listener_attr_t la;
         la.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
         if ((st = ucp_listener_query(t->listener, &la)) != UCS_OK)
             return ucx_fail(st, "ucp_listener_query");
-        *bound_port = ntohs(((const struct sockaddr_in *)&la.sockaddr)->sin_port);
+        const struct sockaddr *b = (const struct sockaddr *)&la.sockaddr;
+        *bound_port = b->sa_family == AF_INET6 ? ntohs(((const struct sockaddr_in6 *)(const void *)b)->sin6_port)
+                                               : ntohs(((const struct sockaddr_in *)(const void *)b)->sin_port);
     }
     return KVRT_OK;
+}
+
+unsigned xt_tcp_families(const xt *t)
+{
+    return xfer_addr_tcp_families(&t->shape, (const uint8_t *)t->addr);
 }
 
 bool xt_listening(const xt *t)
@@ -531,11 +538,12 @@ bool xt_listening(const xt *t)
     return t->listener != NULL;
 }
 
-bool xt_conn_client(const xt_conn *c, struct sockaddr_in *out)
+bool xt_conn_client(const xt_conn *c, struct sockaddr_storage *out)
 {
     ucp_conn_request_attr_t attr;
     attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
-    if (ucp_conn_request_query(c->req, &attr) != UCS_OK || attr.client_address.ss_family != AF_INET)
+    if (ucp_conn_request_query(c->req, &attr) != UCS_OK ||
+        (attr.client_address.ss_family != AF_INET && attr.client_address.ss_family != AF_INET6))
         return false;
     memcpy(out, &attr.client_address, sizeof(*out));
     return true;
@@ -602,7 +610,7 @@ int xt_ep_accept(xt *t, xt_conn *c, void *user, xt_ep **out)
     return ep_finish(t, e, st, "accepting a connection", out);
 }
 
-int xt_ep_connect(xt *t, const struct sockaddr_in *sa, void *user, xt_ep **out)
+int xt_ep_connect(xt *t, const struct sockaddr *sa, socklen_t len, void *user, xt_ep **out)
 {
     ucp_ep_params_t ep;
     xt_ep *e = ep_new(t, user, &ep);
@@ -610,8 +618,8 @@ int xt_ep_connect(xt *t, const struct sockaddr_in *sa, void *user, xt_ep **out)
         return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt-xfer: out of memory for an endpoint");
     ep.field_mask |= UCP_EP_PARAM_FIELD_FLAGS | UCP_EP_PARAM_FIELD_SOCK_ADDR;
     ep.flags = UCP_EP_PARAMS_FLAGS_CLIENT_SERVER;
-    ep.sockaddr.addr = (const struct sockaddr *)sa;
-    ep.sockaddr.addrlen = sizeof(*sa);
+    ep.sockaddr.addr = sa;
+    ep.sockaddr.addrlen = len;
     ucs_status_t st = ucp_ep_create(t->worker, &ep, &e->ep);
     return ep_finish(t, e, st, "connecting", out);
 }

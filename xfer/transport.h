@@ -16,6 +16,7 @@
 #define KVRT_XFER_TRANSPORT_H
 
 #include <netinet/in.h>
+#include <sys/socket.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -83,15 +84,18 @@ void xt_handler_cost(const xt *t, double *seconds, uint64_t *bytes);
 int xt_mem_map(xt *t, void *addr, size_t len, xt_mem **out);
 void xt_mem_unmap(xt *t, xt_mem *m);
 
-int xt_listen(xt *t, const struct sockaddr_in *sa, uint16_t *bound_port);
+/* The families of this worker's tcp interfaces (address.h). */
+unsigned xt_tcp_families(const xt *t);
+/* On an IPv4 or IPv6 socket address (inet.h). */
+int xt_listen(xt *t, const struct sockaddr *sa, socklen_t len, uint16_t *bound_port);
 bool xt_listening(const xt *t);
 /* The connecting side's address (false when UCX does not say). */
-bool xt_conn_client(const xt_conn *c, struct sockaddr_in *out);
+bool xt_conn_client(const xt_conn *c, struct sockaddr_storage *out);
 void xt_conn_reject(xt *t, xt_conn *c);
 
 /* Endpoints carry a user pointer (given to ep_error). */
 int xt_ep_accept(xt *t, xt_conn *c, void *user, xt_ep **out);
-int xt_ep_connect(xt *t, const struct sockaddr_in *sa, void *user, xt_ep **out);
+int xt_ep_connect(xt *t, const struct sockaddr *sa, socklen_t len, void *user, xt_ep **out);
 /* To a peer's worker address: KVRT_ERR_INVALID naming what is wrong when
  * address.h refuses it; UCX never sees such an address. */
 int xt_ep_to_address(xt *t, const uint8_t *addr, size_t len, void *user, xt_ep **out);

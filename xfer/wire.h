@@ -49,8 +49,8 @@ enum wire_id {
 const char *wire_name(unsigned id);
 
 #define WIRE_MAGIC 0x4b565848u /* "HXVK" little-endian: kvrt-xfer's handshake */
-#define WIRE_PROTOCOL 5u
-enum { WIRE_KEYED = 1u }; /* the sender holds a key and proves it */
+#define WIRE_PROTOCOL 6u       /* 6: the CMA cookie is followed by the ranges read by reference */
+enum { WIRE_KEYED = 1u };      /* the sender holds a key and proves it */
 /* Metadata in a handshake is at most this long. */
 #define WIRE_MAX_BLOB (16u << 20)
 

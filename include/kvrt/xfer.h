@@ -62,7 +62,7 @@ extern "C" {
  * (docs/design.md §12).  meson.build reads both numbers from here.
  */
 #define KVRT_XFER_API_VERSION_MAJOR 1
-#define KVRT_XFER_API_VERSION_MINOR 3
+#define KVRT_XFER_API_VERSION_MINOR 4
 
 /* Version of the metadata blob (kvrt_xfer_metadata_export). */
 #define KVRT_XFER_METADATA_VERSION 3u
@@ -107,8 +107,9 @@ struct kvrt_xfer_agent_options {
      * owner only): peers connect only when both prove they hold it.  NULL:
      * KVRT_XFER_KEY_FILE, when set; otherwise no key (docs/security.md). */
     const char *key_file;
-    /* Peers may connect only from these IPv4 addresses or networks
-     * ("10.0.0.7,10.1.0.0/16"); NULL or "": from anywhere. */
+    /* Peers may connect only from these IPv4 or IPv6 addresses or
+     * networks ("10.0.0.7,10.1.0.0/16,fd00::/64"); NULL or "": from
+     * anywhere. */
     const char *allow;
     uint32_t flags; /* KVRT_XFER_INSECURE, KVRT_XFER_REQUIRE_GRANTS */
     uint32_t reserved32;
@@ -186,9 +187,33 @@ struct kvrt_xfer_stats {
     uint64_t bytes_read_in_place;
     uint32_t peers_read_in_place;
     uint8_t reserved[4];
+    /* 1.4, appended (a caller built against 1.2 or 1.3 passes size 192 and
+     * gets the fields above): why transfers failed, each failure counted
+     * once under one reason (they add up to `failed`) ... */
+    uint64_t failed_timeout;     /* no progress for the agent's timeout */
+    uint64_t failed_peer_closed; /* the peer closed, or this side closed the peer */
+    uint64_t failed_connection;  /* the connection broke, the peer's process died */
+    uint64_t failed_violation;   /* the peer broke the protocol (size, chunk, reference, ...) */
+    uint64_t failed_refused;     /* refused: blocks not granted, a limit, or the peer refused */
+    uint64_t failed_released;    /* released or given up before it completed, by either side */
+    uint64_t failed_other;       /* out of memory, a backend's error */
+    /* ... and why connections were refused (they add up to `refused`) and
+     * transfers refused past a limit (beside `denied`: not granted). */
+    uint64_t refused_auth;      /* key missing on one side, another key, no proof, bad signature */
+    uint64_t refused_allow;     /* not in the allow list */
+    uint64_t refused_busy;      /* too many handshakes under way */
+    uint64_t refused_metadata;  /* metadata that does not fit this cache */
+    uint64_t refused_malformed; /* a handshake message that breaks the protocol */
+    uint64_t refused_other;     /* out of memory, the data endpoint could not be opened */
+    uint64_t refused_limit;     /* transfers refused past a per-peer or notification limit */
+    uint8_t reserved_end[64];
 };
 
-/** Fill *stats (stats->size set by the caller, or 0). */
+/* The size of struct kvrt_xfer_stats before 1.4. */
+#define KVRT_XFER_STATS_SIZE_1_3 192
+
+/** Fill *stats (stats->size set by the caller: sizeof, 0 for sizeof, or
+ * KVRT_XFER_STATS_SIZE_1_3, which fills the fields of 1.3 alone). */
 KVRT_API int kvrt_xfer_agent_stats(kvrt_xfer_agent *a, struct kvrt_xfer_stats *stats);
 
 /**
@@ -248,7 +273,11 @@ KVRT_API int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t le
 
 /**
  * Listen on addr:port (addr NULL: 127.0.0.1; port 0: any free port, returned
- * in *bound_port when not NULL).  An address other than loopback needs a
+ * in *bound_port when not NULL).  addr: an IPv4 or IPv6 literal ("::1",
+ * "[fd00::7]", "fe80::1%eth0") or a host name; KVRT_ERR_INVALID naming a
+ * text that is none, KVRT_ERR_UNSUPPORTED for an IPv6 address while this
+ * agent's UCX tcp interfaces are not all IPv6 (UCX 1.13 carries IPv6 only
+ * there: docs/xfer.md, "Connections").  An address other than loopback needs a
  * key (kvrt_xfer_agent_options.key_file, KVRT_XFER_KEY_FILE) or the
  * KVRT_XFER_INSECURE flag: KVRT_ERR_REFUSED otherwise, saying how to add
  * one.  Handshakes then run whenever the agent is progressed, several at
@@ -273,8 +302,9 @@ KVRT_API int kvrt_xfer_accept(kvrt_xfer_agent *a, double timeout_s, kvrt_xfer_pe
 
 /**
  * Connect to a listener, run the handshake (both sides check metadata and,
- * with a key, prove they hold it).  An address other than loopback needs a
- * key or KVRT_XFER_INSECURE, as kvrt_xfer_listen.
+ * with a key, prove they hold it).  addr as kvrt_xfer_listen takes it.  An
+ * address other than loopback needs a key or KVRT_XFER_INSECURE, as
+ * kvrt_xfer_listen.
  * @return KVRT_OK; KVRT_ERR_REFUSED when either side did not prove the
  *   key (or their keys differ, or one has none); KVRT_ERR_INVALID for an
  *   incompatible peer; KVRT_ERR_DEVICE when it cannot be reached.

@@ -61,7 +61,10 @@ class Stats(C.Structure):
         "chunk_bytes", "registered_bytes")] + [("registration_s", dbl)] + [(n, u64) for n in (
             "completed", "failed", "bytes_sent", "bytes_received", "notifications", "refused", "violations",
             "strangers", "denied")] + [("handlers_s", dbl), ("handler_bytes", u64), ("bytes_read_in_place", u64), ("peers_read_in_place", C.c_uint32),
-      ("reserved", C.c_uint8 * 4)]
+      ("reserved", C.c_uint8 * 4)] + [(n, u64) for n in (
+          "failed_timeout", "failed_peer_closed", "failed_connection", "failed_violation", "failed_refused",
+          "failed_released", "failed_other", "refused_auth", "refused_allow", "refused_busy", "refused_metadata",
+          "refused_malformed", "refused_other", "refused_limit")] + [("reserved_end", C.c_uint8 * 64)]
 
 
 class MetadataInfo(C.Structure):
@@ -163,7 +166,7 @@ def _method(name):
 def _as_dict(s):
     """Every field of a mirrored struct but size and reserved, by name (the
     mirror test holds the names to C's)."""
-    return {name: getattr(s, name) for name, _ in s._fields_ if name not in ("size", "reserved")}
+    return {name: getattr(s, name) for name, _ in s._fields_ if name not in ("size", "reserved", "reserved_end")}
 
 
 def _plan_dict(p):
@@ -313,8 +316,8 @@ class Agent(Closeable):
     kvrt_xfer_agent_options (None: defaults): chunk_bytes, staging_bytes,
     timeout (seconds); key_file (a pre-shared key: peers must prove they
     hold it; None: KVRT_XFER_KEY_FILE when set); insecure (listen on or
-    connect to a non-loopback address without a key); allow (IPv4
-    addresses or networks peers may connect from: a list or a
+    connect to a non-loopback address without a key); allow (IPv4 or
+    IPv6 addresses or networks peers may connect from: a list or a
     comma-separated string); require_grants (peers write and read only
     blocks granted to them: Peer.grant, Peer.expect)."""
 
@@ -336,7 +339,7 @@ class Agent(Closeable):
         if allow is not None:
             items = [allow] if isinstance(allow, str) else list(allow)
             if not all(isinstance(x, str) for x in items):
-                raise InvalidArgumentError("Agent: allow must be strings (IPv4 addresses or networks); got %r"
+                raise InvalidArgumentError("Agent: allow must be strings (IPv4 or IPv6 addresses or networks); got %r"
                                            % (allow,))
             opts.allow = ",".join(items).encode()
         opts.flags = (INSECURE if insecure else 0) | (REQUIRE_GRANTS if require_grants else 0)
@@ -382,7 +385,9 @@ class Agent(Closeable):
 
     # -- peers --
     def listen(self, addr="127.0.0.1", port=0):
-        """Listen on addr:port (0: any free port); returns the bound port."""
+        """Listen on addr:port (0: any free port); returns the bound port.
+        addr: an IPv4 or IPv6 address ("::1", "[fd00::7]", "fe80::1%eth0")
+        or a host name (docs/xfer.md, "Connections")."""
         self._check_open()
         bound = C.c_uint16()
         check(xlib.kvrt_xfer_listen(self._h, addr.encode(), whole("port", port, low=0, high=65535), C.byref(bound)))
@@ -400,7 +405,8 @@ class Agent(Closeable):
         return self._peer(h.value)
 
     def connect(self, addr, port):
-        """Connect to a listening agent; metadata is exchanged and checked."""
+        """Connect to a listening agent at addr (as listen takes it) and
+        port; metadata is exchanged and checked."""
         self._check_open()
         h = C.c_void_p()
         check(xlib.kvrt_xfer_connect(self._h, addr.encode(), whole("port", port, low=0, high=65535), C.byref(h)))

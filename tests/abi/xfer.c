@@ -25,6 +25,11 @@
     tap_ok(offsetof(struct type, reserved) + sizeof(((struct type *)0)->reserved) + 8 > sizeof(struct type),           \
            #type ": reserved bytes last")
 
+/* The same for a struct that grew past its first reserved bytes. */
+#define LAST_AT(type, field)                                                                                           \
+    tap_ok(offsetof(struct type, field) + sizeof(((struct type *)0)->field) + 8 > sizeof(struct type),                 \
+           #type ": reserved bytes (" #field ") last")
+
 int main(void)
 {
     tap_plan_dynamic();
@@ -33,7 +38,7 @@ int main(void)
         return tap_done();
     }
     VAL(KVRT_XFER_API_VERSION_MAJOR, 1);
-    VAL(KVRT_XFER_API_VERSION_MINOR, 3);
+    VAL(KVRT_XFER_API_VERSION_MINOR, 4);
     VAL(KVRT_XFER_METADATA_VERSION, 3);
     VAL(KVRT_XFER_MAX_NOTIFICATION, 1 << 20);
     VAL(KVRT_XFER_INSECURE, 1);
@@ -93,8 +98,24 @@ int main(void)
     OFF(kvrt_xfer_stats, bytes_read_in_place, 176); /* 1.2 */
     OFF(kvrt_xfer_stats, peers_read_in_place, 184);
     OFF(kvrt_xfer_stats, reserved, 188);
-    SIZE(kvrt_xfer_stats, 192);
-    LAST(kvrt_xfer_stats);
+    OFF(kvrt_xfer_stats, failed_timeout, 192); /* 1.4 */
+    OFF(kvrt_xfer_stats, failed_peer_closed, 200);
+    OFF(kvrt_xfer_stats, failed_connection, 208);
+    OFF(kvrt_xfer_stats, failed_violation, 216);
+    OFF(kvrt_xfer_stats, failed_refused, 224);
+    OFF(kvrt_xfer_stats, failed_released, 232);
+    OFF(kvrt_xfer_stats, failed_other, 240);
+    OFF(kvrt_xfer_stats, refused_auth, 248);
+    OFF(kvrt_xfer_stats, refused_allow, 256);
+    OFF(kvrt_xfer_stats, refused_busy, 264);
+    OFF(kvrt_xfer_stats, refused_metadata, 272);
+    OFF(kvrt_xfer_stats, refused_malformed, 280);
+    OFF(kvrt_xfer_stats, refused_other, 288);
+    OFF(kvrt_xfer_stats, refused_limit, 296);
+    OFF(kvrt_xfer_stats, reserved_end, 304);
+    SIZE(kvrt_xfer_stats, 368);
+    VAL(KVRT_XFER_STATS_SIZE_1_3, 192);
+    LAST_AT(kvrt_xfer_stats, reserved_end);
 
     OFF(kvrt_xfer_metadata_info, size, 0);
     OFF(kvrt_xfer_metadata_info, version, 8);

@@ -278,6 +278,108 @@ def _connect_refused(a, b, accept_timeout=10):
     return err, got.get("error"), got.get("peer")
 
 
+def _samples(text):
+    """Every sample of a Prometheus text, read by prometheus_client's own parser: {(name, labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+    out = {}
+    for fam in text_string_to_metric_families(text):
+        for s in fam.samples:
+            out[(s.name, tuple(sorted(s.labels.items())))] = s.value
+    return out
+
+
+def test_failure_and_refusal_reasons():
+    """stats and metrics count failed transfers and refusals by reason: a push outside the grants fails as
+    refused on both sides and is refused as not granted there, a wrong key is refused as auth; the reasons
+    add up and prometheus_client reads them"""
+    _need()
+    import tempfile
+    with tempfile.TemporaryDirectory() as d, kvrt.Runtime() as rt:
+        p = Pair(rt, la="BLHNC", lb="BLHNC", b_options=dict(require_grants=True))
+        try:
+            e = raises(kvrt.RefusedError, p.a.transfer, p.peer, [3], [6], layers=(0, 1))
+            assert "block 6 is not granted" in str(e), e
+            deadline = time.time() + 10
+            while p.b.stats["failed"] == 0 and time.time() < deadline:
+                time.sleep(0.01)
+            for side, st in (("sender", p.a.stats), ("receiver", p.b.stats)):
+                reasons = {k: v for k, v in st.items() if k.startswith("failed_")}
+                assert st["failed"] == 1 and reasons["failed_refused"] == 1 and sum(reasons.values()) == 1, \
+                    (side, st)
+            assert p.b.stats["denied"] == 1 and p.b.stats["violations"] == 0, p.b.stats
+            got = _samples(p.b.metrics())
+            assert got[("kvrt_xfer_failures_total", (("reason", "refused"),))] == 1, got
+            assert got[("kvrt_xfer_refusals_total", (("reason", "not_granted"),))] == 1, got
+            failures = {k[1][0][1]: v for k, v in got.items() if k[0] == "kvrt_xfer_failures_total"}
+            assert set(failures) == {"timeout", "peer_closed", "connection", "violation", "refused", "released",
+                                     "other"}, failures
+            assert sum(failures.values()) == got[("kvrt_xfer_transfers_total", (("result", "failed"),))], got
+            # The same peer, granted, moves; nothing more fails.
+            p.b_peer.expect([6])
+            p.a.transfer(p.peer, [3], [6], layers=(0, 1))
+            assert p.a.stats["failed"] == 1 and p.a.stats["completed"] == 1, p.a.stats
+        finally:
+            p.close()
+        key, other = _key_file(d, "key"), _key_file(d, "other")
+        c1 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
+        c2 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
+        with kx.Agent(c1, key_file=other, timeout=10) as a, kx.Agent(c2, key_file=key, timeout=10) as b:
+            _connect_refused(a, b)
+            st = b.stats
+            assert st["refused"] == 1 and st["refused_auth"] == 1, st
+            got = _samples(b.metrics())
+            assert got[("kvrt_xfer_connection_refusals_total", (("reason", "auth"),))] == 1, got
+            assert got[("kvrt_xfer_refusals_total", (("reason", "connection"),))] == 1, got
+            conns = {k[1][0][1]: v for k, v in got.items() if k[0] == "kvrt_xfer_connection_refusals_total"}
+            assert set(conns) == {"auth", "allow_list", "busy", "metadata", "malformed", "other"}, conns
+            assert sum(conns.values()) == st["refused"], got
+
+
+def test_addresses_of_either_family():
+    """listen and connect take IPv4 and IPv6 literals and host names: a host name and an IPv4-mapped IPv6 address
+    connect; an IPv6 address on an agent whose UCX tcp interfaces are IPv4 (loopback in UCX 1.13) is refused
+    naming the bound, never handed to UCX; malformed addresses and allow entries are refused naming the value;
+    an IPv6 allow list keeps an IPv4 client out"""
+    _need()
+    with kvrt.Runtime() as rt:
+        c1 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
+        c2 = rt.cache(model=model(dtype="fp32"), layout="HND", blocks=4, backend="cpu")
+        with kx.Agent(c1, timeout=10) as a, kx.Agent(c2, timeout=10) as b:
+            for text in ("::1", "[::1]"):
+                e = raises(kvrt.UnsupportedError, b.listen, text, 0)
+                assert "IPv6" in str(e) and "UCX_TCP_AF_PRIO=inet6" in str(e), e
+                e = raises(kvrt.UnsupportedError, a.connect, text, 9)
+                assert "::1" in str(e), e
+            for text in ("[::1", "::1]", "[]", "", "1.2.3.4.5", "[127.0.0.1]x", "host name.invalid"):
+                e = raises(kvrt.InvalidArgumentError, b.listen, text, 0)
+                assert text in str(e) or not text, e
+            port = b.listen("localhost", 0)
+            got = {}
+            t = threading.Thread(target=lambda: got.setdefault("peer", b.accept(timeout=10)))
+            t.start()
+            peer = a.connect("::ffff:127.0.0.1", port)
+            t.join()
+            assert peer is not None and got.get("peer") is not None, got
+            assert peer.name == "127.0.0.1:%d" % port, peer.name
+        e = raises(kvrt.InvalidArgumentError, kx.Agent, c1, allow=["fd00::/129"])
+        assert "fd00::/129" in str(e) and "0..128" in str(e), e
+        e = raises(kvrt.InvalidArgumentError, kx.Agent, c1, allow=["fd00::zz"])
+        assert "fd00::zz" in str(e), e
+        with kx.Agent(c1, timeout=10) as a, kx.Agent(c2, allow="fd00::/64,fe80::1", timeout=10) as b:
+            err, _, peer = _connect_refused(a, b)
+            assert peer is None and err is not None, (err, peer)
+            assert b.stats["refused_allow"] == 1, b.stats
+        with kx.Agent(c1, timeout=10) as a, kx.Agent(c2, allow="::ffff:127.0.0.0/104", timeout=10) as b:
+            # an IPv4-mapped network holds IPv4 clients
+            port = b.listen("127.0.0.1", 0)
+            got = {}
+            t = threading.Thread(target=lambda: got.setdefault("peer", b.accept(timeout=10)))
+            t.start()
+            peer = a.connect("127.0.0.1", port)
+            t.join()
+            assert got.get("peer") is not None and b.stats["refused"] == 0, b.stats
+
+
 def test_keys_allow_and_grants():
     """Agent(key_file=, insecure=, allow=, require_grants=) and the grants: peers with the key connect and move
     only granted blocks; a wrong key, a readable key file, an address outside the allow list and a

@@ -12,7 +12,10 @@
  *
  * The victim's blocks below SCRATCH hold its pattern (and what the honest
  * peer pushed, applied from its notifications) and must stay so; the
- * attacker's sessions may write only blocks from SCRATCH up.
+ * attacker's sessions may write only blocks from SCRATCH up.  The victim
+ * requires grants (KVRT_XFER_REQUIRE_GRANTS): the honest peer is granted
+ * the blocks below SCRATCH, every peer those from SCRATCH up, except while
+ * the insiders run: each of them is granted its own few blocks only.
  *
  * usage: test-xfer-attack [key]   with `key`, every agent and the raw peer
  * hold one pre-shared key (data endpoints to worker addresses, shared
@@ -30,6 +33,7 @@
 
 #include "address.h"
 #include "cma.h"
+#include "link.h"
 #include "raw_peer.h"
 #include "tap.h"
 #include "xfer_side.h"
@@ -102,6 +106,16 @@ static bool last_says(const char *what, const char *text, double seconds)
     return false;
 }
 
+/* A sample of the victim's Prometheus text ("kvrt_xfer_failures_total{
+ * reason=\"violation\"}"), or ~0 when it has none. */
+static unsigned long long metric(const char *sample)
+{
+    unsigned long long v = ~0ull;
+    if (sscanf(cmd(&V, "metric %s", sample), "metric %llu", &v) != 1)
+        tap_diag("metric %s: %s", sample, reply);
+    return v;
+}
+
 /* Blocks below SCRATCH hold exactly their pattern and the honest pushes. */
 static bool untouched(void)
 {
@@ -134,6 +148,21 @@ static bool honest_push_works(void)
     while (events().notes == before && now() < deadline)
         usleep(2000);
     return events().notes == before + 1 && untouched();
+}
+
+/* Grant (or revoke) blocks [first, end) to peer p, or with p -1 to every
+ * peer of the victim. */
+static bool grant_range(bool grant, int p, const char *access, int first, int end)
+{
+    char ids[1024];
+    size_t at = 0;
+    for (int b = first; b < end && at < sizeof(ids) - 16; b++)
+        at += (size_t)snprintf(ids + at, sizeof(ids) - at, "%s%d", b > first ? "," : "", b);
+    const char *r = p < 0 ? cmd(&V, "agent-%s %s %s", grant ? "grant" : "revoke", access, ids)
+                          : cmd(&V, "%s %d %s %s", grant ? "grant" : "revoke", p, access, ids);
+    if (strcmp(r, "granted") != 0)
+        tap_diag("%s", r);
+    return strcmp(r, "granted") == 0;
 }
 
 /* ---- helpers for the attacker -------------------------------------------------- */
@@ -527,7 +556,9 @@ static void stall(void)
     double t0 = now();
     bool connected = sscanf(cmd(&L, "connect %u", port), "peer %d", &honest_l) == 1;
     honest_peer = accepted(5);
-    tap_ok(halfway && connected && honest_peer >= 0 && now() - t0 < TIMEOUT,
+    /* A new peer: the victim grants it what it granted the old one. */
+    bool granted = honest_peer >= 0 && grant_range(true, honest_peer, "rw", 0, SCRATCH);
+    tap_ok(halfway && connected && granted && now() - t0 < TIMEOUT,
            "while a client stalls after REPLY, an honest peer connects and is accepted in %.2f s", now() - t0);
     t0 = now();
     bool ended = refusal_says(before.accept_errors, "did not complete the handshake");
@@ -614,6 +645,7 @@ struct breach {
     const char *what;
     const char *says;
     void (*send)(void);
+    bool stream; /* a stream had begun: the violation fails it */
 };
 
 static void dup_chunk(void)
@@ -763,8 +795,10 @@ static void tokens_more_blocks_than_touched(void)
 /* One host: a peer that says where its cookie lies (CMA), and then gives
  * chunks by reference.  The raw peer is this process; it listens on its
  * session's socket, so that the kernel names its process to the victim
- * (xfer/link_cma.c). */
-static uint8_t raw_cookie[2 * XFER_MAC_BYTES];
+ * (xfer/link_cma.c).  After its cookie and challenge lie the ranges it
+ * gives by reference: `junk` as its cache, unless a case says otherwise. */
+static struct xfer_offer raw_offer;
+static uint8_t beyond[CHUNK]; /* memory of the raw peer it never announces */
 static int raw_listener = -1;
 static uint8_t raw_listening[XFER_TOKEN_BYTES]; /* the session it listens for */
 
@@ -800,10 +834,19 @@ static void send_cma(const uint8_t *cookie)
     send_cma_as((uint32_t)getpid(), (uint64_t)(uintptr_t)cookie);
 }
 
+/* The cookie and one announced range. */
+static void offer_one(uint32_t kind, uint64_t addr, uint64_t len)
+{
+    memset(&raw_offer, 0, sizeof(raw_offer));
+    xfer_cma_cookie(R.me.token, R.me.from, raw_offer.cookie);
+    raw_offer.nranges = 1;
+    raw_offer.ranges[0] = (struct xfer_range){addr, len, kind, 0};
+}
+
 static void honest_cma(void)
 {
-    xfer_cma_cookie(R.me.token, R.me.from, raw_cookie);
-    send_cma(raw_cookie);
+    offer_one(XFER_RANGE_CACHE, (uint64_t)(uintptr_t)junk, sizeof(junk));
+    send_cma((const uint8_t *)&raw_offer);
 }
 
 static void send_ref(uint64_t xid, uint64_t k, uint64_t addr, uint64_t len)
@@ -827,6 +870,21 @@ static void cma_not_its_cookie(void)
     send_cma(wrong);
 }
 
+/* More ranges than a peer may announce. */
+static void cma_too_many_ranges(void)
+{
+    offer_one(XFER_RANGE_CACHE, (uint64_t)(uintptr_t)junk, sizeof(junk));
+    raw_offer.nranges = XFER_REF_RANGES + 1;
+    send_cma((const uint8_t *)&raw_offer);
+}
+
+/* A range that wraps past 2^64. */
+static void cma_wrapping_range(void)
+{
+    offer_one(XFER_RANGE_CACHE, UINT64_MAX - 4095, 8192);
+    send_cma((const uint8_t *)&raw_offer);
+}
+
 static void cma_twice(void)
 {
     honest_cma();
@@ -835,11 +893,53 @@ static void cma_twice(void)
 
 static void ref_to_nothing(void)
 {
-    honest_cma();
+    /* Announced, so that the range check passes and the read itself
+     * finds no memory there. */
+    offer_one(XFER_RANGE_CACHE, 4096, CHUNK);
+    send_cma((const uint8_t *)&raw_offer);
     int64_t ids[2] = {SCRATCH, SCRATCH + 1};
     struct wire_begin b = push_begin(1, 2);
     send_begin(&b, ids);
     send_ref(1, 0, 4096, CHUNK); /* the first page is never mapped */
+}
+
+/* A push of two scratch blocks given by reference at addr, len (the raw
+ * peer announced `junk` as its cache). */
+static void ref_push(uint64_t addr, uint64_t len)
+{
+    honest_cma();
+    int64_t ids[2] = {SCRATCH, SCRATCH + 1};
+    struct wire_begin b = push_begin(1, 2);
+    send_begin(&b, ids);
+    send_ref(1, 0, addr, len);
+}
+
+static void ref_outside(void)
+{
+    ref_push((uint64_t)(uintptr_t)beyond, CHUNK);
+}
+
+static void ref_straddling(void)
+{
+    ref_push((uint64_t)(uintptr_t)junk + CHUNK / 2, CHUNK);
+}
+
+static void ref_huge(void)
+{
+    ref_push((uint64_t)(uintptr_t)junk, UINT64_MAX - 4095);
+}
+
+/* A sealed chunk (a send slot's) at the announced cache: of the wrong kind. */
+static void ref_sealed_in_cache(void)
+{
+    honest_cma();
+    int64_t ids[2] = {SCRATCH, SCRATCH + 1};
+    struct wire_begin b = push_begin(1, 2);
+    send_begin(&b, ids);
+    struct wire_data d = {raw_hdr(&R, 1), 0, WIRE_DATA_REF, 0};
+    static uint64_t seal = 7;
+    struct wire_ref ref = {(uint64_t)(uintptr_t)junk, CHUNK, (uint64_t)(uintptr_t)&seal, seal};
+    raw_session_send(&R, WIRE_DATA, &d, sizeof(d), &ref, sizeof(ref), false);
 }
 
 static void release_never_begun(void)
@@ -873,6 +973,7 @@ static void run_breaches(const struct breach *cases, size_t n)
         char name[128] = "";
         sscanf(cmd(&V, "newest"), "newest %*d %127s", name);
         struct events before = events();
+        unsigned long long failed_before = metric("kvrt_xfer_failures_total{reason=\"violation\"}");
         cases[i].send();
         double deadline = now() + 5;
         while (events().violations == before.violations && now() < deadline)
@@ -882,10 +983,14 @@ static void run_breaches(const struct breach *cases, size_t n)
         bool said = last_says("lastlog", cases[i].says, 1) && last_says("lastlog", name, 1);
         char line[1024];
         snprintf(line, sizeof(line), "%.1000s", reply + 8);
+        /* A stream the violation ended counts as failed for it (a case
+         * without a stream, e.g. CMA twice, ends none). */
+        unsigned long long failed = metric("kvrt_xfer_failures_total{reason=\"violation\"}") - failed_before;
         tap_ok(after.violations == before.violations + 1 && said && !acked_ok() && after.notes == before.notes &&
-                   untouched(),
-               "%s fails that peer with one line naming it (\"%s\"), acknowledges and notifies nothing", cases[i].what,
-               line);
+                   untouched() && failed <= 1 && (failed == 1 || !cases[i].stream),
+               "%s fails that peer with one line naming it (\"%s\"), acknowledges and notifies nothing (%llu "
+               "transfers failed for a violation)",
+               cases[i].what, line, failed);
         end_session(p);
     }
 }
@@ -893,32 +998,41 @@ static void run_breaches(const struct breach *cases, size_t n)
 static void breaches(void)
 {
     static const struct breach cases[] = {
-        {"a chunk sent twice", "twice", dup_chunk},
-        {"a chunk index past the stream", "which has 1 chunks", chunk_out_of_range},
-        {"a chunk of the wrong length", "bytes; it has", chunk_wrong_length},
-        {"data for a stream never begun", "before its BEGIN", data_before_begin},
-        {"a BEGIN naming a block past the cache", "out of range", ids_out_of_range},
-        {"a push naming one block twice", "appears twice", ids_repeated},
-        {"a BEGIN announcing the wrong total", "announced", total_wrong},
-        {"a stream id that goes back", "only grow", xid_backwards},
-        {"a BEGIN whose count disagrees with its data", "naming 3 blocks", count_mismatch},
-        {"a BEGIN of an unknown kind", "kind 7", bad_kind},
-        {"an ACK for a stream never begun", "never began", ack_never_begun},
-        {"a notification for a stream never begun", "never began", notify_never_begun},
-        {"a reserved field set", "reserved field", reserved_set},
-        {"a header cut short", "36-byte header", short_header},
-        {"READY twice", "READY twice", second_ready},
-        {"a whole-block BEGIN with a first token", "both must be 0", tokens_whole_with_first},
-        {"a token range without segments", "segments of 1..", tokens_no_segment},
-        {"a token range naming more blocks than it touches", "which touch 1", tokens_more_blocks_than_touched},
-        {"a chunk by reference from a peer the victim never read", "did not offer to read", ref_unoffered},
-        {"CMA twice", "sent CMA twice", cma_twice},
-        {"a RELEASE for a stream never begun", "never began", release_never_begun},
+        {"a chunk sent twice", "twice", dup_chunk, true},
+        {"a chunk index past the stream", "which has 1 chunks", chunk_out_of_range, true},
+        {"a chunk of the wrong length", "bytes; it has", chunk_wrong_length, true},
+        {"data for a stream never begun", "before its BEGIN", data_before_begin, false},
+        {"a BEGIN naming a block past the cache", "out of range", ids_out_of_range, false},
+        {"a push naming one block twice", "appears twice", ids_repeated, false},
+        {"a BEGIN announcing the wrong total", "announced", total_wrong, false},
+        {"a stream id that goes back", "only grow", xid_backwards, false},
+        {"a BEGIN whose count disagrees with its data", "naming 3 blocks", count_mismatch, false},
+        {"a BEGIN of an unknown kind", "kind 7", bad_kind, false},
+        {"an ACK for a stream never begun", "never began", ack_never_begun, false},
+        {"a notification for a stream never begun", "never began", notify_never_begun, false},
+        {"a reserved field set", "reserved field", reserved_set, false},
+        {"a header cut short", "36-byte header", short_header, false},
+        {"READY twice", "READY twice", second_ready, false},
+        {"a whole-block BEGIN with a first token", "both must be 0", tokens_whole_with_first, false},
+        {"a token range without segments", "segments of 1..", tokens_no_segment, false},
+        {"a token range naming more blocks than it touches", "which touch 1", tokens_more_blocks_than_touched, false},
+        {"a chunk by reference from a peer the victim never read", "did not offer to read", ref_unoffered, true},
+        {"CMA twice", "sent CMA twice", cma_twice, false},
+        {"a RELEASE for a stream never begun", "never began", release_never_begun, false},
     };
     /* Only where the victim reads its peers' memory (cma.h). */
     static const struct breach one_host[] = {
-        {"a CMA naming memory without the session's cookie", "does not hold its session cookie", cma_not_its_cookie},
-        {"a chunk by reference at memory the peer does not have", "cannot give", ref_to_nothing},
+        {"a CMA naming memory without the session's cookie", "does not hold its session cookie", cma_not_its_cookie,
+         false},
+        {"a chunk by reference at memory the peer does not have", "cannot give", ref_to_nothing, true},
+        {"a chunk by reference outside the ranges its peer announced", "outside the cache ranges", ref_outside, true},
+        {"a chunk by reference straddling the end of an announced range", "outside the cache ranges", ref_straddling,
+         true},
+        {"a chunk by reference of a huge length", "outside the cache ranges", ref_huge, true},
+        {"a sealed chunk by reference in the announced cache", "outside the staging and seal ranges",
+         ref_sealed_in_cache, true},
+        {"a CMA announcing more ranges than allowed", "announced 9 ranges", cma_too_many_ranges, false},
+        {"a CMA announcing a range that wraps", "ending below 2^64", cma_wrapping_range, false},
     };
     size_t n = sizeof(cases) / sizeof(cases[0]), m = sizeof(one_host) / sizeof(one_host[0]);
     run_breaches(cases, n);
@@ -1038,9 +1152,9 @@ static bool cma_names_victim(void)
  * says whose socket it is, and the claim is a violation. */
 static bool cma_names_other(void)
 {
-    xfer_cma_cookie(R.me.token, R.me.from, raw_cookie);
+    offer_one(XFER_RANGE_CACHE, (uint64_t)(uintptr_t)junk, sizeof(junk));
     raw_listen();
-    send_cma_as((uint32_t)L.pid, (uint64_t)(uintptr_t)raw_cookie);
+    send_cma_as((uint32_t)L.pid, (uint64_t)(uintptr_t)&raw_offer);
     return true;
 }
 
@@ -1086,13 +1200,142 @@ static bool pull_granted_by_ref(void)
     return true;
 }
 
+/* The status of the victim's answer `id` (ACK or END) for stream xid, or
+ * INT32_MIN when none came. */
+static int32_t answer_status(unsigned id, uint64_t xid, double seconds)
+{
+    double deadline = now() + seconds;
+    do {
+        for (size_t k = 0; k < R.ngot; k++)
+            if (R.got[k].id == id && R.got[k].hlen >= sizeof(struct wire_status)) {
+                struct wire_status st;
+                memcpy(&st, R.got[k].hdr, sizeof(st));
+                if (st.h.xid == xid)
+                    return st.status;
+            }
+        raw_pump(&R, 0.01, NULL, NULL);
+    } while (now() < deadline);
+    return INT32_MIN;
+}
+
+/* (7) A push into blocks it was not granted (below SCRATCH, the honest
+ * peer's): refused before a byte lands, counted as not granted, no
+ * violation. */
+static bool push_not_granted(void)
+{
+    unsigned long long denied = events().denied;
+    int64_t ids[2] = {10, 11};
+    struct wire_begin b = push_begin(1, 2);
+    send_begin(&b, ids);
+    send_chunk(1, 0, CHUNK, 0);
+    int32_t st = answer_status(WIRE_ACK, 1, 3);
+    unsigned long long now_denied = events().denied;
+    if (st != KVRT_ERR_REFUSED || now_denied != denied + 1)
+        tap_diag("a push outside its grants: status %d, denied %llu -> %llu", st, denied, now_denied);
+    return st == KVRT_ERR_REFUSED && now_denied == denied + 1 && last_says("lastlog", "not granted", 1);
+}
+
+/* (7') One granted block and one not: the whole push is refused. */
+static bool push_half_granted(void)
+{
+    int64_t ids[2] = {96, 98};
+    struct wire_begin b = push_begin(1, 2);
+    send_begin(&b, ids);
+    send_chunk(1, 0, CHUNK, 0);
+    return answer_status(WIRE_ACK, 1, 3) == KVRT_ERR_REFUSED;
+}
+
+/* (8) A pull of blocks granted for writing only, and of blocks never
+ * granted: refused, nothing sent. */
+static bool pull_not_granted_ids(int64_t a, int64_t b2)
+{
+    struct wire_begin b;
+    memset(&b, 0, sizeof(b));
+    b.h = raw_hdr(&R, 1);
+    b.kind = WIRE_PULL;
+    b.order = WIRE_ORDER_STAGING;
+    b.count = 2;
+    b.num_layers = vmd.cache.num_layers;
+    b.num_heads = vmd.cache.layers[0].heads;
+    b.chunk_bytes = CHUNK;
+    b.total_bytes = 2 * vmd.cache.staging_per_block;
+    int64_t ids[2] = {a, b2};
+    raw_session_send(&R, WIRE_BEGIN, &b, sizeof(b), ids, sizeof(ids), false);
+    int32_t st = answer_status(WIRE_END, 1, 3);
+    for (size_t k = 0; k < R.ngot; k++)
+        if (R.got[k].id == WIRE_DATA) {
+            tap_diag("the victim sent data for a pull it refused");
+            return false;
+        }
+    return st == KVRT_ERR_REFUSED;
+}
+
+static bool pull_not_granted(void)
+{
+    return pull_not_granted_ids(20, 21);
+}
+
+static bool pull_write_only(void)
+{
+    /* 96 and 97 are granted rw; 98 is not granted at all. */
+    return pull_not_granted_ids(97, 98);
+}
+
+/* (9) A proven reader of the raw peer (the victim read its cookie) that
+ * pushes into its granted blocks by reference outside the ranges it
+ * announced: a violation, nothing read. */
+static bool granted_ref_outside(void)
+{
+    honest_cma();
+    if (cma_answer(3) != KVRT_OK)
+        return false;
+    int64_t ids[2] = {96, 97};
+    struct wire_begin b = push_begin(1, 2);
+    send_begin(&b, ids);
+    send_ref(1, 0, (uint64_t)(uintptr_t)beyond, CHUNK);
+    return true;
+}
+
+/* (9') The same inside the announced range: read and acknowledged, the
+ * bytes exactly the raw peer's (the check refuses only what it must). */
+static void granted_ref_inside(void)
+{
+    int p = session();
+    bool granted = p >= 0 && strcmp(cmd(&V, "grant %d rw 96,97", p), "granted") == 0;
+    struct events before = events();
+    honest_cma();
+    int32_t st = cma_answer(3);
+    int64_t ids[2] = {96, 97};
+    struct wire_begin b = push_begin(1, 2);
+    send_begin(&b, ids);
+    send_ref(1, 0, (uint64_t)(uintptr_t)junk, CHUNK);
+    int32_t ack = answer_status(WIRE_ACK, 1, 5);
+    struct events after = events();
+    tap_ok(granted && st == KVRT_OK && ack == KVRT_OK && after.violations == before.violations && untouched(),
+           "insider: a chunk by reference inside its announced cache range lands in its granted blocks (CMA_OK %d, "
+           "ACK %d)",
+           st, ack);
+    end_session(p);
+}
+
 static void insiders(void)
 {
+    /* Only the insider's own grants from here on. */
+    bool revoked = grant_range(false, -1, "rw", SCRATCH, BLOCKS);
+    tap_ok(revoked, "the victim takes back the blocks it granted every peer");
+    insider("a push into blocks not granted is refused and counted as not granted", push_not_granted, false, "");
+    insider("a push into one granted block and one not is refused whole", push_half_granted, false, "");
+    insider("a pull of blocks never granted is refused", pull_not_granted, false, "");
+    insider("a pull of blocks granted for writing only is refused", pull_write_only, false, "");
     const char *no_cma;
     if (!xfer_cma_allowed(&no_cma) || !keyed) {
         tap_skip("an insider on the same host: %s", keyed ? no_cma : "runs with a key (test-xfer-attack key)");
+        tap_ok(grant_range(true, -1, "rw", SCRATCH, BLOCKS), "every peer is granted %d..%d again", SCRATCH, BLOCKS - 1);
         return;
     }
+    insider("a proven reader's chunk by reference outside its announced ranges fails its link", granted_ref_outside,
+            true, "outside the cache ranges");
+    granted_ref_inside();
     insider("a bare CMA_OK 0 (it read nothing) fails its link", bare_cma_ok, true, "proof");
     insider("a CMA_OK 0 with a forged proof fails its link", forged_cma_ok, true, "without proof");
     insider("a pull by reference of granted blocks comes by value to an unproven reader", pull_granted_by_ref, false,
@@ -1103,6 +1346,7 @@ static void insiders(void)
             "the kernel says");
     insider("a CMA naming another process, no socket of the session's heard, is declined", cma_names_other_unheard,
             false, "");
+    tap_ok(grant_range(true, -1, "rw", SCRATCH, BLOCKS), "every peer is granted %d..%d again", SCRATCH, BLOCKS - 1);
 }
 
 static void missing_chunk(void)
@@ -1269,13 +1513,15 @@ int main(int argc, char **argv)
         close(fd);
         tap_diag("victim, honest peer and raw peer share the key %s", key_path);
     }
-    char blocks[16], timeout[16];
+    char blocks[16], timeout[16], flags[16];
     snprintf(blocks, sizeof(blocks), "%d", BLOCKS);
     snprintf(timeout, sizeof(timeout), "%d", TIMEOUT);
-    const char *vargs[] = {"--listen", "--log", "--blocks", blocks, "--timeout", timeout, "--key-file", key_path, NULL};
+    snprintf(flags, sizeof(flags), "%u", (unsigned)KVRT_XFER_REQUIRE_GRANTS);
+    const char *vargs[] = {"--listen", "--log", "--blocks",   blocks,   "--timeout", timeout,
+                           "--flags",  flags,   "--key-file", key_path, NULL};
     const char *largs[] = {"--seed", "7", "--blocks", blocks, "--timeout", timeout, "--key-file", key_path, NULL};
     if (!keyed)
-        vargs[6] = largs[6] = NULL;
+        vargs[8] = largs[6] = NULL;
     if (!child_start(&V, self_path, vargs) || !child_start(&L, self_path, largs)) {
         tap_ok(false, "the victim and its honest peer start");
         return tap_done();
@@ -1293,6 +1539,10 @@ int main(int argc, char **argv)
     bool connected = sscanf(cmd(&L, "connect %u", port), "peer %d", &lp) == 1 && lp == 0;
     honest_peer = accepted(5);
     tap_ok(connected && honest_peer >= 0, "an honest peer connects to the victim");
+    tap_ok(honest_peer >= 0 && grant_range(true, honest_peer, "rw", 0, SCRATCH) &&
+               grant_range(true, -1, "rw", SCRATCH, BLOCKS),
+           "the victim, which requires grants, grants its honest peer blocks 0..%d and every peer %d..%d", SCRATCH - 1,
+           SCRATCH, BLOCKS - 1);
     tap_ok(honest_push_works(), "and pushes into it");
 
     static const struct {

@@ -18,16 +18,17 @@ root and iproute2; skips with the reason otherwise.  TAP on stdout.
 
 With `matrix`, the two hosts instead differ in what UCX may use: each pair
 of device lists from default (every device), NIC only, NIC + lo, two
-NICs, IPv6 (UCX_TCP_AF_PRIO=inet6) and dual-stack (inet6 first, then
-inet) -- the receiver packing a worker address its sender's own devices
-would not (an 18-byte loopback tcp entry beside a 6-byte IPv4 one, IPv6
-entries) -- must connect and move bytes exactly, and the full matrix
-takes the link down on one end then the other.  A side whose NIC takes
-an IPv6 interface cannot carry kvrt's IPv4 connection in UCX 1.13 (its
-client-server wire-up finds no lane; see FAMILIES): such a pair must be
-refused in one line by UCX, not as a malformed address, never crash or
-hang.  `short`
-runs a few pairs (the default suite), `full` all 36 (suite slow).
+NICs, an IPv6-only NIC (UCX_TCP_AF_PRIO=inet6, connected over IPv6) and
+dual-stack (inet6 first, then inet) -- the receiver packing a worker
+address its sender's own devices would not (an 18-byte loopback tcp
+entry beside a 6-byte IPv4 one, IPv6 entries) -- must connect and move
+bytes exactly, and the full matrix takes the link down on one end then
+the other.  UCX 1.13 carries a connection only between tcp interfaces of
+its family (see FAMILIES): a pair of different families must be refused
+in one line (by UCX, or by kvrt for an IPv6 connection on an agent with
+IPv4 interfaces), not as a malformed address, never crash or hang.
+`short` runs a few pairs (the default suite), `full` all 36 (suite
+slow).
 """
 import importlib.util
 import os
@@ -48,6 +49,7 @@ KEY = xfer_cli.COMMON  # --key-file KEY for every serve and send: a listener off
 NET = "10.231.%d" % (os.getpid() % 200 + 20)
 NET2 = "10.232.%d" % (os.getpid() % 200 + 20)
 NET6 = "fd00:6b76:%x::" % (os.getpid() % 0xffff)
+NET6B = "fd00:6b77:%x::" % (os.getpid() % 0xffff)  # the IPv6-only pair
 
 
 def run(*cmd, check=True):
@@ -90,7 +92,8 @@ class Hosts:
             self.shaped = "tbf 10 Gbit/s (no netem in this kernel: no delay)" if ok else None
 
     def add_second_nic_and_ipv6(self):
-        """A second veth pair with IPv4 (NET2) and IPv6 (NET6), for the matrix."""
+        """A second veth pair with IPv4 (NET2) and IPv6 (NET6), and a third
+        with IPv6 addresses only (NET6B), for the matrix."""
         self.dev2 = {"a": "kwa" + self.dev["a"][3:], "b": "kwb" + self.dev["b"][3:]}
         run("ip", "link", "add", self.dev2["a"], "netns", self.ns["a"], "type", "veth", "peer", "name",
             self.dev2["b"], "netns", self.ns["b"])
@@ -104,8 +107,17 @@ class Hosts:
             self.ip(side, "addr", "add", "%s.%d/24" % (NET2, i + 1), "dev", self.dev2[side])
             self.ip(side, "link", "set", self.dev2[side], "up")
             self.ip(side, "-6", "addr", "add", "%s%d/64" % (NET6, i + 1), "dev", self.dev2[side], "nodad")
+        self.dev3 = {"a": "kxa" + self.dev["a"][3:], "b": "kxb" + self.dev["b"][3:]}
+        self.addr6 = {"a": NET6B + "1", "b": NET6B + "2"}
+        run("ip", "link", "add", self.dev3["a"], "netns", self.ns["a"], "type", "veth", "peer", "name",
+            self.dev3["b"], "netns", self.ns["b"])
+        for side in "ab":
+            self.ip(side, "link", "set", self.dev3[side], "addrgenmode", "none")
+            self.ip(side, "link", "set", self.dev3[side], "up")
+            self.ip(side, "-6", "addr", "add", self.addr6[side] + "/64", "dev", self.dev3[side], "nodad")
         for side in "ab":
             self.wait_carrier(side, self.dev2[side])
+            self.wait_carrier(side, self.dev3[side])
         self.second = True
 
     def wait_carrier(self, side, dev=None):
@@ -171,6 +183,12 @@ class Hosts:
         self.ip(side, "link", "set", self.dev[side], state)
         if self.second:
             self.ip(side, "link", "set", self.dev2[side], state)
+            self.ip(side, "link", "set", self.dev3[side], state)
+            if state == "up":
+                # A link going down takes its IPv6 addresses with it.
+                i = "ab".index(side) + 1
+                self.ip(side, "-6", "addr", "replace", "%s%d/64" % (NET6, i), "dev", self.dev2[side], "nodad")
+                self.ip(side, "-6", "addr", "replace", self.addr6[side] + "/64", "dev", self.dev3[side], "nodad")
 
     def exec_prefix(self, side):
         return ["ip", "netns", "exec", self.ns[side]]
@@ -300,19 +318,21 @@ DEVICE_LISTS = {
     "nic": lambda h, s: {"UCX_NET_DEVICES": h.dev[s]},
     "nic+lo": lambda h, s: {"UCX_NET_DEVICES": h.dev[s] + ",lo"},
     "two-nics": lambda h, s: {"UCX_NET_DEVICES": h.dev[s] + "," + h.dev2[s]},
-    "ipv6": lambda h, s: {"UCX_NET_DEVICES": h.dev2[s], "UCX_TCP_AF_PRIO": "inet6"},
+    "ipv6": lambda h, s: {"UCX_NET_DEVICES": h.dev3[s], "UCX_TCP_AF_PRIO": "inet6"},
     "dual": lambda h, s: {"UCX_NET_DEVICES": h.dev[s] + "," + h.dev2[s], "UCX_TCP_AF_PRIO": "inet6,inet"},
 }
-# The family of the tcp interface each list puts on the NIC the connection
-# runs over.  UCX 1.13 gives an interface the first family of
-# UCX_TCP_AF_PRIO it has an address of, and every NIC has an IPv6
-# link-local one: inet6 first gives even the IPv4 NIC an IPv6 interface.
-# kvrt's connection address is IPv4, and UCX's client-server wire-up finds
-# no lane to a peer whose interface on that NIC is of the other family
-# ("Destination is unreachable"): such a pair is refused by UCX, cleanly,
-# before kvrt's address check is reached.
+# The family of the tcp interfaces each list gives UCX, and so of the
+# connection: UCX 1.13 gives an interface the first family of
+# UCX_TCP_AF_PRIO it has an address of.  "ipv6" is a NIC with IPv6
+# addresses only (no link-local one either), connected over IPv6 ([addr]:
+# port); every other list connects over IPv4.  UCX 1.13 carries a
+# connection only between interfaces of its family: an IPv4 connection to
+# a peer whose interface is IPv6 finds no lane ("Destination is
+# unreachable", refused by UCX, cleanly), and kvrt refuses an IPv6
+# connection on an agent with an IPv4 interface itself (UCX would write
+# past an endpoint's address there: docs/xfer.md, "Connections").
 FAMILIES = {"default": "inet", "nic": "inet", "nic+lo": "inet", "two-nics": "inet", "ipv6": "inet6",
-            "dual": "inet6"}
+            "dual": "inet6,inet"}
 # Lists that give UCX more than one tcp interface a peer in another
 # namespace can reach.  Between two such workers (or one such and any
 # other) UCX 1.13's tcp wire-up, under kvrt's connection and the two data
@@ -320,12 +340,19 @@ FAMILIES = {"default": "inet", "nic": "inet", "nic+lo": "inet", "two-nics": "ine
 # runs (both sides fail in one line; docs/xfer.md, "Faults"): those pairs
 # must end cleanly, moved and verified or refused, and are counted.
 MULTI = {"default", "two-nics", "dual"}
-SHORT = [("nic+lo", "nic"), ("nic", "nic+lo"), ("nic+lo", "nic+lo"), ("dual", "two-nics")]
+SHORT = [("nic+lo", "nic"), ("nic", "nic+lo"), ("nic+lo", "nic+lo"), ("dual", "two-nics"), ("ipv6", "ipv6"),
+         ("ipv6", "nic"), ("dual", "dual")]
+
+
+def host_of(h, recv):
+    """Where a receiver with `recv`'s devices listens: IPv6 in brackets on
+    the IPv6-only NIC, else its first NIC's IPv4 address."""
+    return "[%s]" % h.addr6["b"] if recv == "ipv6" else h.addr["b"]
 
 
 def serve_for(h, kvrt, tmp, recv):
     return xfer_cli.Serve(kvrt, ["--layout", "LBHNC", "--timeout", "4"] + model(), h.env("b", recv), tmp,
-                          host=h.addr["b"], prefix=h.exec_prefix("b"))
+                          host=host_of(h, recv), prefix=h.exec_prefix("b"))
 
 
 def clean_end(rc, err):
@@ -340,7 +367,7 @@ def push_once(h, kvrt, tmp, recv, sender):
         return False, False, "serve did not listen: " + s.finish(5)[3]
     rc, doc, out, err = xfer_cli.send(kvrt, s.port, ["--layout", "BLNHC", "--ids", "0-7", "--remote-ids", "8-15",
                                                      "--timeout", "4"] + model(), h.env("a", sender), 30,
-                                      host=h.addr["b"], prefix=h.exec_prefix("a"))
+                                      host=host_of(h, recv), prefix=h.exec_prefix("a"))
     src, sdoc, sout, serr = s.finish(30)
     sent = rc == 0 and doc is not None and doc.get("transfers") == 1
     verified = src == 0 and sdoc is not None and sdoc.get("verified") is True and sdoc.get("transfers") == 1
@@ -358,7 +385,7 @@ def pair(t, h, kvrt, tmp, recv, sender, down):
     three tries, counted in the line.  With `down` ("a" or "b"), that end's
     link then goes down under a stream of transfers."""
     label = "%s <- %s" % (recv, sender)
-    must = FAMILIES[recv] == FAMILIES[sender] == "inet" and not ({recv, sender} & MULTI)
+    must = FAMILIES[recv] == FAMILIES[sender] and not ({recv, sender} & MULTI)
     tries, sent, verified, why = 0, False, False, ""
     while tries < 3 and not (sent and verified):
         tries += 1
@@ -371,7 +398,7 @@ def pair(t, h, kvrt, tmp, recv, sender, down):
     else:
         t.ok(sent is not None and sent == verified,
              "%s: %s (try %d)" % (label, "moved and verified 8 blocks" if sent else
-                                  "refused by UCX in one line, cleanly", tries), why if not sent else None)
+                                  "refused in one line, cleanly", tries), why if not sent else None)
         if not sent:
             print("#   " + why.replace("\n", "\n#   "))
     if not (down and sent and verified):
@@ -379,7 +406,7 @@ def pair(t, h, kvrt, tmp, recv, sender, down):
     s = serve_for(h, kvrt, tmp, recv)
     p = subprocess.Popen(xfer_cli.send_cmd(kvrt, s.port, ["--layout", "LBHNC", "--timeout", "4", "--repeat",
                                                           "100000", "--inflight", "2"] + model(),
-                                           host=h.addr["b"], prefix=h.exec_prefix("a")),
+                                           host=host_of(h, recv), prefix=h.exec_prefix("a")),
                          env=h.env("a", sender), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     time.sleep(1.0)
     h.link(down, "down")
@@ -394,8 +421,9 @@ def pair(t, h, kvrt, tmp, recv, sender, down):
     h.link(down, "up")
     h.wait_carrier(down)
     h.wait_carrier(down, h.dev2[down])
+    h.wait_carrier(down, h.dev3[down])
     src, sdoc, sout, serr = s.finish(30)
-    t.ok(p.returncode is not None and p.returncode > 0 and took < 15 and h.addr["b"] in err and clean_end(src, serr),
+    t.ok(p.returncode is not None and p.returncode > 0 and took < 15 and host_of(h, recv) in err and clean_end(src, serr),
          "%s: link down at %s: the sender fails in %.1f s naming the peer, the server ends cleanly (exit %s)"
          % (label, down, took, src), err + "\n" + serr)
 

@@ -718,6 +718,25 @@ static void answer(struct child_state *cs, char *line)
                (unsigned long long)st.refused, (unsigned long long)st.violations, (unsigned long long)st.strangers,
                (unsigned long long)st.denied, (unsigned long long)cs->notes, (unsigned long long)cs->refused,
                (unsigned long long)cs->log_lines);
+    } else if (strncmp(line, "metric ", 7) == 0) {
+        /* metric SAMPLE: the value the agent's Prometheus text gives the
+         * sample (its name and labels as written), or "metric none". */
+        size_t need = 0;
+        kvrt_xfer_agent_metrics(cs->s.a, NULL, 0, &need);
+        char *text = need ? malloc(need) : NULL;
+        const char *want = line + 7, *at = NULL;
+        size_t wl = strlen(want);
+        if (text && kvrt_xfer_agent_metrics(cs->s.a, text, need, NULL) == KVRT_OK)
+            for (const char *l = text; l && *l; l = strchr(l, '\n') ? strchr(l, '\n') + 1 : NULL)
+                if (strncmp(l, want, wl) == 0 && l[wl] == ' ') {
+                    at = l + wl + 1;
+                    break;
+                }
+        if (at)
+            printf("metric %.*s\n", (int)strcspn(at, "\n"), at);
+        else
+            printf("metric none\n");
+        free(text);
     } else if (strcmp(line, "lastlog") == 0) {
         printf("lastlog %s\n", cs->last_log[0] ? cs->last_log : "-");
     } else if (strcmp(line, "lastrefusal") == 0) {

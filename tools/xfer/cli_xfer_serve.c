@@ -15,8 +15,8 @@ static const struct cli_option serve_options[] = {
      "a failed session does not end the serve: the next peer is\n"
      "served (the first failure is still reported and the exit status)"},
     {"--allow", "LIST", XO_ALLOW, false,
-     "accept peers only from these IPv4 addresses or networks\n"
-     "(\"10.0.0.7,10.1.0.0/16\"; default: any)"},
+     "accept peers only from these IPv4 or IPv6 addresses or networks\n"
+     "(\"10.0.0.7,10.1.0.0/16,fd00::/64\"; default: any)"},
     {"--grant", "IDS", XO_GRANT, false,
      "peers may write and read only these blocks (\"0-7,12\";\n"
      "default: every block)"},
