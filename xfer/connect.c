@@ -32,6 +32,18 @@ static int prefer(const kvrt_xfer_agent *a)
 static int check_family(const kvrt_xfer_agent *a, const struct sockaddr *sa, const char *fn)
 {
     unsigned f = xt_tcp_families(a->t);
+    /* Interfaces of both families (UCX_TCP_AF_PRIO=inet6,inet and a NIC
+     * without an IPv4 address): between two such agents UCX 1.13's
+     * wire-up meets a lane of the other family after the connection's own
+     * and aborts the process ("wireup.c: endpoint reconfiguration not
+     * supported yet"), so no connection is begun. */
+    if ((f & XFER_ADDR_INET) && (f & XFER_ADDR_INET6))
+        return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
+                         "%s: this agent's UCX tcp interfaces are both IPv4 and IPv6 (UCX_TCP_AF_PRIO lists inet6 "
+                         "and a NIC has no IPv4 address); UCX 1.13 aborts a process whose connection meets an "
+                         "interface of the other family: give UCX interfaces of one family (UCX_TCP_AF_PRIO=inet, "
+                         "UCX's default, or UCX_NET_DEVICES naming NICs of one family)",
+                         fn);
     if (sa->sa_family != AF_INET6 || ((f & XFER_ADDR_INET6) && !(f & XFER_ADDR_INET)))
         return KVRT_OK;
     char host[128];
@@ -41,10 +53,7 @@ static int check_family(const kvrt_xfer_agent *a, const struct sockaddr *sa, con
                      "IPv6 connection only on IPv6 interfaces: set UCX_TCP_AF_PRIO=inet6 and UCX_NET_DEVICES to "
                      "NICs with IPv6 addresses (loopback has no IPv6 tcp interface in UCX 1.13), or use an IPv4 "
                      "address",
-                     fn, host,
-                     (f & XFER_ADDR_INET) && (f & XFER_ADDR_INET6) ? "IPv4 and IPv6"
-                     : f                                           ? "IPv4"
-                                                                   : "none");
+                     fn, host, f ? "IPv4" : "none");
 }
 
 /* Beyond loopback, a key or the caller's explicit choice. */

@@ -206,6 +206,17 @@ int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t len, kvrt_x
         p->blob_len = len;
         rc = xfer_peer_take_blob(a, p);
     }
+    if (rc == KVRT_OK) {
+        /* Both sides with tcp interfaces of both families: UCX 1.13's
+         * wire-up would abort this process (connect.c says more). */
+        const unsigned both = XFER_ADDR_INET | XFER_ADDR_INET6;
+        if ((xt_tcp_families(a->t) & both) == both && (xt_peer_tcp_families(a->t, p->md.f.worker_addr) & both) == both)
+            rc = BASE_FAIL(KVRT_ERR_UNSUPPORTED,
+                           "the UCX tcp interfaces of this agent and of the peer are both IPv4 and IPv6; UCX 1.13 "
+                           "aborts a process whose connection meets an interface of the other family: give UCX "
+                           "interfaces of one family on either side (UCX_TCP_AF_PRIO=inet, UCX's default, or "
+                           "UCX_NET_DEVICES naming NICs of one family)");
+    }
     if (rc == KVRT_OK)
         rc = xfer_link_open(&p->link, p->md.f.worker_addr, p->md.f.worker_addr_len, p);
     if (rc == KVRT_OK) {

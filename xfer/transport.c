@@ -533,6 +533,11 @@ unsigned xt_tcp_families(const xt *t)
     return xfer_addr_tcp_families(&t->shape, (const uint8_t *)t->addr);
 }
 
+unsigned xt_peer_tcp_families(const xt *t, const void *worker_addr)
+{
+    return xfer_addr_tcp_families(&t->shape, worker_addr);
+}
+
 bool xt_listening(const xt *t)
 {
     return t->listener != NULL;

@@ -86,6 +86,8 @@ void xt_mem_unmap(xt *t, xt_mem *m);
 
 /* The families of this worker's tcp interfaces (address.h). */
 unsigned xt_tcp_families(const xt *t);
+/* The same of a peer's worker address, one this side has checked. */
+unsigned xt_peer_tcp_families(const xt *t, const void *worker_addr);
 /* On an IPv4 or IPv6 socket address (inet.h). */
 int xt_listen(xt *t, const struct sockaddr *sa, socklen_t len, uint16_t *bound_port);
 bool xt_listening(const xt *t);
