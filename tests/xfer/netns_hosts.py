@@ -387,7 +387,10 @@ def pair(t, h, kvrt, tmp, recv, sender, down):
     label = "%s <- %s" % (recv, sender)
     must = FAMILIES[recv] == FAMILIES[sender] and not ({recv, sender} & MULTI)
     tries, sent, verified, why = 0, False, False, ""
-    while tries < 3 and not (sent and verified):
+    # only a pair with several interfaces is retried: a refusal elsewhere
+    # is the answer, and each try waits out the server's timeout
+    retries = 3 if {recv, sender} & MULTI else 1
+    while tries < retries and not (sent and verified):
         tries += 1
         sent, verified, why = push_once(h, kvrt, tmp, recv, sender)
         if sent is None:
