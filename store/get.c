@@ -297,6 +297,30 @@ static uint64_t find_chunk(struct store_op *op, struct disk_read *r, struct ahea
     return got;
 }
 
+/* A chunk's copy into the cache, spread over the store's workers: its
+ * layer groups' heads in parts, each part written by whichever thread
+ * claims it (the parts write disjoint head slots of the cache). */
+struct get_unpack {
+    const struct canon_io *io;
+    const struct store_model *m;
+    uint64_t first;       /* the chunk's first token */
+    uint64_t group_start; /* the span's first layer group */
+    uint64_t heads, parts, per;
+    const uint64_t *slots; /* head slots 0 .. heads - 1 */
+    uint8_t **payloads;    /* [groups x heads] */
+};
+
+static void unpack_part(void *ctx, uint64_t i)
+{
+    const struct get_unpack *u = ctx;
+    uint64_t k = i / u->parts, h0 = (i % u->parts) * u->per;
+    if (h0 >= u->heads)
+        return;
+    uint64_t n = u->heads - h0 < u->per ? u->heads - h0 : u->per;
+    struct canon_chunk ch = {u->first, u->group_start + k, u->slots + h0, n, u->payloads + k * u->heads + h0, NULL};
+    canon_unpack(u->io, u->m, &ch);
+}
+
 int store_get_run(struct store_op *op, uint64_t *tokens)
 {
     kvrt_store *s = op->store;
@@ -343,15 +367,12 @@ int store_get_run(struct store_op *op, uint64_t *tokens)
         }
         for (uint64_t h = 0; h < H; h++)
             g.payloads[h] = (uint8_t *)g.f[h].payload;
-        for (uint64_t k = 0; k < op->num_groups; k++) {
-            struct canon_chunk ch = {(op->first_chunk + c) * T,
-                                     op->group_start + k,
-                                     g.slots,
-                                     op->num_heads,
-                                     g.payloads + k * op->num_heads,
-                                     NULL};
-            canon_unpack(&io, m, &ch);
-        }
+        /* every entry of the chunk is checked: now into the cache */
+        uint64_t parts = store_workers_count(s->workers);
+        parts = parts < op->num_heads ? parts : op->num_heads;
+        struct get_unpack u = {&io,           m,     (op->first_chunk + c) * T, op->group_start, op->num_heads, parts,
+                               (op->num_heads + parts - 1) / parts, g.slots, g.payloads};
+        store_workers_for(s->workers, op->num_groups * parts, unpack_part, &u);
         for (uint64_t h = 0; h < H; h++) {
             struct found *f = &g.f[h];
             hits[f->tier]++;
