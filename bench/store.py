@@ -349,8 +349,9 @@ def main():
         shutil.rmtree(work, ignore_errors=True)
     raw["load_end"] = os.getloadavg()[0]
     lines = ["Load average (1 min) %.2f at the start, %.2f at the end; %d CPUs; %d rounds (medians).  The store "
-             "copies on the caller's thread, so memcpy runs on one thread; a disk get's second thread only waits "
-             "for reads.  The disk rooflines are the best configuration of each round.  Disk and shared ratios are the "
+             "copies a put's and a get's chunks on its worker threads and the caller's (KVRT_STORE_THREADS, default the "
+             "online CPUs), so the memory tier is rated against memcpy on one thread and on all; a disk get's reader "
+             "thread only waits for reads.  The disk rooflines are the best configuration of each round.  Disk and shared ratios are the "
              "median of each round's ratio (the figures are medians of their own)."
              % (raw["load_start"], raw["load_end"], raw["cpus"], args.rounds), "",
              "| tier | kvrt | figure | roofline | figure | ratio | target | met |",
