@@ -370,8 +370,9 @@ int store_get_run(struct store_op *op, uint64_t *tokens)
         /* every entry of the chunk is checked: now into the cache */
         uint64_t parts = store_workers_count(s->workers);
         parts = parts < op->num_heads ? parts : op->num_heads;
-        struct get_unpack u = {&io,           m,     (op->first_chunk + c) * T, op->group_start, op->num_heads, parts,
-                               (op->num_heads + parts - 1) / parts, g.slots, g.payloads};
+        struct get_unpack u = {&io,           m,     (op->first_chunk + c) * T,           op->group_start,
+                               op->num_heads, parts, (op->num_heads + parts - 1) / parts, g.slots,
+                               g.payloads};
         store_workers_for(s->workers, op->num_groups * parts, unpack_part, &u);
         for (uint64_t h = 0; h < H; h++) {
             struct found *f = &g.f[h];

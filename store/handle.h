@@ -43,7 +43,7 @@ struct kvrt_store {
     kvrt_store_request *req_head, *req_tail;
     uint64_t req_open;
     pthread_cond_t req_drained;
-    struct store_events *events; /* KV events for routers (events.h); NULL: off */
+    struct store_events *events;   /* KV events for routers (events.h); NULL: off */
     struct store_workers *workers; /* a put's copies spread over them; NULL: the caller's thread */
 };
 

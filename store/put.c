@@ -12,7 +12,8 @@
 
 /* What a put copies out of a batch of chunks: per unit (a chunk's layer
  * group) the new entries of its missing heads, their head slots, payloads
- * and checksum states, H of each per unit. */
+ * and checksum states, H of each per unit (unit i's from i * H of the
+ * scratch's arrays). */
 struct put_unit {
     uint64_t c, group, n; /* chunk of the span, layer group, new entries */
     struct mem_entry **entries;
@@ -45,6 +46,7 @@ static int put_scratch_init(struct put_scratch *ps, uint64_t units, uint64_t hea
 {
     memset(ps, 0, sizeof(*ps));
     heads = heads ? heads : 1;
+    units = units ? units : 1;
     if (units > SIZE_MAX / sizeof(XXH3_state_t) / heads)
         return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_put: out of memory");
     size_t n = (size_t)(units * heads);
@@ -61,13 +63,6 @@ static int put_scratch_init(struct put_scratch *ps, uint64_t units, uint64_t hea
     if (!ps->units || !ps->entries || !ps->slots || !ps->payloads || (sums && !ps->sums)) {
         put_scratch_free(ps);
         return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_put: out of memory");
-    }
-    for (uint64_t u = 0; u < units; u++) {
-        struct put_unit *U = &ps->units[u];
-        U->entries = ps->entries + u * heads;
-        U->slots = ps->slots + u * heads;
-        U->payloads = ps->payloads + u * heads;
-        U->sums = sums ? ps->sums + u * heads : NULL;
     }
     return KVRT_OK;
 }
@@ -115,6 +110,8 @@ int store_put_run(struct store_op *op, uint64_t *tokens)
     kvrt_store *s = op->store;
     const struct store_model *m = &s->model;
     uint64_t H = op->num_heads, U = op->units, T = m->chunk_tokens, G = op->num_groups;
+    if (H == 0 || G == 0 || U != H * G) /* steps.c makes every span name heads and groups */
+        return BASE_FAIL(KVRT_ERR_STATE, "kvrt_store_put: a span of %llu heads and %llu layer groups", ULL(H), ULL(G));
     bool *present = malloc((op->num_chunks * U > 0 ? op->num_chunks * U : 1) * sizeof(*present));
     if (!present)
         return BASE_FAIL(KVRT_ERR_NOMEM, "kvrt_store_put: out of memory");
@@ -152,7 +149,13 @@ int store_put_run(struct store_op *op, uint64_t *tokens)
         /* 1. the batch's new entries, unit by unit (the allocator's lock) */
         for (uint64_t c = c0; c < c0 + chunks && rc == KVRT_OK; c++)
             for (uint64_t g = 0; g < G && rc == KVRT_OK; g++) {
-                struct put_unit *u = &ps.units[units++];
+                /* unit i's arrays: H of each from i * H */
+                struct put_unit *u = &ps.units[units];
+                u->entries = ps.entries + units * H;
+                u->slots = ps.slots + units * H;
+                u->payloads = ps.payloads + units * H;
+                u->sums = where ? ps.sums + units * H : NULL;
+                units++;
                 u->c = c;
                 u->group = op->group_start + g;
                 u->n = 0;

@@ -96,7 +96,7 @@ struct kvrt_xfer_agent {
     struct wire_sessions sessions;
     struct base_log log;
     struct xfer_key key;
-    uint32_t flags; /* KVRT_XFER_INSECURE, KVRT_XFER_REQUIRE_GRANTS */
+    uint32_t flags;              /* KVRT_XFER_INSECURE, KVRT_XFER_REQUIRE_GRANTS */
     struct xfer_inet_net *allow; /* networks a peer may connect from (inet.h) */
     size_t num_allow;
     struct xfer_grants grants; /* every peer's (kvrt_xfer_agent_grant) */
@@ -116,7 +116,6 @@ struct kvrt_xfer_agent {
     double last_stranger_log;
     struct kvrt_xfer_stats stats;
 };
-
 
 /* peer.c */
 int xfer_peer_new(kvrt_xfer_agent *a, kvrt_xfer_peer **out);
