@@ -154,6 +154,19 @@ static void mode_cluster(void)
 
 /* ---- failover ------------------------------------------------------------ */
 
+/* The keys the cluster's live primaries hold between them. */
+static unsigned long long primaries_keys(const struct redis_cluster *c, int dead)
+{
+    unsigned long long keys = 0;
+    for (int i = 0; i < RC_NODES; i++) {
+        char role[64] = "", size[64] = "";
+        if (i != dead && redis_cluster_cli(c, i, "role", role, sizeof(role)) && strcmp(role, "master") == 0 &&
+            redis_cluster_cli(c, i, "dbsize", size, sizeof(size)))
+            keys += strtoull(size, NULL, 10);
+    }
+    return keys;
+}
+
 /* What a live node says of the cluster, line by line as diagnostics: when
  * the store did not recover, whether the cluster itself failed over. */
 static void dump_nodes(const struct redis_cluster *c, int i)
@@ -198,6 +211,7 @@ static void mode_failover(void)
     redis_cluster_cli(&c, victim, "wait 1 2000", out, sizeof(out));
     tap_diag("killing primary %s:%d (WAIT: %s replica has its writes)", c.addr[victim], c.node[victim].port, out);
     struct kvrt_store_stats before = sq_stats(b);
+    unsigned long long keys_before = primaries_keys(&c, -1);
     kill(c.node[victim].pid, SIGKILL);
     double t0 = sq_now(), recovered = -1, worst = 0;
     uint64_t misses = 0, during = 0, rounds = 0, most_down = 0;
@@ -224,10 +238,19 @@ static void mode_failover(void)
            worst);
     tap_ok(recovered < 0 || rounds == 1 || during > 0,
            "while the primary was gone the other nodes kept serving (%llu tokens loaded)", (unsigned long long)during);
-    tap_ok(recovered > 0,
-           "after a replica's promotion the same store hits everything again in %.2f s, without "
-           "reopening",
-           recovered);
+    /* A replica promoted without its primary's data (a full resync cut by
+     * the kill, seen on a loaded machine) leaves nothing to hit: that is
+     * the cluster's loss, not the store's, and says nothing of it. */
+    unsigned long long keys_after = recovered < 0 ? primaries_keys(&c, victim) : keys_before;
+    if (keys_after < keys_before)
+        tap_skip("the cluster lost keys in the failover (its primaries hold %llu of the %llu they held before the "
+                 "kill): the promoted replica did not have its primary's data, so no store could hit it",
+                 keys_after, keys_before);
+    else
+        tap_ok(recovered > 0,
+               "after a replica's promotion the same store hits everything again in %.2f s, without "
+               "reopening",
+               recovered);
     if (recovered < 0) {
         int live = victim == 0 ? 1 : 0;
         tap_diag("the cluster as node %s:%d sees it:", c.addr[live], c.node[live].port);
