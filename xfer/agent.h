@@ -121,6 +121,9 @@ struct kvrt_xfer_agent {
 int xfer_peer_new(kvrt_xfer_agent *a, kvrt_xfer_peer **out);
 /* Parse and check the peer's metadata (p->blob; kept: md points into it). */
 int xfer_peer_take_blob(kvrt_xfer_agent *a, kvrt_xfer_peer *p);
+/* Refused where UCX 1.13 would abort on tcp interfaces of both families
+ * (peer.c); peer_worker_addr NULL: a peer not yet known. */
+int xfer_check_families(const kvrt_xfer_agent *a, const void *peer_worker_addr, const char *fn);
 /* Register the session: messages naming `theirs` go to this peer. */
 int xfer_peer_session(kvrt_xfer_agent *a, kvrt_xfer_peer *p, const uint8_t token[XFER_TOKEN_BYTES], bool await_ready);
 /* A failed or closed peer: its streams fail, its endpoints close. */

@@ -32,18 +32,9 @@ static int prefer(const kvrt_xfer_agent *a)
 static int check_family(const kvrt_xfer_agent *a, const struct sockaddr *sa, const char *fn)
 {
     unsigned f = xt_tcp_families(a->t);
-    /* Interfaces of both families (UCX_TCP_AF_PRIO=inet6,inet and a NIC
-     * without an IPv4 address): between two such agents UCX 1.13's
-     * wire-up meets a lane of the other family after the connection's own
-     * and aborts the process ("wireup.c: endpoint reconfiguration not
-     * supported yet"), so no connection is begun. */
-    if ((f & XFER_ADDR_INET) && (f & XFER_ADDR_INET6))
-        return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
-                         "%s: this agent's UCX tcp interfaces are both IPv4 and IPv6 (UCX_TCP_AF_PRIO lists inet6 "
-                         "and a NIC has no IPv4 address); UCX 1.13 aborts a process whose connection meets an "
-                         "interface of the other family: give UCX interfaces of one family (UCX_TCP_AF_PRIO=inet, "
-                         "UCX's default, or UCX_NET_DEVICES naming NICs of one family)",
-                         fn);
+    int rc = xfer_check_families(a, NULL, fn);
+    if (rc != KVRT_OK)
+        return rc;
     if (sa->sa_family != AF_INET6 || ((f & XFER_ADDR_INET6) && !(f & XFER_ADDR_INET)))
         return KVRT_OK;
     char host[128];

@@ -191,6 +191,28 @@ void xfer_peer_drop(kvrt_xfer_agent *a, kvrt_xfer_peer *p, bool polite)
     free(p);
 }
 
+/*
+ * Interfaces of both families (UCX_TCP_AF_PRIO=inet6,inet and a NIC
+ * without an IPv4 address): between two such agents UCX 1.13's wire-up
+ * meets a lane of the other family after the connection's own and aborts
+ * the process ("wireup.c: endpoint reconfiguration not supported yet"), so
+ * no connection is begun.  A peer known by its worker address is refused
+ * only when it mixes them too; one known by a socket address (NULL) could.
+ */
+int xfer_check_families(const kvrt_xfer_agent *a, const void *peer_worker_addr, const char *fn)
+{
+    const unsigned both = XFER_ADDR_INET | XFER_ADDR_INET6;
+    if ((xt_tcp_families(a->t) & both) != both ||
+        (peer_worker_addr && (xt_peer_tcp_families(a->t, peer_worker_addr) & both) != both))
+        return KVRT_OK;
+    return BASE_FAIL(KVRT_ERR_UNSUPPORTED,
+                     "%s: the UCX tcp interfaces of this agent%s are both IPv4 and IPv6 (UCX_TCP_AF_PRIO lists "
+                     "inet6 and a NIC has no IPv4 address); UCX 1.13 aborts a process whose connection meets an "
+                     "interface of the other family: give UCX interfaces of one family (UCX_TCP_AF_PRIO=inet, "
+                     "UCX's default, or UCX_NET_DEVICES naming NICs of one family)",
+                     fn, peer_worker_addr ? " and of the peer" : "");
+}
+
 int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t len, kvrt_xfer_peer **out)
 {
     if (!a || !blob || !out)
@@ -206,17 +228,8 @@ int kvrt_xfer_peer_load(kvrt_xfer_agent *a, const void *blob, size_t len, kvrt_x
         p->blob_len = len;
         rc = xfer_peer_take_blob(a, p);
     }
-    if (rc == KVRT_OK) {
-        /* Both sides with tcp interfaces of both families: UCX 1.13's
-         * wire-up would abort this process (connect.c says more). */
-        const unsigned both = XFER_ADDR_INET | XFER_ADDR_INET6;
-        if ((xt_tcp_families(a->t) & both) == both && (xt_peer_tcp_families(a->t, p->md.f.worker_addr) & both) == both)
-            rc = BASE_FAIL(KVRT_ERR_UNSUPPORTED,
-                           "the UCX tcp interfaces of this agent and of the peer are both IPv4 and IPv6; UCX 1.13 "
-                           "aborts a process whose connection meets an interface of the other family: give UCX "
-                           "interfaces of one family on either side (UCX_TCP_AF_PRIO=inet, UCX's default, or "
-                           "UCX_NET_DEVICES naming NICs of one family)");
-    }
+    if (rc == KVRT_OK)
+        rc = xfer_check_families(a, p->md.f.worker_addr, "kvrt_xfer_peer_load");
     if (rc == KVRT_OK)
         rc = xfer_link_open(&p->link, p->md.f.worker_addr, p->md.f.worker_addr_len, p);
     if (rc == KVRT_OK) {
