@@ -58,6 +58,11 @@ struct ahead {
     uint64_t *slot, *len; /* [H] */
     uint8_t **bufs;       /* [n] */
     uint64_t *slots, *lens, *head;
+    /* per head, once the read is in: its checks done (on the workers),
+     * and what failed (NULL: good), a copy in why_text */
+    bool *checked;          /* [H] */
+    const char **why;       /* [H] */
+    char (*why_text)[256];  /* [H] */
 };
 
 /* Everything a get needs per head, allocated once. */
@@ -97,6 +102,9 @@ static void get_scratch_free(struct get_scratch *g)
         free(A->slots);
         free(A->lens);
         free(A->head);
+        free(A->checked);
+        free(A->why);
+        free(A->why_text);
     }
     // NOLINTEND(bugprone-multi-level-implicit-pointer-conversion)
     memset(g, 0, sizeof(*g));
@@ -119,7 +127,8 @@ static int get_scratch_init(struct get_scratch *g, uint64_t H, uint64_t chunks)
         ok = (A->e = calloc(n, sizeof(*A->e))) && (A->slot = calloc(n, sizeof(*A->slot))) &&
              (A->len = calloc(n, sizeof(*A->len))) && (A->bufs = calloc(n, sizeof(*A->bufs))) &&
              (A->slots = calloc(n, sizeof(*A->slots))) && (A->lens = calloc(n, sizeof(*A->lens))) &&
-             (A->head = calloc(n, sizeof(*A->head)));
+             (A->head = calloc(n, sizeof(*A->head))) && (A->checked = calloc(n, sizeof(*A->checked))) &&
+             (A->why = calloc(n, sizeof(*A->why))) && (A->why_text = calloc(n, sizeof(*A->why_text)));
         // NOLINTEND(bugprone-sizeof-expression)
     }
     if (!ok) {
@@ -142,6 +151,7 @@ static void post_ahead(struct store_op *op, struct disk_read *r, struct disk_ahe
         bool found = false;
         uint64_t slot;
         A->e[h] = NULL;
+        A->checked[h] = false;
         /* memory pins it in its turn; an entry found nowhere is a miss then */
         if (mem_tier_has(&s->mem, &id) || disk_read_find(r, &id, &found, &slot) != KVRT_OK || !found)
             continue;
@@ -166,6 +176,43 @@ static void wait_ahead(struct disk_ahead *a, struct ahead *A)
     for (uint64_t k = 0; k < A->n; k++)
         A->len[A->head[k]] = A->lens[k];
     A->posted = false;
+}
+
+/* A chunk's read-ahead entries checked on the store's workers, each
+ * entry's checksum (or seal) on whichever thread claims it, before the
+ * chunk is looked at: on one thread the checks of a chunk took as long as
+ * its read (XXH3 at 15 GB/s against 7-9 GB/s of O_DIRECT reads, AES-GCM
+ * at 4.4 GB/s), and the disk waited for them. */
+struct ahead_checks {
+    const struct store_op *op;
+    struct ahead *A;
+    uint64_t c;
+};
+
+static void check_one(void *ctx, uint64_t k)
+{
+    const struct ahead_checks *x = ctx;
+    struct ahead *A = x->A;
+    uint64_t h = A->head[k];
+    struct mem_entry *e = A->e[h];
+    if (!e)
+        return;
+    struct store_id id;
+    store_op_id(x->op, x->c, h, &id);
+    const char *why = store_entry_check(&x->op->store->model, &id, e->buf, A->len[h]);
+    A->why[h] = NULL;
+    if (why) {
+        /* the message may live in this worker's thread-local buffer */
+        snprintf(A->why_text[h], sizeof(A->why_text[h]), "%s", why);
+        A->why[h] = A->why_text[h];
+    }
+    A->checked[h] = true;
+}
+
+static void check_ahead(const struct store_op *op, struct ahead *A, uint64_t c)
+{
+    struct ahead_checks x = {op, A, c};
+    store_workers_for(op->store->workers, A->n, check_one, &x);
 }
 
 /* What a get stopped before: its reads finished and let go. */
@@ -196,7 +243,7 @@ static bool find_local(struct store_op *op, struct disk_read *r, struct ahead *A
     }
     if (!r)
         return false;
-    bool found = e != NULL;
+    bool found = e != NULL, checked = e && A->checked[h];
     uint64_t slot = e ? A->slot[h] : 0, len = e ? A->len[h] : 0;
     if (!e && (e = mem_entry_new(&s->mem, id)) && disk_read_get(r, id, e->buf, &found, &slot, &len) != KVRT_OK)
         found = false;
@@ -208,7 +255,7 @@ static bool find_local(struct store_op *op, struct disk_read *r, struct ahead *A
         found = false;
     if (e && found) {
         /* read into an entry's buffer: a hit is then promoted as it is */
-        const char *why = store_entry_check(&s->model, id, e->buf, len);
+        const char *why = checked ? A->why[h] : store_entry_check(&s->model, id, e->buf, len);
         if (!why) {
             f->payload = e->buf + STORE_HEADER_BYTES;
             f->read = e;
@@ -337,8 +384,8 @@ int store_get_run(struct store_op *op, uint64_t *tokens)
     struct disk_ahead *a = NULL;
     if (rc == KVRT_OK && s->has_disk && (rc = disk_read_begin(&s->disk, &r)) != KVRT_OK)
         canon_io_end(&io);
-    /* a thread reads the next chunk while this one is copied */
-    if (rc == KVRT_OK && r && (rc = disk_ahead_begin(&s->disk, op->num_chunks > 1, &a)) != KVRT_OK) {
+    /* threads read the next chunks while this one is checked and copied */
+    if (rc == KVRT_OK && r && (rc = disk_ahead_begin(&s->disk, op->num_chunks, &a)) != KVRT_OK) {
         disk_read_end(r);
         canon_io_end(&io);
     }
@@ -356,8 +403,10 @@ int store_get_run(struct store_op *op, uint64_t *tokens)
         struct ahead *A = r ? &g.ahead[c % STORE_AHEAD_POSTS] : NULL;
         if (r && c + depth < op->num_chunks)
             post_ahead(op, r, a, c + depth, &g.ahead[(c + depth) % STORE_AHEAD_POSTS]);
-        if (A)
+        if (A) {
             wait_ahead(a, A);
+            check_ahead(op, A, c);
+        }
         uint64_t got = find_chunk(op, r, A, c, &g);
         if (got < H) {
             misses += H - got;
