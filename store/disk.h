@@ -61,14 +61,13 @@ void disk_read_slots(struct disk_tier *d, uint8_t *const *bufs, const uint64_t *
 int disk_read_get(struct disk_read *r, const struct store_id *id, uint8_t *buf, bool *found, uint64_t *slot,
                   uint64_t *len);
 
-/* Reads of a get's next chunks while it checks and copies this one
- * (disk_ahead.c): threads of the get's own that read what it is posted,
- * several posts at once, finished in order, at most STORE_AHEAD_POSTS
- * posts outstanding; for a get of one chunk (or without threads to be
- * had) a post reads at once. */
-#define STORE_AHEAD_POSTS 6u
+/* Reads of a get's next chunks while it copies this one (disk_ahead.c): a
+ * thread of the get's own that reads what it is posted, in order, at most
+ * STORE_AHEAD_POSTS posts outstanding; without `threaded`, a post reads at
+ * once. */
+#define STORE_AHEAD_POSTS 3u
 struct disk_ahead;
-int disk_ahead_begin(struct disk_tier *d, uint64_t chunks, struct disk_ahead **out);
+int disk_ahead_begin(struct disk_tier *d, bool threaded, struct disk_ahead **out);
 /* Start disk_read_slots(bufs, slots, n, lens); returns the post's number. */
 uint64_t disk_ahead_post(struct disk_ahead *a, uint8_t *const *bufs, const uint64_t *slots, uint64_t n, uint64_t *lens);
 /* Wait until post `seq` is read. */

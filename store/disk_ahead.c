@@ -1,22 +1,14 @@
 /* Reading a get's next chunks while it checks and copies this one.  A
- * get's chunks follow each other: with the slots of the next chunks
+ * get's chunks follow each other: with the slots of chunks c + 1 and c + 2
  * posted before chunk c is checked and copied, the disk is not idle while
  * the CPU works, nor while this thread waits to be woken (on a busy
  * two-core machine, one chunk ahead left the disk idle a fifth of a cold
  * get), and the CPU never waits for a read it could have started.  (The
  * kernel's own read-ahead did this for buffered reads; with O_DIRECT
- * nobody else does.)
- *
- * Several reads in flight: up to READERS threads per get, each taking the
- * next post (a list of slots and buffers, one chunk) and reading it; posts
- * finish in the order they were posted, at most STORE_AHEAD_POSTS
- * outstanding.  Why threads and not io_uring: a post is one or two large
- * requests (a chunk's neighbouring slots), so a thread per request in
- * flight costs nothing measurable, and blocking preadv works on every
- * kernel and file system the store runs on, where io_uring may be
- * disabled (containers, io_uring_disabled) and needs a fallback anyway.
- * Measured (docs/store.md "Speed"): a cold get of 512 MiB went from
- * 4.4-5.3 GB/s with one read in flight to 5.8-6.5 GB/s with four.
+ * nobody else does.)  One thread per get, for the get's life: a post is a
+ * list of slots and buffers, read in order of posting, and at most
+ * STORE_AHEAD_POSTS are outstanding (the chunk being copied and the ones
+ * after it).
  *
  * Layer 3 of libkvrt-store (docs/store.md, "Layers").
  */
@@ -32,16 +24,10 @@ struct ahead_post {
     uint64_t n;
 };
 
-/* The most reads in flight per get. */
-#define READERS 4u
-
 struct disk_ahead {
     struct disk_tier *d;
     bool threaded, stop;
-    unsigned readers;
-    pthread_t thread[READERS];
-    uint64_t taken;                      /* posts [finished, taken) are being read */
-    bool done_flag[STORE_AHEAD_POSTS];
+    pthread_t thread;
     pthread_mutex_t lock;
     pthread_cond_t wake, done;
     struct ahead_post posts[STORE_AHEAD_POSTS]; /* post s is posts[s % STORE_AHEAD_POSTS] */
@@ -53,27 +39,22 @@ static void *ahead_main(void *arg)
     struct disk_ahead *a = arg;
     pthread_mutex_lock(&a->lock);
     for (;;) {
-        while (a->taken == a->posted && !a->stop)
+        while (a->finished == a->posted && !a->stop)
             pthread_cond_wait(&a->wake, &a->lock);
-        if (a->taken == a->posted)
+        if (a->finished == a->posted)
             break;
-        uint64_t seq = a->taken++;
-        struct ahead_post p = a->posts[seq % STORE_AHEAD_POSTS];
+        struct ahead_post p = a->posts[a->finished % STORE_AHEAD_POSTS];
         pthread_mutex_unlock(&a->lock);
         disk_read_slots(a->d, p.bufs, p.slots, p.n, p.lens);
         pthread_mutex_lock(&a->lock);
-        a->done_flag[seq % STORE_AHEAD_POSTS] = true;
-        while (a->finished < a->taken && a->done_flag[a->finished % STORE_AHEAD_POSTS]) {
-            a->done_flag[a->finished % STORE_AHEAD_POSTS] = false;
-            a->finished++;
-        }
+        a->finished++;
         pthread_cond_broadcast(&a->done);
     }
     pthread_mutex_unlock(&a->lock);
     return NULL;
 }
 
-int disk_ahead_begin(struct disk_tier *d, uint64_t chunks, struct disk_ahead **out)
+int disk_ahead_begin(struct disk_tier *d, bool threaded, struct disk_ahead **out)
 {
     struct disk_ahead *a = calloc(1, sizeof(*a));
     if (!a)
@@ -83,9 +64,7 @@ int disk_ahead_begin(struct disk_tier *d, uint64_t chunks, struct disk_ahead **o
     pthread_cond_init(&a->wake, NULL);
     pthread_cond_init(&a->done, NULL);
     /* without a thread (one chunk, or none to be had) each post reads at once */
-    for (unsigned i = 0; chunks > 1 && i < READERS && i < chunks; i++)
-        a->readers += pthread_create(&a->thread[i], NULL, ahead_main, a) == 0;
-    a->threaded = a->readers > 0;
+    a->threaded = threaded && pthread_create(&a->thread, NULL, ahead_main, a) == 0;
     *out = a;
     return KVRT_OK;
 }
@@ -124,10 +103,9 @@ void disk_ahead_end(struct disk_ahead *a)
     if (a->threaded) {
         pthread_mutex_lock(&a->lock);
         a->stop = true;
-        pthread_cond_broadcast(&a->wake);
+        pthread_cond_signal(&a->wake);
         pthread_mutex_unlock(&a->lock);
-        for (unsigned i = 0; i < a->readers; i++)
-            pthread_join(a->thread[i], NULL);
+        pthread_join(a->thread, NULL);
     }
     pthread_cond_destroy(&a->wake);
     pthread_cond_destroy(&a->done);

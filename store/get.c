@@ -384,8 +384,8 @@ int store_get_run(struct store_op *op, uint64_t *tokens)
     struct disk_ahead *a = NULL;
     if (rc == KVRT_OK && s->has_disk && (rc = disk_read_begin(&s->disk, &r)) != KVRT_OK)
         canon_io_end(&io);
-    /* threads read the next chunks while this one is checked and copied */
-    if (rc == KVRT_OK && r && (rc = disk_ahead_begin(&s->disk, op->num_chunks, &a)) != KVRT_OK) {
+    /* a thread reads the next chunks while this one is checked and copied */
+    if (rc == KVRT_OK && r && (rc = disk_ahead_begin(&s->disk, op->num_chunks > 1, &a)) != KVRT_OK) {
         disk_read_end(r);
         canon_io_end(&io);
     }
