@@ -5,6 +5,7 @@
  *
  * Layer 5 of libkvrt-store (docs/store.md, "Layers").
  */
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,23 +271,112 @@ static bool find_local(struct store_op *op, struct disk_read *r, struct ahead *A
     return false;
 }
 
-/* Shared-tier values checked as they arrive (shared_get_many's arrived):
- * the seal opened or the checksum computed while the servers send the
- * next; why[i] a copy of what failed (NULL: good). */
+/* Shared-tier values checked as they arrive (shared_get_many's arrived),
+ * on threads other than the one receiving: the receiving thread queues
+ * each value and reads the next while a worker computes its checksum or
+ * opens its seal.  On one thread a keyed get of 1 MiB values paid its
+ * receive and its AES-256-GCM open one after the other (0.38 + 0.24 ms a
+ * value on the build machine: 0.62 of an unkeyed get).  The receive is
+ * item 0 of a parallel for and the checkers the items after it, so a pool
+ * that is busy (or absent) runs them in order on the caller's thread: the
+ * receive whole, then every check.  why[i] is a copy of what failed (NULL:
+ * good). */
 struct arrivals {
     const struct store_model *m;
     const struct store_id *ids;
     char **why;
+    /* the receive's arguments */
+    struct shared_tier *t;
+    uint64_t n, value_bytes;
+    uint8_t *const *bufs;
+    uint64_t *lens;
+    bool *got;
+    /* arrived values waiting for a checker */
+    pthread_mutex_t lock;
+    pthread_cond_t more;
+    uint64_t *queue, queued, taken;
+    uint8_t **values;
+    uint64_t *value_lens;
+    bool received, twice;
 };
 
 static char checks_failed[] = "it failed its checks";
 
-static void check_arrived(void *user, size_t i, uint8_t *value, uint64_t len)
+static void check_value(struct arrivals *a, uint64_t i)
 {
-    struct arrivals *a = user;
-    const char *why = store_entry_check(a->m, &a->ids[i], value, len);
+    const char *why = store_entry_check(a->m, &a->ids[i], a->values[i], a->value_lens[i]);
     if (why && !(a->why[i] = strdup(why)))
         a->why[i] = checks_failed;
+}
+
+static void queue_arrived(void *user, size_t i, uint8_t *value, uint64_t len)
+{
+    struct arrivals *a = user;
+    pthread_mutex_lock(&a->lock);
+    if (a->values[i]) {
+        /* never twice (cluster.c finishes a request with its value); were
+         * it, its bytes might change under a check: it fails hereafter */
+        a->twice = true;
+        pthread_mutex_unlock(&a->lock);
+        return;
+    }
+    a->values[i] = value;
+    a->value_lens[i] = len;
+    a->queue[a->queued++] = i;
+    pthread_cond_signal(&a->more);
+    pthread_mutex_unlock(&a->lock);
+}
+
+static void receive_or_check(void *ctx, uint64_t item)
+{
+    struct arrivals *a = ctx;
+    if (item == 0) {
+        shared_get_many(a->t, a->ids, a->n, a->value_bytes, a->bufs, a->lens, a->got, queue_arrived, a);
+        pthread_mutex_lock(&a->lock);
+        a->received = true;
+        pthread_cond_broadcast(&a->more);
+        pthread_mutex_unlock(&a->lock);
+        return;
+    }
+    pthread_mutex_lock(&a->lock);
+    for (;;) {
+        while (a->taken == a->queued && !a->received)
+            pthread_cond_wait(&a->more, &a->lock);
+        if (a->taken == a->queued)
+            break;
+        uint64_t i = a->queue[a->taken++];
+        pthread_mutex_unlock(&a->lock);
+        check_value(a, i);
+        pthread_mutex_lock(&a->lock);
+    }
+    pthread_mutex_unlock(&a->lock);
+}
+
+/* The shared tier's values for ids[0..n) into bufs, each checked; why and
+ * got as above.  False: out of memory (nothing asked). */
+static bool receive_checked(kvrt_store *s, struct arrivals *a)
+{
+    a->queue = calloc(a->n, sizeof(*a->queue));
+    a->values = calloc(a->n, sizeof(*a->values));
+    a->value_lens = calloc(a->n, sizeof(*a->value_lens));
+    bool ok = a->queue && a->values && a->value_lens;
+    if (ok) {
+        pthread_mutex_init(&a->lock, NULL);
+        pthread_cond_init(&a->more, NULL);
+        uint64_t checkers = store_workers_count(s->workers) - 1;
+        store_workers_for(s->workers, 1 + (checkers ? checkers : 1), receive_or_check, a);
+        pthread_cond_destroy(&a->more);
+        pthread_mutex_destroy(&a->lock);
+        /* a value got is a value checked, or it fails */
+        for (uint64_t i = 0; i < a->n; i++)
+            if (a->got[i] && !a->why[i] && (!a->values[i] || a->twice))
+                a->why[i] = checks_failed;
+    }
+    free(a->queue);
+    // NOLINTNEXTLINE(bugprone-multi-level-implicit-pointer-conversion)
+    free(a->values);
+    free(a->value_lens);
+    return ok;
 }
 
 /* The chunk's entries, every head: memory and disk first, then what they
@@ -315,11 +405,16 @@ static uint64_t find_chunk(struct store_op *op, struct disk_read *r, struct ahea
         g->shared_bufs[i] = g->shared_e[i] ? g->shared_e[i]->buf : NULL;
         buffers = buffers && g->shared_e[i];
     }
-    struct arrivals arr = {&s->model, g->ids, calloc(missing, sizeof(char *))};
-    buffers = buffers && arr.why;
-    if (buffers)
-        shared_get_many(&s->shared, g->ids, missing, STORE_HEADER_BYTES + s->model.payload_bytes, g->shared_bufs,
-                        g->shared_lens, g->shared_got, check_arrived, &arr);
+    struct arrivals arr = {.m = &s->model,
+                           .ids = g->ids,
+                           .why = calloc(missing, sizeof(char *)),
+                           .t = &s->shared,
+                           .n = missing,
+                           .value_bytes = STORE_HEADER_BYTES + s->model.payload_bytes,
+                           .bufs = g->shared_bufs,
+                           .lens = g->shared_lens,
+                           .got = g->shared_got};
+    buffers = buffers && arr.why && receive_checked(s, &arr);
     for (uint64_t i = 0; i < missing; i++) {
         struct mem_entry *e = g->shared_e[i];
         g->shared_e[i] = NULL;
