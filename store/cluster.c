@@ -20,6 +20,8 @@
  */
 #include "cluster.h"
 
+#include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,6 +57,8 @@ struct cluster_node {
      * commands in hand (it never waits for the client between rounds) */
     struct window win[2];
     struct iovec iov[4 * WINDOW];
+    struct iovec *out; /* what is left to write of iov */
+    int out_n;
 };
 
 static const char ASKING[] = "*1\r\n$6\r\nASKING\r\n";
@@ -406,6 +410,65 @@ static void read_window(struct cluster *cl, int k, int w, enum cluster_cmd cmd, 
     win->written = false;
 }
 
+/* Node k's window could not be written: its commands miss. */
+static int write_failed(struct cluster *cl, int k, struct cluster_req *r)
+{
+    cl->nodes[k]->out_n = 0;
+    window_failed(cl, k, r);
+    return 1;
+}
+
+/* Every node's window `cur` out by the deadline, all at once: each socket
+ * is given what it takes whenever poll says it has room, so that every
+ * server reads while the others do.  Written one node after the other, a
+ * window of up to 16 MiB held the writer on one node while the others
+ * had only what their socket buffers held (a few MiB on loopback, less
+ * across a network with a round trip to wait for).  A TLS connection is
+ * written whole, in turn.  The failures, a node each. */
+static int write_windows(struct cluster *cl, int cur, struct cluster_req *r, double deadline)
+{
+    int failures = 0;
+    struct pollfd p[CLUSTER_MAX_NODES];
+    int at[CLUSTER_MAX_NODES];
+    for (;;) {
+        int np = 0;
+        for (int k = 0; k < cl->num_nodes; k++) {
+            struct cluster_node *nd = cl->nodes[k];
+            if (!nd->win[cur].written || nd->out_n == 0)
+                continue;
+            bool ok;
+            if (nd->conn.ssl) {
+                ok = redis_conn_writev(&nd->conn, nd->out, nd->out_n, deadline);
+                nd->out_n = 0;
+            } else {
+                ok = redis_conn_write_some(&nd->conn, &nd->out, &nd->out_n);
+            }
+            if (!ok) {
+                failures += write_failed(cl, k, r);
+            } else if (nd->out_n > 0) {
+                p[np] = (struct pollfd){.fd = nd->conn.fd, .events = POLLOUT};
+                at[np++] = k;
+            }
+        }
+        if (np == 0)
+            return failures;
+        double left = deadline - base_now();
+        int got = left > 0 ? poll(p, (nfds_t)np, (int)(left * 1000) + 1) : 0;
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            /* out of time (or poll failed): what is not out misses */
+            for (int i = 0; i < np; i++) {
+                redis_conn_fail(&cl->nodes[at[i]]->conn, "%s",
+                                got == 0 ? "could not send within the timeout: the server is not reading"
+                                         : "poll failed");
+                failures += write_failed(cl, at[i], r);
+            }
+            return failures;
+        }
+    }
+}
+
 int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r, size_t n, double timeout_s,
                 bool per_round)
 {
@@ -485,13 +548,12 @@ int cluster_run(struct cluster *cl, enum cluster_cmd cmd, struct cluster_req *r,
                     nd->iov[v++] = (struct iovec){(void *)CRLF, 2};
                 }
             }
-            if (!redis_conn_writev(&nd->conn, nd->iov, v, deadline)) {
-                failures++;
-                window_failed(cl, k, r);
-                continue;
-            }
+            nd->out = nd->iov;
+            nd->out_n = v;
             w->written = true;
         }
+        if (any)
+            failures += write_windows(cl, cur, r, deadline);
         for (int k = 0; k < cl->num_nodes; k++)
             if (cl->nodes[k]->win[prev].written) {
                 read_window(cl, k, prev, cmd, r, deadline);

@@ -238,23 +238,22 @@ static bool write_tls(struct redis_conn *c, struct iovec *iov, int n, double dea
     return true;
 }
 
-bool redis_conn_writev(struct redis_conn *c, struct iovec *iov, int n, double deadline)
+bool redis_conn_write_some(struct redis_conn *c, struct iovec **iovp, int *np)
 {
     if (c->fd < 0)
         return redis_conn_fail(c, "not connected");
     if (c->ssl)
-        return write_tls(c, iov, n, deadline);
+        return redis_conn_fail(c, "a TLS connection is written whole (redis_conn_writev)");
+    struct iovec *iov = *iovp;
+    int n = *np;
     while (n > 0) {
         struct msghdr m = {.msg_iov = iov, .msg_iovlen = (size_t)(n > 512 ? 512 : n)};
         ssize_t w = sendmsg(c->fd, &m, MSG_NOSIGNAL | MSG_DONTWAIT);
         if (w < 0) {
             if (errno == EINTR)
                 continue;
-            if (errno == EAGAIN || errno == EWOULDBLOCK) {
-                if (!wait_for(c, POLLOUT, deadline))
-                    return false;
-                continue;
-            }
+            if (errno == EAGAIN || errno == EWOULDBLOCK)
+                break;
             return redis_conn_fail(c, "could not send: %s", strerror(errno));
         }
         while (n > 0 && (size_t)w >= iov->iov_len) {
@@ -267,7 +266,21 @@ bool redis_conn_writev(struct redis_conn *c, struct iovec *iov, int n, double de
             iov->iov_len -= (size_t)w;
         }
     }
+    *iovp = iov;
+    *np = n;
     return true;
+}
+
+bool redis_conn_writev(struct redis_conn *c, struct iovec *iov, int n, double deadline)
+{
+    if (c->fd < 0)
+        return redis_conn_fail(c, "not connected");
+    if (c->ssl)
+        return write_tls(c, iov, n, deadline);
+    while (redis_conn_write_some(c, &iov, &n) && n > 0)
+        if (!wait_for(c, POLLOUT, deadline))
+            return false;
+    return n == 0;
 }
 
 /* Up to n bytes from the socket into dst, at least one. */

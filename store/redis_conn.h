@@ -44,6 +44,11 @@ bool redis_conn_fail(struct redis_conn *c, const char *fmt, ...) __attribute__((
 
 /* Write all of iov[0..n) by the deadline (iov is consumed). */
 bool redis_conn_writev(struct redis_conn *c, struct iovec *iov, int n, double deadline);
+/* Write what a plain TCP socket takes now of (*iov)[0..*n), without
+ * waiting: *iov and *n move past what was written (and the first iovec
+ * left is advanced within).  false (c->why, the connection closed) on an
+ * error, or for a TLS connection, which is written whole. */
+bool redis_conn_write_some(struct redis_conn *c, struct iovec **iov, int *n);
 /* Read at least one more byte into the buffer (after compacting it);
  * fails when the buffer is full: no reply line is longer. */
 bool redis_conn_fill(struct redis_conn *c, double deadline);
