@@ -14,6 +14,8 @@ those, and the rest in the way the mode names:
   slotmap    CLUSTER SLOTS: an array of 10^9 elements, then bytes
   garbage    everything: random bytes, CRLFs and type characters among
              them, then the close (seeded: the same bytes every run)
+  deaf       SET: stops reading at its name and never answers: the
+             client's writes fill the socket and wait, or its reads do
 
 Prints its port on stdout, serves until killed.
     hostile_redis.py MODE
@@ -59,6 +61,9 @@ def commands(conn):
                     rest += more
                 parts.append(rest[end + 2:end + 2 + ln])
                 pos = end + 2 + ln + 2
+                if MODE == "deaf" and parts[0].upper() == b"SET":
+                    yield b"SET"  # and read no more
+                    return
             buf = rest[pos:]
             yield parts[0].upper()
         except ValueError:
@@ -71,6 +76,11 @@ def answer(conn, name):
         return True
     if name == b"EXISTS" and MODE not in ("slow", "longline", "exists", "garbage"):
         conn.sendall(b":0\r\n")  # the store's open goes on to its gets
+        return True
+    if MODE == "deaf":
+        if name == b"SET":
+            time.sleep(3600)
+        conn.sendall(b"$-1\r\n")
         return True
     if MODE == "slow":
         for b in b"$1000\r\n" + b"x" * 1000 + b"\r\n":
@@ -120,6 +130,10 @@ def serve(conn):
 def main():
     s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    if MODE == "deaf":
+        # a small receive window from the start (loopback lets it grow to
+        # tens of MiB otherwise), so that the client's writes wait
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     s.bind(("127.0.0.1", 0))
     s.listen(16)
     print(s.getsockname()[1], flush=True)
