@@ -32,9 +32,13 @@
 - shared tier: SET and GET of 1 MiB entries through a redis-server started
   here on loopback, against redis-benchmark's SET and GET of the same value
   size from one connection (-c 1; kvrt pipelines its SETs 64 at a time and
-  a chunk's GETs 8 at a time).  An untimed put first stores the keys, so
-  that every timed SET replaces a value of the same size, as
-  redis-benchmark's SETs of its one key do.
+  a chunk's GETs 8 at a time), 256 of each a measure.  An untimed put
+  first stores the keys, so that every timed SET replaces a value of the
+  same size, as redis-benchmark's SETs of its one key do;
+- a tenant key: the disk put and get and the shared SET and GET again with
+  KVRT_STORE_KEY_FILE set (every entry sealed with AES-256-GCM on its way
+  out and opened on its way in), against the same without a key, in turns
+  (docs/store.md "Speed": the target is sealing under 10 %).
 
 Prints the table, writes bench/results/store.json and the generated part
 of BENCHMARKS.md's store section (unless --no-doc).  Needs the build
@@ -81,8 +85,8 @@ def need(path, what):
     return path
 
 
-def run_json_lines(cmd):
-    out = subprocess.run(cmd, capture_output=True, text=True)
+def run_json_lines(cmd, env=None):
+    out = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if out.returncode != 0:
         raise SystemExit("bench/store.py: %s failed (%d): %s" % (" ".join(cmd), out.returncode, out.stderr.strip()))
     return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
@@ -148,6 +152,11 @@ def start_redis(directory):
             time.sleep(0.05)
     proc.kill()
     raise SystemExit("bench/store.py: redis-server did not start")
+
+
+# Entries of 1 MiB a shared measure puts and gets (and redis-benchmark's
+# requests): 256 MiB, so that a measure lasts a tenth of a second or more.
+SHARED_ENTRIES = 256
 
 
 def redis_benchmark(port, value, n):
@@ -249,6 +258,11 @@ def main():
     base = args.dir or args.build
     work = tempfile.mkdtemp(prefix="bench-store-", dir=base)
     env = dict(os.environ, KVRT_PLUGIN_PATH="")
+    key_file = os.path.join(work, "tenant.key")
+    with open(os.open(key_file, os.O_WRONLY | os.O_CREAT, 0o600), "wb") as f:
+        f.write(os.urandom(32))
+    keyed = dict(os.environ, KVRT_STORE_KEY_FILE=key_file)
+    plain = {k: v for k, v in os.environ.items() if k != "KVRT_STORE_KEY_FILE"}
     rows, raw = [], {"load_start": os.getloadavg()[0], "cpus": os.cpu_count()}
     try:
         # memory tier
@@ -258,7 +272,8 @@ def main():
             rows.append(("memory", "put, %s cache" % m["layout"], m["put_gbps"], MEMCPY, m["memcpy_gbps"], 0.8))
             rows.append(("memory", "get, %s cache" % m["layout"], m["get_gbps"], MEMCPY, m["memcpy_gbps"], 0.8))
         # disk tier, interleaved rounds
-        d = {"put": [], "wr": [], "get": [], "rd": [], "again": [], "mc": [], "fio_write": [], "fio_read": []}
+        d = {"put": [], "wr": [], "get": [], "rd": [], "again": [], "mc": [], "fio_write": [], "fio_read": [],
+             "kput": [], "kget": []}
         for r in range(args.rounds):
             raw_dd = run_json_lines([exe, "dd", work, "--mib", str(args.mib)])[0]
             d.setdefault("dd", []).append(raw_dd)
@@ -271,11 +286,16 @@ def main():
             d["fio_write"].append(w)
             d["wr"].append(max(w.values()))
             store_dir = os.path.join(work, "store-%d" % r)
-            x = run_json_lines([exe, "disk", store_dir, "--mib", str(args.mib)])[0]
+            x = run_json_lines([exe, "disk", store_dir, "--mib", str(args.mib)], env=plain)[0]
             d["put"].append(x["put_gbps"])
             d["get"].append(x["get_cold_gbps"])
             d["again"].append(x["get_warm_gbps"])
             d["mc"].append(x["memcpy_gbps"])
+            # the same with a tenant key: every entry sealed on its way to disk
+            shutil.rmtree(store_dir, ignore_errors=True)
+            xk = run_json_lines([exe, "disk", store_dir, "--mib", str(args.mib)], env=keyed)[0]
+            d["kput"].append(xk["put_gbps"])
+            d["kget"].append(xk["get_cold_gbps"])
             rd = {k: fio(a, work, args.mib)["read"]["bw_bytes"] / 1e9 for k, a in FIO_READS.items()}
             rd[DD_READ[0]] = raw_dd["read8_gbps"]
             rd[DD_READ[1]] = raw_dd["read64_gbps"]
@@ -293,6 +313,10 @@ def main():
                      0.8, paired(d["get"], d["rd"])))
         rows.append(("disk", "get again (O_DIRECT: the page cache plays no part)", med(d["again"]), MEMCPY,
                      med(d["mc"]), None))
+        rows.append(("disk", "put + flush, %d MiB, with a tenant key (sealed)" % args.mib, med(d["kput"]),
+                     "the same without a key", med(d["put"]), 0.9, paired(d["kput"], d["put"])))
+        rows.append(("disk", "get, O_DIRECT, with a tenant key (opened)", med(d["kget"]),
+                     "the same without a key", med(d["get"]), 0.9, paired(d["kget"], d["get"])))
         # lookup
         lk = run_json_lines([exe, "lookup", os.path.join(work, "lookup")])
         raw["lookup"] = lk
@@ -325,16 +349,21 @@ def main():
         os.mkdir(rd)
         proc, port = start_redis(rd)
         try:
-            s = {"set": [], "get": [], "bset": [], "bget": []}
+            s = {"set": [], "get": [], "bset": [], "bget": [], "kset": [], "kget": []}
             value = None
+            url = "redis://127.0.0.1:%d" % port
+            shared = [exe, "shared", url, "--entries", str(SHARED_ENTRIES)]
             # untimed: the keys exist, so every timed SET replaces a value
-            run_json_lines([exe, "shared", "redis://127.0.0.1:%d" % port, "--entries", "128"])
-            for _ in range(args.rounds):
-                x = run_json_lines([exe, "shared", "redis://127.0.0.1:%d" % port, "--entries", "128"])[0]
-                value = x["value_bytes"]
-                s["set"].append(x["set_per_s"])
-                s["get"].append(x["get_per_s"])
-                b = redis_benchmark(port, value, 128)
+            run_json_lines(shared, env=plain)
+            run_json_lines(shared, env=keyed)
+            for r in range(args.rounds):
+                # keyed and unkeyed in turns, the order flipping each round
+                for k in ((False, True) if r % 2 == 0 else (True, False)):
+                    x = run_json_lines(shared, env=keyed if k else plain)[0]
+                    value = x["value_bytes"]
+                    s["kset" if k else "set"].append(x["set_per_s"])
+                    s["kget" if k else "get"].append(x["get_per_s"])
+                b = redis_benchmark(port, value, SHARED_ENTRIES)
                 s["bset"].append(b["SET"])
                 s["bget"].append(b["GET"])
             raw["shared"] = dict(s, value_bytes=value)
@@ -342,6 +371,10 @@ def main():
                          med(s["bset"]), 0.8, paired(s["set"], s["bset"])))
             rows.append(("shared", "GET, %d-byte entries (per s)" % value, med(s["get"]), "redis-benchmark GET -c 1",
                          med(s["bget"]), 0.8, paired(s["get"], s["bget"])))
+            rows.append(("shared", "SET with a tenant key (sealed; per s)", med(s["kset"]), "the same without a key",
+                         med(s["set"]), 0.9, paired(s["kset"], s["set"])))
+            rows.append(("shared", "GET with a tenant key (opened; per s)", med(s["kget"]), "the same without a key",
+                         med(s["get"]), 0.9, paired(s["kget"], s["get"])))
         finally:
             proc.kill()
             proc.wait()
