@@ -97,6 +97,8 @@ static uint64_t seal_out(kvrt_store *s, struct batch *bt, char *why, size_t size
 {
     uint64_t failed = 0;
     bt->nd = bt->ns = 0;
+    for (uint64_t i = 0; i < bt->n; i++)
+        bt->out[i] = NULL;
     struct seals *x = NULL;
     if (s->model.secret && !(x = malloc(sizeof(*x)))) {
         snprintf(why, size, "out of memory to seal entries");
@@ -124,8 +126,6 @@ static uint64_t seal_out(kvrt_store *s, struct batch *bt, char *why, size_t size
              * before the sealed copy goes (it owns nothing) */
             o->chunk = e->chunk;
             e = o;
-        } else {
-            bt->out[i] = NULL;
         }
         if (bt->where[i] & WRITE_DISK)
             bt->disk[bt->nd++] = e;
