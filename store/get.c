@@ -61,9 +61,9 @@ struct ahead {
     uint64_t *slots, *lens, *head;
     /* per head, once the read is in: its checks done (on the workers),
      * and what failed (NULL: good), a copy in why_text */
-    bool *checked;          /* [H] */
-    const char **why;       /* [H] */
-    char (*why_text)[256];  /* [H] */
+    bool *checked;         /* [H] */
+    const char **why;      /* [H] */
+    char (*why_text)[256]; /* [H] */
 };
 
 /* Everything a get needs per head, allocated once. */
