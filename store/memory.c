@@ -67,14 +67,22 @@ static void push_lru(struct mem_tier *t, struct mem_entry *e)
         t->lru_tail = e;
 }
 
-/* Drop one reference with the lock held. */
+static void release(struct mem_tier *t, struct mem_entry *e)
+{
+    buf_pool_put(&t->pool, e->buf);
+    free(e->chunk);
+    free(e);
+}
+
+/* Drop one reference with the lock held (and the sealed copy's with the
+ * last: it has no other owner). */
 static void unref_locked(struct mem_tier *t, struct mem_entry *e)
 {
     if (--e->refs > 0)
         return;
-    buf_pool_put(&t->pool, e->buf);
-    free(e->chunk);
-    free(e);
+    if (e->sealed && --e->sealed->refs == 0)
+        release(t, e->sealed);
+    release(t, e);
 }
 
 void mem_tier_free(struct mem_tier *t)

@@ -24,6 +24,10 @@ struct mem_entry {
     bool queued;      /* on its way to the lower tiers: findable until written */
     /* a chunk's lead entry with events on: its parent and tokens (events.h) */
     struct store_event_chunk *chunk;
+    /* with a key: the entry's sealed copy (an entry of no tier), made by
+     * the put on its workers; the queue's until the writer takes it, and
+     * released with the entry otherwise */
+    struct mem_entry *sealed;
     struct mem_entry *hnext;
     struct mem_entry *prev, *next; /* LRU: head most recent */
 };

@@ -1,6 +1,7 @@
 /* Put: the entries a span's chunks lack, copied out of the cache group by
- * group (every missing head of a layer group together) into sealed entries, indexed in memory and queued for the lower
- * tiers (docs/store.md "Operations").
+ * group (every missing head of a layer group together) into sealed entries
+ * (with a key, also their encrypted copies), indexed in memory and queued
+ * for the lower tiers (docs/store.md "Operations").
  *
  * Layer 5 of libkvrt-store (docs/store.md, "Layers").
  */
@@ -81,14 +82,21 @@ static void pad(const struct store_model *m, uint64_t g, uint8_t *payload, XXH3_
 
 /* The copies of one batch, spread over the store's workers: each unit is
  * read out of the cache (canon_pack, checksumming as it copies) by
- * whichever thread claims it; the units share nothing they write. */
+ * whichever thread claims it, then sealed; the units share nothing they
+ * write. */
 struct put_batch {
     const struct canon_io *io;
     const struct store_model *m;
+    struct mem_tier *mem;
     uint64_t first_token; /* of the span's chunk 0 */
     struct put_unit *units;
 };
 
+/* With a key, each entry's sealed copy is made here, on the put's workers,
+ * rather than by the queue thread before it writes: the seal (AES-256-GCM,
+ * about 4.4 GB/s a core) then runs beside the disk's writes instead of
+ * between them.  A copy that cannot be sealed is dropped; the queue
+ * thread seals it again and reports why it cannot. */
 static void pack_unit(void *ctx, uint64_t i)
 {
     const struct put_batch *b = ctx;
@@ -96,8 +104,17 @@ static void pack_unit(void *ctx, uint64_t i)
     const uint64_t T = b->m->chunk_tokens;
     struct canon_chunk ch = {b->first_token + u->c * T, u->group, u->slots, u->n, u->payloads, u->sums};
     canon_pack(b->io, b->m, &ch);
-    for (uint64_t k = 0; k < u->n; k++)
+    for (uint64_t k = 0; k < u->n; k++) {
+        struct mem_entry *e = u->entries[k];
         pad(b->m, u->group, u->payloads[k], u->sums ? &u->sums[k] : NULL);
+        if (!u->sums)
+            continue;
+        store_entry_seal_end(e->buf, &u->sums[k]);
+        if (e->sealed && store_entry_seal_out(b->m, &e->id, e->buf, e->sealed->buf) != KVRT_OK) {
+            mem_entry_unref(b->mem, e->sealed);
+            e->sealed = NULL;
+        }
+    }
 }
 
 /* Chunks per batch: enough to keep every worker busy with a few units
@@ -143,7 +160,7 @@ int store_put_run(struct store_op *op, uint64_t *tokens)
         batch = op->num_chunks ? op->num_chunks : 1;
     struct put_scratch ps;
     rc = put_scratch_init(&ps, batch * G, H, where != 0);
-    struct put_batch pb = {&io, m, op->first_chunk * T, ps.units};
+    struct put_batch pb = {&io, m, &s->mem, op->first_chunk * T, ps.units};
     for (uint64_t c0 = 0; c0 < op->num_chunks && rc == KVRT_OK; c0 += batch) {
         uint64_t chunks = op->num_chunks - c0 < batch ? op->num_chunks - c0 : batch, units = 0;
         /* 1. the batch's new entries, unit by unit (the allocator's lock) */
@@ -177,6 +194,8 @@ int store_put_run(struct store_op *op, uint64_t *tokens)
                     u->payloads[u->n] = e->buf + STORE_HEADER_BYTES;
                     if (where)
                         store_entry_seal_begin(m, &id, e->buf, &u->sums[u->n]);
+                    if (where && m->secret)
+                        e->sealed = mem_entry_new(&s->mem, &id); /* NULL: the queue thread seals it */
                     u->n++;
                 }
             }
@@ -188,7 +207,7 @@ int store_put_run(struct store_op *op, uint64_t *tokens)
         }
         /* 2. the copies, on every worker */
         store_workers_for(s->workers, units, pack_unit, &pb);
-        /* 3. sealed, indexed and queued in the span's order */
+        /* 3. indexed and queued in the span's order */
         for (uint64_t i = 0; i < units; i += G) {
             bool all = true;
             for (uint64_t g = 0; g < G; g++) {
@@ -196,7 +215,6 @@ int store_put_run(struct store_op *op, uint64_t *tokens)
                 for (uint64_t k = 0; k < u->n; k++) {
                     struct mem_entry *e = u->entries[k];
                     if (where) {
-                        store_entry_seal_end(e->buf, &u->sums[k]);
                         e->refs++; /* the queue's */
                         e->queued = true;
                     }

@@ -41,18 +41,24 @@ struct batch {
     struct mem_entry *disk[BATCH_ENTRIES];
     struct mem_entry *shared[BATCH_ENTRIES];
     uint64_t n, nd, ns;
+    uint64_t bytes; /* the jobs' bytes, counted in the queue */
+    /* with a key, for the seals the queue thread makes itself */
+    kvrt_store *s;
+    bool seal[BATCH_ENTRIES];
+    char why[BATCH_ENTRIES][160]; /* per entry: why it could not be sealed */
 };
 
 /* Take up to one batch of jobs and the side work (lock held). */
 static void take(struct writer *w, struct batch *bt, struct disk_batch *b)
 {
-    bt->n = bt->nd = bt->ns = 0;
+    bt->n = bt->nd = bt->ns = bt->bytes = 0;
     uint64_t bytes = 0;
     while (bt->n < BATCH_ENTRIES && w->count && (bt->n == 0 || bytes + w->value_bytes <= w->batch_bytes)) {
         struct writer_job *j = &w->ring[w->head];
         bt->where[bt->n] = j->where;
         bt->all[bt->n++] = j->entry;
         bytes += w->value_bytes;
+        bt->bytes += j->bytes;
         w->head = (w->head + 1) % w->cap;
         w->count--;
     }
@@ -70,53 +76,49 @@ static void take(struct writer *w, struct batch *bt, struct disk_batch *b)
     w->flush_now = false;
 }
 
-/* The bytes each entry of the batch leaves the process as: with a key,
- * sealed into a buffer of the pool (an entry that cannot be sealed is not
- * written, and counted as a failure).  The seals run on the store's
- * workers, an entry each: AES-256-GCM goes at about 4.4 GB/s a core, a
- * quarter of the copy and checksum before it, so on one thread it bounded
- * a keyed put. */
-struct seals {
-    kvrt_store *s;
-    struct batch *bt;
-    char why[BATCH_ENTRIES][160]; /* per entry: why it could not be sealed */
-};
-
+/* The bytes each entry of the batch leaves the process as: with a key, the
+ * sealed copy the put made, or one the queue thread seals now into a
+ * buffer of the pool (an entry that cannot be sealed is not written, and
+ * counted as a failure).  Those seals run on the store's workers, an entry
+ * each: AES-256-GCM goes at about 4.4 GB/s a core. */
 static void seal_one(void *ctx, uint64_t i)
 {
-    struct seals *x = ctx;
-    struct mem_entry *e = x->bt->all[i], *o = x->bt->out[i];
-    x->why[i][0] = '\0';
-    if (!o)
-        return;
-    if (store_entry_seal_out(&x->s->model, &e->id, e->buf, o->buf) != KVRT_OK)
-        snprintf(x->why[i], sizeof(x->why[i]), "%s", kvrt_error_message());
+    struct batch *bt = ctx;
+    struct mem_entry *e = bt->all[i], *o = bt->out[i];
+    if (bt->seal[i] && store_entry_seal_out(&bt->s->model, &e->id, e->buf, o->buf) != KVRT_OK)
+        snprintf(bt->why[i], sizeof(bt->why[i]), "%s", kvrt_error_message());
 }
 
 static uint64_t seal_out(kvrt_store *s, struct batch *bt, char *why, size_t size)
 {
-    uint64_t failed = 0;
+    uint64_t failed = 0, todo = 0;
     bt->nd = bt->ns = 0;
-    for (uint64_t i = 0; i < bt->n; i++)
+    for (uint64_t i = 0; i < bt->n; i++) {
+        struct mem_entry *e = bt->all[i];
         bt->out[i] = NULL;
-    struct seals *x = NULL;
-    if (s->model.secret && !(x = malloc(sizeof(*x)))) {
-        snprintf(why, size, "out of memory to seal entries");
-        return bt->n;
+        bt->seal[i] = false;
+        bt->why[i][0] = '\0';
+        if (!s->model.secret)
+            continue;
+        if (e->sealed) { /* the put sealed it: the copy is the queue's */
+            bt->out[i] = e->sealed;
+            e->sealed = NULL;
+            continue;
+        }
+        bt->out[i] = mem_entry_new(&s->mem, &e->id);
+        bt->seal[i] = bt->out[i] != NULL;
+        todo += bt->seal[i];
     }
-    for (uint64_t i = 0; x && i < bt->n; i++)
-        bt->out[i] = mem_entry_new(&s->mem, &bt->all[i]->id);
-    if (x) {
-        x->s = s;
-        x->bt = bt;
-        store_workers_for(s->workers, bt->n, seal_one, x);
+    if (todo) {
+        bt->s = s;
+        store_workers_for(s->workers, bt->n, seal_one, bt);
     }
     for (uint64_t i = 0; i < bt->n; i++) {
         struct mem_entry *e = bt->all[i];
-        if (x) {
+        if (s->model.secret) {
             struct mem_entry *o = bt->out[i];
-            if (!o || x->why[i][0]) {
-                snprintf(why, size, "%s", o ? x->why[i] : "out of memory for a sealed entry");
+            if (!o || bt->why[i][0]) {
+                snprintf(why, size, "%s", o ? bt->why[i] : "out of memory for a sealed entry");
                 mem_entry_unref(&s->mem, o);
                 bt->out[i] = NULL;
                 failed++;
@@ -132,7 +134,6 @@ static uint64_t seal_out(kvrt_store *s, struct batch *bt, char *why, size_t size
         if (bt->where[i] & WRITE_SHARED)
             bt->shared[bt->ns++] = e;
     }
-    free(x);
     return failed;
 }
 
@@ -211,7 +212,7 @@ static void *writer_main(void *arg)
         char why[512] = "";
         write_out(s, bt, &b, &failed, why, sizeof(why));
         pthread_mutex_lock(&w->lock);
-        w->bytes -= bt->n * w->value_bytes;
+        w->bytes -= bt->bytes;
         w->written += bt->n;
         w->busy = false;
         if (failed) {
@@ -272,11 +273,12 @@ void writer_enqueue(kvrt_store *s, struct mem_entry *e, unsigned where)
     struct writer *w = &s->writer;
     pthread_mutex_lock(&w->lock);
     /* full: wait for the writer (one entry always fits an empty queue) */
-    while (w->count > 0 && (w->bytes + w->value_bytes > w->max_bytes || w->count == w->cap))
+    uint64_t bytes = e->sealed ? 2 * w->value_bytes : w->value_bytes;
+    while (w->count > 0 && (w->bytes + bytes > w->max_bytes || w->count == w->cap))
         pthread_cond_wait(&w->done, &w->lock);
-    w->ring[(w->head + w->count) % w->cap] = (struct writer_job){e, where};
+    w->ring[(w->head + w->count) % w->cap] = (struct writer_job){e, where, bytes};
     w->count++;
-    w->bytes += w->value_bytes;
+    w->bytes += bytes;
     w->enqueued++;
     pthread_cond_signal(&w->wake);
     pthread_mutex_unlock(&w->lock);

@@ -17,6 +17,7 @@
 struct writer_job {
     struct mem_entry *entry;
     unsigned where;
+    uint64_t bytes; /* counted against max_bytes: twice value_bytes with a sealed copy */
 };
 
 struct writer {
@@ -43,7 +44,9 @@ struct writer {
 int writer_start(kvrt_store *s, uint64_t max_bytes);
 void writer_stop(kvrt_store *s);
 /* Queue a sealed entry (takes a reference) for the tiers in `where`; waits
- * while the queue is full. */
+ * while the queue is full.  With a key, an entry whose encrypted copy the
+ * put made (e->sealed) leaves as that copy; the queue thread seals the
+ * others. */
 void writer_enqueue(kvrt_store *s, struct mem_entry *e, unsigned where);
 /* Record a read (the disk's recency order), a bad entry to delete, and
  * hits and misses for the directory's counters. */

@@ -121,7 +121,8 @@ struct kvrt_store_options {
      * the whole pipeline) in seconds; 0: default. */
     double shared_timeout_s;
     /* Bound of the queue of entries on their way to the disk and shared
-     * tiers; a put waits while it is full.  0: default. */
+     * tiers; a put waits while it is full.  With a tenant key an entry
+     * counts twice (its sealed copy waits beside it).  0: default. */
     uint64_t queue_bytes;
     /* Receives warnings (a dropped entry, an unreachable server), one line
      * each.  NULL: "kvrt-store: warning: ..." on stderr. */
