@@ -1,7 +1,7 @@
 /* Get: each chunk's entries from memory, the disk (read ahead of the copy)
- * or the shared tier, checked, copied into the cache, and promoted to the
- * upper tiers; the first chunk missing a head ends it (docs/store.md
- * "Operations").
+ * or the shared tier (received while the chunk before is copied), checked,
+ * copied into the cache, and promoted to the upper tiers; the first chunk
+ * missing a head ends it (docs/store.md "Operations").
  *
  * Layer 5 of libkvrt-store (docs/store.md, "Layers").
  */
@@ -66,15 +66,56 @@ struct ahead {
     char (*why_text)[256]; /* [H] */
 };
 
-/* Everything a get needs per head, allocated once. */
-struct get_scratch {
+/* Shared-tier values checked as they arrive (shared_get_many's arrived),
+ * on threads other than the one receiving: the receiving thread queues
+ * each value and reads the next while a worker computes its checksum or
+ * opens its seal.  On one thread a keyed get of 1 MiB values paid its
+ * receive and its AES-256-GCM open one after the other (0.38 + 0.24 ms a
+ * value on the build machine: 0.62 of an unkeyed get).  The receive is
+ * item 0 of a parallel for and the checkers the items after it, so a pool
+ * that is busy runs them in order on the caller's thread: the receive
+ * whole, then every check.  Without a pool (one thread) each value is
+ * checked as it arrives, while it is still in the CPU's caches.  why[i] is
+ * a copy of what failed (NULL: good). */
+struct arrivals {
+    const struct store_model *m;
+    const struct store_id *ids;
+    char **why;
+    /* the receive's arguments */
+    struct shared_tier *t;
+    uint64_t n, value_bytes;
+    uint8_t *const *bufs;
+    uint64_t *lens;
+    bool *got;
+    /* arrived values waiting for a checker */
+    pthread_mutex_t lock;
+    pthread_cond_t more;
+    uint64_t *queue, queued, taken;
+    uint8_t **values;
+    uint64_t *value_lens;
+    bool received, twice;
+    bool inline_checks; /* no pool: the receiving thread checks */
+};
+
+/* A chunk being found: per head its entry (f), and what it asks of the
+ * shared tier (the heads memory and the disk missed). */
+struct chunk_find {
     struct found *f;
+    uint64_t got, missing;
     struct store_id *ids; /* heads missed locally, asked of the shared tier */
     uint64_t *miss_head;
     struct mem_entry **shared_e;
     uint8_t **shared_bufs;
     uint64_t *shared_lens;
     bool *shared_got;
+    struct arrivals arr;
+    bool asked; /* arr holds a request to the shared tier */
+};
+
+/* Everything a get needs per head, allocated once: two chunks' finds, the
+ * one being copied into the cache and the next, received meanwhile. */
+struct get_scratch {
+    struct chunk_find cf[2];
     uint64_t *slots; /* head slots 0..H-1 */
     uint8_t **payloads;
     struct mem_entry **promoted;           /* [chunks x H]: shared hits to queue for the disk */
@@ -83,14 +124,17 @@ struct get_scratch {
 
 static void get_scratch_free(struct get_scratch *g)
 {
-    free(g->f);
-    free(g->ids);
-    free(g->miss_head);
     // NOLINTBEGIN(bugprone-multi-level-implicit-pointer-conversion)
-    free(g->shared_e);
-    free(g->shared_bufs);
-    free(g->shared_lens);
-    free(g->shared_got);
+    for (unsigned i = 0; i < 2; i++) {
+        struct chunk_find *cf = &g->cf[i];
+        free(cf->f);
+        free(cf->ids);
+        free(cf->miss_head);
+        free(cf->shared_e);
+        free(cf->shared_bufs);
+        free(cf->shared_lens);
+        free(cf->shared_got);
+    }
     free(g->slots);
     free(g->payloads);
     free(g->promoted);
@@ -115,14 +159,18 @@ static int get_scratch_init(struct get_scratch *g, uint64_t H, uint64_t chunks)
 {
     memset(g, 0, sizeof(*g));
     size_t n = H ? H : 1, p = chunks * H > 0 ? chunks * H : 1;
-    bool ok = (g->f = calloc(n, sizeof(*g->f))) && (g->ids = calloc(n, sizeof(*g->ids))) &&
-              (g->miss_head = calloc(n, sizeof(*g->miss_head))) &&
-              // NOLINTBEGIN(bugprone-sizeof-expression): arrays of pointers
-              (g->shared_e = calloc(n, sizeof(*g->shared_e))) &&
-              (g->shared_bufs = calloc(n, sizeof(*g->shared_bufs))) &&
-              (g->shared_lens = calloc(n, sizeof(*g->shared_lens))) &&
-              (g->shared_got = calloc(n, sizeof(*g->shared_got))) && (g->slots = calloc(n, sizeof(*g->slots))) &&
-              (g->payloads = calloc(n, sizeof(*g->payloads))) && (g->promoted = calloc(p, sizeof(*g->promoted)));
+    // NOLINTBEGIN(bugprone-sizeof-expression): arrays of pointers
+    bool ok = (g->slots = calloc(n, sizeof(*g->slots))) && (g->payloads = calloc(n, sizeof(*g->payloads))) &&
+              (g->promoted = calloc(p, sizeof(*g->promoted)));
+    for (unsigned i = 0; i < 2 && ok; i++) {
+        struct chunk_find *cf = &g->cf[i];
+        ok = (cf->f = calloc(n, sizeof(*cf->f))) && (cf->ids = calloc(n, sizeof(*cf->ids))) &&
+             (cf->miss_head = calloc(n, sizeof(*cf->miss_head))) &&
+             (cf->shared_e = calloc(n, sizeof(*cf->shared_e))) &&
+             (cf->shared_bufs = calloc(n, sizeof(*cf->shared_bufs))) &&
+             (cf->shared_lens = calloc(n, sizeof(*cf->shared_lens))) &&
+             (cf->shared_got = calloc(n, sizeof(*cf->shared_got)));
+    }
     for (unsigned i = 0; i < STORE_AHEAD_POSTS && ok; i++) {
         struct ahead *A = &g->ahead[i];
         ok = (A->e = calloc(n, sizeof(*A->e))) && (A->slot = calloc(n, sizeof(*A->slot))) &&
@@ -271,37 +319,6 @@ static bool find_local(struct store_op *op, struct disk_read *r, struct ahead *A
     return false;
 }
 
-/* Shared-tier values checked as they arrive (shared_get_many's arrived),
- * on threads other than the one receiving: the receiving thread queues
- * each value and reads the next while a worker computes its checksum or
- * opens its seal.  On one thread a keyed get of 1 MiB values paid its
- * receive and its AES-256-GCM open one after the other (0.38 + 0.24 ms a
- * value on the build machine: 0.62 of an unkeyed get).  The receive is
- * item 0 of a parallel for and the checkers the items after it, so a pool
- * that is busy runs them in order on the caller's thread: the receive
- * whole, then every check.  Without a pool (one thread) each value is
- * checked as it arrives, while it is still in the CPU's caches.  why[i] is
- * a copy of what failed (NULL: good). */
-struct arrivals {
-    const struct store_model *m;
-    const struct store_id *ids;
-    char **why;
-    /* the receive's arguments */
-    struct shared_tier *t;
-    uint64_t n, value_bytes;
-    uint8_t *const *bufs;
-    uint64_t *lens;
-    bool *got;
-    /* arrived values waiting for a checker */
-    pthread_mutex_t lock;
-    pthread_cond_t more;
-    uint64_t *queue, queued, taken;
-    uint8_t **values;
-    uint64_t *value_lens;
-    bool received, twice;
-    bool inline_checks; /* no pool: the receiving thread checks */
-};
-
 static char checks_failed[] = "it failed its checks";
 
 static void check_value(struct arrivals *a, uint64_t i)
@@ -359,92 +376,118 @@ static void receive_or_check(void *ctx, uint64_t item)
     pthread_mutex_unlock(&a->lock);
 }
 
-/* The shared tier's values for ids[0..n) into bufs, each checked; why and
- * got as above.  False: out of memory (nothing asked). */
-static bool receive_checked(kvrt_store *s, struct arrivals *a)
+/* Ready a's queue for the values to come (checkers: the items after the
+ * receive, 0 to check on the receiving thread).  False: out of memory. */
+static bool arrivals_begin(struct arrivals *a, uint64_t checkers)
 {
     a->queue = calloc(a->n, sizeof(*a->queue));
     a->values = calloc(a->n, sizeof(*a->values));
     a->value_lens = calloc(a->n, sizeof(*a->value_lens));
-    bool ok = a->queue && a->values && a->value_lens;
-    if (ok) {
-        pthread_mutex_init(&a->lock, NULL);
-        pthread_cond_init(&a->more, NULL);
-        uint64_t checkers = store_workers_count(s->workers) - 1;
-        a->inline_checks = checkers == 0;
-        store_workers_for(s->workers, 1 + checkers, receive_or_check, a);
-        pthread_cond_destroy(&a->more);
-        pthread_mutex_destroy(&a->lock);
-        /* a value got is a value checked, or it fails */
-        for (uint64_t i = 0; i < a->n; i++)
-            if (a->got[i] && !a->why[i] && (!a->values[i] || a->twice))
-                a->why[i] = checks_failed;
+    a->inline_checks = checkers == 0;
+    if (!a->queue || !a->values || !a->value_lens) {
+        free(a->queue);
+        // NOLINTNEXTLINE(bugprone-multi-level-implicit-pointer-conversion)
+        free(a->values);
+        free(a->value_lens);
+        return false;
     }
+    pthread_mutex_init(&a->lock, NULL);
+    pthread_cond_init(&a->more, NULL);
+    return true;
+}
+
+/* After the receive and its checkers: a value got is a value checked, or
+ * it fails. */
+static void arrivals_end(struct arrivals *a)
+{
+    pthread_cond_destroy(&a->more);
+    pthread_mutex_destroy(&a->lock);
+    for (uint64_t i = 0; i < a->n; i++)
+        if (a->got[i] && !a->why[i] && (!a->values[i] || a->twice))
+            a->why[i] = checks_failed;
     free(a->queue);
     // NOLINTNEXTLINE(bugprone-multi-level-implicit-pointer-conversion)
     free(a->values);
     free(a->value_lens);
-    return ok;
 }
 
-/* The chunk's entries, every head: memory and disk first, then what they
- * missed from the shared tier in one pipeline, each value read straight
- * into an entry's buffer and checked there as it arrives.  How many were
- * found. */
-static uint64_t find_chunk(struct store_op *op, struct disk_read *r, struct ahead *A, uint64_t c, struct get_scratch *g)
+/* A chunk's entries, every head, from memory and the disk; what they
+ * missed is made ready to ask of the shared tier (cf->asked), each value
+ * to be read straight into an entry's buffer. */
+static void find_begin(struct store_op *op, struct disk_read *r, struct ahead *A, uint64_t c, struct chunk_find *cf)
 {
     kvrt_store *s = op->store;
-    uint64_t H = op->units, got = 0, missing = 0;
+    uint64_t H = op->units;
+    cf->got = cf->missing = 0;
+    cf->asked = false;
     for (uint64_t h = 0; h < H; h++) {
         struct store_id id;
         store_op_id(op, c, h, &id);
-        if (find_local(op, r, A, h, &id, &g->f[h])) {
-            got++;
+        if (find_local(op, r, A, h, &id, &cf->f[h])) {
+            cf->got++;
         } else {
-            g->ids[missing] = id;
-            g->miss_head[missing++] = h;
+            cf->ids[cf->missing] = id;
+            cf->miss_head[cf->missing++] = h;
         }
     }
-    if (!missing || !s->has_shared)
-        return got;
+    if (!cf->missing || !s->has_shared)
+        return;
     bool buffers = true;
-    for (uint64_t i = 0; i < missing; i++) {
-        g->shared_e[i] = mem_entry_new(&s->mem, &g->ids[i]);
-        g->shared_bufs[i] = g->shared_e[i] ? g->shared_e[i]->buf : NULL;
-        buffers = buffers && g->shared_e[i];
+    for (uint64_t i = 0; i < cf->missing; i++) {
+        cf->shared_e[i] = mem_entry_new(&s->mem, &cf->ids[i]);
+        cf->shared_bufs[i] = cf->shared_e[i] ? cf->shared_e[i]->buf : NULL;
+        cf->shared_got[i] = false;
+        buffers = buffers && cf->shared_e[i];
     }
-    struct arrivals arr = {.m = &s->model,
-                           .ids = g->ids,
-                           .why = calloc(missing, sizeof(char *)),
-                           .t = &s->shared,
-                           .n = missing,
-                           .value_bytes = STORE_HEADER_BYTES + s->model.payload_bytes,
-                           .bufs = g->shared_bufs,
-                           .lens = g->shared_lens,
-                           .got = g->shared_got};
-    buffers = buffers && arr.why && receive_checked(s, &arr);
-    for (uint64_t i = 0; i < missing; i++) {
-        struct mem_entry *e = g->shared_e[i];
-        g->shared_e[i] = NULL;
-        if (buffers && g->shared_got[i]) {
-            const char *why = arr.why[i];
+    cf->arr = (struct arrivals){.m = &s->model,
+                                .ids = cf->ids,
+                                .why = buffers ? calloc(cf->missing, sizeof(char *)) : NULL,
+                                .t = &s->shared,
+                                .n = cf->missing,
+                                .value_bytes = STORE_HEADER_BYTES + s->model.payload_bytes,
+                                .bufs = cf->shared_bufs,
+                                .lens = cf->shared_lens,
+                                .got = cf->shared_got};
+    cf->asked = cf->arr.why && arrivals_begin(&cf->arr, store_workers_count(s->workers) - 1);
+    if (!cf->asked) {
+        free(cf->arr.why);
+        for (uint64_t i = 0; i < cf->missing; i++) {
+            mem_entry_unref(&s->mem, cf->shared_e[i]);
+            cf->shared_e[i] = NULL;
+        }
+    }
+}
+
+/* The shared tier's answers to find_begin, once received and checked:
+ * the good ones found, the bad ones dropped. */
+static void find_end(kvrt_store *s, struct chunk_find *cf)
+{
+    if (!cf->asked)
+        return;
+    struct arrivals *arr = &cf->arr;
+    arrivals_end(arr);
+    for (uint64_t i = 0; i < cf->missing; i++) {
+        struct mem_entry *e = cf->shared_e[i];
+        cf->shared_e[i] = NULL;
+        if (cf->shared_got[i]) {
+            const char *why = arr->why[i];
             if (!why) {
-                struct found *f = &g->f[g->miss_head[i]];
+                struct found *f = &cf->f[cf->miss_head[i]];
                 f->payload = e->buf + STORE_HEADER_BYTES;
                 f->read = e;
                 f->tier = 2;
-                got++;
+                cf->got++;
                 continue;
             }
-            bad_entry(s, &g->ids[i], "shared", why, s->model.secret || store_entry_sealed(e->buf, g->shared_lens[i]));
+            bad_entry(s, &cf->ids[i], "shared", why, s->model.secret || store_entry_sealed(e->buf, cf->shared_lens[i]));
         }
         mem_entry_unref(&s->mem, e);
     }
-    for (uint64_t i = 0; arr.why && i < missing; i++)
-        if (arr.why[i] != checks_failed)
-            free(arr.why[i]);
-    free(arr.why);
-    return got;
+    for (uint64_t i = 0; i < cf->missing; i++)
+        if (arr->why[i] != checks_failed)
+            free(arr->why[i]);
+    free(arr->why);
+    cf->asked = false;
 }
 
 /* A chunk's copy into the cache, spread over the store's workers: its
@@ -469,6 +512,58 @@ static void unpack_part(void *ctx, uint64_t i)
     uint64_t n = u->heads - h0 < u->per ? u->heads - h0 : u->per;
     struct canon_chunk ch = {u->first, u->group_start + k, u->slots + h0, n, u->payloads + k * u->heads + h0, NULL};
     canon_unpack(u->io, u->m, &ch);
+}
+
+/* Chunk c's entries found (find_begin): its disk reads waited for and
+ * checked, the read of the chunk STORE_AHEAD_POSTS - 1 after it posted. */
+static void find_next(struct store_op *op, struct disk_read *r, struct disk_ahead *a, struct get_scratch *g,
+                      uint64_t c, struct chunk_find *cf)
+{
+    const uint64_t depth = STORE_AHEAD_POSTS - 1;
+    struct ahead *A = r ? &g->ahead[c % STORE_AHEAD_POSTS] : NULL;
+    if (r && c + depth < op->num_chunks)
+        post_ahead(op, r, a, c + depth, &g->ahead[(c + depth) % STORE_AHEAD_POSTS]);
+    if (A) {
+        wait_ahead(a, A);
+        check_ahead(op, A, c);
+    }
+    find_begin(op, r, A, c, cf);
+}
+
+/* One parallel for of a turn: the receive of the next chunk's shared
+ * values (item 0), the current chunk's copy into the cache (the unpack
+ * parts after it) and the checkers of the received values (the rest).
+ * So the cache is written while the next values are on the wire: received
+ * and then copied one after the other, the server stood idle during every
+ * chunk's copy and its last check. */
+struct turn {
+    struct arrivals *a;     /* NULL: nothing to receive */
+    struct get_unpack *u;   /* NULL: nothing to copy */
+    uint64_t unpacks;
+};
+
+static void turn_item(void *ctx, uint64_t i)
+{
+    const struct turn *t = ctx;
+    if (t->a && i == 0) {
+        receive_or_check(t->a, 0);
+        return;
+    }
+    i -= t->a != NULL;
+    if (i < t->unpacks)
+        unpack_part(t->u, i);
+    else if (t->a)
+        receive_or_check(t->a, 1); /* a checker */
+}
+
+static void run_turn(kvrt_store *s, struct chunk_find *next, struct get_unpack *u, uint64_t unpacks)
+{
+    struct turn t = {next && next->asked ? &next->arr : NULL, u, u ? unpacks : 0};
+    /* as many checkers as threads: the receiving one joins them when done */
+    uint64_t checkers = t.a && !t.a->inline_checks ? store_workers_count(s->workers) : 0;
+    store_workers_for(s->workers, (t.a ? 1 : 0) + t.unpacks + checkers, turn_item, &t);
+    if (next)
+        find_end(s, next);
 }
 
 int store_get_run(struct store_op *op, uint64_t *tokens)
@@ -502,32 +597,34 @@ int store_get_run(struct store_op *op, uint64_t *tokens)
     const uint64_t depth = STORE_AHEAD_POSTS - 1;
     for (uint64_t c = 0; r && c < depth && c < op->num_chunks; c++)
         post_ahead(op, r, a, c, &g.ahead[c % STORE_AHEAD_POSTS]);
+    /* each turn copies chunk c into the cache while chunk c + 1 is found
+     * (its shared values received and checked): run_turn */
+    struct chunk_find *cur = &g.cf[0], *next = &g.cf[1];
+    if (op->num_chunks > 0) {
+        find_next(op, r, a, &g, 0, cur);
+        run_turn(s, cur, NULL, 0);
+    }
     for (uint64_t c = 0; c < op->num_chunks; c++) {
-        struct ahead *A = r ? &g.ahead[c % STORE_AHEAD_POSTS] : NULL;
-        if (r && c + depth < op->num_chunks)
-            post_ahead(op, r, a, c + depth, &g.ahead[(c + depth) % STORE_AHEAD_POSTS]);
-        if (A) {
-            wait_ahead(a, A);
-            check_ahead(op, A, c);
-        }
-        uint64_t got = find_chunk(op, r, A, c, &g);
-        if (got < H) {
-            misses += H - got;
+        if (cur->got < H) {
+            misses += H - cur->got;
             for (uint64_t h = 0; h < H; h++)
-                release_found(s, &g.f[h]);
+                release_found(s, &cur->f[h]);
             break;
         }
         for (uint64_t h = 0; h < H; h++)
-            g.payloads[h] = (uint8_t *)g.f[h].payload;
+            g.payloads[h] = (uint8_t *)cur->f[h].payload;
         /* every entry of the chunk is checked: now into the cache */
         uint64_t parts = store_workers_count(s->workers);
         parts = parts < op->num_heads ? parts : op->num_heads;
         struct get_unpack u = {&io,           m,     (op->first_chunk + c) * T,           op->group_start,
                                op->num_heads, parts, (op->num_heads + parts - 1) / parts, g.slots,
                                g.payloads};
-        store_workers_for(s->workers, op->num_groups * parts, unpack_part, &u);
+        bool more = c + 1 < op->num_chunks;
+        if (more)
+            find_next(op, r, a, &g, c + 1, next);
+        run_turn(s, more ? next : NULL, &u, op->num_groups * parts);
         for (uint64_t h = 0; h < H; h++) {
-            struct found *f = &g.f[h];
+            struct found *f = &cur->f[h];
             hits[f->tier]++;
             if (f->tier == 1)
                 writer_touch(s, &f->read->id);
@@ -548,6 +645,9 @@ int store_get_run(struct store_op *op, uint64_t *tokens)
             release_found(s, f);
         }
         loaded += T;
+        struct chunk_find *done = cur;
+        cur = next;
+        next = done;
     }
     for (unsigned i = 0; r && i < STORE_AHEAD_POSTS; i++)
         drop_ahead(s, a, &g.ahead[i], H);
