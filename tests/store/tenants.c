@@ -120,6 +120,22 @@ static uint64_t lookup(kvrt_store *s)
     return hit;
 }
 
+/* kvrt_store_verify of the directory at path, opened with key (NULL:
+ * none) and nothing else. */
+static int verify_dir(const char *path, const char *key, struct kvrt_store_verify_report *r)
+{
+    struct kvrt_store_options o;
+    kvrt_store_options_default(&o);
+    o.path = path;
+    o.key_file = key;
+    memset(r, 0, sizeof(*r));
+    kvrt_store *ins = NULL;
+    int rc = path ? kvrt_store_open(&o, &ins) : KVRT_ERR_STATE;
+    rc = rc == KVRT_OK ? kvrt_store_verify(ins, false, NULL, NULL, r) : rc;
+    kvrt_store_close(ins);
+    return rc;
+}
+
 /* The server's name of chunk c, head h, as a store computes it. */
 static void server_key(kvrt_store *s, uint64_t c, uint32_t h, char out[5 + 36])
 {
@@ -224,14 +240,8 @@ static void shared_tenants(const char *url, int port)
     tap_ok(got == N && exact && flushed, "a keyed store with a directory loads from the server (%llu tokens)",
            (unsigned long long)got);
     kvrt_store_close(a5);
-    struct kvrt_store_options vo;
-    kvrt_store_options_default(&vo);
-    vo.path = path;
-    kvrt_store *ins = NULL;
-    struct kvrt_store_verify_report vr = {0};
-    int vrc = path ? kvrt_store_open(&vo, &ins) : KVRT_ERR_STATE;
-    vrc = vrc == KVRT_OK ? kvrt_store_verify(ins, false, NULL, NULL, &vr) : vrc;
-    kvrt_store_close(ins);
+    struct kvrt_store_verify_report vr;
+    int vrc = verify_dir(path, NULL, &vr);
     kvrt_store *a6 = path ? open_store(key_a, path, NULL, NULL) : NULL;
     got = a6 ? get_all(a6, 7, &exact) : 0;
     tap_ok(vrc == KVRT_OK && (long long)vr.entries == entries && vr.sealed == vr.entries && got == N && exact,
@@ -299,24 +309,14 @@ static void disk_tenants(void)
            "the same directory without the key: nothing found");
     kvrt_store_close(plain);
 
-    struct kvrt_store_options o;
-    kvrt_store_options_default(&o);
-    o.path = path;
-    kvrt_store *ins = NULL;
-    struct kvrt_store_verify_report r = {0};
-    int rc = kvrt_store_open(&o, &ins);
-    rc = rc == KVRT_OK ? kvrt_store_verify(ins, false, NULL, NULL, &r) : rc;
+    struct kvrt_store_verify_report r;
+    int rc = verify_dir(path, NULL, &r);
     tap_ok(rc == KVRT_OK && r.entries == CHUNKS * model.heads && r.sealed == r.entries && r.bad == 0,
            "verify without the key: %llu entries, %llu sealed, %llu bad", (unsigned long long)r.entries,
            (unsigned long long)r.sealed, (unsigned long long)r.bad);
-    kvrt_store_close(ins);
-    o.key_file = key_a;
-    memset(&r, 0, sizeof(r));
-    rc = kvrt_store_open(&o, &ins);
-    rc = rc == KVRT_OK ? kvrt_store_verify(ins, false, NULL, NULL, &r) : rc;
+    rc = verify_dir(path, key_a, &r);
     tap_ok(rc == KVRT_OK && r.entries == CHUNKS * model.heads && r.sealed == 0 && r.bad == 0,
            "verify with it: every entry opens (%llu)", (unsigned long long)r.entries);
-    kvrt_store_close(ins);
     kvrt_store *a2 = open_store(key_a, path, NULL, NULL);
     uint64_t got = a2 ? get_all(a2, 7, &exact) : 0;
     tap_ok(got == N && exact, "the key's owner loads it from disk, exact (%llu tokens)", (unsigned long long)got);
