@@ -165,8 +165,7 @@ static int get_scratch_init(struct get_scratch *g, uint64_t H, uint64_t chunks)
     for (unsigned i = 0; i < 2 && ok; i++) {
         struct chunk_find *cf = &g->cf[i];
         ok = (cf->f = calloc(n, sizeof(*cf->f))) && (cf->ids = calloc(n, sizeof(*cf->ids))) &&
-             (cf->miss_head = calloc(n, sizeof(*cf->miss_head))) &&
-             (cf->shared_e = calloc(n, sizeof(*cf->shared_e))) &&
+             (cf->miss_head = calloc(n, sizeof(*cf->miss_head))) && (cf->shared_e = calloc(n, sizeof(*cf->shared_e))) &&
              (cf->shared_bufs = calloc(n, sizeof(*cf->shared_bufs))) &&
              (cf->shared_lens = calloc(n, sizeof(*cf->shared_lens))) &&
              (cf->shared_got = calloc(n, sizeof(*cf->shared_got)));
@@ -516,8 +515,8 @@ static void unpack_part(void *ctx, uint64_t i)
 
 /* Chunk c's entries found (find_begin): its disk reads waited for and
  * checked, the read of the chunk STORE_AHEAD_POSTS - 1 after it posted. */
-static void find_next(struct store_op *op, struct disk_read *r, struct disk_ahead *a, struct get_scratch *g,
-                      uint64_t c, struct chunk_find *cf)
+static void find_next(struct store_op *op, struct disk_read *r, struct disk_ahead *a, struct get_scratch *g, uint64_t c,
+                      struct chunk_find *cf)
 {
     const uint64_t depth = STORE_AHEAD_POSTS - 1;
     struct ahead *A = r ? &g->ahead[c % STORE_AHEAD_POSTS] : NULL;
@@ -537,8 +536,8 @@ static void find_next(struct store_op *op, struct disk_read *r, struct disk_ahea
  * and then copied one after the other, the server stood idle during every
  * chunk's copy and its last check. */
 struct turn {
-    struct arrivals *a;     /* NULL: nothing to receive */
-    struct get_unpack *u;   /* NULL: nothing to copy */
+    struct arrivals *a;   /* NULL: nothing to receive */
+    struct get_unpack *u; /* NULL: nothing to copy */
     uint64_t unpacks;
 };
 
